@@ -1,0 +1,22 @@
+-- Claim up to $5 due jobs in claim order, optionally only from the lanes in the JSON array $4,
+-- issuing each a fresh lease token. Rows locked by a concurrent claimer are skipped, never
+-- waited for. $1 now, $2 worker id, $3 lease length (ms).
+WITH picked AS (
+    SELECT id FROM jobs
+    WHERE status = 'queued'
+      AND run_at <= $1
+      AND ($4::text IS NULL OR lane IN (SELECT jsonb_array_elements_text($4::jsonb)))
+    ORDER BY priority DESC, run_at, id
+    LIMIT $5
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j SET
+    status = 'running',
+    attempts = j.attempts + 1,
+    lease_token = j.lease_token + 1,
+    lease_owner = $2,
+    lease_expires_at = $1 + $3,
+    updated_at = $1
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.*

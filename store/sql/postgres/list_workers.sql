@@ -1,0 +1,1 @@
+SELECT * FROM workers ORDER BY started_at, id

@@ -1,0 +1,17 @@
+-- Claim up to ?5 due jobs in claim order, optionally only from the lanes in the JSON array ?4,
+-- issuing each a fresh lease token. ?1 now, ?2 worker id, ?3 lease length (ms).
+UPDATE jobs SET
+    status = 'running',
+    attempts = attempts + 1,
+    lease_token = lease_token + 1,
+    lease_owner = ?2,
+    lease_expires_at = ?1 + ?3,
+    updated_at = ?1
+WHERE id IN (
+    SELECT id FROM jobs
+    WHERE status = 'queued'
+      AND run_at <= ?1
+      AND (?4 IS NULL OR lane IN (SELECT value FROM json_each(?4)))
+    ORDER BY priority DESC, run_at, id
+    LIMIT ?5)
+RETURNING *

@@ -1,0 +1,1 @@
+SELECT status, COUNT(*) AS n FROM jobs GROUP BY status

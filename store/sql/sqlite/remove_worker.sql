@@ -1,0 +1,1 @@
+DELETE FROM workers WHERE id = ?1

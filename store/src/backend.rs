@@ -1,0 +1,588 @@
+//! The queue operations, written once and expanded for each backend.
+//!
+//! SQLite and PostgreSQL run the same logic with their own SQL (`store/sql/<backend>/*.sql`);
+//! only the statements differ (`FOR UPDATE SKIP LOCKED` and `FOR SHARE` on PostgreSQL, a
+//! single writer connection and `BEGIN IMMEDIATE` on SQLite). sqlx's typed APIs make code
+//! generic over a database heavy with bounds, so the logic is a macro instantiated per backend
+//! with its SQL directory, and the conformance suite holds both to the same behaviour.
+//!
+//! Every lease-guarded write matches `id = ? AND lease_token = ? AND status = 'running'`; when
+//! it matches no row, [`lease_lost`](crate::backend) reads why and returns `LeaseLost`.
+
+/// Expands the queue operations for one backend. `$dir` names the SQL directory; the backend
+/// type must provide `writer()`, `reader()`, `begin()` and `notify_enqueued(tx, lane)`.
+macro_rules! queue_operations {
+    ($backend:ty, $db:ty, $dir:literal) => {
+        macro_rules! sql {
+            ($name:literal) => {
+                include_str!(concat!("../sql/", $dir, "/", $name, ".sql"))
+            };
+        }
+
+        #[allow(clippy::too_many_arguments)]
+        impl $backend {
+            pub(crate) async fn enqueue_run(
+                &self,
+                run_id: &str,
+                new: &$crate::model::NewRun,
+                now: i64,
+            ) -> $crate::Result<$crate::model::Enqueued> {
+                let mut tx = self.begin().await?;
+                let inserted: Option<String> = sqlx::query_scalar(sql!("insert_run"))
+                    .bind(run_id)
+                    .bind(&new.agent)
+                    .bind(new.trigger.as_str())
+                    .bind(&new.input)
+                    .bind(&new.dedupe_key)
+                    .bind(&new.concurrency_key)
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if inserted.is_none() {
+                    tx.rollback().await?;
+                    let key = new.dedupe_key.as_deref().unwrap_or_default();
+                    let (run_id, job_id): (String, Option<i64>) =
+                        sqlx::query_as(sql!("find_run_by_key"))
+                            .bind(key)
+                            .fetch_one(self.writer())
+                            .await?;
+                    let job_id = job_id.ok_or_else(|| {
+                        $crate::Error::Corrupt(format!("run {run_id} has no start job"))
+                    })?;
+                    return Ok($crate::model::Enqueued {
+                        run_id,
+                        job_id,
+                        duplicate: true,
+                    });
+                }
+                let job_id: i64 = sqlx::query_scalar(sql!("insert_job"))
+                    .bind(run_id)
+                    .bind($crate::states::JobKind::Start.as_str())
+                    .bind(&new.job.lane)
+                    .bind(new.job.priority)
+                    .bind(&new.input)
+                    .bind(new.job.run_at.unwrap_or(now))
+                    .bind(new.job.max_attempts)
+                    .bind(None::<String>)
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                self.notify_enqueued(&mut tx, &new.job.lane).await?;
+                tx.commit().await?;
+                Ok($crate::model::Enqueued {
+                    run_id: run_id.to_string(),
+                    job_id,
+                    duplicate: false,
+                })
+            }
+
+            pub(crate) async fn enqueue_resume(
+                &self,
+                new: &$crate::model::NewResume,
+                now: i64,
+            ) -> $crate::Result<$crate::model::Enqueued> {
+                let mut tx = self.begin().await?;
+                let status: Option<String> = sqlx::query_scalar(sql!("run_status"))
+                    .bind(&new.run_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let status = $crate::store::parse_status(status, &new.run_id)?;
+                let inserted: Option<i64> = sqlx::query_scalar(sql!("insert_job"))
+                    .bind(&new.run_id)
+                    .bind($crate::states::JobKind::Resume.as_str())
+                    .bind(&new.job.lane)
+                    .bind(new.job.priority)
+                    .bind(&new.payload)
+                    .bind(new.job.run_at.unwrap_or(now))
+                    .bind(new.job.max_attempts)
+                    .bind(&new.dedupe_key)
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(job_id) = inserted else {
+                    tx.rollback().await?;
+                    let key = new.dedupe_key.as_deref().unwrap_or_default();
+                    let (run_id, job_id): (String, i64) = sqlx::query_as(sql!("find_job_by_key"))
+                        .bind(key)
+                        .fetch_one(self.writer())
+                        .await?;
+                    return Ok($crate::model::Enqueued {
+                        run_id,
+                        job_id,
+                        duplicate: true,
+                    });
+                };
+                if status.is_terminal() {
+                    tx.rollback().await?;
+                    return Err($crate::Error::Conflict(format!(
+                        "run {} already finished as {status}; a finished run cannot be resumed",
+                        new.run_id
+                    )));
+                }
+                self.notify_enqueued(&mut tx, &new.job.lane).await?;
+                tx.commit().await?;
+                Ok($crate::model::Enqueued {
+                    run_id: new.run_id.clone(),
+                    job_id,
+                    duplicate: false,
+                })
+            }
+
+            pub(crate) async fn claim(
+                &self,
+                worker: &str,
+                lanes: Option<&[String]>,
+                limit: i64,
+                lease_ms: i64,
+                now: i64,
+            ) -> $crate::Result<Vec<$crate::model::Job>> {
+                let lanes = lanes.map(|l| serde_json::to_string(l).expect("lane names serialise"));
+                let mut tx = self.begin().await?;
+                let rescued: Vec<(String, String, Option<String>)> =
+                    sqlx::query_as(sql!("rescue_expired"))
+                        .bind(now)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                for (run_id, job_status, error) in &rescued {
+                    let (status, finished) = $crate::store::run_after_rescue(job_status, now);
+                    sqlx::query(sql!("set_run_status"))
+                        .bind(run_id)
+                        .bind(status.as_str())
+                        .bind(None::<String>)
+                        .bind(finished.and(error.as_deref()))
+                        .bind(finished)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let mut jobs: Vec<$crate::model::Job> = sqlx::query_as(sql!("claim"))
+                    .bind(now)
+                    .bind(worker)
+                    .bind(lease_ms)
+                    .bind(lanes)
+                    .bind(limit)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                if !jobs.is_empty() {
+                    let run_ids: Vec<&str> = jobs.iter().map(|j| j.run_id.as_str()).collect();
+                    sqlx::query(sql!("mark_runs_running"))
+                        .bind(now)
+                        .bind(serde_json::to_string(&run_ids).expect("ids serialise"))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                jobs.sort_by(|a, b| {
+                    b.priority
+                        .cmp(&a.priority)
+                        .then(a.run_at.cmp(&b.run_at))
+                        .then(a.id.cmp(&b.id))
+                });
+                Ok(jobs)
+            }
+
+            pub(crate) async fn heartbeat(
+                &self,
+                job_id: i64,
+                token: i64,
+                lease_ms: i64,
+                now: i64,
+            ) -> $crate::Result<$crate::model::Heartbeat> {
+                let extended: Option<i64> = sqlx::query_scalar(sql!("heartbeat"))
+                    .bind(job_id)
+                    .bind(token)
+                    .bind(lease_ms)
+                    .bind(now)
+                    .fetch_optional(self.writer())
+                    .await?;
+                if let Some(expires_at) = extended {
+                    return Ok($crate::model::Heartbeat::Extended { expires_at });
+                }
+                match self.lease_probe(job_id).await? {
+                    Some((status, current, Some(_))) if current == token && status == "running" => {
+                        Ok($crate::model::Heartbeat::CancelRequested)
+                    }
+                    probe => Err($crate::store::lease_lost(job_id, token, probe)),
+                }
+            }
+
+            async fn lease_probe(
+                &self,
+                job_id: i64,
+            ) -> $crate::Result<Option<(String, i64, Option<i64>)>> {
+                Ok(sqlx::query_as(sql!("lease_probe"))
+                    .bind(job_id)
+                    .fetch_optional(self.writer())
+                    .await?)
+            }
+
+            async fn lost(&self, job_id: i64, token: i64) -> $crate::Error {
+                match self.lease_probe(job_id).await {
+                    Ok(probe) => $crate::store::lease_lost(job_id, token, probe),
+                    Err(e) => e,
+                }
+            }
+
+            pub(crate) async fn append_event(
+                &self,
+                job_id: i64,
+                token: i64,
+                event_type: &str,
+                payload: &str,
+                now: i64,
+            ) -> $crate::Result<i64> {
+                let seq: Option<i64> = sqlx::query_scalar(sql!("append_event"))
+                    .bind(job_id)
+                    .bind(token)
+                    .bind(event_type)
+                    .bind(payload)
+                    .bind(now)
+                    .fetch_optional(self.writer())
+                    .await?;
+                match seq {
+                    Some(seq) => Ok(seq),
+                    None => Err(self.lost(job_id, token).await),
+                }
+            }
+
+            pub(crate) async fn write_checkpoint(
+                &self,
+                job_id: i64,
+                token: i64,
+                through_seq: i64,
+                format_version: i64,
+                body: &[u8],
+                now: i64,
+            ) -> $crate::Result<()> {
+                let size = i64::try_from(body.len()).unwrap_or(i64::MAX);
+                let written: Option<i64> = sqlx::query_scalar(sql!("write_checkpoint"))
+                    .bind(job_id)
+                    .bind(token)
+                    .bind(through_seq)
+                    .bind(format_version)
+                    .bind(body)
+                    .bind(size)
+                    .bind(now)
+                    .fetch_optional(self.writer())
+                    .await?;
+                match written {
+                    Some(_) => Ok(()),
+                    None => Err(self.lost(job_id, token).await),
+                }
+            }
+
+            pub(crate) async fn complete(
+                &self,
+                job_id: i64,
+                token: i64,
+                end: &$crate::model::RunEnd,
+                now: i64,
+            ) -> $crate::Result<()> {
+                let mut tx = self.begin().await?;
+                let job_error = match end {
+                    $crate::model::RunEnd::Failed { error } => Some(error.as_str()),
+                    _ => None,
+                };
+                let done: Option<(String, Option<i64>)> = sqlx::query_as(sql!("finish_job"))
+                    .bind(job_id)
+                    .bind(token)
+                    .bind(end.job_state().as_str())
+                    .bind(job_error)
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some((run_id, _)) = done else {
+                    tx.rollback().await?;
+                    return Err(self.lost(job_id, token).await);
+                };
+                sqlx::query(sql!("set_run_status"))
+                    .bind(&run_id)
+                    .bind(end.run_status().as_str())
+                    .bind(end.result())
+                    .bind(end.error())
+                    .bind(Some(now))
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            pub(crate) async fn retry(
+                &self,
+                job_id: i64,
+                token: i64,
+                run_at: i64,
+                error: &str,
+                now: i64,
+            ) -> $crate::Result<$crate::model::RetryOutcome> {
+                let mut tx = self.begin().await?;
+                let done: Option<(String, String)> = sqlx::query_as(sql!("retry_job"))
+                    .bind(job_id)
+                    .bind(token)
+                    .bind(run_at)
+                    .bind(error)
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some((run_id, job_status)) = done else {
+                    tx.rollback().await?;
+                    return Err(self.lost(job_id, token).await);
+                };
+                let (status, finished, outcome) =
+                    $crate::store::run_after_retry(&job_status, run_at, now);
+                sqlx::query(sql!("set_run_status"))
+                    .bind(&run_id)
+                    .bind(status.as_str())
+                    .bind(None::<String>)
+                    .bind(finished.map(|_| error))
+                    .bind(finished)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                if job_status == "queued" {
+                    self.notify_enqueued(&mut tx, "").await?;
+                }
+                tx.commit().await?;
+                Ok(outcome)
+            }
+
+            pub(crate) async fn park(
+                &self,
+                job_id: i64,
+                token: i64,
+                resume: &$crate::model::JobOptions,
+                payload: &str,
+                waiting: $crate::states::RunStatus,
+                now: i64,
+            ) -> $crate::Result<Option<i64>> {
+                let mut tx = self.begin().await?;
+                let done: Option<(String, Option<i64>)> = sqlx::query_as(sql!("finish_job"))
+                    .bind(job_id)
+                    .bind(token)
+                    .bind($crate::states::JobState::Parked.as_str())
+                    .bind(None::<String>)
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some((run_id, cancel_requested)) = done else {
+                    tx.rollback().await?;
+                    return Err(self.lost(job_id, token).await);
+                };
+                if cancel_requested.is_some() {
+                    // Cancellation won the race with parking: end the run instead of arming a
+                    // job nobody wants.
+                    sqlx::query(sql!("set_run_status"))
+                        .bind(&run_id)
+                        .bind($crate::states::RunStatus::Cancelled.as_str())
+                        .bind(None::<String>)
+                        .bind(Some("cancelled on request"))
+                        .bind(Some(now))
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    return Ok(None);
+                }
+                let resume_id: i64 = sqlx::query_scalar(sql!("insert_job"))
+                    .bind(&run_id)
+                    .bind($crate::states::JobKind::Resume.as_str())
+                    .bind(&resume.lane)
+                    .bind(resume.priority)
+                    .bind(payload)
+                    .bind(resume.run_at.unwrap_or(now))
+                    .bind(resume.max_attempts)
+                    .bind(None::<String>)
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                sqlx::query(sql!("set_run_status"))
+                    .bind(&run_id)
+                    .bind(waiting.as_str())
+                    .bind(None::<String>)
+                    .bind(None::<String>)
+                    .bind(None::<i64>)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                self.notify_enqueued(&mut tx, &resume.lane).await?;
+                tx.commit().await?;
+                Ok(Some(resume_id))
+            }
+
+            pub(crate) async fn release(
+                &self,
+                job_id: i64,
+                token: i64,
+                reason: &str,
+                now: i64,
+            ) -> $crate::Result<()> {
+                let mut tx = self.begin().await?;
+                let done: Option<String> = sqlx::query_scalar(sql!("release_job"))
+                    .bind(job_id)
+                    .bind(token)
+                    .bind(reason)
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(run_id) = done else {
+                    tx.rollback().await?;
+                    return Err(self.lost(job_id, token).await);
+                };
+                sqlx::query(sql!("set_run_status"))
+                    .bind(&run_id)
+                    .bind($crate::states::RunStatus::Queued.as_str())
+                    .bind(None::<String>)
+                    .bind(None::<String>)
+                    .bind(None::<i64>)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                self.notify_enqueued(&mut tx, "").await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            pub(crate) async fn cancel_run(
+                &self,
+                run_id: &str,
+                now: i64,
+            ) -> $crate::Result<$crate::model::CancelOutcome> {
+                let mut tx = self.begin().await?;
+                let status: Option<String> = sqlx::query_scalar(sql!("run_status"))
+                    .bind(run_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let status = $crate::store::parse_status(status, run_id)?;
+                if status.is_terminal() {
+                    tx.rollback().await?;
+                    return Err($crate::Error::Conflict(format!(
+                        "run {run_id} already finished as {status}; there is nothing to cancel"
+                    )));
+                }
+                sqlx::query(sql!("request_cancel"))
+                    .bind(run_id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(sql!("cancel_queued_jobs"))
+                    .bind(run_id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                let running: Vec<i64> = sqlx::query_scalar(sql!("flag_running_jobs"))
+                    .bind(run_id)
+                    .bind(now)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let outcome = if running.is_empty() {
+                    sqlx::query(sql!("set_run_status"))
+                        .bind(run_id)
+                        .bind($crate::states::RunStatus::Cancelled.as_str())
+                        .bind(None::<String>)
+                        .bind(Some("cancelled on request"))
+                        .bind(Some(now))
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                    $crate::model::CancelOutcome::Cancelled
+                } else {
+                    $crate::model::CancelOutcome::Requested
+                };
+                tx.commit().await?;
+                Ok(outcome)
+            }
+
+            pub(crate) async fn run(&self, id: &str) -> $crate::Result<Option<$crate::model::Run>> {
+                Ok(sqlx::query_as(sql!("get_run"))
+                    .bind(id)
+                    .fetch_optional(self.reader())
+                    .await?)
+            }
+
+            pub(crate) async fn job(&self, id: i64) -> $crate::Result<Option<$crate::model::Job>> {
+                Ok(sqlx::query_as(sql!("get_job"))
+                    .bind(id)
+                    .fetch_optional(self.reader())
+                    .await?)
+            }
+
+            pub(crate) async fn jobs_of_run(
+                &self,
+                run_id: &str,
+            ) -> $crate::Result<Vec<$crate::model::Job>> {
+                Ok(sqlx::query_as(sql!("jobs_of_run"))
+                    .bind(run_id)
+                    .fetch_all(self.reader())
+                    .await?)
+            }
+
+            pub(crate) async fn events_after(
+                &self,
+                run_id: &str,
+                after_seq: i64,
+            ) -> $crate::Result<Vec<$crate::model::Event>> {
+                Ok(sqlx::query_as(sql!("events_after"))
+                    .bind(run_id)
+                    .bind(after_seq)
+                    .fetch_all(self.reader())
+                    .await?)
+            }
+
+            pub(crate) async fn latest_checkpoint(
+                &self,
+                run_id: &str,
+            ) -> $crate::Result<Option<$crate::model::Checkpoint>> {
+                Ok(sqlx::query_as(sql!("latest_checkpoint"))
+                    .bind(run_id)
+                    .fetch_optional(self.reader())
+                    .await?)
+            }
+
+            pub(crate) async fn job_counts(&self) -> $crate::Result<Vec<(String, i64)>> {
+                Ok(sqlx::query_as(sql!("job_counts"))
+                    .fetch_all(self.reader())
+                    .await?)
+            }
+
+            pub(crate) async fn next_due(&self) -> $crate::Result<Option<i64>> {
+                Ok(sqlx::query_scalar(sql!("next_due"))
+                    .fetch_one(self.reader())
+                    .await?)
+            }
+
+            pub(crate) async fn upsert_worker(
+                &self,
+                id: &str,
+                host: &str,
+                pid: i64,
+                now: i64,
+            ) -> $crate::Result<()> {
+                sqlx::query(sql!("upsert_worker"))
+                    .bind(id)
+                    .bind(host)
+                    .bind(pid)
+                    .bind(now)
+                    .execute(self.writer())
+                    .await?;
+                Ok(())
+            }
+
+            pub(crate) async fn remove_worker(&self, id: &str) -> $crate::Result<()> {
+                sqlx::query(sql!("remove_worker"))
+                    .bind(id)
+                    .execute(self.writer())
+                    .await?;
+                Ok(())
+            }
+
+            pub(crate) async fn workers(&self) -> $crate::Result<Vec<$crate::model::WorkerRow>> {
+                Ok(sqlx::query_as(sql!("list_workers"))
+                    .fetch_all(self.reader())
+                    .await?)
+            }
+        }
+    };
+}
+
+pub(crate) use queue_operations;

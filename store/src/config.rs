@@ -1,0 +1,162 @@
+//! Settings of the store, read from the `[database]` table of `nightshift.toml`.
+//! Every field is optional; [`StoreConfig::validate`] explains any value it refuses.
+
+use serde::Deserialize;
+
+/// How SQLite syncs commits to disk (`PRAGMA synchronous`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Synchronous {
+    /// Sync the WAL on every commit: a commit survives a power cut. The default.
+    #[default]
+    Full,
+    /// Like `full`, and also sync the directory after the WAL is reset.
+    Extra,
+    /// Sync only at checkpoints: faster; the last commits may be lost on a power cut (not on
+    /// a process crash).
+    Normal,
+}
+
+/// The `[database]` settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `sqlite://PATH` (the embedded default, `sqlite://nightshift.db`) or
+    /// `postgres://USER@HOST:PORT/DB`.
+    pub url: String,
+    /// PostgreSQL only: the schema holding Nightshift's tables (created by `migrate`).
+    /// Default: the connection's search path (normally `public`).
+    pub schema: Option<String>,
+    /// SQLite only: `full` (default), `extra` or `normal`.
+    pub synchronous: Synchronous,
+    /// SQLite only: how long a writer waits for another process's lock, in ms. Default 5000.
+    pub busy_timeout_ms: u64,
+    /// Connections per pool. Default 10 (SQLite: readers; it always has one writer).
+    pub max_connections: u32,
+    /// How long to wait for a connection before giving up, in ms. Default 5000.
+    pub connect_timeout_ms: u64,
+}
+
+/// The embedded default database.
+pub const DEFAULT_URL: &str = "sqlite://nightshift.db";
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            url: DEFAULT_URL.to_string(),
+            schema: None,
+            synchronous: Synchronous::Full,
+            busy_timeout_ms: 5000,
+            max_connections: 10,
+            connect_timeout_ms: 5000,
+        }
+    }
+}
+
+/// Which backend a URL selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    Sqlite,
+    Postgres,
+}
+
+impl StoreConfig {
+    /// A config for `url` with every other setting at its default.
+    pub fn for_url(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            ..Self::default()
+        }
+    }
+
+    /// The backend the URL selects, or an error saying which URLs are understood.
+    pub fn backend(&self) -> Result<BackendKind, String> {
+        let url = self.url.trim();
+        if url.starts_with("sqlite:") {
+            Ok(BackendKind::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(BackendKind::Postgres)
+        } else {
+            let shown = redact_url(url);
+            Err(format!(
+                "database.url '{shown}' is not a supported database URL; use \
+                 sqlite://PATH (for example sqlite://nightshift.db) or \
+                 postgres://USER@HOST:PORT/DATABASE"
+            ))
+        }
+    }
+
+    /// Checks every value; the error names the key and says what is allowed.
+    pub fn validate(&self) -> Result<(), String> {
+        let kind = self.backend()?;
+        if let Some(schema) = &self.schema {
+            if kind != BackendKind::Postgres {
+                return Err(
+                    "database.schema applies only to PostgreSQL URLs; remove it or use a \
+                            postgres:// URL"
+                        .to_string(),
+                );
+            }
+            let ok = !schema.is_empty()
+                && schema.len() <= 48
+                && schema
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                && !schema.starts_with(|c: char| c.is_ascii_digit());
+            if !ok {
+                return Err(format!(
+                    "database.schema '{schema}' is not allowed; use 1-48 lowercase letters, \
+                     digits and underscores, not starting with a digit"
+                ));
+            }
+        }
+        if self.max_connections == 0 {
+            return Err("database.max_connections must be at least 1".to_string());
+        }
+        if self.connect_timeout_ms == 0 {
+            return Err("database.connect_timeout_ms must be at least 1".to_string());
+        }
+        Ok(())
+    }
+}
+
+/// The URL with any password replaced by `***`, for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((auth, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
+    match auth.split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_urls_and_schemas_are_explained() {
+        let err = StoreConfig::for_url("mysql://root:hunter2@db/x")
+            .validate()
+            .unwrap_err();
+        assert!(
+            err.contains("sqlite://PATH") && !err.contains("hunter2"),
+            "{err}"
+        );
+        let mut c = StoreConfig::for_url("postgres://u@localhost/db");
+        c.schema = Some("Bad-Name".into());
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .contains("database.schema 'Bad-Name'")
+        );
+        let mut c = StoreConfig::for_url("sqlite://x.db");
+        c.schema = Some("ok".into());
+        assert!(c.validate().unwrap_err().contains("only to PostgreSQL"));
+        assert!(StoreConfig::default().validate().is_ok());
+    }
+}

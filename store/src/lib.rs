@@ -1,0 +1,45 @@
+//! # nightshift-store
+//!
+//! The durable store and the fenced job queue everything in Nightshift stands on. One
+//! [`Store`] over SQLite (one file, the embedded default) or PostgreSQL (many daemons on many
+//! machines), with the same schema and the same semantics on both.
+//!
+//! What it guarantees:
+//! - **Nothing accepted is lost.** An enqueue that returned is committed (SQLite in WAL mode
+//!   with `synchronous=FULL` by default).
+//! - **Dedupe is exact.** A second enqueue with a used dedupe key returns the existing run and
+//!   job and enqueues nothing, also when both race.
+//! - **A claimed job has one owner at a time.** Claiming issues a fresh lease token; every
+//!   write of a worker (heartbeat, event, checkpoint, ack, retry, park, release) is one
+//!   statement or transaction guarded by that token. A stale writer gets
+//!   [`Error::LeaseLost`] and changes nothing.
+//! - **Dead workers' jobs come back.** A job whose lease expired is claimable again (with a
+//!   new token), or dead-lettered when that was its last attempt.
+//! - **Time is injected.** Every timestamp comes from a [`Clock`] bound into SQL, so tests
+//!   move time instead of sleeping.
+//!
+//! How it fails: every error is an [`Error`] whose message says what to do;
+//! [`Error::is_transient`] tells whether retrying can help.
+
+mod backend;
+pub mod backoff;
+pub mod clock;
+pub mod config;
+mod error;
+pub mod migrate;
+pub mod model;
+mod postgres;
+mod sqlite;
+pub mod states;
+mod store;
+
+pub use backoff::Backoff;
+pub use clock::{Clock, ManualClock, Millis, SystemClock};
+pub use config::{BackendKind, StoreConfig, Synchronous};
+pub use error::{Error, LeaseLostReason, Result};
+pub use model::{
+    CancelOutcome, Checkpoint, Enqueued, Event, Heartbeat, Job, JobOptions, NewResume, NewRun,
+    RetryOutcome, Run, RunEnd, WorkerRow,
+};
+pub use states::{JobKind, JobState, RunStatus, Trigger};
+pub use store::{LeasedJob, Store, WorkSignal};

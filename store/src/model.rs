@@ -1,0 +1,279 @@
+//! The rows the store hands out and the inputs it takes. Rows are snapshots: they are true as
+//! of the statement that read them, and only a lease handle may change a job.
+
+use crate::clock::Millis;
+use crate::states::{JobKind, JobState, RunStatus, Trigger};
+
+/// The lane a job runs in when none is given.
+pub const DEFAULT_LANE: &str = "default";
+/// How many times a job runs before it is dead-lettered, when not given.
+pub const DEFAULT_MAX_ATTEMPTS: i64 = 5;
+
+/// A run, as stored.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
+pub struct Run {
+    pub id: String,
+    pub agent: String,
+    #[sqlx(try_from = "String")]
+    pub status: RunStatus,
+    #[sqlx(try_from = "String")]
+    pub trigger_kind: Trigger,
+    pub input: String,
+    pub idempotency_key: Option<String>,
+    pub concurrency_key: Option<String>,
+    pub agent_hash: Option<String>,
+    pub turns: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
+    pub cost_usd: f64,
+    pub result: Option<String>,
+    pub error: Option<String>,
+    pub cancel_requested_at: Option<Millis>,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+    pub started_at: Option<Millis>,
+    pub finished_at: Option<Millis>,
+}
+
+/// A job, as stored.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
+pub struct Job {
+    pub id: i64,
+    pub run_id: String,
+    #[sqlx(try_from = "String")]
+    pub kind: JobKind,
+    pub lane: String,
+    pub priority: i64,
+    pub payload: String,
+    pub run_at: Millis,
+    pub attempts: i64,
+    pub max_attempts: i64,
+    pub dedupe_key: Option<String>,
+    #[sqlx(try_from = "String")]
+    pub status: JobState,
+    pub lease_owner: Option<String>,
+    pub lease_token: i64,
+    pub lease_expires_at: Option<Millis>,
+    pub cancel_requested_at: Option<Millis>,
+    pub last_error: Option<String>,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+    pub finished_at: Option<Millis>,
+}
+
+/// One event of a run's write-ahead log.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
+pub struct Event {
+    pub run_id: String,
+    pub seq: i64,
+    pub job_id: i64,
+    pub lease_token: i64,
+    #[sqlx(rename = "type")]
+    pub event_type: String,
+    pub payload: String,
+    pub created_at: Millis,
+}
+
+/// A stored checkpoint: a gzipped snapshot covering events up to `through_seq`.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Checkpoint {
+    pub run_id: String,
+    pub through_seq: i64,
+    pub format_version: i64,
+    pub body: Vec<u8>,
+    pub size_bytes: i64,
+    pub job_id: i64,
+    pub lease_token: i64,
+    pub created_at: Millis,
+}
+
+/// A registered worker process.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
+pub struct WorkerRow {
+    pub id: String,
+    pub host: String,
+    pub pid: i64,
+    pub started_at: Millis,
+    pub last_heartbeat_at: Millis,
+}
+
+/// Where and when a job should run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobOptions {
+    /// The lane; worker slots can be reserved per lane.
+    pub lane: String,
+    /// Higher runs first among due jobs.
+    pub priority: i64,
+    /// Not before this time; `None` means now.
+    pub run_at: Option<Millis>,
+    /// Dead-letter after this many attempts.
+    pub max_attempts: i64,
+}
+
+impl Default for JobOptions {
+    fn default() -> Self {
+        Self {
+            lane: DEFAULT_LANE.to_string(),
+            priority: 0,
+            run_at: None,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+        }
+    }
+}
+
+/// A request to start a new run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    pub agent: String,
+    pub trigger: Trigger,
+    /// The run's input (the prompt, or a JSON document); also the start job's payload.
+    pub input: String,
+    /// A second enqueue with the same key returns the first run and enqueues nothing.
+    pub dedupe_key: Option<String>,
+    pub concurrency_key: Option<String>,
+    pub job: JobOptions,
+}
+
+impl NewRun {
+    /// A run of `agent` with `input`, triggered from the API, with default job options.
+    pub fn new(agent: impl Into<String>, input: impl Into<String>) -> Self {
+        Self {
+            agent: agent.into(),
+            trigger: Trigger::Api,
+            input: input.into(),
+            dedupe_key: None,
+            concurrency_key: None,
+            job: JobOptions::default(),
+        }
+    }
+
+    /// Sets the dedupe key.
+    pub fn dedupe_key(mut self, key: impl Into<String>) -> Self {
+        self.dedupe_key = Some(key.into());
+        self
+    }
+
+    /// Sets the lane.
+    pub fn lane(mut self, lane: impl Into<String>) -> Self {
+        self.job.lane = lane.into();
+        self
+    }
+
+    /// Sets the priority (higher runs first).
+    pub fn priority(mut self, priority: i64) -> Self {
+        self.job.priority = priority;
+        self
+    }
+
+    /// Sets the earliest time the job may run.
+    pub fn run_at(mut self, at: Millis) -> Self {
+        self.job.run_at = Some(at);
+        self
+    }
+
+    /// Sets the attempt limit.
+    pub fn max_attempts(mut self, n: i64) -> Self {
+        self.job.max_attempts = n;
+        self
+    }
+}
+
+/// A request to resume an existing run with a new job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewResume {
+    pub run_id: String,
+    /// Why the run resumes (a JSON document the runtime reads).
+    pub payload: String,
+    pub dedupe_key: Option<String>,
+    pub job: JobOptions,
+}
+
+/// The answer to an enqueue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enqueued {
+    pub run_id: String,
+    pub job_id: i64,
+    /// True when the dedupe key was already taken: the ids are the existing ones and nothing
+    /// was enqueued.
+    pub duplicate: bool,
+}
+
+/// How a run ends when its job is acknowledged.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEnd {
+    /// The run produced its result.
+    Succeeded { result: Option<String> },
+    /// The run failed for good; no retry.
+    Failed { error: String },
+    /// The run stopped because cancellation was requested.
+    Cancelled,
+    /// The run stopped on one of its budgets.
+    BudgetExhausted { detail: String },
+}
+
+impl RunEnd {
+    /// The run status this end records.
+    pub fn run_status(&self) -> RunStatus {
+        match self {
+            RunEnd::Succeeded { .. } => RunStatus::Succeeded,
+            RunEnd::Failed { .. } => RunStatus::Failed,
+            RunEnd::Cancelled => RunStatus::Cancelled,
+            RunEnd::BudgetExhausted { .. } => RunStatus::BudgetExhausted,
+        }
+    }
+
+    /// The job state this end records.
+    pub fn job_state(&self) -> JobState {
+        match self {
+            RunEnd::Succeeded { .. } | RunEnd::BudgetExhausted { .. } => JobState::Succeeded,
+            RunEnd::Failed { .. } => JobState::Dead,
+            RunEnd::Cancelled => JobState::Cancelled,
+        }
+    }
+
+    pub(crate) fn result(&self) -> Option<&str> {
+        match self {
+            RunEnd::Succeeded { result } => result.as_deref(),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn error(&self) -> Option<&str> {
+        match self {
+            RunEnd::Failed { error } => Some(error),
+            RunEnd::BudgetExhausted { detail } => Some(detail),
+            RunEnd::Cancelled => Some("cancelled on request"),
+            RunEnd::Succeeded { .. } => None,
+        }
+    }
+}
+
+/// What a heartbeat found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heartbeat {
+    /// The lease now runs until this time.
+    Extended { expires_at: Millis },
+    /// Cancellation was requested: the lease was not extended; finish up and acknowledge
+    /// with [`RunEnd::Cancelled`].
+    CancelRequested,
+}
+
+/// What a retry did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryOutcome {
+    /// The job runs again at this time.
+    Scheduled { run_at: Millis },
+    /// It was the last attempt: the job is dead-lettered and the run failed.
+    DeadLettered,
+}
+
+/// What a cancel request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// Nothing was running: the run is cancelled now.
+    Cancelled,
+    /// A worker holds the run's job; it sees the request at its next heartbeat.
+    Requested,
+}

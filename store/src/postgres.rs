@@ -1,0 +1,133 @@
+//! The PostgreSQL backend: many daemons on many machines share one queue. Claims lock rows
+//! with `FOR UPDATE SKIP LOCKED` so claimers never wait on each other; fenced writes hold the
+//! job row `FOR SHARE` so a concurrent claim cannot slip between check and write; enqueues
+//! `NOTIFY` a channel per schema so idle workers everywhere wake at once.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::{Postgres, Transaction};
+
+use crate::config::{StoreConfig, redact_url};
+use crate::{Error, Result};
+
+/// A PostgreSQL database (one schema of it).
+#[derive(Debug, Clone)]
+pub(crate) struct PgBackend {
+    pool: PgPool,
+    channel: String,
+    schema: Option<String>,
+}
+
+impl PgBackend {
+    pub(crate) async fn connect(config: &StoreConfig) -> Result<Self> {
+        let url = config.url.trim();
+        let shown = redact_url(url);
+        let mut options = PgConnectOptions::from_str(url)
+            .map_err(|e| Error::Config(format!("database.url '{shown}' is not valid: {e}")))?;
+        if let Some(schema) = &config.schema {
+            options = options.options([("search_path", schema.as_str())]);
+        }
+        let target = format!(
+            "{}:{}/{}",
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or("(default database)")
+        );
+        let pool = PgPoolOptions::new()
+            .max_connections(config.max_connections)
+            .acquire_timeout(Duration::from_millis(config.connect_timeout_ms))
+            .connect_with(options)
+            .await
+            .map_err(|e| Error::Connect {
+                target: target.clone(),
+                detail: format!(
+                    "{e}; check that PostgreSQL is running there and that database.url is right"
+                ),
+            })?;
+        let channel = match &config.schema {
+            Some(schema) => format!("nightshift_jobs_{schema}"),
+            None => "nightshift_jobs".to_string(),
+        };
+        Ok(Self {
+            pool,
+            channel,
+            schema: config.schema.clone(),
+        })
+    }
+
+    pub(crate) fn writer(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub(crate) fn reader(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub(crate) fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
+    async fn begin(&self) -> Result<Transaction<'static, Postgres>> {
+        Ok(self.pool.begin().await?)
+    }
+
+    async fn notify_enqueued(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        lane: &str,
+    ) -> Result<()> {
+        sqlx::query(include_str!("../sql/postgres/notify.sql"))
+            .bind(&self.channel)
+            .bind(lane)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Forwards notifications on this schema's channel to `on_notify` until the task is
+    /// aborted. A dropped listener connection is re-established; the poll fallback covers
+    /// anything missed meanwhile.
+    pub(crate) fn spawn_listener(
+        &self,
+        on_notify: impl Fn() + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        let pool = self.pool.clone();
+        let channel = self.channel.clone();
+        tokio::spawn(async move {
+            loop {
+                let mut listener = match PgListener::connect_with(&pool).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "LISTEN connection failed; retrying in 1s");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        continue;
+                    }
+                };
+                if let Err(e) = listener.listen(&channel).await {
+                    tracing::warn!(error = %e, %channel, "LISTEN failed; retrying in 1s");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+                // Anything enqueued while we were not listening is found by the next claim.
+                on_notify();
+                loop {
+                    match listener.recv().await {
+                        Ok(_) => on_notify(),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
+                            break;
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    pub(crate) async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+crate::backend::queue_operations!(PgBackend, Postgres, "postgres");

@@ -1,0 +1,91 @@
+//! The SQLite backend: one file in WAL mode, `synchronous=FULL` by default, a busy timeout
+//! for other processes, one writer connection (so in-process writers queue in order instead
+//! of sleeping in SQLite's busy handler) and a pool of readers. Every write transaction is
+//! `BEGIN IMMEDIATE`, so it takes the write lock before it reads.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Sqlite, Transaction};
+
+use crate::config::{StoreConfig, Synchronous};
+use crate::{Error, Result};
+
+/// A SQLite database.
+#[derive(Debug, Clone)]
+pub(crate) struct SqliteBackend {
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+impl SqliteBackend {
+    pub(crate) async fn connect(config: &StoreConfig) -> Result<Self> {
+        let url = config.url.trim();
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| Error::Config(format!("database.url '{url}' is not valid: {e}")))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(match config.synchronous {
+                Synchronous::Full => SqliteSynchronous::Full,
+                Synchronous::Extra => SqliteSynchronous::Extra,
+                Synchronous::Normal => SqliteSynchronous::Normal,
+            })
+            .busy_timeout(Duration::from_millis(config.busy_timeout_ms))
+            .foreign_keys(true);
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let acquire = Duration::from_millis(config.connect_timeout_ms);
+        let connect_error = |e: sqlx::Error| Error::Connect {
+            target: url.to_string(),
+            detail: format!("{e}; check that the directory exists and is writable"),
+        };
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .acquire_timeout(acquire)
+            .connect_with(options.clone())
+            .await
+            .map_err(connect_error)?;
+        let reader = if in_memory {
+            writer.clone()
+        } else {
+            SqlitePoolOptions::new()
+                .max_connections(config.max_connections)
+                .acquire_timeout(acquire)
+                .connect_with(options.read_only(true).create_if_missing(false))
+                .await
+                .map_err(connect_error)?
+        };
+        Ok(Self { writer, reader })
+    }
+
+    pub(crate) fn writer(&self) -> &SqlitePool {
+        &self.writer
+    }
+
+    pub(crate) fn reader(&self) -> &SqlitePool {
+        &self.reader
+    }
+
+    async fn begin(&self) -> Result<Transaction<'static, Sqlite>> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// SQLite wakes workers in-process only (see `Store::wake`); nothing to do in SQL.
+    async fn notify_enqueued(
+        &self,
+        _tx: &mut Transaction<'static, Sqlite>,
+        _lane: &str,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    pub(crate) async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}
+
+crate::backend::queue_operations!(SqliteBackend, Sqlite, "sqlite");

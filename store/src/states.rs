@@ -1,0 +1,179 @@
+//! The lifecycles, each one enum whose names are mirrored by a `CHECK` constraint in the
+//! schema (`migrations/*/0001_init.sql`) and drawn in `docs/states.md`. Sets of states are
+//! named explicitly (`is_terminal`), never derived from declaration order.
+
+use std::fmt;
+use std::str::FromStr;
+
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vmeta])* $variant),+ }
+
+        impl $name {
+            /// Every value, in the order of the schema's `CHECK` list.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The name stored in the database and shown to users.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(format!(
+                        "unknown {} '{}'; expected one of: {}",
+                        stringify!($name),
+                        other,
+                        [$($text),+].join(", ")
+                    )),
+                }
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = String;
+            fn try_from(s: String) -> Result<Self, String> {
+                s.parse()
+            }
+        }
+    };
+}
+
+string_enum! {
+    /// Where a run is in its lifecycle.
+    RunStatus {
+        /// Waiting for a worker to start it.
+        Queued => "queued",
+        /// A worker holds its job.
+        Running => "running",
+        /// Parked until a time (a wakeup); holds no worker.
+        Waiting => "waiting",
+        /// Parked until a person approves a tool call; holds no worker.
+        AwaitingApproval => "awaiting_approval",
+        /// Finished with a result.
+        Succeeded => "succeeded",
+        /// Finished with an error (including dead-lettered jobs).
+        Failed => "failed",
+        /// Stopped on request.
+        Cancelled => "cancelled",
+        /// Stopped by one of its budgets.
+        BudgetExhausted => "budget_exhausted",
+        /// Replaced by a newer run with the same concurrency key.
+        Superseded => "superseded",
+    }
+}
+
+impl RunStatus {
+    /// States a run never leaves.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Succeeded
+                | RunStatus::Failed
+                | RunStatus::Cancelled
+                | RunStatus::BudgetExhausted
+                | RunStatus::Superseded
+        )
+    }
+}
+
+string_enum! {
+    /// Where a job is in its lifecycle.
+    JobState {
+        /// Claimable once `run_at` has come (fresh, retrying or released).
+        Queued => "queued",
+        /// Leased by a worker until `lease_expires_at`.
+        Running => "running",
+        /// Done: the run finished or moved on.
+        Succeeded => "succeeded",
+        /// Done: the run parked; a later job resumes it.
+        Parked => "parked",
+        /// Dead-lettered: failed permanently or ran out of attempts; `last_error` says why.
+        Dead => "dead",
+        /// Cancelled before or while running.
+        Cancelled => "cancelled",
+    }
+}
+
+impl JobState {
+    /// States a job never leaves.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Parked | JobState::Dead | JobState::Cancelled
+        )
+    }
+}
+
+string_enum! {
+    /// What a job does when it runs.
+    JobKind {
+        /// Start a run from its prompt.
+        Start => "start",
+        /// Continue a run's session from its checkpoint.
+        Resume => "resume",
+    }
+}
+
+string_enum! {
+    /// What created a run.
+    Trigger {
+        Api => "api",
+        Cli => "cli",
+        Webhook => "webhook",
+        Schedule => "schedule",
+        Wakeup => "wakeup",
+        Approval => "approval",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_explained() {
+        for s in RunStatus::ALL {
+            assert_eq!(s.as_str().parse::<RunStatus>().unwrap(), *s);
+        }
+        for s in JobState::ALL {
+            assert_eq!(s.as_str().parse::<JobState>().unwrap(), *s);
+        }
+        let err = "done".parse::<JobState>().unwrap_err();
+        assert!(
+            err.contains("'done'") && err.contains("queued, running"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn schema_check_lists_match_the_enums() {
+        for schema in [
+            include_str!("../../migrations/sqlite/0001_init.sql"),
+            include_str!("../../migrations/postgres/0001_init.sql"),
+        ] {
+            let flat: String = schema.split_whitespace().collect::<Vec<_>>().join(" ");
+            let runs: Vec<String> = RunStatus::ALL.iter().map(|s| format!("'{s}'")).collect();
+            let jobs: Vec<String> = JobState::ALL.iter().map(|s| format!("'{s}'")).collect();
+            let kinds: Vec<String> = JobKind::ALL.iter().map(|s| format!("'{s}'")).collect();
+            let triggers: Vec<String> = Trigger::ALL.iter().map(|s| format!("'{s}'")).collect();
+            assert!(flat.contains(&format!("status IN ({})", runs.join(", "))));
+            assert!(flat.contains(&format!("status IN ({})", jobs.join(", "))));
+            assert!(flat.contains(&format!("kind IN ({})", kinds.join(", "))));
+            assert!(flat.contains(&format!("trigger_kind IN ({})", triggers.join(", "))));
+        }
+    }
+}

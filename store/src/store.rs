@@ -1,0 +1,460 @@
+//! [`Store`]: the one handle to the durable store, whichever backend is behind it.
+//!
+//! Enqueues and reads go through the `Store`; changes to a claimed job go only through the
+//! [`LeasedJob`] that `claim` returns, each guarded by the job's lease token.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::backoff::Backoff;
+use crate::clock::{Clock, Millis, duration_millis};
+use crate::config::{BackendKind, StoreConfig};
+use crate::error::LeaseLostReason;
+use crate::migrate::{self, MigrationReport};
+use crate::model::{
+    CancelOutcome, Checkpoint, Enqueued, Event, Heartbeat, Job, JobOptions, NewResume, NewRun,
+    RetryOutcome, Run, RunEnd, WorkerRow,
+};
+use crate::postgres::PgBackend;
+use crate::sqlite::SqliteBackend;
+use crate::states::RunStatus;
+use crate::{Error, Result};
+
+#[derive(Debug)]
+enum Backend {
+    Sqlite(SqliteBackend),
+    Postgres(PgBackend),
+}
+
+/// Calls the same operation on whichever backend is configured.
+macro_rules! dispatch {
+    ($self:ident, $b:ident => $call:expr) => {
+        match &$self.inner.backend {
+            Backend::Sqlite($b) => $call.await,
+            Backend::Postgres($b) => $call.await,
+        }
+    };
+}
+
+#[derive(Debug)]
+struct Inner {
+    backend: Backend,
+    clock: Arc<dyn Clock>,
+    wake: watch::Sender<u64>,
+    listener: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(listener) = &self.listener {
+            listener.abort();
+        }
+    }
+}
+
+/// The durable store: runs, jobs, events, checkpoints, workers. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+/// Waits for "there may be new work" signals from this store (see [`Store::subscribe`]).
+#[derive(Debug)]
+pub struct WorkSignal {
+    rx: watch::Receiver<u64>,
+}
+
+impl WorkSignal {
+    /// Returns when work may have arrived since the last call, or after `timeout` (the poll
+    /// fallback). Never misses a signal sent between two calls.
+    pub async fn wait(&mut self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.rx.changed()).await;
+    }
+}
+
+impl Store {
+    /// Connects to the database named by `config` (without migrating it).
+    pub async fn connect(config: &StoreConfig, clock: Arc<dyn Clock>) -> Result<Store> {
+        config.validate().map_err(Error::Config)?;
+        let (wake, _) = watch::channel(0u64);
+        let (backend, listener) = match config.backend().map_err(Error::Config)? {
+            BackendKind::Sqlite => (Backend::Sqlite(SqliteBackend::connect(config).await?), None),
+            BackendKind::Postgres => {
+                let pg = PgBackend::connect(config).await?;
+                let tx = wake.clone();
+                let listener = pg.spawn_listener(move || {
+                    tx.send_modify(|n| *n = n.wrapping_add(1));
+                });
+                (Backend::Postgres(pg), Some(listener))
+            }
+        };
+        Ok(Store {
+            inner: Arc::new(Inner {
+                backend,
+                clock,
+                wake,
+                listener,
+            }),
+        })
+    }
+
+    /// Applies any migrations this binary has and the database lacks.
+    pub async fn migrate(&self) -> Result<MigrationReport> {
+        match &self.inner.backend {
+            Backend::Sqlite(b) => migrate::apply_sqlite(b.writer()).await,
+            Backend::Postgres(b) => migrate::apply_postgres(b.writer(), b.schema()).await,
+        }
+    }
+
+    /// Which backend this store uses.
+    pub fn backend_kind(&self) -> BackendKind {
+        match &self.inner.backend {
+            Backend::Sqlite(_) => BackendKind::Sqlite,
+            Backend::Postgres(_) => BackendKind::Postgres,
+        }
+    }
+
+    /// The store's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// The current time by the store's clock.
+    pub fn now(&self) -> Millis {
+        self.inner.clock.now()
+    }
+
+    /// A signal that fires when work may be available (an enqueue in this process, or a
+    /// `NOTIFY` from any process on PostgreSQL).
+    pub fn subscribe(&self) -> WorkSignal {
+        WorkSignal {
+            rx: self.inner.wake.subscribe(),
+        }
+    }
+
+    fn wake(&self) {
+        self.inner.wake.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Creates a run and its start job. With a dedupe key already used, returns the existing
+    /// run and job with `duplicate: true` and enqueues nothing.
+    pub async fn enqueue(&self, new: &NewRun) -> Result<Enqueued> {
+        validate_job_options(&new.job)?;
+        if new.agent.trim().is_empty() {
+            return Err(Error::Invalid("agent must not be empty".into()));
+        }
+        let run_id = uuid::Uuid::now_v7().to_string();
+        let now = self.now();
+        let enqueued = dispatch!(self, b => b.enqueue_run(&run_id, new, now))?;
+        if !enqueued.duplicate {
+            self.wake();
+        }
+        Ok(enqueued)
+    }
+
+    /// Adds a resume job to an unfinished run (a wakeup, an approval).
+    pub async fn enqueue_resume(&self, new: &NewResume) -> Result<Enqueued> {
+        validate_job_options(&new.job)?;
+        let now = self.now();
+        let enqueued = dispatch!(self, b => b.enqueue_resume(new, now))?;
+        if !enqueued.duplicate {
+            self.wake();
+        }
+        Ok(enqueued)
+    }
+
+    /// Claims up to `limit` due jobs for `worker`, in priority, `run_at` and id order,
+    /// optionally only from `lanes`. First returns the jobs of workers whose lease expired to
+    /// the queue (or dead-letters them when that was their last attempt). Each claimed job
+    /// gets a fresh lease token and a lease of `lease`.
+    pub async fn claim(
+        &self,
+        worker: &str,
+        lanes: Option<&[String]>,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<LeasedJob>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let lease_ms = duration_millis(lease).max(1);
+        let now = self.now();
+        let jobs = dispatch!(self, b => b.claim(worker, lanes, limit, lease_ms, now))?;
+        Ok(jobs
+            .into_iter()
+            .map(|job| LeasedJob {
+                store: self.clone(),
+                token: job.lease_token,
+                job,
+            })
+            .collect())
+    }
+
+    /// Cancels a run: queued jobs are cancelled at once; a running job is flagged, and its
+    /// worker sees the request at its next heartbeat.
+    pub async fn cancel_run(&self, run_id: &str) -> Result<CancelOutcome> {
+        let now = self.now();
+        dispatch!(self, b => b.cancel_run(run_id, now))
+    }
+
+    /// A run by id.
+    pub async fn run(&self, id: &str) -> Result<Option<Run>> {
+        dispatch!(self, b => b.run(id))
+    }
+
+    /// A job by id.
+    pub async fn job(&self, id: i64) -> Result<Option<Job>> {
+        dispatch!(self, b => b.job(id))
+    }
+
+    /// The jobs of a run, oldest first.
+    pub async fn jobs_of_run(&self, run_id: &str) -> Result<Vec<Job>> {
+        dispatch!(self, b => b.jobs_of_run(run_id))
+    }
+
+    /// A run's events with `seq > after_seq`, in order.
+    pub async fn events(&self, run_id: &str, after_seq: i64) -> Result<Vec<Event>> {
+        dispatch!(self, b => b.events_after(run_id, after_seq))
+    }
+
+    /// A run's newest checkpoint.
+    pub async fn latest_checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>> {
+        dispatch!(self, b => b.latest_checkpoint(run_id))
+    }
+
+    /// How many jobs are in each state (states with none are left out).
+    pub async fn job_counts(&self) -> Result<Vec<(String, i64)>> {
+        dispatch!(self, b => b.job_counts())
+    }
+
+    /// The earliest `run_at` of any queued job, if there is one.
+    pub async fn next_due(&self) -> Result<Option<Millis>> {
+        dispatch!(self, b => b.next_due())
+    }
+
+    /// Records (or refreshes) a worker process.
+    pub async fn register_worker(&self, id: &str, host: &str, pid: u32) -> Result<()> {
+        let now = self.now();
+        dispatch!(self, b => b.upsert_worker(id, host, i64::from(pid), now))
+    }
+
+    /// Forgets a worker process (on clean shutdown).
+    pub async fn remove_worker(&self, id: &str) -> Result<()> {
+        dispatch!(self, b => b.remove_worker(id))
+    }
+
+    /// The registered workers.
+    pub async fn workers(&self) -> Result<Vec<WorkerRow>> {
+        dispatch!(self, b => b.workers())
+    }
+
+    /// Closes the connection pools.
+    pub async fn close(&self) {
+        match &self.inner.backend {
+            Backend::Sqlite(b) => b.close().await,
+            Backend::Postgres(b) => b.close().await,
+        }
+    }
+}
+
+/// A job this worker holds a lease on. Its methods are the only writers of the job row, and
+/// each succeeds only while the lease token is current; otherwise it returns
+/// [`Error::LeaseLost`] and writes nothing.
+#[derive(Debug, Clone)]
+pub struct LeasedJob {
+    store: Store,
+    token: i64,
+    job: Job,
+}
+
+impl LeasedJob {
+    /// The job as it was claimed.
+    pub fn job(&self) -> &Job {
+        &self.job
+    }
+
+    /// The job's id.
+    pub fn id(&self) -> i64 {
+        self.job.id
+    }
+
+    /// The fencing token this lease was issued.
+    pub fn token(&self) -> i64 {
+        self.token
+    }
+
+    /// The store this lease belongs to.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Extends the lease by `lease` from now, unless cancellation was requested.
+    pub async fn heartbeat(&self, lease: Duration) -> Result<Heartbeat> {
+        let s = &self.store;
+        let now = s.now();
+        let ms = duration_millis(lease).max(1);
+        dispatch!(s, b => b.heartbeat(self.job.id, self.token, ms, now))
+    }
+
+    /// Appends the run's next event; returns its sequence number.
+    pub async fn append_event(&self, event_type: &str, payload: &str) -> Result<i64> {
+        let s = &self.store;
+        let now = s.now();
+        dispatch!(s, b => b.append_event(self.job.id, self.token, event_type, payload, now))
+    }
+
+    /// Writes a checkpoint covering events up to `through_seq` (replacing one at the same
+    /// sequence number).
+    pub async fn write_checkpoint(
+        &self,
+        through_seq: i64,
+        format_version: i64,
+        body: &[u8],
+    ) -> Result<()> {
+        if through_seq < 0 || format_version < 1 {
+            return Err(Error::Invalid(format!(
+                "checkpoint through_seq must be >= 0 and format_version >= 1 (got {through_seq}, \
+                 {format_version})"
+            )));
+        }
+        let s = &self.store;
+        let now = s.now();
+        dispatch!(s, b => b.write_checkpoint(self.job.id, self.token, through_seq, format_version, body, now))
+    }
+
+    /// Finishes the job and ends the run as `end` says.
+    pub async fn complete(&self, end: RunEnd) -> Result<()> {
+        let s = &self.store;
+        let now = s.now();
+        dispatch!(s, b => b.complete(self.job.id, self.token, &end, now))
+    }
+
+    /// Finishes the job and the run with its result.
+    pub async fn ack(&self, result: Option<String>) -> Result<()> {
+        self.complete(RunEnd::Succeeded { result }).await
+    }
+
+    /// Fails the job for good (dead-letter) and the run with it; no retry.
+    pub async fn fail(&self, error: &str) -> Result<()> {
+        self.complete(RunEnd::Failed {
+            error: error.to_string(),
+        })
+        .await
+    }
+
+    /// Re-queues the job after `delay`, keeping `error`; on its last attempt dead-letters it
+    /// and fails the run instead.
+    pub async fn retry_after(&self, delay: Duration, error: &str) -> Result<RetryOutcome> {
+        let s = &self.store;
+        let now = s.now();
+        let run_at = now.saturating_add(duration_millis(delay));
+        dispatch!(s, b => b.retry(self.job.id, self.token, run_at, error, now))
+    }
+
+    /// Re-queues the job after the backoff for this attempt (see [`Backoff`]).
+    pub async fn retry(&self, backoff: &Backoff, error: &str) -> Result<RetryOutcome> {
+        self.retry_after(backoff.delay(self.job.attempts), error)
+            .await
+    }
+
+    /// Parks the run until `until`: this job ends as `parked`, the run waits holding no
+    /// worker, and a `resume` job carrying `payload` is armed for `until`. Returns the resume
+    /// job's id, or `None` when cancellation had been requested (the run is then cancelled).
+    pub async fn park_until(&self, until: Millis, payload: &str) -> Result<Option<i64>> {
+        let resume = JobOptions {
+            lane: self.job.lane.clone(),
+            priority: self.job.priority,
+            run_at: Some(until),
+            max_attempts: self.job.max_attempts,
+        };
+        let s = &self.store;
+        let now = s.now();
+        let parked = dispatch!(s, b => b.park(self.job.id, self.token, &resume, payload, RunStatus::Waiting, now))?;
+        s.wake();
+        Ok(parked)
+    }
+
+    /// Gives the job back to the queue at once without counting the attempt (used when a
+    /// worker shuts down before the job finished).
+    pub async fn release(&self, reason: &str) -> Result<()> {
+        let s = &self.store;
+        let now = s.now();
+        dispatch!(s, b => b.release(self.job.id, self.token, reason, now))?;
+        s.wake();
+        Ok(())
+    }
+}
+
+fn validate_job_options(job: &JobOptions) -> Result<()> {
+    if job.max_attempts < 1 {
+        return Err(Error::Invalid(format!(
+            "max_attempts must be at least 1 (got {})",
+            job.max_attempts
+        )));
+    }
+    if job.lane.trim().is_empty() || job.lane.len() > 64 {
+        return Err(Error::Invalid(format!(
+            "lane '{}' is not allowed; use 1-64 characters",
+            job.lane
+        )));
+    }
+    Ok(())
+}
+
+/// Parses a run status read for `run_id`, or says the run does not exist.
+pub(crate) fn parse_status(status: Option<String>, run_id: &str) -> Result<RunStatus> {
+    let status = status.ok_or_else(|| Error::NotFound {
+        what: "run",
+        id: run_id.to_string(),
+    })?;
+    status.parse().map_err(Error::Corrupt)
+}
+
+/// Builds the `LeaseLost` error from what the job row says now.
+pub(crate) fn lease_lost(
+    job_id: i64,
+    token: i64,
+    probe: Option<(String, i64, Option<i64>)>,
+) -> Error {
+    let reason = match probe {
+        None => LeaseLostReason::Missing,
+        Some((status, current, _)) if current != token => {
+            let _ = status;
+            LeaseLostReason::Reclaimed {
+                current_token: current,
+            }
+        }
+        Some((status, _, _)) => LeaseLostReason::NotRunning { status },
+    };
+    Error::LeaseLost {
+        job_id,
+        token,
+        reason,
+    }
+}
+
+/// The run status after its job's lease expired and the job became `job_status`, and whether
+/// (and when) the run finished.
+pub(crate) fn run_after_rescue(job_status: &str, now: Millis) -> (RunStatus, Option<Millis>) {
+    match job_status {
+        "dead" => (RunStatus::Failed, Some(now)),
+        "cancelled" => (RunStatus::Cancelled, Some(now)),
+        _ => (RunStatus::Queued, None),
+    }
+}
+
+/// The run status after a retry made its job `job_status`.
+pub(crate) fn run_after_retry(
+    job_status: &str,
+    run_at: Millis,
+    now: Millis,
+) -> (RunStatus, Option<Millis>, RetryOutcome) {
+    match job_status {
+        "queued" => (RunStatus::Queued, None, RetryOutcome::Scheduled { run_at }),
+        "cancelled" => (RunStatus::Cancelled, Some(now), RetryOutcome::DeadLettered),
+        _ => (RunStatus::Failed, Some(now), RetryOutcome::DeadLettered),
+    }
+}

@@ -1,0 +1,118 @@
+//! One leased job from start to finish: heartbeats while the handler runs, the cancellation
+//! token fired on a cancel request or a lost lease, the outcome written under the lease, and
+//! release (not completion) when shutdown's grace period runs out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nightshift_store::{Backoff, Error, Heartbeat, LeasedJob};
+use tokio_util::sync::CancellationToken;
+
+use crate::handler::{Handler, JobContext, Outcome, StopReason};
+
+/// How a job's time in the pool ended, for the pool's log and tests.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finished {
+    /// The handler's outcome was written.
+    Recorded(Outcome),
+    /// The lease was lost; nothing more was written.
+    LeaseLost,
+    /// The worker shut down before the job finished; its lease was released.
+    Released,
+    /// Writing the outcome failed for another reason; the lease will expire and the job
+    /// will be retried.
+    WriteFailed(String),
+}
+
+/// Timings the job runner needs.
+#[derive(Debug, Clone)]
+pub(crate) struct JobTimings {
+    pub lease: Duration,
+    pub heartbeat: Duration,
+    pub backoff: Backoff,
+}
+
+/// Runs `handler` on `lease` until it returns or `hard_stop` fires.
+pub(crate) async fn run_job<H: Handler>(
+    handler: Arc<H>,
+    lease: LeasedJob,
+    timings: JobTimings,
+    hard_stop: CancellationToken,
+) -> Finished {
+    let ctx = JobContext::new(lease.clone());
+    let beats = tokio::spawn(heartbeat_loop(ctx.clone(), timings.clone()));
+    let outcome = tokio::select! {
+        outcome = handler.handle(ctx.clone()) => Some(outcome),
+        () = hard_stop.cancelled() => None,
+    };
+    beats.abort();
+    let job_id = lease.id();
+    let Some(outcome) = outcome else {
+        ctx.stop(StopReason::Shutdown);
+        return match lease
+            .release("released: the worker shut down before the job finished")
+            .await
+        {
+            Ok(()) => {
+                tracing::info!(job_id, "released lease at shutdown");
+                Finished::Released
+            }
+            Err(e) if e.is_lease_lost() => Finished::LeaseLost,
+            Err(e) => {
+                tracing::warn!(job_id, error = %e, "could not release lease; it will expire");
+                Finished::WriteFailed(e.to_string())
+            }
+        };
+    };
+    if ctx.stop_reason() == Some(StopReason::LeaseLost) {
+        tracing::warn!(
+            job_id,
+            "lease lost while the handler ran; its outcome is dropped"
+        );
+        return Finished::LeaseLost;
+    }
+    let written = match &outcome {
+        Outcome::Done(end) => lease.complete(end.clone()).await.map(|_| ()),
+        Outcome::Retry { error, after } => {
+            let delay = after.unwrap_or_else(|| timings.backoff.delay(lease.job().attempts));
+            lease.retry_after(delay, error).await.map(|_| ())
+        }
+        Outcome::Park { until, payload } => lease.park_until(*until, payload).await.map(|_| ()),
+    };
+    match written {
+        Ok(()) => Finished::Recorded(outcome),
+        Err(Error::LeaseLost { .. }) => {
+            tracing::warn!(job_id, "lease lost before the outcome was written; dropped");
+            Finished::LeaseLost
+        }
+        Err(e) => {
+            tracing::error!(job_id, error = %e, "could not write the job's outcome");
+            Finished::WriteFailed(e.to_string())
+        }
+    }
+}
+
+/// Extends the lease every `heartbeat`; fires the job's token on a cancel request or a lost
+/// lease. Transient errors are logged and retried at the next beat.
+async fn heartbeat_loop(ctx: JobContext, timings: JobTimings) {
+    let mut ticker = tokio::time::interval(timings.heartbeat);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await; // the first tick is immediate; the claim just set the lease
+    loop {
+        ticker.tick().await;
+        match ctx.lease.heartbeat(timings.lease).await {
+            Ok(Heartbeat::Extended { .. }) => {}
+            Ok(Heartbeat::CancelRequested) => {
+                tracing::info!(job_id = ctx.lease.id(), "cancellation requested");
+                ctx.stop(StopReason::CancelRequested);
+                return;
+            }
+            Err(e) if e.is_lease_lost() => {
+                tracing::warn!(job_id = ctx.lease.id(), error = %e, "lease lost");
+                ctx.stop(StopReason::LeaseLost);
+                return;
+            }
+            Err(e) => tracing::warn!(job_id = ctx.lease.id(), error = %e, "heartbeat failed"),
+        }
+    }
+}
