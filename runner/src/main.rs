@@ -1,1 +1,78 @@
-fn main() {}
+//! # nightshift
+//!
+//! The `nightshift` binary: reads the configuration, opens the store and runs one command.
+//! `serve` is the daemon (migrations, then the worker pool until SIGTERM); the other commands
+//! are one-shot operations on the same store.
+
+mod commands;
+mod config;
+mod echo;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Nightshift: a durable job-queue runner for LLM agents.
+#[derive(Debug, Parser)]
+#[command(name = "nightshift", version, about)]
+struct Cli {
+    /// The config file (default: ./nightshift.toml when it exists).
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// The database URL, overriding the config and NIGHTSHIFT_DATABASE_URL.
+    #[arg(long, global = true, value_name = "URL")]
+    database_url: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Apply the database migrations this binary has.
+    Migrate,
+    /// Run the daemon: apply migrations, then work the queue until SIGTERM or Ctrl-C.
+    Serve {
+        /// Worker slots (jobs run at once), overriding worker.slots.
+        #[arg(long)]
+        slots: Option<usize>,
+    },
+    /// Enqueue a run of AGENT on PROMPT and print its id.
+    Run(commands::RunArgs),
+    /// Inspect or cancel runs.
+    Runs {
+        #[command(subcommand)]
+        command: commands::RunsCommand,
+    },
+    /// Show how many jobs are in each state, and the live workers.
+    Queue,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(commands::dispatch(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

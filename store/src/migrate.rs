@@ -25,8 +25,13 @@ pub fn latest_version() -> i64 {
 }
 
 pub(crate) async fn apply_sqlite(pool: &sqlx::SqlitePool) -> Result<MigrationReport> {
-    let mut conn = pool.acquire().await?;
-    apply(&SQLITE, &mut *conn).await
+    // SQLite has no migration lock of its own: one IMMEDIATE transaction around the whole
+    // check-and-apply takes the write lock first, so concurrent starters apply each migration
+    // once (sqlx nests its per-migration transactions as savepoints inside it).
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let report = apply(&SQLITE, &mut *tx).await?;
+    tx.commit().await?;
+    Ok(report)
 }
 
 pub(crate) async fn apply_postgres(

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
-use sqlx::{Postgres, Transaction};
+use sqlx::{ConnectOptions, Connection, Postgres, Transaction};
 
 use crate::config::{StoreConfig, redact_url};
 use crate::{Error, Result};
@@ -35,17 +35,37 @@ impl PgBackend {
             options.get_port(),
             options.get_database().unwrap_or("(default database)")
         );
+        // One direct connection first: a pool only reports "timed out", while this says why
+        // (refused, unknown host, bad password, no such database).
+        let probe = tokio::time::timeout(
+            Duration::from_millis(config.connect_timeout_ms),
+            options.connect(),
+        )
+        .await;
+        let connect_error = |detail: String| Error::Connect {
+            target: target.clone(),
+            detail: format!(
+                "{detail}; check that PostgreSQL is running there and that database.url is right"
+            ),
+        };
+        match probe {
+            Ok(Ok(conn)) => {
+                let _ = conn.close().await;
+            }
+            Ok(Err(e)) => return Err(connect_error(e.to_string())),
+            Err(_) => {
+                return Err(connect_error(format!(
+                    "no answer within {} ms (database.connect_timeout_ms)",
+                    config.connect_timeout_ms
+                )));
+            }
+        }
         let pool = PgPoolOptions::new()
             .max_connections(config.max_connections)
             .acquire_timeout(Duration::from_millis(config.connect_timeout_ms))
             .connect_with(options)
             .await
-            .map_err(|e| Error::Connect {
-                target: target.clone(),
-                detail: format!(
-                    "{e}; check that PostgreSQL is running there and that database.url is right"
-                ),
-            })?;
+            .map_err(|e| connect_error(e.to_string()))?;
         let channel = match &config.schema {
             Some(schema) => format!("nightshift_jobs_{schema}"),
             None => "nightshift_jobs".to_string(),
@@ -96,9 +116,10 @@ impl PgBackend {
         let pool = self.pool.clone();
         let channel = self.channel.clone();
         tokio::spawn(async move {
-            loop {
+            while !pool.is_closed() {
                 let mut listener = match PgListener::connect_with(&pool).await {
                     Ok(l) => l,
+                    Err(_) if pool.is_closed() => return,
                     Err(e) => {
                         tracing::warn!(error = %e, "LISTEN connection failed; retrying in 1s");
                         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -115,6 +136,7 @@ impl PgBackend {
                 loop {
                     match listener.recv().await {
                         Ok(_) => on_notify(),
+                        Err(_) if pool.is_closed() => return,
                         Err(e) => {
                             tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
                             break;

@@ -160,6 +160,24 @@ mod tests {
     }
 
     #[test]
+    fn the_state_diagrams_name_every_state() {
+        let doc = include_str!("../../docs/states.md");
+        let (jobs, runs) = doc.split_once("## Run").expect("a run section");
+        for s in JobState::ALL {
+            assert!(
+                jobs.contains(&format!("| `{s}` |")),
+                "job state {s} missing from docs"
+            );
+        }
+        for s in RunStatus::ALL {
+            assert!(
+                runs.contains(&format!("| `{s}` |")),
+                "run state {s} missing from docs"
+            );
+        }
+    }
+
+    #[test]
     fn schema_check_lists_match_the_enums() {
         for schema in [
             include_str!("../../migrations/sqlite/0001_init.sql"),

@@ -253,6 +253,9 @@ impl Store {
 
     /// Closes the connection pools.
     pub async fn close(&self) {
+        if let Some(listener) = &self.inner.listener {
+            listener.abort();
+        }
         match &self.inner.backend {
             Backend::Sqlite(b) => b.close().await,
             Backend::Postgres(b) => b.close().await,

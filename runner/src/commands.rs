@@ -1,0 +1,168 @@
+//! The commands. Each opens the store from the layered config, does one thing and reports
+//! it on stdout; errors go to stderr with a non-zero exit status.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use nightshift_scheduler::{RunRequest, submit};
+use nightshift_store::{CancelOutcome, Store, SystemClock, Trigger};
+use nightshift_worker::{Pool, shutdown_on_signals};
+
+use crate::Cli;
+use crate::Command;
+use crate::config::{Config, Overrides};
+use crate::echo::EchoHandler;
+
+/// Arguments of `nightshift run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The agent to run.
+    agent: String,
+    /// What the agent should do.
+    prompt: String,
+    /// Runs with the same key are started once; a repeat prints the first run's id.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+    /// The lane (worker slots can be reserved per lane).
+    #[arg(long)]
+    lane: Option<String>,
+    /// Higher runs first (-1000 to 1000; default 0).
+    #[arg(long, allow_hyphen_values = true)]
+    priority: Option<i64>,
+    /// Start no earlier than this many seconds from now.
+    #[arg(long, value_name = "SECONDS")]
+    delay: Option<u64>,
+    /// Dead-letter after this many attempts (default 5).
+    #[arg(long)]
+    max_attempts: Option<i64>,
+}
+
+/// `nightshift runs …`
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Print a run and its jobs as JSON.
+    Show { id: String },
+    /// Print a run's events as JSON lines.
+    Events { id: String },
+    /// Cancel a run (a running job stops at its next heartbeat).
+    Cancel { id: String },
+}
+
+pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    let slots = match &cli.command {
+        Command::Serve { slots } => *slots,
+        _ => None,
+    };
+    let overrides = Overrides {
+        database_url: cli.database_url.clone(),
+        slots,
+    };
+    let config = Config::load(cli.config.as_deref(), &overrides)?;
+    let store = Store::connect(&config.database, Arc::new(SystemClock)).await?;
+    let result = match cli.command {
+        Command::Migrate => migrate(&store).await,
+        Command::Serve { .. } => serve(&store, &config).await,
+        Command::Run(args) => run(&store, args).await,
+        Command::Runs { command } => runs(&store, command).await,
+        Command::Queue => queue(&store).await,
+    };
+    store.close().await;
+    result
+}
+
+async fn migrate(store: &Store) -> anyhow::Result<()> {
+    let report = store.migrate().await?;
+    if report.applied.is_empty() {
+        println!("schema is up to date (version {})", report.version);
+    } else {
+        println!(
+            "applied {} migration(s); schema is at version {}",
+            report.applied.len(),
+            report.version
+        );
+    }
+    Ok(())
+}
+
+async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
+    let shutdown = shutdown_on_signals().context("cannot install signal handlers")?;
+    let report = store.migrate().await?;
+    tracing::info!(
+        backend = ?store.backend_kind(),
+        schema_version = report.version,
+        "store ready"
+    );
+    let pool = Pool::new(store.clone(), EchoHandler, config.worker.clone());
+    pool.run(shutdown).await?;
+    Ok(())
+}
+
+async fn run(store: &Store, args: RunArgs) -> anyhow::Result<()> {
+    let req = RunRequest {
+        agent: args.agent,
+        prompt: args.prompt,
+        trigger: Trigger::Cli,
+        idempotency_key: args.idempotency_key,
+        lane: args.lane,
+        priority: args.priority,
+        delay: args.delay.map(Duration::from_secs),
+        max_attempts: args.max_attempts,
+    };
+    let enqueued = submit(store, req).await?;
+    if enqueued.duplicate {
+        println!(
+            "{}\t(already enqueued with this idempotency key; job {})",
+            enqueued.run_id, enqueued.job_id
+        );
+    } else {
+        println!("{}\t(enqueued as job {})", enqueued.run_id, enqueued.job_id);
+    }
+    Ok(())
+}
+
+async fn runs(store: &Store, command: RunsCommand) -> anyhow::Result<()> {
+    match command {
+        RunsCommand::Show { id } => {
+            let run = store
+                .run(&id)
+                .await?
+                .with_context(|| format!("run {id} not found"))?;
+            let jobs = store.jobs_of_run(&id).await?;
+            let doc = serde_json::json!({ "run": run, "jobs": jobs });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+        RunsCommand::Events { id } => {
+            store
+                .run(&id)
+                .await?
+                .with_context(|| format!("run {id} not found"))?;
+            for event in store.events(&id, 0).await? {
+                println!("{}", serde_json::to_string(&event)?);
+            }
+        }
+        RunsCommand::Cancel { id } => match store.cancel_run(&id).await? {
+            CancelOutcome::Cancelled => println!("{id}\tcancelled"),
+            CancelOutcome::Requested => {
+                println!(
+                    "{id}\tcancellation requested; the running job stops at its next heartbeat"
+                )
+            }
+        },
+    }
+    Ok(())
+}
+
+async fn queue(store: &Store) -> anyhow::Result<()> {
+    for (state, n) in store.job_counts().await? {
+        println!("{state}\t{n}");
+    }
+    for w in store.workers().await? {
+        println!(
+            "worker\t{}\tpid {}\tlast heartbeat {}",
+            w.id, w.pid, w.last_heartbeat_at
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,12 @@
+//! The Nightshift test suite: one binary, so the heavy link happens once.
+//!
+//! - `queue`: the queue conformance suite, run against SQLite and PostgreSQL.
+//! - `pool`: the worker pool over both backends.
+//! - `process`: real processes (the test worker and `nightshift` itself) killed with real
+//!   signals.
+//! - `errors`: bad URLs, unreachable servers, newer schemas.
+
+mod errors;
+mod pool;
+mod process;
+mod queue;

@@ -1,0 +1,279 @@
+//! The worker pool over both backends: outcomes, cancellation, lane reservations, drain.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use nightshift_store::{JobState, NewRun, RunEnd, RunStatus, Store};
+use nightshift_tests::{TestDb, eventually, on_both_backends};
+use nightshift_worker::{Handler, JobContext, Outcome, Pool, PoolConfig, StopReason};
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+on_both_backends! {
+    handler_outcomes_are_written_and_retries_run_again => outcomes_are_written;
+    cancel_reaches_a_running_handler_within_a_heartbeat => cancel_reaches_running_handler;
+    reserved_lane_runs_while_a_batch_burst_fills_the_rest => reserved_lane_is_never_starved;
+    shutdown_drains_then_releases_unfinished_jobs => shutdown_drains_then_releases;
+}
+
+fn config() -> PoolConfig {
+    PoolConfig {
+        slots: 2,
+        lease_ms: 2_000,
+        heartbeat_ms: 200,
+        poll_interval_ms: 100,
+        shutdown_grace_ms: 5_000,
+        retry_base_ms: 10,
+        retry_cap_ms: 20,
+        ..PoolConfig::default()
+    }
+}
+
+async fn status(store: &Store, run_id: &str) -> RunStatus {
+    store.run(run_id).await.unwrap().unwrap().status
+}
+
+/// Fails each job's first attempt, succeeds on the second.
+struct FlakyOnce;
+
+impl Handler for FlakyOnce {
+    async fn handle(&self, ctx: JobContext) -> Outcome {
+        if ctx.lease.job().attempts == 1 {
+            Outcome::retry("first attempt fails")
+        } else {
+            Outcome::succeeded(format!("ok after {}", ctx.lease.job().attempts))
+        }
+    }
+}
+
+async fn outcomes_are_written(db: &TestDb) {
+    let store = db.store().await;
+    let stop = CancellationToken::new();
+    let pool = tokio::spawn(Pool::new(store.clone(), FlakyOnce, config()).run(stop.clone()));
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(
+            store
+                .enqueue(&NewRun::new("a", format!("{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    for e in &ids {
+        eventually(Duration::from_secs(20), "runs to succeed", || async {
+            (status(&store, &e.run_id).await == RunStatus::Succeeded).then_some(())
+        })
+        .await;
+        let run = store.run(&e.run_id).await.unwrap().unwrap();
+        assert_eq!(run.result.as_deref(), Some("ok after 2"));
+        let job = store.job(e.job_id).await.unwrap().unwrap();
+        assert_eq!(
+            (job.attempts, job.last_error.as_deref()),
+            (2, Some("first attempt fails"))
+        );
+    }
+    stop.cancel();
+    let report = pool.await.unwrap().unwrap();
+    assert_eq!(report.recorded, 10, "5 retries and 5 successes");
+}
+
+/// Waits for cancellation and reports when it saw it.
+struct WaitsForCancel {
+    seen: mpsc::UnboundedSender<(StopReason, tokio::time::Instant)>,
+    started: Arc<Notify>,
+}
+
+impl Handler for WaitsForCancel {
+    async fn handle(&self, ctx: JobContext) -> Outcome {
+        self.started.notify_one();
+        ctx.cancel.cancelled().await;
+        let reason = ctx
+            .stop_reason()
+            .expect("a reason is set before the token fires");
+        let _ = self.seen.send((reason, tokio::time::Instant::now()));
+        Outcome::Done(RunEnd::Cancelled)
+    }
+}
+
+async fn cancel_reaches_running_handler(db: &TestDb) {
+    let store = db.store().await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let started = Arc::new(Notify::new());
+    let handler = WaitsForCancel {
+        seen: tx,
+        started: started.clone(),
+    };
+    let stop = CancellationToken::new();
+    let pool = tokio::spawn(Pool::new(store.clone(), handler, config()).run(stop.clone()));
+    let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), started.notified())
+        .await
+        .expect("job started");
+    let asked = tokio::time::Instant::now();
+    store.cancel_run(&e.run_id).await.unwrap();
+    let (reason, at) = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reason, StopReason::CancelRequested);
+    // One heartbeat is 200 ms; allow scheduling slack on a loaded machine.
+    assert!(
+        at - asked < Duration::from_millis(1500),
+        "took {:?}",
+        at - asked
+    );
+    eventually(Duration::from_secs(5), "run cancelled", || async {
+        (status(&store, &e.run_id).await == RunStatus::Cancelled).then_some(())
+    })
+    .await;
+    stop.cancel();
+    pool.await.unwrap().unwrap();
+}
+
+/// Batch jobs block until released; interactive jobs finish at once.
+struct Gate {
+    open: CancellationToken,
+    batch_running: Arc<AtomicUsize>,
+}
+
+impl Handler for Gate {
+    async fn handle(&self, ctx: JobContext) -> Outcome {
+        if ctx.lease.job().lane == "batch" {
+            self.batch_running.fetch_add(1, Ordering::SeqCst);
+            self.open.cancelled().await;
+        }
+        Outcome::succeeded("done")
+    }
+}
+
+async fn reserved_lane_is_never_starved(db: &TestDb) {
+    let store = db.store().await;
+    let open = CancellationToken::new();
+    let batch_running = Arc::new(AtomicUsize::new(0));
+    let cfg = PoolConfig {
+        slots: 3,
+        lanes: BTreeMap::from([("interactive".to_string(), 1)]),
+        ..config()
+    };
+    let handler = Gate {
+        open: open.clone(),
+        batch_running: batch_running.clone(),
+    };
+    let stop = CancellationToken::new();
+    let pool = tokio::spawn(Pool::new(store.clone(), handler, cfg).run(stop.clone()));
+    for i in 0..50 {
+        store
+            .enqueue(&NewRun::new("a", format!("{i}")).lane("batch"))
+            .await
+            .unwrap();
+    }
+    eventually(
+        Duration::from_secs(10),
+        "batch fills the shared slots",
+        || async { (batch_running.load(Ordering::SeqCst) == 2).then_some(()) },
+    )
+    .await;
+    let urgent = store
+        .enqueue(&NewRun::new("a", "now").lane("interactive"))
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "interactive run done during the burst",
+        || async { (status(&store, &urgent.run_id).await == RunStatus::Succeeded).then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        batch_running.load(Ordering::SeqCst),
+        2,
+        "batch never took the reserved slot"
+    );
+    open.cancel();
+    eventually(Duration::from_secs(30), "the burst to drain", || async {
+        let counts = store.job_counts().await.unwrap();
+        (counts == vec![("succeeded".to_string(), 51)]).then_some(())
+    })
+    .await;
+    stop.cancel();
+    pool.await.unwrap().unwrap();
+}
+
+/// Finishes quickly when the payload says "quick"; otherwise never (until dropped).
+struct QuickOrStuck {
+    started: Arc<AtomicUsize>,
+}
+
+impl Handler for QuickOrStuck {
+    async fn handle(&self, ctx: JobContext) -> Outcome {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        if ctx.lease.job().payload == "quick" {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            return Outcome::succeeded("quick");
+        }
+        std::future::pending().await
+    }
+}
+
+async fn shutdown_drains_then_releases(db: &TestDb) {
+    let store = db.store().await;
+    let quick = store
+        .enqueue(&NewRun::new("a", "quick").priority(1))
+        .await
+        .unwrap();
+    let stuck = store.enqueue(&NewRun::new("a", "stuck")).await.unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
+    let cfg = PoolConfig {
+        shutdown_grace_ms: 1_000,
+        ..config()
+    };
+    let stop = CancellationToken::new();
+    let pool = tokio::spawn(
+        Pool::new(
+            store.clone(),
+            QuickOrStuck {
+                started: started.clone(),
+            },
+            cfg,
+        )
+        .run(stop.clone()),
+    );
+    eventually(Duration::from_secs(10), "both jobs to start", || async {
+        (started.load(Ordering::SeqCst) == 2).then_some(())
+    })
+    .await;
+    let late = store.enqueue(&NewRun::new("a", "late")).await.unwrap();
+    stop.cancel();
+    let report = pool.await.unwrap().unwrap();
+    assert_eq!((report.recorded, report.released), (1, 1), "{report:?}");
+    assert_eq!(
+        status(&store, &quick.run_id).await,
+        RunStatus::Succeeded,
+        "finished within grace"
+    );
+    let job = store.job(stuck.job_id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.attempts, job.lease_owner),
+        (JobState::Queued, 0, None),
+        "released"
+    );
+    assert_eq!(
+        store.job(late.job_id).await.unwrap().unwrap().status,
+        JobState::Queued,
+        "no claims after shutdown"
+    );
+    let taken = store
+        .claim("next", None, 5, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        taken.len(),
+        2,
+        "released and late jobs are claimable at once"
+    );
+    assert!(
+        store.workers().await.unwrap().is_empty(),
+        "the worker deregistered"
+    );
+}

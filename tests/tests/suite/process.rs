@@ -1,0 +1,288 @@
+//! Real processes killed with real signals: the test worker (the real pool and signal
+//! handling) and the `nightshift` binary itself.
+
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use nightshift_store::{JobState, NewRun, RunStatus, Store};
+use nightshift_tests::{TestDb, eventually, on_both_backends};
+
+on_both_backends! {
+    sigkilled_worker_job_is_reclaimed_after_lease_expiry => sigkilled_worker_job_is_reclaimed;
+    sigterm_lets_the_running_job_finish => sigterm_lets_the_running_job_finish;
+    sigterm_past_the_grace_period_releases_the_lease => sigterm_past_grace_releases;
+    nightshift_serve_runs_a_job_and_drains_on_sigterm => nightshift_serve_end_to_end;
+}
+
+/// A child process that is killed if the test ends without waiting for it.
+struct Proc {
+    child: Child,
+}
+
+impl Proc {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .args([format!("-{name}"), self.pid().to_string()])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill -{name} {}", self.pid());
+    }
+
+    async fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "process {} did not exit within {within:?}",
+                self.pid()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn test_worker(db: &TestDb, lease_ms: u64, grace_ms: u64) -> Proc {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nightshift-test-worker"));
+    cmd.env("NS_DB_URL", &db.config.url)
+        .env("NS_LEASE_MS", lease_ms.to_string())
+        .env("NS_HEARTBEAT_MS", (lease_ms / 4).to_string())
+        .env("NS_GRACE_MS", grace_ms.to_string())
+        .env("RUST_LOG", "info,sqlx=warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    if let Some(schema) = &db.config.schema {
+        cmd.env("NS_DB_SCHEMA", schema);
+    }
+    Proc {
+        child: cmd.spawn().expect("spawn test worker"),
+    }
+}
+
+/// Waits until the run has an event of `event_type` written by `pid`.
+async fn event_by(store: &Store, run_id: &str, event_type: &str, pid: u32) {
+    eventually(
+        Duration::from_secs(30),
+        &format!("{event_type} event by {pid}"),
+        || async {
+            let events = store.events(run_id, 0).await.unwrap();
+            events
+                .iter()
+                .any(|e| {
+                    e.event_type == event_type
+                        && serde_json::from_str::<serde_json::Value>(&e.payload).unwrap()["pid"]
+                            == pid
+                })
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+async fn sigkilled_worker_job_is_reclaimed(db: &TestDb) {
+    let store = db.store().await;
+    let e = store
+        .enqueue(&NewRun::new("a", r#"{"sleep_ms": 1500}"#))
+        .await
+        .unwrap();
+    let mut a = test_worker(db, 1000, 5000);
+    event_by(&store, &e.run_id, "started", a.pid()).await;
+    a.signal("KILL");
+    let status = a.wait_exit(Duration::from_secs(10)).await;
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    let job = store.job(e.job_id).await.unwrap().unwrap();
+    assert_eq!(
+        job.status,
+        JobState::Running,
+        "the dead worker's lease is still on the job"
+    );
+
+    let mut b = test_worker(db, 1000, 5000);
+    let run = eventually(
+        Duration::from_secs(30),
+        "the run to succeed on worker B",
+        || async {
+            let run = store.run(&e.run_id).await.unwrap().unwrap();
+            (run.status == RunStatus::Succeeded).then_some(run)
+        },
+    )
+    .await;
+    assert_eq!(
+        run.result,
+        Some(b.pid().to_string()),
+        "completed by the second worker"
+    );
+    let job = store.job(e.job_id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.attempts), (JobState::Succeeded, 2));
+    let events = store.events(&e.run_id, 0).await.unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
+    assert_eq!(kinds, vec!["started", "started", "finished"]);
+    assert!(
+        events[1].lease_token > events[0].lease_token,
+        "B wrote under a newer token"
+    );
+    b.signal("TERM");
+    assert!(b.wait_exit(Duration::from_secs(15)).await.success());
+}
+
+async fn sigterm_lets_the_running_job_finish(db: &TestDb) {
+    let store = db.store().await;
+    let e = store
+        .enqueue(&NewRun::new("a", r#"{"sleep_ms": 1000}"#))
+        .await
+        .unwrap();
+    let mut w = test_worker(db, 2000, 20_000);
+    event_by(&store, &e.run_id, "started", w.pid()).await;
+    w.signal("TERM");
+    let status = w.wait_exit(Duration::from_secs(20)).await;
+    assert!(status.success(), "clean exit: {status:?}");
+    let run = store.run(&e.run_id).await.unwrap().unwrap();
+    assert_eq!(
+        (run.status, run.result),
+        (RunStatus::Succeeded, Some(w.pid().to_string()))
+    );
+    assert!(
+        store.workers().await.unwrap().is_empty(),
+        "deregistered on the way out"
+    );
+}
+
+async fn sigterm_past_grace_releases(db: &TestDb) {
+    let store = db.store().await;
+    let e = store
+        .enqueue(&NewRun::new("a", r#"{"sleep_ms": 600000}"#))
+        .await
+        .unwrap();
+    let mut w = test_worker(db, 60_000, 300);
+    event_by(&store, &e.run_id, "started", w.pid()).await;
+    w.signal("TERM");
+    assert!(w.wait_exit(Duration::from_secs(15)).await.success());
+    let job = store.job(e.job_id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.attempts, job.lease_owner),
+        (JobState::Queued, 0, None)
+    );
+    assert_eq!(
+        store.run(&e.run_id).await.unwrap().unwrap().status,
+        RunStatus::Queued
+    );
+    // The lease was 60 s; released, the job is claimable now, not in a minute.
+    let taken = store
+        .claim("next", None, 1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(taken.len(), 1);
+}
+
+/// The `nightshift` binary, brought up to date once per test process (`cargo test` builds
+/// only this package's binaries; a stale one would test old code).
+pub fn nightshift_bin() -> std::path::PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        let ok = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "nightshift"])
+            .status()
+            .expect("cargo build")
+            .success();
+        assert!(ok, "building the nightshift binary failed");
+    });
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    dir.join("nightshift")
+}
+
+fn config_file(db: &TestDb, dir: &std::path::Path) -> std::path::PathBuf {
+    let mut text = format!(
+        "[database]\nurl = \"{}\"\n{}\n[worker]\nslots = 2\nheartbeat_ms = 200\nlease_ms = 2000\npoll_interval_ms = 100\n",
+        db.config.url,
+        db.config
+            .schema
+            .as_ref()
+            .map(|s| format!("schema = \"{s}\""))
+            .unwrap_or_default()
+    );
+    text.push('\n');
+    let path = dir.join("nightshift.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+async fn nightshift_serve_end_to_end(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_file(db, dir.path());
+    let bin = nightshift_bin();
+    let mut serve = Proc {
+        child: Command::new(&bin)
+            .arg("--config")
+            .arg(&cfg)
+            .arg("serve")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn nightshift serve"),
+    };
+    let store = db.store().await;
+    let out = Command::new(&bin)
+        .arg("--config")
+        .arg(&cfg)
+        .args([
+            "run",
+            "echo",
+            "hello from the CLI",
+            "--idempotency-key",
+            "once",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let run_id = stdout.split('\t').next().unwrap().trim().to_string();
+    let again = Command::new(&bin)
+        .arg("--config")
+        .arg(&cfg)
+        .args(["run", "echo", "hello again", "--idempotency-key", "once"])
+        .output()
+        .unwrap();
+    let again = String::from_utf8(again.stdout).unwrap();
+    assert!(
+        again.starts_with(&run_id) && again.contains("already enqueued"),
+        "{again}"
+    );
+    let run = eventually(
+        Duration::from_secs(30),
+        "the echo run to succeed",
+        || async {
+            let run = store.run(&run_id).await.unwrap()?;
+            (run.status == RunStatus::Succeeded).then_some(run)
+        },
+    )
+    .await;
+    assert_eq!(run.result.as_deref(), Some("hello from the CLI"));
+    serve.signal("TERM");
+    let status = serve.wait_exit(Duration::from_secs(20)).await;
+    assert!(
+        status.success(),
+        "serve exits cleanly on SIGTERM: {status:?}"
+    );
+}

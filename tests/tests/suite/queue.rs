@@ -1,0 +1,503 @@
+//! Queue conformance: the same behaviour on SQLite and PostgreSQL.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nightshift_store::{
+    Backoff, CancelOutcome, Error, Heartbeat, JobKind, JobOptions, JobState, NewResume, NewRun,
+    RetryOutcome, RunEnd, RunStatus,
+};
+use nightshift_tests::{TestDb, on_both_backends};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+on_both_backends! {
+    dedupe_returns_the_existing_ids => dedupe_returns_the_existing_ids;
+    concurrent_enqueues_of_one_key_make_one_job => concurrent_enqueues_of_one_key_make_one_job;
+    eight_claimers_claim_each_of_2000_jobs_exactly_once => eight_claimers_claim_each_job_once;
+    expired_lease_is_reclaimed_and_the_old_holder_is_fenced => expired_lease_is_reclaimed;
+    claims_follow_run_at_priority_and_lane => claims_follow_run_at_priority_and_lane;
+    retry_backoff_grows_then_dead_letters => retry_backoff_grows_then_dead_letters;
+    expired_lease_on_last_attempt_dead_letters => expired_lease_on_last_attempt_dead_letters;
+    park_arms_a_resume_job_for_later => park_arms_a_resume_job_for_later;
+    cancel_stops_queued_and_flags_running_jobs => cancel_stops_queued_and_flags_running_jobs;
+    release_returns_the_job_at_once => release_returns_the_job_at_once;
+    resume_dedupe_and_finished_runs => resume_dedupe_and_finished_runs;
+}
+
+async fn dedupe_returns_the_existing_ids(db: &TestDb) {
+    let store = db.store().await;
+    let first = store
+        .enqueue(&NewRun::new("a", "p1").dedupe_key("k"))
+        .await
+        .unwrap();
+    let second = store
+        .enqueue(&NewRun::new("a", "p2").dedupe_key("k"))
+        .await
+        .unwrap();
+    assert!(!first.duplicate);
+    assert!(second.duplicate);
+    assert_eq!(
+        (&first.run_id, first.job_id),
+        (&second.run_id, second.job_id)
+    );
+    let run = store.run(&first.run_id).await.unwrap().unwrap();
+    assert_eq!(run.input, "p1", "the duplicate changed nothing");
+    let other = store
+        .enqueue(&NewRun::new("a", "p3").dedupe_key("k2"))
+        .await
+        .unwrap();
+    assert!(!other.duplicate && other.run_id != first.run_id);
+    let without = store.enqueue(&NewRun::new("a", "p4")).await.unwrap();
+    let without2 = store.enqueue(&NewRun::new("a", "p4")).await.unwrap();
+    assert_ne!(without.run_id, without2.run_id, "no key, no dedupe");
+    assert_eq!(
+        store.job_counts().await.unwrap(),
+        vec![("queued".to_string(), 4)]
+    );
+}
+
+async fn concurrent_enqueues_of_one_key_make_one_job(db: &TestDb) {
+    let store = db.store().await;
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .enqueue(&NewRun::new("a", format!("p{i}")).dedupe_key("same"))
+                .await
+                .unwrap()
+        }));
+    }
+    let results: Vec<_> = futures::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    let ids: HashSet<_> = results
+        .iter()
+        .map(|e| (e.run_id.clone(), e.job_id))
+        .collect();
+    assert_eq!(ids.len(), 1, "every caller got the same run and job");
+    assert_eq!(results.iter().filter(|e| !e.duplicate).count(), 1);
+    assert_eq!(
+        store.job_counts().await.unwrap(),
+        vec![("queued".to_string(), 1)]
+    );
+}
+
+async fn eight_claimers_claim_each_job_once(db: &TestDb) {
+    let store = db.store().await;
+    for i in 0..2000 {
+        store
+            .enqueue(&NewRun::new("a", format!("{i}")))
+            .await
+            .unwrap();
+    }
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let store = store.clone();
+        let seen = seen.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let leases = store
+                    .claim(&format!("w{w}"), None, 10, LEASE)
+                    .await
+                    .unwrap();
+                if leases.is_empty() {
+                    break;
+                }
+                for lease in leases {
+                    assert_eq!(lease.job().attempts, 1);
+                    seen.lock().unwrap().push(lease.id());
+                    lease.ack(None).await.unwrap();
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    let unique: HashSet<_> = seen.iter().collect();
+    assert_eq!(seen.len(), 2000, "claims in all");
+    assert_eq!(unique.len(), 2000, "no job claimed twice");
+    assert_eq!(
+        store.job_counts().await.unwrap(),
+        vec![("succeeded".to_string(), 2000)]
+    );
+}
+
+async fn expired_lease_is_reclaimed(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+    let old = store
+        .claim("old", None, 1, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(old.job().lease_owner.as_deref(), Some("old"));
+    assert!(
+        store.claim("new", None, 1, LEASE).await.unwrap().is_empty(),
+        "lease holds"
+    );
+    clock.advance(Duration::from_secs(11));
+    let new = store.claim("new", None, 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(new.id(), e.job_id);
+    assert!(new.token() > old.token(), "a fresh, larger token");
+    assert_eq!(new.job().attempts, 2);
+
+    let lost = |r: Result<_, Error>| match r {
+        Err(Error::LeaseLost { job_id, token, .. }) => {
+            assert_eq!((job_id, token), (old.id(), old.token()))
+        }
+        other => panic!("expected LeaseLost, got {other:?}"),
+    };
+    lost(old.heartbeat(LEASE).await.map(|_| ()));
+    lost(old.append_event("tool_started", "{}").await.map(|_| ()));
+    lost(old.write_checkpoint(0, 1, b"gz").await);
+    lost(old.ack(Some("stale".into())).await);
+    lost(old.retry_after(Duration::ZERO, "stale").await.map(|_| ()));
+    lost(old.park_until(0, "{}").await.map(|_| ()));
+    lost(old.release("stale").await);
+    assert!(
+        store.events(&e.run_id, 0).await.unwrap().is_empty(),
+        "no event written"
+    );
+    assert!(store.latest_checkpoint(&e.run_id).await.unwrap().is_none());
+    let job = store.job(e.job_id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.lease_owner.as_deref()),
+        (JobState::Running, Some("new"))
+    );
+    assert_eq!(
+        store.jobs_of_run(&e.run_id).await.unwrap().len(),
+        1,
+        "no job armed"
+    );
+
+    assert_eq!(
+        new.append_event("tool_started", "{\"n\":1}").await.unwrap(),
+        1
+    );
+    assert_eq!(
+        new.append_event("tool_result", "{\"n\":2}").await.unwrap(),
+        2
+    );
+    new.write_checkpoint(2, 1, b"\x1f\x8b body").await.unwrap();
+    let cp = store.latest_checkpoint(&e.run_id).await.unwrap().unwrap();
+    assert_eq!(
+        (cp.through_seq, cp.lease_token, cp.body.as_slice()),
+        (2, new.token(), &b"\x1f\x8b body"[..])
+    );
+    let events = store.events(&e.run_id, 0).await.unwrap();
+    assert_eq!(
+        events.iter().map(|e| e.lease_token).collect::<Vec<_>>(),
+        vec![new.token(); 2]
+    );
+    assert!(matches!(
+        new.heartbeat(LEASE).await.unwrap(),
+        Heartbeat::Extended { .. }
+    ));
+    new.ack(Some("done".into())).await.unwrap();
+    let run = store.run(&e.run_id).await.unwrap().unwrap();
+    assert_eq!(
+        (run.status, run.result.as_deref()),
+        (RunStatus::Succeeded, Some("done"))
+    );
+    lost(old.ack(None).await);
+}
+
+async fn claims_follow_run_at_priority_and_lane(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let now = store.now();
+    let later = store
+        .enqueue(&NewRun::new("a", "later").run_at(now + 60_000).priority(100))
+        .await
+        .unwrap();
+    let low = store
+        .enqueue(&NewRun::new("a", "low").priority(-5))
+        .await
+        .unwrap();
+    let high = store
+        .enqueue(&NewRun::new("a", "high").priority(10))
+        .await
+        .unwrap();
+    let mid1 = store.enqueue(&NewRun::new("a", "mid1")).await.unwrap();
+    clock.advance(Duration::from_millis(5));
+    let mid2 = store.enqueue(&NewRun::new("a", "mid2")).await.unwrap();
+    let fast = store
+        .enqueue(&NewRun::new("a", "fast").lane("interactive"))
+        .await
+        .unwrap();
+
+    let only_interactive = vec!["interactive".to_string()];
+    let got = store
+        .claim("w", Some(&only_interactive), 5, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(
+        got.iter().map(|l| l.id()).collect::<Vec<_>>(),
+        vec![fast.job_id]
+    );
+    got[0].ack(None).await.unwrap();
+
+    let got = store.claim("w", None, 10, LEASE).await.unwrap();
+    let order: Vec<i64> = got.iter().map(|l| l.id()).collect();
+    for lease in &got {
+        lease.ack(None).await.unwrap();
+    }
+    assert_eq!(
+        order,
+        vec![high.job_id, mid1.job_id, mid2.job_id, low.job_id],
+        "priority, then run_at, then id; the future job waits"
+    );
+    clock.advance(Duration::from_secs(60));
+    let got = store.claim("w", None, 10, LEASE).await.unwrap();
+    assert_eq!(
+        got.iter().map(|l| l.id()).collect::<Vec<_>>(),
+        vec![later.job_id]
+    );
+    assert_eq!(
+        store.run(&later.run_id).await.unwrap().unwrap().status,
+        RunStatus::Running
+    );
+}
+
+async fn retry_backoff_grows_then_dead_letters(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let backoff = Backoff {
+        base: Duration::from_secs(1),
+        cap: Duration::from_secs(3600),
+    };
+    let e = store
+        .enqueue(&NewRun::new("a", "p").max_attempts(4))
+        .await
+        .unwrap();
+    let mut delays = Vec::new();
+    for attempt in 1..=4 {
+        let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+        assert_eq!(lease.job().attempts, attempt);
+        let now = store.now();
+        match lease
+            .retry(&backoff, &format!("boom {attempt}"))
+            .await
+            .unwrap()
+        {
+            RetryOutcome::Scheduled { run_at } => {
+                assert!(attempt < 4);
+                assert!(
+                    store.claim("w", None, 1, LEASE).await.unwrap().is_empty(),
+                    "not before run_at"
+                );
+                let run = store.run(&e.run_id).await.unwrap().unwrap();
+                assert_eq!(run.status, RunStatus::Queued);
+                delays.push(run_at - now);
+                clock.set(run_at);
+            }
+            RetryOutcome::DeadLettered => assert_eq!(attempt, 4, "dead-lettered at max attempts"),
+        }
+    }
+    for (i, d) in delays.iter().enumerate() {
+        let ceiling = backoff.ceiling(i as i64 + 1).as_millis() as i64;
+        assert!(
+            *d >= ceiling / 2 && *d <= ceiling,
+            "delay {d} for attempt {} outside [{}, {ceiling}]",
+            i + 1,
+            ceiling / 2
+        );
+    }
+    assert!(
+        delays.windows(2).all(|w| w[1] >= w[0]),
+        "delays grow: {delays:?}"
+    );
+    let job = store.job(e.job_id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.last_error.as_deref()),
+        (JobState::Dead, Some("boom 4"))
+    );
+    let run = store.run(&e.run_id).await.unwrap().unwrap();
+    assert_eq!(
+        (run.status, run.error.as_deref()),
+        (RunStatus::Failed, Some("boom 4"))
+    );
+    assert!(run.finished_at.is_some());
+    assert!(store.claim("w", None, 1, LEASE).await.unwrap().is_empty());
+}
+
+async fn expired_lease_on_last_attempt_dead_letters(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let e = store
+        .enqueue(&NewRun::new("a", "p").max_attempts(1))
+        .await
+        .unwrap();
+    let _crashed = store
+        .claim("gone", None, 1, Duration::from_secs(5))
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(6));
+    assert!(store.claim("w", None, 1, LEASE).await.unwrap().is_empty());
+    let job = store.job(e.job_id).await.unwrap().unwrap();
+    assert_eq!(job.status, JobState::Dead);
+    assert!(
+        job.last_error
+            .unwrap()
+            .contains("worker gone stopped heartbeating during attempt 1 of 1")
+    );
+    let run = store.run(&e.run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Failed);
+    assert!(run.error.unwrap().contains("lease expired"));
+}
+
+async fn park_arms_a_resume_job_for_later(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    lease.append_event("assistant", "{}").await.unwrap();
+    let until = store.now() + 3_600_000;
+    let resume_id = lease
+        .park_until(until, "{\"reason\":\"nightly\"}")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        store.run(&e.run_id).await.unwrap().unwrap().status,
+        RunStatus::Waiting
+    );
+    assert_eq!(
+        store.job(e.job_id).await.unwrap().unwrap().status,
+        JobState::Parked
+    );
+    assert!(
+        store.claim("w", None, 1, LEASE).await.unwrap().is_empty(),
+        "asleep until the wake time"
+    );
+    assert_eq!(store.next_due().await.unwrap(), Some(until));
+    clock.set(until);
+    let woke = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    assert_eq!((woke.id(), woke.job().kind), (resume_id, JobKind::Resume));
+    assert_eq!(woke.job().payload, "{\"reason\":\"nightly\"}");
+    assert_eq!(
+        woke.append_event("wake", "{}").await.unwrap(),
+        2,
+        "the same run's log continues"
+    );
+    assert_eq!(
+        store.run(&e.run_id).await.unwrap().unwrap().status,
+        RunStatus::Running
+    );
+}
+
+async fn cancel_stops_queued_and_flags_running_jobs(db: &TestDb) {
+    let store = db.store().await;
+    let queued = store.enqueue(&NewRun::new("a", "q")).await.unwrap();
+    assert_eq!(
+        store.cancel_run(&queued.run_id).await.unwrap(),
+        CancelOutcome::Cancelled
+    );
+    assert_eq!(
+        store.run(&queued.run_id).await.unwrap().unwrap().status,
+        RunStatus::Cancelled
+    );
+    assert_eq!(
+        store.job(queued.job_id).await.unwrap().unwrap().status,
+        JobState::Cancelled
+    );
+    assert!(
+        matches!(store.cancel_run(&queued.run_id).await, Err(Error::Conflict(m)) if m.contains("already finished as cancelled"))
+    );
+    assert!(matches!(
+        store.cancel_run("nope").await,
+        Err(Error::NotFound { .. })
+    ));
+
+    let running = store.enqueue(&NewRun::new("a", "r")).await.unwrap();
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(
+        store.cancel_run(&running.run_id).await.unwrap(),
+        CancelOutcome::Requested
+    );
+    let before = store
+        .job(running.job_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_expires_at;
+    assert_eq!(
+        lease.heartbeat(LEASE * 10).await.unwrap(),
+        Heartbeat::CancelRequested
+    );
+    assert_eq!(
+        store
+            .job(running.job_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .lease_expires_at,
+        before,
+        "not extended"
+    );
+    lease
+        .append_event("cancelled", "{}")
+        .await
+        .expect("the holder may still record its end");
+    lease.complete(RunEnd::Cancelled).await.unwrap();
+    assert_eq!(
+        store.run(&running.run_id).await.unwrap().unwrap().status,
+        RunStatus::Cancelled
+    );
+}
+
+async fn release_returns_the_job_at_once(db: &TestDb) {
+    let store = db.store().await;
+    let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    lease.release("shutting down").await.unwrap();
+    let job = store.job(e.job_id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.attempts, job.lease_owner),
+        (JobState::Queued, 0, None)
+    );
+    assert_eq!(
+        store.run(&e.run_id).await.unwrap().unwrap().status,
+        RunStatus::Queued
+    );
+    let again = store.claim("w2", None, 1, LEASE).await.unwrap().remove(0);
+    assert_eq!((again.id(), again.job().attempts), (e.job_id, 1));
+    assert!(again.token() > lease.token());
+}
+
+async fn resume_dedupe_and_finished_runs(db: &TestDb) {
+    let store = db.store().await;
+    let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+    let resume = |key: &str| NewResume {
+        run_id: e.run_id.clone(),
+        payload: "{}".into(),
+        dedupe_key: Some(key.into()),
+        job: JobOptions::default(),
+    };
+    let r1 = store.enqueue_resume(&resume("wake:1")).await.unwrap();
+    let r2 = store.enqueue_resume(&resume("wake:1")).await.unwrap();
+    assert!(!r1.duplicate && r2.duplicate && r1.job_id == r2.job_id);
+    store.cancel_run(&e.run_id).await.unwrap();
+    let err = store.enqueue_resume(&resume("wake:2")).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Conflict(m) if m.contains("cannot be resumed")),
+        "{err}"
+    );
+    let missing = NewResume {
+        run_id: "nope".into(),
+        ..resume("wake:3")
+    };
+    assert!(matches!(
+        store.enqueue_resume(&missing).await,
+        Err(Error::NotFound { .. })
+    ));
+    let bad = store
+        .enqueue(&NewRun::new("a", "p").max_attempts(0))
+        .await
+        .unwrap_err();
+    assert!(bad.to_string().contains("max_attempts must be at least 1"));
+}
