@@ -21,6 +21,25 @@ macro_rules! queue_operations {
 
         #[allow(clippy::too_many_arguments)]
         impl $backend {
+            /// Moves a run that is not yet terminal (the statement leaves terminal runs alone).
+            async fn set_run(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                run_id: &str,
+                update: $crate::store::RunUpdate<'_>,
+                now: i64,
+            ) -> $crate::Result<()> {
+                sqlx::query(sql!("set_run_status"))
+                    .bind(run_id)
+                    .bind(update.status.as_str())
+                    .bind(update.result)
+                    .bind(update.error)
+                    .bind(update.finished_at)
+                    .bind(now)
+                    .execute(conn)
+                    .await?;
+                Ok(())
+            }
+
             pub(crate) async fn enqueue_run(
                 &self,
                 run_id: &str,
@@ -145,15 +164,18 @@ macro_rules! queue_operations {
                         .await?;
                 for (run_id, job_status, error) in &rescued {
                     let (status, finished) = $crate::store::run_after_rescue(job_status, now);
-                    sqlx::query(sql!("set_run_status"))
-                        .bind(run_id)
-                        .bind(status.as_str())
-                        .bind(None::<String>)
-                        .bind(finished.and(error.as_deref()))
-                        .bind(finished)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
+                    Self::set_run(
+                        &mut tx,
+                        run_id,
+                        $crate::store::RunUpdate {
+                            status,
+                            result: None,
+                            error: finished.and(error.as_deref()),
+                            finished_at: finished,
+                        },
+                        now,
+                    )
+                    .await?;
                 }
                 let mut jobs: Vec<$crate::model::Job> = sqlx::query_as(sql!("claim"))
                     .bind(now)
@@ -295,15 +317,18 @@ macro_rules! queue_operations {
                     tx.rollback().await?;
                     return Err(self.lost(job_id, token).await);
                 };
-                sqlx::query(sql!("set_run_status"))
-                    .bind(&run_id)
-                    .bind(end.run_status().as_str())
-                    .bind(end.result())
-                    .bind(end.error())
-                    .bind(Some(now))
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
+                Self::set_run(
+                    &mut tx,
+                    &run_id,
+                    $crate::store::RunUpdate {
+                        status: end.run_status(),
+                        result: end.result(),
+                        error: end.error(),
+                        finished_at: Some(now),
+                    },
+                    now,
+                )
+                .await?;
                 tx.commit().await?;
                 Ok(())
             }
@@ -331,15 +356,18 @@ macro_rules! queue_operations {
                 };
                 let (status, finished, outcome) =
                     $crate::store::run_after_retry(&job_status, run_at, now);
-                sqlx::query(sql!("set_run_status"))
-                    .bind(&run_id)
-                    .bind(status.as_str())
-                    .bind(None::<String>)
-                    .bind(finished.map(|_| error))
-                    .bind(finished)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
+                Self::set_run(
+                    &mut tx,
+                    &run_id,
+                    $crate::store::RunUpdate {
+                        status,
+                        result: None,
+                        error: finished.map(|_| error),
+                        finished_at: finished,
+                    },
+                    now,
+                )
+                .await?;
                 if job_status == "queued" {
                     self.notify_enqueued(&mut tx, "").await?;
                 }
@@ -372,15 +400,18 @@ macro_rules! queue_operations {
                 if cancel_requested.is_some() {
                     // Cancellation won the race with parking: end the run instead of arming a
                     // job nobody wants.
-                    sqlx::query(sql!("set_run_status"))
-                        .bind(&run_id)
-                        .bind($crate::states::RunStatus::Cancelled.as_str())
-                        .bind(None::<String>)
-                        .bind(Some("cancelled on request"))
-                        .bind(Some(now))
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
+                    Self::set_run(
+                        &mut tx,
+                        &run_id,
+                        $crate::store::RunUpdate {
+                            status: $crate::states::RunStatus::Cancelled,
+                            result: None,
+                            error: Some("cancelled on request"),
+                            finished_at: Some(now),
+                        },
+                        now,
+                    )
+                    .await?;
                     tx.commit().await?;
                     return Ok(None);
                 }
@@ -396,15 +427,18 @@ macro_rules! queue_operations {
                     .bind(now)
                     .fetch_one(&mut *tx)
                     .await?;
-                sqlx::query(sql!("set_run_status"))
-                    .bind(&run_id)
-                    .bind(waiting.as_str())
-                    .bind(None::<String>)
-                    .bind(None::<String>)
-                    .bind(None::<i64>)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
+                Self::set_run(
+                    &mut tx,
+                    &run_id,
+                    $crate::store::RunUpdate {
+                        status: waiting,
+                        result: None,
+                        error: None,
+                        finished_at: None,
+                    },
+                    now,
+                )
+                .await?;
                 self.notify_enqueued(&mut tx, &resume.lane).await?;
                 tx.commit().await?;
                 Ok(Some(resume_id))
@@ -429,15 +463,18 @@ macro_rules! queue_operations {
                     tx.rollback().await?;
                     return Err(self.lost(job_id, token).await);
                 };
-                sqlx::query(sql!("set_run_status"))
-                    .bind(&run_id)
-                    .bind($crate::states::RunStatus::Queued.as_str())
-                    .bind(None::<String>)
-                    .bind(None::<String>)
-                    .bind(None::<i64>)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
+                Self::set_run(
+                    &mut tx,
+                    &run_id,
+                    $crate::store::RunUpdate {
+                        status: $crate::states::RunStatus::Queued,
+                        result: None,
+                        error: None,
+                        finished_at: None,
+                    },
+                    now,
+                )
+                .await?;
                 self.notify_enqueued(&mut tx, "").await?;
                 tx.commit().await?;
                 Ok(())
@@ -476,15 +513,18 @@ macro_rules! queue_operations {
                     .fetch_all(&mut *tx)
                     .await?;
                 let outcome = if running.is_empty() {
-                    sqlx::query(sql!("set_run_status"))
-                        .bind(run_id)
-                        .bind($crate::states::RunStatus::Cancelled.as_str())
-                        .bind(None::<String>)
-                        .bind(Some("cancelled on request"))
-                        .bind(Some(now))
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
+                    Self::set_run(
+                        &mut tx,
+                        run_id,
+                        $crate::store::RunUpdate {
+                            status: $crate::states::RunStatus::Cancelled,
+                            result: None,
+                            error: Some("cancelled on request"),
+                            finished_at: Some(now),
+                        },
+                        now,
+                    )
+                    .await?;
                     $crate::model::CancelOutcome::Cancelled
                 } else {
                     $crate::model::CancelOutcome::Requested

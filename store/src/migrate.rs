@@ -39,6 +39,22 @@ pub(crate) async fn apply_postgres(
     schema: Option<&str>,
 ) -> Result<MigrationReport> {
     let mut conn = pool.acquire().await?;
+    // Hold the migration lock (a session advisory lock, re-entrant, so sqlx's own locking
+    // inside `run_direct` nests in it) from before the schema exists to the end: daemons
+    // starting together neither race to create the schema or the migrations table nor apply
+    // a migration twice.
+    conn.lock().await.map_err(migrate_error)?;
+    let result = create_schema_and_apply(&mut conn, schema).await;
+    let unlocked = conn.unlock().await.map_err(migrate_error);
+    let report = result?;
+    unlocked?;
+    Ok(report)
+}
+
+async fn create_schema_and_apply(
+    conn: &mut sqlx::PgConnection,
+    schema: Option<&str>,
+) -> Result<MigrationReport> {
     if let Some(schema) = schema {
         // The name was validated by StoreConfig::validate (lowercase letters, digits, _).
         let create = format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"");
@@ -46,9 +62,11 @@ pub(crate) async fn apply_postgres(
             .execute(&mut *conn)
             .await?;
     }
-    apply(&POSTGRES, &mut *conn).await
+    apply(&POSTGRES, conn).await
 }
 
+/// Checks the applied versions against this binary's, then applies what is missing. The
+/// caller holds the backend's migration lock.
 async fn apply<C: Migrate>(migrator: &Migrator, conn: &mut C) -> Result<MigrationReport> {
     let known = migrator.iter().map(|m| m.version).max().unwrap_or(0);
     let table = "_sqlx_migrations";

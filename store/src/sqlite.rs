@@ -41,13 +41,24 @@ impl SqliteBackend {
             target: url.to_string(),
             detail: format!("{e}; check that the directory exists and is writable"),
         };
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            .acquire_timeout(acquire)
-            .connect_with(options.clone())
-            .await
-            .map_err(connect_error)?;
+        // Opening a new file switches it to WAL, which needs a lock another process creating
+        // the same file may hold for a moment; retry "database is locked" for the busy timeout.
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(config.busy_timeout_ms);
+        let writer = loop {
+            let attempt = SqlitePoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .acquire_timeout(acquire)
+                .connect_with(options.clone())
+                .await;
+            match attempt {
+                Ok(pool) => break pool,
+                Err(e) if is_locked(&e) && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(connect_error(e)),
+            }
+        };
         let reader = if in_memory {
             writer.clone()
         } else {
@@ -86,6 +97,10 @@ impl SqliteBackend {
         self.writer.close().await;
         self.reader.close().await;
     }
+}
+
+fn is_locked(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("5" | "6")))
 }
 
 crate::backend::queue_operations!(SqliteBackend, Sqlite, "sqlite");

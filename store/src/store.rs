@@ -407,6 +407,15 @@ fn validate_job_options(job: &JobOptions) -> Result<()> {
     Ok(())
 }
 
+/// A change to a run's row, written only while the run is not terminal.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunUpdate<'a> {
+    pub status: RunStatus,
+    pub result: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub finished_at: Option<Millis>,
+}
+
 /// Parses a run status read for `run_id`, or says the run does not exist.
 pub(crate) fn parse_status(status: Option<String>, run_id: &str) -> Result<RunStatus> {
     let status = status.ok_or_else(|| Error::NotFound {

@@ -4,9 +4,10 @@
 //! - `pool`: the worker pool over both backends.
 //! - `process`: real processes (the test worker and `nightshift` itself) killed with real
 //!   signals.
-//! - `errors`: bad URLs, unreachable servers, newer schemas.
+//! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
+//!   newer schemas.
 
-mod errors;
 mod pool;
 mod process;
 mod queue;
+mod setup;

@@ -16,6 +16,7 @@ on_both_backends! {
     cancel_reaches_a_running_handler_within_a_heartbeat => cancel_reaches_running_handler;
     reserved_lane_runs_while_a_batch_burst_fills_the_rest => reserved_lane_is_never_starved;
     shutdown_drains_then_releases_unfinished_jobs => shutdown_drains_then_releases;
+    an_idle_pool_is_woken_by_an_enqueue_not_by_polling => idle_pool_is_woken_by_enqueue;
 }
 
 fn config() -> PoolConfig {
@@ -276,4 +277,49 @@ async fn shutdown_drains_then_releases(db: &TestDb) {
         store.workers().await.unwrap().is_empty(),
         "the worker deregistered"
     );
+}
+
+/// Records that it ran.
+struct Records {
+    ran: mpsc::UnboundedSender<String>,
+}
+
+impl Handler for Records {
+    async fn handle(&self, ctx: JobContext) -> Outcome {
+        let _ = self.ran.send(ctx.lease.job().payload.clone());
+        Outcome::succeeded("")
+    }
+}
+
+async fn idle_pool_is_woken_by_enqueue(db: &TestDb) {
+    let store = db.store().await;
+    // On PostgreSQL the enqueue comes from another store (another connection pool, as another
+    // daemon would), so only NOTIFY can wake the pool; SQLite wakes in-process.
+    let producer = match db.backend {
+        nightshift_tests::Backend::Sqlite => store.clone(),
+        nightshift_tests::Backend::Postgres => db.store().await,
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // A minute between polls: a pickup within the test's 10 s can only come from a wake-up.
+    let cfg = PoolConfig {
+        poll_interval_ms: 60_000,
+        ..config()
+    };
+    let stop = CancellationToken::new();
+    let pool = tokio::spawn(Pool::new(store.clone(), Records { ran: tx }, cfg).run(stop.clone()));
+    // Let the pool go idle (its first claim finds nothing), then enqueue.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for i in 0..3 {
+        producer
+            .enqueue(&NewRun::new("a", format!("job {i}")))
+            .await
+            .unwrap();
+        let ran = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("picked up without waiting for the poll interval")
+            .unwrap();
+        assert_eq!(ran, format!("job {i}"));
+    }
+    stop.cancel();
+    pool.await.unwrap().unwrap();
 }

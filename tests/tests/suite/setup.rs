@@ -1,5 +1,5 @@
-//! Bad database URLs, unreachable servers and newer schemas give clear errors and change
-//! nothing.
+//! Connecting and migrating: daemons starting together apply each migration once; bad
+//! database URLs, unreachable servers and newer schemas give clear errors and change nothing.
 
 use std::sync::Arc;
 
@@ -8,6 +8,30 @@ use nightshift_tests::{Backend, TestDb, on_both_backends};
 
 on_both_backends! {
     a_newer_schema_is_refused_and_left_alone => newer_schema_is_refused;
+    concurrent_starters_migrate_once => concurrent_starters_migrate_once;
+}
+
+async fn concurrent_starters_migrate_once(db: &TestDb) {
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let config = db.config.clone();
+        tasks.push(tokio::spawn(async move {
+            let store = connect(&config).await.expect("connect");
+            let report = store.migrate().await.expect("migrate");
+            store.close().await;
+            report.applied.len()
+        }));
+    }
+    let mut applied = Vec::new();
+    for t in tasks {
+        applied.push(t.await.unwrap());
+    }
+    applied.sort();
+    assert_eq!(
+        applied,
+        vec![0, 0, 0, 1],
+        "exactly one starter applied the migration"
+    );
 }
 
 async fn connect(config: &StoreConfig) -> Result<Store, Error> {
