@@ -92,7 +92,8 @@ fn throwaway_cluster() -> Option<String> {
     }
     // Stop the cluster when this test process ends, however it ends.
     let watchdog = format!(
-        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {stop} '{pg_ctl}' -D '{data_s}' -m immediate stop",
+        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
+         {stop} '{pg_ctl}' -D '{data_s}' -m immediate stop; rm -rf '{dir}'",
         pid = std::process::id(),
         stop = if as_root {
             "runuser -u postgres --"
@@ -100,6 +101,7 @@ fn throwaway_cluster() -> Option<String> {
             ""
         },
         pg_ctl = pg_ctl.display(),
+        dir = dir.display(),
     );
     let _ = Command::new("sh")
         .args(["-c", &watchdog])
