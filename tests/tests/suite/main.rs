@@ -4,9 +4,11 @@
 //! - `pool`: the worker pool over both backends.
 //! - `process`: real processes (the test worker and `nightshift` itself) killed with real
 //!   signals.
+//! - `cli`: the `nightshift` command line.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
+mod cli;
 mod pool;
 mod process;
 mod queue;

@@ -17,6 +17,7 @@ on_both_backends! {
     reserved_lane_runs_while_a_batch_burst_fills_the_rest => reserved_lane_is_never_starved;
     shutdown_drains_then_releases_unfinished_jobs => shutdown_drains_then_releases;
     an_idle_pool_is_woken_by_an_enqueue_not_by_polling => idle_pool_is_woken_by_enqueue;
+    a_lost_lease_stops_the_handler_and_drops_its_outcome => lost_lease_stops_the_handler;
 }
 
 fn config() -> PoolConfig {
@@ -322,4 +323,55 @@ async fn idle_pool_is_woken_by_enqueue(db: &TestDb) {
     }
     stop.cancel();
     pool.await.unwrap().unwrap();
+}
+
+async fn lost_lease_stops_the_handler(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let started = Arc::new(Notify::new());
+    // The handler would report success after being stopped; the pool must not write it.
+    struct SucceedsWhenStopped(WaitsForCancel);
+    impl Handler for SucceedsWhenStopped {
+        async fn handle(&self, ctx: JobContext) -> Outcome {
+            self.0.handle(ctx).await;
+            Outcome::succeeded("stale")
+        }
+    }
+    let handler = SucceedsWhenStopped(WaitsForCancel {
+        seen: tx,
+        started: started.clone(),
+    });
+    let stop = CancellationToken::new();
+    let pool = tokio::spawn(Pool::new(store.clone(), handler, config()).run(stop.clone()));
+    let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), started.notified())
+        .await
+        .expect("job started");
+    // The pool's worker stalls past its lease (as after a long GC pause or a network split) and
+    // another worker takes the job over.
+    clock.advance(Duration::from_secs(3));
+    let thief = store
+        .claim("thief", None, 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(thief.id(), e.job_id);
+    let (reason, _) = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reason, StopReason::LeaseLost);
+    stop.cancel();
+    let report = pool.await.unwrap().unwrap();
+    assert_eq!((report.lease_lost, report.recorded), (1, 0), "{report:?}");
+    let job = store.job(e.job_id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.status, job.lease_owner.as_deref(), job.lease_token),
+        (JobState::Running, Some("thief"), thief.token())
+    );
+    assert_eq!(
+        status(&store, &e.run_id).await,
+        RunStatus::Running,
+        "the stale success was not written"
+    );
 }

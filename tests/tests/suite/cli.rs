@@ -1,0 +1,121 @@
+//! The `nightshift` command line: config layering, bad input refused with nothing changed,
+//! and the run commands.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::process::nightshift_bin;
+
+fn nightshift(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(nightshift_bin());
+    cmd.current_dir(dir)
+        .args(args)
+        .env_remove("NIGHTSHIFT_DATABASE_URL");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run nightshift")
+}
+
+fn text(out: &[u8]) -> String {
+    String::from_utf8_lossy(out).into_owned()
+}
+
+#[test]
+fn unknown_config_key_is_refused_before_anything_is_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("nightshift.toml"), "[worker]\nslot = 2\n").unwrap();
+    let out = nightshift(dir.path(), &["migrate"], &[]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("nightshift.toml (line 2)") && err.contains("unknown field `slot`"),
+        "{err}"
+    );
+    assert!(err.contains("`slots`"), "says what is allowed: {err}");
+    assert!(
+        !dir.path().join("nightshift.db").exists(),
+        "no database was created"
+    );
+
+    std::fs::write(
+        dir.path().join("nightshift.toml"),
+        "[worker]\nslots = 2\nlanes = { fast = 3 }\n",
+    )
+    .unwrap();
+    let out = nightshift(dir.path(), &["migrate"], &[]);
+    assert!(text(&out.stderr).contains("worker.lanes reserve 3 slots but worker.slots is 2"));
+    let missing = nightshift(dir.path(), &["--config", "nope.toml", "migrate"], &[]);
+    assert!(text(&missing.stderr).contains("cannot read the config file nope.toml"));
+}
+
+#[test]
+fn database_url_comes_from_file_then_env_then_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("nightshift.toml"),
+        "[database]\nurl = \"sqlite://from-file.db\"\n",
+    )
+    .unwrap();
+    assert!(nightshift(dir.path(), &["migrate"], &[]).status.success());
+    assert!(dir.path().join("from-file.db").exists());
+    let env = [("NIGHTSHIFT_DATABASE_URL", "sqlite://from-env.db")];
+    assert!(nightshift(dir.path(), &["migrate"], &env).status.success());
+    assert!(dir.path().join("from-env.db").exists());
+    let out = nightshift(
+        dir.path(),
+        &["--database-url", "sqlite://from-flag.db", "migrate"],
+        &env,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(dir.path().join("from-flag.db").exists());
+}
+
+#[test]
+fn run_commands_enqueue_show_and_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    assert!(nightshift(d, &["migrate"], &[]).status.success());
+    let bad = nightshift(d, &["run", "no spaces", "hi"], &[]);
+    assert!(!bad.status.success());
+    assert!(text(&bad.stderr).contains("agent name 'no spaces' is not allowed"));
+    let bad = nightshift(d, &["run", "a", "hi", "--priority", "-5000"], &[]);
+    assert!(text(&bad.stderr).contains("priority -5000 is out of range"));
+    let queue = text(&nightshift(d, &["queue"], &[]).stdout);
+    assert!(queue.is_empty(), "nothing was enqueued: {queue}");
+
+    let out = nightshift(
+        d,
+        &[
+            "run",
+            "a",
+            "hello",
+            "--lane",
+            "batch",
+            "--priority",
+            "3",
+            "--delay",
+            "3600",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let run_id = text(&out.stdout).split('\t').next().unwrap().to_string();
+    let show: serde_json::Value =
+        serde_json::from_slice(&nightshift(d, &["runs", "show", &run_id], &[]).stdout).unwrap();
+    assert_eq!(show["run"]["status"], "queued");
+    assert_eq!(show["jobs"][0]["lane"], "batch");
+    assert_eq!(show["jobs"][0]["priority"], 3);
+    let delay = show["jobs"][0]["run_at"].as_i64().unwrap()
+        - show["jobs"][0]["created_at"].as_i64().unwrap();
+    assert_eq!(delay, 3_600_000);
+    assert_eq!(text(&nightshift(d, &["queue"], &[]).stdout), "queued\t1\n");
+
+    let cancel = nightshift(d, &["runs", "cancel", &run_id], &[]);
+    assert_eq!(text(&cancel.stdout), format!("{run_id}\tcancelled\n"));
+    let again = nightshift(d, &["runs", "cancel", &run_id], &[]);
+    assert!(!again.status.success());
+    assert!(text(&again.stderr).contains("already finished as cancelled"));
+    let missing = nightshift(d, &["runs", "show", "nope"], &[]);
+    assert!(text(&missing.stderr).contains("run nope not found"));
+}
