@@ -293,6 +293,32 @@ macro_rules! queue_operations {
                 }
             }
 
+            pub(crate) async fn record_progress(
+                &self,
+                job_id: i64,
+                token: i64,
+                progress: &$crate::model::RunProgress,
+                now: i64,
+            ) -> $crate::Result<()> {
+                let updated: Option<String> = sqlx::query_scalar(sql!("record_progress"))
+                    .bind(job_id)
+                    .bind(token)
+                    .bind(progress.turns)
+                    .bind(progress.input_tokens)
+                    .bind(progress.output_tokens)
+                    .bind(progress.cache_read_tokens)
+                    .bind(progress.cache_write_tokens)
+                    .bind(progress.cost_usd)
+                    .bind(&progress.agent_hash)
+                    .bind(now)
+                    .fetch_optional(self.writer())
+                    .await?;
+                match updated {
+                    Some(_) => Ok(()),
+                    None => Err(self.lost(job_id, token).await),
+                }
+            }
+
             pub(crate) async fn complete(
                 &self,
                 job_id: i64,

@@ -39,7 +39,7 @@ pub use config::{BackendKind, StoreConfig, Synchronous};
 pub use error::{Error, LeaseLostReason, Result};
 pub use model::{
     CancelOutcome, Checkpoint, Enqueued, Event, Heartbeat, Job, JobOptions, NewResume, NewRun,
-    RetryOutcome, Run, RunEnd, WorkerRow,
+    RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
 };
 pub use states::{JobKind, JobState, RunStatus, Trigger};
 pub use store::{LeasedJob, Store, WorkSignal};

@@ -250,6 +250,19 @@ impl RunEnd {
     }
 }
 
+/// A run's usage totals, as the runtime projects them from the run's events.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunProgress {
+    pub turns: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
+    pub cost_usd: f64,
+    /// Recorded once: the hash of the agent definition the run started with.
+    pub agent_hash: Option<String>,
+}
+
 /// What a heartbeat found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Heartbeat {

@@ -15,7 +15,7 @@ use crate::error::LeaseLostReason;
 use crate::migrate::{self, MigrationReport};
 use crate::model::{
     CancelOutcome, Checkpoint, Enqueued, Event, Heartbeat, Job, JobOptions, NewResume, NewRun,
-    RetryOutcome, Run, RunEnd, WorkerRow,
+    RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
 };
 use crate::postgres::PgBackend;
 use crate::sqlite::SqliteBackend;
@@ -326,6 +326,13 @@ impl LeasedJob {
         let s = &self.store;
         let now = s.now();
         dispatch!(s, b => b.write_checkpoint(self.job.id, self.token, through_seq, format_version, body, now))
+    }
+
+    /// Copies the run's usage totals onto the run row (for the API and budgets).
+    pub async fn record_progress(&self, progress: &RunProgress) -> Result<()> {
+        let s = &self.store;
+        let now = s.now();
+        dispatch!(s, b => b.record_progress(self.job.id, self.token, progress, now))
     }
 
     /// Finishes the job and ends the run as `end` says.

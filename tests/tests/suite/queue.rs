@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use nightshift_store::{
     Backoff, CancelOutcome, Error, Heartbeat, JobKind, JobOptions, JobState, NewResume, NewRun,
-    RetryOutcome, RunEnd, RunStatus,
+    RetryOutcome, RunEnd, RunProgress, RunStatus,
 };
 use nightshift_tests::{TestDb, on_both_backends};
 
@@ -162,6 +162,19 @@ async fn expired_lease_is_reclaimed(db: &TestDb) {
     lost(old.retry_after(Duration::ZERO, "stale").await.map(|_| ()));
     lost(old.park_until(0, "{}").await.map(|_| ()));
     lost(old.release("stale").await);
+    let progress = RunProgress {
+        turns: 3,
+        input_tokens: 100,
+        cost_usd: 0.25,
+        agent_hash: Some("h".into()),
+        ..RunProgress::default()
+    };
+    lost(old.record_progress(&progress).await);
+    assert_eq!(
+        store.run(&e.run_id).await.unwrap().unwrap().turns,
+        0,
+        "stale progress not written"
+    );
     assert!(
         store.events(&e.run_id, 0).await.unwrap().is_empty(),
         "no event written"
@@ -201,6 +214,17 @@ async fn expired_lease_is_reclaimed(db: &TestDb) {
         new.heartbeat(LEASE).await.unwrap(),
         Heartbeat::Extended { .. }
     ));
+    new.record_progress(&progress).await.unwrap();
+    let run = store.run(&e.run_id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            run.turns,
+            run.input_tokens,
+            run.cost_usd,
+            run.agent_hash.as_deref()
+        ),
+        (3, 100, 0.25, Some("h"))
+    );
     new.ack(Some("done".into())).await.unwrap();
     let run = store.run(&e.run_id).await.unwrap().unwrap();
     assert_eq!(
