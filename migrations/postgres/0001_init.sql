@@ -9,7 +9,7 @@ CREATE TABLE runs (
     agent               TEXT    NOT NULL,
     status              TEXT    NOT NULL CHECK (status IN ('queued', 'running', 'waiting',
                             'awaiting_approval', 'succeeded', 'failed', 'cancelled',
-                            'budget_exhausted', 'superseded')),
+                            'budget_exhausted', 'max_rounds', 'superseded')),
     trigger_kind        TEXT    NOT NULL CHECK (trigger_kind IN ('api', 'cli', 'webhook',
                             'schedule', 'wakeup', 'approval')),
     input               TEXT    NOT NULL,

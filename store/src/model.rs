@@ -211,6 +211,8 @@ pub enum RunEnd {
     Cancelled,
     /// The run stopped on one of its budgets.
     BudgetExhausted { detail: String },
+    /// The run reached its round cap; its work is kept.
+    MaxRounds { detail: String },
 }
 
 impl RunEnd {
@@ -221,13 +223,16 @@ impl RunEnd {
             RunEnd::Failed { .. } => RunStatus::Failed,
             RunEnd::Cancelled => RunStatus::Cancelled,
             RunEnd::BudgetExhausted { .. } => RunStatus::BudgetExhausted,
+            RunEnd::MaxRounds { .. } => RunStatus::MaxRounds,
         }
     }
 
     /// The job state this end records.
     pub fn job_state(&self) -> JobState {
         match self {
-            RunEnd::Succeeded { .. } | RunEnd::BudgetExhausted { .. } => JobState::Succeeded,
+            RunEnd::Succeeded { .. }
+            | RunEnd::BudgetExhausted { .. }
+            | RunEnd::MaxRounds { .. } => JobState::Succeeded,
             RunEnd::Failed { .. } => JobState::Dead,
             RunEnd::Cancelled => JobState::Cancelled,
         }
@@ -243,7 +248,7 @@ impl RunEnd {
     pub(crate) fn error(&self) -> Option<&str> {
         match self {
             RunEnd::Failed { error } => Some(error),
-            RunEnd::BudgetExhausted { detail } => Some(detail),
+            RunEnd::BudgetExhausted { detail } | RunEnd::MaxRounds { detail } => Some(detail),
             RunEnd::Cancelled => Some("cancelled on request"),
             RunEnd::Succeeded { .. } => None,
         }

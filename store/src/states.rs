@@ -69,8 +69,10 @@ string_enum! {
         Failed => "failed",
         /// Stopped on request.
         Cancelled => "cancelled",
-        /// Stopped by one of its budgets.
+        /// Stopped by one of its budgets (tokens, cost, wall-clock time).
         BudgetExhausted => "budget_exhausted",
+        /// Stopped at the round cap (model calls per run), its work kept.
+        MaxRounds => "max_rounds",
         /// Replaced by a newer run with the same concurrency key.
         Superseded => "superseded",
     }
@@ -85,6 +87,7 @@ impl RunStatus {
                 | RunStatus::Failed
                 | RunStatus::Cancelled
                 | RunStatus::BudgetExhausted
+                | RunStatus::MaxRounds
                 | RunStatus::Superseded
         )
     }
