@@ -1,0 +1,258 @@
+//! `http_request {method, url, headers?, body?}`: HTTP to allow-listed hosts.
+//!
+//! Guarantees: nothing is sent to a host that is not on the context's allowlist (redirects are
+//! not followed: a 3xx is returned with its `Location` so the model can decide); GET and HEAD
+//! are `read_only`, every other method is `side_effect` and carries
+//! `Idempotency-Key: <run id>:<tool call id>` (the same key on a re-run); `{{secret:NAME}}`
+//! placeholders are filled in headers and body only (a URL with one is refused, so secrets do
+//! not end up in logs of URLs), and secret values are redacted from everything shown to the
+//! model; the response body is streamed into a bounded capture; cancellation aborts the
+//! request; HTTP status >= 400 is an `is_error` output.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use futures::future::BoxFuture;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Client, Method, Url};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::parse_input;
+use crate::context::ToolContext;
+use crate::output::Capture;
+use crate::secrets::SecretResolver;
+use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
+
+const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+const SHOWN_HEADERS: [&str; 4] = ["content-type", "content-length", "location", "retry-after"];
+
+/// `http_request`: see the module documentation. One connection pool per value.
+#[derive(Debug, Default)]
+pub struct HttpRequest {
+    client: OnceLock<Result<Client, String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpInput {
+    method: String,
+    url: String,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    body: Option<String>,
+}
+
+fn is_read_only(method: &str) -> bool {
+    method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD")
+}
+
+impl HttpRequest {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn client(&self) -> Result<&Client, String> {
+        self.client
+            .get_or_init(|| {
+                // Another provider may already be installed by the process; either is fine.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .no_proxy()
+                    .build()
+                    .map_err(|e| format!("cannot build the HTTP client: {e}"))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+impl Tool for HttpRequest {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "http_request".into(),
+            description: "Send an HTTP request to an allowed host and return the status, main \
+                          headers and body. Use `{{secret:NAME}}` in header values or the body to \
+                          insert a configured secret (its value is never shown). Redirects are \
+                          not followed. Requests other than GET/HEAD carry an Idempotency-Key \
+                          header that stays the same if this call is retried."
+                .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "method": {"type": "string", "enum": METHODS},
+                    "url": {"type": "string", "description": "Absolute http(s) URL."},
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "body": {"type": "string"}
+                },
+                "required": ["method", "url"],
+                "additionalProperties": false
+            }),
+            class: ToolClass::SideEffect,
+        }
+    }
+
+    fn class_for(&self, input: &Value) -> ToolClass {
+        match input.get("method").and_then(Value::as_str) {
+            Some(m) if is_read_only(m) => ToolClass::ReadOnly,
+            _ => ToolClass::SideEffect,
+        }
+    }
+
+    fn call<'a>(&'a self, ctx: &'a ToolContext, input: Value) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let input: HttpInput = match parse_input("http_request", input) {
+                Ok(i) => i,
+                Err(e) => return e,
+            };
+            let request = match self.build(ctx, input) {
+                Ok(r) => r,
+                Err(e) => return ToolOutput::error(e),
+            };
+            tokio::select! {
+                biased;
+                _ = ctx.cancel().cancelled() => ToolOutput::error("cancelled before the response arrived; the request may or may not have been received"),
+                out = send(ctx, request) => out,
+            }
+        })
+    }
+}
+
+impl HttpRequest {
+    fn build(
+        &self,
+        ctx: &ToolContext,
+        input: HttpInput,
+    ) -> Result<reqwest::RequestBuilder, String> {
+        let method_name = input.method.to_ascii_uppercase();
+        if !METHODS.contains(&method_name.as_str()) {
+            return Err(format!(
+                "unsupported method `{}`; use one of {}",
+                input.method,
+                METHODS.join(", ")
+            ));
+        }
+        let method = Method::from_bytes(method_name.as_bytes()).map_err(|e| e.to_string())?;
+        if SecretResolver::has_placeholder(&input.url) {
+            return Err(
+                "secrets can only be used in header values and the body, not in the URL"
+                    .to_string(),
+            );
+        }
+        let url =
+            Url::parse(&input.url).map_err(|e| format!("invalid URL `{}`: {e}", input.url))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!(
+                "only http and https URLs are allowed, not `{}`",
+                url.scheme()
+            ));
+        }
+        let host = url.host_str().unwrap_or_default();
+        if !ctx
+            .http_allowlist()
+            .allows(host, url.port_or_known_default())
+        {
+            let allowed = ctx.http_allowlist().entries();
+            return Err(format!(
+                "host `{host}` is not on this agent's HTTP allowlist (allowed: {}); the request \
+                 was not sent",
+                if allowed.is_empty() {
+                    "none".to_string()
+                } else {
+                    allowed.join(", ")
+                }
+            ));
+        }
+        let secrets = ctx.secrets();
+        let mut headers = HeaderMap::new();
+        for (name, value) in &input.headers {
+            let header = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("invalid header name `{name}`"))?;
+            let filled = secrets.substitute(value).map_err(|e| e.to_string())?;
+            let mut value = HeaderValue::from_str(&filled)
+                .map_err(|_| format!("invalid value for header `{name}`"))?;
+            if SecretResolver::has_placeholder(&input.headers[name]) {
+                value.set_sensitive(true);
+            }
+            headers.insert(header, value);
+        }
+        if !is_read_only(&method_name) {
+            let key = HeaderValue::from_str(&ctx.idempotency_key())
+                .map_err(|_| "the idempotency key is not a valid header value".to_string())?;
+            headers.insert("idempotency-key", key);
+        }
+        let mut request = self
+            .client()?
+            .request(method, url)
+            .headers(headers)
+            .timeout(ctx.limits().http_timeout);
+        if let Some(body) = &input.body {
+            request = request.body(secrets.substitute(body).map_err(|e| e.to_string())?);
+        }
+        Ok(request)
+    }
+}
+
+async fn send(ctx: &ToolContext, request: reqwest::RequestBuilder) -> ToolOutput {
+    let secrets = ctx.secrets();
+    let mut response = match request.send().await {
+        Ok(r) => r,
+        Err(e) => return ToolOutput::error(secrets.redact(&format!("request failed: {e}"))),
+    };
+    let status = response.status();
+    let mut head = format!(
+        "HTTP {} {}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    for name in SHOWN_HEADERS {
+        for value in response.headers().get_all(name) {
+            head.push_str(&format!(
+                "{name}: {}\n",
+                String::from_utf8_lossy(value.as_bytes())
+            ));
+        }
+    }
+    head.push('\n');
+    let mut capture = Capture::new(ctx, "http_response");
+    let limit = ctx.limits().max_artifact_bytes;
+    let mut read: u64 = 0;
+    let mut note = String::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                read += chunk.len() as u64;
+                capture.push(&chunk);
+                if read >= limit {
+                    note = format!("\n[body not read past {limit} bytes]");
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                note = format!("\n[reading the body failed after {read} bytes: {e}]");
+                break;
+            }
+        }
+    }
+    let rendered = match tokio::task::spawn_blocking({
+        let secrets = secrets.clone();
+        move || capture.finish(&secrets)
+    })
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => return ToolOutput::error(format!("internal error reading the response: {e}")),
+    };
+    let body = if rendered.total == 0 {
+        "(empty body)".to_string()
+    } else {
+        rendered.text
+    };
+    ToolOutput {
+        content: secrets.redact(&format!("{head}{body}{note}")),
+        is_error: status.as_u16() >= 400,
+        artifact: rendered.artifact,
+    }
+}

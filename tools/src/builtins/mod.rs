@@ -1,0 +1,106 @@
+//! The built-in tools, one module per tool or group, and the helpers they share.
+//!
+//! Guarantees: [`BUILTIN_TOOLS`] lists exactly the names [`by_name`] knows, sorted; every
+//! built-in parses its input strictly (unknown fields and wrong types are `is_error` outputs
+//! naming the problem), and blocking file-system work runs off the async runtime; a panic
+//! inside such work becomes an `is_error` output instead of unwinding.
+
+pub(crate) mod files;
+pub(crate) mod http;
+pub(crate) mod run_command;
+pub(crate) mod search;
+pub(crate) mod todo;
+
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::{Tool, ToolOutput};
+
+/// Names of the built-in tools, sorted.
+pub const BUILTIN_TOOLS: [&str; 8] = [
+    "edit_file",
+    "grep",
+    "http_request",
+    "list_files",
+    "read_file",
+    "run_command",
+    "todo_write",
+    "write_file",
+];
+
+/// A fresh instance of the built-in tool `name`.
+pub(crate) fn by_name(name: &str) -> Option<Arc<dyn Tool>> {
+    Some(match name {
+        "read_file" => Arc::new(files::ReadFile),
+        "write_file" => Arc::new(files::WriteFile),
+        "edit_file" => Arc::new(files::EditFile),
+        "list_files" => Arc::new(search::ListFiles),
+        "grep" => Arc::new(search::Grep),
+        "run_command" => Arc::new(run_command::RunCommand),
+        "http_request" => Arc::new(http::HttpRequest::new()),
+        "todo_write" => Arc::new(todo::TodoWrite),
+        _ => return None,
+    })
+}
+
+/// Deserialize a tool's input, or an error output saying what is wrong with it.
+pub(crate) fn parse_input<T: DeserializeOwned>(tool: &str, input: Value) -> Result<T, ToolOutput> {
+    serde_json::from_value(input)
+        .map_err(|e| ToolOutput::error(format!("invalid input for {tool}: {e}")))
+}
+
+/// Run blocking work on the blocking pool.
+pub(crate) async fn blocking<F>(work: F) -> ToolOutput
+where
+    F: FnOnce() -> ToolOutput + Send + 'static,
+{
+    match tokio::task::spawn_blocking(work).await {
+        Ok(output) => output,
+        Err(e) => ToolOutput::error(format!("internal error in tool: {e}")),
+    }
+}
+
+/// Render `text` as `cat -n` style numbered lines starting at `first`.
+pub(crate) fn numbered<'a>(lines: impl IntoIterator<Item = &'a str>, first: usize) -> String {
+    let mut out = String::new();
+    for (i, line) in lines.into_iter().enumerate() {
+        out.push_str(&format!("{:>6}\t{}\n", first + i, line));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_builtin_exists_under_its_own_name() {
+        let mut sorted = BUILTIN_TOOLS;
+        sorted.sort();
+        assert_eq!(sorted, BUILTIN_TOOLS);
+        for name in BUILTIN_TOOLS {
+            let tool = by_name(name).expect(name);
+            assert_eq!(tool.definition().name, name);
+        }
+        assert!(by_name("nope").is_none());
+    }
+
+    #[test]
+    fn helpers_format_and_report() {
+        assert_eq!(numbered(["a", "b"], 9), "     9\ta\n    10\tb\n");
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Input {
+            path: String,
+        }
+        let err = parse_input::<Input>("t", serde_json::json!({"path": 1})).unwrap_err();
+        assert!(
+            err.is_error && err.content.starts_with("invalid input for t: "),
+            "{}",
+            err.content
+        );
+    }
+}

@@ -1,0 +1,184 @@
+//! `run_command {command, timeout_seconds?}`: a shell command in the run's workspace
+//! (side_effect).
+//!
+//! Guarantees: the command runs as `sh -c` in the workspace, in its own process group, with
+//! the cleared environment of `process` (daemon secrets never leak into it); on timeout or
+//! cancellation the whole group is killed within about `kill_grace` (SIGTERM, then SIGKILL);
+//! stdout and stderr are captured together, cut at the output cap with the full text saved as
+//! an artifact; the exit code (or signal, timeout, cancellation) is always reported, and any
+//! ending but exit code 0 is `is_error`. A foreground `sleep` longer than
+//! `max_foreground_sleep` is refused before anything runs, with advice to set a wakeup.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::parse_input;
+use crate::context::ToolContext;
+use crate::process::{self, Ending, ProcessSpec};
+use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
+
+/// `sleep N[smhd]` at the start of a command or after a separator / keyword.
+static SLEEP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:^|[;&|(){}\n`]|\bthen\b|\bdo\b|\belse\b)\s*sleep\s+([0-9]*\.?[0-9]+)([smhd]?)")
+        .expect("static regex is valid")
+});
+
+/// The longest `sleep` in `command` that would run in the foreground.
+pub(crate) fn longest_foreground_sleep(command: &str) -> Option<Duration> {
+    SLEEP
+        .captures_iter(command)
+        .filter_map(|caps| {
+            let end = caps.get(0)?.end();
+            let after = command[end..].trim_start_matches([' ', '\t']);
+            let backgrounded = after.starts_with('&') && !after.starts_with("&&");
+            if backgrounded {
+                return None;
+            }
+            let n: f64 = caps[1].parse().ok()?;
+            let unit = match &caps[2] {
+                "m" => 60.0,
+                "h" => 3600.0,
+                "d" => 86400.0,
+                _ => 1.0,
+            };
+            Duration::try_from_secs_f64(n * unit).ok()
+        })
+        .max()
+}
+
+/// `run_command`: see the module documentation.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RunCommand;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunInput {
+    command: String,
+    timeout_seconds: Option<f64>,
+}
+
+impl Tool for RunCommand {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "run_command".into(),
+            description: "Run a shell command (`sh -c`) in the workspace directory and return its \
+                          combined stdout and stderr and its exit code. The environment is minimal \
+                          (PATH, HOME, LANG, TERM and configured variables). Long outputs are cut \
+                          (head and tail kept, full text saved as an artifact). Do not sleep to \
+                          wait for something: end your turn with a wakeup instead."
+                .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The shell command line."},
+                    "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "description": "Kill the command after this many seconds."}
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+            class: ToolClass::SideEffect,
+        }
+    }
+
+    fn call<'a>(&'a self, ctx: &'a ToolContext, input: Value) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(run(ctx, input))
+    }
+}
+
+async fn run(ctx: &ToolContext, input: Value) -> ToolOutput {
+    let input: RunInput = match parse_input("run_command", input) {
+        Ok(i) => i,
+        Err(e) => return e,
+    };
+    if input.command.trim().is_empty() {
+        return ToolOutput::error("command is empty");
+    }
+    let limits = ctx.limits();
+    if let Some(sleep) = longest_foreground_sleep(&input.command)
+        && sleep > limits.max_foreground_sleep
+    {
+        return ToolOutput::error(format!(
+            "refused: this command sleeps {} s in the foreground (the limit is {} s), which would \
+             hold a worker while nothing happens. To wait, end your turn and set a wakeup for \
+             when you want to continue; to start something long-running, run it in the \
+             background and check on it after a wakeup.",
+            sleep.as_secs_f64(),
+            limits.max_foreground_sleep.as_secs_f64()
+        ));
+    }
+    let mut note = String::new();
+    let timeout = match input.timeout_seconds {
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            return ToolOutput::error("timeout_seconds must be a positive number");
+        }
+        Some(s) => Duration::try_from_secs_f64(s).unwrap_or(limits.max_command_timeout),
+        None => limits.command_timeout,
+    };
+    let timeout = if timeout > limits.max_command_timeout {
+        note = format!(
+            " (timeout capped at {} s)",
+            limits.max_command_timeout.as_secs_f64()
+        );
+        limits.max_command_timeout
+    } else {
+        timeout
+    };
+    let spec = ProcessSpec {
+        program: "sh".into(),
+        args: vec!["-c".into(), input.command.clone()],
+        extra_env: Vec::new(),
+        stdin: None,
+        timeout,
+        merge_stderr: true,
+        label: "run_command".into(),
+    };
+    let result = match process::run(ctx, spec).await {
+        Ok(r) => r,
+        Err(e) => return ToolOutput::error(e),
+    };
+    let mut content = result.output.text;
+    if content.is_empty() {
+        content.push_str("(no output)\n");
+    } else if !content.ends_with('\n') {
+        content.push('\n');
+    }
+    if result.pipe_left_open {
+        content.push_str(
+            "[a process that left the command's process group kept its output open; \
+             later output is not shown]\n",
+        );
+    }
+    content.push_str(&format!(
+        "[{}; {:.2} s{note}]",
+        process::describe(result.ending, timeout),
+        result.elapsed.as_secs_f64()
+    ));
+    let is_error = result.ending != Ending::Exited(0);
+    ToolOutput {
+        content,
+        is_error,
+        artifact: result.output.artifact,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_foreground_sleeps_only() {
+        let s = |c: &str| longest_foreground_sleep(c).map(|d| d.as_secs());
+        assert_eq!(s("sleep 600"), Some(600));
+        assert_eq!(s("make && sleep 2m; echo"), Some(120));
+        assert_eq!(s("while true; do sleep 1h; done"), Some(3600));
+        assert_eq!(s("sleep 600 & echo started"), None);
+        assert_eq!(s("sleep 600 && echo done"), Some(600));
+        assert_eq!(s("echo nosleep 600"), None);
+        assert_eq!(s("ls"), None);
+    }
+}

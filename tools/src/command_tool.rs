@@ -1,0 +1,206 @@
+//! Tools defined in config that run a program: [`CommandToolConfig`] and [`CommandTool`].
+//!
+//! Guarantees: a config is accepted only if [`CommandToolConfig::validate`] passes (and
+//! unknown fields are refused when it is deserialised), so a typo fails at startup rather than
+//! at call time. A call runs `command` (argv, no shell) in the run's workspace under the same
+//! confinement as `run_command` (cleared environment, own process group, killed on timeout or
+//! cancellation); the input JSON is written to its stdin; stdout is the result (cut at the
+//! output cap, full text as an artifact); a non-zero exit, a signal, a timeout or cancellation
+//! is an `is_error` result that includes the tail of stderr. The process also gets
+//! `NIGHTSHIFT_RUN_ID`, `NIGHTSHIFT_TOOL_CALL_ID` and `NIGHTSHIFT_IDEMPOTENCY_KEY`.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::context::ToolContext;
+use crate::process::{self, Ending, ProcessSpec};
+use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
+
+/// Longest timeout a command tool may configure (a day).
+const MAX_TIMEOUT_SECONDS: u64 = 24 * 60 * 60;
+
+fn default_schema() -> Value {
+    json!({"type": "object"})
+}
+
+fn default_class() -> ToolClass {
+    ToolClass::SideEffect
+}
+
+/// A tool that runs a program, as written in an agent's config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandToolConfig {
+    /// Tool name shown to the model: 1–64 of `A-Z a-z 0-9 _ -`.
+    pub name: String,
+    pub description: String,
+    /// Program and arguments (no shell). Use an absolute path or a name found on PATH.
+    pub command: Vec<String>,
+    /// JSON Schema of the input; must be an object schema. Default `{"type": "object"}`.
+    #[serde(default = "default_schema")]
+    pub input_schema: Value,
+    /// Durability class. Default `side_effect`, the only safe guess.
+    #[serde(default = "default_class")]
+    pub class: ToolClass,
+    /// Kill the program after this many seconds (default: the context's command timeout).
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// Whether `name` is a valid tool name (as model APIs accept them).
+pub(crate) fn valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+impl CommandToolConfig {
+    /// Check the config; the error names the tool and says what to fix.
+    pub fn validate(&self) -> Result<(), String> {
+        let name = &self.name;
+        if !valid_tool_name(name) {
+            return Err(format!(
+                "command tool `{name}`: the name must be 1-64 characters of letters, digits, `_` or `-`"
+            ));
+        }
+        if self.description.trim().is_empty() {
+            return Err(format!(
+                "command tool `{name}`: description is empty; say what the tool does and when to use it"
+            ));
+        }
+        match self.command.first() {
+            None => {
+                return Err(format!(
+                    "command tool `{name}`: command is empty; give the program and its arguments, \
+                     e.g. [\"/usr/bin/python3\", \"lint.py\"]"
+                ));
+            }
+            Some(program) if program.trim().is_empty() => {
+                return Err(format!(
+                    "command tool `{name}`: the program (command[0]) is empty"
+                ));
+            }
+            Some(_) => {}
+        }
+        if self.command.iter().any(|arg| arg.contains('\0')) {
+            return Err(format!(
+                "command tool `{name}`: command contains a NUL byte"
+            ));
+        }
+        match self.input_schema.get("type").and_then(Value::as_str) {
+            Some("object") if self.input_schema.is_object() => {}
+            _ => {
+                return Err(format!(
+                    "command tool `{name}`: input_schema must be a JSON object schema with \
+                     \"type\": \"object\""
+                ));
+            }
+        }
+        match self.timeout_seconds {
+            Some(0) => Err(format!(
+                "command tool `{name}`: timeout_seconds must be at least 1"
+            )),
+            Some(t) if t > MAX_TIMEOUT_SECONDS => Err(format!(
+                "command tool `{name}`: timeout_seconds is {t}; the most allowed is {MAX_TIMEOUT_SECONDS}"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A [`Tool`] running a configured program.
+#[derive(Debug, Clone)]
+pub struct CommandTool {
+    config: CommandToolConfig,
+}
+
+impl CommandTool {
+    /// Validate `config` and make the tool.
+    pub fn new(config: CommandToolConfig) -> Result<Self, String> {
+        config.validate()?;
+        Ok(CommandTool { config })
+    }
+
+    pub fn config(&self) -> &CommandToolConfig {
+        &self.config
+    }
+}
+
+impl Tool for CommandTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: self.config.name.clone(),
+            description: self.config.description.clone(),
+            input_schema: self.config.input_schema.clone(),
+            class: self.config.class,
+        }
+    }
+
+    fn call<'a>(&'a self, ctx: &'a ToolContext, input: Value) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(self.run(ctx, input))
+    }
+}
+
+impl CommandTool {
+    async fn run(&self, ctx: &ToolContext, input: Value) -> ToolOutput {
+        let name = &self.config.name;
+        let stdin = match serde_json::to_vec(&input) {
+            Ok(bytes) => bytes,
+            Err(e) => return ToolOutput::error(format!("cannot encode the input for {name}: {e}")),
+        };
+        let timeout = self
+            .config
+            .timeout_seconds
+            .map(Duration::from_secs)
+            .unwrap_or(ctx.limits().command_timeout);
+        let spec = ProcessSpec {
+            program: self.config.command[0].clone(),
+            args: self.config.command[1..].to_vec(),
+            extra_env: vec![
+                ("NIGHTSHIFT_RUN_ID".into(), ctx.run_id().to_string()),
+                (
+                    "NIGHTSHIFT_TOOL_CALL_ID".into(),
+                    ctx.tool_call_id().to_string(),
+                ),
+                ("NIGHTSHIFT_IDEMPOTENCY_KEY".into(), ctx.idempotency_key()),
+            ],
+            stdin: Some(stdin),
+            timeout,
+            merge_stderr: false,
+            label: name.clone(),
+        };
+        let result = match process::run(ctx, spec).await {
+            Ok(r) => r,
+            Err(e) => return ToolOutput::error(format!("{name}: {e}")),
+        };
+        let stdout = result.output.text;
+        if result.ending == Ending::Exited(0) {
+            let content = if stdout.is_empty() {
+                "(no output)".to_string()
+            } else {
+                stdout
+            };
+            return ToolOutput::ok(content).with_artifact(result.output.artifact);
+        }
+        let mut content = format!(
+            "{name} failed: {}",
+            process::describe(result.ending, timeout)
+        );
+        if !stdout.trim().is_empty() {
+            content.push_str(&format!("\nstdout:\n{}", stdout.trim_end()));
+        }
+        if result.stderr_tail.trim().is_empty() {
+            content.push_str("\n(stderr was empty)");
+        } else {
+            content.push_str(&format!(
+                "\nstderr (last part):\n{}",
+                result.stderr_tail.trim_end()
+            ));
+        }
+        ToolOutput::error(content).with_artifact(result.output.artifact)
+    }
+}

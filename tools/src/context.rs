@@ -1,0 +1,268 @@
+//! Everything a tool call may use from its surroundings: [`ToolContext`].
+//!
+//! Guarantees: the workspace path in a context is canonical (symlinks resolved) and is an
+//! existing directory, so path confinement can compare prefixes; the idempotency key is a
+//! pure function of run id and tool call id, so a re-run after a crash sends the same key;
+//! `Debug` never prints secret values; an empty [`HttpAllowlist`] allows no host at all.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::secrets::SecretResolver;
+
+/// Caps and timeouts applied to tool calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Outputs longer than this many bytes are cut (head + tail kept) and saved as artifacts.
+    pub output_cap_bytes: usize,
+    /// An artifact holds at most this many bytes of the full output.
+    pub max_artifact_bytes: u64,
+    /// Timeout of `run_command` and command tools when neither the call nor an override sets one.
+    pub command_timeout: Duration,
+    /// Upper bound for a `timeout_seconds` the model asks for.
+    pub max_command_timeout: Duration,
+    /// A foreground `sleep` longer than this is refused (the agent should set a wakeup).
+    pub max_foreground_sleep: Duration,
+    /// Whole-request timeout of `http_request`.
+    pub http_timeout: Duration,
+    /// Time between SIGTERM and SIGKILL when a process group is stopped.
+    pub kill_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            output_cap_bytes: 32 * 1024,
+            max_artifact_bytes: 64 * 1024 * 1024,
+            command_timeout: Duration::from_secs(120),
+            max_command_timeout: Duration::from_secs(30 * 60),
+            max_foreground_sleep: Duration::from_secs(60),
+            http_timeout: Duration::from_secs(60),
+            kill_grace: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Hosts `http_request` may reach.
+///
+/// An entry is a host name (`api.github.com`), a wildcard for its subdomains
+/// (`*.example.com`, which does not match `example.com` itself), an IP address (`127.0.0.1`,
+/// `[::1]`), optionally followed by `:port` to allow only that port. Matching ignores case.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpAllowlist {
+    entries: Vec<String>,
+}
+
+impl HttpAllowlist {
+    pub fn new<I, S>(entries: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        HttpAllowlist {
+            entries: entries
+                .into_iter()
+                .map(|e| e.into().trim().to_ascii_lowercase())
+                .filter(|e| !e.is_empty())
+                .collect(),
+        }
+    }
+
+    pub fn entries(&self) -> &[String] {
+        &self.entries
+    }
+
+    /// Whether `host` (as in a URL, IPv6 in brackets) on `port` is allowed.
+    pub fn allows(&self, host: &str, port: Option<u16>) -> bool {
+        let host = host.to_ascii_lowercase();
+        self.entries.iter().any(|entry| {
+            let (pattern, entry_port) = split_port(entry);
+            if let Some(p) = entry_port
+                && Some(p) != port
+            {
+                return false;
+            }
+            match pattern.strip_prefix("*.") {
+                Some(suffix) => {
+                    host.len() > suffix.len() + 1 && host.ends_with(&format!(".{suffix}"))
+                }
+                None => host == pattern,
+            }
+        })
+    }
+}
+
+/// Split `host:port` (or `[v6]:port`) into host pattern and port; no port → `None`.
+fn split_port(entry: &str) -> (&str, Option<u16>) {
+    if entry.starts_with('[') {
+        if let Some(end) = entry.find(']') {
+            let port = entry[end + 1..]
+                .strip_prefix(':')
+                .and_then(|p| p.parse().ok());
+            return (&entry[..=end], port);
+        }
+        return (entry, None);
+    }
+    match entry.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => match port.parse() {
+            Ok(p) => (host, Some(p)),
+            Err(_) => (entry, None),
+        },
+        _ => (entry, None),
+    }
+}
+
+/// The surroundings of one tool call.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    run_id: String,
+    tool_call_id: String,
+    workspace: PathBuf,
+    artifacts_dir: PathBuf,
+    cancel: CancellationToken,
+    secrets: SecretResolver,
+    http_allowlist: HttpAllowlist,
+    limits: Limits,
+    env_allow: Vec<String>,
+}
+
+impl ToolContext {
+    /// A context for one call. `workspace` must be an existing directory (it is
+    /// canonicalised); `artifacts_dir` is created when the first artifact is written.
+    pub fn new(
+        run_id: impl Into<String>,
+        tool_call_id: impl Into<String>,
+        workspace: impl AsRef<Path>,
+        artifacts_dir: impl Into<PathBuf>,
+    ) -> io::Result<Self> {
+        let workspace = workspace.as_ref().canonicalize().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("workspace {}: {e}", workspace.as_ref().display()),
+            )
+        })?;
+        if !workspace.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("workspace {} is not a directory", workspace.display()),
+            ));
+        }
+        Ok(ToolContext {
+            run_id: run_id.into(),
+            tool_call_id: tool_call_id.into(),
+            workspace,
+            artifacts_dir: artifacts_dir.into(),
+            cancel: CancellationToken::new(),
+            secrets: SecretResolver::default(),
+            http_allowlist: HttpAllowlist::default(),
+            limits: Limits::default(),
+            env_allow: Vec::new(),
+        })
+    }
+
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    pub fn with_secrets(mut self, secrets: SecretResolver) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    pub fn with_http_allowlist(mut self, allowlist: HttpAllowlist) -> Self {
+        self.http_allowlist = allowlist;
+        self
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Names of daemon environment variables passed to commands besides PATH, HOME, LANG, TERM.
+    pub fn with_env_allow<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.env_allow = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The same run and surroundings for another tool call.
+    pub fn for_call(&self, tool_call_id: impl Into<String>) -> Self {
+        ToolContext {
+            tool_call_id: tool_call_id.into(),
+            ..self.clone()
+        }
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    pub fn tool_call_id(&self) -> &str {
+        &self.tool_call_id
+    }
+
+    /// `<run id>:<tool call id>`: the same for every attempt of the same call.
+    pub fn idempotency_key(&self) -> String {
+        format!("{}:{}", self.run_id, self.tool_call_id)
+    }
+
+    /// The run's workspace directory (canonical).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    pub fn artifacts_dir(&self) -> &Path {
+        &self.artifacts_dir
+    }
+
+    pub fn cancel(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    pub fn secrets(&self) -> &SecretResolver {
+        &self.secrets
+    }
+
+    pub fn http_allowlist(&self) -> &HttpAllowlist {
+        &self.http_allowlist
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub(crate) fn limits_mut(&mut self) -> &mut Limits {
+        &mut self.limits
+    }
+
+    pub fn env_allow(&self) -> &[String] {
+        &self.env_allow
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowlist_matches_hosts_wildcards_and_ports() {
+        let list = HttpAllowlist::new(["API.example.com", "*.svc.test", "127.0.0.1:8080", "[::1]"]);
+        assert!(list.allows("api.example.com", Some(443)));
+        assert!(!list.allows("evil-api.example.com", Some(443)));
+        assert!(list.allows("a.svc.test", Some(80)));
+        assert!(!list.allows("svc.test", Some(80)));
+        assert!(!list.allows("xsvc.test", Some(80)));
+        assert!(list.allows("127.0.0.1", Some(8080)));
+        assert!(!list.allows("127.0.0.1", Some(8081)));
+        assert!(list.allows("[::1]", Some(1)));
+        assert!(!HttpAllowlist::default().allows("localhost", Some(80)));
+    }
+}

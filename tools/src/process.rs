@@ -1,0 +1,277 @@
+//! Running a child process for a tool: confined, bounded, killable.
+//!
+//! Guarantees: the child runs in the run's workspace with an environment holding only PATH,
+//! HOME, LANG, TERM, the context's allowed variables and what the caller adds (so the
+//! daemon's secrets never reach it); it leads its own process group, and that whole group is
+//! stopped on timeout or cancellation (SIGTERM, then SIGKILL after `kill_grace`, so a process
+//! ignoring SIGTERM dies too), when the main process exits (leftover background processes),
+//! and if the future running it is dropped. Output is read concurrently into a bounded
+//! [`Capture`]; a process that escaped the group and keeps the pipe open cannot make the call
+//! hang (reading stops shortly after the main process is gone).
+
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Child;
+
+use crate::context::ToolContext;
+use crate::output::{Capture, Rendered};
+
+/// Variables always passed through from the daemon (when set).
+pub(crate) const BASE_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TERM"];
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// How long output is still read after the main process is gone.
+const DRAIN: Duration = Duration::from_millis(1000);
+const STDERR_TAIL: usize = 4096;
+
+/// What to run.
+pub(crate) struct ProcessSpec {
+    pub program: String,
+    pub args: Vec<String>,
+    pub extra_env: Vec<(String, String)>,
+    pub stdin: Option<Vec<u8>>,
+    pub timeout: Duration,
+    /// `true`: stderr goes into the same capture as stdout (like `2>&1`);
+    /// `false`: stdout is captured and only the tail of stderr is kept.
+    pub merge_stderr: bool,
+    /// Artifact label for the captured output.
+    pub label: String,
+}
+
+/// How the process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    Exited(i32),
+    Signaled(i32),
+    TimedOut,
+    Cancelled,
+}
+
+pub(crate) struct ProcessResult {
+    pub ending: Ending,
+    pub output: Rendered,
+    pub stderr_tail: String,
+    pub elapsed: Duration,
+    /// A process outside the group kept the output pipe open; reading stopped early.
+    pub pipe_left_open: bool,
+}
+
+/// The environment a tool process gets.
+pub(crate) fn base_env(ctx: &ToolContext) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = BASE_ENV
+        .iter()
+        .map(|s| s.to_string())
+        .chain(ctx.env_allow().iter().cloned())
+        .filter_map(|name| std::env::var(&name).ok().map(|v| (name, v)))
+        .collect();
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        env.push(("PATH".to_string(), DEFAULT_PATH.to_string()));
+    }
+    env
+}
+
+/// Kills the group with SIGKILL when dropped while armed (e.g. the call's future is dropped).
+struct GroupGuard {
+    pgid: Option<Pid>,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.pgid {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+/// Run `spec` for `ctx`. `Err` is a message for the model when the process could not start.
+pub(crate) async fn run(ctx: &ToolContext, spec: ProcessSpec) -> Result<ProcessResult, String> {
+    let started = Instant::now();
+    let spawn_err = |e: std::io::Error| format!("failed to start `{}`: {e}", spec.program);
+    let (reader, writer) = std::io::pipe().map_err(spawn_err)?;
+    let mut cmd = tokio::process::Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .current_dir(ctx.workspace())
+        .env_clear()
+        .envs(base_env(ctx))
+        .envs(spec.extra_env.iter().cloned())
+        .process_group(0)
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+    if spec.merge_stderr {
+        cmd.stdout(writer.try_clone().map_err(spawn_err)?)
+            .stderr(writer);
+    } else {
+        cmd.stdout(writer).stderr(Stdio::piped());
+    }
+    let spawned = cmd.spawn();
+    drop(cmd); // closes our copies of the pipe's write end, so EOF can come
+    let mut child = spawned.map_err(spawn_err)?;
+    let mut guard = GroupGuard {
+        pgid: child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw),
+    };
+
+    if let (Some(input), Some(mut stdin)) = (spec.stdin, child.stdin.take()) {
+        tokio::spawn(async move {
+            // A process that does not read its stdin is not an error.
+            let _ = stdin.write_all(&input).await;
+        });
+    }
+    let capture = Arc::new(Mutex::new(Capture::new(ctx, &spec.label)));
+    let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+        .map_err(spawn_err)?;
+    let mut out_task = tokio::spawn(pump(receiver, capture.clone()));
+    let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+    let err_task = child
+        .stderr
+        .take()
+        .map(|stderr| tokio::spawn(pump_tail(stderr, stderr_tail.clone())));
+
+    enum First {
+        Exit(std::io::Result<ExitStatus>),
+        Cancel,
+        Timeout,
+    }
+    let first = tokio::select! {
+        biased;
+        _ = ctx.cancel().cancelled() => First::Cancel,
+        status = child.wait() => First::Exit(status),
+        _ = tokio::time::sleep(spec.timeout) => First::Timeout,
+    };
+    let ending = match first {
+        First::Exit(status) => exit_ending(status),
+        First::Cancel => {
+            stop_group(&mut child, guard.pgid, ctx.limits().kill_grace).await;
+            Ending::Cancelled
+        }
+        First::Timeout => {
+            stop_group(&mut child, guard.pgid, ctx.limits().kill_grace).await;
+            Ending::TimedOut
+        }
+    };
+    // Background processes left in the group do not outlive the call.
+    if let Some(pgid) = guard.pgid.take() {
+        let _ = killpg(pgid, Signal::SIGKILL);
+    }
+
+    let pipe_left_open = tokio::time::timeout(DRAIN, &mut out_task).await.is_err();
+    if pipe_left_open {
+        out_task.abort();
+        let _ = out_task.await;
+    }
+    if let Some(task) = err_task
+        && tokio::time::timeout(DRAIN, task).await.is_err()
+    {
+        tracing::debug!("stderr of a tool process left open");
+    }
+    let capture = take_capture(capture, ctx, &spec.label);
+    let secrets = ctx.secrets().clone();
+    let output = tokio::task::spawn_blocking(move || capture.finish(&secrets))
+        .await
+        .map_err(|e| format!("internal error while collecting output: {e}"))?;
+    let stderr_tail = {
+        let bytes = stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
+        ctx.secrets().redact(&String::from_utf8_lossy(&bytes))
+    };
+    Ok(ProcessResult {
+        ending,
+        output,
+        stderr_tail,
+        elapsed: started.elapsed(),
+        pipe_left_open,
+    })
+}
+
+fn exit_ending(status: std::io::Result<ExitStatus>) -> Ending {
+    match status {
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => Ending::Exited(code),
+            (None, Some(signal)) => Ending::Signaled(signal),
+            (None, None) => Ending::Exited(-1),
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "waiting for a tool process failed");
+            Ending::Exited(-1)
+        }
+    }
+}
+
+/// SIGTERM the group, give it `grace`, SIGKILL whatever is left, reap the child.
+async fn stop_group(child: &mut Child, pgid: Option<Pid>, grace: Duration) {
+    match pgid {
+        Some(pgid) => {
+            let _ = killpg(pgid, Signal::SIGTERM);
+            let _ = tokio::time::timeout(grace, child.wait()).await;
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+        None => {
+            let _ = child.start_kill();
+        }
+    }
+    let _ = child.wait().await;
+}
+
+async fn pump(mut source: impl AsyncRead + Unpin, capture: Arc<Mutex<Capture>>) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match source.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => capture
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(&buf[..n]),
+        }
+    }
+}
+
+async fn pump_tail(mut source: impl AsyncRead + Unpin, tail: Arc<Mutex<Vec<u8>>>) {
+    let mut buf = vec![0u8; 8 * 1024];
+    loop {
+        match source.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                tail.extend_from_slice(&buf[..n]);
+                let excess = tail.len().saturating_sub(STDERR_TAIL);
+                tail.drain(..excess);
+            }
+        }
+    }
+}
+
+fn take_capture(capture: Arc<Mutex<Capture>>, ctx: &ToolContext, label: &str) -> Capture {
+    match Arc::try_unwrap(capture) {
+        Ok(mutex) => mutex.into_inner().unwrap_or_else(|e| e.into_inner()),
+        // Not expected: the reading task has finished, or was aborted and awaited.
+        Err(shared) => {
+            let mut guard = shared.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::replace(&mut *guard, Capture::new(ctx, label))
+        }
+    }
+}
+
+/// A short description of how the process ended, for the model.
+pub(crate) fn describe(ending: Ending, timeout: Duration) -> String {
+    match ending {
+        Ending::Exited(code) => format!("exit code {code}"),
+        Ending::Signaled(signal) => format!("killed by signal {signal}"),
+        Ending::TimedOut => format!(
+            "timed out after {} s; the command and its child processes were killed",
+            timeout.as_secs_f64()
+        ),
+        Ending::Cancelled => {
+            "cancelled; the command and its child processes were killed".to_string()
+        }
+    }
+}

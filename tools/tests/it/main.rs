@@ -1,0 +1,12 @@
+//! Integration tests of nightshift-tools against real files, processes and a loopback HTTP
+//! server. One binary (faster to build); the environment-isolation test lives in its own
+//! binary because it sets a variable in the test process.
+
+mod command_tools;
+mod common;
+mod files;
+mod http;
+mod registry;
+mod run_command;
+mod search;
+mod todo;
