@@ -1,0 +1,464 @@
+//! The Anthropic Messages API (`POST {base}/v1/messages`), JSON or streamed (SSE).
+//!
+//! Guarantees:
+//! - The request body is byte-stable: the same [`ModelRequest`] always gives the same bytes
+//!   ([`AnthropicProvider::request_body`]; keys sorted at every depth), which the prompt cache
+//!   and resume fidelity rely on.
+//! - Three `cache_control: {"type":"ephemeral"}` breakpoints: on the system block, on the last
+//!   tool, and on the last content block of the newest message (each only when it exists).
+//! - A streamed reply is returned only after `message_stop`; a stream that ends before it is
+//!   [`ProviderError::StreamBroken`] (retryable). An in-stream `error` event becomes the error
+//!   its type stands for (`overloaded_error` → HTTP 529, …). Tool input arrives as
+//!   `input_json_delta` fragments and is parsed at `content_block_stop`; cut-off tool calls in
+//!   a `max_tokens` reply are dropped (see [`crate::reply`]).
+//! - Rate-limit headers (`anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`)
+//!   are read into the response's [`RateLimits`]; `retry-after` into the error.
+//! - The key goes only into the `x-api-key` header, marked sensitive; `Debug` redacts it.
+
+use std::collections::BTreeMap;
+
+use futures::future::BoxFuture;
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::http::{self, ApiKey, HttpTimeouts, header_str, header_u64};
+use crate::message::{ModelRequest, ModelResponse, RateLimits, Usage};
+use crate::provider::{Provider, ProviderError, says_context_too_long, with_cancel};
+use crate::reply::{Draft, finalize, stop_reason};
+use crate::sse::SseEvent;
+
+/// Used when neither the config nor `ANTHROPIC_BASE_URL` names one.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The `anthropic-version` header sent with every request.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// How to reach the API.
+#[derive(Debug, Clone)]
+pub struct AnthropicOptions {
+    pub base_url: String,
+    pub api_key: ApiKey,
+    /// Stream the reply (SSE) rather than wait for one JSON body.
+    pub stream: bool,
+    pub timeouts: HttpTimeouts,
+}
+
+/// A [`Provider`] for the Anthropic Messages API.
+#[derive(Debug)]
+pub struct AnthropicProvider {
+    http: reqwest::Client,
+    url: String,
+    key: ApiKey,
+    stream: bool,
+}
+
+impl AnthropicProvider {
+    pub fn new(opts: AnthropicOptions) -> Result<Self, String> {
+        opts.api_key.header_value("")?;
+        Ok(Self {
+            http: http::build_client(opts.timeouts)?,
+            url: http::join_url(&opts.base_url, "v1/messages"),
+            key: opts.api_key,
+            stream: opts.stream,
+        })
+    }
+
+    /// The base URL to use: the configured one, else `ANTHROPIC_BASE_URL`, else the default.
+    pub fn resolve_base_url(configured: Option<&str>) -> String {
+        configured
+            .map(str::to_string)
+            .or_else(|| std::env::var("ANTHROPIC_BASE_URL").ok())
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_BASE_URL.to_string())
+    }
+
+    /// The exact bytes sent for `req`.
+    pub fn request_body(req: &ModelRequest, stream: bool) -> Vec<u8> {
+        http::canonical_bytes(&request_json(req, stream))
+    }
+
+    fn headers(&self) -> Result<HeaderMap, ProviderError> {
+        let mut h = HeaderMap::new();
+        let key = self.key.header_value("").map_err(ProviderError::Network)?;
+        h.insert(http::header_name("x-api-key"), key);
+        h.insert(
+            http::header_name("anthropic-version"),
+            HeaderValue::from_static(API_VERSION),
+        );
+        Ok(h)
+    }
+
+    async fn call(&self, req: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        let body = Self::request_body(req, self.stream);
+        let resp = http::post(&self.http, &self.url, self.headers()?, body, rate_limits).await?;
+        let limits = rate_limits(resp.headers());
+        let is_sse = header_str(resp.headers(), "content-type")
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        let mut reply = if is_sse {
+            let mut state = StreamState::default();
+            let complete = http::drive_sse(resp, |ev| state.on_event(ev)).await?;
+            state.finish(complete)?
+        } else {
+            parse_message(&http::read_body(resp).await?)?
+        };
+        if reply.model.is_empty() {
+            reply.model = req.model.clone();
+        }
+        reply.rate_limits = limits;
+        Ok(reply)
+    }
+}
+
+impl Provider for AnthropicProvider {
+    fn name(&self) -> &str {
+        "anthropic"
+    }
+
+    fn send<'a>(
+        &'a self,
+        req: &'a ModelRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
+        Box::pin(with_cancel(cancel, self.call(req)))
+    }
+}
+
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// The request as JSON (before canonical serialisation).
+fn request_json(req: &ModelRequest, stream: bool) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(req.model));
+    body.insert("max_tokens".into(), json!(req.max_tokens));
+    if !req.system.is_empty() {
+        body.insert(
+            "system".into(),
+            json!([{"type": "text", "text": req.system, "cache_control": ephemeral()}]),
+        );
+    }
+    let last_msg = req.messages.len().saturating_sub(1);
+    let messages: Vec<Value> = req
+        .messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut content = serde_json::to_value(&m.content).expect("content serialises");
+            if i == last_msg
+                && let Some(Value::Object(block)) =
+                    content.as_array_mut().and_then(|blocks| blocks.last_mut())
+            {
+                block.insert("cache_control".into(), ephemeral());
+            }
+            json!({"role": m.role, "content": content})
+        })
+        .collect();
+    body.insert("messages".into(), Value::Array(messages));
+    if !req.tools.is_empty() {
+        let last_tool = req.tools.len() - 1;
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut tool = json!({
+                    "name": t.name,
+                    "description": t.description,
+                    "input_schema": t.input_schema,
+                });
+                if i == last_tool {
+                    tool["cache_control"] = ephemeral();
+                }
+                tool
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if !req.stop_sequences.is_empty() {
+        body.insert("stop_sequences".into(), json!(req.stop_sequences));
+    }
+    body.insert("stream".into(), json!(stream));
+    Value::Object(body)
+}
+
+/// Reads `anthropic-ratelimit-*` headers.
+pub fn rate_limits(h: &HeaderMap) -> RateLimits {
+    let s = |n: &str| header_str(h, n).map(str::to_string);
+    RateLimits {
+        requests_limit: header_u64(h, "anthropic-ratelimit-requests-limit"),
+        requests_remaining: header_u64(h, "anthropic-ratelimit-requests-remaining"),
+        requests_reset: s("anthropic-ratelimit-requests-reset"),
+        tokens_limit: header_u64(h, "anthropic-ratelimit-tokens-limit"),
+        tokens_remaining: header_u64(h, "anthropic-ratelimit-tokens-remaining"),
+        tokens_reset: s("anthropic-ratelimit-tokens-reset"),
+    }
+}
+
+/// Usage as the API sends it: every field optional (a `message_delta` sends only some).
+#[derive(Debug, Default, Deserialize)]
+struct WireUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    fn merge_into(&self, u: &mut Usage) {
+        let set = |dst: &mut u64, src: Option<u64>| {
+            if let Some(v) = src {
+                *dst = v;
+            }
+        };
+        set(&mut u.input_tokens, self.input_tokens);
+        set(&mut u.output_tokens, self.output_tokens);
+        set(
+            &mut u.cache_creation_input_tokens,
+            self.cache_creation_input_tokens,
+        );
+        set(&mut u.cache_read_input_tokens, self.cache_read_input_tokens);
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct WireMessage {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    model: String,
+    content: Vec<Value>,
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: WireUsage,
+}
+
+/// Parses a non-streamed reply.
+fn parse_message(body: &[u8]) -> Result<ModelResponse, ProviderError> {
+    let msg: WireMessage = serde_json::from_slice(body).map_err(|e| {
+        ProviderError::Malformed(format!(
+            "Anthropic reply is not a valid message ({e}); body starts: {}",
+            http::truncate(&String::from_utf8_lossy(body), 200)
+        ))
+    })?;
+    let stop = stop_reason(msg.stop_reason.as_deref().ok_or_else(|| {
+        ProviderError::Malformed("Anthropic reply has no stop_reason".to_string())
+    })?);
+    let drafts = msg
+        .content
+        .iter()
+        .filter_map(|b| match b.get("type").and_then(Value::as_str) {
+            Some("text") => Some(Draft::Text(str_field(b, "text"))),
+            Some("tool_use") => Some(Draft::ParsedTool {
+                id: str_field(b, "id"),
+                name: str_field(b, "name"),
+                input: b.get("input").cloned().unwrap_or_else(|| json!({})),
+            }),
+            _ => None,
+        })
+        .collect();
+    let mut usage = Usage::default();
+    msg.usage.merge_into(&mut usage);
+    Ok(ModelResponse {
+        id: msg.id,
+        model: msg.model,
+        content: finalize(drafts, &stop)?,
+        stop_reason: stop,
+        usage,
+        rate_limits: RateLimits::default(),
+    })
+}
+
+fn str_field(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+enum Block {
+    Text(String),
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+        closed: bool,
+    },
+    /// A block type this crate does not keep (thinking, server tools, …).
+    Ignored,
+}
+
+/// Accumulates a streamed reply event by event.
+#[derive(Default)]
+struct StreamState {
+    id: String,
+    model: String,
+    usage: Usage,
+    blocks: BTreeMap<u64, Block>,
+    stop_reason: Option<String>,
+    events: usize,
+}
+
+impl StreamState {
+    /// Handles one event; `Ok(true)` at `message_stop`.
+    fn on_event(&mut self, ev: SseEvent) -> Result<bool, ProviderError> {
+        self.events += 1;
+        let v: Value = serde_json::from_str(&ev.data).map_err(|e| {
+            ProviderError::Malformed(format!(
+                "stream event {} is not JSON ({e}): {}",
+                ev.event.as_deref().unwrap_or("(unnamed)"),
+                http::truncate(&ev.data, 200)
+            ))
+        })?;
+        let ty = v
+            .get("type")
+            .and_then(Value::as_str)
+            .or(ev.event.as_deref())
+            .unwrap_or_default();
+        let index = v.get("index").and_then(Value::as_u64);
+        match ty {
+            "message_start" => {
+                let m = &v["message"];
+                self.id = str_field(m, "id");
+                self.model = str_field(m, "model");
+                self.merge_usage(m.get("usage"))?;
+            }
+            "content_block_start" => {
+                let index = index.ok_or_else(|| missing("content_block_start", "index"))?;
+                let b = &v["content_block"];
+                let block = match b.get("type").and_then(Value::as_str) {
+                    Some("text") => Block::Text(str_field(b, "text")),
+                    Some("tool_use") => Block::Tool {
+                        id: str_field(b, "id"),
+                        name: str_field(b, "name"),
+                        // Input arrives as deltas; a non-empty start input is kept as-is.
+                        json: match b.get("input") {
+                            Some(Value::Object(o)) if !o.is_empty() => b["input"].to_string(),
+                            _ => String::new(),
+                        },
+                        closed: false,
+                    },
+                    _ => Block::Ignored,
+                };
+                self.blocks.insert(index, block);
+            }
+            "content_block_delta" => {
+                let index = index.ok_or_else(|| missing("content_block_delta", "index"))?;
+                let block = self.blocks.get_mut(&index).ok_or_else(|| {
+                    ProviderError::Malformed(format!("delta for unknown content block {index}"))
+                })?;
+                let d = &v["delta"];
+                match (block, d.get("type").and_then(Value::as_str)) {
+                    (Block::Text(t), Some("text_delta")) => t.push_str(&str_field(d, "text")),
+                    (Block::Tool { json, .. }, Some("input_json_delta")) => {
+                        json.push_str(&str_field(d, "partial_json"))
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                let index = index.ok_or_else(|| missing("content_block_stop", "index"))?;
+                if let Some(Block::Tool { closed, .. }) = self.blocks.get_mut(&index) {
+                    *closed = true;
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = v["delta"].get("stop_reason").and_then(Value::as_str) {
+                    self.stop_reason = Some(r.to_string());
+                }
+                self.merge_usage(v.get("usage"))?;
+            }
+            "message_stop" => return Ok(true),
+            "error" => return Err(stream_error(&v["error"])),
+            _ => {} // ping, and event types added later
+        }
+        Ok(false)
+    }
+
+    fn merge_usage(&mut self, usage: Option<&Value>) -> Result<(), ProviderError> {
+        if let Some(u) = usage {
+            let wire: WireUsage = serde_json::from_value(u.clone())
+                .map_err(|e| ProviderError::Malformed(format!("bad usage in stream: {e}")))?;
+            wire.merge_into(&mut self.usage);
+        }
+        Ok(())
+    }
+
+    fn finish(self, complete: bool) -> Result<ModelResponse, ProviderError> {
+        if !complete {
+            return Err(ProviderError::StreamBroken(format!(
+                "the event stream ended before message_stop (after {} events)",
+                self.events
+            )));
+        }
+        let stop = stop_reason(self.stop_reason.as_deref().ok_or_else(|| {
+            ProviderError::Malformed("stream finished without a stop_reason".to_string())
+        })?);
+        let drafts = self
+            .blocks
+            .into_values()
+            .filter_map(|b| match b {
+                Block::Text(t) => Some(Draft::Text(t)),
+                Block::Tool {
+                    id,
+                    name,
+                    json,
+                    closed,
+                } => Some(Draft::Tool {
+                    id,
+                    name,
+                    raw: json,
+                    complete: closed,
+                }),
+                Block::Ignored => None,
+            })
+            .collect();
+        Ok(ModelResponse {
+            id: self.id,
+            model: self.model,
+            content: finalize(drafts, &stop)?,
+            stop_reason: stop,
+            usage: self.usage,
+            rate_limits: RateLimits::default(),
+        })
+    }
+}
+
+fn missing(event: &str, field: &str) -> ProviderError {
+    ProviderError::Malformed(format!("{event} event without {field}"))
+}
+
+/// The error an in-stream `error` event stands for.
+fn stream_error(err: &Value) -> ProviderError {
+    let ty = err.get("type").and_then(Value::as_str).unwrap_or_default();
+    let message = err
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or(ty)
+        .to_string();
+    let status = match ty {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "billing_error" => 402,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" => 429,
+        "api_error" => 500,
+        "timeout_error" => 504,
+        "overloaded_error" => 529,
+        _ => {
+            return ProviderError::StreamBroken(format!("error event {ty}: {message}"));
+        }
+    };
+    if status == 400 && says_context_too_long(&message, None) {
+        return ProviderError::ContextTooLong { status, message };
+    }
+    ProviderError::Http {
+        status,
+        message,
+        retry_after: None,
+        rate_limits: None,
+    }
+}

@@ -1,0 +1,470 @@
+//! [`ModelClient`]: one shared client per (provider, model, key) that every worker slot calls
+//! through, adding retries, rate-limit pauses, a circuit breaker and fallback to a provider.
+//!
+//! Guarantees:
+//! - Retries wrap only the provider call, only for retryable errors
+//!   ([`ProviderError::is_retryable`]), at most `max_attempts` attempts in all, waiting
+//!   `retry-after` when the provider sent one, else `min(max_delay, base_delay·2^n)` with
+//!   jitter (a uniformly random point in its upper half). Giving up returns the last real
+//!   error. A `retry-after` longer than `max_retry_after` is not waited out: the error is
+//!   returned at once (so a fallback model can answer instead).
+//! - A 429 pauses **every** caller of the client: no new attempt starts before the shared
+//!   `paused_until` (calls already in flight are not interrupted).
+//! - Circuit breaker: `failure_threshold` consecutive provider failures (5xx, 529, 408,
+//!   network, broken stream — not 429 or other 4xx) open it; while open, calls fail at once
+//!   with [`ProviderError::CircuitOpen`] without touching the network. After `cooldown` exactly
+//!   one call is let through as a probe (others keep failing fast); its success closes the
+//!   circuit, its failure reopens it for another cooldown, and a neutral outcome (4xx,
+//!   cancellation, the probe being dropped) frees the probe slot for the next caller.
+//! - Cancellation aborts the call in flight and any wait at once with
+//!   [`ProviderError::Cancelled`].
+//! - [`send_with_fallback`] moves to the next client only when one gives up with a
+//!   retryable error or an open circuit; 400/401/403, context-too-long, malformed replies and
+//!   cancellation end the chain at once. The reply's `model` says which model answered.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ConfigError, ProviderConfig, ProviderKind};
+use crate::message::{ModelRequest, ModelResponse, RateLimits};
+use crate::provider::{Provider, ProviderError, with_cancel};
+
+/// Retry and breaker knobs (durations, so tests can use milliseconds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Attempts per call, the first included (at least 1).
+    pub max_attempts: u32,
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+    /// The longest `retry-after` that is waited out rather than returned.
+    pub max_retry_after: Duration,
+    /// Randomise backoff delays (off only for tests that measure them).
+    pub jitter: bool,
+    /// Consecutive provider failures that open the circuit (at least 1).
+    pub failure_threshold: u32,
+    pub cooldown: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+            max_retry_after: Duration::from_secs(300),
+            jitter: true,
+            failure_threshold: 5,
+            cooldown: Duration::from_secs(30),
+        }
+    }
+}
+
+impl ClientConfig {
+    /// The un-jittered delay before retry number `n` (0-based): `min(max, base·2^n)`.
+    pub fn backoff(&self, n: u32) -> Duration {
+        let factor = 2u32.saturating_pow(n.min(30));
+        self.base_delay.saturating_mul(factor).min(self.max_delay)
+    }
+}
+
+/// The circuit breaker as seen from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    Closed { consecutive_failures: u32 },
+    Open { retry_in: Duration },
+    HalfOpen { probe_in_flight: bool },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Breaker {
+    Closed { failures: u32 },
+    Open { until: Instant },
+    HalfOpen { probing: bool },
+}
+
+#[derive(Debug)]
+struct State {
+    paused_until: Option<Instant>,
+    breaker: Breaker,
+    rate_limits: Option<RateLimits>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Success,
+    Failure,
+    Neutral,
+}
+
+/// A provider plus the model it serves, shared (in an `Arc`) by all callers.
+pub struct ModelClient {
+    provider: Arc<dyn Provider>,
+    model: String,
+    cfg: ClientConfig,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for ModelClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelClient")
+            .field("provider", &self.provider.name())
+            .field("model", &self.model)
+            .field("breaker", &self.breaker_state())
+            .finish()
+    }
+}
+
+impl ModelClient {
+    pub fn new(provider: Arc<dyn Provider>, model: impl Into<String>, cfg: ClientConfig) -> Self {
+        let cfg = ClientConfig {
+            max_attempts: cfg.max_attempts.max(1),
+            failure_threshold: cfg.failure_threshold.max(1),
+            ..cfg
+        };
+        Self {
+            provider,
+            model: model.into(),
+            cfg,
+            state: Mutex::new(State {
+                paused_until: None,
+                breaker: Breaker::Closed { failures: 0 },
+                rate_limits: None,
+            }),
+        }
+    }
+
+    /// The model every request through this client is sent to.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    pub fn provider_name(&self) -> &str {
+        self.provider.name()
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.cfg
+    }
+
+    /// The rate-limit headers of the latest response (or error) that carried any.
+    pub fn rate_limits(&self) -> Option<RateLimits> {
+        self.lock().rate_limits.clone()
+    }
+
+    /// How long new calls will still wait because of a 429, if at all.
+    pub fn paused_for(&self) -> Option<Duration> {
+        let until = self.lock().paused_until?;
+        let now = Instant::now();
+        (until > now).then(|| until - now)
+    }
+
+    pub fn breaker_state(&self) -> BreakerState {
+        match self.lock().breaker {
+            Breaker::Closed { failures } => BreakerState::Closed {
+                consecutive_failures: failures,
+            },
+            Breaker::Open { until } => BreakerState::Open {
+                retry_in: until.saturating_duration_since(Instant::now()),
+            },
+            Breaker::HalfOpen { probing } => BreakerState::HalfOpen {
+                probe_in_flight: probing,
+            },
+        }
+    }
+
+    /// Sends `req` (to this client's model) with retries, pauses and the breaker.
+    pub async fn send(
+        &self,
+        req: &ModelRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ModelResponse, ProviderError> {
+        let req: Cow<'_, ModelRequest> = if req.model == self.model {
+            Cow::Borrowed(req)
+        } else {
+            Cow::Owned(ModelRequest {
+                model: self.model.clone(),
+                ..req.clone()
+            })
+        };
+        let mut last_err = None;
+        for attempt in 0..self.cfg.max_attempts {
+            self.wait_while_paused(cancel).await?;
+            let probe = match self.admit() {
+                Ok(probe) => probe,
+                Err(retry_in) => {
+                    return Err(last_err.unwrap_or_else(|| ProviderError::CircuitOpen {
+                        model: self.model.clone(),
+                        retry_in,
+                    }));
+                }
+            };
+            let mut guard = ProbeGuard {
+                client: self,
+                probe,
+                done: false,
+            };
+            let result = with_cancel(cancel, self.provider.send(&req, cancel)).await;
+            let err = match result {
+                Ok(mut resp) => {
+                    guard.finish(Outcome::Success);
+                    if resp.model.is_empty() {
+                        resp.model = self.model.clone();
+                    }
+                    if resp.rate_limits != RateLimits::default() {
+                        self.lock().rate_limits = Some(resp.rate_limits.clone());
+                    }
+                    return Ok(resp);
+                }
+                Err(e) => e,
+            };
+            guard.finish(if err.is_provider_failure() {
+                Outcome::Failure
+            } else {
+                Outcome::Neutral
+            });
+            if let ProviderError::Http {
+                rate_limits: Some(limits),
+                ..
+            } = &err
+            {
+                self.lock().rate_limits = Some((**limits).clone());
+            }
+            if !err.is_retryable() {
+                return Err(err);
+            }
+            let delay = match err.retry_after() {
+                Some(d) if d > self.cfg.max_retry_after => {
+                    tracing::warn!(model = %self.model, ?d, "retry-after too long; giving up");
+                    return Err(err);
+                }
+                Some(d) => d,
+                None => self.jittered(attempt),
+            };
+            let rate_limited = err.is_rate_limited();
+            if rate_limited {
+                self.pause_for(delay);
+            }
+            tracing::warn!(model = %self.model, attempt = attempt + 1, error = %err, ?delay,
+                "model call failed; retrying");
+            last_err = Some(err);
+            if attempt + 1 < self.cfg.max_attempts && !rate_limited {
+                with_cancel(cancel, async {
+                    tokio::time::sleep(delay).await;
+                    Ok(())
+                })
+                .await?;
+            }
+        }
+        Err(last_err.expect("max_attempts is at least 1"))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn jittered(&self, attempt: u32) -> Duration {
+        let d = self.cfg.backoff(attempt);
+        if !self.cfg.jitter || d.is_zero() {
+            return d;
+        }
+        d / 2 + d.mul_f64(rand::random::<f64>() / 2.0)
+    }
+
+    fn pause_for(&self, d: Duration) {
+        let until = Instant::now() + d;
+        let mut st = self.lock();
+        if st.paused_until.is_none_or(|u| u < until) {
+            st.paused_until = Some(until);
+        }
+    }
+
+    async fn wait_while_paused(&self, cancel: &CancellationToken) -> Result<(), ProviderError> {
+        loop {
+            let until = self.lock().paused_until;
+            match until {
+                Some(u) if u > Instant::now() => {
+                    with_cancel(cancel, async {
+                        tokio::time::sleep_until(u).await;
+                        Ok(())
+                    })
+                    .await?
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// Lets a call through (`Ok(is_probe)`) or says how long the circuit stays open.
+    fn admit(&self) -> Result<bool, Duration> {
+        let mut st = self.lock();
+        let now = Instant::now();
+        match st.breaker {
+            Breaker::Closed { .. } => Ok(false),
+            Breaker::Open { until } if now < until => Err(until - now),
+            Breaker::Open { .. } | Breaker::HalfOpen { probing: false } => {
+                st.breaker = Breaker::HalfOpen { probing: true };
+                Ok(true)
+            }
+            Breaker::HalfOpen { probing: true } => Err(Duration::ZERO),
+        }
+    }
+
+    fn record(&self, probe: bool, outcome: Outcome) {
+        let mut st = self.lock();
+        let open = Breaker::Open {
+            until: Instant::now() + self.cfg.cooldown,
+        };
+        st.breaker = match (outcome, st.breaker) {
+            (Outcome::Success, _) => Breaker::Closed { failures: 0 },
+            (Outcome::Failure, Breaker::Closed { failures }) => {
+                if failures + 1 >= self.cfg.failure_threshold {
+                    tracing::warn!(model = %self.model, "circuit opened");
+                    open
+                } else {
+                    Breaker::Closed {
+                        failures: failures + 1,
+                    }
+                }
+            }
+            (Outcome::Failure, Breaker::HalfOpen { .. }) if probe => open,
+            (Outcome::Neutral, Breaker::HalfOpen { .. }) if probe => {
+                Breaker::HalfOpen { probing: false }
+            }
+            (_, unchanged) => unchanged,
+        };
+    }
+}
+
+/// Records the outcome of an admitted call; frees the probe slot if the call is dropped.
+struct ProbeGuard<'a> {
+    client: &'a ModelClient,
+    probe: bool,
+    done: bool,
+}
+
+impl ProbeGuard<'_> {
+    fn finish(&mut self, outcome: Outcome) {
+        self.done = true;
+        self.client.record(self.probe, outcome);
+    }
+}
+
+impl Drop for ProbeGuard<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.client.record(self.probe, Outcome::Neutral);
+        }
+    }
+}
+
+/// Tries each client in turn; see the module doc for when it moves on.
+pub async fn send_with_fallback(
+    chain: &[Arc<ModelClient>],
+    req: &ModelRequest,
+    cancel: &CancellationToken,
+) -> Result<ModelResponse, ProviderError> {
+    let mut last = None;
+    for client in chain {
+        match client.send(req, cancel).await {
+            Ok(resp) => return Ok(resp),
+            Err(e) if e.is_transient() => {
+                tracing::warn!(model = client.model(), error = %e, "falling back to the next model");
+                last = Some(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| ProviderError::Config("the fallback chain is empty".into())))
+}
+
+/// What identifies a shared client: the provider endpoint, the key's variable and the model.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClientKey {
+    pub kind: ProviderKind,
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
+    pub script: Option<PathBuf>,
+    pub model: String,
+}
+
+impl ClientKey {
+    pub fn new(cfg: &ProviderConfig, model: &str) -> Self {
+        Self {
+            kind: cfg.kind,
+            base_url: cfg.resolved_base_url(),
+            api_key_env: cfg.key_env().map(str::to_string),
+            script: cfg.script.clone(),
+            model: model.to_string(),
+        }
+    }
+}
+
+/// Hands out one shared [`ModelClient`] per [`ClientKey`].
+#[derive(Debug, Default)]
+pub struct ClientRegistry {
+    clients: Mutex<HashMap<ClientKey, Arc<ModelClient>>>,
+}
+
+impl ClientRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The client for `model` on the provider `cfg`, built on first use.
+    pub fn client(
+        &self,
+        cfg: &ProviderConfig,
+        model: &str,
+    ) -> Result<Arc<ModelClient>, ConfigError> {
+        self.get_or_insert_with(ClientKey::new(cfg, model), || {
+            let provider = cfg.build_provider()?;
+            Ok(ModelClient::new(provider, model, cfg.client_config()))
+        })
+    }
+
+    /// The client under `key`, made by `make` if there is none yet.
+    pub fn get_or_insert_with(
+        &self,
+        key: ClientKey,
+        make: impl FnOnce() -> Result<ModelClient, ConfigError>,
+    ) -> Result<Arc<ModelClient>, ConfigError> {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = clients.get(&key) {
+            return Ok(c.clone());
+        }
+        let client = Arc::new(make()?);
+        clients.insert(key, client.clone());
+        Ok(client)
+    }
+
+    pub fn len(&self) -> usize {
+        self.clients.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let cfg = ClientConfig {
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(1000),
+            ..ClientConfig::default()
+        };
+        let got: Vec<u128> = (0..6).map(|n| cfg.backoff(n).as_millis()).collect();
+        assert_eq!(got, vec![100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(cfg.backoff(u32::MAX), Duration::from_millis(1000));
+    }
+}

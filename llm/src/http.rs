@@ -1,0 +1,355 @@
+//! HTTP plumbing shared by the Anthropic and OpenAI-compatible providers.
+//!
+//! Guarantees:
+//! - [`ApiKey`] never shows its value in `Debug` or `Display`, and the header carrying it is
+//!   marked sensitive so reqwest does not log it either.
+//! - `post` turns every failure into the right [`ProviderError`]: no response → `Network`;
+//!   non-2xx → `Http` with the provider's own message, `retry-after` and rate-limit headers,
+//!   or `ContextTooLong` when a 400 says the prompt is too long.
+//! - `read_body` and `drive_sse` report a body that breaks off as `StreamBroken`.
+//! - [`canonical_bytes`] gives the same bytes for equal JSON values whatever order their
+//!   object keys were inserted in (even if a dependency turns on serde_json's `preserve_order`).
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use crate::message::RateLimits;
+use crate::provider::{ProviderError, says_context_too_long};
+use crate::sse::{SseEvent, SseParser};
+
+/// An API key read from the environment. Its value is never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// Reads the key from the environment variable named `var`.
+    pub fn from_env(var: &str) -> Option<Self> {
+        std::env::var(var)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| Self(v.trim().to_string()))
+    }
+
+    pub(crate) fn header_value(&self, prefix: &str) -> Result<HeaderValue, String> {
+        let mut v = HeaderValue::from_str(&format!("{prefix}{}", self.0))
+            .map_err(|_| "the API key contains characters not allowed in a header".to_string())?;
+        v.set_sensitive(true);
+        Ok(v)
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// Network timeouts of one provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpTimeouts {
+    /// TCP + TLS connect.
+    pub connect: Duration,
+    /// Longest silence between two reads of the body (a stalled stream).
+    pub read_idle: Duration,
+    /// The whole call, from sending to the last byte.
+    pub total: Duration,
+}
+
+impl Default for HttpTimeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(10),
+            read_idle: Duration::from_secs(300),
+            total: Duration::from_secs(900),
+        }
+    }
+}
+
+/// Builds the reqwest client, installing rustls' `ring` crypto provider if the process has none.
+pub fn build_client(timeouts: HttpTimeouts) -> Result<reqwest::Client, String> {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing the race to another thread installing one is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    reqwest::Client::builder()
+        .connect_timeout(timeouts.connect)
+        .read_timeout(timeouts.read_idle)
+        .timeout(timeouts.total)
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+/// Sends `body` as a JSON POST. Returns the response when its status is 2xx, else the error.
+pub(crate) async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    headers: HeaderMap,
+    body: Vec<u8>,
+    rate_limits: fn(&HeaderMap) -> RateLimits,
+) -> Result<reqwest::Response, ProviderError> {
+    let resp = http
+        .post(url)
+        .headers(headers)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| ProviderError::Network(describe(&e)))?;
+    let status = resp.status().as_u16();
+    if resp.status().is_success() {
+        return Ok(resp);
+    }
+    let headers = resp.headers().clone();
+    let body = resp.bytes().await.unwrap_or_default();
+    Err(error_from_status(status, &headers, &body, rate_limits))
+}
+
+/// The error for a non-2xx answer.
+pub(crate) fn error_from_status(
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+    rate_limits: fn(&HeaderMap) -> RateLimits,
+) -> ProviderError {
+    let (message, code) = error_message(body);
+    if (status == 400 || status == 413) && says_context_too_long(&message, code.as_deref()) {
+        return ProviderError::ContextTooLong { status, message };
+    }
+    let limits = rate_limits(headers);
+    ProviderError::Http {
+        status,
+        message,
+        retry_after: retry_after(headers),
+        rate_limits: (limits != RateLimits::default()).then(|| Box::new(limits)),
+    }
+}
+
+/// The message (and machine-readable code) of an error body. Understands Anthropic's
+/// `{"error":{"type","message"}}`, OpenAI's `{"error":{"message","code"}}`, `{"error":"…"}`
+/// and `{"message":"…"}`; anything else gives the start of the body.
+pub(crate) fn error_message(body: &[u8]) -> (String, Option<String>) {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        let err = v.get("error").unwrap_or(&v);
+        if let Some(s) = err.as_str() {
+            return (s.to_string(), None);
+        }
+        let code = ["code", "type"]
+            .iter()
+            .find_map(|k| err.get(*k).and_then(Value::as_str))
+            .map(str::to_string);
+        if let Some(m) = err.get("message").and_then(Value::as_str) {
+            return (m.to_string(), code);
+        }
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        return ("(empty body)".to_string(), None);
+    }
+    (truncate(text, 1000), None)
+}
+
+/// `retry-after-ms` (milliseconds) if present, else `retry-after` (seconds or an HTTP date).
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    if let Some(ms) = header_str(headers, "retry-after-ms").and_then(|v| v.parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let v = header_str(headers, "retry-after")?;
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let when = httpdate::parse_http_date(v).ok()?;
+    Some(
+        when.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+pub(crate) fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
+pub(crate) fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {
+    header_str(headers, name).and_then(|v| v.parse().ok())
+}
+
+pub(crate) fn header_name(name: &'static str) -> HeaderName {
+    HeaderName::from_static(name)
+}
+
+/// Reads a whole (non-streamed) body; a body that breaks off is `StreamBroken`.
+pub(crate) async fn read_body(resp: reqwest::Response) -> Result<Bytes, ProviderError> {
+    resp.bytes()
+        .await
+        .map_err(|e| ProviderError::StreamBroken(describe(&e)))
+}
+
+/// Feeds a server-sent-event body to `on_event` until it returns `true` (the reply is
+/// complete) or the body ends. Returns whether the handler saw the reply complete.
+pub(crate) async fn drive_sse(
+    resp: reqwest::Response,
+    mut on_event: impl FnMut(SseEvent) -> Result<bool, ProviderError>,
+) -> Result<bool, ProviderError> {
+    let mut parser = SseParser::default();
+    let mut body = resp.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| ProviderError::StreamBroken(describe(&e)))?;
+        for event in parser.push(&chunk) {
+            if on_event(event)? {
+                return Ok(true);
+            }
+        }
+    }
+    for event in parser.finish() {
+        if on_event(event)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Serialises `value` with every object's keys sorted.
+pub fn canonical_bytes(value: &Value) -> Vec<u8> {
+    serde_json::to_vec(&canonical(value)).expect("a JSON value always serialises")
+}
+
+/// A copy of `value` whose objects have their keys inserted in sorted order.
+pub fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), canonical(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A reqwest error with its causes, without the URL's query (which never holds the key here,
+/// but may hold other things).
+fn describe(e: &reqwest::Error) -> String {
+    let mut out = if e.is_timeout() {
+        "timed out".to_string()
+    } else if e.is_connect() {
+        "cannot connect".to_string()
+    } else {
+        "request failed".to_string()
+    };
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+pub(crate) fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// Joins a base URL and a path with exactly one `/` between them.
+pub(crate) fn join_url(base: &str, path: &str) -> String {
+    format!(
+        "{}/{}",
+        base.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_key_is_never_printed() {
+        let k = ApiKey::new("sk-secret-123");
+        assert_eq!(format!("{k:?}"), "ApiKey(<redacted>)");
+        assert!(k.header_value("Bearer ").unwrap().is_sensitive());
+    }
+
+    #[test]
+    fn error_messages_of_each_shape() {
+        let anthropic = br#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
+        assert_eq!(
+            error_message(anthropic),
+            (
+                "invalid x-api-key".into(),
+                Some("authentication_error".into())
+            )
+        );
+        let openai = br#"{"error":{"message":"too long","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+        assert_eq!(
+            error_message(openai),
+            ("too long".into(), Some("context_length_exceeded".into()))
+        );
+        assert_eq!(
+            error_message(br#"{"error":"model not found"}"#).0,
+            "model not found"
+        );
+        assert_eq!(error_message(b"Bad Gateway").0, "Bad Gateway");
+        assert_eq!(error_message(b"").0, "(empty body)");
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("3"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
+        h.insert("retry-after-ms", HeaderValue::from_static("250"));
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+        let mut h = HeaderMap::new();
+        h.insert(
+            "retry-after",
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after(&h), Some(Duration::ZERO));
+        h.insert("retry-after", HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h), None);
+    }
+
+    #[test]
+    fn canonical_sorts_keys_at_every_depth() {
+        let v: Value = serde_json::from_str(r#"{"b":{"z":1,"a":[{"y":2,"x":1}]},"a":0}"#).unwrap();
+        assert_eq!(
+            String::from_utf8(canonical_bytes(&v)).unwrap(),
+            r#"{"a":0,"b":{"a":[{"x":1,"y":2}],"z":1}}"#
+        );
+    }
+
+    #[test]
+    fn url_join() {
+        assert_eq!(
+            join_url("http://h/v1/", "/chat/completions"),
+            "http://h/v1/chat/completions"
+        );
+        assert_eq!(join_url("http://h", "v1/messages"), "http://h/v1/messages");
+    }
+}
