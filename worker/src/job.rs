@@ -71,14 +71,7 @@ pub(crate) async fn run_job<H: Handler>(
         );
         return Finished::LeaseLost;
     }
-    let written = match &outcome {
-        Outcome::Done(end) => lease.complete(end.clone()).await.map(|_| ()),
-        Outcome::Retry { error, after } => {
-            let delay = after.unwrap_or_else(|| timings.backoff.delay(lease.job().attempts));
-            lease.retry_after(delay, error).await.map(|_| ())
-        }
-        Outcome::Park { until, payload } => lease.park_until(*until, payload).await.map(|_| ()),
-    };
+    let written = apply_outcome(&lease, &outcome, &timings.backoff).await;
     match written {
         Ok(()) => Finished::Recorded(outcome),
         Err(Error::LeaseLost { .. }) => {
@@ -89,6 +82,24 @@ pub(crate) async fn run_job<H: Handler>(
             tracing::error!(job_id, error = %e, "could not write the job's outcome");
             Finished::WriteFailed(e.to_string())
         }
+    }
+}
+
+/// Writes a handler's outcome under `lease`: complete, retry (after the outcome's delay or
+/// `backoff`'s), or park. The pool calls this for every job; it is public so that tools and
+/// tests driving a handler by hand record outcomes exactly as the pool does.
+pub async fn apply_outcome(
+    lease: &LeasedJob,
+    outcome: &Outcome,
+    backoff: &Backoff,
+) -> nightshift_store::Result<()> {
+    match outcome {
+        Outcome::Done(end) => lease.complete(end.clone()).await,
+        Outcome::Retry { error, after } => {
+            let delay = after.unwrap_or_else(|| backoff.delay(lease.job().attempts));
+            lease.retry_after(delay, error).await.map(|_| ())
+        }
+        Outcome::Park { until, payload } => lease.park_until(*until, payload).await.map(|_| ()),
     }
 }
 

@@ -27,6 +27,6 @@ pub mod slots;
 
 pub use config::PoolConfig;
 pub use handler::{Handler, JobContext, Outcome, StopReason};
-pub use job::Finished;
+pub use job::{Finished, apply_outcome};
 pub use pool::{Pool, PoolReport};
 pub use signals::shutdown_on_signals;

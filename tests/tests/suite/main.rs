@@ -4,10 +4,12 @@
 //! - `pool`: the worker pool over both backends.
 //! - `process`: real processes (the test worker and `nightshift` itself) killed with real
 //!   signals.
+//! - `agent`: the agent runtime: loop, WAL, recovery, fidelity, budgets, compaction.
 //! - `cli`: the `nightshift` command line.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
+mod agent;
 mod cli;
 mod pool;
 mod process;

@@ -1,0 +1,142 @@
+//! Checkpoints: the projected [`RunState`] as gzipped, versioned JSON, so a resume reads one
+//! blob plus the events after it.
+//!
+//! The envelope is `{"format": "nightshift-checkpoint", "version": N, "state": {…}}`. The
+//! loader reads every version this binary has ever written (older ones are migrated forward;
+//! the fixtures in `agent/tests/fixtures/` hold it to that), refuses newer ones, and reports a
+//! corrupt or truncated blob as an error naming the run — never a crash.
+
+use std::io::{Read, Write};
+
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use serde::{Deserialize, Serialize};
+
+use crate::state::RunState;
+
+/// The checkpoint format this binary writes.
+pub const FORMAT_VERSION: i64 = 1;
+const FORMAT_NAME: &str = "nightshift-checkpoint";
+/// Decompressed checkpoints larger than this are refused as corrupt (a gzip bomb guard).
+const MAX_DECODED_BYTES: u64 = 512 << 20;
+
+#[derive(Serialize)]
+struct EnvelopeOut<'a> {
+    format: &'static str,
+    version: i64,
+    state: &'a RunState,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeIn {
+    format: String,
+    version: i64,
+    state: serde_json::Value,
+}
+
+/// Why a checkpoint could not be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CheckpointError {
+    #[error("checkpoint is corrupt or truncated: {0}")]
+    Corrupt(String),
+    #[error(
+        "checkpoint format version {found} is newer than this binary reads (up to \
+         {FORMAT_VERSION}); upgrade nightshift to resume this run"
+    )]
+    TooNew { found: i64 },
+}
+
+/// An encoded checkpoint and its sizes.
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    pub body: Vec<u8>,
+    pub raw_size: usize,
+}
+
+/// Encodes `state` as a gzipped version-[`FORMAT_VERSION`] checkpoint.
+pub fn encode(state: &RunState) -> Encoded {
+    let json = serde_json::to_vec(&EnvelopeOut {
+        format: FORMAT_NAME,
+        version: FORMAT_VERSION,
+        state,
+    })
+    .expect("state serialises");
+    let mut gz = GzEncoder::new(Vec::with_capacity(json.len() / 4), Compression::default());
+    gz.write_all(&json).expect("writing to memory");
+    Encoded {
+        body: gz.finish().expect("writing to memory"),
+        raw_size: json.len(),
+    }
+}
+
+/// Decodes a checkpoint written by this or any earlier version.
+pub fn decode(body: &[u8]) -> Result<RunState, CheckpointError> {
+    let mut json = Vec::new();
+    GzDecoder::new(body)
+        .take(MAX_DECODED_BYTES + 1)
+        .read_to_end(&mut json)
+        .map_err(|e| CheckpointError::Corrupt(format!("gzip: {e}")))?;
+    if json.len() as u64 > MAX_DECODED_BYTES {
+        return Err(CheckpointError::Corrupt(format!(
+            "decompresses to more than {MAX_DECODED_BYTES} bytes"
+        )));
+    }
+    let envelope: EnvelopeIn = serde_json::from_slice(&json)
+        .map_err(|e| CheckpointError::Corrupt(format!("envelope: {e}")))?;
+    if envelope.format != FORMAT_NAME {
+        return Err(CheckpointError::Corrupt(format!(
+            "format is '{}', not '{FORMAT_NAME}'",
+            envelope.format
+        )));
+    }
+    let state = migrate(envelope.version, envelope.state)?;
+    serde_json::from_value(state).map_err(|e| CheckpointError::Corrupt(format!("state: {e}")))
+}
+
+/// Brings a state document of `version` up to [`FORMAT_VERSION`]. Each future format change
+/// adds one step here (`1 => v1_to_v2(state)`, …) and a fixture of the old version in
+/// `agent/tests/fixtures/`.
+fn migrate(version: i64, state: serde_json::Value) -> Result<serde_json::Value, CheckpointError> {
+    match version {
+        v if v > FORMAT_VERSION => Err(CheckpointError::TooNew { found: v }),
+        1 => Ok(state),
+        v => Err(CheckpointError::Corrupt(format!(
+            "unknown format version {v}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nightshift_llm::Message;
+
+    #[test]
+    fn round_trips_and_refuses_damage() {
+        let mut state = RunState::default();
+        state
+            .messages
+            .push(Message::user_text("hello ".repeat(100)));
+        state.through_seq = 7;
+        let enc = encode(&state);
+        assert!(enc.body.len() < enc.raw_size, "gzip shrinks it");
+        assert_eq!(decode(&enc.body).unwrap(), state);
+        let truncated = &enc.body[..enc.body.len() / 2];
+        assert!(matches!(
+            decode(truncated),
+            Err(CheckpointError::Corrupt(_))
+        ));
+        assert!(matches!(
+            decode(b"not gzip"),
+            Err(CheckpointError::Corrupt(_))
+        ));
+        let newer = {
+            let json = br#"{"format":"nightshift-checkpoint","version":99,"state":{}}"#;
+            let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+            gz.write_all(json).unwrap();
+            gz.finish().unwrap()
+        };
+        assert_eq!(decode(&newer), Err(CheckpointError::TooNew { found: 99 }));
+    }
+}

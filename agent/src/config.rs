@@ -1,0 +1,253 @@
+//! Agent definitions, read from `[[agents]]` in `nightshift.toml`: the model, the system
+//! prompt, the tools, budgets, the context policy and fallback models. Every field but the
+//! name and model is optional; [`AgentConfig::validate`] explains any value it refuses.
+//!
+//! A run records the [`AgentDef::hash`] of the definition it started with.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// One `[[agents]]` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// The name runs refer to.
+    pub name: String,
+    /// The name of a `[providers.NAME]` entry.
+    pub provider: String,
+    /// The model id sent to the provider.
+    pub model: String,
+    /// The system prompt, inline. Exclusive with `system_file`.
+    #[serde(default)]
+    pub system: Option<String>,
+    /// The system prompt, from a file (relative to the config file).
+    #[serde(default)]
+    pub system_file: Option<PathBuf>,
+    /// Built-in and command tool names this agent may call.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// The most tokens one reply may have. Default 4096.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    #[serde(default)]
+    pub budgets: Budgets,
+    #[serde(default)]
+    pub context: ContextPolicy,
+    /// Models tried in order when the main one gives up (`provider/model` or `model` for the
+    /// same provider).
+    #[serde(default)]
+    pub fallback: Vec<String>,
+    /// Prices, USD per million tokens, for the cost budget. Default 0.
+    #[serde(default)]
+    pub pricing: Pricing,
+}
+
+fn default_max_tokens() -> u32 {
+    4096
+}
+
+/// Limits that end a run. All are counted durably in the run, so they hold across resumes
+/// and crashes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Budgets {
+    /// The round cap: model calls per run. Reaching it ends the run as `max_rounds`, with its
+    /// work kept. Default 50.
+    pub max_turns: u64,
+    /// Input plus output tokens over the run. Default: no limit.
+    pub max_tokens: Option<u64>,
+    /// Cost over the run, in USD. Default: no limit.
+    pub max_cost_usd: Option<f64>,
+    /// Wall-clock time since the run first started, in seconds. Default: no limit.
+    pub max_wall_seconds: Option<u64>,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Self {
+            max_turns: 50,
+            max_tokens: None,
+            max_cost_usd: None,
+            max_wall_seconds: None,
+        }
+    }
+}
+
+/// When to compact the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContextPolicy {
+    /// The model's context window, in tokens. Default 200000.
+    pub window_tokens: u64,
+    /// Compact when a request's input reaches this share of the window. Default 0.8.
+    pub compact_at: f64,
+    /// Messages kept verbatim after the summary. Default 6.
+    pub keep_last: usize,
+}
+
+impl Default for ContextPolicy {
+    fn default() -> Self {
+        Self {
+            window_tokens: 200_000,
+            compact_at: 0.8,
+            keep_last: 6,
+        }
+    }
+}
+
+/// USD per million tokens.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Pricing {
+    pub input: f64,
+    pub output: f64,
+    pub cache_write: f64,
+    pub cache_read: f64,
+}
+
+impl Pricing {
+    /// The cost of one call's usage.
+    pub fn cost(&self, u: &nightshift_llm::Usage) -> f64 {
+        let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
+        per(u.input_tokens, self.input)
+            + per(u.output_tokens, self.output)
+            + per(u.cache_creation_input_tokens, self.cache_write)
+            + per(u.cache_read_input_tokens, self.cache_read)
+    }
+}
+
+impl AgentConfig {
+    /// Checks every value; the error names the agent and the key.
+    pub fn validate(&self) -> Result<(), String> {
+        let name = &self.name;
+        let ok_name = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !ok_name {
+            return Err(format!(
+                "agents: name '{name}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'"
+            ));
+        }
+        if self.model.trim().is_empty() {
+            return Err(format!("agents.{name}.model must not be empty"));
+        }
+        if self.system.is_some() && self.system_file.is_some() {
+            return Err(format!(
+                "agents.{name}: set either system or system_file, not both"
+            ));
+        }
+        if self.max_tokens == 0 {
+            return Err(format!("agents.{name}.max_tokens must be at least 1"));
+        }
+        if self.budgets.max_turns == 0 {
+            return Err(format!(
+                "agents.{name}.budgets.max_turns must be at least 1"
+            ));
+        }
+        let c = &self.context;
+        if !(c.compact_at > 0.0 && c.compact_at <= 1.0) {
+            return Err(format!(
+                "agents.{name}.context.compact_at is {}; use a share between 0 and 1, like 0.8",
+                c.compact_at
+            ));
+        }
+        if c.window_tokens < 1000 {
+            return Err(format!(
+                "agents.{name}.context.window_tokens must be at least 1000"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Resolves the system prompt (reading `system_file` relative to `base`) and computes the
+    /// definition's hash.
+    pub fn resolve(&self, base: &Path) -> Result<AgentDef, String> {
+        self.validate()?;
+        let system = match (&self.system, &self.system_file) {
+            (Some(s), _) => s.clone(),
+            (None, Some(file)) => {
+                let path = base.join(file);
+                std::fs::read_to_string(&path).map_err(|e| {
+                    format!(
+                        "agents.{}.system_file: cannot read {}: {e}",
+                        self.name,
+                        path.display()
+                    )
+                })?
+            }
+            (None, None) => String::new(),
+        };
+        let hash = {
+            let canonical = serde_json::json!({ "config": self, "system": system });
+            let digest = Sha256::digest(canonical.to_string().as_bytes());
+            digest
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        };
+        Ok(AgentDef {
+            config: self.clone(),
+            system,
+            hash,
+        })
+    }
+}
+
+/// A resolved agent: its config, its system prompt text and the hash of both.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentDef {
+    pub config: AgentConfig,
+    pub system: String,
+    pub hash: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent() -> AgentConfig {
+        toml_like(r#"{"name":"a","provider":"p","model":"m","system":"be brief"}"#)
+    }
+
+    fn toml_like(json: &str) -> AgentConfig {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn the_hash_changes_with_the_definition_and_only_then() {
+        let a = agent().resolve(Path::new(".")).unwrap();
+        assert_eq!(a.hash, agent().resolve(Path::new(".")).unwrap().hash);
+        let mut changed = agent();
+        changed.system = Some("be verbose".into());
+        assert_ne!(a.hash, changed.resolve(Path::new(".")).unwrap().hash);
+        assert_eq!(a.config.budgets.max_turns, 50);
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let mut a = agent();
+        a.context.compact_at = 1.5;
+        assert!(
+            a.validate()
+                .unwrap_err()
+                .contains("agents.a.context.compact_at")
+        );
+        let mut a = agent();
+        a.system_file = Some("x".into());
+        assert!(
+            a.validate()
+                .unwrap_err()
+                .contains("either system or system_file")
+        );
+        let err = serde_json::from_str::<AgentConfig>(
+            r#"{"name":"a","provider":"p","model":"m","tool":[]}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("unknown field `tool`"), "{err}");
+    }
+}

@@ -1,0 +1,143 @@
+//! The write-ahead log of a run: every event the loop appends, as it is stored (`type` plus
+//! a JSON payload). The model's context is a projection of these events
+//! ([`crate::state::RunState`]); a tool call is logged as `tool_started` — committed before
+//! the tool runs — and `tool_result` after.
+
+use nightshift_llm::{Message, StopReason, Usage};
+use serde::{Deserialize, Serialize};
+
+/// The durability class of a tool, as recorded when it started. It decides what recovery
+/// does with a `tool_started` that has no result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Safe to run again.
+    ReadOnly,
+    /// Safe to run again with the same idempotency key.
+    Idempotent,
+    /// Never run twice: an interrupted call is reported to the model as of unknown outcome.
+    SideEffect,
+}
+
+/// One event of a run's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunEvent {
+    /// The run began: the agent definition's hash (resumes compare it).
+    RunStarted { agent: String, agent_hash: String },
+    /// A user-side message: the prompt, or a reminder appended later (never edits history).
+    UserMessage { message: Message },
+    /// A complete model reply, with the usage it cost and the model that answered.
+    AssistantMessage {
+        message: Message,
+        stop_reason: StopReason,
+        usage: Usage,
+        model: String,
+        cost_usd: f64,
+    },
+    /// A tool call is about to run. Committed before the tool starts.
+    ToolStarted {
+        call_id: String,
+        name: String,
+        input: serde_json::Value,
+        durability: Durability,
+        idempotency_key: String,
+    },
+    /// A tool call's result (real, or synthesised by recovery).
+    ToolResult {
+        call_id: String,
+        content: String,
+        is_error: bool,
+        /// True when recovery wrote this result for an interrupted side-effect call.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        interrupted: bool,
+    },
+    /// The conversation was compacted: `summary` replaces every message before
+    /// `kept_from` (an index into the message list at the time). The summary call's usage
+    /// counts toward the run's budgets.
+    Compacted {
+        summary: String,
+        kept_from: usize,
+        usage: Usage,
+        cost_usd: f64,
+    },
+    /// The run ended (its final state is also on the run row).
+    Finished {
+        status: String,
+        detail: Option<String>,
+    },
+}
+
+impl RunEvent {
+    /// The `type` column value.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunEvent::RunStarted { .. } => "run_started",
+            RunEvent::UserMessage { .. } => "user_message",
+            RunEvent::AssistantMessage { .. } => "assistant_message",
+            RunEvent::ToolStarted { .. } => "tool_started",
+            RunEvent::ToolResult { .. } => "tool_result",
+            RunEvent::Compacted { .. } => "compacted",
+            RunEvent::Finished { .. } => "finished",
+        }
+    }
+
+    /// The payload column value: the event as JSON (with its `type`).
+    pub fn payload(&self) -> String {
+        serde_json::to_string(self).expect("events serialise")
+    }
+
+    /// Parses a stored event; `kind` must agree with the payload's `type`.
+    pub fn parse(kind: &str, payload: &str) -> Result<RunEvent, String> {
+        let event: RunEvent = serde_json::from_str(payload)
+            .map_err(|e| format!("event of type {kind} does not parse: {e}"))?;
+        if event.kind() != kind {
+            return Err(format!(
+                "event stored as {kind} holds a {} payload",
+                event.kind()
+            ));
+        }
+        Ok(event)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_through_their_stored_form() {
+        let events = vec![
+            RunEvent::UserMessage {
+                message: Message::user_text("hi"),
+            },
+            RunEvent::ToolStarted {
+                call_id: "toolu_1".into(),
+                name: "run_command".into(),
+                input: serde_json::json!({"command": "ls"}),
+                durability: Durability::SideEffect,
+                idempotency_key: "run:toolu_1".into(),
+            },
+            RunEvent::ToolResult {
+                call_id: "toolu_1".into(),
+                content: "a\nb".into(),
+                is_error: false,
+                interrupted: false,
+            },
+        ];
+        for e in events {
+            assert_eq!(RunEvent::parse(e.kind(), &e.payload()).unwrap(), e);
+        }
+        let wrong = RunEvent::parse(
+            "tool_result",
+            &RunEvent::Compacted {
+                summary: String::new(),
+                kept_from: 0,
+                usage: Usage::default(),
+                cost_usd: 0.0,
+            }
+            .payload(),
+        );
+        assert!(wrong.unwrap_err().contains("holds a compacted payload"));
+    }
+}

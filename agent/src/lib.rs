@@ -1,0 +1,34 @@
+//! # nightshift-agent
+//!
+//! The agent runtime: it turns a leased job into a run of the agent loop — model call, tool
+//! calls, repeat — and makes that loop durable.
+//!
+//! What it guarantees:
+//! - **Every step is logged before it matters.** Messages, tool intents (`tool_started`,
+//!   committed before the tool runs) and results are events appended under the job's lease;
+//!   a worker that lost its lease writes nothing more.
+//! - **A crash loses nothing and runs no side effect twice.** Resume folds the newest
+//!   checkpoint and the events after it; a call that started without a result is run again
+//!   when read-only or idempotent (with the same idempotency key) and reported to the model as
+//!   "interrupted, outcome unknown" when it has side effects.
+//! - **Resume is invisible to the model.** The next step and the request bytes are a function
+//!   of the logged events only, so they equal those of an uninterrupted run.
+//! - **Budgets hold across crashes.** Turns, tokens, cost and wall-clock time are counted
+//!   from the log and the run row, never from process memory.
+//!
+//! How it fails: a run whose log or checkpoint cannot be read fails with an error naming
+//! the run (no crash loop); model errors that may pass are retried by the queue; others fail
+//! the run with the provider's message.
+
+pub mod checkpoint;
+pub mod config;
+pub mod events;
+pub mod ports;
+pub mod runtime;
+pub mod state;
+
+pub use config::{AgentConfig, AgentDef, Budgets, ContextPolicy, Pricing};
+pub use events::{Durability, RunEvent};
+pub use ports::{ModelFailure, ModelGateway, ToolBox, ToolCall, ToolReply};
+pub use runtime::{AgentRuntime, Step, next_step};
+pub use state::RunState;

@@ -1,0 +1,69 @@
+//! What the loop needs from the outside, as two small traits: a way to call a model and a
+//! way to run a tool. The runner implements them with the real providers and tools; tests
+//! can too. Keeping them here keeps the loop independent of any one provider or tool set.
+
+use futures::future::BoxFuture;
+use nightshift_llm::{ModelRequest, ModelResponse, ToolSpec};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::AgentDef;
+use crate::events::Durability;
+
+/// Why a model call failed, as the loop needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelFailure {
+    /// Retries and fallbacks were used up on errors that may pass (rate limits, overload,
+    /// network): the job is retried later by the queue.
+    Retryable(String),
+    /// The request can never succeed as is (bad request, auth, refused model): the run fails.
+    Fatal(String),
+    /// The conversation is longer than the model's window: compact once, then fail.
+    ContextTooLong(String),
+    /// The cancellation token fired during the call.
+    Cancelled,
+}
+
+/// Calls models for agents.
+pub trait ModelGateway: Send + Sync {
+    /// Sends `req` for `agent` (through its fallback chain); the response names the model
+    /// that answered.
+    fn call<'a>(
+        &'a self,
+        agent: &'a AgentDef,
+        req: &'a ModelRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelFailure>>;
+}
+
+/// One tool call to run.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolCall<'a> {
+    pub run_id: &'a str,
+    pub call_id: &'a str,
+    pub name: &'a str,
+    pub input: &'a serde_json::Value,
+    /// Stable across re-runs of the same call: `{run_id}:{call_id}`.
+    pub idempotency_key: &'a str,
+}
+
+/// A tool's answer, as the model will see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolReply {
+    pub content: String,
+    pub is_error: bool,
+}
+
+/// Runs the tools of agents.
+pub trait ToolBox: Send + Sync {
+    /// The tools `agent` may call, sorted by name, with stable schemas.
+    fn specs(&self, agent: &AgentDef) -> Vec<ToolSpec>;
+    /// The durability class of a tool (unknown tools count as side effects).
+    fn durability(&self, agent: &AgentDef, name: &str) -> Durability;
+    /// Runs one call. Failures are replies with `is_error`, never panics.
+    fn call<'a>(
+        &'a self,
+        agent: &'a AgentDef,
+        call: ToolCall<'a>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ToolReply>;
+}

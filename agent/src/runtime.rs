@@ -1,0 +1,571 @@
+//! The agent runtime: the worker's job handler. For each leased job it loads the run
+//! (newest checkpoint plus the events after it), recovers interrupted tool calls, and runs
+//! the loop — guards, model call, tools — logging every step under the job's lease.
+//!
+//! The next step is always decided from the projected state alone ([`next_step`]), so a run
+//! resumed after a crash at any instant takes exactly the step the uninterrupted run would
+//! have taken, and builds the same request bytes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use nightshift_llm::{Message, ModelRequest, Role, StopReason};
+use nightshift_store::{Error as StoreError, JobKind, RunEnd, RunProgress};
+use nightshift_worker::{Handler, JobContext, Outcome};
+
+use crate::checkpoint;
+use crate::config::AgentDef;
+use crate::events::{Durability, RunEvent};
+use crate::ports::{ModelFailure, ModelGateway, ToolBox, ToolCall};
+use crate::state::RunState;
+
+/// Replies cut off at `max_tokens` in a row before the run fails.
+const MAX_TOKENS_STREAK_LIMIT: u32 = 3;
+
+/// What the model is told when its reply was cut off.
+pub const CUT_OFF_NOTICE: &str = "Your previous reply was cut off by the max_tokens limit, so \
+    any tool call in it was not run. Continue from where you stopped, in shorter replies.";
+
+/// What the model is told about a side-effect call whose outcome a crash made unknown.
+pub const INTERRUPTED_NOTICE: &str = "This tool call was interrupted (the worker running it \
+    stopped) and its outcome is unknown: it may or may not have taken effect. It was not run \
+    again. Check the current state before deciding whether to repeat it.";
+
+/// What the model is asked when the conversation is compacted.
+pub const SUMMARY_REQUEST: &str = "Summarise the conversation so far for your own later use: \
+    the task, what has been done, what was found, the files and commands that matter, and what \
+    remains. Be complete but brief; this summary will replace the earlier messages. Reply with \
+    text only.";
+
+/// Runs agents for the worker pool.
+pub struct AgentRuntime {
+    agents: HashMap<String, Arc<AgentDef>>,
+    models: Arc<dyn ModelGateway>,
+    tools: Arc<dyn ToolBox>,
+}
+
+impl std::fmt::Debug for AgentRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentRuntime")
+            .field("agents", &self.agents.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl AgentRuntime {
+    pub fn new(
+        agents: impl IntoIterator<Item = AgentDef>,
+        models: Arc<dyn ModelGateway>,
+        tools: Arc<dyn ToolBox>,
+    ) -> Self {
+        Self {
+            agents: agents
+                .into_iter()
+                .map(|a| (a.config.name.clone(), Arc::new(a)))
+                .collect(),
+            models,
+            tools,
+        }
+    }
+
+    /// The configured agent names, sorted.
+    pub fn agent_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.agents.keys().cloned().collect();
+        names.sort();
+        names
+    }
+}
+
+impl Handler for AgentRuntime {
+    async fn handle(&self, ctx: JobContext) -> Outcome {
+        match self.run_job(&ctx).await {
+            Ok(outcome) => outcome,
+            Err(Stop::Store(e)) if e.is_lease_lost() => {
+                // Nothing more can be written; the pool drops whatever we return.
+                Outcome::retry(e.to_string())
+            }
+            Err(Stop::Store(e)) if e.is_transient() => Outcome::retry(e.to_string()),
+            Err(Stop::Store(e)) => Outcome::failed(format!("store error: {e}")),
+            Err(Stop::Corrupt(e)) => Outcome::failed(e),
+        }
+    }
+}
+
+/// Why the loop stopped without an outcome of its own.
+enum Stop {
+    Store(StoreError),
+    /// The run's log or checkpoint cannot be read: failing the run beats a crash loop.
+    Corrupt(String),
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Self {
+        Stop::Store(e)
+    }
+}
+
+/// What to do next, decided from the state alone.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Run (or recover) the tool calls of the newest reply.
+    RunTools,
+    /// Tell the model its reply was cut off, then call it again.
+    NoticeCutOff,
+    /// Call the model.
+    CallModel,
+    /// End the run.
+    Finish(RunEnd),
+}
+
+/// The next step for a run in `state`.
+pub fn next_step(state: &RunState) -> Step {
+    if let Some(ending) = &state.ending {
+        return Step::Finish(ending_to_run_end(
+            &ending.status,
+            ending.detail.clone(),
+            state,
+        ));
+    }
+    if !state.pending.is_empty() {
+        return Step::RunTools;
+    }
+    let Some(last) = state.messages.last() else {
+        return Step::CallModel;
+    };
+    if last.role == Role::User {
+        return Step::CallModel;
+    }
+    match state.last_stop.clone().unwrap_or(StopReason::EndTurn) {
+        StopReason::MaxTokens if state.max_tokens_streak >= MAX_TOKENS_STREAK_LIMIT => {
+            Step::Finish(RunEnd::Failed {
+                error: format!(
+                    "the model's reply was cut off at max_tokens {} times in a row; raise the \
+                     agent's max_tokens",
+                    state.max_tokens_streak
+                ),
+            })
+        }
+        StopReason::MaxTokens => Step::NoticeCutOff,
+        StopReason::PauseTurn => Step::CallModel,
+        StopReason::Refusal => Step::Finish(RunEnd::Failed {
+            error: format!("the model refused: {}", last.text()),
+        }),
+        _ => Step::Finish(RunEnd::Succeeded {
+            result: Some(last.text()),
+        }),
+    }
+}
+
+fn ending_to_run_end(status: &str, detail: Option<String>, state: &RunState) -> RunEnd {
+    let detail_or = |d: &str| detail.clone().unwrap_or_else(|| d.to_string());
+    match status {
+        "succeeded" => RunEnd::Succeeded {
+            result: detail.or_else(|| state.final_text()),
+        },
+        "cancelled" => RunEnd::Cancelled,
+        "budget_exhausted" => RunEnd::BudgetExhausted {
+            detail: detail_or("a budget ran out"),
+        },
+        "max_rounds" => RunEnd::MaxRounds {
+            detail: detail_or("the round cap was reached"),
+        },
+        _ => RunEnd::Failed {
+            error: detail_or("the run failed"),
+        },
+    }
+}
+
+fn run_end_event(end: &RunEnd) -> RunEvent {
+    let detail = match end {
+        RunEnd::Succeeded { result } => result.clone(),
+        RunEnd::Failed { error } => Some(error.clone()),
+        RunEnd::Cancelled => None,
+        RunEnd::BudgetExhausted { detail } | RunEnd::MaxRounds { detail } => Some(detail.clone()),
+    };
+    RunEvent::Finished {
+        status: end.run_status().as_str().to_string(),
+        detail,
+    }
+}
+
+/// One job's view of a run.
+struct Session<'a> {
+    ctx: &'a JobContext,
+    agent: &'a AgentDef,
+    run_id: String,
+    started_at: Option<i64>,
+    state: RunState,
+    compacted_for_overflow: bool,
+}
+
+impl AgentRuntime {
+    async fn run_job(&self, ctx: &JobContext) -> Result<Outcome, Stop> {
+        let lease = &ctx.lease;
+        let store = lease.store();
+        let run_id = lease.job().run_id.clone();
+        let run = store
+            .run(&run_id)
+            .await?
+            .ok_or_else(|| Stop::Corrupt(format!("run {run_id} is missing")))?;
+        let Some(agent) = self.agents.get(&run.agent) else {
+            return Ok(Outcome::failed(format!(
+                "agent '{}' is not configured; configured agents: {}",
+                run.agent,
+                self.agent_names().join(", ")
+            )));
+        };
+        let state = load_state(store, &run_id).await?;
+        let mut s = Session {
+            ctx,
+            agent,
+            run_id,
+            started_at: run.started_at,
+            state,
+            compacted_for_overflow: false,
+        };
+        if s.state.through_seq == 0 {
+            s.log(RunEvent::RunStarted {
+                agent: agent.config.name.clone(),
+                agent_hash: agent.hash.clone(),
+            })
+            .await?;
+            let prompt = match lease.job().kind {
+                JobKind::Start => lease.job().payload.clone(),
+                JobKind::Resume => run.input.clone(),
+            };
+            s.log(RunEvent::UserMessage {
+                message: Message::user_text(prompt),
+            })
+            .await?;
+        } else if s.state.agent_hash.as_deref() != Some(agent.hash.as_str()) {
+            tracing::warn!(
+                run_id = %s.run_id,
+                agent = %agent.config.name,
+                "the agent's definition changed since this run started; resuming with the new one"
+            );
+        }
+        self.drive(&mut s).await
+    }
+
+    /// The loop: one step at a time until the run ends or must wait.
+    async fn drive(&self, s: &mut Session<'_>) -> Result<Outcome, Stop> {
+        loop {
+            let step = next_step(&s.state);
+            if let Step::Finish(end) = step {
+                return s.finish(end).await;
+            }
+            if s.ctx.cancel.is_cancelled() {
+                return s.finish(RunEnd::Cancelled).await;
+            }
+            match step {
+                Step::RunTools => {
+                    self.run_tools(s).await?;
+                    if s.state.pending.is_empty() {
+                        s.checkpoint().await?; // a turn ended
+                    }
+                }
+                Step::NoticeCutOff => {
+                    s.log(RunEvent::UserMessage {
+                        message: Message::user_text(CUT_OFF_NOTICE),
+                    })
+                    .await?;
+                }
+                Step::CallModel => {
+                    if let Some(end) = s.over_budget() {
+                        return s.finish(end).await;
+                    }
+                    if s.needs_compaction()
+                        && let Some(outcome) = self.compact(s).await?
+                    {
+                        return Ok(outcome);
+                    }
+                    if let Some(outcome) = self.call_model(s).await? {
+                        return Ok(outcome);
+                    }
+                }
+                Step::Finish(_) => unreachable!("handled above"),
+            }
+        }
+    }
+
+    /// Runs every pending call of the newest reply in the order the model gave them:
+    /// `tool_started` is committed before a tool runs; a call found started but without
+    /// result is run again when it is read-only or idempotent (same idempotency key) and
+    /// reported as interrupted when it has side effects.
+    async fn run_tools(&self, s: &mut Session<'_>) -> Result<(), Stop> {
+        let calls = s.state.pending.clone();
+        for call in calls {
+            if call.result.is_some() {
+                continue;
+            }
+            if s.ctx.cancel.is_cancelled() {
+                return Ok(());
+            }
+            let key = match &call.started {
+                Some(started) if started.durability == Durability::SideEffect => {
+                    s.log(RunEvent::ToolResult {
+                        call_id: call.call_id.clone(),
+                        content: INTERRUPTED_NOTICE.to_string(),
+                        is_error: true,
+                        interrupted: true,
+                    })
+                    .await?;
+                    continue;
+                }
+                Some(started) => started.idempotency_key.clone(),
+                None => {
+                    let key = format!("{}:{}", s.run_id, call.call_id);
+                    s.log(RunEvent::ToolStarted {
+                        call_id: call.call_id.clone(),
+                        name: call.name.clone(),
+                        input: call.input.clone(),
+                        durability: self.tools.durability(s.agent, &call.name),
+                        idempotency_key: key.clone(),
+                    })
+                    .await?;
+                    key
+                }
+            };
+            let reply = self
+                .tools
+                .call(
+                    s.agent,
+                    ToolCall {
+                        run_id: &s.run_id,
+                        call_id: &call.call_id,
+                        name: &call.name,
+                        input: &call.input,
+                        idempotency_key: &key,
+                    },
+                    &s.ctx.cancel,
+                )
+                .await;
+            s.log(RunEvent::ToolResult {
+                call_id: call.call_id.clone(),
+                content: reply.content,
+                is_error: reply.is_error,
+                interrupted: false,
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// One model call. Returns an outcome when the run must stop or wait.
+    async fn call_model(&self, s: &mut Session<'_>) -> Result<Option<Outcome>, Stop> {
+        let req = s.request(self.tools.specs(s.agent));
+        match self.models.call(s.agent, &req, &s.ctx.cancel).await {
+            Ok(resp) => {
+                let cost_usd = s.agent.config.pricing.cost(&resp.usage);
+                s.log(RunEvent::AssistantMessage {
+                    message: resp.message(),
+                    stop_reason: resp.stop_reason.clone(),
+                    usage: resp.usage,
+                    model: resp.model.clone(),
+                    cost_usd,
+                })
+                .await?;
+                s.record_progress().await?;
+                Ok(None)
+            }
+            Err(ModelFailure::Cancelled) => s.finish(RunEnd::Cancelled).await.map(Some),
+            Err(ModelFailure::ContextTooLong(msg)) if !s.compacted_for_overflow => {
+                tracing::info!(run_id = %s.run_id, error = %msg, "context too long; compacting once");
+                s.compacted_for_overflow = true;
+                self.compact(s).await
+            }
+            Err(ModelFailure::ContextTooLong(msg)) | Err(ModelFailure::Fatal(msg)) => s
+                .finish(RunEnd::Failed {
+                    error: format!("model call failed: {msg}"),
+                })
+                .await
+                .map(Some),
+            Err(ModelFailure::Retryable(msg)) => {
+                s.checkpoint().await?;
+                Ok(Some(Outcome::Retry {
+                    error: format!("model call failed: {msg}"),
+                    after: None,
+                }))
+            }
+        }
+    }
+
+    /// Replaces all but the last few messages with a summary written by the model.
+    async fn compact(&self, s: &mut Session<'_>) -> Result<Option<Outcome>, Stop> {
+        let keep = s.agent.config.context.keep_last;
+        let n = s.state.messages.len();
+        // Keep from an assistant message, so the kept part never starts with tool results
+        // whose calls were summarised away.
+        let kept_from = (n.saturating_sub(keep)..n)
+            .find(|&i| s.state.messages[i].role == Role::Assistant)
+            .unwrap_or(n);
+        // The whole conversation, tools and system prompt unchanged (so the prompt cache
+        // still hits), plus the request for a summary at the bottom.
+        let mut req = s.request(self.tools.specs(s.agent));
+        req.messages.push(Message::user_text(SUMMARY_REQUEST));
+        match self.models.call(s.agent, &req, &s.ctx.cancel).await {
+            Ok(resp) => {
+                let cost_usd = s.agent.config.pricing.cost(&resp.usage);
+                s.log(RunEvent::Compacted {
+                    summary: format!(
+                        "[Summary of the earlier conversation]\n{}",
+                        resp.message().text()
+                    ),
+                    kept_from,
+                    usage: resp.usage,
+                    cost_usd,
+                })
+                .await?;
+                s.record_progress().await?;
+                s.checkpoint().await?;
+                Ok(None)
+            }
+            Err(ModelFailure::Cancelled) => s.finish(RunEnd::Cancelled).await.map(Some),
+            Err(ModelFailure::Retryable(msg)) => Ok(Some(Outcome::Retry {
+                error: format!("compaction call failed: {msg}"),
+                after: None,
+            })),
+            Err(ModelFailure::Fatal(msg)) | Err(ModelFailure::ContextTooLong(msg)) => s
+                .finish(RunEnd::Failed {
+                    error: format!("compaction failed: {msg}"),
+                })
+                .await
+                .map(Some),
+        }
+    }
+}
+
+impl Session<'_> {
+    /// Appends an event under the lease and folds it into the state.
+    async fn log(&mut self, event: RunEvent) -> Result<(), Stop> {
+        let seq = self
+            .ctx
+            .lease
+            .append_event(event.kind(), &event.payload())
+            .await?;
+        self.state.apply(seq, &event).map_err(|e| {
+            Stop::Corrupt(format!("run {}: the event log disagrees: {e}", self.run_id))
+        })
+    }
+
+    async fn checkpoint(&self) -> Result<(), Stop> {
+        let encoded = checkpoint::encode(&self.state);
+        self.ctx
+            .lease
+            .write_checkpoint(
+                self.state.through_seq,
+                checkpoint::FORMAT_VERSION,
+                &encoded.body,
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn record_progress(&self) -> Result<(), Stop> {
+        let u = &self.state.usage;
+        let to_i = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.ctx
+            .lease
+            .record_progress(&RunProgress {
+                turns: to_i(self.state.turns),
+                input_tokens: to_i(u.input_tokens),
+                output_tokens: to_i(u.output_tokens),
+                cache_read_tokens: to_i(u.cache_read_input_tokens),
+                cache_write_tokens: to_i(u.cache_creation_input_tokens),
+                cost_usd: self.state.cost_usd,
+                agent_hash: self.state.agent_hash.clone(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Logs the end, checkpoints, and returns the outcome that completes the run.
+    async fn finish(&mut self, end: RunEnd) -> Result<Outcome, Stop> {
+        if self.state.ending.is_none() {
+            self.log(run_end_event(&end)).await?;
+        }
+        self.checkpoint().await?;
+        self.record_progress().await?;
+        Ok(Outcome::Done(end))
+    }
+
+    /// The request for the next call: the same state always gives the same request.
+    fn request(&self, tools: Vec<nightshift_llm::ToolSpec>) -> ModelRequest {
+        ModelRequest {
+            model: self.agent.config.model.clone(),
+            system: self.agent.system.clone(),
+            messages: self.state.messages.clone(),
+            tools,
+            max_tokens: self.agent.config.max_tokens,
+            stop_sequences: Vec::new(),
+        }
+    }
+
+    /// The first budget the run has used up, checked before every model call.
+    fn over_budget(&self) -> Option<RunEnd> {
+        let b = &self.agent.config.budgets;
+        let st = &self.state;
+        if st.turns >= b.max_turns {
+            return Some(RunEnd::MaxRounds {
+                detail: format!("reached the round cap of {} model calls", b.max_turns),
+            });
+        }
+        let tokens = st.usage.input_tokens + st.usage.output_tokens;
+        if let Some(max) = b.max_tokens
+            && tokens >= max
+        {
+            return Some(RunEnd::BudgetExhausted {
+                detail: format!("used {tokens} tokens of a budget of {max}"),
+            });
+        }
+        if let Some(max) = b.max_cost_usd
+            && st.cost_usd >= max
+        {
+            return Some(RunEnd::BudgetExhausted {
+                detail: format!("spent ${:.4} of a budget of ${max:.4}", st.cost_usd),
+            });
+        }
+        if let (Some(max), Some(started)) = (b.max_wall_seconds, self.started_at) {
+            let elapsed_ms = self.ctx.lease.store().now() - started;
+            if elapsed_ms >= i64::try_from(max.saturating_mul(1000)).unwrap_or(i64::MAX) {
+                return Some(RunEnd::BudgetExhausted {
+                    detail: format!(
+                        "ran for {}s of a wall-clock budget of {max}s",
+                        elapsed_ms / 1000
+                    ),
+                });
+            }
+        }
+        None
+    }
+
+    /// True when the newest reply's input nears the configured share of the window.
+    fn needs_compaction(&self) -> bool {
+        let policy = &self.agent.config.context;
+        let last_input = self.last_input_tokens();
+        last_input as f64 >= policy.window_tokens as f64 * policy.compact_at
+            && self.state.messages.len() > policy.keep_last
+    }
+
+    fn last_input_tokens(&self) -> u64 {
+        self.state.last_input_tokens
+    }
+}
+
+/// Loads the run: the newest checkpoint, then every event after it.
+async fn load_state(store: &nightshift_store::Store, run_id: &str) -> Result<RunState, Stop> {
+    let mut state = match store.latest_checkpoint(run_id).await? {
+        Some(cp) => {
+            checkpoint::decode(&cp.body).map_err(|e| Stop::Corrupt(format!("run {run_id}: {e}")))?
+        }
+        None => RunState::default(),
+    };
+    for stored in store.events(run_id, state.through_seq).await? {
+        let event = RunEvent::parse(&stored.event_type, &stored.payload)
+            .map_err(|e| Stop::Corrupt(format!("run {run_id}, event {}: {e}", stored.seq)))?;
+        state
+            .apply(stored.seq, &event)
+            .map_err(|e| Stop::Corrupt(format!("run {run_id}: the event log disagrees: {e}")))?;
+    }
+    Ok(state)
+}

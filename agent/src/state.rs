@@ -1,0 +1,350 @@
+//! The projected state of a run: what the loop needs to build the next request, folded from
+//! the run's events in order. A checkpoint is this state at some sequence number; resume is
+//! the newest checkpoint plus the events after it, folded with [`RunState::apply`].
+//!
+//! The projection is deterministic: the same events give the same state and so the same
+//! request bytes, whether the run was interrupted or not.
+
+use nightshift_llm::{ContentBlock, Message, Role, StopReason, Usage};
+use serde::{Deserialize, Serialize};
+
+use crate::events::{Durability, RunEvent};
+
+/// One item of the agent's todo list (kept by the `todo_write` tool).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Todo {
+    pub content: String,
+    pub status: String,
+}
+
+/// A tool call of the newest assistant reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    pub call_id: String,
+    pub name: String,
+    pub input: serde_json::Value,
+    /// Set once its `tool_started` event is logged.
+    pub started: Option<StartedCall>,
+    /// Set once its `tool_result` event is logged.
+    pub result: Option<CallResult>,
+}
+
+/// What `tool_started` recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartedCall {
+    pub durability: Durability,
+    pub idempotency_key: String,
+}
+
+/// What `tool_result` recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallResult {
+    pub content: String,
+    pub is_error: bool,
+}
+
+/// How the run ended, once it has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ending {
+    pub status: String,
+    pub detail: Option<String>,
+}
+
+/// The projected state of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    /// The hash of the agent definition the run started with.
+    pub agent_hash: Option<String>,
+    /// The conversation as the model sees it.
+    pub messages: Vec<Message>,
+    /// Token totals over every model call of the run.
+    pub usage: Usage,
+    /// Cost over every model call, in USD.
+    pub cost_usd: f64,
+    /// Model calls made.
+    pub turns: u64,
+    /// Tool calls of the newest reply, while any lacks a result.
+    pub pending: Vec<PendingCall>,
+    /// The agent's todo list.
+    pub todos: Vec<Todo>,
+    /// Compactions so far.
+    pub compactions: u64,
+    /// The stop reason of the newest reply.
+    pub last_stop: Option<StopReason>,
+    /// How many replies in a row were cut off at `max_tokens`.
+    pub max_tokens_streak: u32,
+    /// Input tokens (incl. cache reads and writes) of the newest model call: how full the
+    /// context window is.
+    pub last_input_tokens: u64,
+    /// Set when the run ended.
+    pub ending: Option<Ending>,
+    /// The sequence number of the last event folded in.
+    pub through_seq: i64,
+}
+
+impl RunState {
+    /// Folds one event (with sequence number `seq`) into the state. Events must come in
+    /// order; an event that contradicts the state is an error (the log is the truth, and a
+    /// replay that disagrees with it is never papered over).
+    pub fn apply(&mut self, seq: i64, event: &RunEvent) -> Result<(), String> {
+        if seq <= self.through_seq {
+            return Err(format!(
+                "event {seq} is not after the state's last event {}",
+                self.through_seq
+            ));
+        }
+        match event {
+            RunEvent::RunStarted { agent_hash, .. } => {
+                self.agent_hash = Some(agent_hash.clone());
+            }
+            RunEvent::UserMessage { message } => {
+                if !self.pending.is_empty() {
+                    return Err(format!(
+                        "event {seq}: a user message while {} tool call(s) lack results",
+                        self.pending.len()
+                    ));
+                }
+                self.messages.push(message.clone());
+            }
+            RunEvent::AssistantMessage {
+                message,
+                stop_reason,
+                usage,
+                cost_usd,
+                ..
+            } => {
+                if !self.pending.is_empty() {
+                    return Err(format!(
+                        "event {seq}: a reply while tool calls of the previous one lack results"
+                    ));
+                }
+                self.messages.push(message.clone());
+                self.usage.add(usage);
+                self.cost_usd += cost_usd;
+                self.turns += 1;
+                self.last_input_tokens = usage.input_tokens
+                    + usage.cache_read_input_tokens
+                    + usage.cache_creation_input_tokens;
+                self.last_stop = Some(stop_reason.clone());
+                if *stop_reason == StopReason::MaxTokens {
+                    self.max_tokens_streak += 1;
+                } else {
+                    self.max_tokens_streak = 0;
+                }
+                if *stop_reason == StopReason::ToolUse {
+                    self.pending = message
+                        .tool_uses()
+                        .map(|t| PendingCall {
+                            call_id: t.id.to_string(),
+                            name: t.name.to_string(),
+                            input: t.input.clone(),
+                            started: None,
+                            result: None,
+                        })
+                        .collect();
+                }
+            }
+            RunEvent::ToolStarted {
+                call_id,
+                durability,
+                idempotency_key,
+                ..
+            } => {
+                let call = self.pending_mut(seq, call_id)?;
+                call.started = Some(StartedCall {
+                    durability: *durability,
+                    idempotency_key: idempotency_key.clone(),
+                });
+            }
+            RunEvent::ToolResult {
+                call_id,
+                content,
+                is_error,
+                ..
+            } => {
+                let call = self.pending_mut(seq, call_id)?;
+                call.result = Some(CallResult {
+                    content: content.clone(),
+                    is_error: *is_error,
+                });
+                if call.name == "todo_write"
+                    && !is_error
+                    && let Ok(todos) = serde_json::from_value::<Vec<Todo>>(
+                        call.input.get("todos").cloned().unwrap_or_default(),
+                    )
+                {
+                    self.todos = todos;
+                }
+                if self.pending.iter().all(|c| c.result.is_some()) {
+                    self.close_tool_round();
+                }
+            }
+            RunEvent::Compacted {
+                summary,
+                kept_from,
+                usage,
+                cost_usd,
+            } => {
+                self.usage.add(usage);
+                self.cost_usd += cost_usd;
+                if *kept_from > self.messages.len() {
+                    return Err(format!(
+                        "event {seq}: compaction keeps from message {kept_from} of {}",
+                        self.messages.len()
+                    ));
+                }
+                let kept = self.messages.split_off(*kept_from);
+                self.messages = vec![Message::user_text(summary.clone())];
+                self.messages.extend(kept);
+                self.compactions += 1;
+                self.last_input_tokens = 0;
+            }
+            RunEvent::Finished { status, detail } => {
+                self.ending = Some(Ending {
+                    status: status.clone(),
+                    detail: detail.clone(),
+                });
+            }
+        }
+        self.through_seq = seq;
+        Ok(())
+    }
+
+    fn pending_mut(&mut self, seq: i64, call_id: &str) -> Result<&mut PendingCall, String> {
+        self.pending
+            .iter_mut()
+            .find(|c| c.call_id == call_id)
+            .ok_or_else(|| format!("event {seq}: tool call {call_id} is not pending"))
+    }
+
+    /// All results of the newest reply are in: they go back in one user message, in the
+    /// order the model asked for the calls (not the order they finished).
+    fn close_tool_round(&mut self) {
+        let content = self
+            .pending
+            .drain(..)
+            .map(|c| {
+                let result = c.result.expect("all results present");
+                ContentBlock::ToolResult {
+                    tool_use_id: c.call_id,
+                    content: result.content,
+                    is_error: result.is_error,
+                }
+            })
+            .collect();
+        self.messages.push(Message {
+            role: Role::User,
+            content,
+        });
+    }
+
+    /// The text of the newest assistant message.
+    pub fn final_text(&self) -> Option<String> {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .map(Message::text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn reply(blocks: Vec<ContentBlock>, stop: StopReason) -> RunEvent {
+        RunEvent::AssistantMessage {
+            message: Message {
+                role: Role::Assistant,
+                content: blocks,
+            },
+            stop_reason: stop,
+            usage: Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+                ..Usage::default()
+            },
+            model: "m".into(),
+            cost_usd: 0.5,
+        }
+    }
+
+    fn tool_use(id: &str) -> ContentBlock {
+        ContentBlock::ToolUse {
+            id: id.into(),
+            name: "read_file".into(),
+            input: json!({"path": id}),
+        }
+    }
+
+    fn result(id: &str) -> RunEvent {
+        RunEvent::ToolResult {
+            call_id: id.into(),
+            content: format!("result of {id}"),
+            is_error: false,
+            interrupted: false,
+        }
+    }
+
+    #[test]
+    fn results_go_back_together_in_the_order_the_model_asked() {
+        let mut s = RunState::default();
+        let events = [
+            RunEvent::UserMessage {
+                message: Message::user_text("go"),
+            },
+            reply(vec![tool_use("a"), tool_use("b")], StopReason::ToolUse),
+            result("b"),
+            result("a"),
+        ];
+        for (i, e) in events.iter().enumerate() {
+            s.apply(i as i64 + 1, e).unwrap();
+        }
+        assert!(s.pending.is_empty());
+        let last = s.messages.last().unwrap();
+        let ids: Vec<_> = last
+            .content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::ToolResult { tool_use_id, .. } => tool_use_id.as_str(),
+                _ => panic!("only results"),
+            })
+            .collect();
+        assert_eq!(ids, vec!["a", "b"]);
+        assert_eq!((s.turns, s.usage.input_tokens, s.cost_usd), (1, 10, 0.5));
+    }
+
+    #[test]
+    fn a_log_that_contradicts_the_state_is_an_error() {
+        let mut s = RunState::default();
+        s.apply(1, &reply(vec![tool_use("a")], StopReason::ToolUse))
+            .unwrap();
+        let err = s
+            .apply(
+                2,
+                &RunEvent::UserMessage {
+                    message: Message::user_text("x"),
+                },
+            )
+            .unwrap_err();
+        assert!(err.contains("lack results"), "{err}");
+        assert!(
+            s.apply(2, &result("zzz"))
+                .unwrap_err()
+                .contains("not pending")
+        );
+        assert!(s.apply(1, &result("a")).unwrap_err().contains("not after"));
+    }
+
+    #[test]
+    fn a_max_tokens_reply_opens_no_tool_round() {
+        let mut s = RunState::default();
+        s.apply(1, &reply(vec![tool_use("a")], StopReason::MaxTokens))
+            .unwrap();
+        assert!(
+            s.pending.is_empty(),
+            "a truncated reply's tool call never runs"
+        );
+    }
+}

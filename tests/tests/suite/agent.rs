@@ -1,0 +1,793 @@
+//! The agent runtime over a real store on both backends: the loop, the tool-call WAL,
+//! recovery after a crash at each tool class, request fidelity after resume, budgets,
+//! stop reasons, compaction and damaged checkpoints. The model and the tools are in-test
+//! fakes behind the runtime's ports; crashes are simulated by aborting the handler's task
+//! mid-step (nothing more is written, as after SIGKILL) and reclaiming after lease expiry.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use nightshift_agent::runtime::{CUT_OFF_NOTICE, INTERRUPTED_NOTICE, SUMMARY_REQUEST};
+use nightshift_agent::{
+    AgentConfig, AgentDef, AgentRuntime, Durability, ModelFailure, ModelGateway, RunEvent, ToolBox,
+    ToolCall, ToolReply,
+};
+use nightshift_llm::{
+    ContentBlock, Message, ModelRequest, ModelResponse, Role, StopReason, ToolSpec, Usage,
+};
+use nightshift_store::{Backoff, LeasedJob, ManualClock, NewRun, RunStatus, Store};
+use nightshift_tests::{TestDb, on_both_backends};
+use nightshift_worker::{Handler, JobContext, apply_outcome};
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+on_both_backends! {
+    a_run_goes_from_prompt_through_tools_to_result => prompt_to_result;
+    a_crash_in_a_read_only_tool_reruns_it_with_the_same_key => crash_in_read_only_tool;
+    a_crash_in_an_idempotent_tool_reruns_it_with_the_same_key => crash_in_idempotent_tool;
+    a_crash_in_a_side_effect_tool_never_runs_it_again => crash_in_side_effect_tool;
+    the_resumed_request_is_byte_identical => resumed_request_is_byte_identical;
+    the_round_cap_holds_across_a_crash => round_cap_holds_across_a_crash;
+    a_token_budget_ends_the_run_as_budget_exhausted => token_budget;
+    a_cut_off_reply_never_runs_its_tool => cut_off_reply;
+    pause_turn_is_sent_again => pause_turn_resends;
+    a_refusal_ends_the_run => refusal_ends_the_run;
+    compaction_replaces_old_messages_with_a_summary => compaction;
+    context_too_long_compacts_once_then_fails => context_too_long;
+    a_corrupt_checkpoint_fails_the_run_with_a_clear_error => corrupt_checkpoint;
+    an_unknown_agent_fails_the_run => unknown_agent;
+    cancel_stops_a_model_call_in_flight => cancel_stops_model_call;
+}
+
+// ---- fakes -------------------------------------------------------------------------------
+
+fn usage(input: u64, output: u64) -> Usage {
+    Usage {
+        input_tokens: input,
+        output_tokens: output,
+        ..Usage::default()
+    }
+}
+
+fn reply(content: Vec<ContentBlock>, stop: StopReason) -> ModelResponse {
+    ModelResponse {
+        id: "msg".into(),
+        model: "scripted-1".into(),
+        content,
+        stop_reason: stop,
+        usage: usage(10, 5),
+        rate_limits: Default::default(),
+    }
+}
+
+fn text(t: &str) -> ContentBlock {
+    ContentBlock::Text { text: t.into() }
+}
+
+fn call(id: &str, name: &str) -> ContentBlock {
+    ContentBlock::ToolUse {
+        id: id.into(),
+        name: name.into(),
+        input: json!({ "arg": id }),
+    }
+}
+
+/// Replies by the number of assistant messages in the request (so a resumed run gets the
+/// reply it would have got), records every request's bytes, and can stall one call.
+#[derive(Default)]
+struct ScriptModel {
+    replies: Vec<ModelResponse>,
+    summary: Option<String>,
+    too_long: bool,
+    requests: Mutex<Vec<String>>,
+    answered: AtomicUsize,
+    stall_at: Mutex<Option<usize>>,
+    stalled: Notify,
+}
+
+impl ScriptModel {
+    fn new(replies: Vec<ModelResponse>) -> Arc<Self> {
+        Arc::new(Self {
+            replies,
+            ..Self::default()
+        })
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    fn request(&self, i: usize) -> ModelRequest {
+        serde_json::from_str(&self.requests()[i]).unwrap()
+    }
+}
+
+impl ModelGateway for ScriptModel {
+    fn call<'a>(
+        &'a self,
+        _agent: &'a AgentDef,
+        req: &'a ModelRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelFailure>> {
+        Box::pin(async move {
+            let bytes = serde_json::to_string(req).unwrap();
+            let index = self.requests.lock().unwrap().len();
+            self.requests.lock().unwrap().push(bytes);
+            if *self.stall_at.lock().unwrap() == Some(index) {
+                self.stalled.notify_one();
+                cancel.cancelled().await;
+                return Err(ModelFailure::Cancelled);
+            }
+            let last_text = req.messages.last().map(Message::text).unwrap_or_default();
+            if last_text == SUMMARY_REQUEST {
+                let summary = self.summary.clone().unwrap_or_else(|| "summary".into());
+                return Ok(reply(vec![text(&summary)], StopReason::EndTurn));
+            }
+            if self.too_long {
+                return Err(ModelFailure::ContextTooLong("prompt is too long".into()));
+            }
+            let turn = req
+                .messages
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .count();
+            let r = self
+                .replies
+                .get(turn)
+                .cloned()
+                .ok_or_else(|| ModelFailure::Fatal(format!("script has no reply {turn}")))?;
+            self.answered.fetch_add(1, Ordering::SeqCst);
+            Ok(r)
+        })
+    }
+}
+
+/// Tools by name: `read` (read-only), `put` (idempotent), `send` (side effect). Records each
+/// call's name and idempotency key; can stall one tool until the task is aborted.
+#[derive(Default)]
+struct FakeTools {
+    calls: Mutex<Vec<(String, String)>>,
+    stall: Mutex<Option<String>>,
+    stalled: Notify,
+}
+
+impl FakeTools {
+    fn calls(&self) -> Vec<(String, String)> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl ToolBox for FakeTools {
+    fn specs(&self, _agent: &AgentDef) -> Vec<ToolSpec> {
+        ["put", "read", "send"]
+            .iter()
+            .map(|n| ToolSpec {
+                name: n.to_string(),
+                description: format!("the {n} tool"),
+                input_schema: json!({"type": "object"}),
+            })
+            .collect()
+    }
+
+    fn durability(&self, _agent: &AgentDef, name: &str) -> Durability {
+        match name {
+            "read" => Durability::ReadOnly,
+            "put" => Durability::Idempotent,
+            _ => Durability::SideEffect,
+        }
+    }
+
+    fn call<'a>(
+        &'a self,
+        _agent: &'a AgentDef,
+        call: ToolCall<'a>,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ToolReply> {
+        Box::pin(async move {
+            self.calls
+                .lock()
+                .unwrap()
+                .push((call.name.to_string(), call.idempotency_key.to_string()));
+            let stall = self.stall.lock().unwrap().clone();
+            if stall.as_deref() == Some(call.name) {
+                self.stalled.notify_one();
+                std::future::pending::<()>().await;
+            }
+            ToolReply {
+                content: format!("{} says {}", call.name, call.input["arg"]),
+                is_error: false,
+            }
+        })
+    }
+}
+
+fn agent(config: serde_json::Value) -> AgentDef {
+    let mut base = json!({"name": "helper", "provider": "scripted", "model": "scripted-1",
+                          "system": "You help."});
+    base.as_object_mut()
+        .unwrap()
+        .extend(config.as_object().unwrap().clone());
+    let cfg: AgentConfig = serde_json::from_value(base).unwrap();
+    cfg.resolve(std::path::Path::new(".")).unwrap()
+}
+
+struct Harness {
+    store: Store,
+    clock: ManualClock,
+    runtime: Arc<AgentRuntime>,
+}
+
+const LEASE: Duration = Duration::from_secs(30);
+
+impl Harness {
+    async fn new(
+        db: &TestDb,
+        agent: AgentDef,
+        model: Arc<ScriptModel>,
+        tools: Arc<FakeTools>,
+    ) -> Self {
+        let (store, clock) = db.manual().await;
+        let runtime = Arc::new(AgentRuntime::new([agent], model, tools));
+        Harness {
+            store,
+            clock,
+            runtime,
+        }
+    }
+
+    async fn enqueue(&self, agent: &str, prompt: &str) -> String {
+        self.store
+            .enqueue(&NewRun::new(agent, prompt))
+            .await
+            .unwrap()
+            .run_id
+    }
+
+    async fn claim(&self) -> LeasedJob {
+        self.store
+            .claim("w", None, 1, LEASE)
+            .await
+            .unwrap()
+            .remove(0)
+    }
+
+    /// Runs one job to its outcome and records it as the pool would.
+    async fn run_once(&self) -> nightshift_worker::Outcome {
+        let lease = self.claim().await;
+        let outcome = self.runtime.handle(JobContext::new(lease.clone())).await;
+        apply_outcome(&lease, &outcome, &Backoff::default())
+            .await
+            .unwrap();
+        outcome
+    }
+
+    /// Starts a job, waits for `stalled`, then aborts the task (a crash: nothing more is
+    /// written) and moves the clock past the lease so the job can be reclaimed.
+    async fn crash_when(&self, stalled: &Notify) {
+        let lease = self.claim().await;
+        let runtime = self.runtime.clone();
+        let task = tokio::spawn(async move { runtime.handle(JobContext::new(lease)).await });
+        tokio::time::timeout(Duration::from_secs(10), stalled.notified())
+            .await
+            .expect("the run reached the stall point");
+        task.abort();
+        let _ = task.await;
+        self.clock.advance(LEASE + Duration::from_secs(1));
+    }
+
+    async fn events(&self, run_id: &str) -> Vec<RunEvent> {
+        self.store
+            .events(run_id, 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| RunEvent::parse(&e.event_type, &e.payload).unwrap())
+            .collect()
+    }
+
+    async fn kinds(&self, run_id: &str) -> Vec<&'static str> {
+        self.events(run_id)
+            .await
+            .iter()
+            .map(RunEvent::kind)
+            .collect()
+    }
+
+    async fn status(&self, run_id: &str) -> (RunStatus, Option<String>, Option<String>) {
+        let run = self.store.run(run_id).await.unwrap().unwrap();
+        (run.status, run.result, run.error)
+    }
+}
+
+fn tool_results(msg: &Message) -> Vec<(String, String, bool)> {
+    msg.content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => Some((tool_use_id.clone(), content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+// ---- tests -------------------------------------------------------------------------------
+
+async fn prompt_to_result(db: &TestDb) {
+    let model = ScriptModel::new(vec![
+        reply(
+            vec![text("Let me look."), call("c1", "read"), call("c2", "send")],
+            StopReason::ToolUse,
+        ),
+        reply(vec![text("All done.")], StopReason::EndTurn),
+    ]);
+    let tools = Arc::new(FakeTools::default());
+    let h = Harness::new(db, agent(json!({})), model.clone(), tools.clone()).await;
+    let run_id = h.enqueue("helper", "do the thing").await;
+    h.run_once().await;
+    assert_eq!(
+        h.status(&run_id).await,
+        (RunStatus::Succeeded, Some("All done.".into()), None)
+    );
+    let names: Vec<String> = tools.calls().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, vec!["read", "send"]);
+    assert_eq!(
+        h.kinds(&run_id).await,
+        vec![
+            "run_started",
+            "user_message",
+            "assistant_message",
+            "tool_started",
+            "tool_result",
+            "tool_started",
+            "tool_result",
+            "assistant_message",
+            "finished"
+        ]
+    );
+    let second = model.request(1);
+    assert_eq!(second.system, "You help.");
+    assert_eq!(second.messages[0], Message::user_text("do the thing"));
+    let results = tool_results(second.messages.last().unwrap());
+    assert_eq!(
+        results,
+        vec![
+            ("c1".into(), "read says \"c1\"".into(), false),
+            ("c2".into(), "send says \"c2\"".into(), false)
+        ],
+        "all results of one reply in one user message, matched by id"
+    );
+    let run = h.store.run(&run_id).await.unwrap().unwrap();
+    assert_eq!(
+        (run.turns, run.input_tokens, run.output_tokens),
+        (2, 20, 10)
+    );
+    assert!(run.agent_hash.is_some());
+    let cp = h.store.latest_checkpoint(&run_id).await.unwrap().unwrap();
+    assert_eq!(cp.through_seq, 9, "checkpointed through the last event");
+}
+
+/// A crash while the tool `name` runs: returns (tool calls, the second model request, run).
+async fn crash_in_tool(
+    db: &TestDb,
+    name: &str,
+) -> (Vec<(String, String)>, ModelRequest, String, Harness) {
+    let model = ScriptModel::new(vec![
+        reply(vec![call("c1", name)], StopReason::ToolUse),
+        reply(vec![text("ok")], StopReason::EndTurn),
+    ]);
+    let tools = Arc::new(FakeTools::default());
+    *tools.stall.lock().unwrap() = Some(name.to_string());
+    let h = Harness::new(db, agent(json!({})), model.clone(), tools.clone()).await;
+    let run_id = h.enqueue("helper", "go").await;
+    h.crash_when(&tools.stalled).await;
+    assert_eq!(
+        h.kinds(&run_id).await.last(),
+        Some(&"tool_started"),
+        "the intent was logged first"
+    );
+    *tools.stall.lock().unwrap() = None;
+    h.run_once().await;
+    assert_eq!(h.status(&run_id).await.0, RunStatus::Succeeded);
+    let events = h.events(&run_id).await;
+    let started = events
+        .iter()
+        .filter(|e| matches!(e, RunEvent::ToolStarted { .. }))
+        .count();
+    let results = events
+        .iter()
+        .filter(|e| matches!(e, RunEvent::ToolResult { .. }))
+        .count();
+    assert_eq!((started, results), (1, 1), "no event duplicated");
+    let last = model.requests().len() - 1;
+    (tools.calls(), model.request(last), run_id, h)
+}
+
+async fn crash_in_read_only_tool(db: &TestDb) {
+    let (calls, req, run_id, _h) = crash_in_tool(db, "read").await;
+    let key = format!("{run_id}:c1");
+    assert_eq!(
+        calls,
+        vec![("read".into(), key.clone()), ("read".into(), key)]
+    );
+    let results = tool_results(req.messages.last().unwrap());
+    assert_eq!(results[0].1, "read says \"c1\"", "the re-run's real result");
+    assert!(!results[0].2);
+}
+
+async fn crash_in_idempotent_tool(db: &TestDb) {
+    let (calls, req, run_id, _h) = crash_in_tool(db, "put").await;
+    let key = format!("{run_id}:c1");
+    assert_eq!(
+        calls,
+        vec![("put".into(), key.clone()), ("put".into(), key)],
+        "same key both times"
+    );
+    assert_eq!(
+        tool_results(req.messages.last().unwrap())[0].1,
+        "put says \"c1\""
+    );
+}
+
+async fn crash_in_side_effect_tool(db: &TestDb) {
+    let (calls, req, _run_id, _h) = crash_in_tool(db, "send").await;
+    assert_eq!(calls.len(), 1, "ran exactly once");
+    let results = tool_results(req.messages.last().unwrap());
+    assert_eq!(
+        results,
+        vec![("c1".into(), INTERRUPTED_NOTICE.into(), true)],
+        "the model saw outcome unknown"
+    );
+}
+
+async fn resumed_request_is_byte_identical(db: &TestDb) {
+    let script = || {
+        vec![
+            reply(
+                vec![call("c1", "read"), call("c2", "put")],
+                StopReason::ToolUse,
+            ),
+            reply(vec![call("c3", "read")], StopReason::ToolUse),
+            reply(vec![text("done")], StopReason::EndTurn),
+        ]
+    };
+    let a = agent(json!({}));
+    let straight = ScriptModel::new(script());
+    let h1 = Harness::new(
+        db,
+        a.clone(),
+        straight.clone(),
+        Arc::new(FakeTools::default()),
+    )
+    .await;
+    h1.enqueue("helper", "fidelity").await;
+    h1.run_once().await;
+
+    let db2 = TestDb::new(db.backend, "fidelity-2").await.unwrap();
+    let crashing = ScriptModel::new(script());
+    *crashing.stall_at.lock().unwrap() = Some(1);
+    let h2 = Harness::new(&db2, a, crashing.clone(), Arc::new(FakeTools::default())).await;
+    let run_id = h2.enqueue("helper", "fidelity").await;
+    h2.crash_when(&crashing.stalled).await;
+    *crashing.stall_at.lock().unwrap() = None;
+    h2.run_once().await;
+    assert_eq!(h2.status(&run_id).await.0, RunStatus::Succeeded);
+    let (a_req, b_req) = (straight.requests(), crashing.requests());
+    assert_eq!(b_req.len(), 4, "calls: first, crashed, resumed, last");
+    assert_eq!(
+        b_req[1], b_req[2],
+        "the resumed call repeats the interrupted one"
+    );
+    assert_eq!(
+        a_req[1], b_req[2],
+        "byte-identical to the uninterrupted run's request"
+    );
+    assert_eq!(a_req[2], b_req[3]);
+    db2.cleanup().await;
+}
+
+async fn round_cap_holds_across_a_crash(db: &TestDb) {
+    let looping: Vec<_> = (0..10)
+        .map(|i| reply(vec![call(&format!("c{i}"), "read")], StopReason::ToolUse))
+        .collect();
+    let model = ScriptModel::new(looping);
+    *model.stall_at.lock().unwrap() = Some(2);
+    let h = Harness::new(
+        db,
+        agent(json!({"budgets": {"max_turns": 3}})),
+        model.clone(),
+        Arc::new(FakeTools::default()),
+    )
+    .await;
+    let run_id = h.enqueue("helper", "loop forever").await;
+    h.crash_when(&model.stalled).await;
+    *model.stall_at.lock().unwrap() = None;
+    h.run_once().await;
+    let (status, _, error) = h.status(&run_id).await;
+    assert_eq!(status, RunStatus::MaxRounds);
+    assert!(error.unwrap().contains("round cap of 3"));
+    assert_eq!(
+        model.answered.load(Ordering::SeqCst),
+        3,
+        "three replies in all, across the crash"
+    );
+    assert_eq!(h.store.run(&run_id).await.unwrap().unwrap().turns, 3);
+    assert_eq!(
+        h.events(&run_id)
+            .await
+            .iter()
+            .filter(|e| matches!(e, RunEvent::ToolResult { .. }))
+            .count(),
+        3,
+        "work kept"
+    );
+}
+
+async fn token_budget(db: &TestDb) {
+    let looping: Vec<_> = (0..10)
+        .map(|i| reply(vec![call(&format!("c{i}"), "read")], StopReason::ToolUse))
+        .collect();
+    let model = ScriptModel::new(looping);
+    let h = Harness::new(
+        db,
+        agent(json!({"budgets": {"max_tokens": 25}})),
+        model.clone(),
+        Arc::new(FakeTools::default()),
+    )
+    .await;
+    let run_id = h.enqueue("helper", "spend").await;
+    h.run_once().await;
+    let (status, _, error) = h.status(&run_id).await;
+    assert_eq!(status, RunStatus::BudgetExhausted);
+    assert_eq!(error.as_deref(), Some("used 30 tokens of a budget of 25"));
+    assert_eq!(model.answered.load(Ordering::SeqCst), 2);
+}
+
+async fn cut_off_reply(db: &TestDb) {
+    let model = ScriptModel::new(vec![
+        reply(
+            vec![text("I will run"), call("c1", "send")],
+            StopReason::MaxTokens,
+        ),
+        reply(vec![text("fine")], StopReason::EndTurn),
+    ]);
+    let tools = Arc::new(FakeTools::default());
+    let h = Harness::new(db, agent(json!({})), model.clone(), tools.clone()).await;
+    let run_id = h.enqueue("helper", "x").await;
+    h.run_once().await;
+    assert!(
+        tools.calls().is_empty(),
+        "no tool runs from a truncated reply"
+    );
+    assert_eq!(
+        model.request(1).messages.last().unwrap().text(),
+        CUT_OFF_NOTICE
+    );
+    assert_eq!(h.status(&run_id).await.0, RunStatus::Succeeded);
+}
+
+async fn pause_turn_resends(db: &TestDb) {
+    let model = ScriptModel::new(vec![
+        reply(vec![text("searching…")], StopReason::PauseTurn),
+        reply(vec![text("found it")], StopReason::EndTurn),
+    ]);
+    let h = Harness::new(
+        db,
+        agent(json!({})),
+        model.clone(),
+        Arc::new(FakeTools::default()),
+    )
+    .await;
+    let run_id = h.enqueue("helper", "x").await;
+    h.run_once().await;
+    let second = model.request(1);
+    assert_eq!(
+        second.messages.last().unwrap().text(),
+        "searching…",
+        "sent again, paused turn last"
+    );
+    assert_eq!(h.status(&run_id).await.1.as_deref(), Some("found it"));
+}
+
+async fn refusal_ends_the_run(db: &TestDb) {
+    let model = ScriptModel::new(vec![reply(
+        vec![text("I can't help with that.")],
+        StopReason::Refusal,
+    )]);
+    let h = Harness::new(db, agent(json!({})), model, Arc::new(FakeTools::default())).await;
+    let run_id = h.enqueue("helper", "x").await;
+    h.run_once().await;
+    let (status, _, error) = h.status(&run_id).await;
+    assert_eq!(status, RunStatus::Failed);
+    assert_eq!(
+        error.as_deref(),
+        Some("the model refused: I can't help with that.")
+    );
+}
+
+async fn compaction(db: &TestDb) {
+    let mut first = reply(vec![call("c1", "read")], StopReason::ToolUse);
+    first.usage = usage(900, 5);
+    let model = Arc::new(ScriptModel {
+        replies: vec![
+            first,
+            reply(vec![call("c2", "read")], StopReason::ToolUse),
+            reply(vec![text("done")], StopReason::EndTurn),
+        ],
+        summary: Some("we read c1".into()),
+        ..ScriptModel::default()
+    });
+    let policy = json!({"context": {"window_tokens": 1000, "compact_at": 0.5, "keep_last": 2}});
+    let h = Harness::new(
+        db,
+        agent(policy),
+        model.clone(),
+        Arc::new(FakeTools::default()),
+    )
+    .await;
+    let run_id = h.enqueue("helper", "long task").await;
+    h.run_once().await;
+    assert_eq!(h.status(&run_id).await.0, RunStatus::Succeeded);
+    assert!(h.kinds(&run_id).await.contains(&"compacted"));
+    let reqs = model.requests();
+    let summary_req: ModelRequest = serde_json::from_str(&reqs[1]).unwrap();
+    assert_eq!(summary_req.messages.last().unwrap().text(), SUMMARY_REQUEST);
+    let after: ModelRequest = serde_json::from_str(&reqs[2]).unwrap();
+    assert!(
+        after.messages[0].text().contains("we read c1"),
+        "summary first"
+    );
+    assert_eq!(
+        after.messages.len(),
+        3,
+        "summary + the kept reply and its results"
+    );
+    assert_eq!(after.messages[1].role, Role::Assistant);
+    assert_eq!(
+        h.store.run(&run_id).await.unwrap().unwrap().turns,
+        3,
+        "the summary call is not a round"
+    );
+}
+
+async fn context_too_long(db: &TestDb) {
+    let model = Arc::new(ScriptModel {
+        too_long: true,
+        ..ScriptModel::default()
+    });
+    let h = Harness::new(
+        db,
+        agent(json!({})),
+        model.clone(),
+        Arc::new(FakeTools::default()),
+    )
+    .await;
+    let run_id = h.enqueue("helper", "huge").await;
+    h.run_once().await;
+    let (status, _, error) = h.status(&run_id).await;
+    assert_eq!(status, RunStatus::Failed);
+    assert_eq!(
+        error.as_deref(),
+        Some("model call failed: prompt is too long")
+    );
+    assert_eq!(
+        h.kinds(&run_id)
+            .await
+            .iter()
+            .filter(|k| **k == "compacted")
+            .count(),
+        1,
+        "compacted once"
+    );
+}
+
+async fn corrupt_checkpoint(db: &TestDb) {
+    let h = Harness::new(
+        db,
+        agent(json!({})),
+        ScriptModel::new(vec![]),
+        Arc::new(FakeTools::default()),
+    )
+    .await;
+    let run_id = h.enqueue("helper", "x").await;
+    let lease = h.claim().await;
+    lease
+        .append_event(
+            "run_started",
+            &RunEvent::RunStarted {
+                agent: "helper".into(),
+                agent_hash: "h".into(),
+            }
+            .payload(),
+        )
+        .await
+        .unwrap();
+    lease
+        .write_checkpoint(1, 1, b"\x1f\x8b\x08 definitely not a whole gzip stream")
+        .await
+        .unwrap();
+    h.clock.advance(LEASE + Duration::from_secs(1));
+    h.run_once().await;
+    let (status, _, error) = h.status(&run_id).await;
+    assert_eq!(
+        status,
+        RunStatus::Failed,
+        "failed, not retried in a crash loop"
+    );
+    let error = error.unwrap();
+    assert!(
+        error.contains(&format!("run {run_id}: checkpoint is corrupt or truncated")),
+        "{error}"
+    );
+}
+
+async fn unknown_agent(db: &TestDb) {
+    let h = Harness::new(
+        db,
+        agent(json!({})),
+        ScriptModel::new(vec![]),
+        Arc::new(FakeTools::default()),
+    )
+    .await;
+    let run_id = h.enqueue("nobody", "x").await;
+    h.run_once().await;
+    let (status, _, error) = h.status(&run_id).await;
+    assert_eq!(status, RunStatus::Failed);
+    assert_eq!(
+        error.as_deref(),
+        Some("agent 'nobody' is not configured; configured agents: helper")
+    );
+}
+
+async fn cancel_stops_model_call(db: &TestDb) {
+    let model = ScriptModel::new(vec![reply(vec![text("never")], StopReason::EndTurn)]);
+    *model.stall_at.lock().unwrap() = Some(0);
+    let store = db.store().await;
+    let runtime = AgentRuntime::new(
+        [agent(json!({}))],
+        model.clone(),
+        Arc::new(FakeTools::default()),
+    );
+    let config = nightshift_worker::PoolConfig {
+        heartbeat_ms: 200,
+        lease_ms: 2000,
+        poll_interval_ms: 100,
+        ..Default::default()
+    };
+    let stop = CancellationToken::new();
+    let pool = tokio::spawn(
+        nightshift_worker::Pool::new(store.clone(), runtime, config).run(stop.clone()),
+    );
+    let run_id = store
+        .enqueue(&NewRun::new("helper", "wait"))
+        .await
+        .unwrap()
+        .run_id;
+    tokio::time::timeout(Duration::from_secs(10), model.stalled.notified())
+        .await
+        .expect("model call started");
+    let asked = tokio::time::Instant::now();
+    store.cancel_run(&run_id).await.unwrap();
+    let run = nightshift_tests::eventually(
+        Duration::from_secs(10),
+        "the run to be cancelled",
+        || async {
+            let run = store.run(&run_id).await.unwrap().unwrap();
+            (run.status == RunStatus::Cancelled).then_some(run)
+        },
+    )
+    .await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "stopped within a heartbeat or so: {:?}",
+        asked.elapsed()
+    );
+    assert!(run.finished_at.is_some());
+    stop.cancel();
+    pool.await.unwrap().unwrap();
+}
