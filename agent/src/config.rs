@@ -4,6 +4,7 @@
 //!
 //! A run records the [`AgentDef::hash`] of the definition it started with.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,9 @@ pub struct AgentConfig {
     /// Built-in and command tool names this agent may call.
     #[serde(default)]
     pub tools: Vec<String>,
+    /// Per-tool changes: description, timeout, durability class.
+    #[serde(default)]
+    pub tool_overrides: BTreeMap<String, nightshift_tools::ToolOverride>,
     /// The most tokens one reply may have. Default 4096.
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,

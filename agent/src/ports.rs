@@ -57,8 +57,9 @@ pub struct ToolReply {
 pub trait ToolBox: Send + Sync {
     /// The tools `agent` may call, sorted by name, with stable schemas.
     fn specs(&self, agent: &AgentDef) -> Vec<ToolSpec>;
-    /// The durability class of a tool (unknown tools count as side effects).
-    fn durability(&self, agent: &AgentDef, name: &str) -> Durability;
+    /// The durability class of a call (it may depend on the input: an HTTP GET is
+    /// read-only, a POST is not). Unknown tools count as side effects.
+    fn durability(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> Durability;
     /// Runs one call. Failures are replies with `is_error`, never panics.
     fn call<'a>(
         &'a self,

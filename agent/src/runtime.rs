@@ -319,7 +319,7 @@ impl AgentRuntime {
                         call_id: call.call_id.clone(),
                         name: call.name.clone(),
                         input: call.input.clone(),
-                        durability: self.tools.durability(s.agent, &call.name),
+                        durability: self.tools.durability(s.agent, &call.name, &call.input),
                         idempotency_key: key.clone(),
                     })
                     .await?;

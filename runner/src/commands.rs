@@ -10,10 +10,11 @@ use nightshift_scheduler::{RunRequest, submit};
 use nightshift_store::{CancelOutcome, Store, SystemClock, Trigger};
 use nightshift_worker::{Pool, shutdown_on_signals};
 
+use nightshift_runner::build_runtime;
+use nightshift_runner::config::{Config, Overrides};
+
 use crate::Cli;
 use crate::Command;
-use crate::config::{Config, Overrides};
-use crate::echo::EchoHandler;
 
 /// Arguments of `nightshift run`.
 #[derive(Debug, Args)]
@@ -51,6 +52,9 @@ pub enum RunsCommand {
 }
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    if let Command::Demo { keep } = cli.command {
+        return nightshift_runner::demo::run(keep).await;
+    }
     let slots = match &cli.command {
         Command::Serve { slots } => *slots,
         _ => None,
@@ -64,9 +68,10 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     let result = match cli.command {
         Command::Migrate => migrate(&store).await,
         Command::Serve { .. } => serve(&store, &config).await,
-        Command::Run(args) => run(&store, args).await,
+        Command::Run(args) => run(&store, &config, args).await,
         Command::Runs { command } => runs(&store, command).await,
         Command::Queue => queue(&store).await,
+        Command::Demo { .. } => unreachable!("handled above"),
     };
     store.close().await;
     result
@@ -87,19 +92,35 @@ async fn migrate(store: &Store) -> anyhow::Result<()> {
 }
 
 async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
+    // Everything the config names (agents, tools, providers) is checked before the database
+    // is touched.
+    let runtime = build_runtime(config)?;
     let shutdown = shutdown_on_signals().context("cannot install signal handlers")?;
     let report = store.migrate().await?;
     tracing::info!(
         backend = ?store.backend_kind(),
         schema_version = report.version,
+        agents = ?runtime.agent_names(),
         "store ready"
     );
-    let pool = Pool::new(store.clone(), EchoHandler, config.worker.clone());
+    let pool = Pool::new(store.clone(), runtime, config.worker.clone());
     pool.run(shutdown).await?;
     Ok(())
 }
 
-async fn run(store: &Store, args: RunArgs) -> anyhow::Result<()> {
+async fn run(store: &Store, config: &Config, args: RunArgs) -> anyhow::Result<()> {
+    if !config.agents.iter().any(|a| a.name == args.agent) {
+        let known: Vec<&str> = config.agents.iter().map(|a| a.name.as_str()).collect();
+        anyhow::bail!(
+            "agent '{}' is not configured ({}); add an [[agents]] entry to nightshift.toml",
+            args.agent,
+            if known.is_empty() {
+                "no agents are configured".to_string()
+            } else {
+                format!("configured agents: {}", known.join(", "))
+            }
+        );
+    }
     let req = RunRequest {
         agent: args.agent,
         prompt: args.prompt,

@@ -3,8 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
+use std::collections::BTreeMap;
+
 use anyhow::{Context, bail};
+use nightshift_agent::AgentConfig;
+use nightshift_llm::ProviderConfig;
 use nightshift_store::StoreConfig;
+use nightshift_tools::CommandToolConfig;
 use nightshift_worker::PoolConfig;
 use serde::Deserialize;
 
@@ -14,13 +19,78 @@ pub const DEFAULT_PATH: &str = "nightshift.toml";
 pub const DATABASE_URL_ENV: &str = "NIGHTSHIFT_DATABASE_URL";
 
 /// The whole configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// `[database]`: where the store lives.
     pub database: StoreConfig,
     /// `[worker]`: the worker pool.
     pub worker: PoolConfig,
+    /// `[server]`: the HTTP API.
+    pub server: ServerConfig,
+    /// `[runtime]`: where runs work and what their tools may reach.
+    pub runtime: RuntimeConfig,
+    /// `[providers.NAME]`: model providers agents refer to by name.
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// `[[agents]]`: the agents runs are started for.
+    pub agents: Vec<AgentConfig>,
+    /// `[[command_tools]]`: tools that run a program (enable them per agent in `tools`).
+    pub command_tools: Vec<CommandToolConfig>,
+    /// The directory relative paths in the file are resolved against (the file's own).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+/// The `[server]` settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Where the HTTP API listens. Default `127.0.0.1:8686`.
+    pub address: String,
+    /// The environment variable holding the API token. Default `NIGHTSHIFT_API_TOKEN`; when
+    /// it is unset, `serve` makes a token and keeps it in `<runtime.data_dir>/api-token`.
+    pub token_env: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            address: "127.0.0.1:8686".into(),
+            token_env: "NIGHTSHIFT_API_TOKEN".into(),
+        }
+    }
+}
+
+/// The `[runtime]` settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeConfig {
+    /// Where runs' workspaces, artifacts and the API token live. Default `./nightshift-data`.
+    pub data_dir: PathBuf,
+    /// Hosts `http_request` may reach (`api.github.com`, `*.example.com`, `host:port`).
+    pub http_allowlist: Vec<String>,
+    /// Names of environment variables tools may use as `{{secret:NAME}}`; their values are
+    /// redacted from every tool output.
+    pub secrets: Vec<String>,
+    /// Extra environment variables passed to commands (besides PATH, HOME, LANG, TERM).
+    pub command_env: Vec<String>,
+    /// Tool outputs longer than this are cut, the full text kept as an artifact. Default 32768.
+    pub output_cap_bytes: usize,
+    /// Default timeout of commands, in seconds. Default 120.
+    pub command_timeout_seconds: u64,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("nightshift-data"),
+            http_allowlist: Vec::new(),
+            secrets: Vec::new(),
+            command_env: Vec::new(),
+            output_cap_bytes: 32 * 1024,
+            command_timeout_seconds: 120,
+        }
+    }
 }
 
 /// Overrides from the command line.
@@ -33,7 +103,7 @@ pub struct Overrides {
 impl Config {
     /// Parses TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> anyhow::Result<Config> {
-        toml::from_str(text).map_err(|e| {
+        toml::from_str::<Config>(text).map_err(|e| {
             let message = e.message();
             let location = e
                 .span()
@@ -53,7 +123,9 @@ impl Config {
             Some(p) => {
                 let text = std::fs::read_to_string(p)
                     .with_context(|| format!("cannot read the config file {}", p.display()))?;
-                Config::parse(&text, &p.display().to_string())?
+                let mut config = Config::parse(&text, &p.display().to_string())?;
+                config.base_dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
+                config
             }
             None => {
                 let p = PathBuf::from(DEFAULT_PATH);
@@ -81,13 +153,57 @@ impl Config {
 
     /// Checks every section.
     pub fn validate(&self) -> anyhow::Result<()> {
-        self.database
-            .validate()
-            .map_err(|e| anyhow::anyhow!("invalid config: {e}"))?;
-        self.worker
-            .validate()
-            .map_err(|e| anyhow::anyhow!("invalid config: {e}"))?;
+        let invalid = |e: String| anyhow::anyhow!("invalid config: {e}");
+        self.database.validate().map_err(invalid)?;
+        self.worker.validate().map_err(invalid)?;
+        for (name, provider) in &self.providers {
+            provider
+                .validate()
+                .map_err(|e| invalid(format!("providers.{name}.{}: {}", e.key, e.message)))?;
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for agent in &self.agents {
+            agent.validate().map_err(invalid)?;
+            if !seen.insert(agent.name.as_str()) {
+                return Err(invalid(format!(
+                    "agents: '{}' is defined twice; agent names must be unique",
+                    agent.name
+                )));
+            }
+            for model in std::iter::once(agent.provider.as_str()).chain(
+                agent
+                    .fallback
+                    .iter()
+                    .filter_map(|f| f.split_once('/').map(|(p, _)| p)),
+            ) {
+                if !self.providers.contains_key(model) {
+                    let known: Vec<&str> = self.providers.keys().map(String::as_str).collect();
+                    return Err(invalid(format!(
+                        "agents.{}: provider '{model}' is not configured; add a \
+                         [providers.{model}] table (configured: {})",
+                        agent.name,
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    )));
+                }
+            }
+        }
+        for tool in &self.command_tools {
+            tool.validate().map_err(invalid)?;
+        }
         Ok(())
+    }
+
+    /// A path from the file, resolved against the file's directory.
+    pub fn resolve_path(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base_dir.join(p)
+        }
     }
 }
 

@@ -5,8 +5,6 @@
 //! are one-shot operations on the same store.
 
 mod commands;
-mod config;
-mod echo;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +44,14 @@ enum Command {
     },
     /// Show how many jobs are in each state, and the live workers.
     Queue,
+    /// Run a sample agent end to end on the embedded default: SQLite, a scripted model (no
+    /// API key), real file and command tools. Prints the transcript and usage.
+    Demo {
+        /// Keep the demo's files (database, workspace) in this directory instead of a
+        /// temporary one.
+        #[arg(long, value_name = "DIR")]
+        keep: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {

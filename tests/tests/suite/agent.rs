@@ -172,7 +172,7 @@ impl ToolBox for FakeTools {
             .collect()
     }
 
-    fn durability(&self, _agent: &AgentDef, name: &str) -> Durability {
+    fn durability(&self, _agent: &AgentDef, name: &str, _input: &serde_json::Value) -> Durability {
         match name {
             "read" => Durability::ReadOnly,
             "put" => Durability::Idempotent,

@@ -75,10 +75,20 @@ fn database_url_comes_from_file_then_env_then_flag() {
 fn run_commands_enqueue_show_and_cancel() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
+    std::fs::write(
+        d.join("nightshift.toml"),
+        "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
+         [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\n",
+    )
+    .unwrap();
     assert!(nightshift(d, &["migrate"], &[]).status.success());
-    let bad = nightshift(d, &["run", "no spaces", "hi"], &[]);
+    let bad = nightshift(d, &["run", "nobody", "hi"], &[]);
     assert!(!bad.status.success());
-    assert!(text(&bad.stderr).contains("agent name 'no spaces' is not allowed"));
+    assert!(
+        text(&bad.stderr).contains("agent 'nobody' is not configured (configured agents: a)"),
+        "{}",
+        text(&bad.stderr)
+    );
     let bad = nightshift(d, &["run", "a", "hi", "--priority", "-5000"], &[]);
     assert!(text(&bad.stderr).contains("priority -5000 is out of range"));
     let queue = text(&nightshift(d, &["queue"], &[]).stdout);
@@ -118,4 +128,34 @@ fn run_commands_enqueue_show_and_cancel() {
     assert!(text(&again.stderr).contains("already finished as cancelled"));
     let missing = nightshift(d, &["runs", "show", "nope"], &[]);
     assert!(text(&missing.stderr).contains("run nope not found"));
+}
+
+#[test]
+fn the_demo_runs_an_agent_end_to_end_without_an_api_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("demo");
+    let out = nightshift(
+        dir.path(),
+        &["demo", "--keep", keep.to_str().unwrap()],
+        &[("ANTHROPIC_API_KEY", "")],
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("→ edit_file"), "{stdout}");
+    assert!(
+        stdout.contains("← Hello, Nightshift! [ok]"),
+        "the real command ran: {stdout}"
+    );
+    assert!(stdout.contains("status:  succeeded"), "{stdout}");
+    assert!(stdout.contains("usage:   5 model calls"), "{stdout}");
+    let workspaces: Vec<_> = std::fs::read_dir(keep.join("data/workspaces"))
+        .unwrap()
+        .collect();
+    assert_eq!(workspaces.len(), 1);
+    let fixed =
+        std::fs::read_to_string(workspaces[0].as_ref().unwrap().path().join("greet.sh")).unwrap();
+    assert!(
+        fixed.contains("echo \"Hello, "),
+        "the file was really edited: {fixed}"
+    );
 }

@@ -197,7 +197,7 @@ pub fn nightshift_bin() -> std::path::PathBuf {
     static BUILT: std::sync::Once = std::sync::Once::new();
     BUILT.call_once(|| {
         let ok = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "nightshift"])
+            .args(["build", "--quiet", "--bins"])
             .status()
             .expect("cargo build")
             .success();
@@ -209,8 +209,14 @@ pub fn nightshift_bin() -> std::path::PathBuf {
 }
 
 fn config_file(db: &TestDb, dir: &std::path::Path) -> std::path::PathBuf {
-    let mut text = format!(
-        "[database]\nurl = \"{}\"\n{}\n[worker]\nslots = 2\nheartbeat_ms = 200\nlease_ms = 2000\npoll_interval_ms = 100\n",
+    let script = r#"[{"content": [{"type": "text", "text": "hello from the script"}], "stop_reason": "end_turn"}]"#;
+    std::fs::write(dir.join("script.json"), script).unwrap();
+    let text = format!(
+        "[database]\nurl = \"{}\"\n{}\n\
+         [worker]\nslots = 2\nheartbeat_ms = 200\nlease_ms = 2000\npoll_interval_ms = 100\n\
+         [runtime]\ndata_dir = \"data\"\n\
+         [providers.scripted]\nkind = \"scripted\"\nscript = \"script.json\"\n\
+         [[agents]]\nname = \"echo\"\nprovider = \"scripted\"\nmodel = \"scripted-1\"\n",
         db.config.url,
         db.config
             .schema
@@ -218,7 +224,6 @@ fn config_file(db: &TestDb, dir: &std::path::Path) -> std::path::PathBuf {
             .map(|s| format!("schema = \"{s}\""))
             .unwrap_or_default()
     );
-    text.push('\n');
     let path = dir.join("nightshift.toml");
     std::fs::write(&path, text).unwrap();
     path
@@ -278,7 +283,23 @@ async fn nightshift_serve_end_to_end(db: &TestDb) {
         },
     )
     .await;
-    assert_eq!(run.result.as_deref(), Some("hello from the CLI"));
+    assert_eq!(run.result.as_deref(), Some("hello from the script"));
+    let kinds: Vec<String> = store
+        .events(&run_id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "run_started",
+            "user_message",
+            "assistant_message",
+            "finished"
+        ]
+    );
     serve.signal("TERM");
     let status = serve.wait_exit(Duration::from_secs(20)).await;
     assert!(

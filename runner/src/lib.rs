@@ -1,0 +1,35 @@
+//! # nightshift (library)
+//!
+//! The wiring of the `nightshift` binary, as a library so the test suite can build exactly
+//! what the daemon runs: the layered [`config`], the [`gateway`] to the model providers, the
+//! [`toolbox`] of real tools, and [`build_runtime`], which turns a config into the agent
+//! runtime the worker pool drives.
+
+pub mod config;
+pub mod demo;
+pub mod gateway;
+pub mod toolbox;
+pub mod transcript;
+
+use std::sync::Arc;
+
+use nightshift_agent::AgentRuntime;
+
+use crate::config::Config;
+use crate::gateway::Gateway;
+use crate::toolbox::Tools;
+
+/// The agent runtime for `config`: every agent resolved (system prompts read, hashes
+/// taken), its model chain and its tools built. Any problem is an error naming the agent and
+/// the key.
+pub fn build_runtime(config: &Config) -> anyhow::Result<AgentRuntime> {
+    let defs = config
+        .agents
+        .iter()
+        .map(|a| a.resolve(&config.base_dir))
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(|e| anyhow::anyhow!("invalid config: {e}"))?;
+    let gateway = Gateway::build(config)?;
+    let tools = Tools::build(config)?;
+    Ok(AgentRuntime::new(defs, Arc::new(gateway), Arc::new(tools)))
+}

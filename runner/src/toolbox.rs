@@ -1,0 +1,153 @@
+//! The runtime's [`ToolBox`], made of the real tools: one [`Registry`] per agent, and per
+//! call a [`ToolContext`] rooted in the run's own workspace directory
+//! (`<data_dir>/workspaces/<run id>`), with its artifacts beside it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use nightshift_agent::{AgentDef, Durability, ToolBox, ToolCall, ToolReply};
+use nightshift_llm::ToolSpec;
+use nightshift_tools::{
+    HttpAllowlist, Limits, Registry, RegistryConfig, SecretResolver, ToolClass, ToolContext,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+
+/// Tool registries by agent name, and what every call shares.
+pub struct Tools {
+    registries: HashMap<String, Registry>,
+    data_dir: PathBuf,
+    secrets: SecretResolver,
+    allowlist: HttpAllowlist,
+    limits: Limits,
+    env_allow: Vec<String>,
+}
+
+impl std::fmt::Debug for Tools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tools")
+            .field("agents", &self.registries.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Tools {
+    /// Builds every agent's registry; an unknown tool name is an error naming the agent.
+    pub fn build(config: &Config) -> anyhow::Result<Tools> {
+        let mut registries = HashMap::new();
+        for agent in &config.agents {
+            let command_tools = config
+                .command_tools
+                .iter()
+                .filter(|c| agent.tools.contains(&c.name))
+                .cloned()
+                .collect();
+            let registry = Registry::build(&RegistryConfig {
+                tools: agent.tools.clone(),
+                command_tools,
+                overrides: agent.tool_overrides.clone(),
+            })
+            .map_err(|e| anyhow::anyhow!("invalid config: agents.{}.tools: {e}", agent.name))?;
+            registries.insert(agent.name.clone(), registry);
+        }
+        let rt = &config.runtime;
+        Ok(Tools {
+            registries,
+            data_dir: config.resolve_path(&rt.data_dir),
+            secrets: SecretResolver::from_env(&rt.secrets),
+            allowlist: HttpAllowlist::new(rt.http_allowlist.iter()),
+            limits: Limits {
+                output_cap_bytes: rt.output_cap_bytes,
+                command_timeout: Duration::from_secs(rt.command_timeout_seconds),
+                ..Limits::default()
+            },
+            env_allow: rt.command_env.clone(),
+        })
+    }
+
+    /// The workspace directory of a run.
+    pub fn workspace(&self, run_id: &str) -> PathBuf {
+        self.data_dir.join("workspaces").join(run_id)
+    }
+
+    fn context(
+        &self,
+        call: &ToolCall<'_>,
+        cancel: &CancellationToken,
+    ) -> std::io::Result<ToolContext> {
+        let workspace = self.workspace(call.run_id);
+        std::fs::create_dir_all(&workspace)?;
+        let artifacts = self.data_dir.join("artifacts").join(call.run_id);
+        Ok(
+            ToolContext::new(call.run_id, call.call_id, workspace, artifacts)?
+                .with_cancel(cancel.clone())
+                .with_secrets(self.secrets.clone())
+                .with_http_allowlist(self.allowlist.clone())
+                .with_limits(self.limits.clone())
+                .with_env_allow(self.env_allow.iter()),
+        )
+    }
+}
+
+impl ToolBox for Tools {
+    fn specs(&self, agent: &AgentDef) -> Vec<ToolSpec> {
+        self.registries
+            .get(&agent.config.name)
+            .map(|r| {
+                r.specs()
+                    .into_iter()
+                    .map(|d| ToolSpec {
+                        name: d.name,
+                        description: d.description,
+                        input_schema: d.input_schema,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn durability(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> Durability {
+        let class = self
+            .registries
+            .get(&agent.config.name)
+            .and_then(|r| r.class_for(name, input));
+        match class {
+            Some(ToolClass::ReadOnly) => Durability::ReadOnly,
+            Some(ToolClass::Idempotent) => Durability::Idempotent,
+            Some(ToolClass::SideEffect) | None => Durability::SideEffect,
+        }
+    }
+
+    fn call<'a>(
+        &'a self,
+        agent: &'a AgentDef,
+        call: ToolCall<'a>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ToolReply> {
+        Box::pin(async move {
+            let Some(registry) = self.registries.get(&agent.config.name) else {
+                return ToolReply {
+                    content: format!("agent {} has no tools", agent.config.name),
+                    is_error: true,
+                };
+            };
+            let ctx = match self.context(&call, cancel) {
+                Ok(ctx) => ctx,
+                Err(e) => {
+                    return ToolReply {
+                        content: format!("the run's workspace is not usable: {e}"),
+                        is_error: true,
+                    };
+                }
+            };
+            let out = registry.call(&ctx, call.name, call.input.clone()).await;
+            ToolReply {
+                content: out.content,
+                is_error: out.is_error,
+            }
+        })
+    }
+}

@@ -1,0 +1,67 @@
+//! A run's events as a transcript a person reads: what the user asked, what the model said
+//! and which tools it called with what result, and the end. Used by `nightshift demo` and
+//! `nightshift run --wait`.
+
+use nightshift_agent::RunEvent;
+use nightshift_llm::ContentBlock;
+use nightshift_store::Event;
+
+/// At most this many lines of a tool result are shown.
+const RESULT_LINES: usize = 6;
+
+/// The lines for one stored event (none for bookkeeping events).
+pub fn render(event: &Event) -> Vec<String> {
+    let Ok(parsed) = RunEvent::parse(&event.event_type, &event.payload) else {
+        return vec![format!("[{}] (unreadable event)", event.seq)];
+    };
+    match parsed {
+        RunEvent::RunStarted { agent, .. } => vec![format!("── run started (agent {agent})")],
+        RunEvent::UserMessage { message } => vec![format!("user> {}", message.text())],
+        RunEvent::AssistantMessage { message, model, .. } => {
+            let mut lines = Vec::new();
+            for block in &message.content {
+                match block {
+                    ContentBlock::Text { text } if !text.trim().is_empty() => {
+                        lines.push(format!("assistant ({model})> {text}"));
+                    }
+                    ContentBlock::ToolUse { name, input, .. } => {
+                        lines.push(format!("  → {name} {input}"));
+                    }
+                    _ => {}
+                }
+            }
+            lines
+        }
+        RunEvent::ToolStarted { .. } => Vec::new(),
+        RunEvent::ToolResult {
+            content,
+            is_error,
+            interrupted,
+            ..
+        } => {
+            let tag = if interrupted {
+                "interrupted"
+            } else if is_error {
+                "error"
+            } else {
+                "ok"
+            };
+            let mut lines: Vec<String> = content
+                .lines()
+                .take(RESULT_LINES)
+                .map(|l| format!("  ← {l}"))
+                .collect();
+            let total = content.lines().count();
+            if total > RESULT_LINES {
+                lines.push(format!("  ← … {} more lines", total - RESULT_LINES));
+            }
+            if lines.is_empty() {
+                lines.push("  ← (no output)".to_string());
+            }
+            lines[0] = format!("{} [{tag}]", lines[0]);
+            lines
+        }
+        RunEvent::Compacted { .. } => vec!["── the conversation was compacted".to_string()],
+        RunEvent::Finished { status, .. } => vec![format!("── run {status}")],
+    }
+}
