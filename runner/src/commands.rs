@@ -10,8 +10,8 @@ use nightshift_scheduler::{RunRequest, submit};
 use nightshift_store::{CancelOutcome, Store, SystemClock, Trigger};
 use nightshift_worker::{Pool, shutdown_on_signals};
 
-use nightshift_runner::build_runtime;
 use nightshift_runner::config::{Config, Overrides};
+use nightshift_runner::{api, build_runtime};
 
 use crate::Cli;
 use crate::Command;
@@ -38,11 +38,23 @@ pub struct RunArgs {
     /// Dead-letter after this many attempts (default 5).
     #[arg(long)]
     max_attempts: Option<i64>,
+    /// Follow the run: print its transcript as it happens and exit when it ends (non-zero
+    /// unless it succeeded). The daemon (`nightshift serve`) must be running.
+    #[arg(long)]
+    wait: bool,
 }
 
 /// `nightshift runs …`
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
+    /// List runs, newest first.
+    List {
+        /// Only runs in this state (queued, running, waiting, succeeded, failed, …).
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+    },
     /// Print a run and its jobs as JSON.
     Show { id: String },
     /// Print a run's events as JSON lines.
@@ -95,6 +107,16 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
     // Everything the config names (agents, tools, providers) is checked before the database
     // is touched.
     let runtime = build_runtime(config)?;
+    let data_dir = config.resolve_path(&config.runtime.data_dir);
+    let (token, token_source) = api::resolve_token(&config.server.token_env, &data_dir)?;
+    let listener = tokio::net::TcpListener::bind(&config.server.address)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {} (server.address)",
+                config.server.address
+            )
+        })?;
     let shutdown = shutdown_on_signals().context("cannot install signal handlers")?;
     let report = store.migrate().await?;
     tracing::info!(
@@ -103,8 +125,30 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
         agents = ?runtime.agent_names(),
         "store ready"
     );
+    let state = api::ApiState {
+        store: store.clone(),
+        agents: Arc::new(runtime.agent_names()),
+        token: Arc::new(token),
+    };
+    let address = listener.local_addr()?;
+    tracing::info!(%address, token = %token_source, "HTTP API listening");
+    let server_stop = shutdown.clone();
+    let server = tokio::spawn(async move {
+        let served = axum::serve(listener, api::router(state))
+            .with_graceful_shutdown({
+                let stop = server_stop.clone();
+                async move { stop.cancelled().await }
+            })
+            .await;
+        // A server that stops on its own (an error) takes the daemon down with it.
+        server_stop.cancel();
+        served
+    });
     let pool = Pool::new(store.clone(), runtime, config.worker.clone());
-    pool.run(shutdown).await?;
+    let pooled = pool.run(shutdown.clone()).await;
+    shutdown.cancel();
+    server.await?.context("the HTTP server failed")?;
+    pooled?;
     Ok(())
 }
 
@@ -131,6 +175,7 @@ async fn run(store: &Store, config: &Config, args: RunArgs) -> anyhow::Result<()
         delay: args.delay.map(Duration::from_secs),
         max_attempts: args.max_attempts,
     };
+    let wait = args.wait;
     let enqueued = submit(store, req).await?;
     if enqueued.duplicate {
         println!(
@@ -140,11 +185,40 @@ async fn run(store: &Store, config: &Config, args: RunArgs) -> anyhow::Result<()
     } else {
         println!("{}\t(enqueued as job {})", enqueued.run_id, enqueued.job_id);
     }
+    if wait {
+        let run = nightshift_runner::demo::follow(store, &enqueued.run_id, Duration::MAX).await?;
+        println!("status: {}", run.status);
+        println!(
+            "usage: {} model calls, {} input + {} output tokens, ${:.4}",
+            run.turns, run.input_tokens, run.output_tokens, run.cost_usd
+        );
+        if run.status != nightshift_store::RunStatus::Succeeded {
+            anyhow::bail!(
+                "run {} ended as {}: {}",
+                run.id,
+                run.status,
+                run.error.unwrap_or_default()
+            );
+        }
+    }
     Ok(())
 }
 
 async fn runs(store: &Store, command: RunsCommand) -> anyhow::Result<()> {
     match command {
+        RunsCommand::List { status, limit } => {
+            let status = status
+                .as_deref()
+                .map(str::parse::<nightshift_store::RunStatus>)
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+            for run in store.list_runs(status, limit).await? {
+                println!(
+                    "{}\t{}\t{}\t{} turns\t${:.4}",
+                    run.id, run.agent, run.status, run.turns, run.cost_usd
+                );
+            }
+        }
         RunsCommand::Show { id } => {
             let run = store
                 .run(&id)

@@ -133,7 +133,7 @@ pub async fn follow(
     run_id: &str,
     timeout: Duration,
 ) -> anyhow::Result<nightshift_store::Run> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    let deadline = tokio::time::Instant::now().checked_add(timeout);
     let mut seen = 0;
     loop {
         for event in store.events(run_id, seen).await? {
@@ -154,7 +154,7 @@ pub async fn follow(
             }
             return Ok(run);
         }
-        if tokio::time::Instant::now() >= deadline {
+        if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
             anyhow::bail!(
                 "run {run_id} did not finish within {timeout:?} (it is {})",
                 run.status

@@ -5,6 +5,7 @@
 //! [`toolbox`] of real tools, and [`build_runtime`], which turns a config into the agent
 //! runtime the worker pool drives.
 
+pub mod api;
 pub mod config;
 pub mod demo;
 pub mod gateway;

@@ -566,6 +566,18 @@ macro_rules! queue_operations {
                     .await?)
             }
 
+            pub(crate) async fn list_runs(
+                &self,
+                status: Option<&str>,
+                limit: i64,
+            ) -> $crate::Result<Vec<$crate::model::Run>> {
+                Ok(sqlx::query_as(sql!("list_runs"))
+                    .bind(status)
+                    .bind(limit)
+                    .fetch_all(self.reader())
+                    .await?)
+            }
+
             pub(crate) async fn job(&self, id: i64) -> $crate::Result<Option<$crate::model::Job>> {
                 Ok(sqlx::query_as(sql!("get_job"))
                     .bind(id)

@@ -205,6 +205,13 @@ impl Store {
         dispatch!(self, b => b.run(id))
     }
 
+    /// Runs, newest first, optionally only those in `status`; at most `limit` (1-1000).
+    pub async fn list_runs(&self, status: Option<RunStatus>, limit: i64) -> Result<Vec<Run>> {
+        let limit = limit.clamp(1, 1000);
+        let status = status.map(RunStatus::as_str);
+        dispatch!(self, b => b.list_runs(status, limit))
+    }
+
     /// A job by id.
     pub async fn job(&self, id: i64) -> Result<Option<Job>> {
         dispatch!(self, b => b.job(id))

@@ -5,11 +5,13 @@
 //! - `process`: real processes (the test worker and `nightshift` itself) killed with real
 //!   signals.
 //! - `agent`: the agent runtime: loop, WAL, recovery, fidelity, budgets, compaction.
+//! - `api`: the HTTP API: token, enqueue, dedupe, validation, listing, events, cancel.
 //! - `cli`: the `nightshift` command line.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
 mod agent;
+mod api;
 mod cli;
 mod pool;
 mod process;

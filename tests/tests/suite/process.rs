@@ -15,16 +15,16 @@ on_both_backends! {
 }
 
 /// A child process that is killed if the test ends without waiting for it.
-struct Proc {
-    child: Child,
+pub(crate) struct Proc {
+    pub(crate) child: Child,
 }
 
 impl Proc {
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    fn signal(&self, name: &str) {
+    pub(crate) fn signal(&self, name: &str) {
         let ok = Command::new("kill")
             .args([format!("-{name}"), self.pid().to_string()])
             .status()
@@ -33,7 +33,7 @@ impl Proc {
         assert!(ok, "kill -{name} {}", self.pid());
     }
 
-    async fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+    pub(crate) async fn wait_exit(&mut self, within: Duration) -> ExitStatus {
         let deadline = tokio::time::Instant::now() + within;
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
@@ -208,11 +208,28 @@ pub fn nightshift_bin() -> std::path::PathBuf {
     dir.join("nightshift")
 }
 
-fn config_file(db: &TestDb, dir: &std::path::Path) -> std::path::PathBuf {
+/// A free loopback port for a daemon's API (bound and released; the tiny race with other
+/// processes is acceptable in tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The token test daemons run with (`NIGHTSHIFT_API_TOKEN`).
+pub const API_TOKEN: &str = "process-test-token";
+
+/// A config for `nightshift serve` on `db` with one scripted agent `echo`; returns its path
+/// and the API's base URL.
+fn config_file(db: &TestDb, dir: &std::path::Path) -> (std::path::PathBuf, String) {
     let script = r#"[{"content": [{"type": "text", "text": "hello from the script"}], "stop_reason": "end_turn"}]"#;
     std::fs::write(dir.join("script.json"), script).unwrap();
+    let port = free_port();
     let text = format!(
         "[database]\nurl = \"{}\"\n{}\n\
+         [server]\naddress = \"127.0.0.1:{port}\"\n\
          [worker]\nslots = 2\nheartbeat_ms = 200\nlease_ms = 2000\npoll_interval_ms = 100\n\
          [runtime]\ndata_dir = \"data\"\n\
          [providers.scripted]\nkind = \"scripted\"\nscript = \"script.json\"\n\
@@ -226,43 +243,42 @@ fn config_file(db: &TestDb, dir: &std::path::Path) -> std::path::PathBuf {
     );
     let path = dir.join("nightshift.toml");
     std::fs::write(&path, text).unwrap();
-    path
+    (path, format!("http://127.0.0.1:{port}"))
 }
 
 async fn nightshift_serve_end_to_end(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config_file(db, dir.path());
+    let (cfg, api) = config_file(db, dir.path());
     let bin = nightshift_bin();
     let mut serve = Proc {
         child: Command::new(&bin)
             .arg("--config")
             .arg(&cfg)
             .arg("serve")
+            .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn nightshift serve"),
     };
     let store = db.store().await;
-    let out = Command::new(&bin)
-        .arg("--config")
-        .arg(&cfg)
-        .args([
-            "run",
-            "echo",
-            "hello from the CLI",
-            "--idempotency-key",
-            "once",
-        ])
-        .output()
+    let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
+    eventually(Duration::from_secs(30), "the API to answer", || async {
+        let r = http.get(format!("{api}/healthz")).send().await.ok()?;
+        r.status().is_success().then_some(())
+    })
+    .await;
+    let created: serde_json::Value = http
+        .post(format!("{api}/v1/runs"))
+        .bearer_auth(API_TOKEN)
+        .json(&serde_json::json!({"agent": "echo", "prompt": "hello over HTTP", "idempotency_key": "once"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let run_id = stdout.split('\t').next().unwrap().trim().to_string();
+    let run_id = created["run_id"].as_str().expect("a run id").to_string();
     let again = Command::new(&bin)
         .arg("--config")
         .arg(&cfg)
@@ -272,18 +288,23 @@ async fn nightshift_serve_end_to_end(db: &TestDb) {
     let again = String::from_utf8(again.stdout).unwrap();
     assert!(
         again.starts_with(&run_id) && again.contains("already enqueued"),
-        "{again}"
+        "the CLI sees the API's run: {again}"
     );
-    let run = eventually(
-        Duration::from_secs(30),
-        "the echo run to succeed",
-        || async {
-            let run = store.run(&run_id).await.unwrap()?;
-            (run.status == RunStatus::Succeeded).then_some(run)
-        },
-    )
+    let run = eventually(Duration::from_secs(30), "the run to succeed", || async {
+        let run: serde_json::Value = http
+            .get(format!("{api}/v1/runs/{run_id}"))
+            .bearer_auth(API_TOKEN)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        (run["status"] == "succeeded").then_some(run)
+    })
     .await;
-    assert_eq!(run.result.as_deref(), Some("hello from the script"));
+    assert_eq!(run["result"], "hello from the script");
+    assert_eq!(run["turns"], 1);
     let kinds: Vec<String> = store
         .events(&run_id, 0)
         .await
@@ -300,6 +321,31 @@ async fn nightshift_serve_end_to_end(db: &TestDb) {
             "finished"
         ]
     );
+    let waited = Command::new(&bin)
+        .arg("--config")
+        .arg(&cfg)
+        .args(["run", "echo", "and from the CLI", "--wait"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&waited.stdout);
+    assert!(
+        waited.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+    assert!(out.contains("user> and from the CLI"), "{out}");
+    assert!(
+        out.contains("assistant (scripted-1)> hello from the script"),
+        "{out}"
+    );
+    assert!(out.contains("status: succeeded"), "{out}");
+    let listed = Command::new(&bin)
+        .arg("--config")
+        .arg(&cfg)
+        .args(["runs", "list", "--status", "succeeded"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&listed.stdout).lines().count(), 2);
     serve.signal("TERM");
     let status = serve.wait_exit(Duration::from_secs(20)).await;
     assert!(

@@ -49,6 +49,16 @@ async fn dedupe_returns_the_existing_ids(db: &TestDb) {
         .await
         .unwrap();
     assert!(!other.duplicate && other.run_id != first.run_id);
+    let listed = store.list_runs(Some(RunStatus::Queued), 10).await.unwrap();
+    assert_eq!(listed.len(), 2, "the duplicate made no run");
+    assert_eq!(listed[0].id, other.run_id, "newest first");
+    assert!(
+        store
+            .list_runs(Some(RunStatus::Running), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let without = store.enqueue(&NewRun::new("a", "p4")).await.unwrap();
     let without2 = store.enqueue(&NewRun::new("a", "p4")).await.unwrap();
     assert_ne!(without.run_id, without2.run_id, "no key, no dedupe");

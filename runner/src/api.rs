@@ -1,0 +1,331 @@
+//! The HTTP API of `nightshift serve`, behind a bearer token compared in constant time.
+//!
+//! | method | path | does |
+//! |---|---|---|
+//! | `POST` | `/v1/runs` | enqueue a run: `{agent, prompt, idempotency_key?, priority?, lane?, delay_seconds?, run_at?, max_attempts?}` → 202 with its id (200 and the first run's id for a repeated idempotency key) |
+//! | `GET` | `/v1/runs?status=&limit=` | runs, newest first |
+//! | `GET` | `/v1/runs/{id}` | a run: status, usage, cost, result, error |
+//! | `GET` | `/v1/runs/{id}/events?after=N` | its event log |
+//! | `POST` | `/v1/runs/{id}/cancel` | cancel it |
+//! | `GET` | `/healthz` | liveness, without the token |
+//!
+//! Every error is JSON `{"error": "…"}` saying what was wrong; a refused request changes
+//! nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use nightshift_scheduler::{IntakeError, RunRequest, submit};
+use nightshift_store::{CancelOutcome, Error as StoreError, RunStatus, Store, Trigger};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct ApiState {
+    pub store: Store,
+    /// The configured agent names.
+    pub agents: Arc<Vec<String>>,
+    pub token: Arc<String>,
+}
+
+impl std::fmt::Debug for ApiState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiState")
+            .field("agents", &self.agents)
+            .field("token", &"[redacted]")
+            .finish()
+    }
+}
+
+/// The API's routes.
+pub fn router(state: ApiState) -> Router {
+    let v1 = Router::new()
+        .route("/v1/runs", post(create_run).get(list_runs))
+        .route("/v1/runs/{id}", get(show_run))
+        .route("/v1/runs/{id}/events", get(run_events))
+        .route("/v1/runs/{id}/cancel", post(cancel_run))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    Router::new()
+        .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
+        .merge(v1)
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint") })
+        .with_state(state)
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": message.into() }))).into_response()
+}
+
+async fn require_token(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    req: Request,
+    next: Next,
+) -> Response {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if bool::from(given.as_bytes().ct_eq(state.token.as_bytes())) {
+        next.run(req).await
+    } else {
+        error(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong API token; send `Authorization: Bearer <token>`",
+        )
+    }
+}
+
+/// The body of `POST /v1/runs`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRun {
+    pub agent: String,
+    pub prompt: String,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    #[serde(default)]
+    pub priority: Option<i64>,
+    #[serde(default)]
+    pub lane: Option<String>,
+    /// Start no earlier than this many seconds from now.
+    #[serde(default)]
+    pub delay_seconds: Option<u64>,
+    /// Start no earlier than this time (RFC 3339, e.g. `2026-12-01T07:00:00Z`).
+    #[serde(default)]
+    pub run_at: Option<String>,
+    #[serde(default)]
+    pub max_attempts: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Created {
+    run_id: String,
+    job_id: i64,
+    duplicate: bool,
+}
+
+async fn create_run(
+    State(state): State<ApiState>,
+    body: Result<Json<CreateRun>, JsonRejection>,
+) -> Response {
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("invalid request body: {}", e.body_text()),
+            );
+        }
+    };
+    if !state.agents.contains(&body.agent) {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!(
+                "agent '{}' is not configured; configured agents: {}",
+                body.agent,
+                state.agents.join(", ")
+            ),
+        );
+    }
+    let delay = match (&body.delay_seconds, &body.run_at) {
+        (Some(_), Some(_)) => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "give delay_seconds or run_at, not both",
+            );
+        }
+        (Some(s), None) => Some(Duration::from_secs(*s)),
+        (None, Some(at)) => match chrono::DateTime::parse_from_rfc3339(at) {
+            Ok(t) => {
+                let ms = t.timestamp_millis() - state.store.now();
+                Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+            }
+            Err(e) => {
+                return error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("run_at '{at}' is not an RFC 3339 time like 2026-12-01T07:00:00Z: {e}"),
+                );
+            }
+        },
+        (None, None) => None,
+    };
+    let req = RunRequest {
+        agent: body.agent,
+        prompt: body.prompt,
+        trigger: Trigger::Api,
+        idempotency_key: body.idempotency_key,
+        lane: body.lane,
+        priority: body.priority,
+        delay,
+        max_attempts: body.max_attempts,
+    };
+    match submit(&state.store, req).await {
+        Ok(e) => {
+            let status = if e.duplicate {
+                StatusCode::OK
+            } else {
+                StatusCode::ACCEPTED
+            };
+            (
+                status,
+                Json(Created {
+                    run_id: e.run_id,
+                    job_id: e.job_id,
+                    duplicate: e.duplicate,
+                }),
+            )
+                .into_response()
+        }
+        Err(IntakeError::Invalid(m)) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
+        Err(IntakeError::Store(e)) => store_error(e),
+    }
+}
+
+fn store_error(e: StoreError) -> Response {
+    match e {
+        StoreError::NotFound { .. } => error(StatusCode::NOT_FOUND, e.to_string()),
+        StoreError::Conflict(m) => error(StatusCode::CONFLICT, m),
+        StoreError::Invalid(m) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
+        e if e.is_transient() => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        e => {
+            tracing::error!(error = %e, "API request failed");
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    status: Option<String>,
+    limit: Option<i64>,
+}
+
+async fn list_runs(
+    State(state): State<ApiState>,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(q) = match q {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+    };
+    let status = match q.status.as_deref().map(str::parse::<RunStatus>) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(m)) => return error(StatusCode::BAD_REQUEST, m),
+    };
+    match state.store.list_runs(status, q.limit.unwrap_or(50)).await {
+        Ok(runs) => Json(json!({ "runs": runs })).into_response(),
+        Err(e) => store_error(e),
+    }
+}
+
+async fn show_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    match state.store.run(&id).await {
+        Ok(Some(run)) => Json(run).into_response(),
+        Ok(None) => error(StatusCode::NOT_FOUND, format!("run {id} not found")),
+        Err(e) => store_error(e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    after: Option<i64>,
+}
+
+async fn run_events(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    q: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(q) = match q {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+    };
+    match state.store.run(&id).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return error(StatusCode::NOT_FOUND, format!("run {id} not found")),
+        Err(e) => return store_error(e),
+    }
+    match state.store.events(&id, q.after.unwrap_or(0)).await {
+        Ok(events) => {
+            let events: Vec<Value> = events
+                .into_iter()
+                .map(|e| {
+                    json!({
+                        "seq": e.seq,
+                        "type": e.event_type,
+                        "created_at": e.created_at,
+                        "payload": serde_json::from_str::<Value>(&e.payload).unwrap_or(Value::String(e.payload)),
+                    })
+                })
+                .collect();
+            Json(json!({ "events": events })).into_response()
+        }
+        Err(e) => store_error(e),
+    }
+}
+
+async fn cancel_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    match state.store.cancel_run(&id).await {
+        Ok(CancelOutcome::Cancelled) => {
+            Json(json!({"run_id": id, "status": "cancelled"})).into_response()
+        }
+        Ok(CancelOutcome::Requested) => (
+            StatusCode::ACCEPTED,
+            Json(json!({"run_id": id, "status": "cancel_requested"})),
+        )
+            .into_response(),
+        Err(e) => store_error(e),
+    }
+}
+
+/// The API token: from the environment variable `token_env` when set, else the one kept in
+/// `<data_dir>/api-token` (made, readable by this user only, on first use).
+pub fn resolve_token(
+    token_env: &str,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<(String, String)> {
+    if let Ok(t) = std::env::var(token_env)
+        && !t.trim().is_empty()
+    {
+        return Ok((t.trim().to_string(), format!("from ${token_env}")));
+    }
+    let path = data_dir.join("api-token");
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => {
+            return Ok((t.trim().to_string(), format!("from {}", path.display())));
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => anyhow::bail!("cannot read the API token file {}: {e}", path.display()),
+    }
+    std::fs::create_dir_all(data_dir)?;
+    let token = format!(
+        "ns_{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("cannot create the API token file {}: {e}", path.display()))?;
+    f.write_all(token.as_bytes())?;
+    Ok((token, format!("new, written to {}", path.display())))
+}

@@ -1,0 +1,298 @@
+//! The HTTP API over a real listener on loopback and a real store on both backends: the
+//! token, enqueue with dedupe, validation errors that change nothing, listing, events and
+//! cancellation.
+
+use std::sync::Arc;
+
+use nightshift_runner::api::{ApiState, router};
+use nightshift_store::{NewRun, RunStatus, Store};
+use nightshift_tests::{TestDb, on_both_backends};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+on_both_backends! {
+    the_api_needs_the_token => the_api_needs_the_token;
+    runs_are_enqueued_deduped_listed_and_cancelled => runs_lifecycle_over_http;
+    bad_requests_are_explained_and_change_nothing => bad_requests_change_nothing;
+}
+
+const TOKEN: &str = "test-token-123";
+
+struct Api {
+    base: String,
+    http: reqwest::Client,
+    store: Store,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl Api {
+    async fn start(db: &TestDb) -> Api {
+        let store = db.store().await;
+        let state = ApiState {
+            store: store.clone(),
+            agents: Arc::new(vec!["helper".to_string(), "reviewer".to_string()]),
+            token: Arc::new(TOKEN.to_string()),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router(state)).await.unwrap();
+        });
+        Api {
+            base,
+            // The workspace builds reqwest with rustls and no default crypto provider; the
+            // product's own client builder installs one.
+            http: nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default())
+                .unwrap(),
+            store,
+            _server: server,
+        }
+    }
+
+    async fn send(&self, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let url = format!("{}{path}", self.base);
+        let mut req = self
+            .http
+            .request(method.parse().unwrap(), url)
+            .bearer_auth(TOKEN);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+}
+
+async fn the_api_needs_the_token(db: &TestDb) {
+    let api = Api::start(db).await;
+    let url = format!("{}/v1/runs", api.base);
+    let none = api.http.get(&url).send().await.unwrap();
+    assert_eq!(none.status(), StatusCode::UNAUTHORIZED);
+    let body: Value = none.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("Authorization: Bearer")
+    );
+    let wrong = api
+        .http
+        .get(&url)
+        .bearer_auth("test-token-124")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    let post = api
+        .http
+        .post(&url)
+        .bearer_auth("nope")
+        .json(&json!({"agent": "helper", "prompt": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(post.status(), StatusCode::UNAUTHORIZED);
+    assert!(
+        api.store.list_runs(None, 10).await.unwrap().is_empty(),
+        "nothing enqueued"
+    );
+    let health = api
+        .http
+        .get(format!("{}/healthz", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), StatusCode::OK, "health needs no token");
+    let (status, _) = api.send("GET", "/v1/runs", None).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+async fn runs_lifecycle_over_http(db: &TestDb) {
+    let api = Api::start(db).await;
+    let body = json!({"agent": "helper", "prompt": "review PR 7", "idempotency_key": "pr-7",
+                      "priority": 5, "lane": "interactive"});
+    let (status, created) = api.send("POST", "/v1/runs", Some(body.clone())).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{created}");
+    assert_eq!(created["duplicate"], false);
+    let run_id = created["run_id"].as_str().unwrap().to_string();
+    let (status, again) = api.send("POST", "/v1/runs", Some(body)).await;
+    assert_eq!(
+        (status, &again["run_id"], &again["duplicate"]),
+        (StatusCode::OK, &json!(run_id), &json!(true))
+    );
+
+    let (status, run) = api.send("GET", &format!("/v1/runs/{run_id}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (run["status"].as_str(), run["agent"].as_str()),
+        (Some("queued"), Some("helper"))
+    );
+    assert_eq!(run["input"], "review PR 7");
+    let jobs = api.store.jobs_of_run(&run_id).await.unwrap();
+    assert_eq!(
+        (jobs[0].priority, jobs[0].lane.as_str()),
+        (5, "interactive")
+    );
+
+    let other = api
+        .store
+        .enqueue(&NewRun::new("reviewer", "later"))
+        .await
+        .unwrap();
+    let (_, list) = api
+        .send("GET", "/v1/runs?status=queued&limit=10", None)
+        .await;
+    let ids: Vec<&str> = list["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![other.run_id.as_str(), run_id.as_str()]);
+
+    let lease = api
+        .store
+        .claim("w", None, 1, std::time::Duration::from_secs(30))
+        .await
+        .unwrap()
+        .remove(0);
+    lease
+        .append_event(
+            "user_message",
+            r#"{"type":"user_message","message":{"role":"user","content":[]}}"#,
+        )
+        .await
+        .unwrap();
+    let (_, events) = api
+        .send(
+            "GET",
+            &format!("/v1/runs/{}/events", lease.job().run_id),
+            None,
+        )
+        .await;
+    assert_eq!(events["events"][0]["seq"], 1);
+    assert_eq!(
+        events["events"][0]["payload"]["type"], "user_message",
+        "payload as JSON"
+    );
+    let (_, none_after) = api
+        .send(
+            "GET",
+            &format!("/v1/runs/{}/events?after=1", lease.job().run_id),
+            None,
+        )
+        .await;
+    assert_eq!(none_after["events"], json!([]));
+
+    let running = lease.job().run_id.clone();
+    let queued = if running == run_id {
+        other.run_id.clone()
+    } else {
+        run_id.clone()
+    };
+    let (status, c) = api
+        .send("POST", &format!("/v1/runs/{queued}/cancel"), None)
+        .await;
+    assert_eq!(
+        (status, c["status"].as_str()),
+        (StatusCode::OK, Some("cancelled"))
+    );
+    let (status, c) = api
+        .send("POST", &format!("/v1/runs/{running}/cancel"), None)
+        .await;
+    assert_eq!(
+        (status, c["status"].as_str()),
+        (StatusCode::ACCEPTED, Some("cancel_requested"))
+    );
+    let (status, c) = api
+        .send("POST", &format!("/v1/runs/{queued}/cancel"), None)
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(
+        c["error"]
+            .as_str()
+            .unwrap()
+            .contains("already finished as cancelled")
+    );
+    assert_eq!(
+        api.store.run(&queued).await.unwrap().unwrap().status,
+        RunStatus::Cancelled
+    );
+}
+
+async fn bad_requests_change_nothing(db: &TestDb) {
+    let api = Api::start(db).await;
+    let cases = [
+        (
+            json!({"agent": "nobody", "prompt": "x"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "agent 'nobody' is not configured; configured agents: helper, reviewer",
+        ),
+        (
+            json!({"agent": "helper", "prompt": "x", "promt": 1}),
+            StatusCode::BAD_REQUEST,
+            "unknown field `promt`",
+        ),
+        (
+            json!({"agent": "helper"}),
+            StatusCode::BAD_REQUEST,
+            "missing field `prompt`",
+        ),
+        (
+            json!({"agent": "helper", "prompt": " "}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "the prompt is empty",
+        ),
+        (
+            json!({"agent": "helper", "prompt": "x", "priority": 99999}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "priority 99999 is out of range",
+        ),
+        (
+            json!({"agent": "helper", "prompt": "x", "run_at": "tomorrow"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "run_at 'tomorrow' is not an RFC 3339 time",
+        ),
+        (
+            json!({"agent": "helper", "prompt": "x", "run_at": "2030-01-01T00:00:00Z", "delay_seconds": 5}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "not both",
+        ),
+    ];
+    for (body, want, message) in cases {
+        let (status, err) = api.send("POST", "/v1/runs", Some(body.clone())).await;
+        assert_eq!(status, want, "{body}: {err}");
+        assert!(
+            err["error"].as_str().unwrap().contains(message),
+            "{body}: {err}"
+        );
+    }
+    let raw = api
+        .http
+        .post(format!("{}/v1/runs", api.base))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), StatusCode::BAD_REQUEST);
+    assert!(
+        api.store.list_runs(None, 10).await.unwrap().is_empty(),
+        "nothing was enqueued"
+    );
+    let (status, _) = api.send("GET", "/v1/runs/nope", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, err) = api.send("GET", "/v1/runs?status=sleeping", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown RunStatus 'sleeping'"),
+        "{err}"
+    );
+    let (status, _) = api.send("GET", "/v2/nothing", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
