@@ -238,4 +238,23 @@ mod tests {
         );
         assert_eq!(Config::parse("", "x").unwrap(), Config::default());
     }
+
+    #[test]
+    fn the_example_config_is_the_defaults_and_its_samples_are_valid() {
+        let example = include_str!("../../ops/nightshift.example.toml");
+        let parsed = Config::parse(example, "example").unwrap();
+        assert_eq!(parsed, Config::default(), "the example shows the defaults");
+        // Uncomment the sample provider, agent and command tool: they must parse and validate.
+        let start = example.find("# [providers.anthropic]").unwrap();
+        let samples: String = example[start..]
+            .lines()
+            .map(|l| l.strip_prefix("# ").or(l.strip_prefix("#")).unwrap_or(l))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let full = format!("{}\n{samples}", &example[..start]);
+        let config = Config::parse(&full, "example with samples").unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.agents[0].budgets.max_turns, 50);
+        assert_eq!(config.command_tools[0].name, "lint");
+    }
 }
