@@ -7,6 +7,7 @@
 //! - `agent`: the agent runtime: loop, WAL, recovery, fidelity, budgets, compaction.
 //! - `api`: the HTTP API: token, enqueue, dedupe, validation, listing, events, cancel.
 //! - `cli`: the `nightshift` command line.
+//! - `provider`: the daemon against a fake Anthropic Messages API on loopback.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -15,5 +16,6 @@ mod api;
 mod cli;
 mod pool;
 mod process;
+mod provider;
 mod queue;
 mod setup;
