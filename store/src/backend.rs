@@ -238,6 +238,20 @@ macro_rules! queue_operations {
                     .await?)
             }
 
+            /// The value a lease-guarded statement returned, or `LeaseLost` (with the reason
+            /// read from the job row) when it matched no row.
+            async fn fenced<T>(
+                &self,
+                job_id: i64,
+                token: i64,
+                row: Option<T>,
+            ) -> $crate::Result<T> {
+                match row {
+                    Some(v) => Ok(v),
+                    None => Err(self.lost(job_id, token).await),
+                }
+            }
+
             async fn lost(&self, job_id: i64, token: i64) -> $crate::Error {
                 match self.lease_probe(job_id).await {
                     Ok(probe) => $crate::store::lease_lost(job_id, token, probe),
@@ -261,10 +275,7 @@ macro_rules! queue_operations {
                     .bind(now)
                     .fetch_optional(self.writer())
                     .await?;
-                match seq {
-                    Some(seq) => Ok(seq),
-                    None => Err(self.lost(job_id, token).await),
-                }
+                self.fenced(job_id, token, seq).await
             }
 
             pub(crate) async fn write_checkpoint(
@@ -287,10 +298,7 @@ macro_rules! queue_operations {
                     .bind(now)
                     .fetch_optional(self.writer())
                     .await?;
-                match written {
-                    Some(_) => Ok(()),
-                    None => Err(self.lost(job_id, token).await),
-                }
+                self.fenced(job_id, token, written).await.map(|_| ())
             }
 
             pub(crate) async fn record_progress(
@@ -313,10 +321,7 @@ macro_rules! queue_operations {
                     .bind(now)
                     .fetch_optional(self.writer())
                     .await?;
-                match updated {
-                    Some(_) => Ok(()),
-                    None => Err(self.lost(job_id, token).await),
-                }
+                self.fenced(job_id, token, updated).await.map(|_| ())
             }
 
             pub(crate) async fn complete(
