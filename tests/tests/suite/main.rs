@@ -7,6 +7,7 @@
 //! - `agent`: the agent runtime: loop, WAL, recovery, fidelity, budgets, compaction.
 //! - `api`: the HTTP API: token, enqueue, dedupe, validation, listing, events, cancel.
 //! - `cli`: the `nightshift` command line.
+//! - `crash`: real `nightshift serve` SIGKILLed mid-tool-call and between turns; cancellation.
 //! - `provider`: the daemon against a fake Anthropic Messages API on loopback.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
@@ -14,6 +15,7 @@
 mod agent;
 mod api;
 mod cli;
+mod crash;
 mod pool;
 mod process;
 mod provider;

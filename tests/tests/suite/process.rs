@@ -191,12 +191,18 @@ async fn sigterm_past_grace_releases(db: &TestDb) {
     assert_eq!(taken.len(), 1);
 }
 
-/// The `nightshift` binary, brought up to date once per test process (`cargo test` builds
-/// only this package's binaries; a stale one would test old code).
+/// The `nightshift` binary, brought up to date once per test process. `cargo test` builds
+/// only this package's binaries, so this runs the same `cargo build --bins` as
+/// `scripts/test`, from the workspace root (a no-op there, and never a stale binary when a
+/// test is run on its own).
 pub fn nightshift_bin() -> std::path::PathBuf {
     static BUILT: std::sync::Once = std::sync::Once::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
     BUILT.call_once(|| {
         let ok = Command::new(env!("CARGO"))
+            .current_dir(root)
             .args(["build", "--quiet", "--bins"])
             .status()
             .expect("cargo build")
@@ -205,7 +211,9 @@ pub fn nightshift_bin() -> std::path::PathBuf {
     });
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    dir.join("nightshift")
+    let bin = dir.join("nightshift");
+    assert!(bin.exists(), "no nightshift binary at {}", bin.display());
+    bin
 }
 
 /// A free loopback port for a daemon's API (bound and released; the tiny race with other
