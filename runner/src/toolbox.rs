@@ -87,7 +87,8 @@ impl Tools {
                 .with_secrets(self.secrets.clone())
                 .with_http_allowlist(self.allowlist.clone())
                 .with_limits(self.limits.clone())
-                .with_env_allow(self.env_allow.iter()),
+                .with_env_allow(self.env_allow.iter())
+                .with_idempotency_key(call.idempotency_key),
         )
     }
 }

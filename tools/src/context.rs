@@ -127,6 +127,7 @@ pub struct ToolContext {
     http_allowlist: HttpAllowlist,
     limits: Limits,
     env_allow: Vec<String>,
+    idempotency_key: Option<String>,
 }
 
 impl ToolContext {
@@ -160,6 +161,7 @@ impl ToolContext {
             http_allowlist: HttpAllowlist::default(),
             limits: Limits::default(),
             env_allow: Vec::new(),
+            idempotency_key: None,
         })
     }
 
@@ -197,6 +199,7 @@ impl ToolContext {
     pub fn for_call(&self, tool_call_id: impl Into<String>) -> Self {
         ToolContext {
             tool_call_id: tool_call_id.into(),
+            idempotency_key: None,
             ..self.clone()
         }
     }
@@ -209,9 +212,19 @@ impl ToolContext {
         &self.tool_call_id
     }
 
+    /// Sets the idempotency key explicitly: the agent loop passes the key it logged in the
+    /// call's `tool_started` event, so a re-run after a crash uses exactly that key.
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// The key given by [`with_idempotency_key`](Self::with_idempotency_key), else
     /// `<run id>:<tool call id>`: the same for every attempt of the same call.
     pub fn idempotency_key(&self) -> String {
-        format!("{}:{}", self.run_id, self.tool_call_id)
+        self.idempotency_key
+            .clone()
+            .unwrap_or_else(|| format!("{}:{}", self.run_id, self.tool_call_id))
     }
 
     /// The run's workspace directory (canonical).
@@ -264,5 +277,20 @@ mod tests {
         assert!(!list.allows("127.0.0.1", Some(8081)));
         assert!(list.allows("[::1]", Some(1)));
         assert!(!HttpAllowlist::default().allows("localhost", Some(80)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_explicit_idempotency_key_wins_and_is_not_inherited_by_other_calls() {
+        let dir = std::env::temp_dir();
+        let ctx = ToolContext::new("run-1", "call-1", &dir, dir.join("artifacts")).unwrap();
+        assert_eq!(ctx.idempotency_key(), "run-1:call-1");
+        let logged = ctx.clone().with_idempotency_key("key-from-the-log");
+        assert_eq!(logged.idempotency_key(), "key-from-the-log");
+        assert_eq!(logged.for_call("call-2").idempotency_key(), "run-1:call-2");
     }
 }
