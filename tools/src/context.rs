@@ -278,11 +278,6 @@ mod tests {
         assert!(list.allows("[::1]", Some(1)));
         assert!(!HttpAllowlist::default().allows("localhost", Some(80)));
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     #[test]
     fn an_explicit_idempotency_key_wins_and_is_not_inherited_by_other_calls() {
