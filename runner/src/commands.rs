@@ -125,6 +125,14 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
         agents = ?runtime.agent_names(),
         "store ready"
     );
+    let reaped = nightshift_runner::reap_orphaned_tools(config)
+        .context("cannot clean up tool processes left by a previous daemon")?;
+    if reaped > 0 {
+        tracing::warn!(
+            reaped,
+            "killed tool processes a crashed daemon left running"
+        );
+    }
     let state = api::ApiState {
         store: store.clone(),
         agents: Arc::new(runtime.agent_names()),
@@ -176,6 +184,9 @@ async fn run(store: &Store, config: &Config, args: RunArgs) -> anyhow::Result<()
         max_attempts: args.max_attempts,
     };
     let wait = args.wait;
+    // A run can be enqueued before the daemon first started: bring the schema up first
+    // (idempotent, under the migration lock).
+    store.migrate().await?;
     let enqueued = submit(store, req).await?;
     if enqueued.duplicate {
         println!(

@@ -34,3 +34,12 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<AgentRuntime> {
     let tools = Tools::build(config)?;
     Ok(AgentRuntime::new(defs, Arc::new(gateway), Arc::new(tools)))
 }
+
+/// Kills tool process groups that a daemon on the same data directory left running when it
+/// crashed (see `nightshift_tools::ProcessRegistry`). `serve` calls it before resuming runs.
+pub fn reap_orphaned_tools(config: &Config) -> std::io::Result<usize> {
+    nightshift_tools::ProcessRegistry::new(
+        config.resolve_path(&config.runtime.data_dir).join("procs"),
+    )
+    .reap()
+}

@@ -10,7 +10,8 @@ use futures::future::BoxFuture;
 use nightshift_agent::{AgentDef, Durability, ToolBox, ToolCall, ToolReply};
 use nightshift_llm::ToolSpec;
 use nightshift_tools::{
-    HttpAllowlist, Limits, Registry, RegistryConfig, SecretResolver, ToolClass, ToolContext,
+    HttpAllowlist, Limits, ProcessRegistry, Registry, RegistryConfig, SecretResolver, ToolClass,
+    ToolContext,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +25,7 @@ pub struct Tools {
     allowlist: HttpAllowlist,
     limits: Limits,
     env_allow: Vec<String>,
+    processes: ProcessRegistry,
 }
 
 impl std::fmt::Debug for Tools {
@@ -65,6 +67,7 @@ impl Tools {
                 ..Limits::default()
             },
             env_allow: rt.command_env.clone(),
+            processes: ProcessRegistry::new(config.resolve_path(&rt.data_dir).join("procs")),
         })
     }
 
@@ -88,7 +91,8 @@ impl Tools {
                 .with_http_allowlist(self.allowlist.clone())
                 .with_limits(self.limits.clone())
                 .with_env_allow(self.env_allow.iter())
-                .with_idempotency_key(call.idempotency_key),
+                .with_idempotency_key(call.idempotency_key)
+                .with_process_registry(self.processes.clone()),
         )
     }
 }

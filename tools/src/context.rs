@@ -128,6 +128,7 @@ pub struct ToolContext {
     limits: Limits,
     env_allow: Vec<String>,
     idempotency_key: Option<String>,
+    processes: Option<crate::orphans::ProcessRegistry>,
 }
 
 impl ToolContext {
@@ -162,6 +163,7 @@ impl ToolContext {
             limits: Limits::default(),
             env_allow: Vec::new(),
             idempotency_key: None,
+            processes: None,
         })
     }
 
@@ -210,6 +212,18 @@ impl ToolContext {
 
     pub fn tool_call_id(&self) -> &str {
         &self.tool_call_id
+    }
+
+    /// Records the process groups of this call's commands in `registry`, so a daemon that
+    /// restarts after a crash can kill what its predecessor left running.
+    pub fn with_process_registry(mut self, registry: crate::orphans::ProcessRegistry) -> Self {
+        self.processes = Some(registry);
+        self
+    }
+
+    /// The registry of running process groups, if any.
+    pub fn process_registry(&self) -> Option<&crate::orphans::ProcessRegistry> {
+        self.processes.as_ref()
     }
 
     /// Sets the idempotency key explicitly: the agent loop passes the key it logged in the

@@ -33,6 +33,7 @@
 mod builtins;
 mod command_tool;
 mod context;
+mod orphans;
 mod output;
 mod paths;
 mod process;
@@ -47,6 +48,7 @@ pub use builtins::search::{Grep, ListFiles};
 pub use builtins::todo::{Todo, TodoStatus, TodoWrite, parse_todos, render_todos};
 pub use command_tool::{CommandTool, CommandToolConfig};
 pub use context::{HttpAllowlist, Limits, ToolContext};
+pub use orphans::ProcessRegistry;
 pub use registry::{Registry, RegistryConfig, RegistryError, ToolOverride};
 pub use secrets::{SecretError, SecretResolver};
 

@@ -5,7 +5,8 @@
 //! daemon's secrets never reach it); it leads its own process group, and that whole group is
 //! stopped on timeout or cancellation (SIGTERM, then SIGKILL after `kill_grace`, so a process
 //! ignoring SIGTERM dies too), when the main process exits (leftover background processes),
-//! and if the future running it is dropped. Output is read concurrently into a bounded
+//! and if the future running it is dropped; while it runs, the group is recorded in the
+//! context's process registry, so a daemon restarted after a crash can kill it. Output is read concurrently into a bounded
 //! [`Capture`]; a process that escaped the group and keeps the pipe open cannot make the call
 //! hang (reading stops shortly after the main process is gone).
 
@@ -122,6 +123,11 @@ pub(crate) async fn run(ctx: &ToolContext, spec: ProcessSpec) -> Result<ProcessR
             .map(Pid::from_raw),
     };
 
+    // Recorded for as long as the call runs (see `orphans`).
+    let _registered = match (ctx.process_registry(), guard.pgid) {
+        (Some(registry), Some(pgid)) => registry.register(pgid.as_raw()),
+        _ => None,
+    };
     if let (Some(input), Some(mut stdin)) = (spec.stdin, child.stdin.take()) {
         tokio::spawn(async move {
             // A process that does not read its stdin is not an error.

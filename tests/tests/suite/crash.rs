@@ -20,6 +20,7 @@ on_both_backends! {
     sigkill_mid_tool_call_recovers_each_durability_class => sigkill_mid_tool_call;
     sigkill_between_model_turns_repeats_no_turn => sigkill_between_model_turns;
     runs_cancel_stops_a_running_command_within_seconds => cancel_stops_a_running_command;
+    a_restarted_daemon_kills_the_tool_processes_its_predecessor_left => restart_reaps_orphans;
 }
 
 /// Short leases, so a SIGKILLed daemon's jobs are reclaimed quickly.
@@ -540,4 +541,53 @@ async fn cancel_stops_a_running_command(db: &TestDb) {
         }
     );
     sigterm(serve).await;
+}
+
+async fn restart_reaps_orphans(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pid_file = d.join("tool.pid");
+    let program = format!("echo $$ > {}; exec sleep 60", sh_path(&pid_file));
+    let body = agent(
+        d,
+        "orphan",
+        &["slow"],
+        json!([tool_turn("call_1", "slow", json!({})), text_turn("done")]),
+    ) + &command_tool("slow", "side_effect", &program);
+    let cfg = write_config(db, d, FAST_WORKER, &body);
+    let mut first = serve(&cfg);
+    let run_id = enqueue(&cfg, "orphan");
+    let pid = eventually(Duration::from_secs(30), "the tool to start", || async {
+        read_pid(&pid_file)
+    })
+    .await;
+    sigkill(&mut first).await;
+    assert!(
+        alive(pid),
+        "SIGKILL of the daemon leaves its tool running (the case handled here)"
+    );
+    let second = serve(&cfg);
+    eventually(
+        Duration::from_secs(15),
+        "the orphaned tool to be killed",
+        || async { (!alive(pid)).then_some(()) },
+    )
+    .await;
+    let store = db.store().await;
+    let run = wait_finished(&store, &run_id).await;
+    assert_eq!(run.status, RunStatus::Succeeded);
+    let results: Vec<bool> = events(&store, &run_id)
+        .await
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            RunEvent::ToolResult { interrupted, .. } => Some(interrupted),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        vec![true],
+        "the side effect is reported as interrupted, not re-run"
+    );
+    sigterm(second).await;
 }
