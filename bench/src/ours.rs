@@ -1,0 +1,153 @@
+//! Nightshift's own queue as a benchmark [`Subject`].
+//!
+//! What it measures: `Store::enqueue` (one transaction per job: the run row and its start
+//! job), and a `nightshift_worker::Pool` of 4 slots draining no-op jobs (claim, run, ack, each
+//! write fenced by the job's lease token).
+//!
+//! How: SQLite gets a fresh file in the bench's temp dir opened with the store's defaults
+//! (WAL, `synchronous=FULL`, one writer connection and a pool of readers). PostgreSQL gets a
+//! fresh schema (created by `migrate`, dropped on teardown) in the bench database. The pool
+//! runs with `poll_interval_ms: 1000, heartbeat_ms: 10_000, lease_ms: 30_000`; it wakes at once
+//! on enqueue (in-process signal on SQLite, LISTEN/NOTIFY on PostgreSQL). A job counts as done
+//! when its row is `succeeded`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use nightshift_store::{NewRun, Store, StoreConfig, SystemClock};
+use nightshift_worker::{Handler, JobContext, Outcome, Pool, PoolConfig};
+use sqlx::postgres::PgConnection;
+use sqlx::{AssertSqlSafe, Connection};
+use tokio_util::sync::CancellationToken;
+
+use crate::harness::{Probe, Running, Subject};
+
+/// The pool settings every run uses (4 slots, the defaults otherwise).
+pub(crate) fn pool_config() -> PoolConfig {
+    PoolConfig {
+        slots: 4,
+        poll_interval_ms: 1000,
+        heartbeat_ms: 10_000,
+        lease_ms: 30_000,
+        ..PoolConfig::default()
+    }
+}
+
+/// Where our store lives for one run, so teardown can remove it.
+#[derive(Debug)]
+enum Place {
+    File(std::path::PathBuf),
+    Schema { admin_url: String, schema: String },
+}
+
+/// Our store on a fresh SQLite file or PostgreSQL schema.
+#[derive(Debug)]
+pub(crate) struct Ours {
+    store: Store,
+    place: Place,
+    run: NewRun,
+}
+
+impl Ours {
+    /// A migrated store on a fresh SQLite file `name` in `dir`.
+    pub(crate) async fn sqlite(dir: &Path, name: &str) -> Result<Self> {
+        let path = dir.join(format!("{name}.db"));
+        let config = StoreConfig::for_url(format!("sqlite://{}", path.display()));
+        Self::open(&config, Place::File(path)).await
+    }
+
+    /// A migrated store in a fresh schema `schema` of the database at `url`.
+    pub(crate) async fn postgres(url: &str, schema: &str) -> Result<Self> {
+        let mut config = StoreConfig::for_url(url);
+        config.schema = Some(schema.to_string());
+        let place = Place::Schema {
+            admin_url: url.to_string(),
+            schema: schema.to_string(),
+        };
+        Self::open(&config, place).await
+    }
+
+    async fn open(config: &StoreConfig, place: Place) -> Result<Self> {
+        let store = Store::connect(config, Arc::new(SystemClock))
+            .await
+            .context("connecting our store")?;
+        if let Err(e) = store.migrate().await {
+            store.close().await;
+            let _ = remove(place).await;
+            return Err(e).context("migrating our store");
+        }
+        Ok(Self {
+            store,
+            place,
+            run: NewRun::new("agent", "payload"),
+        })
+    }
+}
+
+/// The no-op handler: reports its start and succeeds.
+struct Noop {
+    probe: Probe,
+}
+
+impl Handler for Noop {
+    async fn handle(&self, _ctx: JobContext) -> Outcome {
+        self.probe.started();
+        Outcome::succeeded("")
+    }
+}
+
+impl Subject for Ours {
+    async fn enqueue(&mut self) -> Result<()> {
+        self.store.enqueue(&self.run).await?;
+        Ok(())
+    }
+
+    async fn done(&self) -> Result<u64> {
+        let counts = self.store.job_counts().await?;
+        Ok(counts
+            .iter()
+            .find(|(state, _)| state == "succeeded")
+            .map_or(0, |(_, n)| u64::try_from(*n).unwrap_or(0)))
+    }
+
+    fn start(&mut self, probe: Probe) -> Result<Running> {
+        let config = pool_config();
+        config.validate().map_err(anyhow::Error::msg)?;
+        let stop = CancellationToken::new();
+        let pool = Pool::new(self.store.clone(), Noop { probe }, config);
+        let token = stop.clone();
+        let join = tokio::spawn(async move {
+            let report = pool.run(token).await?;
+            if report.lease_lost + report.failed_writes > 0 {
+                anyhow::bail!("pool reported problems: {report:?}");
+            }
+            Ok(())
+        });
+        Ok(Running { stop, join })
+    }
+
+    async fn teardown(self) -> Result<()> {
+        self.store.close().await;
+        remove(self.place).await
+    }
+}
+
+/// Deletes the file (with its WAL) or drops the schema.
+async fn remove(place: Place) -> Result<()> {
+    match place {
+        Place::File(path) => {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+        }
+        Place::Schema { admin_url, schema } => {
+            let mut conn = PgConnection::connect(&admin_url).await?;
+            // `schema` is generated by the bench (letters, digits, underscores).
+            let drop = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
+            sqlx::query(AssertSqlSafe(drop)).execute(&mut conn).await?;
+            conn.close().await?;
+        }
+    }
+    Ok(())
+}
