@@ -64,6 +64,8 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_claim ON jobs (priority DESC, run_at, id) WHERE status = 'queued';
 CREATE INDEX jobs_claim_lane ON jobs (lane, priority DESC, run_at, id) WHERE status = 'queued';
 CREATE INDEX jobs_lease_expiry ON jobs (lease_expires_at) WHERE status = 'running';
+-- The earliest due time of queued work, so an idle pool sleeps exactly until it.
+CREATE INDEX jobs_next_due ON jobs (run_at) WHERE status = 'queued';
 CREATE INDEX jobs_run ON jobs (run_id);
 
 -- The write-ahead log of a run. (run_id, seq) is unique, so an event is never written twice.

@@ -185,11 +185,10 @@ macro_rules! queue_operations {
                     .bind(limit)
                     .fetch_all(&mut *tx)
                     .await?;
-                if !jobs.is_empty() {
-                    let run_ids: Vec<&str> = jobs.iter().map(|j| j.run_id.as_str()).collect();
-                    sqlx::query(sql!("mark_runs_running"))
+                for job in &jobs {
+                    sqlx::query(sql!("mark_run_running"))
                         .bind(now)
-                        .bind(serde_json::to_string(&run_ids).expect("ids serialise"))
+                        .bind(&job.run_id)
                         .execute(&mut *tx)
                         .await?;
                 }

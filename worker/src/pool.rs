@@ -88,7 +88,13 @@ impl<H: Handler> Pool<H> {
                         ));
                         running.insert(handle.id(), slot);
                     }
-                    (claimed_all, self.idle_wait().await)
+                    // Only a pool about to go idle needs to know when the next job is due.
+                    let wait = if claimed_all {
+                        Duration::ZERO
+                    } else {
+                        self.idle_wait().await
+                    };
+                    (claimed_all, wait)
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "claiming failed; trying again after the poll interval");

@@ -1,4 +1,0 @@
--- $1 now, $2 JSON array of run ids
-UPDATE runs SET status = 'running', started_at = COALESCE(started_at, $1), updated_at = $1
-WHERE id IN (SELECT jsonb_array_elements_text($2::jsonb))
-  AND status IN ('queued', 'waiting', 'awaiting_approval')
