@@ -1,0 +1,387 @@
+//! # runtime-bench
+//!
+//! Measures the agent runtime's durability costs and prints one table:
+//! 1. **WAL overhead per tool call**: a loop of no-op tool calls, each logged as `tool_started`
+//!    and `tool_result` under the job's lease (and folded into the run state), against the
+//!    same loop folding the state in memory without the writes; µs per call, on SQLite
+//!    (WAL, `synchronous=FULL`) and PostgreSQL.
+//! 2. **Checkpoints** of 10, 100 and 1,000-message conversations (text and tool results of a
+//!    realistic mix of sizes): raw JSON size, gzip size and ratio, encode and decode time.
+//! 3. **Resume latency**: claim → first model request, for a run whose newest checkpoint holds
+//!    10, 100 or 1,000 messages with a few events after it, through the real
+//!    [`AgentRuntime`] (load checkpoint, fold events, build the request).
+//!
+//! Usage: `cargo run --release -p nightshift-bench --bin runtime-bench [-- --sqlite-only]`.
+//! PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`), each measurement in a fresh schema.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use futures::future::BoxFuture;
+use nightshift_agent::checkpoint;
+use nightshift_agent::events::{Durability, RunEvent};
+use nightshift_agent::{
+    AgentConfig, AgentDef, AgentRuntime, ModelFailure, ModelGateway, RunState, ToolBox, ToolCall,
+    ToolReply,
+};
+use nightshift_llm::{
+    ContentBlock, Message, ModelRequest, ModelResponse, Role, StopReason, ToolSpec, Usage,
+};
+use nightshift_store::{NewRun, Store, StoreConfig, SystemClock};
+use nightshift_worker::{Handler, JobContext};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const LEASE: Duration = Duration::from_secs(300);
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let sqlite_only = std::env::args().any(|a| a == "--sqlite-only");
+    let pg_url = std::env::var("NIGHTSHIFT_BENCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let dir = tempfile::tempdir()?;
+    let mut backends = vec![("SQLite", sqlite_config(&dir, "wal"))];
+    if !sqlite_only {
+        let mut pg = StoreConfig::for_url(&pg_url);
+        pg.schema = Some(format!("bench_rt_{}", std::process::id()));
+        if Store::connect(&pg, Arc::new(SystemClock)).await.is_ok() {
+            backends.push(("PostgreSQL", pg));
+        } else {
+            println!("note: PostgreSQL at {pg_url} is unreachable; its rows are skipped");
+        }
+    }
+
+    println!("## WAL overhead per tool call (no-op tool, 500 calls)");
+    println!(
+        "{:<12} {:>16} {:>16} {:>16}",
+        "backend", "with WAL µs/call", "no WAL µs/call", "WAL cost µs/call"
+    );
+    for (name, config) in &backends {
+        let (with, without) = wal_overhead(config, 500).await?;
+        println!(
+            "{name:<12} {with:>16.1} {without:>16.2} {:>16.1}",
+            with - without
+        );
+    }
+
+    println!();
+    println!("## Checkpoints (gzip of versioned JSON)");
+    println!(
+        "{:<10} {:>12} {:>12} {:>8} {:>12} {:>12}",
+        "messages", "raw bytes", "gzip bytes", "ratio", "encode µs", "decode µs"
+    );
+    for n in [10, 100, 1000] {
+        let state = conversation(n);
+        let (enc, encode_us) = time_avg(20, || checkpoint::encode(&state));
+        let (_, decode_us) = time_avg(20, || checkpoint::decode(&enc.body).expect("decodes"));
+        println!(
+            "{n:<10} {:>12} {:>12} {:>7.1}x {encode_us:>12.0} {decode_us:>12.0}",
+            enc.raw_size,
+            enc.body.len(),
+            enc.raw_size as f64 / enc.body.len() as f64
+        );
+    }
+
+    println!();
+    println!("## Resume latency: claim → first model request (median of 5)");
+    println!("{:<12} {:>10} {:>14}", "backend", "messages", "latency ms");
+    for (name, config) in &backends {
+        for n in [10, 100, 1000] {
+            let ms = resume_latency(config, n).await?;
+            println!("{name:<12} {n:>10} {ms:>14.2}");
+        }
+    }
+    Ok(())
+}
+
+fn sqlite_config(dir: &tempfile::TempDir, name: &str) -> StoreConfig {
+    StoreConfig::for_url(format!(
+        "sqlite://{}",
+        dir.path().join(format!("{name}.db")).display()
+    ))
+}
+
+async fn fresh_store(config: &StoreConfig) -> Result<Store> {
+    let mut config = config.clone();
+    if let Some(schema) = &config.schema {
+        config.schema = Some(format!("{schema}_{}", uuid_suffix()));
+    } else {
+        config.url = config.url.replace(".db", &format!("_{}.db", uuid_suffix()));
+    }
+    let store = Store::connect(&config, Arc::new(SystemClock)).await?;
+    store.migrate().await?;
+    Ok(store)
+}
+
+fn uuid_suffix() -> String {
+    format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+fn time_avg<T>(n: u32, mut f: impl FnMut() -> T) -> (T, f64) {
+    let start = Instant::now();
+    let mut last = f();
+    for _ in 1..n {
+        last = f();
+    }
+    (last, start.elapsed().as_secs_f64() * 1e6 / f64::from(n))
+}
+
+/// µs per no-op tool call with the WAL writes, and without them.
+async fn wal_overhead(config: &StoreConfig, calls: usize) -> Result<(f64, f64)> {
+    let store = fresh_store(config).await?;
+    store.enqueue(&NewRun::new("bench", "p")).await?;
+    let lease = store.claim("bench", None, 1, LEASE).await?.remove(0);
+    let mut state = RunState::default();
+    let tool_round = |i: usize| {
+        let id = format!("toolu_{i}");
+        (
+            RunEvent::AssistantMessage {
+                message: Message {
+                    role: Role::Assistant,
+                    content: vec![ContentBlock::ToolUse {
+                        id: id.clone(),
+                        name: "noop".into(),
+                        input: json!({}),
+                    }],
+                },
+                stop_reason: StopReason::ToolUse,
+                usage: Usage::default(),
+                model: "m".into(),
+                cost_usd: 0.0,
+            },
+            RunEvent::ToolStarted {
+                call_id: id.clone(),
+                name: "noop".into(),
+                input: json!({}),
+                durability: Durability::ReadOnly,
+                idempotency_key: format!("r:{id}"),
+            },
+            RunEvent::ToolResult {
+                call_id: id,
+                content: "ok".into(),
+                is_error: false,
+                interrupted: false,
+            },
+        )
+    };
+    // With the WAL: the reply is folded in memory (its cost belongs to the model call), the
+    // tool's intent and result are appended under the lease, then folded.
+    let mut seq = 0;
+    let mut wal = Duration::ZERO;
+    for i in 0..calls {
+        let (reply, started, result) = tool_round(i);
+        seq = lease.append_event(reply.kind(), &reply.payload()).await?;
+        state.apply(seq, &reply).map_err(anyhow::Error::msg)?;
+        let t = Instant::now();
+        for event in [started, result] {
+            seq = lease.append_event(event.kind(), &event.payload()).await?;
+            state.apply(seq, &event).map_err(anyhow::Error::msg)?;
+        }
+        wal += t.elapsed();
+    }
+    // Without: the same events folded in memory only.
+    let mut mem = RunState::default();
+    let mut mem_seq = 0;
+    let mut plain = Duration::ZERO;
+    for i in 0..calls {
+        let (reply, started, result) = tool_round(i);
+        mem_seq += 1;
+        mem.apply(mem_seq, &reply).map_err(anyhow::Error::msg)?;
+        let t = Instant::now();
+        for event in [started, result] {
+            mem_seq += 1;
+            let _payload = event.payload();
+            mem.apply(mem_seq, &event).map_err(anyhow::Error::msg)?;
+        }
+        plain += t.elapsed();
+    }
+    let _ = seq;
+    store.close().await;
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / calls as f64;
+    Ok((per(wal), per(plain)))
+}
+
+/// A conversation of `n` messages: a prompt, then rounds of a reply with a tool call and its
+/// result, sized like real work (replies of ~300 bytes, results from 100 bytes to 4 KB).
+fn conversation(n: usize) -> RunState {
+    let mut state = RunState::default();
+    let mut seq = 0;
+    let mut apply = |state: &mut RunState, e: RunEvent| {
+        seq += 1;
+        state.apply(seq, &e).expect("folds");
+    };
+    apply(
+        &mut state,
+        RunEvent::UserMessage {
+            message: Message::user_text(
+                "Review the change in src/parser.rs and fix what the tests report.",
+            ),
+        },
+    );
+    let mut i = 0;
+    while state.messages.len() < n {
+        let id = format!("toolu_{i:04}");
+        let prose =
+            "I will read the next part of the file to see how the tokens are consumed. ".repeat(4);
+        apply(
+            &mut state,
+            RunEvent::AssistantMessage {
+                message: Message {
+                    role: Role::Assistant,
+                    content: vec![
+                        ContentBlock::Text { text: prose },
+                        ContentBlock::ToolUse {
+                            id: id.clone(),
+                            name: "read_file".into(),
+                            input: json!({"path": format!("src/mod_{i}.rs"), "offset": i * 40, "limit": 40}),
+                        },
+                    ],
+                },
+                stop_reason: StopReason::ToolUse,
+                usage: Usage {
+                    input_tokens: 1200 + i as u64,
+                    output_tokens: 90,
+                    ..Usage::default()
+                },
+                model: "claude-x".into(),
+                cost_usd: 0.001,
+            },
+        );
+        let lines: String = (0..(2 + (i * 7) % 60))
+            .map(|l| {
+                format!(
+                    "{:>6}\tlet token_{l} = lexer.next_token()?; // step {i}\n",
+                    l + 1
+                )
+            })
+            .collect();
+        apply(
+            &mut state,
+            RunEvent::ToolResult {
+                call_id: id,
+                content: lines,
+                is_error: false,
+                interrupted: false,
+            },
+        );
+        i += 1;
+    }
+    state
+}
+
+struct FirstRequest {
+    at: Mutex<Option<Instant>>,
+}
+
+impl ModelGateway for FirstRequest {
+    fn call<'a>(
+        &'a self,
+        _agent: &'a AgentDef,
+        _req: &'a ModelRequest,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelFailure>> {
+        Box::pin(async move {
+            self.at.lock().unwrap().get_or_insert_with(Instant::now);
+            Ok(ModelResponse {
+                id: "m".into(),
+                model: "m".into(),
+                content: vec![ContentBlock::Text {
+                    text: "done".into(),
+                }],
+                stop_reason: StopReason::EndTurn,
+                usage: Usage::default(),
+                rate_limits: Default::default(),
+            })
+        })
+    }
+}
+
+struct NoTools;
+
+impl ToolBox for NoTools {
+    fn specs(&self, _agent: &AgentDef) -> Vec<ToolSpec> {
+        Vec::new()
+    }
+    fn durability(&self, _agent: &AgentDef, _name: &str, _input: &serde_json::Value) -> Durability {
+        Durability::ReadOnly
+    }
+    fn call<'a>(
+        &'a self,
+        _agent: &'a AgentDef,
+        _call: ToolCall<'a>,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ToolReply> {
+        Box::pin(async {
+            ToolReply {
+                content: String::new(),
+                is_error: false,
+            }
+        })
+    }
+}
+
+/// Median ms from claim to the first model request, for a run whose checkpoint holds `n`
+/// messages and that has a few events after it.
+async fn resume_latency(config: &StoreConfig, n: usize) -> Result<f64> {
+    let agent: AgentConfig = serde_json::from_value(
+        json!({"name": "bench", "provider": "p", "model": "m", "budgets": {"max_turns": 1_000_000}}),
+    )?;
+    let def = agent
+        .resolve(std::path::Path::new("."))
+        .map_err(anyhow::Error::msg)?;
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let store = fresh_store(config).await?;
+        store.enqueue(&NewRun::new("bench", "p")).await?;
+        let lease = store.claim("seed", None, 1, LEASE).await?.remove(0);
+        // Seed: a checkpoint holding a conversation of n messages, then events after it.
+        let started = RunEvent::RunStarted {
+            agent: "bench".into(),
+            agent_hash: def.hash.clone(),
+        };
+        let seq = lease
+            .append_event(started.kind(), &started.payload())
+            .await?;
+        let mut cp = conversation(n);
+        cp.agent_hash = Some(def.hash.clone());
+        cp.through_seq = seq;
+        lease
+            .write_checkpoint(
+                seq,
+                checkpoint::FORMAT_VERSION,
+                &checkpoint::encode(&cp).body,
+            )
+            .await?;
+        for i in 0..3 {
+            let note = RunEvent::UserMessage {
+                message: Message::user_text(format!("note {i}")),
+            };
+            lease.append_event(note.kind(), &note.payload()).await?;
+        }
+        lease.release("seeded").await?;
+        let gateway = Arc::new(FirstRequest {
+            at: Mutex::new(None),
+        });
+        let runtime = AgentRuntime::new([def.clone()], gateway.clone(), Arc::new(NoTools));
+        let start = Instant::now();
+        let lease = store.claim("bench", None, 1, LEASE).await?.remove(0);
+        runtime.handle(JobContext::new(lease)).await;
+        let first = gateway
+            .at
+            .lock()
+            .unwrap()
+            .expect("a model request was made");
+        samples.push((first - start).as_secs_f64() * 1e3);
+        store.close().await;
+    }
+    samples.sort_by(|a, b| a.total_cmp(b));
+    Ok(samples[samples.len() / 2])
+}
