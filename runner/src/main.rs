@@ -56,10 +56,15 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The demo prints a transcript; the daemon's progress logs would interleave with it.
+    let default_filter = match cli.command {
+        Command::Demo { .. } => "warn",
+        _ => "info,sqlx=warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
