@@ -197,7 +197,8 @@ async fn run(store: &Store, config: &Config, args: RunArgs) -> anyhow::Result<()
         println!("{}\t(enqueued as job {})", enqueued.run_id, enqueued.job_id);
     }
     if wait {
-        let run = nightshift_runner::demo::follow(store, &enqueued.run_id, Duration::MAX).await?;
+        let run =
+            nightshift_runner::transcript::follow(store, &enqueued.run_id, Duration::MAX).await?;
         println!("status: {}", run.status);
         println!(
             "usage: {} model calls, {} input + {} output tokens, ${:.4}",

@@ -92,7 +92,7 @@ pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     let pool =
         tokio::spawn(Pool::new(store.clone(), runtime, config.worker.clone()).run(stop.clone()));
-    let run = follow(&store, &run_id, Duration::from_secs(60)).await?;
+    let run = transcript::follow(&store, &run_id, Duration::from_secs(60)).await?;
     stop.cancel();
     pool.await??;
 
@@ -125,43 +125,6 @@ pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
         anyhow::bail!("the demo run ended as {}", run.status);
     }
     Ok(())
-}
-
-/// Prints a run's transcript as events arrive, until it reaches a terminal state.
-pub async fn follow(
-    store: &Store,
-    run_id: &str,
-    timeout: Duration,
-) -> anyhow::Result<nightshift_store::Run> {
-    let deadline = tokio::time::Instant::now().checked_add(timeout);
-    let mut seen = 0;
-    loop {
-        for event in store.events(run_id, seen).await? {
-            for line in transcript::render(&event) {
-                println!("{line}");
-            }
-            seen = event.seq;
-        }
-        let run = store
-            .run(run_id)
-            .await?
-            .with_context(|| format!("run {run_id} not found"))?;
-        if run.status.is_terminal() {
-            for event in store.events(run_id, seen).await? {
-                for line in transcript::render(&event) {
-                    println!("{line}");
-                }
-            }
-            return Ok(run);
-        }
-        if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
-            anyhow::bail!(
-                "run {run_id} did not finish within {timeout:?} (it is {})",
-                run.status
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// A temporary directory removed on drop.

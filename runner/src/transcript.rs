@@ -2,9 +2,12 @@
 //! and which tools it called with what result, and the end. Used by `nightshift demo` and
 //! `nightshift run --wait`.
 
+use std::time::Duration;
+
+use anyhow::Context;
 use nightshift_agent::RunEvent;
 use nightshift_llm::ContentBlock;
-use nightshift_store::Event;
+use nightshift_store::{Event, Run, Store};
 
 /// At most this many lines of a tool result are shown.
 const RESULT_LINES: usize = 6;
@@ -63,5 +66,35 @@ pub fn render(event: &Event) -> Vec<String> {
         }
         RunEvent::Compacted { .. } => vec!["── the conversation was compacted".to_string()],
         RunEvent::Finished { status, .. } => vec![format!("── run {status}")],
+    }
+}
+
+/// Prints a run's transcript as events arrive, until it reaches a terminal state (or
+/// `timeout` passes). The run's state is read before its new events, so the events that led
+/// to a terminal state are always printed before returning.
+pub async fn follow(store: &Store, run_id: &str, timeout: Duration) -> anyhow::Result<Run> {
+    let deadline = tokio::time::Instant::now().checked_add(timeout);
+    let mut seen = 0;
+    loop {
+        let run = store
+            .run(run_id)
+            .await?
+            .with_context(|| format!("run {run_id} not found"))?;
+        for event in store.events(run_id, seen).await? {
+            for line in render(&event) {
+                println!("{line}");
+            }
+            seen = event.seq;
+        }
+        if run.status.is_terminal() {
+            return Ok(run);
+        }
+        if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+            anyhow::bail!(
+                "run {run_id} did not finish within {timeout:?} (it is {})",
+                run.status
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -447,12 +447,9 @@ pub(crate) fn lease_lost(
 ) -> Error {
     let reason = match probe {
         None => LeaseLostReason::Missing,
-        Some((status, current, _)) if current != token => {
-            let _ = status;
-            LeaseLostReason::Reclaimed {
-                current_token: current,
-            }
-        }
+        Some((_, current, _)) if current != token => LeaseLostReason::Reclaimed {
+            current_token: current,
+        },
         Some((status, _, _)) => LeaseLostReason::NotRunning { status },
     };
     Error::LeaseLost {
