@@ -342,14 +342,23 @@ async fn lost_lease_stops_the_handler(db: &TestDb) {
         started: started.clone(),
     });
     let stop = CancellationToken::new();
-    let pool = tokio::spawn(Pool::new(store.clone(), handler, config()).run(stop.clone()));
+    // One slot, so the pool itself never claims (and so rescues) the expired job; heartbeats
+    // are real-time and extend the lease from the manual clock's now, so the first comes only
+    // after the thief has claimed: a 60 s lease, beats every 3 s.
+    let cfg = PoolConfig {
+        slots: 1,
+        lease_ms: 60_000,
+        heartbeat_ms: 3_000,
+        ..config()
+    };
+    let pool = tokio::spawn(Pool::new(store.clone(), handler, cfg).run(stop.clone()));
     let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), started.notified())
         .await
         .expect("job started");
     // The pool's worker stalls past its lease (as after a long GC pause or a network split) and
     // another worker takes the job over.
-    clock.advance(Duration::from_secs(3));
+    clock.advance(Duration::from_secs(61));
     let thief = store
         .claim("thief", None, 1, Duration::from_secs(60))
         .await
