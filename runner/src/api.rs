@@ -169,6 +169,8 @@ async fn create_run(
         priority: body.priority,
         delay,
         max_attempts: body.max_attempts,
+        concurrency_key: None,
+        concurrency_policy: Default::default(),
     };
     match submit(&state.store, req).await {
         Ok(e) => {
@@ -188,6 +190,7 @@ async fn create_run(
                 .into_response()
         }
         Err(IntakeError::Invalid(m)) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
+        Err(IntakeError::NotFound(m)) => error(StatusCode::NOT_FOUND, m),
         Err(IntakeError::Store(e)) => store_error(e),
     }
 }

@@ -182,6 +182,8 @@ async fn run(store: &Store, config: &Config, args: RunArgs) -> anyhow::Result<()
         priority: args.priority,
         delay: args.delay.map(Duration::from_secs),
         max_attempts: args.max_attempts,
+        concurrency_key: None,
+        concurrency_policy: Default::default(),
     };
     let wait = args.wait;
     // A run can be enqueued before the daemon first started: bring the schema up first

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use nightshift_store::{Enqueued, NewRun, Store, Trigger};
+use nightshift_store::{
+    ConcurrencyPolicy, Enqueued, JobOptions, NewResume, NewRun, ResumeReason, Store, Trigger,
+};
 
 /// The most a prompt may hold, in bytes.
 pub const MAX_PROMPT_BYTES: usize = 1 << 20;
@@ -23,6 +25,9 @@ pub struct RunRequest {
     /// Start no earlier than this long from now.
     pub delay: Option<Duration>,
     pub max_attempts: Option<i64>,
+    /// Runs with the same key run one at a time (see [`ConcurrencyPolicy`]).
+    pub concurrency_key: Option<String>,
+    pub concurrency_policy: ConcurrencyPolicy,
 }
 
 impl RunRequest {
@@ -37,8 +42,21 @@ impl RunRequest {
             priority: None,
             delay: None,
             max_attempts: None,
+            concurrency_key: None,
+            concurrency_policy: ConcurrencyPolicy::Queue,
         }
     }
+}
+
+/// A request to continue an unfinished run with a new message: the newest unfinished run
+/// whose concurrency key is `run_key` gets a `resume` job, and the model reads `message` at
+/// the bottom of the same conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResumeRequest {
+    pub run_key: String,
+    pub message: String,
+    /// A second request with the same key returns the first resume job.
+    pub idempotency_key: Option<String>,
 }
 
 /// Why a request was refused, or the store's error.
@@ -46,6 +64,9 @@ impl RunRequest {
 pub enum IntakeError {
     #[error("{0}")]
     Invalid(String),
+    /// A resume request found no unfinished run for its key.
+    #[error("{0}")]
+    NotFound(String),
     #[error(transparent)]
     Store(#[from] nightshift_store::Error),
 }
@@ -55,6 +76,45 @@ pub enum IntakeError {
 pub async fn submit(store: &Store, req: RunRequest) -> Result<Enqueued, IntakeError> {
     let new = check(&req, store.now())?;
     Ok(store.enqueue(&new).await?)
+}
+
+/// Continues the newest unfinished run whose concurrency key is `req.run_key`.
+pub async fn resume(store: &Store, req: ResumeRequest) -> Result<Enqueued, IntakeError> {
+    if req.run_key.is_empty() || req.run_key.len() > 255 {
+        return Err(IntakeError::Invalid(
+            "the run key must be 1-255 bytes".into(),
+        ));
+    }
+    check_prompt(&req.message)?;
+    let Some(run) = store.active_run_by_concurrency_key(&req.run_key).await? else {
+        return Err(IntakeError::NotFound(format!(
+            "no unfinished run has the key '{}'; start one first",
+            req.run_key
+        )));
+    };
+    let new = NewResume {
+        run_id: run.id,
+        payload: ResumeReason::Message { text: req.message }.to_payload(),
+        dedupe_key: req.idempotency_key,
+        job: JobOptions::default(),
+    };
+    Ok(store.enqueue_resume(&new).await?)
+}
+
+fn check_prompt(prompt: &str) -> Result<(), IntakeError> {
+    if prompt.trim().is_empty() {
+        return Err(IntakeError::Invalid(
+            "the prompt is empty; say what the agent should do".into(),
+        ));
+    }
+    if prompt.len() > MAX_PROMPT_BYTES {
+        return Err(IntakeError::Invalid(format!(
+            "the prompt is {} bytes; the limit is {MAX_PROMPT_BYTES} — put large inputs in a file \
+             the agent can read",
+            prompt.len()
+        )));
+    }
+    Ok(())
 }
 
 fn check(req: &RunRequest, now: i64) -> Result<NewRun, IntakeError> {
@@ -71,18 +131,23 @@ fn check(req: &RunRequest, now: i64) -> Result<NewRun, IntakeError> {
             req.agent
         ));
     }
-    if req.prompt.trim().is_empty() {
-        return invalid("the prompt is empty; say what the agent should do".into());
-    }
-    if req.prompt.len() > MAX_PROMPT_BYTES {
-        return invalid(format!(
-            "the prompt is {} bytes; the limit is {MAX_PROMPT_BYTES} — put large inputs in a file \
-             the agent can read",
-            req.prompt.len()
-        ));
-    }
+    check_prompt(&req.prompt)?;
     let mut new = NewRun::new(&req.agent, &req.prompt);
     new.trigger = req.trigger;
+    if let Some(key) = &req.concurrency_key {
+        if key.is_empty() || key.len() > 255 {
+            return invalid("the concurrency key must be 1-255 bytes".into());
+        }
+        if let ConcurrencyPolicy::Debounce { window_ms } = req.concurrency_policy
+            && !(1..=86_400_000).contains(&window_ms)
+        {
+            return invalid(format!(
+                "the debounce window is {window_ms} ms; use 1 ms to 24 hours"
+            ));
+        }
+        new.concurrency_key = Some(key.clone());
+        new.concurrency_policy = req.concurrency_policy;
+    }
     if let Some(key) = &req.idempotency_key {
         if key.is_empty() || key.len() > 255 {
             return invalid("the idempotency key must be 1-255 bytes".into());

@@ -7,4 +7,4 @@
 
 pub mod intake;
 
-pub use intake::{IntakeError, RunRequest, submit};
+pub use intake::{IntakeError, ResumeRequest, RunRequest, resume, submit};

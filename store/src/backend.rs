@@ -72,6 +72,8 @@ macro_rules! queue_operations {
                         run_id,
                         job_id,
                         duplicate: true,
+                        skipped: false,
+                        superseded: Vec::new(),
                     });
                 }
                 let job_id: i64 = sqlx::query_scalar(sql!("insert_job"))
@@ -92,6 +94,8 @@ macro_rules! queue_operations {
                     run_id: run_id.to_string(),
                     job_id,
                     duplicate: false,
+                    skipped: false,
+                    superseded: Vec::new(),
                 })
             }
 
@@ -129,6 +133,8 @@ macro_rules! queue_operations {
                         run_id,
                         job_id,
                         duplicate: true,
+                        skipped: false,
+                        superseded: Vec::new(),
                     });
                 };
                 if status.is_terminal() {
@@ -144,6 +150,8 @@ macro_rules! queue_operations {
                     run_id: new.run_id.clone(),
                     job_id,
                     duplicate: false,
+                    skipped: false,
+                    superseded: Vec::new(),
                 })
             }
 
@@ -566,6 +574,16 @@ macro_rules! queue_operations {
             pub(crate) async fn run(&self, id: &str) -> $crate::Result<Option<$crate::model::Run>> {
                 Ok(sqlx::query_as(sql!("get_run"))
                     .bind(id)
+                    .fetch_optional(self.reader())
+                    .await?)
+            }
+
+            pub(crate) async fn active_run_by_concurrency_key(
+                &self,
+                key: &str,
+            ) -> $crate::Result<Option<$crate::model::Run>> {
+                Ok(sqlx::query_as(sql!("find_active_run_by_concurrency_key"))
+                    .bind(key)
                     .fetch_optional(self.reader())
                     .await?)
             }

@@ -38,8 +38,8 @@ pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use config::{BackendKind, StoreConfig, Synchronous};
 pub use error::{Error, LeaseLostReason, Result};
 pub use model::{
-    CancelOutcome, Checkpoint, Enqueued, Event, Heartbeat, Job, JobOptions, NewResume, NewRun,
-    RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
+    CancelOutcome, Checkpoint, ConcurrencyPolicy, Enqueued, Event, Heartbeat, Job, JobOptions,
+    NewResume, NewRun, ResumeReason, RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
 };
 pub use states::{JobKind, JobState, RunStatus, Trigger};
 pub use store::{LeasedJob, Store, WorkSignal};

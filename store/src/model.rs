@@ -132,8 +132,43 @@ pub struct NewRun {
     pub input: String,
     /// A second enqueue with the same key returns the first run and enqueues nothing.
     pub dedupe_key: Option<String>,
+    /// Runs with the same key run one at a time; what happens to a new run while the key is
+    /// held depends on `concurrency_policy`.
     pub concurrency_key: Option<String>,
+    pub concurrency_policy: ConcurrencyPolicy,
     pub job: JobOptions,
+}
+
+/// What a new run does when an earlier run with its concurrency key is still active (queued,
+/// running, waiting or awaiting approval). Whatever the policy, at most one job per key runs at
+/// a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "policy")]
+pub enum ConcurrencyPolicy {
+    /// Wait: the new run starts when the key's running job lets go.
+    #[default]
+    Queue,
+    /// Drop the new run while an active run holds the key; the enqueue returns the active run
+    /// with `skipped: true`.
+    Skip,
+    /// End every active run of the key as `superseded` (a running one is stopped at its next
+    /// heartbeat, and its side-effect tools are refused from now on); the new run goes ahead.
+    Supersede,
+    /// Wait `window_ms` for further runs with the key: a newer one supersedes a run that has
+    /// not started yet, so only the latest runs.
+    Debounce { window_ms: i64 },
+}
+
+impl ConcurrencyPolicy {
+    /// The policy's name, as config spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ConcurrencyPolicy::Queue => "queue",
+            ConcurrencyPolicy::Skip => "skip",
+            ConcurrencyPolicy::Supersede => "supersede",
+            ConcurrencyPolicy::Debounce { .. } => "debounce",
+        }
+    }
 }
 
 impl NewRun {
@@ -145,6 +180,7 @@ impl NewRun {
             input: input.into(),
             dedupe_key: None,
             concurrency_key: None,
+            concurrency_policy: ConcurrencyPolicy::Queue,
             job: JobOptions::default(),
         }
     }
@@ -152,6 +188,13 @@ impl NewRun {
     /// Sets the dedupe key.
     pub fn dedupe_key(mut self, key: impl Into<String>) -> Self {
         self.dedupe_key = Some(key.into());
+        self
+    }
+
+    /// Sets the concurrency key and what to do while it is held.
+    pub fn concurrency(mut self, key: impl Into<String>, policy: ConcurrencyPolicy) -> Self {
+        self.concurrency_key = Some(key.into());
+        self.concurrency_policy = policy;
         self
     }
 
@@ -198,6 +241,40 @@ pub struct Enqueued {
     /// True when the dedupe key was already taken: the ids are the existing ones and nothing
     /// was enqueued.
     pub duplicate: bool,
+    /// True when the `skip` policy dropped the new run: `run_id` is the active run that holds
+    /// the concurrency key, `job_id` its newest job, and nothing was enqueued.
+    pub skipped: bool,
+    /// The runs this enqueue ended as `superseded` (policies `supersede` and `debounce`).
+    pub superseded: Vec<String>,
+}
+
+/// Why a run resumes: the payload of a `resume` job, read by the agent runtime, which tells
+/// the model about it at the bottom of the conversation.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResumeReason {
+    /// A new message for the run (a webhook `resume` route, the API).
+    Message { text: String },
+    /// A wakeup the agent set for itself is due.
+    Wakeup {
+        /// What the agent said it was waiting for.
+        reason: String,
+        /// When it went to sleep and when it asked to wake.
+        slept_at: Millis,
+        due_at: Millis,
+    },
+}
+
+impl ResumeReason {
+    /// The JSON a resume job carries.
+    pub fn to_payload(&self) -> String {
+        serde_json::to_string(self).expect("a resume reason serialises")
+    }
+
+    /// Reads a resume job's payload; `None` for payloads that carry no reason.
+    pub fn from_payload(payload: &str) -> Option<ResumeReason> {
+        serde_json::from_str(payload).ok()
+    }
 }
 
 /// How a run ends when its job is acknowledged.

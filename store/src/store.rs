@@ -165,6 +165,12 @@ impl Store {
         Ok(enqueued)
     }
 
+    /// The newest unfinished run (queued, running, waiting or awaiting approval) whose
+    /// concurrency key is `key`.
+    pub async fn active_run_by_concurrency_key(&self, key: &str) -> Result<Option<Run>> {
+        dispatch!(self, b => b.active_run_by_concurrency_key(key))
+    }
+
     /// Claims up to `limit` due jobs for `worker`, in priority, `run_at` and id order,
     /// optionally only from `lanes`. First returns the jobs of workers whose lease expired to
     /// the queue (or dead-letters them when that was their last attempt). Each claimed job
