@@ -23,24 +23,27 @@ use crate::states::RunStatus;
 use crate::{Error, Result};
 
 #[derive(Debug)]
-enum Backend {
+pub(crate) enum Backend {
     Sqlite(SqliteBackend),
     Postgres(PgBackend),
 }
 
-/// Calls the same operation on whichever backend is configured.
+/// Calls the same operation on whichever backend is configured. Other modules of the crate
+/// add their own `impl Store` blocks with it (`use crate::store::dispatch;`).
 macro_rules! dispatch {
     ($self:ident, $b:ident => $call:expr) => {
         match &$self.inner.backend {
-            Backend::Sqlite($b) => $call.await,
-            Backend::Postgres($b) => $call.await,
+            $crate::store::Backend::Sqlite($b) => $call.await,
+            $crate::store::Backend::Postgres($b) => $call.await,
         }
     };
 }
+#[allow(unused_imports)] // used by the trigger modules
+pub(crate) use dispatch;
 
 #[derive(Debug)]
-struct Inner {
-    backend: Backend,
+pub(crate) struct Inner {
+    pub(crate) backend: Backend,
     clock: Arc<dyn Clock>,
     wake: watch::Sender<u64>,
     listener: Option<tokio::task::JoinHandle<()>>,
@@ -57,7 +60,7 @@ impl Drop for Inner {
 /// The durable store: runs, jobs, events, checkpoints, workers. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Store {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 /// Waits for "there may be new work" signals from this store (see [`Store::subscribe`]).
@@ -134,7 +137,7 @@ impl Store {
         }
     }
 
-    fn wake(&self) {
+    pub(crate) fn wake(&self) {
         self.inner.wake.send_modify(|n| *n = n.wrapping_add(1));
     }
 
