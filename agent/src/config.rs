@@ -46,6 +46,9 @@ pub struct AgentConfig {
     /// Prices, USD per million tokens, for the cost budget. Default 0.
     #[serde(default)]
     pub pricing: Pricing,
+    /// Limits on `schedule_wakeup` (enable it by listing it in `tools`).
+    #[serde(default)]
+    pub wakeups: crate::wakeup::WakeupPolicy,
 }
 
 fn default_max_tokens() -> u32 {
@@ -147,6 +150,7 @@ impl AgentConfig {
         if self.max_tokens == 0 {
             return Err(format!("agents.{name}.max_tokens must be at least 1"));
         }
+        self.wakeups.validate(name)?;
         if self.budgets.max_turns == 0 {
             return Err(format!(
                 "agents.{name}.budgets.max_turns must be at least 1"

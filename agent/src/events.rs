@@ -61,6 +61,17 @@ pub enum RunEvent {
         usage: Usage,
         cost_usd: f64,
     },
+    /// The agent set a wakeup (logged just before the call's result): once the turn's tool
+    /// calls are done, the run parks until `due_at`.
+    WakeupScheduled {
+        call_id: String,
+        due_at: i64,
+        reason: String,
+        scheduled_at: i64,
+    },
+    /// A resume job delivered its reason (a wakeup, a message): `reminder` is appended to
+    /// the conversation as a user message. At most once per job.
+    Resumed { job_id: i64, reminder: String },
     /// The run ended (its final state is also on the run row).
     Finished {
         status: String,
@@ -78,6 +89,8 @@ impl RunEvent {
             RunEvent::ToolStarted { .. } => "tool_started",
             RunEvent::ToolResult { .. } => "tool_result",
             RunEvent::Compacted { .. } => "compacted",
+            RunEvent::WakeupScheduled { .. } => "wakeup_scheduled",
+            RunEvent::Resumed { .. } => "resumed",
             RunEvent::Finished { .. } => "finished",
         }
     }

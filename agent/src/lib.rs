@@ -26,9 +26,11 @@ pub mod events;
 pub mod ports;
 pub mod runtime;
 pub mod state;
+pub mod wakeup;
 
 pub use config::{AgentConfig, AgentDef, Budgets, ContextPolicy, Pricing};
 pub use events::{Durability, RunEvent};
 pub use ports::{ModelFailure, ModelGateway, ToolBox, ToolCall, ToolReply};
 pub use runtime::{AgentRuntime, Step, next_step};
 pub use state::RunState;
+pub use wakeup::{SCHEDULE_WAKEUP, WakeupPolicy, is_control_tool};

@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use nightshift_llm::{Message, ModelRequest, Role, StopReason};
-use nightshift_store::{Error as StoreError, JobKind, RunEnd, RunProgress};
+use nightshift_store::{
+    Error as StoreError, JobKind, ResumeReason, RunEnd, RunProgress, RunStatus,
+};
 use nightshift_worker::{Handler, JobContext, Outcome};
 
 use crate::checkpoint;
@@ -18,6 +20,7 @@ use crate::config::AgentDef;
 use crate::events::{Durability, RunEvent};
 use crate::ports::{ModelFailure, ModelGateway, ToolBox, ToolCall};
 use crate::state::RunState;
+use crate::wakeup::{self, ArmedWakeup};
 
 /// Replies cut off at `max_tokens` in a row before the run fails.
 const MAX_TOKENS_STREAK_LIMIT: u32 = 3;
@@ -30,6 +33,11 @@ pub const CUT_OFF_NOTICE: &str = "Your previous reply was cut off by the max_tok
 pub const INTERRUPTED_NOTICE: &str = "This tool call was interrupted (the worker running it \
     stopped) and its outcome is unknown: it may or may not have taken effect. It was not run \
     again. Check the current state before deciding whether to repeat it.";
+
+/// What the model is told about a side-effect call refused because the run was cancelled or
+/// superseded before it started.
+pub const REFUSED_NOTICE: &str = "This tool call was not made: the run was cancelled or \
+    superseded by a newer run before it started, so no side effect may start any more.";
 
 /// What the model is asked when the conversation is compacted.
 pub const SUMMARY_REQUEST: &str = "Summarise the conversation so far for your own later use: \
@@ -113,6 +121,8 @@ pub enum Step {
     NoticeCutOff,
     /// Call the model.
     CallModel,
+    /// Park the run until its wakeup is due.
+    Sleep(ArmedWakeup),
     /// End the run.
     Finish(RunEnd),
 }
@@ -128,6 +138,9 @@ pub fn next_step(state: &RunState) -> Step {
     }
     if !state.pending.is_empty() {
         return Step::RunTools;
+    }
+    if let Some(w) = &state.wakeup {
+        return Step::Sleep(w.clone());
     }
     let Some(last) = state.messages.last() else {
         return Step::CallModel;
@@ -162,7 +175,7 @@ fn ending_to_run_end(status: &str, detail: Option<String>, state: &RunState) -> 
         "succeeded" => RunEnd::Succeeded {
             result: detail.or_else(|| state.final_text()),
         },
-        "cancelled" => RunEnd::Cancelled,
+        "cancelled" | "superseded" => RunEnd::Cancelled,
         "budget_exhausted" => RunEnd::BudgetExhausted {
             detail: detail_or("a budget ran out"),
         },
@@ -244,6 +257,25 @@ impl AgentRuntime {
                 "the agent's definition changed since this run started; resuming with the new one"
             );
         }
+        if lease.job().kind == JobKind::Resume
+            && s.state.through_seq > 0
+            && s.state.ending.is_none()
+            && s.state.last_resumed_job != Some(lease.job().id)
+            && let Some(reminder) = resume_reminder(&lease.job().payload, &s.state, store.now())
+        {
+            if !s.state.pending.is_empty() {
+                // Recover the calls a dead worker left first: a reminder never lands between
+                // a tool call and its result.
+                if self.run_tools(&mut s).await? {
+                    return s.finish(RunEnd::Cancelled).await;
+                }
+            }
+            s.log(RunEvent::Resumed {
+                job_id: lease.job().id,
+                reminder,
+            })
+            .await?;
+        }
         self.drive(&mut s).await
     }
 
@@ -259,10 +291,24 @@ impl AgentRuntime {
             }
             match step {
                 Step::RunTools => {
-                    self.run_tools(s).await?;
+                    if self.run_tools(s).await? {
+                        return s.finish(RunEnd::Cancelled).await;
+                    }
                     if s.state.pending.is_empty() {
                         s.checkpoint().await?; // a turn ended
                     }
+                }
+                Step::Sleep(w) => {
+                    s.checkpoint().await?;
+                    return Ok(Outcome::Park {
+                        until: w.due_at,
+                        payload: ResumeReason::Wakeup {
+                            reason: w.reason,
+                            slept_at: w.scheduled_at,
+                            due_at: w.due_at,
+                        }
+                        .to_payload(),
+                    });
                 }
                 Step::NoticeCutOff => {
                     s.log(RunEvent::UserMessage {
@@ -291,15 +337,17 @@ impl AgentRuntime {
     /// Runs every pending call of the newest reply in the order the model gave them:
     /// `tool_started` is committed before a tool runs; a call found started but without
     /// result is run again when it is read-only or idempotent (same idempotency key) and
-    /// reported as interrupted when it has side effects.
-    async fn run_tools(&self, s: &mut Session<'_>) -> Result<(), Stop> {
+    /// reported as interrupted when it has side effects. A side-effect call is started only
+    /// while the run is neither cancelled nor superseded (one guarded write); returns true
+    /// when one was refused for that reason, and the run must stop.
+    async fn run_tools(&self, s: &mut Session<'_>) -> Result<bool, Stop> {
         let calls = s.state.pending.clone();
         for call in calls {
             if call.result.is_some() {
                 continue;
             }
             if s.ctx.cancel.is_cancelled() {
-                return Ok(());
+                return Ok(false);
             }
             let key = match &call.started {
                 Some(started) if started.durability == Durability::SideEffect => {
@@ -315,17 +363,35 @@ impl AgentRuntime {
                 Some(started) => started.idempotency_key.clone(),
                 None => {
                     let key = format!("{}:{}", s.run_id, call.call_id);
-                    s.log(RunEvent::ToolStarted {
+                    let durability = self.durability(s.agent, &call.name, &call.input);
+                    let started = RunEvent::ToolStarted {
                         call_id: call.call_id.clone(),
                         name: call.name.clone(),
                         input: call.input.clone(),
-                        durability: self.tools.durability(s.agent, &call.name, &call.input),
+                        durability,
                         idempotency_key: key.clone(),
-                    })
-                    .await?;
+                    };
+                    if durability == Durability::SideEffect {
+                        if !s.log_unless_cancelled(started).await? {
+                            s.log(RunEvent::ToolResult {
+                                call_id: call.call_id.clone(),
+                                content: REFUSED_NOTICE.to_string(),
+                                is_error: true,
+                                interrupted: false,
+                            })
+                            .await?;
+                            return Ok(true);
+                        }
+                    } else {
+                        s.log(started).await?;
+                    }
                     key
                 }
             };
+            if self.is_control(s.agent, &call.name) {
+                self.run_control_tool(s, &call.call_id, &call.input).await?;
+                continue;
+            }
             let reply = self
                 .tools
                 .call(
@@ -348,12 +414,67 @@ impl AgentRuntime {
             })
             .await?;
         }
-        Ok(())
+        Ok(false)
+    }
+
+    /// True for a control tool the agent has enabled (the loop runs it itself).
+    fn is_control(&self, agent: &AgentDef, name: &str) -> bool {
+        wakeup::is_control_tool(name) && agent.config.tools.iter().any(|t| t == name)
+    }
+
+    fn durability(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> Durability {
+        if self.is_control(agent, name) {
+            Durability::Idempotent
+        } else {
+            self.tools.durability(agent, name, input)
+        }
+    }
+
+    /// `schedule_wakeup`: arms the wakeup (once per call, also when re-run after a crash).
+    async fn run_control_tool(
+        &self,
+        s: &mut Session<'_>,
+        call_id: &str,
+        input: &serde_json::Value,
+    ) -> Result<(), Stop> {
+        let armed = s.state.wakeup.clone().filter(|w| w.call_id == call_id);
+        let planned = match armed {
+            Some(w) => Ok(w),
+            None => wakeup::plan(
+                call_id,
+                input,
+                s.ctx.lease.store().now(),
+                &s.agent.config.wakeups,
+                s.state.wakeups_used,
+            ),
+        };
+        let (content, is_error) = match planned {
+            Ok(w) => {
+                if s.state.wakeup.as_ref().map(|a| a.call_id.as_str()) != Some(call_id) {
+                    s.log(RunEvent::WakeupScheduled {
+                        call_id: call_id.to_string(),
+                        due_at: w.due_at,
+                        reason: w.reason.clone(),
+                        scheduled_at: w.scheduled_at,
+                    })
+                    .await?;
+                }
+                (wakeup::confirmation(&w), false)
+            }
+            Err(message) => (message, true),
+        };
+        s.log(RunEvent::ToolResult {
+            call_id: call_id.to_string(),
+            content,
+            is_error,
+            interrupted: false,
+        })
+        .await
     }
 
     /// One model call. Returns an outcome when the run must stop or wait.
     async fn call_model(&self, s: &mut Session<'_>) -> Result<Option<Outcome>, Stop> {
-        let req = s.request(self.tools.specs(s.agent));
+        let req = s.request(self.specs(s.agent));
         match self.models.call(s.agent, &req, &s.ctx.cancel).await {
             Ok(resp) => {
                 let cost_usd = s.agent.config.pricing.cost(&resp.usage);
@@ -401,7 +522,7 @@ impl AgentRuntime {
             .unwrap_or(n);
         // The whole conversation, tools and system prompt unchanged (so the prompt cache
         // still hits), plus the request for a summary at the bottom.
-        let mut req = s.request(self.tools.specs(s.agent));
+        let mut req = s.request(self.specs(s.agent));
         req.messages.push(Message::user_text(SUMMARY_REQUEST));
         match self.models.call(s.agent, &req, &s.ctx.cancel).await {
             Ok(resp) => {
@@ -435,7 +556,53 @@ impl AgentRuntime {
     }
 }
 
+impl AgentRuntime {
+    /// The tools the agent may call: its tool box's and the control tools it enabled, sorted
+    /// by name (stable bytes for the prompt cache).
+    fn specs(&self, agent: &AgentDef) -> Vec<nightshift_llm::ToolSpec> {
+        let mut specs = self.tools.specs(agent);
+        if self.is_control(agent, wakeup::SCHEDULE_WAKEUP) {
+            specs.push(wakeup::spec());
+            specs.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        specs
+    }
+}
+
+/// What the model is told when a resume job delivers its reason, if anything.
+fn resume_reminder(payload: &str, state: &RunState, now: i64) -> Option<String> {
+    match (ResumeReason::from_payload(payload), &state.wakeup) {
+        (Some(ResumeReason::Message { text }), Some(w)) => Some(format!(
+            "{text}\n\n[This message woke you early from a wakeup due at {}: {}]",
+            chrono::DateTime::from_timestamp_millis(w.due_at)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .unwrap_or_default(),
+            w.reason
+        )),
+        (Some(ResumeReason::Message { text }), None) => Some(text),
+        (_, Some(w)) => Some(wakeup::reminder(w, now)),
+        (_, None) => None,
+    }
+}
+
 impl Session<'_> {
+    /// Appends an event unless the run was cancelled or superseded (see
+    /// `LeasedJob::append_event_unless_cancelled`); false when it was refused.
+    async fn log_unless_cancelled(&mut self, event: RunEvent) -> Result<bool, Stop> {
+        let Some(seq) = self
+            .ctx
+            .lease
+            .append_event_unless_cancelled(event.kind(), &event.payload())
+            .await?
+        else {
+            return Ok(false);
+        };
+        self.state.apply(seq, &event).map_err(|e| {
+            Stop::Corrupt(format!("run {}: the event log disagrees: {e}", self.run_id))
+        })?;
+        Ok(true)
+    }
+
     /// Appends an event under the lease and folds it into the state.
     async fn log(&mut self, event: RunEvent) -> Result<(), Stop> {
         let seq = self
@@ -482,7 +649,17 @@ impl Session<'_> {
     /// Logs the end, checkpoints, and returns the outcome that completes the run.
     async fn finish(&mut self, end: RunEnd) -> Result<Outcome, Stop> {
         if self.state.ending.is_none() {
-            self.log(run_end_event(&end)).await?;
+            let mut event = run_end_event(&end);
+            if end == RunEnd::Cancelled
+                && let Some(run) = self.ctx.lease.store().run(&self.run_id).await?
+                && run.status == RunStatus::Superseded
+            {
+                event = RunEvent::Finished {
+                    status: RunStatus::Superseded.as_str().to_string(),
+                    detail: run.error,
+                };
+            }
+            self.log(event).await?;
         }
         self.checkpoint().await?;
         self.record_progress().await?;

@@ -78,6 +78,16 @@ pub struct RunState {
     pub last_input_tokens: u64,
     /// Set when the run ended.
     pub ending: Option<Ending>,
+    /// A wakeup the run has set and not yet woken from: the run parks until it once the
+    /// turn's tool calls are done.
+    #[serde(default)]
+    pub wakeup: Option<crate::wakeup::ArmedWakeup>,
+    /// Wakeups set so far (the per-run budget).
+    #[serde(default)]
+    pub wakeups_used: u32,
+    /// The newest resume job whose reason was delivered (each is delivered once).
+    #[serde(default)]
+    pub last_resumed_job: Option<i64>,
     /// The sequence number of the last event folded in.
     pub through_seq: i64,
 }
@@ -178,6 +188,32 @@ impl RunState {
                 if self.pending.iter().all(|c| c.result.is_some()) {
                     self.close_tool_round();
                 }
+            }
+            RunEvent::WakeupScheduled {
+                call_id,
+                due_at,
+                reason,
+                scheduled_at,
+            } => {
+                self.pending_mut(seq, call_id)?;
+                self.wakeup = Some(crate::wakeup::ArmedWakeup {
+                    call_id: call_id.clone(),
+                    due_at: *due_at,
+                    reason: reason.clone(),
+                    scheduled_at: *scheduled_at,
+                });
+                self.wakeups_used += 1;
+            }
+            RunEvent::Resumed { job_id, reminder } => {
+                if !self.pending.is_empty() {
+                    return Err(format!(
+                        "event {seq}: a resume while {} tool call(s) lack results",
+                        self.pending.len()
+                    ));
+                }
+                self.messages.push(Message::user_text(reminder.clone()));
+                self.wakeup = None;
+                self.last_resumed_job = Some(*job_id);
             }
             RunEvent::Compacted {
                 summary,

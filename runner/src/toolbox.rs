@@ -48,7 +48,13 @@ impl Tools {
                 .cloned()
                 .collect();
             let registry = Registry::build(&RegistryConfig {
-                tools: agent.tools.clone(),
+                // Control tools (schedule_wakeup) are run by the loop, not the registry.
+                tools: agent
+                    .tools
+                    .iter()
+                    .filter(|t| !nightshift_agent::is_control_tool(t))
+                    .cloned()
+                    .collect(),
                 command_tools,
                 overrides: agent.tool_overrides.clone(),
             })

@@ -65,6 +65,13 @@ pub fn render(event: &Event) -> Vec<String> {
             lines
         }
         RunEvent::Compacted { .. } => vec!["── the conversation was compacted".to_string()],
+        RunEvent::WakeupScheduled { due_at, reason, .. } => vec![format!(
+            "── sleeping until {} ({reason})",
+            chrono::DateTime::from_timestamp_millis(due_at)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .unwrap_or_default()
+        )],
+        RunEvent::Resumed { reminder, .. } => reminder.lines().map(|l| format!("» {l}")).collect(),
         RunEvent::Finished { status, .. } => vec![format!("── run {status}")],
     }
 }

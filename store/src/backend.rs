@@ -76,13 +76,83 @@ macro_rules! queue_operations {
                         superseded: Vec::new(),
                     });
                 }
+                let mut run_at = new.job.run_at.unwrap_or(now);
+                let mut superseded = Vec::new();
+                if let Some(key) = &new.concurrency_key {
+                    sqlx::query(sql!("lock_key"))
+                        .bind(key)
+                        .execute(&mut *tx)
+                        .await?;
+                    let active: Vec<(String, String, Option<i64>)> =
+                        sqlx::query_as(sql!("active_runs_of_key"))
+                            .bind(key)
+                            .bind(run_id)
+                            .fetch_all(&mut *tx)
+                            .await?;
+                    use $crate::model::ConcurrencyPolicy as P;
+                    let to_supersede: Vec<&String> = match new.concurrency_policy {
+                        P::Queue => Vec::new(),
+                        P::Skip => {
+                            if let Some((holder, _, _)) = active.last() {
+                                tx.rollback().await?;
+                                let job_id: Option<i64> =
+                                    sqlx::query_scalar(sql!("newest_job_of_run"))
+                                        .bind(holder)
+                                        .fetch_one(self.writer())
+                                        .await?;
+                                return Ok($crate::model::Enqueued {
+                                    run_id: holder.clone(),
+                                    job_id: job_id.unwrap_or_default(),
+                                    duplicate: false,
+                                    skipped: true,
+                                    superseded: Vec::new(),
+                                });
+                            }
+                            Vec::new()
+                        }
+                        P::Supersede => active.iter().map(|(id, _, _)| id).collect(),
+                        P::Debounce { window_ms } => {
+                            run_at = run_at.max(now.saturating_add(window_ms));
+                            active
+                                .iter()
+                                .filter(|(_, status, started)| {
+                                    status == "queued" && started.is_none()
+                                })
+                                .map(|(id, _, _)| id)
+                                .collect()
+                        }
+                    };
+                    let why = format!("superseded by run {run_id}");
+                    for old in to_supersede {
+                        let ended: Option<String> = sqlx::query_scalar(sql!("supersede_run"))
+                            .bind(old)
+                            .bind(&why)
+                            .bind(now)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                        if ended.is_none() {
+                            continue;
+                        }
+                        sqlx::query(sql!("cancel_queued_jobs"))
+                            .bind(old)
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?;
+                        sqlx::query(sql!("flag_running_jobs"))
+                            .bind(old)
+                            .bind(now)
+                            .fetch_all(&mut *tx)
+                            .await?;
+                        superseded.push(old.clone());
+                    }
+                }
                 let job_id: i64 = sqlx::query_scalar(sql!("insert_job"))
                     .bind(run_id)
                     .bind($crate::states::JobKind::Start.as_str())
                     .bind(&new.job.lane)
                     .bind(new.job.priority)
                     .bind(&new.input)
-                    .bind(new.job.run_at.unwrap_or(now))
+                    .bind(run_at)
                     .bind(new.job.max_attempts)
                     .bind(None::<String>)
                     .bind(now)
@@ -95,7 +165,7 @@ macro_rules! queue_operations {
                     job_id,
                     duplicate: false,
                     skipped: false,
-                    superseded: Vec::new(),
+                    superseded,
                 })
             }
 
@@ -144,6 +214,32 @@ macro_rules! queue_operations {
                         new.run_id
                     )));
                 }
+                if status == $crate::states::RunStatus::Waiting {
+                    sqlx::query(sql!("cancel_pending_wakeups"))
+                        .bind(&new.run_id)
+                        .bind(job_id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let (_, key, busy): (String, Option<String>, i64) =
+                    sqlx::query_as(sql!("resume_target"))
+                        .bind(&new.run_id)
+                        .bind(job_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                if key.is_none() && busy > 0 {
+                    // Two jobs of one run must never run at once; a concurrency key makes the
+                    // queue hold the second until the first lets go, without one there is
+                    // nothing to hold it.
+                    tx.rollback().await?;
+                    return Err($crate::Error::Conflict(format!(
+                        "run {} is busy (a job of it is queued or running) and has no \
+                         concurrency key; resume it once it waits, or start runs with a \
+                         concurrency key",
+                        new.run_id
+                    )));
+                }
                 self.notify_enqueued(&mut tx, &new.job.lane).await?;
                 tx.commit().await?;
                 Ok($crate::model::Enqueued {
@@ -185,7 +281,7 @@ macro_rules! queue_operations {
                     )
                     .await?;
                 }
-                let mut jobs: Vec<$crate::model::Job> = sqlx::query_as(sql!("claim"))
+                let claimed: Vec<$crate::model::Job> = sqlx::query_as(sql!("claim"))
                     .bind(now)
                     .bind(worker)
                     .bind(lease_ms)
@@ -193,6 +289,40 @@ macro_rules! queue_operations {
                     .bind(limit)
                     .fetch_all(&mut *tx)
                     .await?;
+                let mut jobs = Vec::with_capacity(claimed.len());
+                let mut keys_taken = std::collections::HashSet::new();
+                let mut keyed: Vec<$crate::model::Job> = Vec::new();
+                for job in claimed {
+                    match &job.concurrency_key {
+                        None => jobs.push(job),
+                        Some(key) if keys_taken.insert(key.clone()) => keyed.push(job),
+                        Some(_) => Self::give_back(&mut tx, job.id, now).await?,
+                    }
+                }
+                // One running job per key: take each key without waiting, then check that no
+                // other running job holds it (a concurrent claim may have committed one).
+                keyed.sort_by(|a, b| a.concurrency_key.cmp(&b.concurrency_key));
+                for job in keyed {
+                    let key = job.concurrency_key.as_deref().unwrap_or_default();
+                    let locked: bool = sqlx::query_scalar(sql!("try_lock_key"))
+                        .bind(key)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    let holder: Option<i64> = if locked {
+                        sqlx::query_scalar(sql!("key_holder"))
+                            .bind(key)
+                            .bind(job.id)
+                            .fetch_optional(&mut *tx)
+                            .await?
+                    } else {
+                        None
+                    };
+                    if locked && holder.is_none() {
+                        jobs.push(job);
+                    } else {
+                        Self::give_back(&mut tx, job.id, now).await?;
+                    }
+                }
                 for job in &jobs {
                     sqlx::query(sql!("mark_run_running"))
                         .bind(now)
@@ -208,6 +338,19 @@ macro_rules! queue_operations {
                         .then(a.id.cmp(&b.id))
                 });
                 Ok(jobs)
+            }
+
+            async fn give_back(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                job_id: i64,
+                now: i64,
+            ) -> $crate::Result<()> {
+                sqlx::query(sql!("give_back"))
+                    .bind(job_id)
+                    .bind(now)
+                    .execute(conn)
+                    .await?;
+                Ok(())
             }
 
             pub(crate) async fn heartbeat(
@@ -285,6 +428,33 @@ macro_rules! queue_operations {
                 self.fenced(job_id, token, seq).await
             }
 
+            pub(crate) async fn append_event_live(
+                &self,
+                job_id: i64,
+                token: i64,
+                event_type: &str,
+                payload: &str,
+                now: i64,
+            ) -> $crate::Result<Option<i64>> {
+                let seq: Option<i64> = sqlx::query_scalar(sql!("append_event_live"))
+                    .bind(job_id)
+                    .bind(token)
+                    .bind(event_type)
+                    .bind(payload)
+                    .bind(now)
+                    .fetch_optional(self.writer())
+                    .await?;
+                if seq.is_some() {
+                    return Ok(seq);
+                }
+                match self.lease_probe(job_id).await? {
+                    Some((status, current, Some(_))) if current == token && status == "running" => {
+                        Ok(None)
+                    }
+                    probe => Err($crate::store::lease_lost(job_id, token, probe)),
+                }
+            }
+
             pub(crate) async fn write_checkpoint(
                 &self,
                 job_id: i64,
@@ -337,21 +507,22 @@ macro_rules! queue_operations {
                 token: i64,
                 end: &$crate::model::RunEnd,
                 now: i64,
-            ) -> $crate::Result<()> {
+            ) -> $crate::Result<bool> {
                 let mut tx = self.begin().await?;
                 let job_error = match end {
                     $crate::model::RunEnd::Failed { error } => Some(error.as_str()),
                     _ => None,
                 };
-                let done: Option<(String, Option<i64>)> = sqlx::query_as(sql!("finish_job"))
-                    .bind(job_id)
-                    .bind(token)
-                    .bind(end.job_state().as_str())
-                    .bind(job_error)
-                    .bind(now)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                let Some((run_id, _)) = done else {
+                let done: Option<(String, Option<i64>, Option<String>)> =
+                    sqlx::query_as(sql!("finish_job"))
+                        .bind(job_id)
+                        .bind(token)
+                        .bind(end.job_state().as_str())
+                        .bind(job_error)
+                        .bind(now)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let Some((run_id, _, key)) = done else {
                     tx.rollback().await?;
                     return Err(self.lost(job_id, token).await);
                 };
@@ -367,8 +538,12 @@ macro_rules! queue_operations {
                     now,
                 )
                 .await?;
+                if key.is_some() {
+                    // Jobs waiting for the key may run now.
+                    self.notify_enqueued(&mut tx, "").await?;
+                }
                 tx.commit().await?;
-                Ok(())
+                Ok(key.is_some())
             }
 
             pub(crate) async fn retry(
@@ -423,15 +598,16 @@ macro_rules! queue_operations {
                 now: i64,
             ) -> $crate::Result<Option<i64>> {
                 let mut tx = self.begin().await?;
-                let done: Option<(String, Option<i64>)> = sqlx::query_as(sql!("finish_job"))
-                    .bind(job_id)
-                    .bind(token)
-                    .bind($crate::states::JobState::Parked.as_str())
-                    .bind(None::<String>)
-                    .bind(now)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                let Some((run_id, cancel_requested)) = done else {
+                let done: Option<(String, Option<i64>, Option<String>)> =
+                    sqlx::query_as(sql!("finish_job"))
+                        .bind(job_id)
+                        .bind(token)
+                        .bind($crate::states::JobState::Parked.as_str())
+                        .bind(None::<String>)
+                        .bind(now)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let Some((run_id, cancel_requested, _)) = done else {
                     tx.rollback().await?;
                     return Err(self.lost(job_id, token).await);
                 };

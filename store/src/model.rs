@@ -61,6 +61,8 @@ pub struct Job {
     pub created_at: Millis,
     pub updated_at: Millis,
     pub finished_at: Option<Millis>,
+    /// The run's concurrency key: at most one job per key runs at a time.
+    pub concurrency_key: Option<String>,
 }
 
 /// One event of a run's write-ahead log.

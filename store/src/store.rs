@@ -325,6 +325,20 @@ impl LeasedJob {
         dispatch!(s, b => b.append_event(self.job.id, self.token, event_type, payload, now))
     }
 
+    /// Appends an event like [`append_event`](Self::append_event), unless cancellation or
+    /// supersession of the run was requested: then nothing is written and `Ok(None)` comes
+    /// back. The check and the write are one statement, so this is the fence in front of a
+    /// side-effect tool: once a run is superseded, no new side effect starts.
+    pub async fn append_event_unless_cancelled(
+        &self,
+        event_type: &str,
+        payload: &str,
+    ) -> Result<Option<i64>> {
+        let s = &self.store;
+        let now = s.now();
+        dispatch!(s, b => b.append_event_live(self.job.id, self.token, event_type, payload, now))
+    }
+
     /// Writes a checkpoint covering events up to `through_seq` (replacing one at the same
     /// sequence number).
     pub async fn write_checkpoint(
@@ -355,7 +369,11 @@ impl LeasedJob {
     pub async fn complete(&self, end: RunEnd) -> Result<()> {
         let s = &self.store;
         let now = s.now();
-        dispatch!(s, b => b.complete(self.job.id, self.token, &end, now))
+        let keyed = dispatch!(s, b => b.complete(self.job.id, self.token, &end, now))?;
+        if keyed {
+            s.wake(); // jobs waiting for the concurrency key may run now
+        }
+        Ok(())
     }
 
     /// Finishes the job and the run with its result.

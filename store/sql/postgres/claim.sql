@@ -1,11 +1,15 @@
 -- Claim up to $5 due jobs in claim order, optionally only from the lanes in the JSON array $4,
 -- issuing each a fresh lease token. Rows locked by a concurrent claimer are skipped, never
--- waited for. $1 now, $2 worker id, $3 lease length (ms).
+-- waited for. Jobs whose concurrency key is held by a running job wait (claim re-checks under
+-- a lock on the key, see try_lock_key.sql). $1 now, $2 worker id, $3 lease length (ms).
 WITH picked AS (
-    SELECT id FROM jobs
+    SELECT id FROM jobs q
     WHERE status = 'queued'
       AND run_at <= $1
       AND ($4::text IS NULL OR lane IN (SELECT jsonb_array_elements_text($4::jsonb)))
+      AND (q.concurrency_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM jobs h
+            WHERE h.concurrency_key = q.concurrency_key AND h.status = 'running'))
     ORDER BY priority DESC, run_at, id
     LIMIT $5
     FOR UPDATE SKIP LOCKED

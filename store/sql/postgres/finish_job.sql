@@ -7,4 +7,4 @@ UPDATE jobs SET
     finished_at = $5,
     updated_at = $5
 WHERE id = $1 AND lease_token = $2 AND status = 'running'
-RETURNING run_id, cancel_requested_at
+RETURNING run_id, cancel_requested_at, concurrency_key

@@ -1,6 +1,7 @@
 //! The Nightshift test suite: one binary, so the heavy link happens once.
 //!
 //! - `queue`: the queue conformance suite, run against SQLite and PostgreSQL.
+//! - `concurrency`: concurrency keys and policies, the side-effect fence, resume rules.
 //! - `pool`: the worker pool over both backends.
 //! - `process`: real processes (the test worker and `nightshift` itself) killed with real
 //!   signals.
@@ -15,6 +16,7 @@
 mod agent;
 mod api;
 mod cli;
+mod concurrency;
 mod crash;
 mod pool;
 mod process;

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nightshift_store::{
-    Backoff, CancelOutcome, Error, Heartbeat, JobKind, JobOptions, JobState, NewResume, NewRun,
-    RetryOutcome, RunEnd, RunProgress, RunStatus,
+    Backoff, CancelOutcome, ConcurrencyPolicy, Error, Heartbeat, JobKind, JobOptions, JobState,
+    NewResume, NewRun, RetryOutcome, RunEnd, RunProgress, RunStatus,
 };
 use nightshift_tests::{TestDb, on_both_backends};
 
@@ -505,7 +505,10 @@ async fn release_returns_the_job_at_once(db: &TestDb) {
 
 async fn resume_dedupe_and_finished_runs(db: &TestDb) {
     let store = db.store().await;
-    let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+    let e = store
+        .enqueue(&NewRun::new("a", "p").concurrency("k", ConcurrencyPolicy::Queue))
+        .await
+        .unwrap();
     let resume = |key: &str| NewResume {
         run_id: e.run_id.clone(),
         payload: "{}".into(),

@@ -1,0 +1,1 @@
+SELECT MAX(id) FROM jobs WHERE run_id = $1
