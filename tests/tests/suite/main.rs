@@ -10,6 +10,8 @@
 //! - `cli`: the `nightshift` command line.
 //! - `crash`: real `nightshift serve` SIGKILLed mid-tool-call and between turns; cancellation.
 //! - `provider`: the daemon against a fake Anthropic Messages API on loopback.
+//! - `wakeup`: wakeups the agent sets (park, resume in the same session, crash) and the
+//!   fence that keeps a superseded run from starting side effects.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -18,8 +20,10 @@ mod api;
 mod cli;
 mod concurrency;
 mod crash;
+mod fakes;
 mod pool;
 mod process;
 mod provider;
 mod queue;
 mod setup;
+mod wakeup;

@@ -1,0 +1,296 @@
+//! The in-test fakes behind the agent runtime's ports — a scripted model that replies by
+//! turn and records every request's bytes, tools of each durability class that record their
+//! calls — and a harness that runs one job at a time on a manual clock, or crashes one
+//! mid-step. Shared by the `agent` and `wakeup` modules.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use nightshift_agent::runtime::SUMMARY_REQUEST;
+use nightshift_agent::{
+    AgentConfig, AgentDef, AgentRuntime, Durability, ModelFailure, ModelGateway, RunEvent, ToolBox,
+    ToolCall, ToolReply,
+};
+use nightshift_llm::{
+    ContentBlock, Message, ModelRequest, ModelResponse, Role, StopReason, ToolSpec, Usage,
+};
+use nightshift_store::{Backoff, LeasedJob, ManualClock, NewRun, RunStatus, Store};
+use nightshift_tests::TestDb;
+use nightshift_worker::{Handler, JobContext, apply_outcome};
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) fn usage(input: u64, output: u64) -> Usage {
+    Usage {
+        input_tokens: input,
+        output_tokens: output,
+        ..Usage::default()
+    }
+}
+
+pub(crate) fn reply(content: Vec<ContentBlock>, stop: StopReason) -> ModelResponse {
+    ModelResponse {
+        id: "msg".into(),
+        model: "scripted-1".into(),
+        content,
+        stop_reason: stop,
+        usage: usage(10, 5),
+        rate_limits: Default::default(),
+    }
+}
+
+pub(crate) fn text(t: &str) -> ContentBlock {
+    ContentBlock::Text { text: t.into() }
+}
+
+pub(crate) fn call(id: &str, name: &str) -> ContentBlock {
+    ContentBlock::ToolUse {
+        id: id.into(),
+        name: name.into(),
+        input: json!({ "arg": id }),
+    }
+}
+
+/// Replies by the number of assistant messages in the request (so a resumed run gets the
+/// reply it would have got), records every request's bytes, and can stall one call.
+#[derive(Default)]
+pub(crate) struct ScriptModel {
+    pub(crate) replies: Vec<ModelResponse>,
+    pub(crate) summary: Option<String>,
+    pub(crate) too_long: bool,
+    pub(crate) requests: Mutex<Vec<String>>,
+    pub(crate) answered: AtomicUsize,
+    pub(crate) stall_at: Mutex<Option<usize>>,
+    pub(crate) stalled: Notify,
+}
+
+impl ScriptModel {
+    pub(crate) fn new(replies: Vec<ModelResponse>) -> Arc<Self> {
+        Arc::new(Self {
+            replies,
+            ..Self::default()
+        })
+    }
+
+    pub(crate) fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    pub(crate) fn request(&self, i: usize) -> ModelRequest {
+        serde_json::from_str(&self.requests()[i]).unwrap()
+    }
+}
+
+impl ModelGateway for ScriptModel {
+    fn call<'a>(
+        &'a self,
+        _agent: &'a AgentDef,
+        req: &'a ModelRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelFailure>> {
+        Box::pin(async move {
+            let bytes = serde_json::to_string(req).unwrap();
+            let index = self.requests.lock().unwrap().len();
+            self.requests.lock().unwrap().push(bytes);
+            if *self.stall_at.lock().unwrap() == Some(index) {
+                self.stalled.notify_one();
+                cancel.cancelled().await;
+                return Err(ModelFailure::Cancelled);
+            }
+            let last_text = req.messages.last().map(Message::text).unwrap_or_default();
+            if last_text == SUMMARY_REQUEST {
+                let summary = self.summary.clone().unwrap_or_else(|| "summary".into());
+                return Ok(reply(vec![text(&summary)], StopReason::EndTurn));
+            }
+            if self.too_long {
+                return Err(ModelFailure::ContextTooLong("prompt is too long".into()));
+            }
+            let turn = req
+                .messages
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .count();
+            let r = self
+                .replies
+                .get(turn)
+                .cloned()
+                .ok_or_else(|| ModelFailure::Fatal(format!("script has no reply {turn}")))?;
+            self.answered.fetch_add(1, Ordering::SeqCst);
+            Ok(r)
+        })
+    }
+}
+
+/// Tools by name: `read` (read-only), `put` (idempotent), `send` (side effect). Records each
+/// call's name and idempotency key; can stall one tool until the task is aborted.
+#[derive(Default)]
+pub(crate) struct FakeTools {
+    pub(crate) calls: Mutex<Vec<(String, String)>>,
+    pub(crate) stall: Mutex<Option<String>>,
+    pub(crate) stalled: Notify,
+}
+
+impl FakeTools {
+    pub(crate) fn calls(&self) -> Vec<(String, String)> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl ToolBox for FakeTools {
+    fn specs(&self, _agent: &AgentDef) -> Vec<ToolSpec> {
+        ["put", "read", "send"]
+            .iter()
+            .map(|n| ToolSpec {
+                name: n.to_string(),
+                description: format!("the {n} tool"),
+                input_schema: json!({"type": "object"}),
+            })
+            .collect()
+    }
+
+    fn durability(&self, _agent: &AgentDef, name: &str, _input: &serde_json::Value) -> Durability {
+        match name {
+            "read" => Durability::ReadOnly,
+            "put" => Durability::Idempotent,
+            _ => Durability::SideEffect,
+        }
+    }
+
+    fn call<'a>(
+        &'a self,
+        _agent: &'a AgentDef,
+        call: ToolCall<'a>,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ToolReply> {
+        Box::pin(async move {
+            self.calls
+                .lock()
+                .unwrap()
+                .push((call.name.to_string(), call.idempotency_key.to_string()));
+            let stall = self.stall.lock().unwrap().clone();
+            if stall.as_deref() == Some(call.name) {
+                self.stalled.notify_one();
+                std::future::pending::<()>().await;
+            }
+            ToolReply {
+                content: format!("{} says {}", call.name, call.input["arg"]),
+                is_error: false,
+            }
+        })
+    }
+}
+
+pub(crate) fn agent(config: serde_json::Value) -> AgentDef {
+    let mut base = json!({"name": "helper", "provider": "scripted", "model": "scripted-1",
+                          "system": "You help."});
+    base.as_object_mut()
+        .unwrap()
+        .extend(config.as_object().unwrap().clone());
+    let cfg: AgentConfig = serde_json::from_value(base).unwrap();
+    cfg.resolve(std::path::Path::new(".")).unwrap()
+}
+
+pub(crate) struct Harness {
+    pub(crate) store: Store,
+    pub(crate) clock: ManualClock,
+    pub(crate) runtime: Arc<AgentRuntime>,
+}
+
+pub(crate) const LEASE: Duration = Duration::from_secs(30);
+
+impl Harness {
+    pub(crate) async fn new(
+        db: &TestDb,
+        agent: AgentDef,
+        model: Arc<ScriptModel>,
+        tools: Arc<FakeTools>,
+    ) -> Self {
+        let (store, clock) = db.manual().await;
+        let runtime = Arc::new(AgentRuntime::new([agent], model, tools));
+        Harness {
+            store,
+            clock,
+            runtime,
+        }
+    }
+
+    pub(crate) async fn enqueue(&self, agent: &str, prompt: &str) -> String {
+        self.store
+            .enqueue(&NewRun::new(agent, prompt))
+            .await
+            .unwrap()
+            .run_id
+    }
+
+    pub(crate) async fn claim(&self) -> LeasedJob {
+        self.store
+            .claim("w", None, 1, LEASE)
+            .await
+            .unwrap()
+            .remove(0)
+    }
+
+    /// Runs one job to its outcome and records it as the pool would.
+    pub(crate) async fn run_once(&self) -> nightshift_worker::Outcome {
+        let lease = self.claim().await;
+        let outcome = self.runtime.handle(JobContext::new(lease.clone())).await;
+        apply_outcome(&lease, &outcome, &Backoff::default())
+            .await
+            .unwrap();
+        outcome
+    }
+
+    /// Starts a job, waits for `stalled`, then aborts the task (a crash: nothing more is
+    /// written) and moves the clock past the lease so the job can be reclaimed.
+    pub(crate) async fn crash_when(&self, stalled: &Notify) {
+        let lease = self.claim().await;
+        let runtime = self.runtime.clone();
+        let task = tokio::spawn(async move { runtime.handle(JobContext::new(lease)).await });
+        tokio::time::timeout(Duration::from_secs(10), stalled.notified())
+            .await
+            .expect("the run reached the stall point");
+        task.abort();
+        let _ = task.await;
+        self.clock.advance(LEASE + Duration::from_secs(1));
+    }
+
+    pub(crate) async fn events(&self, run_id: &str) -> Vec<RunEvent> {
+        self.store
+            .events(run_id, 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| RunEvent::parse(&e.event_type, &e.payload).unwrap())
+            .collect()
+    }
+
+    pub(crate) async fn kinds(&self, run_id: &str) -> Vec<&'static str> {
+        self.events(run_id)
+            .await
+            .iter()
+            .map(RunEvent::kind)
+            .collect()
+    }
+
+    pub(crate) async fn status(&self, run_id: &str) -> (RunStatus, Option<String>, Option<String>) {
+        let run = self.store.run(run_id).await.unwrap().unwrap();
+        (run.status, run.result, run.error)
+    }
+}
+
+pub(crate) fn tool_results(msg: &Message) -> Vec<(String, String, bool)> {
+    msg.content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => Some((tool_use_id.clone(), content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect()
+}
