@@ -2,11 +2,13 @@
 //!
 //! | method | path | does |
 //! |---|---|---|
-//! | `POST` | `/v1/runs` | enqueue a run: `{agent, prompt, idempotency_key?, priority?, lane?, delay_seconds?, run_at?, max_attempts?}` → 202 with its id (200 and the first run's id for a repeated idempotency key) |
+//! | `POST` | `/v1/runs` | enqueue a run: `{agent, prompt, idempotency_key?, priority?, lane?, delay_seconds?, run_at?, max_attempts?, concurrency_key?, concurrency_policy?, debounce_seconds?}` → 202 with its id (200 and the first run's id for a repeated idempotency key, or the active run's with `skipped` under the skip policy) |
 //! | `GET` | `/v1/runs?status=&limit=` | runs, newest first |
 //! | `GET` | `/v1/runs/{id}` | a run: status, usage, cost, result, error |
 //! | `GET` | `/v1/runs/{id}/events?after=N` | its event log |
 //! | `POST` | `/v1/runs/{id}/cancel` | cancel it |
+//! | `POST` | `/v1/runs/{id}/wake` | wake a sleeping run now |
+//! | `GET` | `/v1/wakeups?limit=` | sleeping runs and when each wakes, soonest first |
 //! | `GET` | `/healthz` | liveness, without the token |
 //!
 //! Every error is JSON `{"error": "…"}` saying what was wrong; a refused request changes
@@ -23,7 +25,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use nightshift_scheduler::{IntakeError, RunRequest, submit};
-use nightshift_store::{CancelOutcome, Error as StoreError, RunStatus, Store, Trigger};
+use nightshift_store::{
+    CancelOutcome, ConcurrencyPolicy, Error as StoreError, RunStatus, Store, Trigger,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
@@ -53,6 +57,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/runs/{id}", get(show_run))
         .route("/v1/runs/{id}/events", get(run_events))
         .route("/v1/runs/{id}/cancel", post(cancel_run))
+        .route("/v1/runs/{id}/wake", post(wake_run))
+        .route("/v1/wakeups", get(list_wakeups))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
@@ -106,6 +112,14 @@ pub struct CreateRun {
     pub run_at: Option<String>,
     #[serde(default)]
     pub max_attempts: Option<i64>,
+    /// Runs with the same key run one at a time.
+    #[serde(default)]
+    pub concurrency_key: Option<String>,
+    /// `queue` (default), `skip`, `supersede` or `debounce` (with `debounce_seconds`).
+    #[serde(default)]
+    pub concurrency_policy: Option<String>,
+    #[serde(default)]
+    pub debounce_seconds: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -113,6 +127,8 @@ struct Created {
     run_id: String,
     job_id: i64,
     duplicate: bool,
+    skipped: bool,
+    superseded: Vec<String>,
 }
 
 async fn create_run(
@@ -160,6 +176,19 @@ async fn create_run(
         },
         (None, None) => None,
     };
+    let policy = match ConcurrencyPolicy::from_name(
+        body.concurrency_policy.as_deref().unwrap_or("queue"),
+        body.debounce_seconds,
+    ) {
+        Ok(p) => p,
+        Err(m) => return error(StatusCode::UNPROCESSABLE_ENTITY, m),
+    };
+    if body.concurrency_key.is_none() && body.concurrency_policy.is_some() {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "a concurrency_policy needs a concurrency_key",
+        );
+    }
     let req = RunRequest {
         agent: body.agent,
         prompt: body.prompt,
@@ -169,12 +198,12 @@ async fn create_run(
         priority: body.priority,
         delay,
         max_attempts: body.max_attempts,
-        concurrency_key: None,
-        concurrency_policy: Default::default(),
+        concurrency_key: body.concurrency_key,
+        concurrency_policy: policy,
     };
     match submit(&state.store, req).await {
         Ok(e) => {
-            let status = if e.duplicate {
+            let status = if e.duplicate || e.skipped {
                 StatusCode::OK
             } else {
                 StatusCode::ACCEPTED
@@ -185,6 +214,8 @@ async fn create_run(
                     run_id: e.run_id,
                     job_id: e.job_id,
                     duplicate: e.duplicate,
+                    skipped: e.skipped,
+                    superseded: e.superseded,
                 }),
             )
                 .into_response()
@@ -331,4 +362,41 @@ pub fn resolve_token(
         .map_err(|e| anyhow::anyhow!("cannot create the API token file {}: {e}", path.display()))?;
     f.write_all(token.as_bytes())?;
     Ok((token, format!("new, written to {}", path.display())))
+}
+
+async fn wake_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    match state.store.wake_now(&id).await {
+        Ok(()) => (
+            StatusCode::ACCEPTED,
+            Json(json!({"run_id": id, "woken": true})),
+        )
+            .into_response(),
+        Err(e) => store_error(e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct WakeupsQuery {
+    limit: Option<i64>,
+}
+
+async fn list_wakeups(State(state): State<ApiState>, Query(q): Query<WakeupsQuery>) -> Response {
+    match state.store.pending_wakeups(q.limit.unwrap_or(100)).await {
+        Ok(rows) => {
+            let items: Vec<Value> = rows
+                .iter()
+                .map(|w| {
+                    json!({
+                        "run_id": w.run_id,
+                        "agent": w.agent,
+                        "job_id": w.job_id,
+                        "due_at": w.due_at,
+                        "reason": w.reason(),
+                    })
+                })
+                .collect();
+            Json(json!({ "wakeups": items })).into_response()
+        }
+        Err(e) => store_error(e),
+    }
 }

@@ -59,8 +59,15 @@ pub enum RunsCommand {
     Show { id: String },
     /// Print a run's events as JSON lines.
     Events { id: String },
-    /// Cancel a run (a running job stops at its next heartbeat).
+    /// Cancel a run (a running job stops at its next heartbeat; a sleeping run ends now).
     Cancel { id: String },
+    /// Wake a sleeping run now instead of at its wakeup time.
+    Wake { id: String },
+    /// List sleeping runs and when each wakes, soonest first.
+    Wakeups {
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+    },
 }
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
@@ -249,6 +256,23 @@ async fn runs(store: &Store, command: RunsCommand) -> anyhow::Result<()> {
                 .with_context(|| format!("run {id} not found"))?;
             for event in store.events(&id, 0).await? {
                 println!("{}", serde_json::to_string(&event)?);
+            }
+        }
+        RunsCommand::Wake { id } => {
+            store.wake_now(&id).await?;
+            println!("{id}\twoken; it resumes as soon as a worker is free");
+        }
+        RunsCommand::Wakeups { limit } => {
+            for w in store.pending_wakeups(limit).await? {
+                let due = chrono::DateTime::from_timestamp_millis(w.due_at)
+                    .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                    .unwrap_or_default();
+                println!(
+                    "{}\t{}\t{due}\t{}",
+                    w.run_id,
+                    w.agent,
+                    w.reason().unwrap_or_default()
+                );
             }
         }
         RunsCommand::Cancel { id } => match store.cancel_run(&id).await? {

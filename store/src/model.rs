@@ -162,6 +162,33 @@ pub enum ConcurrencyPolicy {
 }
 
 impl ConcurrencyPolicy {
+    /// The policy named `name` (`queue`, `skip`, `supersede`, `debounce`); `debounce` needs
+    /// `debounce_seconds`, which the others refuse.
+    pub fn from_name(name: &str, debounce_seconds: Option<u64>) -> Result<Self, String> {
+        let policy = match (name, debounce_seconds) {
+            ("queue", None) => ConcurrencyPolicy::Queue,
+            ("skip", None) => ConcurrencyPolicy::Skip,
+            ("supersede", None) => ConcurrencyPolicy::Supersede,
+            ("debounce", Some(s)) if (1..=86_400).contains(&s) => ConcurrencyPolicy::Debounce {
+                window_ms: i64::try_from(s * 1000).unwrap_or(i64::MAX),
+            },
+            ("debounce", _) => {
+                return Err("the debounce policy needs debounce_seconds, 1 to 86400".into());
+            }
+            ("queue" | "skip" | "supersede", Some(_)) => {
+                return Err(format!(
+                    "debounce_seconds only applies to the debounce policy, not '{name}'"
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "unknown concurrency policy '{name}'; use queue, skip, supersede or debounce"
+                ));
+            }
+        };
+        Ok(policy)
+    }
+
     /// The policy's name, as config spells it.
     pub fn name(&self) -> &'static str {
         match self {

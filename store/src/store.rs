@@ -38,7 +38,6 @@ macro_rules! dispatch {
         }
     };
 }
-#[allow(unused_imports)] // used by the trigger modules
 pub(crate) use dispatch;
 
 #[derive(Debug)]

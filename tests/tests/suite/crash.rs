@@ -24,11 +24,11 @@ on_both_backends! {
 }
 
 /// Short leases, so a SIGKILLed daemon's jobs are reclaimed quickly.
-const FAST_WORKER: &str =
+pub(crate) const FAST_WORKER: &str =
     "slots = 3\nlease_ms = 1500\nheartbeat_ms = 300\npoll_interval_ms = 100\n";
 
 /// A TOML string (JSON's string syntax is valid TOML).
-fn q(s: &str) -> String {
+pub(crate) fn q(s: &str) -> String {
     Value::from(s).to_string()
 }
 
@@ -41,7 +41,7 @@ fn sh_path(p: &Path) -> String {
 
 /// Writes `nightshift.toml` in `dir`: the test's database, `worker`, data under `dir/data`,
 /// and `body` (providers, agents, command tools).
-fn write_config(db: &TestDb, dir: &Path, worker: &str, body: &str) -> PathBuf {
+pub(crate) fn write_config(db: &TestDb, dir: &Path, worker: &str, body: &str) -> PathBuf {
     let schema = db
         .config
         .schema
@@ -60,7 +60,7 @@ fn write_config(db: &TestDb, dir: &Path, worker: &str, body: &str) -> PathBuf {
 
 /// A scripted provider and an agent of the same `name` using `tools`; the script is written
 /// next to the config.
-fn agent(dir: &Path, name: &str, tools: &[&str], turns: Value) -> String {
+pub(crate) fn agent(dir: &Path, name: &str, tools: &[&str], turns: Value) -> String {
     let script = format!("script-{name}.json");
     std::fs::write(dir.join(&script), turns.to_string()).unwrap();
     format!(
@@ -84,16 +84,16 @@ fn command_tool(name: &str, class: &str, program: &str) -> String {
     )
 }
 
-fn tool_turn(call_id: &str, tool: &str, input: Value) -> Value {
+pub(crate) fn tool_turn(call_id: &str, tool: &str, input: Value) -> Value {
     json!({"content": [{"type": "tool_use", "id": call_id, "name": tool, "input": input}],
            "stop_reason": "tool_use"})
 }
 
-fn text_turn(text: &str) -> Value {
+pub(crate) fn text_turn(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}], "stop_reason": "end_turn"})
 }
 
-fn nightshift(cfg: &Path) -> Command {
+pub(crate) fn nightshift(cfg: &Path) -> Command {
     let mut cmd = Command::new(nightshift_bin());
     cmd.arg("--config")
         .arg(cfg)
@@ -102,7 +102,7 @@ fn nightshift(cfg: &Path) -> Command {
     cmd
 }
 
-fn serve(cfg: &Path) -> Proc {
+pub(crate) fn serve(cfg: &Path) -> Proc {
     Proc {
         child: nightshift(cfg)
             .arg("serve")
@@ -114,7 +114,7 @@ fn serve(cfg: &Path) -> Proc {
 }
 
 /// Runs a one-shot CLI command that must succeed; returns its stdout.
-fn cli(cfg: &Path, args: &[&str]) -> String {
+pub(crate) fn cli(cfg: &Path, args: &[&str]) -> String {
     let out = nightshift(cfg).args(args).output().expect("run nightshift");
     assert!(
         out.status.success(),
@@ -125,12 +125,12 @@ fn cli(cfg: &Path, args: &[&str]) -> String {
 }
 
 /// `nightshift run AGENT PROMPT`; returns the run id.
-fn enqueue(cfg: &Path, agent: &str) -> String {
+pub(crate) fn enqueue(cfg: &Path, agent: &str) -> String {
     let out = cli(cfg, &["run", agent, "Call your tool."]);
     out.split('\t').next().unwrap().trim().to_string()
 }
 
-async fn sigkill(serve: &mut Proc) {
+pub(crate) async fn sigkill(serve: &mut Proc) {
     serve.signal("KILL");
     let status = serve.wait_exit(Duration::from_secs(10)).await;
     assert_eq!(
@@ -140,7 +140,7 @@ async fn sigkill(serve: &mut Proc) {
     );
 }
 
-async fn sigterm(mut serve: Proc) {
+pub(crate) async fn sigterm(mut serve: Proc) {
     serve.signal("TERM");
     let status = serve.wait_exit(Duration::from_secs(20)).await;
     assert!(
@@ -156,7 +156,7 @@ fn lines(path: &Path) -> Vec<String> {
 }
 
 /// The run's events, parsed.
-async fn events(store: &Store, run_id: &str) -> Vec<(Event, RunEvent)> {
+pub(crate) async fn events(store: &Store, run_id: &str) -> Vec<(Event, RunEvent)> {
     store
         .events(run_id, 0)
         .await
@@ -169,11 +169,11 @@ async fn events(store: &Store, run_id: &str) -> Vec<(Event, RunEvent)> {
         .collect()
 }
 
-fn kinds(events: &[(Event, RunEvent)]) -> Vec<&str> {
+pub(crate) fn kinds(events: &[(Event, RunEvent)]) -> Vec<&str> {
     events.iter().map(|(e, _)| e.event_type.as_str()).collect()
 }
 
-async fn wait_finished(store: &Store, run_id: &str) -> Run {
+pub(crate) async fn wait_finished(store: &Store, run_id: &str) -> Run {
     eventually(
         Duration::from_secs(60),
         &format!("run {run_id} to finish"),

@@ -9,7 +9,7 @@ use nightshift_agent::runtime::REFUSED_NOTICE;
 use nightshift_agent::{RunEvent, SCHEDULE_WAKEUP};
 use nightshift_llm::{ContentBlock, Role, StopReason};
 use nightshift_store::{ConcurrencyPolicy, JobKind, JobState, NewRun, RunStatus};
-use nightshift_tests::{TestDb, on_both_backends};
+use nightshift_tests::{TestDb, eventually, on_both_backends};
 use nightshift_worker::{Handler, JobContext, Outcome};
 use serde_json::json;
 
@@ -190,4 +190,80 @@ async fn superseded_run_is_fenced(db: &TestDb) {
     h.run_once().await;
     assert_eq!(h.status(&newer.run_id).await.0, RunStatus::Succeeded);
     assert_eq!(tools.calls().len(), 1);
+}
+
+// ---- through the real daemon ---------------------------------------------------------------
+
+on_both_backends! {
+    a_sleeping_run_survives_shutdown_and_restart_and_wakes_on_time => sleeping_run_survives_restart;
+}
+
+async fn sleeping_run_survives_restart(db: &TestDb) {
+    use super::crash::*;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The first reply takes 1.5 s, so SIGTERM lands while the turn that sets the wakeup is
+    // in flight: the wakeup must not be lost to the shutdown.
+    let mut first = tool_turn(
+        "w1",
+        SCHEDULE_WAKEUP,
+        json!({"delay_seconds": 3, "reason": "the build"}),
+    );
+    first["delay_ms"] = json!(1500);
+    let body = agent(
+        d,
+        "sleeper",
+        &[SCHEDULE_WAKEUP],
+        json!([first, text_turn("woke and finished")]),
+    ) + "[agents.wakeups]\nmin_delay_seconds = 1\n\n";
+    let cfg = write_config(db, d, FAST_WORKER, &body);
+    let store = db.store().await;
+    let daemon = serve(&cfg);
+    let run_id = enqueue(&cfg, "sleeper");
+    eventually(Duration::from_secs(30), "the run to start", || async {
+        let run = store.run(&run_id).await.unwrap()?;
+        (run.status == RunStatus::Running).then_some(())
+    })
+    .await;
+    sigterm(daemon).await;
+    // Whether the drain finished the turn or released the job, the run is not lost: start
+    // again and it sleeps, then wakes.
+    let daemon = serve(&cfg);
+    let wakeup = eventually(Duration::from_secs(30), "the run to sleep", || async {
+        store.pending_wakeups(10).await.unwrap().into_iter().next()
+    })
+    .await;
+    assert_eq!(wakeup.run_id, run_id);
+    assert_eq!(wakeup.reason().as_deref(), Some("the build"));
+    let listed = cli(&cfg, &["runs", "wakeups"]);
+    assert!(
+        listed.contains(&run_id) && listed.contains("the build"),
+        "{listed}"
+    );
+    // Restart while it sleeps: the wakeup lives in the store, not in the process.
+    sigterm(daemon).await;
+    assert_eq!(
+        store.run(&run_id).await.unwrap().unwrap().status,
+        RunStatus::Waiting
+    );
+    let daemon = serve(&cfg);
+    let run = wait_finished(&store, &run_id).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    assert_eq!(run.result.as_deref(), Some("woke and finished"));
+    let log = events(&store, &run_id).await;
+    let scheduled = log
+        .iter()
+        .filter(|(_, e)| matches!(e, RunEvent::WakeupScheduled { .. }))
+        .count();
+    assert_eq!(scheduled, 1, "{:?}", kinds(&log));
+    let (resumed, reminder) = log
+        .iter()
+        .find_map(|(row, e)| match e {
+            RunEvent::Resumed { reminder, .. } => Some((row.created_at, reminder.clone())),
+            _ => None,
+        })
+        .expect("a resumed event");
+    assert!(resumed >= wakeup.due_at, "woke before it was due");
+    assert!(reminder.contains("the build"), "{reminder}");
+    sigterm(daemon).await;
 }
