@@ -49,6 +49,9 @@ pub struct AgentConfig {
     /// Limits on `schedule_wakeup` (enable it by listing it in `tools`).
     #[serde(default)]
     pub wakeups: crate::wakeup::WakeupPolicy,
+    /// Which tool calls wait for a human's approval, and for how long.
+    #[serde(default)]
+    pub approvals: crate::approval::ApprovalPolicy,
 }
 
 fn default_max_tokens() -> u32 {
@@ -151,6 +154,7 @@ impl AgentConfig {
             return Err(format!("agents.{name}.max_tokens must be at least 1"));
         }
         self.wakeups.validate(name)?;
+        self.approvals.validate(name)?;
         if self.budgets.max_turns == 0 {
             return Err(format!(
                 "agents.{name}.budgets.max_turns must be at least 1"

@@ -72,6 +72,21 @@ pub enum RunEvent {
     /// A resume job delivered its reason (a wakeup, a message): `reminder` is appended to
     /// the conversation as a user message. At most once per job.
     Resumed { job_id: i64, reminder: String },
+    /// A call needs a human's approval: the run parks until a decision or `expires_at`.
+    ApprovalRequested {
+        call_id: String,
+        name: String,
+        input_hash: String,
+        expires_at: i64,
+    },
+    /// The decision on a call, applied once: approved calls run, denied ones get a `denied`
+    /// result. `by` is `operator` or `timeout`.
+    ApprovalDecided {
+        call_id: String,
+        approved: bool,
+        reason: Option<String>,
+        by: String,
+    },
     /// The run ended (its final state is also on the run row).
     Finished {
         status: String,
@@ -91,6 +106,8 @@ impl RunEvent {
             RunEvent::Compacted { .. } => "compacted",
             RunEvent::WakeupScheduled { .. } => "wakeup_scheduled",
             RunEvent::Resumed { .. } => "resumed",
+            RunEvent::ApprovalRequested { .. } => "approval_requested",
+            RunEvent::ApprovalDecided { .. } => "approval_decided",
             RunEvent::Finished { .. } => "finished",
         }
     }

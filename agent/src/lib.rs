@@ -20,6 +20,7 @@
 //! the run (no crash loop); model errors that may pass are retried by the queue; others fail
 //! the run with the provider's message.
 
+pub mod approval;
 pub mod checkpoint;
 pub mod config;
 pub mod events;

@@ -15,6 +15,7 @@ use nightshift_store::{
 };
 use nightshift_worker::{Handler, JobContext, Outcome};
 
+use crate::approval;
 use crate::checkpoint;
 use crate::config::AgentDef;
 use crate::events::{Durability, RunEvent};
@@ -97,6 +98,16 @@ impl Handler for AgentRuntime {
             Err(Stop::Corrupt(e)) => Outcome::failed(e),
         }
     }
+}
+
+/// How running the tools of a reply ended.
+enum ToolsEnd {
+    /// Every call that could run has its result.
+    Done,
+    /// A side-effect call was refused: the run was cancelled or superseded.
+    Refused,
+    /// A call waits for a human's decision until `until`.
+    AwaitApproval { call_id: String, until: i64 },
 }
 
 /// Why the loop stopped without an outcome of its own.
@@ -266,8 +277,13 @@ impl AgentRuntime {
             if !s.state.pending.is_empty() {
                 // Recover the calls a dead worker left first: a reminder never lands between
                 // a tool call and its result.
-                if self.run_tools(&mut s).await? {
-                    return s.finish(RunEnd::Cancelled).await;
+                match self.run_tools(&mut s).await? {
+                    ToolsEnd::Done => {}
+                    ToolsEnd::Refused => return s.finish(RunEnd::Cancelled).await,
+                    ToolsEnd::AwaitApproval { call_id, until } => {
+                        tracing::warn!(run_id = %s.run_id, "a resume arrived while a call awaits approval; it is delivered after the decision only if sent again");
+                        return s.await_approval(call_id, until).await;
+                    }
                 }
             }
             s.log(RunEvent::Resumed {
@@ -276,6 +292,7 @@ impl AgentRuntime {
             })
             .await?;
         }
+        s.apply_decision().await?;
         self.drive(&mut s).await
     }
 
@@ -290,14 +307,17 @@ impl AgentRuntime {
                 return s.finish(RunEnd::Cancelled).await;
             }
             match step {
-                Step::RunTools => {
-                    if self.run_tools(s).await? {
-                        return s.finish(RunEnd::Cancelled).await;
+                Step::RunTools => match self.run_tools(s).await? {
+                    ToolsEnd::Refused => return s.finish(RunEnd::Cancelled).await,
+                    ToolsEnd::AwaitApproval { call_id, until } => {
+                        return s.await_approval(call_id, until).await;
                     }
-                    if s.state.pending.is_empty() {
-                        s.checkpoint().await?; // a turn ended
+                    ToolsEnd::Done => {
+                        if s.state.pending.is_empty() {
+                            s.checkpoint().await?; // a turn ended
+                        }
                     }
-                }
+                },
                 Step::Sleep(w) => {
                     s.checkpoint().await?;
                     return Ok(Outcome::Park {
@@ -339,15 +359,38 @@ impl AgentRuntime {
     /// result is run again when it is read-only or idempotent (same idempotency key) and
     /// reported as interrupted when it has side effects. A side-effect call is started only
     /// while the run is neither cancelled nor superseded (one guarded write); returns true
-    /// when one was refused for that reason, and the run must stop.
-    async fn run_tools(&self, s: &mut Session<'_>) -> Result<bool, Stop> {
+    /// when one was refused for that reason, and the run must stop. A call that needs
+    /// approval and has no decision stops the round until one is made.
+    async fn run_tools(&self, s: &mut Session<'_>) -> Result<ToolsEnd, Stop> {
         let calls = s.state.pending.clone();
         for call in calls {
             if call.result.is_some() {
                 continue;
             }
             if s.ctx.cancel.is_cancelled() {
-                return Ok(false);
+                return Ok(ToolsEnd::Done);
+            }
+            if call.started.is_none() && self.needs_approval(s.agent, &call.name, &call.input) {
+                match s.state.decisions.get(&call.call_id).cloned() {
+                    Some(d) if d.approved => {}
+                    Some(d) => {
+                        s.log(RunEvent::ToolResult {
+                            call_id: call.call_id.clone(),
+                            content: approval::denied_notice(d.reason.as_deref()),
+                            is_error: true,
+                            interrupted: false,
+                        })
+                        .await?;
+                        continue;
+                    }
+                    None => {
+                        let until = s.request_approval(&call).await?;
+                        return Ok(ToolsEnd::AwaitApproval {
+                            call_id: call.call_id.clone(),
+                            until,
+                        });
+                    }
+                }
             }
             let key = match &call.started {
                 Some(started) if started.durability == Durability::SideEffect => {
@@ -380,7 +423,7 @@ impl AgentRuntime {
                                 interrupted: false,
                             })
                             .await?;
-                            return Ok(true);
+                            return Ok(ToolsEnd::Refused);
                         }
                     } else {
                         s.log(started).await?;
@@ -414,7 +457,18 @@ impl AgentRuntime {
             })
             .await?;
         }
-        Ok(false)
+        Ok(ToolsEnd::Done)
+    }
+
+    /// True when a call must wait for a human's decision.
+    fn needs_approval(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> bool {
+        let marked = agent
+            .config
+            .tool_overrides
+            .get(name)
+            .and_then(|o| o.approval)
+            == Some(nightshift_tools::Approval::Required);
+        marked || agent.config.approvals.matches(name, input)
     }
 
     /// True for a control tool the agent has enabled (the loop runs it itself).
@@ -586,6 +640,106 @@ fn resume_reminder(payload: &str, state: &RunState, now: i64) -> Option<String> 
 }
 
 impl Session<'_> {
+    /// Records that `call` waits for approval (once) and returns when it times out.
+    async fn request_approval(&mut self, call: &crate::state::PendingCall) -> Result<i64, Stop> {
+        if let Some(a) = &self.state.awaiting_approval
+            && a.call_id == call.call_id
+        {
+            return Ok(a.expires_at);
+        }
+        let store = self.ctx.lease.store();
+        let timeout_ms =
+            i64::try_from(self.agent.config.approvals.timeout_seconds * 1000).unwrap_or(i64::MAX);
+        let input = call.input.to_string();
+        let hash = approval::input_hash(&call.input);
+        store
+            .request_approval(&nightshift_store::NewApproval {
+                run_id: &self.run_id,
+                call_id: &call.call_id,
+                tool: &call.name,
+                input: &input,
+                input_hash: &hash,
+                expires_at: store.now().saturating_add(timeout_ms),
+            })
+            .await?;
+        // The row decides the expiry (a crash may have written it before this attempt).
+        let row = store
+            .approval(&self.run_id, &call.call_id)
+            .await?
+            .ok_or_else(|| Stop::Corrupt(format!("run {}: approval row vanished", self.run_id)))?;
+        self.log(RunEvent::ApprovalRequested {
+            call_id: call.call_id.clone(),
+            name: call.name.clone(),
+            input_hash: hash,
+            expires_at: row.expires_at,
+        })
+        .await?;
+        Ok(row.expires_at)
+    }
+
+    /// Parks the run until the call is decided or times out.
+    async fn await_approval(&mut self, call_id: String, until: i64) -> Result<Outcome, Stop> {
+        self.checkpoint().await?;
+        Ok(Outcome::AwaitApproval {
+            payload: ResumeReason::Approval {
+                call_id: call_id.clone(),
+            }
+            .to_payload(),
+            call_id,
+            until,
+        })
+    }
+
+    /// When a call awaits approval and its row is decided (or past its timeout), logs the
+    /// decision once, bound to the call's exact input.
+    async fn apply_decision(&mut self) -> Result<(), Stop> {
+        let Some(waiting) = self.state.awaiting_approval.clone() else {
+            return Ok(());
+        };
+        let store = self.ctx.lease.store();
+        let Some(mut row) = store.approval(&self.run_id, &waiting.call_id).await? else {
+            return Ok(());
+        };
+        let mut by = "operator";
+        if row.status == "pending" && store.now() >= row.expires_at {
+            store
+                .expire_approval(&self.run_id, &waiting.call_id)
+                .await?;
+            by = "timeout";
+            row = store
+                .approval(&self.run_id, &waiting.call_id)
+                .await?
+                .unwrap_or(row);
+        }
+        if row.status == "pending" {
+            return Ok(());
+        }
+        if row.status == "expired" {
+            by = "timeout";
+        }
+        let input = self
+            .state
+            .pending
+            .iter()
+            .find(|c| c.call_id == waiting.call_id)
+            .map(|c| approval::input_hash(&c.input));
+        let (approved, reason) = if input.as_deref() != Some(row.input_hash.as_str()) {
+            (
+                false,
+                Some("the decision was made for a different input of this call".to_string()),
+            )
+        } else {
+            (row.status == "approved", row.reason)
+        };
+        self.log(RunEvent::ApprovalDecided {
+            call_id: waiting.call_id,
+            approved,
+            reason,
+            by: by.to_string(),
+        })
+        .await
+    }
+
     /// Appends an event unless the run was cancelled or superseded (see
     /// `LeasedJob::append_event_unless_cancelled`); false when it was refused.
     async fn log_unless_cancelled(&mut self, event: RunEvent) -> Result<bool, Stop> {

@@ -43,6 +43,20 @@ pub struct CallResult {
     pub is_error: bool,
 }
 
+/// A call waiting for approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AwaitingApproval {
+    pub call_id: String,
+    pub expires_at: i64,
+}
+
+/// A decision on a call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    pub approved: bool,
+    pub reason: Option<String>,
+}
+
 /// How the run ended, once it has.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ending {
@@ -88,6 +102,12 @@ pub struct RunState {
     /// The newest resume job whose reason was delivered (each is delivered once).
     #[serde(default)]
     pub last_resumed_job: Option<i64>,
+    /// The call of the newest reply that waits for a human's decision.
+    #[serde(default)]
+    pub awaiting_approval: Option<AwaitingApproval>,
+    /// Decisions on calls of the newest reply, by call id.
+    #[serde(default)]
+    pub decisions: std::collections::BTreeMap<String, Decision>,
     /// The sequence number of the last event folded in.
     pub through_seq: i64,
 }
@@ -204,6 +224,35 @@ impl RunState {
                 });
                 self.wakeups_used += 1;
             }
+            RunEvent::ApprovalRequested {
+                call_id,
+                expires_at,
+                ..
+            } => {
+                self.pending_mut(seq, call_id)?;
+                self.awaiting_approval = Some(AwaitingApproval {
+                    call_id: call_id.clone(),
+                    expires_at: *expires_at,
+                });
+            }
+            RunEvent::ApprovalDecided {
+                call_id,
+                approved,
+                reason,
+                ..
+            } => {
+                self.pending_mut(seq, call_id)?;
+                self.decisions.insert(
+                    call_id.clone(),
+                    Decision {
+                        approved: *approved,
+                        reason: reason.clone(),
+                    },
+                );
+                if self.awaiting_approval.as_ref().map(|a| a.call_id.as_str()) == Some(call_id) {
+                    self.awaiting_approval = None;
+                }
+            }
             RunEvent::Resumed { job_id, reminder } => {
                 if !self.pending.is_empty() {
                     return Err(format!(
@@ -256,6 +305,8 @@ impl RunState {
     /// All results of the newest reply are in: they go back in one user message, in the
     /// order the model asked for the calls (not the order they finished).
     fn close_tool_round(&mut self) {
+        self.decisions.clear();
+        self.awaiting_approval = None;
         let content = self
             .pending
             .drain(..)

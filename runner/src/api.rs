@@ -9,6 +9,8 @@
 //! | `POST` | `/v1/runs/{id}/cancel` | cancel it |
 //! | `POST` | `/v1/runs/{id}/wake` | wake a sleeping run now |
 //! | `GET` | `/v1/wakeups?limit=` | sleeping runs and when each wakes, soonest first |
+//! | `GET` | `/v1/approvals?limit=` | tool calls waiting for a decision, oldest first |
+//! | `POST` | `/v1/runs/{id}/approvals/{call}` | `{decision: approve\|deny, reason?}`: decide one call; the run resumes on any worker |
 //! | `GET` | `/healthz` | liveness, without the token |
 //!
 //! Every error is JSON `{"error": "…"}` saying what was wrong; a refused request changes
@@ -59,6 +61,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/runs/{id}/cancel", post(cancel_run))
         .route("/v1/runs/{id}/wake", post(wake_run))
         .route("/v1/wakeups", get(list_wakeups))
+        .route("/v1/approvals", get(list_approvals))
+        .route("/v1/runs/{id}/approvals/{call}", post(decide_approval))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
@@ -397,6 +401,60 @@ async fn list_wakeups(State(state): State<ApiState>, Query(q): Query<WakeupsQuer
                 .collect();
             Json(json!({ "wakeups": items })).into_response()
         }
+        Err(e) => store_error(e),
+    }
+}
+
+async fn list_approvals(State(state): State<ApiState>, Query(q): Query<WakeupsQuery>) -> Response {
+    match state.store.pending_approvals(q.limit.unwrap_or(100)).await {
+        Ok(rows) => Json(json!({ "approvals": rows })).into_response(),
+        Err(e) => store_error(e),
+    }
+}
+
+/// The body of `POST /v1/runs/{id}/approvals/{call}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Decide {
+    decision: String,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+async fn decide_approval(
+    State(state): State<ApiState>,
+    Path((id, call)): Path<(String, String)>,
+    body: Result<Json<Decide>, JsonRejection>,
+) -> Response {
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("invalid request body: {}", e.body_text()),
+            );
+        }
+    };
+    let approve = match body.decision.as_str() {
+        "approve" => true,
+        "deny" => false,
+        other => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("decision '{other}' is not allowed; use approve or deny"),
+            );
+        }
+    };
+    match state
+        .store
+        .decide_approval(&id, &call, approve, body.reason.as_deref())
+        .await
+    {
+        Ok(()) => (
+            StatusCode::ACCEPTED,
+            Json(json!({"run_id": id, "call_id": call, "decision": body.decision})),
+        )
+            .into_response(),
         Err(e) => store_error(e),
     }
 }

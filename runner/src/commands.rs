@@ -90,6 +90,17 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run(&store, &config, args).await,
         Command::Runs { command } => runs(&store, command).await,
         Command::Queue => queue(&store).await,
+        Command::Approve {
+            run_id,
+            call_id,
+            reason,
+        } => decide(&store, &run_id, &call_id, true, reason).await,
+        Command::Deny {
+            run_id,
+            call_id,
+            reason,
+        } => decide(&store, &run_id, &call_id, false, reason).await,
+        Command::Approvals => approvals(&store).await,
         Command::Demo { .. } => unreachable!("handled above"),
     };
     store.close().await;
@@ -283,6 +294,34 @@ async fn runs(store: &Store, command: RunsCommand) -> anyhow::Result<()> {
                 )
             }
         },
+    }
+    Ok(())
+}
+
+async fn decide(
+    store: &Store,
+    run_id: &str,
+    call_id: &str,
+    approve: bool,
+    reason: Option<String>,
+) -> anyhow::Result<()> {
+    store
+        .decide_approval(run_id, call_id, approve, reason.as_deref())
+        .await?;
+    let verb = if approve { "approved" } else { "denied" };
+    println!("{run_id}\t{call_id}\t{verb}; the run resumes as soon as a worker is free");
+    Ok(())
+}
+
+async fn approvals(store: &Store) -> anyhow::Result<()> {
+    for a in store.pending_approvals(1000).await? {
+        let expires = chrono::DateTime::from_timestamp_millis(a.expires_at)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            .unwrap_or_default();
+        println!(
+            "{}\t{}\t{}\texpires {expires}\t{}",
+            a.run_id, a.call_id, a.tool, a.input
+        );
     }
     Ok(())
 }

@@ -44,6 +44,22 @@ enum Command {
     },
     /// Show how many jobs are in each state, and the live workers.
     Queue,
+    /// Approve a tool call waiting for a decision (see `nightshift approvals`).
+    Approve {
+        run_id: String,
+        call_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Deny a tool call waiting for a decision; the model gets a `denied` result.
+    Deny {
+        run_id: String,
+        call_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// List the tool calls waiting for a decision, oldest first.
+    Approvals,
     /// Run a sample agent end to end on the embedded default: SQLite, a scripted model (no
     /// API key), real file and command tools. Prints the transcript and usage.
     Demo {

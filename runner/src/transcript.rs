@@ -71,6 +71,18 @@ pub fn render(event: &Event) -> Vec<String> {
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
                 .unwrap_or_default()
         )],
+        RunEvent::ApprovalRequested { call_id, name, .. } => vec![format!(
+            "── waiting for approval of {name} ({call_id}): nightshift runs approve RUN {call_id}"
+        )],
+        RunEvent::ApprovalDecided {
+            call_id,
+            approved,
+            by,
+            ..
+        } => vec![format!(
+            "── {call_id} {} by {by}",
+            if approved { "approved" } else { "denied" }
+        )],
         RunEvent::Resumed { reminder, .. } => reminder.lines().map(|l| format!("» {l}")).collect(),
         RunEvent::Finished { status, .. } => vec![format!("── run {status}")],
     }

@@ -595,6 +595,7 @@ macro_rules! queue_operations {
                 resume: &$crate::model::JobOptions,
                 payload: &str,
                 waiting: $crate::states::RunStatus,
+                approval_call: Option<&str>,
                 now: i64,
             ) -> $crate::Result<Option<i64>> {
                 let mut tx = self.begin().await?;
@@ -629,13 +630,34 @@ macro_rules! queue_operations {
                     tx.commit().await?;
                     return Ok(None);
                 }
+                let mut run_at = resume.run_at.unwrap_or(now);
+                if let Some(call_id) = approval_call {
+                    // Serialised with decide_approval: a decision that landed before this park
+                    // makes the resume due now instead of at the timeout.
+                    sqlx::query(sql!("lock_key"))
+                        .bind(format!("approval:{run_id}"))
+                        .execute(&mut *tx)
+                        .await?;
+                    let decided: i64 = sqlx::query_scalar(include_str!(concat!(
+                        "../sql/",
+                        $dir,
+                        "/approvals/decided.sql"
+                    )))
+                    .bind(&run_id)
+                    .bind(call_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    if decided > 0 {
+                        run_at = now;
+                    }
+                }
                 let resume_id: i64 = sqlx::query_scalar(sql!("insert_job"))
                     .bind(&run_id)
                     .bind($crate::states::JobKind::Resume.as_str())
                     .bind(&resume.lane)
                     .bind(resume.priority)
                     .bind(payload)
-                    .bind(resume.run_at.unwrap_or(now))
+                    .bind(run_at)
                     .bind(resume.max_attempts)
                     .bind(None::<String>)
                     .bind(now)

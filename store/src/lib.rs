@@ -21,6 +21,7 @@
 //! How it fails: every error is an [`Error`] whose message says what to do;
 //! [`Error::is_transient`] tells whether retrying can help.
 
+pub mod approvals;
 mod backend;
 pub mod backoff;
 pub mod clock;
@@ -34,6 +35,7 @@ pub mod states;
 mod store;
 pub mod wakeups;
 
+pub use approvals::{Approval, NewApproval};
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use config::{BackendKind, StoreConfig, Synchronous};

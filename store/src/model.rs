@@ -284,6 +284,8 @@ pub struct Enqueued {
 pub enum ResumeReason {
     /// A new message for the run (a webhook `resume` route, the API).
     Message { text: String },
+    /// A decision on call `call_id` was made, or its approval timed out.
+    Approval { call_id: String },
     /// A wakeup the agent set for itself is due.
     Wakeup {
         /// What the agent said it was waiting for.

@@ -415,7 +415,29 @@ impl LeasedJob {
         };
         let s = &self.store;
         let now = s.now();
-        let parked = dispatch!(s, b => b.park(self.job.id, self.token, &resume, payload, RunStatus::Waiting, now))?;
+        let parked = dispatch!(s, b => b.park(self.job.id, self.token, &resume, payload, RunStatus::Waiting, None, now))?;
+        s.wake();
+        Ok(parked)
+    }
+
+    /// Parks the run as `awaiting_approval` for call `call_id`: like
+    /// [`park_until`](Self::park_until) with the approval's expiry as the time, except that
+    /// the resume job is due at once when the call was decided already.
+    pub async fn park_for_approval(
+        &self,
+        call_id: &str,
+        expires_at: Millis,
+        payload: &str,
+    ) -> Result<Option<i64>> {
+        let resume = JobOptions {
+            lane: self.job.lane.clone(),
+            priority: self.job.priority,
+            run_at: Some(expires_at),
+            max_attempts: self.job.max_attempts,
+        };
+        let s = &self.store;
+        let now = s.now();
+        let parked = dispatch!(s, b => b.park(self.job.id, self.token, &resume, payload, RunStatus::AwaitingApproval, Some(call_id), now))?;
         s.wake();
         Ok(parked)
     }

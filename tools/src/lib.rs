@@ -49,7 +49,7 @@ pub use builtins::todo::{Todo, TodoStatus, TodoWrite, parse_todos, render_todos}
 pub use command_tool::{CommandTool, CommandToolConfig};
 pub use context::{HttpAllowlist, Limits, ToolContext};
 pub use orphans::ProcessRegistry;
-pub use registry::{Registry, RegistryConfig, RegistryError, ToolOverride};
+pub use registry::{Approval, Registry, RegistryConfig, RegistryError, ToolOverride};
 pub use secrets::{SecretError, SecretResolver};
 
 use std::fmt;

@@ -32,6 +32,19 @@ pub struct ToolOverride {
     pub timeout_seconds: Option<u64>,
     /// Replaces the durability class (for every call of the tool).
     pub class: Option<ToolClass>,
+    /// `required`: every call waits for a human's approval before it runs (the agent
+    /// runtime parks the run; see its `approval` module).
+    pub approval: Option<Approval>,
+}
+
+/// Whether a tool's calls wait for a human's approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    /// Every call waits for approval.
+    Required,
+    /// No call waits (the default).
+    None,
 }
 
 /// The tool part of an agent's config.

@@ -70,6 +70,13 @@ pub enum Outcome {
     },
     /// Park the run until `until` (a wakeup); a resume job carrying `payload` is armed.
     Park { until: Millis, payload: String },
+    /// Park the run as `awaiting_approval` for tool call `call_id`; a resume job carrying
+    /// `payload` is armed for `until` (the approval's timeout) or at once when it is decided.
+    AwaitApproval {
+        call_id: String,
+        until: Millis,
+        payload: String,
+    },
 }
 
 impl Outcome {

@@ -100,6 +100,14 @@ pub async fn apply_outcome(
             lease.retry_after(delay, error).await.map(|_| ())
         }
         Outcome::Park { until, payload } => lease.park_until(*until, payload).await.map(|_| ()),
+        Outcome::AwaitApproval {
+            call_id,
+            until,
+            payload,
+        } => lease
+            .park_for_approval(call_id, *until, payload)
+            .await
+            .map(|_| ()),
     }
 }
 

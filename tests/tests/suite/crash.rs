@@ -74,7 +74,7 @@ pub(crate) fn agent(dir: &Path, name: &str, tools: &[&str], turns: Value) -> Str
 }
 
 /// A `[[command_tools]]` entry running `sh -c program`.
-fn command_tool(name: &str, class: &str, program: &str) -> String {
+pub(crate) fn command_tool(name: &str, class: &str, program: &str) -> String {
     format!(
         "[[command_tools]]\nname = {}\ndescription = \"A test tool.\"\n\
          command = {}\nclass = {}\n\n",

@@ -6,6 +6,7 @@
 //! - `process`: real processes (the test worker and `nightshift` itself) killed with real
 //!   signals.
 //! - `agent`: the agent runtime: loop, WAL, recovery, fidelity, budgets, compaction.
+//! - `approval`: tool calls that wait for a human's decision, also across SIGKILL.
 //! - `api`: the HTTP API: token, enqueue, dedupe, validation, listing, events, cancel.
 //! - `cli`: the `nightshift` command line.
 //! - `crash`: real `nightshift serve` SIGKILLed mid-tool-call and between turns; cancellation.
@@ -17,6 +18,7 @@
 
 mod agent;
 mod api;
+mod approval;
 mod cli;
 mod concurrency;
 mod crash;

@@ -151,6 +151,7 @@ async fn overrides_change_description_class_and_timeout() {
             description: Some("Run tests only.".into()),
             timeout_seconds: Some(1),
             class: Some(ToolClass::Idempotent),
+            approval: None,
         },
     );
     let registry = Registry::build(&cfg).unwrap();
