@@ -19,6 +19,11 @@ pub struct MigrationReport {
     pub version: i64,
 }
 
+/// How many migrations this binary carries.
+pub fn migration_count() -> usize {
+    SQLITE.iter().count()
+}
+
 /// The newest schema version this binary knows.
 pub fn latest_version() -> i64 {
     SQLITE.iter().map(|m| m.version).max().unwrap_or(0)

@@ -20,6 +20,7 @@ on_both_backends! {
     a_crash_after_the_wakeup_call_still_parks_at_the_same_time => crash_after_wakeup_call;
     a_wakeup_outside_the_limits_is_an_error_the_model_reads => wakeup_outside_limits;
     a_superseded_run_never_starts_its_side_effect => superseded_run_is_fenced;
+    a_message_wakes_a_sleeping_run_early_in_the_same_session => message_wakes_sleeping_run;
 }
 
 fn sleep_call(delay: i64) -> ContentBlock {
@@ -266,4 +267,71 @@ async fn sleeping_run_survives_restart(db: &TestDb) {
     assert!(resumed >= wakeup.due_at, "woke before it was due");
     assert!(reminder.contains("the build"), "{reminder}");
     sigterm(daemon).await;
+}
+
+async fn message_wakes_sleeping_run(db: &TestDb) {
+    let model = ScriptModel::new(vec![
+        reply(vec![sleep_call(3600)], StopReason::ToolUse),
+        reply(vec![text("thanks, on it")], StopReason::EndTurn),
+    ]);
+    let h = Harness::new(db, sleeper(), model.clone(), Default::default()).await;
+    let run_id = h
+        .store
+        .enqueue(
+            &NewRun::new("helper", "review PR 7, then wait for comments")
+                .concurrency("pr:7", ConcurrencyPolicy::Queue),
+        )
+        .await
+        .unwrap()
+        .run_id;
+    assert!(matches!(h.run_once().await, Outcome::Park { .. }));
+    h.clock.advance(Duration::from_secs(60));
+    // A new comment for the PR continues the run found by its key.
+    let resumed = nightshift_scheduler::resume(
+        &h.store,
+        nightshift_scheduler::ResumeRequest {
+            run_key: "pr:7".into(),
+            message: "@bot please look at the tests too".into(),
+            idempotency_key: Some("comment-991".into()),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(resumed.run_id, run_id);
+    let redelivered = nightshift_scheduler::resume(
+        &h.store,
+        nightshift_scheduler::ResumeRequest {
+            run_key: "pr:7".into(),
+            message: "@bot please look at the tests too".into(),
+            idempotency_key: Some("comment-991".into()),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(redelivered.duplicate && redelivered.job_id == resumed.job_id);
+    assert!(matches!(h.run_once().await, Outcome::Done(_)));
+    let last = model.request(1).messages.last().unwrap().text();
+    assert!(
+        last.starts_with("@bot please look at the tests too"),
+        "{last}"
+    );
+    assert!(last.contains("woke you early"), "{last}");
+    h.clock.advance(Duration::from_secs(3600));
+    assert!(
+        h.store.claim("w", None, 5, LEASE).await.unwrap().is_empty(),
+        "the replaced wakeup never fires"
+    );
+    let missing = nightshift_scheduler::resume(
+        &h.store,
+        nightshift_scheduler::ResumeRequest {
+            run_key: "pr:7".into(),
+            message: "again".into(),
+            idempotency_key: None,
+        },
+    )
+    .await;
+    assert!(
+        matches!(missing, Err(nightshift_scheduler::IntakeError::NotFound(_))),
+        "a finished run is not resumed: {missing:?}"
+    );
 }
