@@ -92,6 +92,15 @@ pub async fn resume(store: &Store, req: ResumeRequest) -> Result<Enqueued, Intak
             req.run_key
         )));
     };
+    if run.status == nightshift_store::RunStatus::AwaitingApproval {
+        // Its pending call must be decided first: a message cannot land between a tool call
+        // and its result.
+        return Err(IntakeError::Invalid(format!(
+            "run {} is awaiting approval of a tool call; decide it (nightshift approvals) and \
+             send the message again",
+            run.id
+        )));
+    }
     let new = NewResume {
         run_id: run.id,
         payload: ResumeReason::Message { text: req.message }.to_payload(),

@@ -179,6 +179,13 @@ impl Store {
             self.wake();
             return Ok(());
         }
+        let run = self.run(run_id).await?;
+        if let Some(run) = run.filter(|r| r.status.is_terminal()) {
+            return Err(Error::Conflict(format!(
+                "run {run_id} already finished as {}; there is nothing to decide",
+                run.status
+            )));
+        }
         match self.approval(run_id, call_id).await? {
             None => Err(Error::NotFound {
                 what: "approval",

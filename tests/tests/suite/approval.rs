@@ -20,6 +20,7 @@ on_both_backends! {
     the_timeout_denies => timeout_denies;
     a_decision_made_while_the_worker_was_dead_is_applied => decision_while_worker_dead;
     a_sigkilled_daemon_loses_no_approval => sigkilled_daemon_loses_no_approval;
+    a_cancelled_run_has_nothing_to_decide => cancelled_run_has_nothing_to_decide;
 }
 
 /// `send` (a side effect) needs approval; `read` does not.
@@ -228,4 +229,32 @@ async fn sigkilled_daemon_loses_no_approval(db: &TestDb) {
     assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "deployed\n");
     sigkill(&mut daemon).await;
+}
+
+async fn cancelled_run_has_nothing_to_decide(db: &TestDb) {
+    let tools = std::sync::Arc::new(FakeTools::default());
+    let h = Harness::new(db, guarded(), script(), tools.clone()).await;
+    let (run_id, _) = park_for_approval(&h).await;
+    assert_eq!(h.store.pending_approvals(10).await.unwrap().len(), 1);
+    h.store.cancel_run(&run_id).await.unwrap();
+    assert!(
+        h.store.pending_approvals(10).await.unwrap().is_empty(),
+        "a cancelled run's call is no longer listed"
+    );
+    let late = h.store.decide_approval(&run_id, "s1", true, None).await;
+    assert!(
+        matches!(&late, Err(Error::Conflict(m)) if m.contains("already finished as cancelled")),
+        "{late:?}"
+    );
+    assert_eq!(
+        h.store
+            .approval(&run_id, "s1")
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        "pending",
+        "the refused decision changed nothing"
+    );
+    assert_eq!(tools.calls().len(), 1, "send never ran");
 }
