@@ -153,3 +153,4 @@ impl PgBackend {
 }
 
 crate::backend::queue_operations!(PgBackend, Postgres, "postgres");
+crate::schedules::schedule_operations!(PgBackend, "postgres");
