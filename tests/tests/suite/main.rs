@@ -9,6 +9,8 @@
 //! - `cli`: the `nightshift` command line.
 //! - `crash`: real `nightshift serve` SIGKILLed mid-tool-call and between turns; cancellation.
 //! - `provider`: the daemon against a fake Anthropic Messages API on loopback.
+//! - `schedules`: cron schedules with a manual clock: DST, missed fires, overlap, several
+//!   daemons, leader takeover, config schedules.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -20,4 +22,5 @@ mod pool;
 mod process;
 mod provider;
 mod queue;
+mod schedules;
 mod setup;
