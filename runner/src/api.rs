@@ -8,6 +8,7 @@
 //! | `GET` | `/v1/runs/{id}/events?after=N` | its event log |
 //! | `POST` | `/v1/runs/{id}/cancel` | cancel it |
 //! | `GET` | `/healthz` | liveness, without the token |
+//! | … | `/v1/schedules…` | cron schedules (see [`crate::schedules_api`]) |
 //!
 //! Every error is JSON `{"error": "…"}` saying what was wrong; a refused request changes
 //! nothing.
@@ -53,6 +54,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/runs/{id}", get(show_run))
         .route("/v1/runs/{id}/events", get(run_events))
         .route("/v1/runs/{id}/cancel", post(cancel_run))
+        .merge(crate::schedules_api::routes())
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
@@ -61,7 +63,7 @@ pub fn router(state: ApiState) -> Router {
         .with_state(state)
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({ "error": message.into() }))).into_response()
 }
 

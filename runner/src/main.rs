@@ -44,6 +44,11 @@ enum Command {
     },
     /// Show how many jobs are in each state, and the live workers.
     Queue,
+    /// List or trigger cron schedules.
+    Schedules {
+        #[command(subcommand)]
+        command: commands::SchedulesCommand,
+    },
     /// Run a sample agent end to end on the embedded default: SQLite, a scripted model (no
     /// API key), real file and command tools. Prints the transcript and usage.
     Demo {
