@@ -11,6 +11,7 @@
 //! - `provider`: the daemon against a fake Anthropic Messages API on loopback.
 //! - `schedules`: cron schedules with a manual clock: DST, missed fires, overlap, several
 //!   daemons, leader takeover, config schedules.
+//! - `schedules_http`: the `/v1/schedules` API, and a real `nightshift serve` firing a schedule.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -23,4 +24,5 @@ mod process;
 mod provider;
 mod queue;
 mod schedules;
+mod schedules_http;
 mod setup;
