@@ -162,7 +162,7 @@ impl Timer {
                 at_least = due >= MISSED_COUNT_CAP,
                 first_missed = %schedule.local_rfc3339(armed),
                 policy = schedule.spec.missed.as_str(),
-                "fires were missed while no daemon was running"
+                "fires were missed: no daemon was leading the schedule timer at their time"
             );
         }
         let outcome = match fire_at {

@@ -163,11 +163,12 @@ async fn schedules_api(db: &TestDb) {
     server.abort();
 }
 
-async fn serve_fires_a_schedule(db: &TestDb) {
-    let dir = tempfile::tempdir().unwrap();
+/// A config for `nightshift serve` on `db` with a scripted agent `echo` and one schedule
+/// `every-second` (Berlin time); returns its path.
+fn schedule_config(db: &TestDb, dir: &std::path::Path) -> std::path::PathBuf {
     let script =
         r#"[{"content": [{"type": "text", "text": "digest done"}], "stop_reason": "end_turn"}]"#;
-    std::fs::write(dir.path().join("script.json"), script).unwrap();
+    std::fs::write(dir.join("script.json"), script).unwrap();
     let port = free_port();
     let schema = db
         .config
@@ -175,7 +176,7 @@ async fn serve_fires_a_schedule(db: &TestDb) {
         .as_ref()
         .map(|s| format!("schema = \"{s}\""))
         .unwrap_or_default();
-    let cfg = dir.path().join("nightshift.toml");
+    let cfg = dir.join("nightshift.toml");
     std::fs::write(
         &cfg,
         format!(
@@ -192,18 +193,28 @@ async fn serve_fires_a_schedule(db: &TestDb) {
         ),
     )
     .unwrap();
-    let bin = nightshift_bin();
-    let mut serve = Proc {
-        child: Command::new(&bin)
+    cfg
+}
+
+fn serve(cfg: &std::path::Path) -> Proc {
+    Proc {
+        child: Command::new(nightshift_bin())
             .arg("--config")
-            .arg(&cfg)
+            .arg(cfg)
             .arg("serve")
             .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn nightshift serve"),
-    };
+    }
+}
+
+async fn serve_fires_a_schedule(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = schedule_config(db, dir.path());
+    let bin = nightshift_bin();
+    let mut serve = serve(&cfg);
     let store: Store = db.store().await;
     let run = eventually(
         Duration::from_secs(30),
@@ -252,4 +263,91 @@ async fn serve_fires_a_schedule(db: &TestDb) {
         lease.expires_at <= store.now(),
         "a clean shutdown releases the lease"
     );
+}
+
+/// Two real daemons on one PostgreSQL schema: one leads; when it is SIGKILLed the other takes
+/// over once the lease runs out, and every fire is still one run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn standby_daemon_takes_over_the_timer_when_the_leader_is_killed() {
+    let Some(db) = TestDb::new(nightshift_tests::Backend::Postgres, "standby_takeover").await
+    else {
+        return;
+    };
+    let dir_a = tempfile::tempdir().unwrap();
+    let dir_b = tempfile::tempdir().unwrap();
+    let mut daemons = [
+        serve(&schedule_config(&db, dir_a.path())),
+        serve(&schedule_config(&db, dir_b.path())),
+    ];
+    let store = db.store().await;
+    let lease = eventually(Duration::from_secs(30), "a leader", || async {
+        store.leader(cron::LEADER_LEASE).await.ok().flatten()
+    })
+    .await;
+    let pid: u32 = lease.holder.split(':').nth(1).unwrap().parse().unwrap();
+    let leader = daemons
+        .iter()
+        .position(|d| d.pid() == pid)
+        .expect("a daemon leads");
+    let standby = 1 - leader;
+    eventually(Duration::from_secs(30), "scheduled runs", || async {
+        let runs = store.list_runs(None, 1000).await.ok()?;
+        (runs
+            .iter()
+            .filter(|r| r.trigger_kind == Trigger::Schedule)
+            .count()
+            >= 2)
+            .then_some(())
+    })
+    .await;
+    daemons[leader].signal("KILL");
+    daemons[leader].wait_exit(Duration::from_secs(10)).await;
+    let killed_at = store.now();
+    let standby_pid = daemons[standby].pid();
+    let lease = eventually(Duration::from_secs(40), "the standby to lead", || async {
+        let l = store.leader(cron::LEADER_LEASE).await.ok().flatten()?;
+        (l.holder.split(':').nth(1) == Some(standby_pid.to_string().as_str())).then_some(l)
+    })
+    .await;
+    let took = lease.acquired_at - killed_at;
+    assert!(
+        (0..=25_000).contains(&took),
+        "the standby led {took} ms after the kill (lease 15 s + one 5 s retry)"
+    );
+    eventually(
+        Duration::from_secs(30),
+        "a fire by the new leader",
+        || async {
+            let runs = store.list_runs(None, 1000).await.ok()?;
+            runs.iter()
+                .any(|r| r.trigger_kind == Trigger::Schedule && r.created_at >= lease.acquired_at)
+                .then_some(())
+        },
+    )
+    .await;
+    daemons[standby].signal("TERM");
+    daemons[standby].wait_exit(Duration::from_secs(30)).await;
+    let runs: Vec<_> = store
+        .list_runs(None, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.trigger_kind == Trigger::Schedule)
+        .collect();
+    let keys: std::collections::HashSet<_> = runs.iter().map(|r| &r.idempotency_key).collect();
+    assert_eq!(keys.len(), runs.len(), "every fire is one run");
+    let row = store.schedule("every-second").await.unwrap().unwrap();
+    // A fire the killed leader enqueued just before dying is a run it never recorded.
+    let fired = usize::try_from(row.fired_count).unwrap();
+    assert!(
+        fired == runs.len() || fired + 1 == runs.len(),
+        "{fired} fires recorded, {} runs",
+        runs.len()
+    );
+    assert!(
+        row.missed_count > 0,
+        "the seconds without a leader are counted as missed"
+    );
+    drop(daemons);
+    db.cleanup().await;
 }
