@@ -34,6 +34,9 @@ use chrono_tz::Tz;
 /// like `0 0 30 2 *` never matches).
 const SEARCH_LIMIT: usize = 10_000;
 
+/// The longest expression accepted.
+const MAX_EXPR_BYTES: usize = 256;
+
 /// A parsed cron expression.
 #[derive(Debug, Clone)]
 pub struct CronExpr {
@@ -51,6 +54,12 @@ impl CronExpr {
     /// Parses a 5- or 6-field expression or an `@` shorthand; the error says what is allowed.
     pub fn parse(expr: &str) -> Result<CronExpr, String> {
         let trimmed = expr.trim();
+        if trimmed.len() > MAX_EXPR_BYTES {
+            return Err(format!(
+                "the expression is {} bytes; cron expressions are at most {MAX_EXPR_BYTES}",
+                trimmed.len()
+            ));
+        }
         let expanded = match trimmed {
             "@yearly" | "@annually" => "0 0 1 1 *",
             "@monthly" => "0 0 1 * *",
@@ -201,7 +210,7 @@ fn day_of_week_names(field: &str) -> Result<String, String> {
         let lower = s.to_ascii_lowercase();
         DAY_NAMES
             .iter()
-            .position(|d| lower.len() >= 3 && d.starts_with(&lower[..3]) && is_day_name(&lower))
+            .position(|d| lower.get(..3) == Some(*d) && is_day_name(&lower))
             .ok_or_else(|| format!("has '{s}'; use 0-7 (0 and 7 are Sunday) or mon-sun"))
     };
     let mut days = [false; 7];

@@ -231,6 +231,8 @@ fn bad_expressions_say_what_is_allowed() {
         ("@often", "not a known shorthand"),
         ("61 * * * *", "not a valid cron expression"),
         ("0 0 30 2 *", "never fires"),
+        ("0 7 * * saö", "'saö'"),
+        ("0 7 * * tuesdayx", "'tuesdayx'"),
     ] {
         let err = CronExpr::parse(expr).unwrap_err();
         assert!(err.contains(expect), "{expr}: {err}");

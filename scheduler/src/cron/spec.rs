@@ -121,6 +121,16 @@ impl Schedule {
                 "schedule name '{name}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'"
             ));
         }
+        if spec.prompt.len() > crate::intake::MAX_PROMPT_BYTES {
+            return Err(err(
+                "prompt",
+                format!(
+                    "is {} bytes; the limit is {} — put large inputs in a file the agent can read",
+                    spec.prompt.len(),
+                    crate::intake::MAX_PROMPT_BYTES
+                ),
+            ));
+        }
         let expr = CronExpr::parse(&spec.cron).map_err(|m| err("cron", m))?;
         let tz: Tz = spec.timezone.parse().map_err(|_| {
             err(
