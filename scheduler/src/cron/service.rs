@@ -6,10 +6,12 @@
 //!   idempotency key `schedule:{id}:{fire_time_utc_ms}`, so a fire repeated by a second daemon
 //!   or after a crash returns the first run instead of starting another.
 //! - **Overlap.** `skip`: while a run of the schedule is active (queued, running, waiting or
-//!   awaiting approval) the fire starts nothing and is counted as skipped; runs carry the
-//!   concurrency key `schedule:{id}` with [`ConcurrencyPolicy::Skip`], so the store refuses the
-//!   race too. `queue`: the run carries the key with [`ConcurrencyPolicy::Queue`] and the store
-//!   runs them one at a time. `allow`: no key.
+//!   awaiting approval) the fire starts nothing and is counted as skipped. The check is made
+//!   here, and the run also carries the concurrency key `schedule:{id}` with
+//!   [`ConcurrencyPolicy::Skip`], so a store that enforces concurrency policies closes the
+//!   race between the check and the enqueue (its `skipped` answer counts as a skip too).
+//!   `queue`: the run carries the key with [`ConcurrencyPolicy::Queue`]; the store runs a
+//!   key's runs one at a time. `allow`: no key.
 //! - **Config schedules belong to the file.** At start every `[[schedules]]` entry is written
 //!   (keeping its armed next fire while its timing is unchanged) and config schedules no longer
 //!   in the file are deleted. The API can read and trigger them but not change them.

@@ -250,3 +250,48 @@ impl Timer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn sleeps_until_the_next_fire_but_no_longer_than_the_renewal() {
+        let dir = std::env::temp_dir().join(format!("ns-timer-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config =
+            nightshift_store::StoreConfig::for_url(format!("sqlite://{}/t.db", dir.display()));
+        let clock = nightshift_store::ManualClock::new(1_000_000);
+        let store = Store::connect(&config, std::sync::Arc::new(clock))
+            .await
+            .unwrap();
+        let timer = Timer::new(store.clone(), "t", TimerConfig::default());
+        let leading = |next| Tick {
+            leader: true,
+            next_fire: next,
+            ..Tick::default()
+        };
+        assert_eq!(
+            timer.sleep_after(&leading(Some(1_001_500))),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            timer.sleep_after(&leading(Some(9_000_000))),
+            Duration::from_secs(5),
+            "a far fire: wake to renew the lease and see new schedules"
+        );
+        assert_eq!(
+            timer.sleep_after(&leading(Some(900_000))),
+            Duration::from_millis(5),
+            "an overdue fire: at once"
+        );
+        assert_eq!(timer.sleep_after(&leading(None)), Duration::from_secs(5));
+        assert_eq!(
+            timer.sleep_after(&Tick::default()),
+            Duration::from_secs(5),
+            "a standby retries every renewal period"
+        );
+        store.close().await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -252,7 +252,24 @@ async fn serve_fires_a_schedule(db: &TestDb) {
         .lines()
         .find(|l| l.starts_with("every-second\tconfig\t* * * * * *\tEurope/Berlin\t"))
         .unwrap_or_else(|| panic!("the schedule is listed: {out}"));
-    assert!(line.contains('Z'), "the next fire in UTC: {line}");
+    let cols: Vec<&str> = line.split('\t').collect();
+    assert_eq!(cols.len(), 10, "{line}");
+    assert!(
+        cols[4].ends_with("+01:00") || cols[4].ends_with("+02:00"),
+        "next fire, Berlin: {line}"
+    );
+    assert!(cols[5].ends_with('Z'), "next fire, UTC: {line}");
+    assert!(cols[6].contains('T'), "last fire: {line}");
+    let last = store
+        .run(cols[7])
+        .await
+        .unwrap()
+        .expect("the last run exists");
+    assert_eq!(last.trigger_kind, Trigger::Schedule);
+    assert!(
+        cols[8].parse::<RunStatus>().is_ok(),
+        "last run status: {line}"
+    );
     let lease = store.leader(cron::LEADER_LEASE).await.unwrap().unwrap();
     assert!(lease.expires_at > store.now(), "the daemon holds the lease");
     serve.signal("TERM");
