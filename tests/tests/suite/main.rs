@@ -9,8 +9,10 @@
 //! - `cli`: the `nightshift` command line.
 //! - `crash`: real `nightshift serve` SIGKILLed mid-tool-call and between turns; cancellation.
 //! - `provider`: the daemon against a fake Anthropic Messages API on loopback.
-//! - `schedules`: cron schedules with a manual clock: DST, missed fires, overlap, several
-//!   daemons, leader takeover, config schedules.
+//! - `schedules`: cron schedules with a manual clock: DST, missed fires, overlap, config
+//!   schedules.
+//! - `schedules_ha`: several daemons on one database: exactly-once fires, compare-and-set,
+//!   leader takeover and fencing.
 //! - `schedules_http`: the `/v1/schedules` API, and a real `nightshift serve` firing a schedule.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
@@ -24,5 +26,6 @@ mod process;
 mod provider;
 mod queue;
 mod schedules;
+mod schedules_ha;
 mod schedules_http;
 mod setup;

@@ -1,6 +1,6 @@
 //! Cron schedules on both backends with a manual clock: DST transitions in Europe/Berlin and
-//! America/New_York, missed fires after an outage, the overlap policies, several daemons on
-//! one database, leader takeover, and config schedules.
+//! America/New_York, missed fires after an outage, the overlap policies, and config
+//! schedules. Several daemons and the leader lease are in `schedules_ha`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +9,7 @@ use nightshift_scheduler::cron::{
     self, FireOutcome, Missed, Overlap, Schedule, ScheduleError, SchedulePatch, ScheduleSpec,
     Timer, TimerConfig,
 };
-use nightshift_store::{ManualClock, Millis, ScheduleAdvance, ScheduleSource, Store};
+use nightshift_store::{ManualClock, Millis, ScheduleSource, Store};
 use nightshift_tests::{TestDb, on_both_backends};
 
 on_both_backends! {
@@ -19,27 +19,24 @@ on_both_backends! {
     dst_new_york_fall_back_fires_repeated_times_once => dst_new_york_fall;
     missed_fires_after_a_three_day_outage_follow_the_policy => missed_fires_after_outage;
     overlap_skip_queue_and_allow => overlap_policies;
-    two_daemons_fire_each_fire_exactly_once => two_daemons_fire_each_fire_once;
-    a_fire_repeated_after_a_crash_makes_no_second_run => repeated_fire_after_crash;
-    standby_takes_over_when_the_leader_stops_renewing => leader_takeover;
     config_schedules_are_reapplied_and_read_only_in_the_api => config_schedules;
 }
 
-const AGENT: &str = "reporter";
+pub(crate) const AGENT: &str = "reporter";
 
-fn at(rfc3339: &str) -> Millis {
+pub(crate) fn at(rfc3339: &str) -> Millis {
     chrono::DateTime::parse_from_rfc3339(rfc3339)
         .unwrap_or_else(|e| panic!("{rfc3339}: {e}"))
         .timestamp_millis()
 }
 
-fn show(ms: Millis) -> String {
+pub(crate) fn show(ms: Millis) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .unwrap()
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-fn spec(name: &str, cron: &str, tz: &str) -> ScheduleSpec {
+pub(crate) fn spec(name: &str, cron: &str, tz: &str) -> ScheduleSpec {
     ScheduleSpec {
         name: name.into(),
         cron: cron.into(),
@@ -52,16 +49,16 @@ fn spec(name: &str, cron: &str, tz: &str) -> ScheduleSpec {
     }
 }
 
-async fn manual_store(db: &TestDb, start: &str) -> (Store, ManualClock) {
+pub(crate) async fn manual_store(db: &TestDb, start: &str) -> (Store, ManualClock) {
     let clock = ManualClock::new(at(start));
     (db.store_with(Arc::new(clock.clone())).await, clock)
 }
 
-async fn create(store: &Store, s: ScheduleSpec) -> nightshift_store::ScheduleRow {
+pub(crate) async fn create(store: &Store, s: ScheduleSpec) -> nightshift_store::ScheduleRow {
     cron::create(store, s, &[AGENT.to_string()]).await.unwrap()
 }
 
-fn timer(store: &Store, holder: &str, grace: Duration) -> Timer {
+pub(crate) fn timer(store: &Store, holder: &str, grace: Duration) -> Timer {
     Timer::new(
         store.clone(),
         holder,
@@ -348,128 +345,6 @@ async fn overlap_policies(db: &TestDb) {
     ));
     let skip_row = store.schedule("skip").await.unwrap().unwrap();
     assert_eq!((skip_row.fired_count, skip_row.skipped_count), (2, 1));
-}
-
-async fn two_daemons_fire_each_fire_once(db: &TestDb) {
-    let (a, clock) = manual_store(db, "2026-06-01T12:00:30Z").await;
-    let b = db.store_with(Arc::new(clock.clone())).await;
-    create(&a, spec("every-minute", "* * * * *", "UTC")).await;
-    create(&b, spec("every-10s", "*/10 * * * * *", "UTC")).await;
-    let mut ta = timer(&a, "daemon-a", Duration::from_secs(60));
-    let mut tb = timer(&b, "daemon-b", Duration::from_secs(60));
-    let mut fires = 0;
-    for step in 1..=60 {
-        clock.set(at("2026-06-01T12:00:30Z") + step * 10_000);
-        let (ra, rb) = tokio::join!(ta.tick(), tb.tick());
-        let (ra, rb) = (ra.unwrap(), rb.unwrap());
-        assert!(ra.leader ^ rb.leader, "exactly one leader at step {step}");
-        fires += ra.fired.len() + rb.fired.len();
-    }
-    // 10 minutes: 10 minute fires and 60 ten-second fires, each one run.
-    assert_eq!(fires, 70);
-    let runs = a.list_runs(None, 1000).await.unwrap();
-    assert_eq!(runs.len(), 70);
-    let keys: std::collections::HashSet<_> =
-        runs.iter().map(|r| r.idempotency_key.clone()).collect();
-    assert_eq!(keys.len(), 70, "every run is a different fire");
-}
-
-async fn repeated_fire_after_crash(db: &TestDb) {
-    let (a, clock) = manual_store(db, "2026-06-01T12:00:30Z").await;
-    let b = db.store_with(Arc::new(clock.clone())).await;
-    let row = create(&a, spec("every-minute", "* * * * *", "UTC")).await;
-    clock.set(at("2026-06-01T12:01:00Z"));
-    // Daemon A enqueued the fire and died before advancing the schedule.
-    let schedule = Schedule::from_row(&row).unwrap();
-    let fire_at = row.next_fire_at.unwrap();
-    let FireOutcome::Enqueued { run_id, .. } = cron::fire(&a, &row, &schedule, fire_at, false)
-        .await
-        .unwrap()
-    else {
-        panic!("the fire enqueues");
-    };
-    // Daemon B leads next and fires the same armed time: the run is the same one.
-    let mut tb = timer(&b, "daemon-b", Duration::from_secs(60));
-    let tick = tb.tick().await.unwrap();
-    assert_eq!(
-        tick.fired[0].outcome,
-        FireOutcome::Enqueued {
-            run_id: run_id.clone(),
-            duplicate: true
-        }
-    );
-    assert_eq!(a.list_runs(None, 10).await.unwrap().len(), 1);
-    let row = a.schedule("every-minute").await.unwrap().unwrap();
-    assert_eq!(row.last_run_id.as_deref(), Some(run_id.as_str()));
-    assert_eq!(row.next_fire_at, Some(at("2026-06-01T12:02:00Z")));
-}
-
-async fn leader_takeover(db: &TestDb) {
-    let (a, clock) = manual_store(db, "2026-06-01T12:00:00Z").await;
-    let b = db.store_with(Arc::new(clock.clone())).await;
-    let row = create(&a, spec("every-minute", "* * * * *", "UTC")).await;
-    let mut ta = timer(&a, "daemon-a", Duration::from_secs(60));
-    let mut tb = timer(&b, "daemon-b", Duration::from_secs(60));
-    assert!(ta.tick().await.unwrap().leader);
-    assert!(
-        !tb.tick().await.unwrap().leader,
-        "a live lease is not taken"
-    );
-    let epoch_a = ta.lease().unwrap().epoch;
-    // A renews within the TTL and keeps leading.
-    clock.advance(Duration::from_secs(10));
-    assert!(ta.tick().await.unwrap().leader);
-    clock.advance(Duration::from_secs(10));
-    assert!(!tb.tick().await.unwrap().leader);
-    // A stops renewing (dies); B takes over once A's 15 s lease (renewed at +10 s) ran out.
-    clock.advance(Duration::from_secs(4));
-    assert!(!tb.tick().await.unwrap().leader, "A's lease still has 1 s");
-    clock.advance(Duration::from_secs(2));
-    let tick = tb.tick().await.unwrap();
-    assert!(tick.leader, "B leads after A's lease expired");
-    let epoch_b = tb.lease().unwrap().epoch;
-    assert!(
-        epoch_b > epoch_a,
-        "the epoch grows when the lease changes hands"
-    );
-    // A comes back thinking it leads: its fenced write is refused, and its tick stands by.
-    let stale = ScheduleAdvance {
-        id: row.id.clone(),
-        expected_next: a
-            .schedule("every-minute")
-            .await
-            .unwrap()
-            .unwrap()
-            .next_fire_at
-            .unwrap(),
-        next: Some(0),
-        fired: None,
-        skipped: false,
-        missed: 0,
-        fence: Some(nightshift_store::LeaderFence {
-            lease: cron::LEADER_LEASE.into(),
-            holder: "daemon-a".into(),
-            epoch: epoch_a,
-        }),
-    };
-    assert!(
-        !a.advance_schedule(&stale).await.unwrap(),
-        "the deposed leader is fenced"
-    );
-    assert!(!ta.tick().await.unwrap().leader);
-    // B shuts down cleanly: the lease is free at once, without waiting for the TTL.
-    assert!(
-        b.release_leadership(cron::LEADER_LEASE, "daemon-b")
-            .await
-            .unwrap()
-    );
-    assert!(
-        ta.tick().await.unwrap().leader,
-        "A takes over at its next try"
-    );
-    let lease = a.leader(cron::LEADER_LEASE).await.unwrap().unwrap();
-    assert_eq!(lease.holder, "daemon-a");
-    assert!(lease.epoch > epoch_b);
 }
 
 async fn config_schedules(db: &TestDb) {
