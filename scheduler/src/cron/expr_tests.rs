@@ -103,6 +103,35 @@ fn new_york_spring_forward_and_fall_back() {
 }
 
 #[test]
+fn half_hour_shifts_and_midnight_transitions_follow_the_same_rules() {
+    // Lord Howe moves by 30 minutes: 02:00 -> 02:30 on 2026-10-04 (15:30Z the day before),
+    // and 02:00 -> 01:30 on 2026-04-05 (15:00Z the day before).
+    assert_eq!(
+        fires(
+            "15 2 * * *",
+            "Australia/Lord_Howe",
+            "2026-10-03T12:00:00Z",
+            2
+        ),
+        ["2026-10-03T15:30:00Z", "2026-10-04T15:15:00Z"]
+    );
+    assert_eq!(
+        fires(
+            "45 1 * * *",
+            "Australia/Lord_Howe",
+            "2026-04-04T12:00:00Z",
+            2
+        ),
+        ["2026-04-04T14:45:00Z", "2026-04-05T15:15:00Z"]
+    );
+    // Santiago skips midnight: 00:00 -> 01:00 on 2026-09-06 (04:00Z).
+    assert_eq!(
+        fires("0 0 * * *", "America/Santiago", "2026-09-05T12:00:00Z", 2),
+        ["2026-09-06T04:00:00Z", "2026-09-07T03:00:00Z"]
+    );
+}
+
+#[test]
 fn starting_inside_the_repeated_hour_does_not_fire_its_times_again() {
     // 01:20 EST, the second pass through 01:00-02:00 in New York.
     let e = CronExpr::parse("45 1 * * *").unwrap();
