@@ -12,6 +12,7 @@
 //! | `GET` | `/v1/approvals?limit=` | tool calls waiting for a decision, oldest first |
 //! | `POST` | `/v1/runs/{id}/approvals/{call}` | `{decision: approve\|deny, reason?}`: decide one call; the run resumes on any worker |
 //! | `GET` | `/healthz` | liveness, without the token |
+//! | … | `/v1/schedules…` | cron schedules (see [`crate::schedules_api`]) |
 //!
 //! Every error is JSON `{"error": "…"}` saying what was wrong; a refused request changes
 //! nothing.
@@ -63,6 +64,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/wakeups", get(list_wakeups))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/runs/{id}/approvals/{call}", post(decide_approval))
+        .merge(crate::schedules_api::routes())
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
@@ -71,7 +73,7 @@ pub fn router(state: ApiState) -> Router {
         .with_state(state)
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({ "error": message.into() }))).into_response()
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use nightshift_scheduler::cron::{self as schedules, FireOutcome, Timer, TimerConfig};
 use nightshift_scheduler::{RunRequest, submit};
 use nightshift_store::{CancelOutcome, Store, SystemClock, Trigger};
 use nightshift_worker::{Pool, shutdown_on_signals};
@@ -70,6 +71,15 @@ pub enum RunsCommand {
     },
 }
 
+/// `nightshift schedules …`
+#[derive(Debug, Subcommand)]
+pub enum SchedulesCommand {
+    /// List the schedules: next fire in the schedule's zone and in UTC, last fire, last run.
+    List,
+    /// Fire a schedule now (its timing is unchanged; the overlap policy applies).
+    Trigger { name: String },
+}
+
 pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     if let Command::Demo { keep } = cli.command {
         return nightshift_runner::demo::run(keep).await;
@@ -101,6 +111,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             reason,
         } => decide(&store, &run_id, &call_id, false, reason).await,
         Command::Approvals => approvals(&store).await,
+        Command::Schedules { command } => schedules_command(&store, command).await,
         Command::Demo { .. } => unreachable!("handled above"),
     };
     store.close().await;
@@ -125,6 +136,7 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
     // Everything the config names (agents, tools, providers) is checked before the database
     // is touched.
     let runtime = build_runtime(config)?;
+    let schedules = config.compiled_schedules()?;
     let data_dir = config.resolve_path(&config.runtime.data_dir);
     let (token, token_source) = api::resolve_token(&config.server.token_env, &data_dir)?;
     let listener = tokio::net::TcpListener::bind(&config.server.address)
@@ -151,6 +163,24 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
             "killed tool processes a crashed daemon left running"
         );
     }
+    let sync = schedules::apply_config(store, &schedules).await?;
+    tracing::info!(
+        from_config = sync.applied.len(),
+        removed = sync.removed.len(),
+        total = store.schedules().await?.len(),
+        "schedules ready"
+    );
+    let holder = format!(
+        "{}:{}:{}",
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "localhost".into()),
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let timer = tokio::spawn(
+        Timer::new(store.clone(), holder, TimerConfig::default()).run(shutdown.clone()),
+    );
     let state = api::ApiState {
         store: store.clone(),
         agents: Arc::new(runtime.agent_names()),
@@ -174,6 +204,7 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
     let pooled = pool.run(shutdown.clone()).await;
     shutdown.cancel();
     server.await?.context("the HTTP server failed")?;
+    timer.await.context("the schedule timer failed")?;
     pooled?;
     Ok(())
 }
@@ -322,6 +353,61 @@ async fn approvals(store: &Store) -> anyhow::Result<()> {
             "{}\t{}\t{}\texpires {expires}\t{}",
             a.run_id, a.call_id, a.tool, a.input
         );
+    }
+    Ok(())
+}
+
+async fn schedules_command(store: &Store, command: SchedulesCommand) -> anyhow::Result<()> {
+    // The schedules table may be newer than the database (idempotent, under the lock).
+    store.migrate().await?;
+    match command {
+        SchedulesCommand::List => {
+            let rows = store.schedules().await?;
+            if rows.is_empty() {
+                println!(
+                    "no schedules; add [[schedules]] to nightshift.toml or POST /v1/schedules"
+                );
+                return Ok(());
+            }
+            println!(
+                "NAME\tSOURCE\tCRON\tZONE\tNEXT (LOCAL)\tNEXT (UTC)\tLAST FIRE (LOCAL)\tLAST RUN\t\
+                 STATUS\tFIRED/SKIPPED/MISSED"
+            );
+            for row in rows {
+                let v = schedules::describe(store, row).await?;
+                let next_local = match (&v.next_fire_local, v.row.enabled) {
+                    (_, false) => "disabled".to_string(),
+                    (Some(t), true) => t.clone(),
+                    (None, true) => "never".to_string(),
+                };
+                println!(
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}/{}/{}",
+                    v.row.name,
+                    v.row.source.as_str(),
+                    v.row.cron,
+                    v.row.timezone,
+                    next_local,
+                    v.next_fire_utc.as_deref().unwrap_or("-"),
+                    v.last_fire_local.as_deref().unwrap_or("-"),
+                    v.row.last_run_id.as_deref().unwrap_or("-"),
+                    v.last_run_status.map_or("-".to_string(), |s| s.to_string()),
+                    v.row.fired_count,
+                    v.row.skipped_count,
+                    v.row.missed_count,
+                );
+            }
+        }
+        SchedulesCommand::Trigger { name } => match schedules::trigger(store, &name).await? {
+            FireOutcome::Enqueued { run_id, duplicate } => {
+                println!(
+                    "{run_id}\t(enqueued{})",
+                    if duplicate { ", already" } else { "" }
+                )
+            }
+            FireOutcome::Skipped { active_run } => println!(
+                "skipped: run {active_run} of this schedule is still active (overlap = skip)"
+            ),
+        },
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use anyhow::{Context, bail};
 use nightshift_agent::AgentConfig;
 use nightshift_llm::ProviderConfig;
+use nightshift_scheduler::cron::{Schedule, ScheduleSpec};
 use nightshift_store::StoreConfig;
 use nightshift_tools::CommandToolConfig;
 use nightshift_worker::PoolConfig;
@@ -36,6 +37,9 @@ pub struct Config {
     pub agents: Vec<AgentConfig>,
     /// `[[command_tools]]`: tools that run a program (enable them per agent in `tools`).
     pub command_tools: Vec<CommandToolConfig>,
+    /// `[[schedules]]`: cron schedules that start runs of an agent. Re-applied at every
+    /// start; read-only through the API.
+    pub schedules: Vec<ScheduleSpec>,
     /// The directory relative paths in the file are resolved against (the file's own).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -194,7 +198,30 @@ impl Config {
         for tool in &self.command_tools {
             tool.validate().map_err(invalid)?;
         }
+        self.compiled_schedules()?;
         Ok(())
+    }
+
+    /// The `[[schedules]]`, checked: names unique, expressions, zones, agents and prompt
+    /// templates valid.
+    pub fn compiled_schedules(&self) -> anyhow::Result<Vec<Schedule>> {
+        let agents: Vec<String> = self.agents.iter().map(|a| a.name.clone()).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut out = Vec::new();
+        for spec in &self.schedules {
+            if !seen.insert(spec.name.as_str()) {
+                bail!(
+                    "invalid config: schedules: '{}' is defined twice; schedule names must be \
+                     unique",
+                    spec.name
+                );
+            }
+            out.push(
+                Schedule::compile(spec.clone(), Some(&agents))
+                    .map_err(|e| anyhow::anyhow!("invalid config: {e}"))?,
+            );
+        }
+        Ok(out)
     }
 
     /// A path from the file, resolved against the file's directory.
@@ -256,5 +283,35 @@ mod tests {
         config.validate().unwrap();
         assert_eq!(config.agents[0].budgets.max_turns, 50);
         assert_eq!(config.command_tools[0].name, "lint");
+        assert_eq!(config.compiled_schedules().unwrap()[0].name(), "digest");
+    }
+
+    #[test]
+    fn bad_schedules_name_the_schedule_and_key() {
+        let base = "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n[[agents]]\nname = \"reporter\"\n\
+                    provider = \"p\"\nmodel = \"m\"\nsystem = \"s\"\n";
+        let with = |schedule: &str| {
+            Config::parse(&format!("{base}[[schedules]]\n{schedule}"), "x.toml")
+                .and_then(|c| c.validate())
+                .unwrap_err()
+                .to_string()
+        };
+        let err = with(
+            "name = \"d\"\ncron = \"0 7 * * 1-5\"\nagent = \"reporter\"\nprompt = \"p\"\ntimezone = \"Mars/Base\"\n",
+        );
+        assert!(err.contains("schedules.d.timezone: 'Mars/Base'"), "{err}");
+        let err =
+            with("name = \"d\"\ncron = \"0 7 * * 1-5\"\nagent = \"nobody\"\nprompt = \"p\"\n");
+        assert!(err.contains("schedules.d.agent: agent 'nobody'"), "{err}");
+        let err = with(
+            "name = \"d\"\ncron = \"0 7 * * 1-5\"\nagent = \"reporter\"\nprompt = \"p\"\novrlap = \"skip\"\n",
+        );
+        assert!(
+            err.contains("unknown field `ovrlap`") && err.contains("line"),
+            "{err}"
+        );
+        let twice = "name = \"d\"\ncron = \"@daily\"\nagent = \"reporter\"\nprompt = \"p\"\n";
+        let err = with(&format!("{twice}[[schedules]]\n{twice}"));
+        assert!(err.contains("'d' is defined twice"), "{err}");
     }
 }

@@ -60,6 +60,11 @@ enum Command {
     },
     /// List the tool calls waiting for a decision, oldest first.
     Approvals,
+    /// List or trigger cron schedules.
+    Schedules {
+        #[command(subcommand)]
+        command: commands::SchedulesCommand,
+    },
     /// Run a sample agent end to end on the embedded default: SQLite, a scripted model (no
     /// API key), real file and command tools. Prints the transcript and usage.
     Demo {

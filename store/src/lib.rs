@@ -30,6 +30,7 @@ mod error;
 pub mod migrate;
 pub mod model;
 mod postgres;
+pub mod schedules;
 mod sqlite;
 pub mod states;
 mod store;
@@ -43,6 +44,9 @@ pub use error::{Error, LeaseLostReason, Result};
 pub use model::{
     CancelOutcome, Checkpoint, ConcurrencyPolicy, Enqueued, Event, Heartbeat, Job, JobOptions,
     NewResume, NewRun, ResumeReason, RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
+};
+pub use schedules::{
+    LeaderFence, LeaderLease, ScheduleAdvance, ScheduleDef, ScheduleRow, ScheduleSource,
 };
 pub use states::{JobKind, JobState, RunStatus, Trigger};
 pub use store::{LeasedJob, Store, WorkSignal};

@@ -155,3 +155,4 @@ impl PgBackend {
 crate::backend::queue_operations!(PgBackend, Postgres, "postgres");
 crate::wakeups::wakeup_operations!(PgBackend, "postgres");
 crate::approvals::approval_operations!(PgBackend, "postgres");
+crate::schedules::schedule_operations!(PgBackend, "postgres");

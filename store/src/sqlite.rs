@@ -106,3 +106,4 @@ fn is_locked(e: &sqlx::Error) -> bool {
 crate::backend::queue_operations!(SqliteBackend, Sqlite, "sqlite");
 crate::wakeups::wakeup_operations!(SqliteBackend, "sqlite");
 crate::approvals::approval_operations!(SqliteBackend, "sqlite");
+crate::schedules::schedule_operations!(SqliteBackend, "sqlite");

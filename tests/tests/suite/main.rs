@@ -13,6 +13,11 @@
 //! - `provider`: the daemon against a fake Anthropic Messages API on loopback.
 //! - `wakeup`: wakeups the agent sets (park, resume in the same session, crash) and the
 //!   fence that keeps a superseded run from starting side effects.
+//! - `schedules`: cron schedules with a manual clock: DST, missed fires, overlap, config
+//!   schedules.
+//! - `schedules_ha`: several daemons on one database: exactly-once fires, compare-and-set,
+//!   leader takeover and fencing.
+//! - `schedules_http`: the `/v1/schedules` API, and a real `nightshift serve` firing a schedule.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -27,5 +32,8 @@ mod pool;
 mod process;
 mod provider;
 mod queue;
+mod schedules;
+mod schedules_ha;
+mod schedules_http;
 mod setup;
 mod wakeup;

@@ -1,0 +1,279 @@
+//! Cron expressions and their fire times in an IANA time zone, with the daylight-saving rules
+//! cron users expect.
+//!
+//! What it guarantees:
+//! - **Unix field meanings.** Five fields (`minute hour day-of-month month day-of-week`) or six
+//!   (a leading `second`), and the `@hourly`, `@daily`/`@midnight`, `@weekly`, `@monthly`,
+//!   `@yearly`/`@annually` shorthands. Day of week counts like Vixie cron: `0` or `7` is Sunday,
+//!   `1` Monday … `6` Saturday (the `cron` crate alone counts Sunday as 1, so `1-5` would mean
+//!   Sunday to Thursday; we translate the field to day names before handing it over).
+//! - **Each local time fires at most once.** A wall-clock time that occurs twice because the
+//!   clocks go back (fall-back) fires once, at its first occurrence. (The `cron` crate alone
+//!   fires it twice.)
+//! - **A local time skipped by spring-forward fires once, right after the jump** (at the first
+//!   valid local time, e.g. 03:00 when 02:00–03:00 does not exist). Several skipped times
+//!   collapse into that one fire, and so does a schedule's own fire at that instant. (The
+//!   `cron` crate alone drops them silently.) This is what Vixie cron does for fixed-time jobs.
+//! - Fire times are strictly increasing, and `next_after` is exact to the millisecond.
+//!
+//! How it works: the expression is iterated in wall-clock time (as if the zone were UTC, where
+//! every local time exists once), and each wall-clock match is mapped to an instant by the
+//! rules above. That mapping never goes backwards, so the first match whose instant is after
+//! the given one is the next fire.
+//!
+//! Expressions that restrict both day-of-month and day-of-week are refused: Vixie cron fires
+//! when either matches, the `cron` crate only when both do, and silently picking one would
+//! surprise someone.
+
+use std::str::FromStr;
+
+use chrono::{DateTime, Duration, LocalResult, NaiveDateTime, TimeZone, Timelike, Utc};
+use chrono_tz::Tz;
+
+/// How many wall-clock matches are looked at for one answer before giving up (a schedule
+/// like `0 0 30 2 *` never matches).
+const SEARCH_LIMIT: usize = 10_000;
+
+/// The longest expression accepted.
+const MAX_EXPR_BYTES: usize = 256;
+
+/// A parsed cron expression.
+#[derive(Debug, Clone)]
+pub struct CronExpr {
+    source: String,
+    schedule: ::cron::Schedule,
+}
+
+impl PartialEq for CronExpr {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+impl CronExpr {
+    /// Parses a 5- or 6-field expression or an `@` shorthand; the error says what is allowed.
+    pub fn parse(expr: &str) -> Result<CronExpr, String> {
+        let trimmed = expr.trim();
+        if trimmed.len() > MAX_EXPR_BYTES {
+            return Err(format!(
+                "the expression is {} bytes; cron expressions are at most {MAX_EXPR_BYTES}",
+                trimmed.len()
+            ));
+        }
+        let expanded = match trimmed {
+            "@yearly" | "@annually" => "0 0 1 1 *",
+            "@monthly" => "0 0 1 * *",
+            "@weekly" => "0 0 * * 0",
+            "@daily" | "@midnight" => "0 0 * * *",
+            "@hourly" => "0 * * * *",
+            s if s.starts_with('@') => {
+                return Err(format!(
+                    "'{s}' is not a known shorthand; use @hourly, @daily, @weekly, @monthly or \
+                     @yearly, or five fields"
+                ));
+            }
+            s => s,
+        };
+        let fields: Vec<&str> = expanded.split_whitespace().collect();
+        let [second, minute, hour, dom, month, dow] = match fields.as_slice() {
+            [mi, h, d, mo, w] => ["0", *mi, *h, *d, *mo, *w],
+            [s, mi, h, d, mo, w] => [*s, *mi, *h, *d, *mo, *w],
+            _ => {
+                return Err(format!(
+                    "'{trimmed}' has {} fields; use five (minute hour day-of-month month \
+                     day-of-week, e.g. '0 7 * * 1-5') or six (with a leading second)",
+                    fields.len()
+                ));
+            }
+        };
+        let dom = if dom == "?" { "*" } else { dom };
+        let dow_names =
+            day_of_week_names(dow).map_err(|e| format!("'{trimmed}': day-of-week '{dow}' {e}"))?;
+        if dom != "*" && dow_names != "*" {
+            return Err(format!(
+                "'{trimmed}' restricts both day-of-month and day-of-week; cron implementations \
+                 disagree on whether a day must match one or both, so use '*' in one of them \
+                 (or two schedules)"
+            ));
+        }
+        let full = format!("{second} {minute} {hour} {dom} {month} {dow_names}");
+        let schedule = ::cron::Schedule::from_str(&full)
+            .map_err(|e| format!("'{trimmed}' is not a valid cron expression: {e}"))?;
+        // Catch expressions that can never fire (the 30th of February) now, not at run time.
+        let probe = CronExpr {
+            source: trimmed.to_string(),
+            schedule,
+        };
+        if probe
+            .next_after(&Tz::UTC, Utc.timestamp_opt(0, 0).single().expect("epoch"))
+            .is_none()
+        {
+            return Err(format!("'{trimmed}' never fires"));
+        }
+        Ok(probe)
+    }
+
+    /// The expression as written.
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// The first fire strictly after `after`, in zone `tz`; `None` if there is none.
+    pub fn next_after(&self, tz: &Tz, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let wall = Utc.from_utc_datetime(&after.with_timezone(tz).naive_local());
+        self.schedule
+            .after(&wall)
+            .take(SEARCH_LIMIT)
+            .filter_map(|m| instant_of(tz, m.naive_utc()))
+            .find(|t| *t > after)
+    }
+
+    /// The last fire at or before `at`, in zone `tz`.
+    pub fn last_at_or_before(&self, tz: &Tz, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        // Start one second past `at`'s wall-clock time so a fire exactly at `at` is included.
+        let wall =
+            Utc.from_utc_datetime(&at.with_timezone(tz).naive_local()) + Duration::seconds(1);
+        self.schedule
+            .after(&wall)
+            .rev()
+            .take(SEARCH_LIMIT)
+            .filter_map(|m| instant_of(tz, m.naive_utc()))
+            .find(|t| *t <= at)
+    }
+
+    /// The fires in `from..=to` (from inclusive): how many (counting at most `cap`) and the
+    /// last one.
+    pub fn fires_between(
+        &self,
+        tz: &Tz,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        cap: u64,
+    ) -> (u64, Option<DateTime<Utc>>) {
+        let mut count = 0;
+        let mut t = from - Duration::milliseconds(1);
+        while count < cap {
+            match self.next_after(tz, t) {
+                Some(next) if next <= to => {
+                    count += 1;
+                    t = next;
+                }
+                _ => break,
+            }
+        }
+        let last = if count == 0 {
+            None
+        } else {
+            self.last_at_or_before(tz, to)
+        };
+        (count, last)
+    }
+}
+
+/// The instant a wall-clock time in `tz` fires at: itself; its first occurrence when the
+/// clocks go back; the end of the gap when the clocks skip it.
+fn instant_of(tz: &Tz, wall: NaiveDateTime) -> Option<DateTime<Utc>> {
+    match tz.from_local_datetime(&wall) {
+        LocalResult::Single(t) => Some(t.with_timezone(&Utc)),
+        LocalResult::Ambiguous(first, _) => Some(first.with_timezone(&Utc)),
+        LocalResult::None => {
+            // Zone transitions fall on whole minutes: the first valid minute after the
+            // skipped time is the moment of the jump.
+            let mut probe = wall.with_second(0)?.with_nanosecond(0)?;
+            for _ in 0..(26 * 60) {
+                probe += Duration::minutes(1);
+                if let Some(t) = tz.from_local_datetime(&probe).earliest() {
+                    return Some(t.with_timezone(&Utc));
+                }
+            }
+            None
+        }
+    }
+}
+
+const DAY_NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+
+/// Translates a Unix day-of-week field (0/7 = Sunday, names, ranges, lists, steps) into `*`
+/// or a list of day names, which the `cron` crate reads unambiguously.
+fn day_of_week_names(field: &str) -> Result<String, String> {
+    if field == "*" || field == "?" {
+        return Ok("*".into());
+    }
+    let value = |s: &str| -> Result<usize, String> {
+        if let Ok(n) = s.parse::<usize>() {
+            return match n {
+                0..=6 => Ok(n),
+                7 => Ok(0),
+                _ => Err(format!("has {n}; use 0-7 (0 and 7 are Sunday) or mon-sun")),
+            };
+        }
+        let lower = s.to_ascii_lowercase();
+        DAY_NAMES
+            .iter()
+            .position(|d| lower.get(..3) == Some(*d) && is_day_name(&lower))
+            .ok_or_else(|| format!("has '{s}'; use 0-7 (0 and 7 are Sunday) or mon-sun"))
+    };
+    let mut days = [false; 7];
+    for item in field.split(',') {
+        let (base, step) = match item.split_once('/') {
+            Some((b, s)) => (
+                b,
+                s.parse::<usize>()
+                    .ok()
+                    .filter(|s| *s >= 1)
+                    .ok_or_else(|| format!("has step '{s}'; use a whole number of days"))?,
+            ),
+            None => (item, 1),
+        };
+        let (lo, hi) = match base {
+            "*" | "?" => (0, 6),
+            b => match b.split_once('-') {
+                Some((a, z)) => {
+                    // 7 at the end of a range is Sunday after Saturday (`5-7` = Fri-Sun).
+                    let hi = if z == "7" { 7 } else { value(z)? };
+                    (value(a)?, hi)
+                }
+                None if step > 1 => (value(b)?, 6),
+                None => {
+                    let v = value(b)?;
+                    (v, v)
+                }
+            },
+        };
+        if lo > hi {
+            return Err(format!(
+                "has the range '{base}', which runs backwards; write it as a list instead"
+            ));
+        }
+        for d in (lo..=hi).step_by(step) {
+            days[d % 7] = true;
+        }
+    }
+    if days.iter().all(|d| *d) {
+        return Ok("*".into());
+    }
+    Ok(DAY_NAMES
+        .iter()
+        .zip(days)
+        .filter(|(_, on)| *on)
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
+fn is_day_name(lower: &str) -> bool {
+    const FULL: [&str; 7] = [
+        "sunday",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+    ];
+    lower.len() == 3 || FULL.contains(&lower) || matches!(lower, "tues" | "thurs")
+}
+
+#[cfg(test)]
+#[path = "expr_tests.rs"]
+mod tests;

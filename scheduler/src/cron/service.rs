@@ -1,0 +1,274 @@
+//! What the config loader, the API and the timer do with schedules: apply the config file,
+//! create, change, delete and trigger schedules, and fire one.
+//!
+//! What it guarantees:
+//! - **A fire is one run, once.** Every fire enqueues through [`crate::submit`] with the
+//!   idempotency key `schedule:{id}:{fire_time_utc_ms}`, so a fire repeated by a second daemon
+//!   or after a crash returns the first run instead of starting another.
+//! - **Overlap.** `skip`: while a run of the schedule is active (queued, running, waiting or
+//!   awaiting approval) the fire starts nothing and is counted as skipped. The check is made
+//!   here, and the run also carries the concurrency key `schedule:{id}` with
+//!   [`ConcurrencyPolicy::Skip`], so a store that enforces concurrency policies closes the
+//!   race between the check and the enqueue (its `skipped` answer counts as a skip too).
+//!   `queue`: the run carries the key with [`ConcurrencyPolicy::Queue`]; the store runs a
+//!   key's runs one at a time. `allow`: no key.
+//! - **Config schedules belong to the file.** At start every `[[schedules]]` entry is written
+//!   (keeping its armed next fire while its timing is unchanged) and config schedules no longer
+//!   in the file are deleted. The API can read and trigger them but not change them.
+
+use nightshift_store::{
+    ConcurrencyPolicy, Millis, RunStatus, ScheduleRow, ScheduleSource, Store, Trigger,
+};
+use serde::{Deserialize, Serialize};
+
+use super::spec::{Overlap, Schedule, ScheduleSpec};
+use crate::intake::{IntakeError, RunRequest, submit};
+
+/// Why a schedule operation was refused, or the store's error.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Store(nightshift_store::Error),
+}
+
+impl From<nightshift_store::Error> for ScheduleError {
+    fn from(e: nightshift_store::Error) -> Self {
+        match e {
+            nightshift_store::Error::Conflict(m) => ScheduleError::Conflict(m),
+            nightshift_store::Error::NotFound { what, id } => {
+                ScheduleError::NotFound(format!("{what} '{id}' not found"))
+            }
+            e => ScheduleError::Store(e),
+        }
+    }
+}
+
+impl From<IntakeError> for ScheduleError {
+    fn from(e: IntakeError) -> Self {
+        match e {
+            IntakeError::Invalid(m) => ScheduleError::Invalid(m),
+            IntakeError::NotFound(m) => ScheduleError::NotFound(m),
+            IntakeError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// The concurrency key of a schedule's runs.
+pub fn concurrency_key(schedule_id: &str) -> String {
+    format!("schedule:{schedule_id}")
+}
+
+/// The idempotency key of a schedule's fire at `fire_at`.
+pub fn fire_key(schedule_id: &str, fire_at: Millis) -> String {
+    format!("schedule:{schedule_id}:{fire_at}")
+}
+
+/// What applying the config file did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigSync {
+    /// The schedules written, by name.
+    pub applied: Vec<String>,
+    /// Config schedules deleted because the file no longer has them.
+    pub removed: Vec<String>,
+}
+
+/// Writes the config file's schedules (already compiled) and deletes config schedules the
+/// file no longer has.
+pub async fn apply_config(
+    store: &Store,
+    schedules: &[Schedule],
+) -> Result<ConfigSync, ScheduleError> {
+    let now = store.now();
+    let mut sync = ConfigSync::default();
+    for s in schedules {
+        let def = s.to_def(ScheduleSource::Config, s.next_after(now));
+        store.apply_config_schedule(&def).await?;
+        sync.applied.push(s.name().to_string());
+    }
+    for row in store.schedules().await? {
+        if row.source == ScheduleSource::Config
+            && !schedules.iter().any(|s| s.name() == row.name)
+            && store.delete_config_schedule(&row.name).await?
+        {
+            tracing::info!(schedule = %row.name, "schedule removed: it is no longer in the config");
+            sync.removed.push(row.name);
+        }
+    }
+    Ok(sync)
+}
+
+/// Creates a schedule through the API, armed for its first fire after now.
+pub async fn create(
+    store: &Store,
+    spec: ScheduleSpec,
+    agents: &[String],
+) -> Result<ScheduleRow, ScheduleError> {
+    let s = Schedule::compile(spec, Some(agents)).map_err(ScheduleError::Invalid)?;
+    let def = s.to_def(ScheduleSource::Api, s.next_after(store.now()));
+    Ok(store.create_schedule(&def).await?)
+}
+
+/// A change to a schedule made through the API: the fields given replace the stored ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulePatch {
+    pub cron: Option<String>,
+    pub timezone: Option<String>,
+    pub agent: Option<String>,
+    pub prompt: Option<String>,
+    pub overlap: Option<Overlap>,
+    pub missed: Option<super::spec::Missed>,
+    pub enabled: Option<bool>,
+}
+
+/// Changes a schedule made through the API. A new expression, zone, or enabling re-arms it
+/// from now (fires missed while it was disabled are not owed).
+pub async fn update(
+    store: &Store,
+    name: &str,
+    patch: SchedulePatch,
+    agents: &[String],
+) -> Result<ScheduleRow, ScheduleError> {
+    let row = store
+        .schedule(name)
+        .await?
+        .ok_or_else(|| ScheduleError::NotFound(format!("schedule '{name}' not found")))?;
+    let old = Schedule::from_row(&row)
+        .map_err(ScheduleError::Invalid)?
+        .spec;
+    let spec = ScheduleSpec {
+        name: old.name.clone(),
+        cron: patch.cron.unwrap_or_else(|| old.cron.clone()),
+        timezone: patch.timezone.unwrap_or_else(|| old.timezone.clone()),
+        agent: patch.agent.unwrap_or_else(|| old.agent.clone()),
+        prompt: patch.prompt.unwrap_or_else(|| old.prompt.clone()),
+        overlap: patch.overlap.unwrap_or(old.overlap),
+        missed: patch.missed.unwrap_or(old.missed),
+        enabled: patch.enabled.unwrap_or(old.enabled),
+    };
+    let rearm = spec.cron.trim() != old.cron.trim()
+        || spec.timezone != old.timezone
+        || spec.enabled != old.enabled
+        || (spec.enabled && row.next_fire_at.is_none());
+    let s = Schedule::compile(spec, Some(agents)).map_err(ScheduleError::Invalid)?;
+    let def = s.to_def(ScheduleSource::Api, s.next_after(store.now()));
+    Ok(store.update_schedule(&def, rearm).await?)
+}
+
+/// What one fire did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum FireOutcome {
+    /// A run was enqueued (or, with `duplicate`, this fire's run already existed).
+    Enqueued { run_id: String, duplicate: bool },
+    /// The overlap policy `skip` held it back: `active_run` is still going.
+    Skipped { active_run: String },
+}
+
+/// Fires `schedule` (stored as `row`) for `fire_at`: renders its prompt and enqueues the run
+/// under the fire's idempotency key and the schedule's overlap policy.
+pub async fn fire(
+    store: &Store,
+    row: &ScheduleRow,
+    schedule: &Schedule,
+    fire_at: Millis,
+    manual: bool,
+) -> Result<FireOutcome, ScheduleError> {
+    let key = fire_key(&row.id, fire_at);
+    let group = concurrency_key(&row.id);
+    let (concurrency_key, concurrency_policy) = match schedule.spec.overlap {
+        Overlap::Skip => (Some(group.clone()), ConcurrencyPolicy::Skip),
+        Overlap::Queue => (Some(group.clone()), ConcurrencyPolicy::Queue),
+        Overlap::Allow => (None, ConcurrencyPolicy::Queue),
+    };
+    if schedule.spec.overlap == Overlap::Skip
+        && let Some(active) = store.active_run_by_concurrency_key(&group).await?
+    {
+        // The active run may be this very fire, enqueued before a crash or by another daemon.
+        if active.idempotency_key.as_deref() == Some(key.as_str()) {
+            return Ok(FireOutcome::Enqueued {
+                run_id: active.id,
+                duplicate: true,
+            });
+        }
+        return Ok(FireOutcome::Skipped {
+            active_run: active.id,
+        });
+    }
+    let prompt = schedule.render(fire_at, manual).map_err(|m| {
+        ScheduleError::Invalid(format!("schedules.{}.prompt: {m}", schedule.name()))
+    })?;
+    let req = RunRequest {
+        idempotency_key: Some(key),
+        concurrency_key,
+        concurrency_policy,
+        ..RunRequest::new(&schedule.spec.agent, prompt, Trigger::Schedule)
+    };
+    let enqueued = submit(store, req).await?;
+    if enqueued.skipped {
+        return Ok(FireOutcome::Skipped {
+            active_run: enqueued.run_id,
+        });
+    }
+    Ok(FireOutcome::Enqueued {
+        run_id: enqueued.run_id,
+        duplicate: enqueued.duplicate,
+    })
+}
+
+/// Fires schedule `name` now (the API's trigger), whether or not it is enabled; its armed
+/// next fire is unchanged.
+pub async fn trigger(store: &Store, name: &str) -> Result<FireOutcome, ScheduleError> {
+    let row = store
+        .schedule(name)
+        .await?
+        .ok_or_else(|| ScheduleError::NotFound(format!("schedule '{name}' not found")))?;
+    let schedule = Schedule::from_row(&row).map_err(ScheduleError::Invalid)?;
+    let now = store.now();
+    let outcome = fire(store, &row, &schedule, now, true).await?;
+    if let FireOutcome::Enqueued {
+        run_id,
+        duplicate: false,
+    } = &outcome
+    {
+        store.record_schedule_fire(&row.id, now, run_id).await?;
+    }
+    Ok(outcome)
+}
+
+/// A schedule as the API and CLI show it: the row, its next fire in its zone and in UTC, and
+/// the status of its last run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScheduleView {
+    #[serde(flatten)]
+    pub row: ScheduleRow,
+    pub next_fire_local: Option<String>,
+    pub next_fire_utc: Option<String>,
+    pub last_fire_local: Option<String>,
+    pub last_run_status: Option<RunStatus>,
+}
+
+/// Describes `row` for people.
+pub async fn describe(store: &Store, row: ScheduleRow) -> Result<ScheduleView, ScheduleError> {
+    let tz: chrono_tz::Tz = row.timezone.parse().unwrap_or(chrono_tz::Tz::UTC);
+    let local = |t: Millis| super::spec::to_utc(t).with_timezone(&tz).to_rfc3339();
+    let last_run_status = match &row.last_run_id {
+        Some(id) => store.run(id).await?.map(|r| r.status),
+        None => None,
+    };
+    Ok(ScheduleView {
+        next_fire_local: row.next_fire_at.map(local),
+        next_fire_utc: row
+            .next_fire_at
+            .map(|t| super::spec::to_utc(t).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        last_fire_local: row.last_fire_at.map(local),
+        last_run_status,
+        row,
+    })
+}

@@ -1,0 +1,384 @@
+//! A schedule as users write it (`[[schedules]]` in `nightshift.toml`, or the API's JSON), and
+//! its checked, compiled form.
+//!
+//! What it guarantees: a [`Schedule`] has a cron expression that fires, a real IANA zone, a
+//! configured agent (when the caller knows the agents) and a prompt template that renders with
+//! strict undefined variables. Every refusal names the schedule and the key and says what is
+//! allowed, and nothing is stored until the whole schedule is valid.
+//!
+//! The prompt template is [MiniJinja](https://docs.rs/minijinja) with these variables:
+//! `fire_time` (RFC 3339 in the schedule's zone), `fire_time_utc`, `date` (`YYYY-MM-DD`,
+//! local), `time` (`HH:MM`, local), `weekday` (`Monday`…), `schedule` (its name), `timezone`
+//! and `manual` (true when fired through the API's trigger). Any other name is an error when the
+//! schedule is loaded.
+
+use chrono::{DateTime, TimeZone, Utc};
+use chrono_tz::Tz;
+use minijinja::{Environment, UndefinedBehavior, context};
+use nightshift_store::{Millis, ScheduleDef, ScheduleRow, ScheduleSource};
+use serde::{Deserialize, Serialize};
+
+use super::expr::CronExpr;
+
+/// What a fire does while the schedule's previous run is still active.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overlap {
+    /// Do not start another run; the fire is counted as skipped.
+    #[default]
+    Skip,
+    /// Enqueue it; runs of the schedule run one at a time (concurrency key `schedule:{id}`).
+    Queue,
+    /// Enqueue it; runs may overlap.
+    Allow,
+}
+
+/// What happens to fires that were due while no daemon was running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Missed {
+    /// Drop them (logged with how many) and wait for the next fire, like cron.
+    #[default]
+    Skip,
+    /// Fire once, for the latest missed time, then wait for the next fire.
+    RunOnce,
+}
+
+macro_rules! names {
+    ($t:ty { $($v:ident => $s:literal),+ }) => {
+        impl $t {
+            /// The name config and the store use.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$v => $s),+ }
+            }
+        }
+        impl std::str::FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($s => Ok(Self::$v),)+
+                    _ => Err(format!("'{s}' is not allowed; use {}", [$($s),+].join(" or "))),
+                }
+            }
+        }
+    };
+}
+names!(Overlap { Skip => "skip", Queue => "queue", Allow => "allow" });
+names!(Missed { Skip => "skip", RunOnce => "run_once" });
+
+/// A schedule as written in config or sent to the API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSpec {
+    /// Unique; 1-64 letters, digits, `-`, `_` or `.`.
+    pub name: String,
+    /// Five fields (`minute hour day-of-month month day-of-week`), six (with seconds first),
+    /// or `@daily` and friends.
+    pub cron: String,
+    /// The IANA zone the expression is read in. Default `UTC`.
+    #[serde(default = "default_timezone")]
+    pub timezone: String,
+    /// The agent each fire starts a run of.
+    pub agent: String,
+    /// The prompt template (MiniJinja; see the module docs for the variables).
+    pub prompt: String,
+    #[serde(default)]
+    pub overlap: Overlap,
+    #[serde(default)]
+    pub missed: Missed,
+    #[serde(default = "default_enabled")]
+    pub enabled: bool,
+}
+
+fn default_timezone() -> String {
+    "UTC".into()
+}
+
+fn default_enabled() -> bool {
+    true
+}
+
+/// A checked schedule, ready to compute fires and render prompts.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    pub spec: ScheduleSpec,
+    pub expr: CronExpr,
+    pub tz: Tz,
+}
+
+impl Schedule {
+    /// Checks `spec`; with `agents`, its agent must be one of them.
+    pub fn compile(spec: ScheduleSpec, agents: Option<&[String]>) -> Result<Schedule, String> {
+        let name = spec.name.clone();
+        let err = |key: &str, m: String| format!("schedules.{name}.{key}: {m}");
+        let name_ok = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !name_ok {
+            return Err(format!(
+                "schedule name '{name}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'"
+            ));
+        }
+        if spec.prompt.len() > crate::intake::MAX_PROMPT_BYTES {
+            return Err(err(
+                "prompt",
+                format!(
+                    "is {} bytes; the limit is {} — put large inputs in a file the agent can read",
+                    spec.prompt.len(),
+                    crate::intake::MAX_PROMPT_BYTES
+                ),
+            ));
+        }
+        let expr = CronExpr::parse(&spec.cron).map_err(|m| err("cron", m))?;
+        let tz: Tz = spec.timezone.parse().map_err(|_| {
+            err(
+                "timezone",
+                format!(
+                    "'{}' is not an IANA time zone; use a name like Europe/Berlin, \
+                     America/New_York or UTC",
+                    spec.timezone
+                ),
+            )
+        })?;
+        if let Some(agents) = agents
+            && !agents.contains(&spec.agent)
+        {
+            return Err(err(
+                "agent",
+                format!(
+                    "agent '{}' is not configured (configured: {})",
+                    spec.agent,
+                    if agents.is_empty() {
+                        "none".to_string()
+                    } else {
+                        agents.join(", ")
+                    }
+                ),
+            ));
+        }
+        let schedule = Schedule { spec, expr, tz };
+        let sample = Utc.with_ymd_and_hms(2026, 1, 5, 7, 0, 0).unwrap();
+        let rendered = schedule
+            .render_at(sample, false)
+            .map_err(|m| err("prompt", m))?;
+        if rendered.trim().is_empty() {
+            return Err(err(
+                "prompt",
+                "renders empty; say what the agent should do".into(),
+            ));
+        }
+        Ok(schedule)
+    }
+
+    /// The schedule a stored row describes (rows were checked when written).
+    pub fn from_row(row: &ScheduleRow) -> Result<Schedule, String> {
+        let spec = ScheduleSpec {
+            name: row.name.clone(),
+            cron: row.cron.clone(),
+            timezone: row.timezone.clone(),
+            agent: row.agent.clone(),
+            prompt: row.prompt.clone(),
+            overlap: row.overlap.parse()?,
+            missed: row.missed.parse()?,
+            enabled: row.enabled,
+        };
+        Schedule::compile(spec, None)
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The first fire strictly after `after`.
+    pub fn next_after(&self, after: Millis) -> Option<Millis> {
+        self.expr
+            .next_after(&self.tz, to_utc(after))
+            .map(|t| t.timestamp_millis())
+    }
+
+    /// The prompt for the fire at `fire_at`.
+    pub fn render(&self, fire_at: Millis, manual: bool) -> Result<String, String> {
+        self.render_at(to_utc(fire_at), manual)
+    }
+
+    fn render_at(&self, fire: DateTime<Utc>, manual: bool) -> Result<String, String> {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        let local = fire.with_timezone(&self.tz);
+        let ctx = context! {
+            fire_time => local.to_rfc3339(),
+            fire_time_utc => fire.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            date => local.format("%Y-%m-%d").to_string(),
+            time => local.format("%H:%M").to_string(),
+            weekday => local.format("%A").to_string(),
+            schedule => self.spec.name.clone(),
+            timezone => self.spec.timezone.clone(),
+            manual => manual,
+        };
+        env.render_str(&self.spec.prompt, ctx).map_err(|e| {
+            let mut m = format!("the template does not render: {e}");
+            if matches!(e.kind(), minijinja::ErrorKind::UndefinedError) {
+                m.push_str(
+                    "; the variables are fire_time, fire_time_utc, date, time, weekday, \
+                     schedule, timezone and manual",
+                );
+            }
+            m
+        })
+    }
+
+    /// The row to store for this schedule, armed for `next_fire_at`.
+    pub fn to_def(&self, source: ScheduleSource, next_fire_at: Option<Millis>) -> ScheduleDef {
+        ScheduleDef {
+            name: self.spec.name.clone(),
+            source,
+            cron: self.expr.as_str().to_string(),
+            timezone: self.spec.timezone.clone(),
+            agent: self.spec.agent.clone(),
+            prompt: self.spec.prompt.clone(),
+            overlap: self.spec.overlap.as_str().to_string(),
+            missed: self.spec.missed.as_str().to_string(),
+            enabled: self.spec.enabled,
+            next_fire_at: if self.spec.enabled {
+                next_fire_at
+            } else {
+                None
+            },
+        }
+    }
+
+    /// A time in the schedule's zone, as RFC 3339.
+    pub fn local_rfc3339(&self, at: Millis) -> String {
+        to_utc(at).with_timezone(&self.tz).to_rfc3339()
+    }
+}
+
+/// Milliseconds since the epoch as a UTC time (clamped to the representable range).
+pub fn to_utc(ms: Millis) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> ScheduleSpec {
+        ScheduleSpec {
+            name: "digest".into(),
+            cron: "0 7 * * 1-5".into(),
+            timezone: "Europe/Berlin".into(),
+            agent: "reporter".into(),
+            prompt: "Digest for {{ date }} ({{ weekday }}, fired {{ fire_time }})".into(),
+            overlap: Overlap::Skip,
+            missed: Missed::RunOnce,
+            enabled: true,
+        }
+    }
+
+    #[test]
+    fn renders_the_fire_time_in_the_schedules_zone() {
+        let s = Schedule::compile(spec(), Some(&["reporter".into()])).unwrap();
+        // 2026-07-06 05:00 UTC is 07:00 CEST on a Monday.
+        let at = Utc
+            .with_ymd_and_hms(2026, 7, 6, 5, 0, 0)
+            .unwrap()
+            .timestamp_millis();
+        assert_eq!(
+            s.render(at, false).unwrap(),
+            "Digest for 2026-07-06 (Monday, fired 2026-07-06T07:00:00+02:00)"
+        );
+        assert_eq!(s.next_after(at), Some(at + 24 * 3600 * 1000));
+    }
+
+    #[test]
+    fn bad_schedules_name_the_schedule_and_key() {
+        let agents = ["reporter".to_string()];
+        let cases: Vec<(ScheduleSpec, &str)> = vec![
+            (
+                ScheduleSpec {
+                    timezone: "Europe/Berln".into(),
+                    ..spec()
+                },
+                "schedules.digest.timezone: 'Europe/Berln' is not an IANA time zone",
+            ),
+            (
+                ScheduleSpec {
+                    cron: "0 7 * *".into(),
+                    ..spec()
+                },
+                "schedules.digest.cron: '0 7 * *' has 4 fields",
+            ),
+            (
+                ScheduleSpec {
+                    agent: "nobody".into(),
+                    ..spec()
+                },
+                "schedules.digest.agent: agent 'nobody' is not configured (configured: reporter)",
+            ),
+            (
+                ScheduleSpec {
+                    prompt: "Report for {{ dat }}".into(),
+                    ..spec()
+                },
+                "schedules.digest.prompt: the template does not render",
+            ),
+            (
+                ScheduleSpec {
+                    prompt: "Report {% if %}".into(),
+                    ..spec()
+                },
+                "schedules.digest.prompt: the template does not render",
+            ),
+            (
+                ScheduleSpec {
+                    prompt: "{{ '' }} ".into(),
+                    ..spec()
+                },
+                "renders empty",
+            ),
+            (
+                ScheduleSpec {
+                    name: "has space".into(),
+                    ..spec()
+                },
+                "schedule name 'has space' is not allowed",
+            ),
+        ];
+        for (s, expect) in cases {
+            let err = Schedule::compile(s, Some(&agents)).unwrap_err();
+            assert!(err.contains(expect), "expected '{expect}' in: {err}");
+        }
+        let err = Schedule::compile(
+            ScheduleSpec {
+                prompt: "{{ nope }}".into(),
+                ..spec()
+            },
+            None,
+        )
+        .unwrap_err();
+        assert!(err.contains("the variables are fire_time"), "{err}");
+    }
+
+    #[test]
+    fn config_keys_are_checked() {
+        let err = serde_json::from_str::<ScheduleSpec>(
+            r#"{"name":"a","cron":"@daily","agent":"x","prompt":"p","overlap":"sometimes"}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("sometimes") && err.contains("`skip`"), "{err}");
+        let s: ScheduleSpec = serde_json::from_str(
+            r#"{"name":"a","cron":"@daily","agent":"x","prompt":"p","missed":"run_once"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (s.timezone.as_str(), s.overlap, s.missed, s.enabled),
+            ("UTC", Overlap::Skip, Missed::RunOnce, true)
+        );
+    }
+}

@@ -1,0 +1,1 @@
+SELECT * FROM schedules ORDER BY name

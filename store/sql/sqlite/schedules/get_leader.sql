@@ -1,0 +1,1 @@
+SELECT name, holder, epoch, acquired_at, expires_at FROM leader_leases WHERE name = ?1

@@ -1,0 +1,1 @@
+SELECT * FROM schedules WHERE name = ?1
