@@ -32,6 +32,7 @@ mod postgres;
 mod sqlite;
 pub mod states;
 mod store;
+mod webhooks;
 
 pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
@@ -43,3 +44,4 @@ pub use model::{
 };
 pub use states::{JobKind, JobState, RunStatus, Trigger};
 pub use store::{LeasedJob, Store, WorkSignal};
+pub use webhooks::{DeliveryStatus, WebhookDelivery};

@@ -153,3 +153,4 @@ impl PgBackend {
 }
 
 crate::backend::queue_operations!(PgBackend, Postgres, "postgres");
+crate::webhooks::webhook_operations!(PgBackend, "postgres");

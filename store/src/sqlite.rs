@@ -104,3 +104,4 @@ fn is_locked(e: &sqlx::Error) -> bool {
 }
 
 crate::backend::queue_operations!(SqliteBackend, Sqlite, "sqlite");
+crate::webhooks::webhook_operations!(SqliteBackend, "sqlite");
