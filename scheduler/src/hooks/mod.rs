@@ -54,6 +54,9 @@ use signature::{Secret, Verifier};
 
 use crate::{IntakeError, ResumeRequest, RunRequest};
 
+/// Looks a request header up by name (case-insensitively).
+pub type Headers<'a> = dyn Fn(&str) -> Option<String> + Sync + 'a;
+
 /// The longest delivery id accepted, in bytes.
 pub const MAX_DELIVERY_ID_BYTES: usize = 100;
 
@@ -298,7 +301,7 @@ fn describe(src: &FieldSource) -> String {
 pub async fn deliver(
     store: &Store,
     hook: &Hook,
-    header: &dyn Fn(&str) -> Option<String>,
+    header: &Headers<'_>,
     body: &[u8],
 ) -> Result<Accepted, Refused> {
     let result = deliver_inner(store, hook, header, body).await;
@@ -316,7 +319,7 @@ pub async fn deliver(
 async fn deliver_inner(
     store: &Store,
     hook: &Hook,
-    header: &dyn Fn(&str) -> Option<String>,
+    header: &Headers<'_>,
     body: &[u8],
 ) -> Result<Accepted, Refused> {
     hook.verifier
