@@ -7,6 +7,9 @@
 //! | `GET` | `/v1/runs/{id}` | a run: status, usage, cost, result, error |
 //! | `GET` | `/v1/runs/{id}/events?after=N` | its event log |
 //! | `POST` | `/v1/runs/{id}/cancel` | cancel it |
+//! | `GET` | `/v1/hooks` | the webhooks, with counts per outcome (see [`crate::hooks`]) |
+//! | `GET` | `/v1/hooks/{name}/deliveries?limit=` | a webhook's recorded deliveries |
+//! | `POST` | `/hooks/{name}` | a webhook delivery, authenticated by its signature, not the token |
 //! | `GET` | `/healthz` | liveness, without the token |
 //!
 //! Every error is JSON `{"error": "…"}` saying what was wrong; a refused request changes
@@ -35,6 +38,8 @@ pub struct ApiState {
     /// The configured agent names.
     pub agents: Arc<Vec<String>>,
     pub token: Arc<String>,
+    /// The configured webhooks (`[[hooks]]`).
+    pub hooks: Arc<nightshift_scheduler::hooks::HookSet>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -57,15 +62,16 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
         .merge(v1)
+        .merge(crate::hooks::routes(&state))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint") })
         .with_state(state)
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({ "error": message.into() }))).into_response()
 }
 
-async fn require_token(
+pub(crate) async fn require_token(
     State(state): State<ApiState>,
     headers: HeaderMap,
     req: Request,
@@ -195,7 +201,7 @@ async fn create_run(
     }
 }
 
-fn store_error(e: StoreError) -> Response {
+pub(crate) fn store_error(e: StoreError) -> Response {
     match e {
         StoreError::NotFound { .. } => error(StatusCode::NOT_FOUND, e.to_string()),
         StoreError::Conflict(m) => error(StatusCode::CONFLICT, m),

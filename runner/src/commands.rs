@@ -107,6 +107,7 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
     // Everything the config names (agents, tools, providers) is checked before the database
     // is touched.
     let runtime = build_runtime(config)?;
+    let hooks = Arc::new(nightshift_runner::hooks::build(config)?);
     let data_dir = config.resolve_path(&config.runtime.data_dir);
     let (token, token_source) = api::resolve_token(&config.server.token_env, &data_dir)?;
     let listener = tokio::net::TcpListener::bind(&config.server.address)
@@ -137,6 +138,7 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
         store: store.clone(),
         agents: Arc::new(runtime.agent_names()),
         token: Arc::new(token),
+        hooks,
     };
     let address = listener.local_addr()?;
     tracing::info!(%address, token = %token_source, "HTTP API listening");

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use anyhow::{Context, bail};
 use nightshift_agent::AgentConfig;
 use nightshift_llm::ProviderConfig;
+use nightshift_scheduler::hooks::HookConfig;
 use nightshift_store::StoreConfig;
 use nightshift_tools::CommandToolConfig;
 use nightshift_worker::PoolConfig;
@@ -36,6 +37,8 @@ pub struct Config {
     pub agents: Vec<AgentConfig>,
     /// `[[command_tools]]`: tools that run a program (enable them per agent in `tools`).
     pub command_tools: Vec<CommandToolConfig>,
+    /// `[[hooks]]`: webhook endpoints `POST /hooks/{name}` and the runs they start.
+    pub hooks: Vec<HookConfig>,
     /// The directory relative paths in the file are resolved against (the file's own).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -194,6 +197,17 @@ impl Config {
         for tool in &self.command_tools {
             tool.validate().map_err(invalid)?;
         }
+        let agents: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
+        let mut hooks = std::collections::BTreeSet::new();
+        for hook in &self.hooks {
+            hook.validate(&agents).map_err(invalid)?;
+            if !hooks.insert(hook.name.as_str()) {
+                return Err(invalid(format!(
+                    "hooks: '{}' is defined twice; hook names must be unique",
+                    hook.name
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -256,5 +270,72 @@ mod tests {
         config.validate().unwrap();
         assert_eq!(config.agents[0].budgets.max_turns, 50);
         assert_eq!(config.command_tools[0].name, "lint");
+        assert_eq!(config.hooks[0].routes[1].name, "comment");
+    }
+
+    #[test]
+    fn hooks_are_validated_at_load_naming_the_key() {
+        let agent = "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n[[agents]]\nname = \"reviewer\"\n\
+                     provider = \"p\"\nmodel = \"m\"\nsystem = \"s\"\n";
+        let hook = |extra: &str, route: &str| {
+            format!(
+                "{agent}[[hooks]]\nname = \"gh\"\n{extra}\n[[hooks.routes]]\nname = \"r\"\n\
+                 event = \"push\"\nprompt = \"p {{{{ ref }}}}\"\n{route}\n"
+            )
+        };
+        let ok = hook(
+            "signature = \"github\"\nsecret_env = \"S\"",
+            "agent = \"reviewer\"",
+        );
+        Config::parse(&ok, "x").unwrap().validate().unwrap();
+        let cases = [
+            (
+                "secret_env = \"S\"",
+                "agent = \"reviewer\"",
+                "missing field `signature`",
+            ),
+            (
+                "signature = \"github\"",
+                "agent = \"reviewer\"",
+                "hooks.gh.secret_env is missing",
+            ),
+            (
+                "signature = \"github\"\nsecret_env = \"S\"",
+                "agent = \"nobody\"",
+                "hooks.gh.routes.r.agent: agent 'nobody' is not configured",
+            ),
+            (
+                "signature = \"github\"\nsecret_env = \"S\"",
+                "agent = \"reviewer\"\nconcurrency_key = \"{{ x\"",
+                "hooks.gh.routes.r.concurrency_key is not a valid template",
+            ),
+            (
+                "signature = \"hmac\"\nsecret_env = \"S\"",
+                "agent = \"reviewer\"",
+                "[hooks.hmac]",
+            ),
+            (
+                "signature = \"none\"",
+                "agent = \"reviewer\"",
+                "hooks.gh.delivery_id is missing",
+            ),
+            (
+                "signature = \"github\"\nsecret_env = \"S\"\nmax_body_bytes = 0",
+                "agent = \"reviewer\"",
+                "max_body_bytes = 0",
+            ),
+            (
+                "signature = \"github\"\nsecret_env = \"S\"\nsecret = \"x\"",
+                "agent = \"reviewer\"",
+                "unknown field `secret`",
+            ),
+        ];
+        for (extra, route, expect) in cases {
+            let err = match Config::parse(&hook(extra, route), "x") {
+                Err(e) => e.to_string(),
+                Ok(c) => c.validate().unwrap_err().to_string(),
+            };
+            assert!(err.contains(expect), "{expect}: {err}");
+        }
     }
 }
