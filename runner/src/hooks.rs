@@ -12,7 +12,7 @@
 //! | answer | when |
 //! |---|---|
 //! | 202 | accepted: `{"hook", "delivery", "event", "redelivery": false, "runs": [{"route", "kind", "run_id", "job_id", "duplicate", "skipped", "superseded"}]}` |
-//! | 200 | a redelivery: the same body with `"redelivery": true` and the original runs; nothing enqueued |
+//! | 200 | a redelivery: the same body with `"redelivery": true` and the original runs; nothing enqueued. Also GitHub's `ping` (`"ping": true`, no runs) when no route takes it |
 //! | 400 | the body is not JSON, or the delivery id is missing |
 //! | 401 | the signature is missing or wrong, or its timestamp is outside the tolerance |
 //! | 404 | no hook of that name; or a `resume` route found no unfinished run for its key |
@@ -127,7 +127,7 @@ async fn receive(
     };
     match hooks::deliver(&state.store, &hook, &lookup, &bytes).await {
         Ok(accepted) => {
-            let status = if accepted.redelivery {
+            let status = if accepted.redelivery || accepted.ping {
                 StatusCode::OK
             } else {
                 StatusCode::ACCEPTED

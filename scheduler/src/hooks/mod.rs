@@ -9,7 +9,8 @@
 //!    answer with the runs recorded there (`duplicate: true`) and enqueue nothing.
 //! 4. **Route** ([`route`]): the *first* route whose event and conditions match takes the
 //!    delivery (GitHub users expect one event → one route; order routes from specific to
-//!    general). Its templates are rendered now. No match → refused (422), nothing written.
+//!    general). Its templates are rendered now. No match → refused (422), nothing written;
+//!    except GitHub's `ping` (sent when the webhook is added), answered 200 with no runs.
 //! 5. **Claim** the delivery: one upsert inserts the row as `claimed` (or finds it).
 //! 6. **Enqueue** through [`crate::submit`] / [`crate::resume`] only, with an idempotency key
 //!    that is a pure function of the delivery: the route's `idempotency_key` template, or
@@ -71,6 +72,7 @@ pub struct Counters {
     pub unmatched: AtomicU64,
     pub no_run: AtomicU64,
     pub error: AtomicU64,
+    pub ping: AtomicU64,
 }
 
 /// The outcome a counter counts.
@@ -84,6 +86,8 @@ pub enum Outcome {
     Unmatched,
     NoRun,
     Error,
+    /// GitHub's `ping` (sent when a webhook is added), answered without enqueuing.
+    Ping,
 }
 
 impl Counters {
@@ -98,6 +102,7 @@ impl Counters {
             Outcome::Unmatched => &self.unmatched,
             Outcome::NoRun => &self.no_run,
             Outcome::Error => &self.error,
+            Outcome::Ping => &self.ping,
         };
         c.fetch_add(1, Ordering::Relaxed);
     }
@@ -114,6 +119,7 @@ impl Counters {
             ("unmatched", get(&self.unmatched)),
             ("no_run", get(&self.no_run)),
             ("error", get(&self.error)),
+            ("ping", get(&self.ping)),
         ])
     }
 }
@@ -233,6 +239,10 @@ pub struct Accepted {
     pub event: String,
     /// True when this delivery id was processed before: `runs` are the original ones.
     pub redelivery: bool,
+    /// True for GitHub's `ping` when no route takes it: authentic, answered 200, nothing
+    /// enqueued or recorded.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ping: bool,
     pub runs: Vec<RouteRun>,
 }
 
@@ -306,6 +316,7 @@ pub async fn deliver(
 ) -> Result<Accepted, Refused> {
     let result = deliver_inner(store, hook, header, body).await;
     match &result {
+        Ok(a) if a.ping => hook.counters.count(Outcome::Ping),
         Ok(a) if a.redelivery => hook.counters.count(Outcome::Duplicate),
         Ok(_) => hook.counters.count(Outcome::Accepted),
         Err(e) => {
@@ -360,13 +371,26 @@ async fn deliver_inner(
             delivery: delivery.clone(),
             event: event.clone(),
             redelivery,
+            ping: false,
             runs,
         })
     };
     if let Some(done) = store.webhook_redelivery(&hook.name, &delivery).await? {
         return answer(done.runs.as_deref(), true);
     }
-    let Some(route) = hook.routes.iter().find(|r| r.matches(&event, &json)) else {
+    let route = hook.routes.iter().find(|r| r.matches(&event, &json));
+    if route.is_none() && hook.scheme == SignatureScheme::Github && event == "ping" {
+        // GitHub pings a webhook when it is added; a 422 would show the setup as broken.
+        return Ok(Accepted {
+            hook: hook.name.clone(),
+            delivery,
+            event,
+            redelivery: false,
+            ping: true,
+            runs: Vec::new(),
+        });
+    }
+    let Some(route) = route else {
         return Err(Refused::Unmatched(format!(
             "no route of hook '{}' matches event '{event}' with this payload (routes: {}); \
              nothing was enqueued — add a route if this delivery should start something",
@@ -457,6 +481,7 @@ async fn deliver_inner(
         delivery,
         event,
         redelivery: false,
+        ping: false,
         runs,
     })
 }

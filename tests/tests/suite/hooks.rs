@@ -483,6 +483,15 @@ async fn refusals_enqueue_nothing(db: &TestDb) {
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert!(error(&body).contains("no unfinished run has the key 'pr-octo-org/hello-world-42'"));
 
+    // GitHub's ping when the webhook is added: authentic, answered 200, nothing enqueued.
+    let ping = br#"{"zen":"Design for failure.","hook_id":498172631,"hook":{"type":"Repository","id":498172631,"name":"web","active":true,"events":["issue_comment","pull_request","push"],"config":{"content_type":"json","insecure_ssl":"0","url":"https://nightshift.example.com/hooks/github"},"updated_at":"2026-11-29T14:00:00Z","created_at":"2026-11-29T14:00:00Z","url":"https://api.github.com/repos/octo-org/hello-world/hooks/498172631","test_url":"https://api.github.com/repos/octo-org/hello-world/hooks/498172631/test","ping_url":"https://api.github.com/repos/octo-org/hello-world/hooks/498172631/pings","deliveries_url":"https://api.github.com/repos/octo-org/hello-world/hooks/498172631/deliveries","last_response":{"code":null,"status":"unused","message":null}},"repository":{"id":1296269,"full_name":"octo-org/hello-world"},"sender":{"login":"monalisa","id":583231}}"#;
+    let (status, body) = intake.github("ping", "d-ping", ping.to_vec()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (&body["ping"], &body["runs"]),
+        (&Value::from(true), &serde_json::json!([]))
+    );
+
     let runs = intake.runs().await;
     assert_eq!(
         runs.len(),
@@ -490,7 +499,7 @@ async fn refusals_enqueue_nothing(db: &TestDb) {
         "only the small hook's accepted delivery made a run"
     );
     assert_eq!(runs[0].id, small_run);
-    for d in ["d1", "d2", "d3", "d4", "d5", "d6", "d7"] {
+    for d in ["d1", "d2", "d3", "d4", "d5", "d6", "d7", "d-ping"] {
         assert!(
             intake
                 .store
@@ -535,6 +544,7 @@ async fn refusals_enqueue_nothing(db: &TestDb) {
         ),
         "{counts}"
     );
+    assert_eq!(github["ping"], 1, "{counts}");
     assert_eq!(counts["small"]["too_large"], 1, "{counts}");
     assert_eq!(counts["unknown"], 1, "{counts}");
     let anonymous = intake
