@@ -5,18 +5,21 @@
 //! runs is finished by the redelivery; timestamped signatures follow the store's clock; and a
 //! real `nightshift serve` runs the agent a delivery started.
 
+mod daemon;
+mod harness;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use nightshift_runner::api::{ApiState, router};
-use nightshift_runner::config::Config;
-use nightshift_scheduler::hooks::HookSet;
 use nightshift_scheduler::hooks::config::HmacAlgorithm;
 use nightshift_scheduler::hooks::signature::hmac;
-use nightshift_store::{ManualClock, Run, Store, Trigger};
-use nightshift_tests::{TestDb, eventually, on_both_backends};
+use nightshift_store::{ManualClock, Trigger};
+use nightshift_tests::{TestDb, on_both_backends};
 use reqwest::StatusCode;
 use serde_json::Value;
+
+use daemon::serve_end_to_end;
+use harness::{Intake, SECRET, base64_encode, fixture, github_signature, hex_encode, run_id};
 
 on_both_backends! {
     github_deliveries_are_routed_templated_and_deduped => routed_templated_deduped;
@@ -25,222 +28,6 @@ on_both_backends! {
     a_crash_between_claim_and_record_is_finished_by_the_redelivery => crash_between_steps;
     timestamped_signatures_follow_the_store_clock => timestamped_signatures;
     nightshift_serve_runs_the_agent_a_delivery_started => serve_end_to_end;
-}
-
-const SECRET: &str = "test-webhook-secret-7d1c";
-const TOKEN: &str = "hooks-test-token";
-
-/// The hooks of these tests: a GitHub PR review bot, a Stripe and a Slack hook, and a small
-/// generic-HMAC hook for the size limit.
-const HOOKS: &str = r#"
-[providers.p]
-kind = "scripted"
-script = "script.json"
-
-[[agents]]
-name = "reviewer"
-provider = "p"
-model = "scripted-1"
-
-[[hooks]]
-name = "github"
-signature = "github"
-secret_env = "NS_TEST_GITHUB_SECRET"
-
-[[hooks.routes]]
-name = "review"
-event = "pull_request"
-match = { action = ["opened", "synchronize", "reopened"], pull_request.draft = false }
-agent = "reviewer"
-lane = "reviews"
-priority = 5
-prompt = """Review pull request #{{ pull_request.number }} in {{ repository.full_name }}: {{ pull_request.title }}
-Head: {{ pull_request.head.sha }} ({{ action }})"""
-concurrency_key = "pr-{{ repository.full_name }}-{{ pull_request.number }}"
-
-[[hooks.routes]]
-name = "comment"
-event = "issue_comment"
-match = { action = "created" }
-kind = "resume"
-run_key = "pr-{{ repository.full_name }}-{{ issue.number }}"
-prompt = "{{ comment.user.login }} commented: {{ comment.body }}"
-
-[[hooks.routes]]
-name = "push"
-event = "push"
-match = { ref = "refs/heads/main" }
-agent = "reviewer"
-idempotency_key = "push-{{ repository.full_name }}-{{ after }}"
-prompt = 'Summarise what landed on main: {% for c in commits %}{{ c.id[:7] }} {{ c.message | split("\n") | first }}; {% endfor %}'
-
-[[hooks.routes]]
-name = "labels"
-event = "label"
-agent = "reviewer"
-prompt = "Label {{ label.name }} changed in {{ repository.nmae }}"
-
-[[hooks]]
-name = "stripe"
-signature = "stripe"
-secret_env = "NS_TEST_STRIPE_SECRET"
-
-[[hooks.routes]]
-name = "paid"
-event = "invoice.paid"
-agent = "reviewer"
-prompt = "Invoice {{ data.object.id }} was paid"
-
-[[hooks]]
-name = "slack"
-signature = "slack"
-secret_env = "NS_TEST_SLACK_SECRET"
-tolerance_seconds = 60
-event = { pointer = "/event/type" }
-
-[[hooks.routes]]
-name = "mention"
-event = "app_mention"
-agent = "reviewer"
-prompt = "{{ event.user }} said: {{ event.text }}"
-
-[[hooks]]
-name = "small"
-signature = "hmac"
-secret_env = "NS_TEST_GITHUB_SECRET"
-max_body_bytes = 1024
-delivery_id = { header = "X-Request-Id" }
-hmac = { header = "X-Signature", algorithm = "sha512", prefix = "", encoding = "base64" }
-
-[[hooks.routes]]
-name = "any"
-agent = "reviewer"
-prompt = "{{ payload | tojson }}"
-"#;
-
-fn secrets(var: &str) -> Option<String> {
-    match var {
-        "NS_TEST_GITHUB_SECRET" => Some(SECRET.into()),
-        "NS_TEST_STRIPE_SECRET" => Some("whsec_test_stripe".into()),
-        "NS_TEST_SLACK_SECRET" => Some("slack-signing-secret".into()),
-        _ => None,
-    }
-}
-
-fn fixture(name: &str) -> Vec<u8> {
-    let path = format!("{}/fixtures/github/{name}.json", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-fn github_signature(body: &[u8], secret: &str) -> String {
-    format!(
-        "sha256={}",
-        hex_encode(&hmac(HmacAlgorithm::Sha256, secret.as_bytes(), &[body]))
-    )
-}
-
-fn hex_encode(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-struct Intake {
-    base: String,
-    http: reqwest::Client,
-    store: Store,
-    clock: ManualClock,
-    _server: tokio::task::JoinHandle<()>,
-}
-
-impl Intake {
-    async fn start(db: &TestDb) -> Intake {
-        let (store, clock) = db.manual().await;
-        let config = Config::parse(HOOKS, "hooks test config").unwrap();
-        config.validate().unwrap();
-        let hooks = HookSet::build(&config.hooks, &["reviewer"], secrets).unwrap();
-        let state = ApiState {
-            store: store.clone(),
-            agents: Arc::new(vec!["reviewer".to_string()]),
-            token: Arc::new(TOKEN.to_string()),
-            hooks: Arc::new(hooks),
-        };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let server = tokio::spawn(async move {
-            axum::serve(listener, router(state)).await.unwrap();
-        });
-        Intake {
-            base,
-            http: nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default())
-                .unwrap(),
-            store,
-            clock,
-            _server: server,
-        }
-    }
-
-    async fn post(
-        &self,
-        hook: &str,
-        headers: &[(&str, String)],
-        body: Vec<u8>,
-    ) -> (StatusCode, Value) {
-        let mut req = self
-            .http
-            .post(format!("{}/hooks/{hook}", self.base))
-            .header("content-type", "application/json")
-            .body(body);
-        for (k, v) in headers {
-            req = req.header(*k, v);
-        }
-        let resp = req.send().await.unwrap();
-        let status = resp.status();
-        (status, resp.json().await.unwrap_or(Value::Null))
-    }
-
-    /// Posts a GitHub delivery of `event` signed with the test secret.
-    async fn github(&self, event: &str, delivery: &str, body: Vec<u8>) -> (StatusCode, Value) {
-        let sig = github_signature(&body, SECRET);
-        self.post(
-            "github",
-            &[
-                ("X-GitHub-Event", event.into()),
-                ("X-GitHub-Delivery", delivery.into()),
-                ("X-Hub-Signature-256", sig),
-                ("User-Agent", "GitHub-Hookshot/a1b2c3d".into()),
-            ],
-            body,
-        )
-        .await
-    }
-
-    async fn counts(&self) -> Value {
-        let resp = self
-            .http
-            .get(format!("{}/v1/hooks", self.base))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
-        let body: Value = resp.json().await.unwrap();
-        let mut counts = serde_json::Map::new();
-        for h in body["hooks"].as_array().unwrap() {
-            counts.insert(h["name"].as_str().unwrap().into(), h["counts"].clone());
-        }
-        counts.insert("unknown".into(), body["unknown_hook_requests"].clone());
-        Value::Object(counts)
-    }
-
-    async fn runs(&self) -> Vec<Run> {
-        self.store.list_runs(None, 1000).await.unwrap()
-    }
-}
-
-fn run_id(answer: &Value) -> String {
-    answer["runs"][0]["run_id"]
-        .as_str()
-        .expect("a run id")
-        .to_string()
 }
 
 async fn routed_templated_deduped(db: &TestDb) {
@@ -560,27 +347,6 @@ async fn refusals_enqueue_nothing(db: &TestDb) {
     );
 }
 
-fn base64_encode(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 async fn concurrent_copies_make_one_run(db: &TestDb) {
     let intake = Arc::new(Intake::start(db).await);
     let body = fixture("pull_request.opened");
@@ -774,116 +540,4 @@ impl NowSecs for ManualClock {
     fn now_secs(&self) -> i64 {
         nightshift_store::Clock::now(self) / 1000
     }
-}
-
-async fn serve_end_to_end(db: &TestDb) {
-    use crate::process::{API_TOKEN, free_port, nightshift_bin};
-    use std::process::{Command, Stdio};
-    let dir = tempfile::tempdir().unwrap();
-    let script = r#"[{"content": [{"type": "text", "text": "LGTM: the retry gives up after 3 attempts"}], "stop_reason": "end_turn"}]"#;
-    std::fs::write(dir.path().join("script.json"), script).unwrap();
-    let port = free_port();
-    let text = format!(
-        "[database]\nurl = \"{}\"\n{}\n[server]\naddress = \"127.0.0.1:{port}\"\n\
-         [worker]\nslots = 1\nheartbeat_ms = 200\nlease_ms = 2000\npoll_interval_ms = 100\n\
-         [runtime]\ndata_dir = \"data\"\n{HOOKS}",
-        db.config.url,
-        db.config
-            .schema
-            .as_ref()
-            .map(|s| format!("schema = \"{s}\""))
-            .unwrap_or_default()
-    );
-    let cfg = dir.path().join("nightshift.toml");
-    std::fs::write(&cfg, text).unwrap();
-    let bin = nightshift_bin();
-
-    // Without the secret in the environment the daemon refuses to start, naming the variable.
-    let refused = Command::new(&bin)
-        .arg("--config")
-        .arg(&cfg)
-        .arg("serve")
-        .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
-        .env_remove("NS_TEST_GITHUB_SECRET")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success());
-    assert!(
-        stderr.contains("hooks.github.secret_env")
-            && stderr.contains("NS_TEST_GITHUB_SECRET is not set")
-            && !stderr.contains(SECRET),
-        "{stderr}"
-    );
-
-    let child = Command::new(&bin)
-        .arg("--config")
-        .arg(&cfg)
-        .arg("serve")
-        .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
-        .env("NS_TEST_GITHUB_SECRET", SECRET)
-        .env("NS_TEST_STRIPE_SECRET", "s")
-        .env("NS_TEST_SLACK_SECRET", "s")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn nightshift serve");
-    let _serve = crate::process::Proc { child };
-    let api = format!("http://127.0.0.1:{port}");
-    let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
-    eventually(Duration::from_secs(30), "the API to answer", || async {
-        let r = http.get(format!("{api}/healthz")).send().await.ok()?;
-        r.status().is_success().then_some(())
-    })
-    .await;
-    let body = fixture("pull_request.opened");
-    let resp = http
-        .post(format!("{api}/hooks/github"))
-        .header("X-GitHub-Event", "pull_request")
-        .header("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")
-        .header("X-Hub-Signature-256", github_signature(&body, SECRET))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::ACCEPTED);
-    let answer: Value = resp.json().await.unwrap();
-    let id = run_id(&answer);
-    let run = eventually(Duration::from_secs(30), "the run to succeed", || async {
-        let run: Value = http
-            .get(format!("{api}/v1/runs/{id}"))
-            .bearer_auth(API_TOKEN)
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        (run["status"] == "succeeded").then_some(run)
-    })
-    .await;
-    assert_eq!(run["result"], "LGTM: the retry gives up after 3 attempts");
-    assert_eq!(run["trigger_kind"], "webhook");
-    assert!(run["input"].as_str().unwrap().ends_with(
-        "[webhook github delivery=72d3162e-cc78-11e3-81ab-4c9367dc0958 event=pull_request]"
-    ));
-    let listing: Value = http
-        .get(format!("{api}/v1/hooks/github/deliveries"))
-        .bearer_auth(API_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let d = &listing["deliveries"][0];
-    assert_eq!(
-        (&d["delivery_id"], &d["status"], &d["runs"][0]["run_id"]),
-        (
-            &Value::from("72d3162e-cc78-11e3-81ab-4c9367dc0958"),
-            &Value::from("done"),
-            &Value::from(id)
-        )
-    );
 }
