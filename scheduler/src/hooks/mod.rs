@@ -31,9 +31,17 @@
 //! - **Traceable prompts**: Nightshift (not the user's template) appends
 //!   `[webhook <hook> delivery=<id> event=<event>]` to every prompt and resume message.
 //!
+//! - **A 202 means committed**: the answer is sent only after the run (or resume job) is
+//!   committed. A delivery that got no 2xx (the daemon died first) may have left a `claimed`
+//!   row (visible in `GET /v1/hooks/{name}/deliveries`); the sender's retry or a manual
+//!   redelivery completes it as above. GitHub does not retry by itself: redeliver from the
+//!   webhook's "Recent Deliveries" page.
+//!
 //! Limits: the dedupe is per `(hook, delivery id)`; a sender that reuses delivery ids for
 //! different events will see the later ones answered as redeliveries. A route changed in the
-//! config between a crash and the retry renders with the new config. Outcome counters
+//! config between a crash and the retry renders with the new config. A `resume` whose job was
+//! enqueued before a crash, retried after its run finished, answers 404 (no unfinished run)
+//! although the first attempt's job ran; nothing runs twice. Outcome counters
 //! ([`Counters`]) live in this process (per daemon, reset on restart); the
 //! `webhook_deliveries` table is the durable history.
 
