@@ -403,3 +403,102 @@ impl HookConfig {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hook(extra: serde_json::Value) -> HookConfig {
+        let mut base = serde_json::json!({
+            "name": "h",
+            "signature": "github",
+            "secret_env": "S",
+            "routes": [{"name": "r", "agent": "a", "prompt": "p"}],
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    #[test]
+    fn each_scheme_has_its_default_delivery_id_and_event() {
+        let gh = hook(serde_json::json!({}));
+        assert_eq!(
+            (gh.delivery_source(), gh.event_source()),
+            (
+                Some(FieldSource::header("X-GitHub-Delivery")),
+                Some(FieldSource::header("X-GitHub-Event"))
+            )
+        );
+        let stripe = hook(serde_json::json!({"signature": "stripe"}));
+        assert_eq!(
+            (stripe.delivery_source(), stripe.event_source()),
+            (
+                Some(FieldSource::pointer("/id")),
+                Some(FieldSource::pointer("/type"))
+            )
+        );
+        let slack = hook(serde_json::json!({"signature": "slack"}));
+        assert_eq!(
+            slack.delivery_source(),
+            Some(FieldSource::pointer("/event_id"))
+        );
+        assert_eq!(slack.event_source(), None);
+        assert!(gh.validate(&["a"]).is_ok());
+    }
+
+    #[test]
+    fn what_cannot_work_is_refused_naming_the_key() {
+        let cases = [
+            (
+                serde_json::json!({"signature": "none"}),
+                "signature = \"none\" checks nothing",
+            ),
+            (
+                serde_json::json!({"signature": "none", "secret_env": null}),
+                "hooks.h.delivery_id is missing",
+            ),
+            (
+                serde_json::json!({"tolerance_seconds": 60}),
+                "tolerance_seconds applies only",
+            ),
+            (
+                serde_json::json!({"signature": "slack", "tolerance_seconds": 0}),
+                "tolerance_seconds = 0",
+            ),
+            (
+                serde_json::json!({"hmac": {"header": "X-Sig"}}),
+                "hooks.h.hmac applies only",
+            ),
+            (
+                serde_json::json!({"secret_env": "whsec_abc=1"}),
+                "never the secret itself",
+            ),
+            (
+                serde_json::json!({"delivery_id": {"pointer": "id"}}),
+                "hooks.h.delivery_id.pointer 'id'",
+            ),
+            (
+                serde_json::json!({"delivery_id": {"header": "A", "pointer": "/b"}}),
+                "exactly one of",
+            ),
+            (serde_json::json!({"name": "a/b"}), "name 'a/b'"),
+            (serde_json::json!({"routes": []}), "has no routes"),
+            (
+                serde_json::json!({"signature": "slack", "routes": [
+                    {"name": "r", "event": "app_mention", "agent": "a", "prompt": "p"}]}),
+                "this hook has no event source",
+            ),
+            (
+                serde_json::json!({"routes": [{"name": "r", "agent": "a", "prompt": "p"},
+                                              {"name": "r", "agent": "a", "prompt": "q"}]}),
+                "'r' is defined twice",
+            ),
+        ];
+        for (extra, expect) in cases {
+            let err = hook(extra).validate(&["a"]).unwrap_err();
+            assert!(err.contains(expect), "{expect}: {err}");
+        }
+    }
+}
