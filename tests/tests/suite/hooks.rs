@@ -224,6 +224,12 @@ async fn refusals_enqueue_nothing(db: &TestDb) {
         error(&body).contains("max_body_bytes (1024 bytes)"),
         "{body}"
     );
+    // A chunked body declares no length: the limit stops it while it is read.
+    let chunked = intake
+        .post_chunked("small", &[("X-Request-Id", "r3".into())], &[b'{'; 3000])
+        .await;
+    assert!(chunked.starts_with("HTTP/1.1 413"), "{chunked}");
+    assert!(chunked.contains("max_body_bytes"), "{chunked}");
     // Under the limit the same hook takes it (its hmac settings work end to end).
     let fits = br#"{"ok":true}"#.to_vec();
     let mac = hmac(HmacAlgorithm::Sha512, SECRET.as_bytes(), &[&fits]);
@@ -332,7 +338,7 @@ async fn refusals_enqueue_nothing(db: &TestDb) {
         "{counts}"
     );
     assert_eq!(github["ping"], 1, "{counts}");
-    assert_eq!(counts["small"]["too_large"], 1, "{counts}");
+    assert_eq!(counts["small"]["too_large"], 2, "{counts}");
     assert_eq!(counts["unknown"], 1, "{counts}");
     let anonymous = intake
         .http

@@ -223,6 +223,44 @@ impl Intake {
         Value::Object(counts)
     }
 
+    /// Posts `body` in chunks of 512 bytes without a Content-Length (raw HTTP/1.1); returns
+    /// the whole response as text.
+    pub(super) async fn post_chunked(
+        &self,
+        hook: &str,
+        headers: &[(&str, String)],
+        body: &[u8],
+    ) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = self.base.trim_start_matches("http://");
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut head = format!(
+            "POST /hooks/{hook} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Transfer-Encoding: chunked\r\nConnection: close\r\n"
+        );
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        conn.write_all(head.as_bytes()).await.unwrap();
+        for chunk in body.chunks(512) {
+            let sent = async {
+                conn.write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                    .await?;
+                conn.write_all(chunk).await?;
+                conn.write_all(b"\r\n").await
+            };
+            // The server may answer and close before the whole body is sent.
+            if sent.await.is_err() {
+                break;
+            }
+        }
+        let _ = conn.write_all(b"0\r\n\r\n").await;
+        let mut answer = Vec::new();
+        let _ = conn.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
     pub(super) async fn runs(&self) -> Vec<Run> {
         self.store.list_runs(None, 1000).await.unwrap()
     }
