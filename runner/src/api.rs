@@ -11,6 +11,9 @@
 //! | `GET` | `/v1/wakeups?limit=` | sleeping runs and when each wakes, soonest first |
 //! | `GET` | `/v1/approvals?limit=` | tool calls waiting for a decision, oldest first |
 //! | `POST` | `/v1/runs/{id}/approvals/{call}` | `{decision: approve\|deny, reason?}`: decide one call; the run resumes on any worker |
+//! | `GET` | `/v1/hooks` | the webhooks, with counts per outcome (see [`crate::hooks`]) |
+//! | `GET` | `/v1/hooks/{name}/deliveries?limit=` | a webhook's recorded deliveries |
+//! | `POST` | `/hooks/{name}` | a webhook delivery, authenticated by its signature, not the token |
 //! | `GET` | `/healthz` | liveness, without the token |
 //! | … | `/v1/schedules…` | cron schedules (see [`crate::schedules_api`]) |
 //!
@@ -42,6 +45,8 @@ pub struct ApiState {
     /// The configured agent names.
     pub agents: Arc<Vec<String>>,
     pub token: Arc<String>,
+    /// The configured webhooks (`[[hooks]]`).
+    pub hooks: Arc<nightshift_scheduler::hooks::HookSet>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -69,6 +74,7 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
         .merge(v1)
+        .merge(crate::hooks::routes(&state))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint") })
         .with_state(state)
 }
@@ -77,7 +83,7 @@ pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response 
     (status, Json(json!({ "error": message.into() }))).into_response()
 }
 
-async fn require_token(
+pub(crate) async fn require_token(
     State(state): State<ApiState>,
     headers: HeaderMap,
     req: Request,
@@ -232,7 +238,7 @@ async fn create_run(
     }
 }
 
-fn store_error(e: StoreError) -> Response {
+pub(crate) fn store_error(e: StoreError) -> Response {
     match e {
         StoreError::NotFound { .. } => error(StatusCode::NOT_FOUND, e.to_string()),
         StoreError::Conflict(m) => error(StatusCode::CONFLICT, m),

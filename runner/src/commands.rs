@@ -137,6 +137,11 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
     // is touched.
     let runtime = build_runtime(config)?;
     let schedules = config.compiled_schedules()?;
+    let hooks = Arc::new(nightshift_runner::hooks::build(config)?);
+    for hook in hooks.iter() {
+        tracing::info!(hook = %hook.name, path = %format!("/hooks/{}", hook.name),
+                       signature = hook.scheme.name(), routes = ?hook.route_names(), "webhook ready");
+    }
     let data_dir = config.resolve_path(&config.runtime.data_dir);
     let (token, token_source) = api::resolve_token(&config.server.token_env, &data_dir)?;
     let listener = tokio::net::TcpListener::bind(&config.server.address)
@@ -185,6 +190,7 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
         store: store.clone(),
         agents: Arc::new(runtime.agent_names()),
         token: Arc::new(token),
+        hooks,
     };
     let address = listener.local_addr()?;
     tracing::info!(%address, token = %token_source, "HTTP API listening");

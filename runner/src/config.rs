@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use nightshift_agent::AgentConfig;
 use nightshift_llm::ProviderConfig;
 use nightshift_scheduler::cron::{Schedule, ScheduleSpec};
+use nightshift_scheduler::hooks::HookConfig;
 use nightshift_store::StoreConfig;
 use nightshift_tools::CommandToolConfig;
 use nightshift_worker::PoolConfig;
@@ -40,6 +41,8 @@ pub struct Config {
     /// `[[schedules]]`: cron schedules that start runs of an agent. Re-applied at every
     /// start; read-only through the API.
     pub schedules: Vec<ScheduleSpec>,
+    /// `[[hooks]]`: webhook endpoints `POST /hooks/{name}` and the runs they start.
+    pub hooks: Vec<HookConfig>,
     /// The directory relative paths in the file are resolved against (the file's own).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -199,6 +202,17 @@ impl Config {
             tool.validate().map_err(invalid)?;
         }
         self.compiled_schedules()?;
+        let agents: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
+        let mut hooks = std::collections::BTreeSet::new();
+        for hook in &self.hooks {
+            hook.validate(&agents).map_err(invalid)?;
+            if !hooks.insert(hook.name.as_str()) {
+                return Err(invalid(format!(
+                    "hooks: '{}' is defined twice; hook names must be unique",
+                    hook.name
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -284,6 +298,7 @@ mod tests {
         assert_eq!(config.agents[0].budgets.max_turns, 50);
         assert_eq!(config.command_tools[0].name, "lint");
         assert_eq!(config.compiled_schedules().unwrap()[0].name(), "digest");
+        assert_eq!(config.hooks[0].routes[1].name, "comment");
     }
 
     #[test]
@@ -313,5 +328,71 @@ mod tests {
         let twice = "name = \"d\"\ncron = \"@daily\"\nagent = \"reporter\"\nprompt = \"p\"\n";
         let err = with(&format!("{twice}[[schedules]]\n{twice}"));
         assert!(err.contains("'d' is defined twice"), "{err}");
+    }
+
+    #[test]
+    fn hooks_are_validated_at_load_naming_the_key() {
+        let agent = "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n[[agents]]\nname = \"reviewer\"\n\
+                     provider = \"p\"\nmodel = \"m\"\nsystem = \"s\"\n";
+        let hook = |extra: &str, route: &str| {
+            format!(
+                "{agent}[[hooks]]\nname = \"gh\"\n{extra}\n[[hooks.routes]]\nname = \"r\"\n\
+                 event = \"push\"\nprompt = \"p {{{{ ref }}}}\"\n{route}\n"
+            )
+        };
+        let ok = hook(
+            "signature = \"github\"\nsecret_env = \"S\"",
+            "agent = \"reviewer\"",
+        );
+        Config::parse(&ok, "x").unwrap().validate().unwrap();
+        let cases = [
+            (
+                "secret_env = \"S\"",
+                "agent = \"reviewer\"",
+                "missing field `signature`",
+            ),
+            (
+                "signature = \"github\"",
+                "agent = \"reviewer\"",
+                "hooks.gh.secret_env is missing",
+            ),
+            (
+                "signature = \"github\"\nsecret_env = \"S\"",
+                "agent = \"nobody\"",
+                "hooks.gh.routes.r.agent: agent 'nobody' is not configured",
+            ),
+            (
+                "signature = \"github\"\nsecret_env = \"S\"",
+                "agent = \"reviewer\"\nconcurrency_key = \"{{ x\"",
+                "hooks.gh.routes.r.concurrency_key is not a valid template",
+            ),
+            (
+                "signature = \"hmac\"\nsecret_env = \"S\"",
+                "agent = \"reviewer\"",
+                "[hooks.hmac]",
+            ),
+            (
+                "signature = \"none\"",
+                "agent = \"reviewer\"",
+                "hooks.gh.delivery_id is missing",
+            ),
+            (
+                "signature = \"github\"\nsecret_env = \"S\"\nmax_body_bytes = 0",
+                "agent = \"reviewer\"",
+                "max_body_bytes = 0",
+            ),
+            (
+                "signature = \"github\"\nsecret_env = \"S\"\nsecret = \"x\"",
+                "agent = \"reviewer\"",
+                "unknown field `secret`",
+            ),
+        ];
+        for (extra, route, expect) in cases {
+            let err = match Config::parse(&hook(extra, route), "x") {
+                Err(e) => e.to_string(),
+                Ok(c) => c.validate().unwrap_err().to_string(),
+            };
+            assert!(err.contains(expect), "{expect}: {err}");
+        }
     }
 }

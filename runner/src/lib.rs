@@ -9,6 +9,7 @@ pub mod api;
 pub mod config;
 pub mod demo;
 pub mod gateway;
+pub mod hooks;
 pub mod schedules_api;
 pub mod toolbox;
 pub mod transcript;

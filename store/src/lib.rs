@@ -35,6 +35,7 @@ mod sqlite;
 pub mod states;
 mod store;
 pub mod wakeups;
+mod webhooks;
 
 pub use approvals::{Approval, NewApproval};
 pub use backoff::Backoff;
@@ -51,3 +52,4 @@ pub use schedules::{
 pub use states::{JobKind, JobState, RunStatus, Trigger};
 pub use store::{LeasedJob, Store, WorkSignal};
 pub use wakeups::PendingWakeup;
+pub use webhooks::{DeliveryStatus, WebhookDelivery};

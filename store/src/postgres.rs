@@ -156,3 +156,4 @@ crate::backend::queue_operations!(PgBackend, Postgres, "postgres");
 crate::wakeups::wakeup_operations!(PgBackend, "postgres");
 crate::approvals::approval_operations!(PgBackend, "postgres");
 crate::schedules::schedule_operations!(PgBackend, "postgres");
+crate::webhooks::webhook_operations!(PgBackend, "postgres");

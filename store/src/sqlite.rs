@@ -107,3 +107,4 @@ crate::backend::queue_operations!(SqliteBackend, Sqlite, "sqlite");
 crate::wakeups::wakeup_operations!(SqliteBackend, "sqlite");
 crate::approvals::approval_operations!(SqliteBackend, "sqlite");
 crate::schedules::schedule_operations!(SqliteBackend, "sqlite");
+crate::webhooks::webhook_operations!(SqliteBackend, "sqlite");

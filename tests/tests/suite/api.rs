@@ -33,6 +33,7 @@ impl Api {
             store: store.clone(),
             agents: Arc::new(vec!["helper".to_string(), "reviewer".to_string()]),
             token: Arc::new(TOKEN.to_string()),
+            hooks: nightshift_runner::hooks::none(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

@@ -9,6 +9,7 @@
 //! - `approval`: tool calls that wait for a human's decision, also across SIGKILL.
 //! - `api`: the HTTP API: token, enqueue, dedupe, validation, listing, events, cancel.
 //! - `cli`: the `nightshift` command line.
+//! - `hooks`: webhook intake: signatures, routing, templates, dedupe, refusals, a real daemon.
 //! - `crash`: real `nightshift serve` SIGKILLed mid-tool-call and between turns; cancellation.
 //! - `provider`: the daemon against a fake Anthropic Messages API on loopback.
 //! - `wakeup`: wakeups the agent sets (park, resume in the same session, crash) and the
@@ -28,6 +29,7 @@ mod cli;
 mod concurrency;
 mod crash;
 mod fakes;
+mod hooks;
 mod pool;
 mod process;
 mod provider;

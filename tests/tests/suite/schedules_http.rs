@@ -61,6 +61,7 @@ async fn schedules_api(db: &TestDb) {
         store: store.clone(),
         agents: Arc::new(agents),
         token: Arc::new(API_TOKEN.to_string()),
+        hooks: nightshift_runner::hooks::none(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

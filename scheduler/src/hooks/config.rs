@@ -1,0 +1,504 @@
+//! `[[hooks]]` in `nightshift.toml`: what each webhook endpoint accepts and what it enqueues.
+//!
+//! Parsing refuses unknown keys; [`HookConfig::validate`] refuses what parses but cannot work
+//! (a missing `secret_env`, an `hmac` table on a GitHub hook, a template with a syntax error,
+//! a start route without an agent) with a message naming the key. Secrets are referenced by
+//! the NAME of an environment variable; their values are read only when the daemon starts
+//! (see [`super::HookSet::build`]) and never stored or logged.
+
+use std::collections::BTreeSet;
+
+use serde::Deserialize;
+
+use super::route::CompiledRoute;
+
+/// The largest body a hook accepts by default (1 MiB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
+/// The most a hook may be configured to accept (GitHub sends at most 25 MB).
+pub const MAX_BODY_BYTES_LIMIT: usize = 25 << 20;
+/// How far a signed timestamp may be from the store's clock by default, in seconds.
+pub const DEFAULT_TOLERANCE_SECONDS: u64 = 300;
+
+/// One `[[hooks]]` entry: the endpoint `POST /hooks/{name}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookConfig {
+    /// The path segment: `/hooks/{name}`. Unique; letters, digits, `-`, `_`, `.`.
+    pub name: String,
+    /// How deliveries are authenticated. Required: `none` must be said explicitly.
+    pub signature: SignatureScheme,
+    /// The NAME of the environment variable holding the shared secret (never the value).
+    /// Required unless `signature = "none"`.
+    #[serde(default)]
+    pub secret_env: Option<String>,
+    /// `signature = "hmac"` only: which header, algorithm and encoding.
+    #[serde(default)]
+    pub hmac: Option<HmacConfig>,
+    /// `stripe` and `slack` only: how far the signed timestamp may be from now (default 300).
+    #[serde(default)]
+    pub tolerance_seconds: Option<u64>,
+    /// Bodies larger than this are refused with 413. Default 1 MiB, at most 25 MiB.
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: usize,
+    /// Where the delivery id is. Default: `X-GitHub-Delivery` (github), `/id` (stripe),
+    /// `/event_id` (slack); required for `hmac` and `none`.
+    #[serde(default)]
+    pub delivery_id: Option<FieldSource>,
+    /// Where the event name is. Default: `X-GitHub-Event` (github), `/type` (stripe); for
+    /// other schemes optional (the event is then empty and routes must not name one).
+    #[serde(default)]
+    pub event: Option<FieldSource>,
+    /// `[[hooks.routes]]`: the first route that matches a delivery decides what it enqueues.
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+}
+
+fn default_max_body() -> usize {
+    DEFAULT_MAX_BODY_BYTES
+}
+
+/// How a hook authenticates deliveries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SignatureScheme {
+    /// `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`.
+    Github,
+    /// Any HMAC of the raw body in one header (see [`HmacConfig`]).
+    Hmac,
+    /// `Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "{t}.{body}">`, within the tolerance.
+    Stripe,
+    /// `X-Slack-Request-Timestamp: <unix>` and `X-Slack-Signature: v0=<hex HMAC-SHA256 of
+    /// "v0:{ts}:{body}">`, within the tolerance.
+    Slack,
+    /// No authentication at all (only when set explicitly).
+    None,
+}
+
+impl SignatureScheme {
+    /// The name config uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            SignatureScheme::Github => "github",
+            SignatureScheme::Hmac => "hmac",
+            SignatureScheme::Stripe => "stripe",
+            SignatureScheme::Slack => "slack",
+            SignatureScheme::None => "none",
+        }
+    }
+}
+
+/// `[hooks.hmac]`: a generic HMAC signature header.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HmacConfig {
+    /// The header carrying the signature, e.g. `X-Signature`.
+    pub header: String,
+    /// `sha256` (default), `sha1` or `sha512`.
+    #[serde(default)]
+    pub algorithm: HmacAlgorithm,
+    /// Text before the digest in the header, e.g. `sha256=`. Default none.
+    #[serde(default)]
+    pub prefix: String,
+    /// `hex` (default) or `base64`.
+    #[serde(default)]
+    pub encoding: DigestEncoding,
+}
+
+/// The hash under an HMAC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HmacAlgorithm {
+    Sha1,
+    #[default]
+    Sha256,
+    Sha512,
+}
+
+/// How a digest is written in a header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DigestEncoding {
+    #[default]
+    Hex,
+    Base64,
+}
+
+/// Where a value of a delivery is found: `{ header = "X-Request-Id" }` or
+/// `{ pointer = "/id" }` (an RFC 6901 JSON pointer into the body).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldSource {
+    #[serde(default)]
+    pub header: Option<String>,
+    #[serde(default)]
+    pub pointer: Option<String>,
+}
+
+impl FieldSource {
+    /// A header source.
+    pub fn header(name: &str) -> Self {
+        FieldSource {
+            header: Some(name.into()),
+            pointer: None,
+        }
+    }
+
+    /// A JSON pointer source.
+    pub fn pointer(pointer: &str) -> Self {
+        FieldSource {
+            header: None,
+            pointer: Some(pointer.into()),
+        }
+    }
+
+    fn validate(&self, key: &str) -> Result<(), String> {
+        match (&self.header, &self.pointer) {
+            (Some(h), None) if !h.trim().is_empty() => Ok(()),
+            (None, Some(p)) if p.starts_with('/') => Ok(()),
+            (None, Some(p)) => Err(format!(
+                "{key}.pointer '{p}' is not a JSON pointer; it starts with '/', e.g. \"/id\""
+            )),
+            _ => Err(format!(
+                "{key}: give exactly one of header = \"…\" or pointer = \"/…\""
+            )),
+        }
+    }
+}
+
+/// What a route makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteKind {
+    /// A fresh run of `agent` with the rendered `prompt`.
+    #[default]
+    Start,
+    /// A new message (the rendered `prompt`) for the newest unfinished run whose concurrency
+    /// key is the rendered `run_key`.
+    Resume,
+}
+
+/// What to do while an earlier run holds the concurrency key (the store applies it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyName {
+    #[default]
+    Queue,
+    Skip,
+    Supersede,
+    Debounce,
+}
+
+/// One `[[hooks.routes]]` entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Unique within the hook; part of derived idempotency keys and of every response.
+    pub name: String,
+    /// The event(s) this route takes: a name or a list of names. Absent: any event.
+    #[serde(default)]
+    pub event: Option<serde_json::Value>,
+    /// Conditions on the JSON body, all of which must hold: `"dotted.path" = value` (equal)
+    /// or `path = [a, b]` (one of). Nested tables are paths too (`pull_request.draft = false`).
+    #[serde(default, rename = "match")]
+    pub conditions: serde_json::Map<String, serde_json::Value>,
+    /// `start` (default) or `resume`.
+    #[serde(default)]
+    pub kind: RouteKind,
+    /// `start`: the agent to run.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Template of the prompt (`start`) or message (`resume`). Nightshift appends a line
+    /// `[webhook <hook> delivery=<id> event=<event>]` to it.
+    pub prompt: String,
+    /// Template of the idempotency key. Default `webhook:<hook>:<route>:<delivery id>`.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// `start`: template of the concurrency key.
+    #[serde(default)]
+    pub concurrency_key: Option<String>,
+    /// `start`: queue (default), skip, supersede or debounce; needs `concurrency_key`.
+    #[serde(default)]
+    pub concurrency_policy: Option<PolicyName>,
+    /// `debounce` only: the window in seconds.
+    #[serde(default)]
+    pub debounce_seconds: Option<u64>,
+    /// `start`: the lane.
+    #[serde(default)]
+    pub lane: Option<String>,
+    /// `start`: the priority (higher runs first).
+    #[serde(default)]
+    pub priority: Option<i64>,
+    /// `resume`: template of the key of the run to continue (its concurrency key).
+    #[serde(default)]
+    pub run_key: Option<String>,
+}
+
+fn name_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+impl HookConfig {
+    /// Checks everything that can be checked without the environment; compiles the templates.
+    /// `agents` are the configured agent names (start routes must name one of them).
+    pub fn validate(&self, agents: &[&str]) -> Result<(), String> {
+        self.compile(agents).map(|_| ())
+    }
+
+    /// Validates and compiles the routes.
+    pub(crate) fn compile(&self, agents: &[&str]) -> Result<Vec<CompiledRoute>, String> {
+        let hook = &self.name;
+        if !name_ok(hook) {
+            return Err(format!(
+                "hooks: name '{hook}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'"
+            ));
+        }
+        let at = format!("hooks.{hook}");
+        let scheme = self.signature;
+        match (scheme, &self.secret_env) {
+            (SignatureScheme::None, Some(_)) => {
+                return Err(format!(
+                    "{at}.secret_env is set but signature = \"none\" checks nothing; remove \
+                     secret_env or choose a signature scheme"
+                ));
+            }
+            (SignatureScheme::None, None) => {}
+            (_, None) => {
+                return Err(format!(
+                    "{at}.secret_env is missing: name the environment variable that holds the \
+                     webhook secret, e.g. secret_env = \"GITHUB_WEBHOOK_SECRET\""
+                ));
+            }
+            (_, Some(env)) if env.trim().is_empty() || env.contains('=') => {
+                return Err(format!(
+                    "{at}.secret_env '{env}' is not an environment variable name (give the \
+                     variable's name, never the secret itself)"
+                ));
+            }
+            _ => {}
+        }
+        match (scheme, &self.hmac) {
+            (SignatureScheme::Hmac, None) => {
+                return Err(format!(
+                    "{at}: signature = \"hmac\" needs a [hooks.hmac] table with at least \
+                     header = \"…\""
+                ));
+            }
+            (SignatureScheme::Hmac, Some(h)) if h.header.trim().is_empty() => {
+                return Err(format!(
+                    "{at}.hmac.header is empty; name the signature header"
+                ));
+            }
+            (SignatureScheme::Hmac, Some(_)) | (_, None) => {}
+            (other, Some(_)) => {
+                return Err(format!(
+                    "{at}.hmac applies only to signature = \"hmac\" (this hook uses \"{}\")",
+                    other.name()
+                ));
+            }
+        }
+        if let Some(t) = self.tolerance_seconds {
+            if !matches!(scheme, SignatureScheme::Stripe | SignatureScheme::Slack) {
+                return Err(format!(
+                    "{at}.tolerance_seconds applies only to the timestamped schemes stripe and \
+                     slack"
+                ));
+            }
+            if !(1..=86_400).contains(&t) {
+                return Err(format!(
+                    "{at}.tolerance_seconds = {t} is out of range; use 1 to 86400"
+                ));
+            }
+        }
+        if !(1..=MAX_BODY_BYTES_LIMIT).contains(&self.max_body_bytes) {
+            return Err(format!(
+                "{at}.max_body_bytes = {} is out of range; use 1 to {MAX_BODY_BYTES_LIMIT} \
+                 (GitHub sends at most 25 MB)",
+                self.max_body_bytes
+            ));
+        }
+        match &self.delivery_id {
+            Some(src) => src.validate(&format!("{at}.delivery_id"))?,
+            None if self.default_delivery_id().is_none() => {
+                return Err(format!(
+                    "{at}.delivery_id is missing: say where each delivery's unique id is, e.g. \
+                     delivery_id = {{ header = \"X-Request-Id\" }} or {{ pointer = \"/id\" }}; \
+                     redeliveries are recognised by it"
+                ));
+            }
+            None => {}
+        }
+        if let Some(src) = &self.event {
+            src.validate(&format!("{at}.event"))?;
+        }
+        if self.routes.is_empty() {
+            return Err(format!(
+                "{at} has no routes; add a [[hooks.routes]] saying what a delivery starts"
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        let mut compiled = Vec::new();
+        for route in &self.routes {
+            if !seen.insert(route.name.as_str()) {
+                return Err(format!(
+                    "{at}.routes: '{}' is defined twice; route names must be unique",
+                    route.name
+                ));
+            }
+            if !name_ok(&route.name) {
+                return Err(format!(
+                    "{at}.routes: name '{}' is not allowed; use 1-64 letters, digits, '-', '_' \
+                     or '.'",
+                    route.name
+                ));
+            }
+            let route_at = format!("{at}.routes.{}", route.name);
+            if route.event.is_some() && self.event_source().is_none() {
+                return Err(format!(
+                    "{route_at}.event: this hook has no event source; set {at}.event = \
+                     {{ header = \"…\" }} or {{ pointer = \"/…\" }}"
+                ));
+            }
+            if let (RouteKind::Start, Some(agent)) = (route.kind, &route.agent)
+                && !agents.contains(&agent.as_str())
+            {
+                return Err(format!(
+                    "{route_at}.agent: agent '{agent}' is not configured (configured: {})",
+                    if agents.is_empty() {
+                        "none".to_string()
+                    } else {
+                        agents.join(", ")
+                    }
+                ));
+            }
+            compiled.push(CompiledRoute::compile(route, &route_at)?);
+        }
+        Ok(compiled)
+    }
+
+    /// The delivery id source, with the scheme's default.
+    pub fn delivery_source(&self) -> Option<FieldSource> {
+        self.delivery_id
+            .clone()
+            .or_else(|| self.default_delivery_id())
+    }
+
+    fn default_delivery_id(&self) -> Option<FieldSource> {
+        match self.signature {
+            SignatureScheme::Github => Some(FieldSource::header("X-GitHub-Delivery")),
+            SignatureScheme::Stripe => Some(FieldSource::pointer("/id")),
+            SignatureScheme::Slack => Some(FieldSource::pointer("/event_id")),
+            SignatureScheme::Hmac | SignatureScheme::None => None,
+        }
+    }
+
+    /// The event source, with the scheme's default.
+    pub fn event_source(&self) -> Option<FieldSource> {
+        self.event.clone().or(match self.signature {
+            SignatureScheme::Github => Some(FieldSource::header("X-GitHub-Event")),
+            SignatureScheme::Stripe => Some(FieldSource::pointer("/type")),
+            _ => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hook(extra: serde_json::Value) -> HookConfig {
+        let mut base = serde_json::json!({
+            "name": "h",
+            "signature": "github",
+            "secret_env": "S",
+            "routes": [{"name": "r", "agent": "a", "prompt": "p"}],
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    #[test]
+    fn each_scheme_has_its_default_delivery_id_and_event() {
+        let gh = hook(serde_json::json!({}));
+        assert_eq!(
+            (gh.delivery_source(), gh.event_source()),
+            (
+                Some(FieldSource::header("X-GitHub-Delivery")),
+                Some(FieldSource::header("X-GitHub-Event"))
+            )
+        );
+        let stripe = hook(serde_json::json!({"signature": "stripe"}));
+        assert_eq!(
+            (stripe.delivery_source(), stripe.event_source()),
+            (
+                Some(FieldSource::pointer("/id")),
+                Some(FieldSource::pointer("/type"))
+            )
+        );
+        let slack = hook(serde_json::json!({"signature": "slack"}));
+        assert_eq!(
+            slack.delivery_source(),
+            Some(FieldSource::pointer("/event_id"))
+        );
+        assert_eq!(slack.event_source(), None);
+        assert!(gh.validate(&["a"]).is_ok());
+    }
+
+    #[test]
+    fn what_cannot_work_is_refused_naming_the_key() {
+        let cases = [
+            (
+                serde_json::json!({"signature": "none"}),
+                "signature = \"none\" checks nothing",
+            ),
+            (
+                serde_json::json!({"signature": "none", "secret_env": null}),
+                "hooks.h.delivery_id is missing",
+            ),
+            (
+                serde_json::json!({"tolerance_seconds": 60}),
+                "tolerance_seconds applies only",
+            ),
+            (
+                serde_json::json!({"signature": "slack", "tolerance_seconds": 0}),
+                "tolerance_seconds = 0",
+            ),
+            (
+                serde_json::json!({"hmac": {"header": "X-Sig"}}),
+                "hooks.h.hmac applies only",
+            ),
+            (
+                serde_json::json!({"secret_env": "whsec_abc=1"}),
+                "never the secret itself",
+            ),
+            (
+                serde_json::json!({"delivery_id": {"pointer": "id"}}),
+                "hooks.h.delivery_id.pointer 'id'",
+            ),
+            (
+                serde_json::json!({"delivery_id": {"header": "A", "pointer": "/b"}}),
+                "exactly one of",
+            ),
+            (serde_json::json!({"name": "a/b"}), "name 'a/b'"),
+            (serde_json::json!({"routes": []}), "has no routes"),
+            (
+                serde_json::json!({"signature": "slack", "routes": [
+                    {"name": "r", "event": "app_mention", "agent": "a", "prompt": "p"}]}),
+                "this hook has no event source",
+            ),
+            (
+                serde_json::json!({"routes": [{"name": "r", "agent": "a", "prompt": "p"},
+                                              {"name": "r", "agent": "a", "prompt": "q"}]}),
+                "'r' is defined twice",
+            ),
+        ];
+        for (extra, expect) in cases {
+            let err = hook(extra).validate(&["a"]).unwrap_err();
+            assert!(err.contains(expect), "{expect}: {err}");
+        }
+    }
+}

@@ -1,0 +1,495 @@
+//! Webhook intake: `POST /hooks/{name}` turned into runs, exactly once per delivery.
+//!
+//! A delivery goes through these steps, in this order ([`deliver`]):
+//!
+//! 1. **Authenticate** the raw body ([`signature`]): a bad or missing signature is refused
+//!    before the body is even parsed.
+//! 2. **Parse** the body as JSON and read the delivery id and the event name.
+//! 3. **Redelivery?** If `(hook, delivery id)` is recorded as `done` in `webhook_deliveries`,
+//!    answer with the runs recorded there (`duplicate: true`) and enqueue nothing.
+//! 4. **Route** ([`route`]): the *first* route whose event and conditions match takes the
+//!    delivery (GitHub users expect one event → one route; order routes from specific to
+//!    general). Its templates are rendered now. No match → refused (422), nothing written;
+//!    except GitHub's `ping` (sent when the webhook is added), answered 200 with no runs.
+//! 5. **Claim** the delivery: one upsert inserts the row as `claimed` (or finds it).
+//! 6. **Enqueue** through [`crate::submit`] / [`crate::resume`] only, with an idempotency key
+//!    that is a pure function of the delivery: the route's `idempotency_key` template, or
+//!    `webhook:<hook>:<route>:<delivery id>`.
+//! 7. **Record** the runs on the row and mark it `done`; answer 202 with the run ids.
+//!
+//! What that guarantees:
+//! - **A refused request changes nothing** (steps 1–4 write nothing; a resume that finds no
+//!   run, or a prompt the intake refuses, releases the claim of step 5).
+//! - **No delivery is lost and none enqueues twice, whatever crashes between two steps.** A
+//!   crash before 5 leaves nothing: the sender's retry starts afresh. A crash between 5 and 6
+//!   or between 6 and 7 leaves a `claimed` row: the retry finds it, enqueues again with the
+//!   *same* idempotency key — the store returns the run made the first time (`duplicate`)
+//!   or makes it now — and records it. Only `done` rows short-cut at step 3.
+//! - **Concurrent copies of one delivery make one run**: both may pass step 5, but their
+//!   enqueues carry the same key, and the store's dedupe is exact under races; both answer
+//!   with the same run id.
+//! - **Traceable prompts**: Nightshift (not the user's template) appends
+//!   `[webhook <hook> delivery=<id> event=<event>]` to every prompt and resume message.
+//!
+//! - **A 202 means committed**: the answer is sent only after the run (or resume job) is
+//!   committed. A delivery that got no 2xx (the daemon died first) may have left a `claimed`
+//!   row (visible in `GET /v1/hooks/{name}/deliveries`); the sender's retry or a manual
+//!   redelivery completes it as above. GitHub does not retry by itself: redeliver from the
+//!   webhook's "Recent Deliveries" page.
+//!
+//! Limits: the dedupe is per `(hook, delivery id)`; a sender that reuses delivery ids for
+//! different events will see the later ones answered as redeliveries. A route changed in the
+//! config between a crash and the retry renders with the new config. A `resume` whose job was
+//! enqueued before a crash, retried after its run finished, answers 404 (no unfinished run)
+//! although the first attempt's job ran; nothing runs twice. Outcome counters
+//! ([`Counters`]) live in this process (per daemon, reset on restart); the
+//! `webhook_deliveries` table is the durable history.
+
+pub mod config;
+pub mod route;
+pub mod signature;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nightshift_store::{DeliveryStatus, Store, Trigger};
+use serde::{Deserialize, Serialize};
+
+use config::{DEFAULT_TOLERANCE_SECONDS, FieldSource};
+pub use config::{HookConfig, RouteConfig, RouteKind, SignatureScheme};
+use route::CompiledRoute;
+use signature::{Secret, Verifier};
+
+use crate::{IntakeError, ResumeRequest, RunRequest};
+
+/// Looks a request header up by name (case-insensitively).
+pub type Headers<'a> = dyn Fn(&str) -> Option<String> + Sync + 'a;
+
+/// The longest delivery id accepted, in bytes.
+pub const MAX_DELIVERY_ID_BYTES: usize = 100;
+
+/// What each outcome of a hook's deliveries has been, since this daemon started.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub accepted: AtomicU64,
+    pub duplicate: AtomicU64,
+    pub unauthorized: AtomicU64,
+    pub bad_request: AtomicU64,
+    pub too_large: AtomicU64,
+    pub unmatched: AtomicU64,
+    pub no_run: AtomicU64,
+    pub error: AtomicU64,
+    pub ping: AtomicU64,
+}
+
+/// The outcome a counter counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Accepted,
+    Duplicate,
+    Unauthorized,
+    BadRequest,
+    TooLarge,
+    Unmatched,
+    NoRun,
+    Error,
+    /// GitHub's `ping` (sent when a webhook is added), answered without enqueuing.
+    Ping,
+}
+
+impl Counters {
+    /// Counts one outcome.
+    pub fn count(&self, outcome: Outcome) {
+        let c = match outcome {
+            Outcome::Accepted => &self.accepted,
+            Outcome::Duplicate => &self.duplicate,
+            Outcome::Unauthorized => &self.unauthorized,
+            Outcome::BadRequest => &self.bad_request,
+            Outcome::TooLarge => &self.too_large,
+            Outcome::Unmatched => &self.unmatched,
+            Outcome::NoRun => &self.no_run,
+            Outcome::Error => &self.error,
+            Outcome::Ping => &self.ping,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts by outcome name.
+    pub fn snapshot(&self) -> BTreeMap<&'static str, u64> {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        BTreeMap::from([
+            ("accepted", get(&self.accepted)),
+            ("duplicate", get(&self.duplicate)),
+            ("unauthorized", get(&self.unauthorized)),
+            ("bad_request", get(&self.bad_request)),
+            ("too_large", get(&self.too_large)),
+            ("unmatched", get(&self.unmatched)),
+            ("no_run", get(&self.no_run)),
+            ("error", get(&self.error)),
+            ("ping", get(&self.ping)),
+        ])
+    }
+}
+
+/// One configured hook, ready to take deliveries.
+#[derive(Debug)]
+pub struct Hook {
+    pub name: String,
+    pub scheme: SignatureScheme,
+    pub max_body_bytes: usize,
+    verifier: Verifier,
+    delivery_source: FieldSource,
+    event_source: Option<FieldSource>,
+    routes: Vec<CompiledRoute>,
+    pub counters: Counters,
+}
+
+impl Hook {
+    /// The route names, in matching order.
+    pub fn route_names(&self) -> Vec<&str> {
+        self.routes.iter().map(|r| r.name.as_str()).collect()
+    }
+}
+
+/// Every configured hook, by name.
+#[derive(Debug, Default)]
+pub struct HookSet {
+    hooks: BTreeMap<String, Arc<Hook>>,
+    /// Requests to `/hooks/{name}` for a name that is not configured.
+    pub unknown: AtomicU64,
+}
+
+impl HookSet {
+    /// Builds the hooks of `configs`, reading each secret with `env` (the NAME in
+    /// `secret_env`). A missing or empty variable is an error naming it and the hook.
+    pub fn build(
+        configs: &[HookConfig],
+        agents: &[&str],
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<HookSet, String> {
+        let mut hooks = BTreeMap::new();
+        for c in configs {
+            let routes = c.compile(agents)?;
+            let secret = match &c.secret_env {
+                None => None,
+                Some(var) => match env(var) {
+                    Some(v) if !v.is_empty() => Some(Secret::new(v)),
+                    _ => {
+                        return Err(format!(
+                            "hooks.{}.secret_env: the environment variable {var} is not set (or \
+                             empty); export the webhook secret as {var} before starting",
+                            c.name
+                        ));
+                    }
+                },
+            };
+            let tolerance = c.tolerance_seconds.unwrap_or(DEFAULT_TOLERANCE_SECONDS);
+            let verifier = Verifier::new(c.signature, secret, c.hmac.as_ref(), tolerance)
+                .map_err(|e| format!("hooks.{}: {e}", c.name))?;
+            let hook = Hook {
+                name: c.name.clone(),
+                scheme: c.signature,
+                max_body_bytes: c.max_body_bytes,
+                verifier,
+                delivery_source: c
+                    .delivery_source()
+                    .ok_or_else(|| format!("hooks.{}.delivery_id is missing", c.name))?,
+                event_source: c.event_source(),
+                routes,
+                counters: Counters::default(),
+            };
+            if hooks.insert(c.name.clone(), Arc::new(hook)).is_some() {
+                return Err(format!(
+                    "hooks: '{}' is defined twice; hook names must be unique",
+                    c.name
+                ));
+            }
+        }
+        Ok(HookSet {
+            hooks,
+            unknown: AtomicU64::new(0),
+        })
+    }
+
+    /// The hook named `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<Hook>> {
+        self.hooks.get(name).cloned()
+    }
+
+    /// All hooks, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Hook>> {
+        self.hooks.values()
+    }
+}
+
+/// One run a delivery made (or found), as answered and recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteRun {
+    pub route: String,
+    pub kind: String,
+    pub run_id: String,
+    pub job_id: i64,
+    /// The idempotency key was used before: these are the existing ids.
+    pub duplicate: bool,
+    /// The `skip` policy dropped the new run: `run_id` is the run holding the key.
+    pub skipped: bool,
+    /// Runs this delivery ended as superseded.
+    #[serde(default)]
+    pub superseded: Vec<String>,
+}
+
+/// An accepted delivery.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Accepted {
+    pub hook: String,
+    pub delivery: String,
+    pub event: String,
+    /// True when this delivery id was processed before: `runs` are the original ones.
+    pub redelivery: bool,
+    /// True for GitHub's `ping` when no route takes it: authentic, answered 200, nothing
+    /// enqueued or recorded.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ping: bool,
+    pub runs: Vec<RouteRun>,
+}
+
+/// Why a delivery was refused. Nothing was enqueued.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// Bad or missing signature (401).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// Not JSON, or no delivery id (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// No route matched (422).
+    #[error("{0}")]
+    Unmatched(String),
+    /// A resume route found no unfinished run (404).
+    #[error("{0}")]
+    NoRun(String),
+    /// A template failed on this payload, or the intake refused what it rendered (422).
+    #[error("{0}")]
+    Invalid(String),
+    /// The store failed (503 when retrying can help, else 500).
+    #[error(transparent)]
+    Store(#[from] nightshift_store::Error),
+}
+
+impl Refused {
+    fn outcome(&self) -> Outcome {
+        match self {
+            Refused::Unauthorized(_) => Outcome::Unauthorized,
+            Refused::BadRequest(_) => Outcome::BadRequest,
+            Refused::Unmatched(_) => Outcome::Unmatched,
+            Refused::NoRun(_) => Outcome::NoRun,
+            Refused::Invalid(_) | Refused::Store(_) => Outcome::Error,
+        }
+    }
+}
+
+fn read_source(
+    src: &FieldSource,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &serde_json::Value,
+) -> Option<String> {
+    if let Some(h) = &src.header {
+        return header(h).map(|v| v.trim().to_string());
+    }
+    let v = body.pointer(src.pointer.as_deref()?)?;
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn describe(src: &FieldSource) -> String {
+    match (&src.header, &src.pointer) {
+        (Some(h), _) => format!("the {h} header"),
+        (_, Some(p)) => format!("the body at {p}"),
+        _ => "nowhere".into(),
+    }
+}
+
+/// Takes one delivery to `hook`: checks it, routes it and enqueues what its route says (see
+/// the module doc for the steps and guarantees). `header` looks a request header up by name.
+/// Counts the outcome on the hook.
+pub async fn deliver(
+    store: &Store,
+    hook: &Hook,
+    header: &Headers<'_>,
+    body: &[u8],
+) -> Result<Accepted, Refused> {
+    let result = deliver_inner(store, hook, header, body).await;
+    match &result {
+        Ok(a) if a.ping => hook.counters.count(Outcome::Ping),
+        Ok(a) if a.redelivery => hook.counters.count(Outcome::Duplicate),
+        Ok(_) => hook.counters.count(Outcome::Accepted),
+        Err(e) => {
+            hook.counters.count(e.outcome());
+            tracing::info!(hook = %hook.name, error = %e, "webhook delivery refused");
+        }
+    }
+    result
+}
+
+async fn deliver_inner(
+    store: &Store,
+    hook: &Hook,
+    header: &Headers<'_>,
+    body: &[u8],
+) -> Result<Accepted, Refused> {
+    hook.verifier
+        .verify(header, body, store.now())
+        .map_err(Refused::Unauthorized)?;
+    let json: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
+        Refused::BadRequest(format!(
+            "the body is not valid JSON ({e}); send the payload as application/json"
+        ))
+    })?;
+    let delivery = read_source(&hook.delivery_source, header, &json)
+        .filter(|d| !d.is_empty())
+        .ok_or_else(|| {
+            Refused::BadRequest(format!(
+                "no delivery id in {}; each delivery needs a unique id there so redeliveries \
+                 are recognised",
+                describe(&hook.delivery_source)
+            ))
+        })?;
+    if delivery.len() > MAX_DELIVERY_ID_BYTES {
+        return Err(Refused::BadRequest(format!(
+            "the delivery id is {} bytes; the limit is {MAX_DELIVERY_ID_BYTES}",
+            delivery.len()
+        )));
+    }
+    let event = match &hook.event_source {
+        Some(src) => read_source(src, header, &json).unwrap_or_default(),
+        None => String::new(),
+    };
+    let answer = |runs: Option<&str>, redelivery: bool| -> Result<Accepted, Refused> {
+        let mut runs: Vec<RouteRun> = serde_json::from_str(runs.unwrap_or("[]"))
+            .map_err(|e| nightshift_store::Error::Corrupt(format!("webhook runs: {e}")))?;
+        if redelivery {
+            runs.iter_mut().for_each(|r| r.duplicate = true);
+        }
+        Ok(Accepted {
+            hook: hook.name.clone(),
+            delivery: delivery.clone(),
+            event: event.clone(),
+            redelivery,
+            ping: false,
+            runs,
+        })
+    };
+    if let Some(done) = store.webhook_redelivery(&hook.name, &delivery).await? {
+        return answer(done.runs.as_deref(), true);
+    }
+    let route = hook.routes.iter().find(|r| r.matches(&event, &json));
+    if route.is_none() && hook.scheme == SignatureScheme::Github && event == "ping" {
+        // GitHub pings a webhook when it is added; a 422 would show the setup as broken.
+        return Ok(Accepted {
+            hook: hook.name.clone(),
+            delivery,
+            event,
+            redelivery: false,
+            ping: true,
+            runs: Vec::new(),
+        });
+    }
+    let Some(route) = route else {
+        return Err(Refused::Unmatched(format!(
+            "no route of hook '{}' matches event '{event}' with this payload (routes: {}); \
+             nothing was enqueued — add a route if this delivery should start something",
+            hook.name,
+            hook.route_names().join(", ")
+        )));
+    };
+    let rendered = route
+        .render(&hook.name, &event, &delivery, &json)
+        .map_err(Refused::Invalid)?;
+    let claim = store
+        .claim_webhook_delivery(&hook.name, &delivery, &event)
+        .await?;
+    if claim.status == DeliveryStatus::Done {
+        // A concurrent copy finished between step 3 and the claim.
+        return answer(claim.runs.as_deref(), true);
+    }
+    let prompt = format!(
+        "{}\n\n[webhook {} delivery={delivery} event={event}]",
+        rendered.prompt.trim_end(),
+        hook.name
+    );
+    let key = rendered
+        .idempotency_key
+        .unwrap_or_else(|| format!("webhook:{}:{}:{delivery}", hook.name, route.name));
+    let enqueued = match route.kind {
+        RouteKind::Start => {
+            let mut req = RunRequest::new(
+                route.agent.clone().unwrap_or_default(),
+                prompt,
+                Trigger::Webhook,
+            );
+            req.idempotency_key = Some(key);
+            req.lane = route.lane.clone();
+            req.priority = route.priority;
+            if let Some(ck) = rendered.concurrency_key {
+                req.concurrency_key = Some(ck);
+                req.concurrency_policy = route.policy;
+            }
+            crate::submit(store, req).await
+        }
+        RouteKind::Resume => {
+            let req = ResumeRequest {
+                run_key: rendered.run_key.unwrap_or_default(),
+                message: prompt,
+                idempotency_key: Some(key),
+            };
+            crate::resume(store, req).await
+        }
+    };
+    let enqueued = match enqueued {
+        Ok(e) => e,
+        // A store error leaves the claim: the enqueue may have committed, and the sender's
+        // retry finishes the delivery with the same key.
+        Err(IntakeError::Store(e)) => return Err(Refused::Store(e)),
+        Err(e) => {
+            // Nothing was enqueued: forget the claim so the refusal changes nothing.
+            store
+                .release_webhook_delivery(&hook.name, &delivery)
+                .await?;
+            let m = format!("route '{}': {e}; nothing was enqueued", route.name);
+            return Err(match e {
+                IntakeError::NotFound(_) => Refused::NoRun(m),
+                _ => Refused::Invalid(m),
+            });
+        }
+    };
+    let runs = vec![RouteRun {
+        route: route.name.clone(),
+        kind: match route.kind {
+            RouteKind::Start => "start".into(),
+            RouteKind::Resume => "resume".into(),
+        },
+        run_id: enqueued.run_id,
+        job_id: enqueued.job_id,
+        duplicate: enqueued.duplicate,
+        skipped: enqueued.skipped,
+        superseded: enqueued.superseded,
+    }];
+    let recorded = serde_json::to_string(&runs).expect("runs serialise");
+    store
+        .finish_webhook_delivery(&hook.name, &delivery, &recorded)
+        .await?;
+    tracing::info!(hook = %hook.name, %delivery, %event, route = %route.name,
+                   run_id = %runs[0].run_id, duplicate = runs[0].duplicate, "webhook delivery accepted");
+    Ok(Accepted {
+        hook: hook.name.clone(),
+        delivery,
+        event,
+        redelivery: false,
+        ping: false,
+        runs,
+    })
+}

@@ -1,0 +1,400 @@
+//! Matching a delivery to a route and rendering what the route enqueues.
+//!
+//! Guarantees: matching is a pure function of the event name and the JSON body (no I/O), and
+//! rendering is a pure function of the body, the event and the delivery id, so a redelivery
+//! renders the same prompt and keys as the first delivery did. Templates are minijinja with
+//! strict undefined: a path that is not in the payload is an error naming the route and the
+//! template, never an empty string. Templates are compiled when the config is loaded, so a
+//! syntax error stops the daemon from starting instead of failing the first delivery.
+
+use minijinja::{Environment, UndefinedBehavior, Value};
+use serde_json::Value as Json;
+
+use super::config::{PolicyName, RouteConfig, RouteKind};
+use nightshift_store::ConcurrencyPolicy;
+
+/// One condition on the body.
+#[derive(Debug, Clone, PartialEq)]
+enum Condition {
+    /// The value at the path equals this one.
+    Eq(Json),
+    /// The value at the path equals one of these.
+    In(Vec<Json>),
+}
+
+/// A validated route with its templates compiled.
+#[derive(Debug)]
+pub struct CompiledRoute {
+    pub name: String,
+    pub kind: RouteKind,
+    events: Option<Vec<String>>,
+    conditions: Vec<(String, Condition)>,
+    pub agent: Option<String>,
+    pub lane: Option<String>,
+    pub priority: Option<i64>,
+    pub policy: ConcurrencyPolicy,
+    templates: Environment<'static>,
+}
+
+/// What a matched route renders for one delivery.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub prompt: String,
+    pub idempotency_key: Option<String>,
+    pub concurrency_key: Option<String>,
+    pub run_key: Option<String>,
+}
+
+const TEMPLATES: [&str; 4] = ["prompt", "idempotency_key", "concurrency_key", "run_key"];
+
+/// Flattens `match` into (dotted path, condition); nested tables extend the path.
+fn flatten(
+    prefix: &str,
+    map: &serde_json::Map<String, Json>,
+    out: &mut Vec<(String, Condition)>,
+    at: &str,
+) -> Result<(), String> {
+    for (key, value) in map {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match value {
+            Json::Object(inner) => flatten(&path, inner, out, at)?,
+            Json::Array(items) => {
+                if items.is_empty() || items.iter().any(|i| i.is_object() || i.is_array()) {
+                    return Err(format!(
+                        "{at}.match.{path}: a list must hold one or more plain values \
+                         (strings, numbers, booleans)"
+                    ));
+                }
+                out.push((path, Condition::In(items.clone())));
+            }
+            scalar => out.push((path, Condition::Eq(scalar.clone()))),
+        }
+    }
+    Ok(())
+}
+
+/// The value at a dotted path (`pull_request.head.sha`, `commits.0.id`).
+pub fn lookup<'a>(body: &'a Json, path: &str) -> Option<&'a Json> {
+    path.split('.').try_fold(body, |v, seg| match v {
+        Json::Object(m) => m.get(seg),
+        Json::Array(a) => seg.parse::<usize>().ok().and_then(|i| a.get(i)),
+        _ => None,
+    })
+}
+
+fn same(a: &Json, b: &Json) -> bool {
+    match (a, b) {
+        (Json::Number(x), Json::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
+}
+
+impl CompiledRoute {
+    /// Checks a route's keys and compiles its templates; `at` names it in errors.
+    pub fn compile(route: &RouteConfig, at: &str) -> Result<CompiledRoute, String> {
+        let events = match &route.event {
+            None => None,
+            Some(Json::String(s)) => Some(vec![s.clone()]),
+            Some(Json::Array(a)) if !a.is_empty() && a.iter().all(Json::is_string) => Some(
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect(),
+            ),
+            Some(_) => {
+                return Err(format!(
+                    "{at}.event must be an event name or a list of them, e.g. \"pull_request\""
+                ));
+            }
+        };
+        let mut conditions = Vec::new();
+        flatten("", &route.conditions, &mut conditions, at)?;
+        let start_only = [
+            ("agent", route.agent.is_some()),
+            ("concurrency_key", route.concurrency_key.is_some()),
+            ("concurrency_policy", route.concurrency_policy.is_some()),
+            ("debounce_seconds", route.debounce_seconds.is_some()),
+            ("lane", route.lane.is_some()),
+            ("priority", route.priority.is_some()),
+        ];
+        let policy = match route.kind {
+            RouteKind::Start => {
+                if route.agent.is_none() {
+                    return Err(format!("{at}.agent is missing: name the agent to start"));
+                }
+                if route.run_key.is_some() {
+                    return Err(format!(
+                        "{at}.run_key applies only to kind = \"resume\"; a start route sets \
+                         concurrency_key"
+                    ));
+                }
+                let name = route.concurrency_policy.unwrap_or_default();
+                if route.concurrency_key.is_none() && route.concurrency_policy.is_some() {
+                    return Err(format!(
+                        "{at}.concurrency_policy needs concurrency_key (the runs it applies to)"
+                    ));
+                }
+                match (name, route.debounce_seconds) {
+                    (PolicyName::Debounce, Some(s)) if (1..=86_400).contains(&s) => {
+                        ConcurrencyPolicy::Debounce {
+                            window_ms: i64::try_from(s * 1000).unwrap_or(i64::MAX),
+                        }
+                    }
+                    (PolicyName::Debounce, _) => {
+                        return Err(format!(
+                            "{at}.debounce_seconds must be 1 to 86400 with concurrency_policy = \
+                             \"debounce\""
+                        ));
+                    }
+                    (_, Some(_)) => {
+                        return Err(format!(
+                            "{at}.debounce_seconds applies only to concurrency_policy = \
+                             \"debounce\""
+                        ));
+                    }
+                    (PolicyName::Queue, None) => ConcurrencyPolicy::Queue,
+                    (PolicyName::Skip, None) => ConcurrencyPolicy::Skip,
+                    (PolicyName::Supersede, None) => ConcurrencyPolicy::Supersede,
+                }
+            }
+            RouteKind::Resume => {
+                if let Some((key, _)) = start_only.iter().find(|(_, set)| *set) {
+                    return Err(format!(
+                        "{at}.{key} applies only to kind = \"start\"; a resume route continues \
+                         the run found by run_key"
+                    ));
+                }
+                if route.run_key.is_none() {
+                    return Err(format!(
+                        "{at}.run_key is missing: a resume route continues the newest \
+                         unfinished run whose concurrency key is run_key"
+                    ));
+                }
+                ConcurrencyPolicy::Queue
+            }
+        };
+        let mut templates = Environment::new();
+        templates.set_undefined_behavior(UndefinedBehavior::Strict);
+        let sources = [
+            Some(&route.prompt),
+            route.idempotency_key.as_ref(),
+            route.concurrency_key.as_ref(),
+            route.run_key.as_ref(),
+        ];
+        for (name, source) in TEMPLATES.iter().zip(sources) {
+            if let Some(source) = source {
+                if source.trim().is_empty() {
+                    return Err(format!("{at}.{name} is empty"));
+                }
+                templates
+                    .add_template_owned(*name, source.clone())
+                    .map_err(|e| format!("{at}.{name} is not a valid template: {e:#}"))?;
+            }
+        }
+        Ok(CompiledRoute {
+            name: route.name.clone(),
+            kind: route.kind,
+            events,
+            conditions,
+            agent: route.agent.clone(),
+            lane: route.lane.clone(),
+            priority: route.priority,
+            policy,
+            templates,
+        })
+    }
+
+    /// Whether a delivery of `event` with `body` takes this route: its event is one of the
+    /// route's (when it names any) and every condition holds. A missing path never matches.
+    pub fn matches(&self, event: &str, body: &Json) -> bool {
+        if let Some(events) = &self.events
+            && !events.iter().any(|e| e == event)
+        {
+            return false;
+        }
+        self.conditions.iter().all(|(path, cond)| {
+            let Some(v) = lookup(body, path) else {
+                return false;
+            };
+            match cond {
+                Condition::Eq(want) => same(v, want),
+                Condition::In(list) => list.iter().any(|want| same(v, want)),
+            }
+        })
+    }
+
+    /// Renders the route's templates. The context is the body's top-level fields, plus
+    /// `payload` (the whole body) and `webhook` (`name`, `event`, `delivery`).
+    pub fn render(
+        &self,
+        hook: &str,
+        event: &str,
+        delivery: &str,
+        body: &Json,
+    ) -> Result<Rendered, String> {
+        let mut ctx = match body {
+            Json::Object(m) => m.clone(),
+            _ => serde_json::Map::new(),
+        };
+        ctx.insert("payload".into(), body.clone());
+        ctx.insert(
+            "webhook".into(),
+            serde_json::json!({"name": hook, "event": event, "delivery": delivery}),
+        );
+        let ctx = Value::from(minijinja::value::Serde(Json::Object(ctx)));
+        let render = |name: &str| -> Result<Option<String>, String> {
+            let Ok(t) = self.templates.get_template(name) else {
+                return Ok(None);
+            };
+            t.render(&ctx).map(Some).map_err(|e| {
+                format!(
+                    "route '{}': the {name} template failed on this delivery: {e:#}",
+                    self.name
+                )
+            })
+        };
+        let key = |name: &str| -> Result<Option<String>, String> {
+            match render(name)? {
+                None => Ok(None),
+                Some(k) if k.trim().is_empty() => Err(format!(
+                    "route '{}': the {name} template rendered an empty key",
+                    self.name
+                )),
+                Some(k) => Ok(Some(k.trim().to_string())),
+            }
+        };
+        Ok(Rendered {
+            prompt: render("prompt")?.unwrap_or_default(),
+            idempotency_key: key("idempotency_key")?,
+            concurrency_key: key("concurrency_key")?,
+            run_key: key("run_key")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn route(extra: Json) -> RouteConfig {
+        let mut base = json!({
+            "name": "review",
+            "event": "pull_request",
+            "agent": "reviewer",
+            "prompt": "Review PR #{{ pull_request.number }}: {{ pull_request.title }}",
+        });
+        base.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn pr(action: &str, draft: bool) -> Json {
+        json!({"action": action, "number": 7,
+               "pull_request": {"number": 7, "title": "Fix it", "draft": draft,
+                                "head": {"sha": "abc"}},
+               "repository": {"full_name": "octo/hello"}})
+    }
+
+    #[test]
+    fn events_equality_lists_and_dotted_paths_all_must_hold() {
+        let r = CompiledRoute::compile(
+            &route(json!({"match": {
+                "action": ["opened", "synchronize", "reopened"],
+                "pull_request": {"draft": false},
+                "repository.full_name": "octo/hello",
+            }})),
+            "hooks.gh.routes.review",
+        )
+        .unwrap();
+        assert!(r.matches("pull_request", &pr("opened", false)));
+        assert!(r.matches("pull_request", &pr("synchronize", false)));
+        assert!(
+            !r.matches("pull_request", &pr("closed", false)),
+            "not in list"
+        );
+        assert!(!r.matches("pull_request", &pr("opened", true)), "draft");
+        assert!(!r.matches("issues", &pr("opened", false)), "other event");
+        assert!(
+            !r.matches("pull_request", &json!({"action": "opened"})),
+            "missing paths never match"
+        );
+        let numbers = CompiledRoute::compile(
+            &route(json!({"match": {"pull_request.number": 7, "commits.0.id": "c1"}})),
+            "x",
+        )
+        .unwrap();
+        let mut body = pr("opened", false);
+        body["commits"] = json!([{"id": "c1"}]);
+        assert!(numbers.matches("pull_request", &body));
+        body["commits"] = json!([{"id": "c2"}]);
+        assert!(!numbers.matches("pull_request", &body));
+    }
+
+    #[test]
+    fn templates_render_from_the_payload_and_undefined_is_an_error() {
+        let r = CompiledRoute::compile(
+            &route(json!({
+                "concurrency_key": "pr-{{ repository.full_name }}-{{ pull_request.number }}",
+                "idempotency_key": "{{ webhook.name }}:{{ webhook.delivery }}",
+            })),
+            "x",
+        )
+        .unwrap();
+        let out = r
+            .render("gh", "pull_request", "d-1", &pr("opened", false))
+            .unwrap();
+        assert_eq!(out.prompt, "Review PR #7: Fix it");
+        assert_eq!(out.concurrency_key.as_deref(), Some("pr-octo/hello-7"));
+        assert_eq!(out.idempotency_key.as_deref(), Some("gh:d-1"));
+        let typo = CompiledRoute::compile(
+            &route(json!({"prompt": "Review {{ pull_request.nubmer }}"})),
+            "x",
+        )
+        .unwrap();
+        let err = typo
+            .render("gh", "pull_request", "d", &pr("opened", false))
+            .unwrap_err();
+        assert!(
+            err.contains("route 'review'") && err.contains("prompt"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_routes_are_refused_at_load_naming_the_key() {
+        let cases = [
+            (
+                json!({"prompt": "{{ unclosed"}),
+                "x.prompt is not a valid template",
+            ),
+            (json!({"agent": null}), "x.agent is missing"),
+            (
+                json!({"concurrency_policy": "skip"}),
+                "needs concurrency_key",
+            ),
+            (
+                json!({"concurrency_key": "k", "concurrency_policy": "debounce"}),
+                "debounce_seconds must be",
+            ),
+            (
+                json!({"kind": "resume", "agent": "reviewer"}),
+                "x.agent applies only",
+            ),
+            (
+                json!({"kind": "resume", "agent": null}),
+                "x.run_key is missing",
+            ),
+            (json!({"event": 5}), "x.event must be"),
+            (json!({"match": {"action": []}}), "x.match.action"),
+        ];
+        for (extra, expect) in cases {
+            let err = CompiledRoute::compile(&route(extra), "x").unwrap_err();
+            assert!(err.contains(expect), "{expect}: {err}");
+        }
+    }
+}
