@@ -28,6 +28,7 @@ pub mod config;
 mod error;
 pub mod migrate;
 pub mod model;
+pub mod notifications;
 mod postgres;
 mod sqlite;
 pub mod states;
@@ -42,6 +43,7 @@ pub use model::{
     CancelOutcome, Checkpoint, ConcurrencyPolicy, Enqueued, Event, Heartbeat, Job, JobOptions,
     NewResume, NewRun, ResumeReason, RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
 };
+pub use notifications::{AttemptOutcome, DeliveryStatus, NewDelivery, Notification, OutboxEntry};
 pub use states::{JobKind, JobState, RunStatus, Trigger};
 pub use store::{LeasedJob, Store, WorkSignal};
 pub use wakeups::PendingWakeup;

@@ -154,3 +154,4 @@ impl PgBackend {
 
 crate::backend::queue_operations!(PgBackend, Postgres, "postgres");
 crate::wakeups::wakeup_operations!(PgBackend, "postgres");
+crate::notifications::notification_operations!(PgBackend, "postgres");

@@ -105,3 +105,4 @@ fn is_locked(e: &sqlx::Error) -> bool {
 
 crate::backend::queue_operations!(SqliteBackend, Sqlite, "sqlite");
 crate::wakeups::wakeup_operations!(SqliteBackend, "sqlite");
+crate::notifications::notification_operations!(SqliteBackend, "sqlite");

@@ -12,6 +12,8 @@
 //! - `provider`: the daemon against a fake Anthropic Messages API on loopback.
 //! - `wakeup`: wakeups the agent sets (park, resume in the same session, crash) and the
 //!   fence that keeps a superseded run from starting side effects.
+//! - `notify`: run notifications: the outbox of terminal runs, signed deliveries with
+//!   retries to a real receiver, and the daemon SIGKILLed around them.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -21,6 +23,7 @@ mod cli;
 mod concurrency;
 mod crash;
 mod fakes;
+mod notify;
 mod pool;
 mod process;
 mod provider;

@@ -1,0 +1,3 @@
+//! Run notifications: the outbox every terminal transition writes (`outbox`).
+
+mod outbox;
