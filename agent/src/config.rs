@@ -49,6 +49,10 @@ pub struct AgentConfig {
     /// Limits on `schedule_wakeup` (enable it by listing it in `tools`).
     #[serde(default)]
     pub wakeups: crate::wakeup::WakeupPolicy,
+    /// URLs that get a signed notice when a run of this agent ends (`[[agents.notify]]`).
+    /// Left out of the definition's hash when empty, so adding the field changed no hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<crate::notify::NotifyTarget>,
 }
 
 fn default_max_tokens() -> u32 {
@@ -151,6 +155,7 @@ impl AgentConfig {
             return Err(format!("agents.{name}.max_tokens must be at least 1"));
         }
         self.wakeups.validate(name)?;
+        crate::notify::validate(name, &self.notify)?;
         if self.budgets.max_turns == 0 {
             return Err(format!(
                 "agents.{name}.budgets.max_turns must be at least 1"
