@@ -9,6 +9,7 @@
 //! | `POST` | `/v1/runs/{id}/cancel` | cancel it |
 //! | `POST` | `/v1/runs/{id}/wake` | wake a sleeping run now |
 //! | `GET` | `/v1/wakeups?limit=` | sleeping runs and when each wakes, soonest first |
+//! | `GET` | `/v1/notifications?run=&status=&limit=` | run notice deliveries, newest first: status (`pending`, `delivered`, `dead`), attempts, last error |
 //! | `GET` | `/healthz` | liveness, without the token |
 //!
 //! Every error is JSON `{"error": "…"}` saying what was wrong; a refused request changes
@@ -26,7 +27,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use nightshift_scheduler::{IntakeError, RunRequest, submit};
 use nightshift_store::{
-    CancelOutcome, ConcurrencyPolicy, Error as StoreError, RunStatus, Store, Trigger,
+    CancelOutcome, ConcurrencyPolicy, DeliveryStatus, Error as StoreError, RunStatus, Store,
+    Trigger,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -59,6 +61,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/runs/{id}/cancel", post(cancel_run))
         .route("/v1/runs/{id}/wake", post(wake_run))
         .route("/v1/wakeups", get(list_wakeups))
+        .route("/v1/notifications", get(list_notifications))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
@@ -396,6 +399,58 @@ async fn list_wakeups(State(state): State<ApiState>, Query(q): Query<WakeupsQuer
                 })
                 .collect();
             Json(json!({ "wakeups": items })).into_response()
+        }
+        Err(e) => store_error(e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NotificationsQuery {
+    run: Option<String>,
+    status: Option<String>,
+    limit: Option<i64>,
+}
+
+async fn list_notifications(
+    State(state): State<ApiState>,
+    q: Result<Query<NotificationsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(q) = match q {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+    };
+    let status = match q.status.as_deref().map(str::parse::<DeliveryStatus>) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(m)) => return error(StatusCode::BAD_REQUEST, m),
+    };
+    let listed = state
+        .store
+        .notifications(q.run.as_deref(), status, q.limit.unwrap_or(100))
+        .await;
+    match listed {
+        Ok(rows) => {
+            let items: Vec<Value> = rows
+                .iter()
+                .map(|n| {
+                    json!({
+                        "delivery_id": n.delivery_id,
+                        "run_id": n.run_id,
+                        "url": crate::notify::shown_url(&n.url),
+                        "status": n.status,
+                        "attempts": n.attempts,
+                        "max_attempts": n.max_attempts,
+                        "next_attempt_at": (n.status == DeliveryStatus::Pending)
+                            .then_some(n.next_attempt_at),
+                        "last_error": n.last_error,
+                        "last_status_code": n.last_status_code,
+                        "created_at": n.created_at,
+                        "delivered_at": n.delivered_at,
+                    })
+                })
+                .collect();
+            Json(json!({ "notifications": items })).into_response()
         }
         Err(e) => store_error(e),
     }

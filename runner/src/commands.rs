@@ -11,6 +11,7 @@ use nightshift_store::{CancelOutcome, Store, SystemClock, Trigger};
 use nightshift_worker::{Pool, shutdown_on_signals};
 
 use nightshift_runner::config::{Config, Overrides};
+use nightshift_runner::notify::Notifier;
 use nightshift_runner::{api, build_runtime};
 
 use crate::Cli;
@@ -114,6 +115,7 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
     // Everything the config names (agents, tools, providers) is checked before the database
     // is touched.
     let runtime = build_runtime(config)?;
+    let notifier = Notifier::new(store.clone(), &config.agents)?;
     let data_dir = config.resolve_path(&config.runtime.data_dir);
     let (token, token_source) = api::resolve_token(&config.server.token_env, &data_dir)?;
     let listener = tokio::net::TcpListener::bind(&config.server.address)
@@ -159,10 +161,13 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
         server_stop.cancel();
         served
     });
+    // Run notices: outbox rows left by a previous daemon are delivered from the start.
+    let notices = tokio::spawn(notifier.run(shutdown.clone()));
     let pool = Pool::new(store.clone(), runtime, config.worker.clone());
     let pooled = pool.run(shutdown.clone()).await;
     shutdown.cancel();
     server.await?.context("the HTTP server failed")?;
+    notices.await.context("the notifier failed")?;
     pooled?;
     Ok(())
 }

@@ -9,6 +9,7 @@ pub mod api;
 pub mod config;
 pub mod demo;
 pub mod gateway;
+pub mod notify;
 pub mod toolbox;
 pub mod transcript;
 
