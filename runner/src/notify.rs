@@ -26,6 +26,7 @@
 //! logs and the API show notify URLs without their path and query (which often hold tokens).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -54,11 +55,20 @@ const BATCH: usize = 16;
 /// How often the outbox is looked at when nothing wakes the notifier sooner.
 const POLL: Duration = Duration::from_millis(500);
 /// How much longer a claim lasts than the slowest POST may take.
-const LEASE_MARGIN: Duration = Duration::from_secs(15);
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
+
+/// Looks up a signing secret by the name of its environment variable.
+pub type SecretSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Secrets from the process environment (empty counts as unset).
+pub fn env_secrets() -> SecretSource {
+    Arc::new(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+}
 
 /// Delivers run notices; see the module docs.
 pub struct Notifier {
     store: Store,
+    secrets: SecretSource,
     agents: Vec<String>,
     targets: HashMap<String, Vec<NotifyTarget>>,
     http: reqwest::Client,
@@ -74,14 +84,23 @@ impl std::fmt::Debug for Notifier {
 }
 
 impl Notifier {
-    /// A notifier for `agents`. Fails, naming the agent and the variable, when a notify
-    /// entry's `secret_env` is not set: a notice is never sent unsigned.
+    /// A notifier for `agents`, signing with secrets from the environment. Fails, naming the
+    /// agent and the variable, when a notify entry's `secret_env` is not set: a notice is
+    /// never sent unsigned.
     pub fn new(store: Store, agents: &[AgentConfig]) -> anyhow::Result<Notifier> {
+        Self::with_secrets(store, agents, env_secrets())
+    }
+
+    /// A notifier that looks secrets up with `secrets` instead of in the environment.
+    pub fn with_secrets(
+        store: Store,
+        agents: &[AgentConfig],
+        secrets: SecretSource,
+    ) -> anyhow::Result<Notifier> {
         for a in agents {
             for (i, t) in a.notify.iter().enumerate() {
-                let set = std::env::var(&t.secret_env).is_ok_and(|v| !v.is_empty());
                 anyhow::ensure!(
-                    set,
+                    secrets(&t.secret_env).is_some(),
                     "agents.{}.notify[{i}].secret_env names ${}, which is not set; set it to \
                      the secret the receiver at {} verifies signatures with",
                     a.name,
@@ -105,6 +124,7 @@ impl Notifier {
             .unwrap_or(10_000);
         Ok(Notifier {
             store,
+            secrets,
             agents: agents.iter().map(|a| a.name.clone()).collect(),
             targets: agents
                 .iter()
@@ -235,13 +255,10 @@ impl Notifier {
         d: &Notification,
         target: &NotifyTarget,
     ) -> Result<u16, (String, Option<u16>)> {
-        let secret = std::env::var(&d.secret_env)
-            .ok()
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| {
-                let e = format!("${} (the signing secret) is not set", d.secret_env);
-                (e, None)
-            })?;
+        let secret = (self.secrets)(&d.secret_env).ok_or_else(|| {
+            let e = format!("${} (the signing secret) is not set", d.secret_env);
+            (e, None)
+        })?;
         let sent_at = self.store.now();
         let body = serde_json::to_vec(&payload(run, d, sent_at)).expect("JSON serialises");
         let signature = sign(secret.as_bytes(), &body);
