@@ -256,5 +256,9 @@ mod tests {
         config.validate().unwrap();
         assert_eq!(config.agents[0].budgets.max_turns, 50);
         assert_eq!(config.command_tools[0].name, "lint");
+        assert_eq!(
+            config.agents[0].notify[0].secret_env,
+            "REVIEWER_NOTIFY_SECRET"
+        );
     }
 }
