@@ -15,6 +15,10 @@
 //!    daemon that dies mid-POST leaves a claim whose lease runs out; the delivery is then due
 //!    again on any daemon.
 //!
+//! On SIGTERM the notifier keeps going while the worker pool drains, so runs ending in the
+//! drain are notified before the daemon exits; POSTs still in flight after a short grace are
+//! left to their claims and sent again later.
+//!
 //! So delivery is at-least-once: after a crash between a receiver's 2xx and the record of it,
 //! the receiver gets the same notice again. Every POST carries the delivery's stable id
 //! (`X-Nightshift-Delivery`, and `delivery_id` in the body) to dedupe on.
@@ -135,10 +139,12 @@ impl Notifier {
         })
     }
 
-    /// Delivers until `stop` is cancelled; store errors are logged and retried.
+    /// Delivers until `stop` is cancelled, then makes one last pass, so runs that ended
+    /// before the stop are notified now; store errors are logged and retried.
     pub async fn run(self, stop: CancellationToken) {
         let mut signal = self.store.subscribe();
-        while !stop.is_cancelled() {
+        loop {
+            let stopping = stop.is_cancelled();
             let busy = match self.tick().await {
                 Ok(n) => n >= BATCH,
                 Err(e) => {
@@ -146,6 +152,9 @@ impl Notifier {
                     false
                 }
             };
+            if stopping {
+                return;
+            }
             if !busy {
                 tokio::select! {
                     _ = stop.cancelled() => {}

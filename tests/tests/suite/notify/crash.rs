@@ -23,6 +23,7 @@ on_both_backends! {
     a_notice_survives_a_sigkill_while_its_receiver_is_unreachable => receiver_unreachable;
     a_notice_in_flight_when_the_daemon_dies_is_sent_again_with_its_id => in_flight_post;
     runs_cancelled_while_no_daemon_is_up_get_their_notices => cancelled_while_down;
+    a_run_ending_in_the_sigterm_drain_is_notified_before_exit => notified_in_the_drain;
 }
 
 const SECRET: &str = "whsec_process_test";
@@ -228,5 +229,42 @@ async fn cancelled_while_down(db: &TestDb) {
     assert_eq!(notified, expected);
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(receiver.got().len(), 2, "one notice each");
+    let shown = cli(&cfg, &["runs", "show", &queued]);
+    assert!(shown.contains("\"delivered\""), "{shown}");
+    assert!(
+        !shown.contains("/hooks/"),
+        "URLs are shown without their path: {shown}"
+    );
     sigterm(second).await;
+}
+
+async fn notified_in_the_drain(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let receiver = Receiver::start(SECRET, vec![], Answer::Status(200)).await;
+    let turns = json!([
+        tool_turn("call_1", "run_command", json!({"command": "sleep 1"})),
+        text_turn("finished in the drain")
+    ]);
+    let body = agent(d, "napper", &["run_command"], turns) + &notify(&receiver.url, 1000);
+    let cfg = write_config(db, d, FAST_WORKER, &body);
+    let store = db.store().await;
+    let daemon = serve(&cfg);
+    let run_id = enqueue(&cfg, "napper");
+    eventually(
+        Duration::from_secs(30),
+        "the tool call to start",
+        || async {
+            let log = events(&store, &run_id).await;
+            kinds(&log).contains(&"tool_started").then_some(())
+        },
+    )
+    .await;
+    assert!(receiver.got().is_empty());
+    sigterm(daemon).await;
+    let run = store.run(&run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    let got = receiver.accepted();
+    assert_eq!(got.len(), 1, "notified before the daemon exited: {got:?}");
+    assert_eq!(got[0].body["run"]["result"], "finished in the drain");
 }
