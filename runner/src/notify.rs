@@ -264,8 +264,10 @@ impl Notifier {
         d: &Notification,
         target: &NotifyTarget,
     ) -> Result<u16, (String, Option<u16>)> {
-        let secret = (self.secrets)(&d.secret_env).ok_or_else(|| {
-            let e = format!("${} (the signing secret) is not set", d.secret_env);
+        // The current config's entry for the URL decides the secret (a renamed variable
+        // applies to pending deliveries too); the name stored with the delivery is the fallback.
+        let secret = (self.secrets)(&target.secret_env).ok_or_else(|| {
+            let e = format!("${} (the signing secret) is not set", target.secret_env);
             (e, None)
         })?;
         let sent_at = self.store.now();
@@ -274,7 +276,8 @@ impl Notifier {
         let sent = self
             .http
             .post(&d.url)
-            .timeout(Duration::from_millis(target.timeout_ms))
+            // Never longer than the claim lasts, or another daemon could send it meanwhile.
+            .timeout(Duration::from_millis(target.timeout_ms).min(self.lease - LEASE_MARGIN))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(EVENT_HEADER, RUN_FINISHED)
             .header(DELIVERY_HEADER, &d.delivery_id)
