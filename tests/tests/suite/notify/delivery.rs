@@ -174,6 +174,12 @@ async fn signed_notices_reach_every_url_once(db: &TestDb) {
             "{url}"
         );
     }
+    let anonymous = http
+        .get(format!("{base}/v1/notifications"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401, "behind the API token");
     let bad = http
         .get(format!("{base}/v1/notifications?status=lost"))
         .bearer_auth("t")
