@@ -10,6 +10,7 @@
 //! | `POST` | `/v1/runs/{id}/wake` | wake a sleeping run now |
 //! | `GET` | `/v1/wakeups?limit=` | sleeping runs and when each wakes, soonest first |
 //! | `GET` | `/v1/notifications?run=&status=&limit=` | run notice deliveries, newest first: status (`pending`, `delivered`, `dead`), attempts, last error |
+//! | `POST` | `/v1/notifications/{delivery_id}/redeliver` | send a dead delivery again (fresh attempts, same delivery id) |
 //! | `GET` | `/healthz` | liveness, without the token |
 //!
 //! Every error is JSON `{"error": "…"}` saying what was wrong; a refused request changes
@@ -62,6 +63,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/runs/{id}/wake", post(wake_run))
         .route("/v1/wakeups", get(list_wakeups))
         .route("/v1/notifications", get(list_notifications))
+        .route("/v1/notifications/{id}/redeliver", post(redeliver))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
@@ -452,6 +454,17 @@ async fn list_notifications(
                 .collect();
             Json(json!({ "notifications": items })).into_response()
         }
+        Err(e) => store_error(e),
+    }
+}
+
+async fn redeliver(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    match state.store.redeliver(&id).await {
+        Ok(()) => (
+            StatusCode::ACCEPTED,
+            Json(json!({"delivery_id": id, "status": "pending"})),
+        )
+            .into_response(),
         Err(e) => store_error(e),
     }
 }

@@ -18,7 +18,8 @@
 //!   POST arrived, the crash came before the outcome was recorded); every delivery carries a
 //!   stable `delivery_id` so it can dedupe.
 //! - **Bounded.** A delivery is tried at most `max_attempts` times, then `dead` with its last
-//!   error kept, including when the daemon making the last attempt died.
+//!   error kept, including when the daemon making the last attempt died. An operator can send
+//!   a dead one again ([`Store::redeliver`]), under the same delivery id.
 
 use std::time::Duration;
 
@@ -248,6 +249,28 @@ macro_rules! notification_operations {
                 Ok(updated.is_some())
             }
 
+            pub(crate) async fn notification(
+                &self,
+                delivery_id: &str,
+            ) -> $crate::Result<Option<$crate::notifications::Notification>> {
+                Ok(sqlx::query_as(notify_sql!("get"))
+                    .bind(delivery_id)
+                    .fetch_optional(self.reader())
+                    .await?)
+            }
+
+            pub(crate) async fn redeliver(
+                &self,
+                delivery_id: &str,
+                now: i64,
+            ) -> $crate::Result<Option<i64>> {
+                Ok(sqlx::query_scalar(notify_sql!("redeliver"))
+                    .bind(delivery_id)
+                    .bind(now)
+                    .fetch_optional(self.writer())
+                    .await?)
+            }
+
             pub(crate) async fn list_notifications(
                 &self,
                 run_id: Option<&str>,
@@ -357,6 +380,30 @@ impl Store {
         };
         let (id, token) = (delivery.id, delivery.claim_token);
         dispatch!(self, b => b.record_attempt(id, token, status.as_str(), next, error, code, delivered_at, now))
+    }
+
+    /// One delivery by its delivery id.
+    pub async fn notification(&self, delivery_id: &str) -> Result<Option<Notification>> {
+        dispatch!(self, b => b.notification(delivery_id))
+    }
+
+    /// Sends a `dead` delivery again: a fresh set of attempts, the first due now, under the
+    /// same delivery id. Any other delivery is refused with a conflict that says why.
+    pub async fn redeliver(&self, delivery_id: &str) -> Result<()> {
+        let now = self.now();
+        if dispatch!(self, b => b.redeliver(delivery_id, now))?.is_some() {
+            return Ok(());
+        }
+        match self.notification(delivery_id).await? {
+            None => Err(Error::NotFound {
+                what: "delivery",
+                id: delivery_id.to_string(),
+            }),
+            Some(d) => Err(Error::Conflict(format!(
+                "delivery {delivery_id} is {}; only a dead delivery can be sent again",
+                d.status
+            ))),
+        }
     }
 
     /// Deliveries, newest first, optionally of one run and in one status; at most `limit`

@@ -8,7 +8,9 @@ use std::time::Duration;
 use nightshift_agent::AgentConfig;
 use nightshift_runner::api::{ApiState, router};
 use nightshift_runner::notify::{Notifier, SecretSource};
-use nightshift_store::{DeliveryStatus, NewRun, Notification, RunProgress, Store};
+use nightshift_store::{
+    DeliveryStatus, Error as StoreError, NewRun, Notification, RunProgress, Store,
+};
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -187,6 +189,18 @@ async fn signed_notices_reach_every_url_once(db: &TestDb) {
         .await
         .unwrap();
     assert_eq!(bad.status().as_u16(), 400);
+    let delivered = items[0]["delivery_id"].as_str().unwrap();
+    let refused = http
+        .post(format!("{base}/v1/notifications/{delivered}/redeliver"))
+        .bearer_auth("t")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status().as_u16(),
+        409,
+        "only dead deliveries are sent again"
+    );
     server.abort();
 
     // Exactly once: nothing more arrives.
@@ -242,6 +256,28 @@ async fn never_succeeds_ends_dead(db: &TestDb) {
     assert_eq!(d.last_status_code, Some(503));
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(down.got().len(), 3, "no attempt after the last");
+
+    // The receiver is back; an operator sends the dead delivery again, under the same id.
+    down.answer_from_now(OK);
+    let err = store.redeliver("no-such-delivery").await.unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
+    store.redeliver(&d.delivery_id).await.unwrap();
+    let again = eventually(Duration::from_secs(20), "the redelivery", || async {
+        let d = deliveries(&store, &run_id).await.pop()?;
+        (d.status == DeliveryStatus::Delivered).then_some(d)
+    })
+    .await;
+    assert_eq!(again.attempts, 1, "a fresh set of attempts");
+    let got = down.accepted();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].delivery_id, d.delivery_id);
+    assert!(got[0].signature_ok);
+    let err = store.redeliver(&d.delivery_id).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("is delivered; only a dead delivery"),
+        "{err}"
+    );
 
     // A secret that is not set is refused up front, naming the agent and the variable.
     let none: SecretSource = Arc::new(|_| None);

@@ -130,6 +130,11 @@ impl Receiver {
         Receiver { url, inner, server }
     }
 
+    /// From now on, answer `then` (after what is left of the script).
+    pub(crate) fn answer_from_now(&self, then: Answer) {
+        self.inner.lock().unwrap().then = then;
+    }
+
     /// Everything that arrived, in order.
     pub(crate) fn got(&self) -> Vec<Got> {
         self.inner.lock().unwrap().got.clone()
