@@ -8,6 +8,9 @@
 //!    delivery per `[[agents.notify]]` URL (once, even with several daemons on one
 //!    PostgreSQL). Rows of agents without URLs expand into nothing, so adding a URL later
 //!    does not replay old runs.
+//!    The daemon that expands a row decides its URLs from its own config, so daemons sharing
+//!    a database should run the same `[[agents]]`; rows of agents a daemon does not know are
+//!    left for one that does.
 //! 3. It claims due deliveries with a lease and POSTs each. A 2xx answer marks it
 //!    `delivered`; anything else (an error status, a refused connection, a timeout, a
 //!    redirect, which is never followed) is retried after a capped exponential backoff with
