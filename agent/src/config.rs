@@ -52,6 +52,10 @@ pub struct AgentConfig {
     /// Which tool calls wait for a human's approval, and for how long.
     #[serde(default)]
     pub approvals: crate::approval::ApprovalPolicy,
+    /// URLs that get a signed notice when a run of this agent ends (`[[agents.notify]]`).
+    /// Left out of the definition's hash when empty, so adding the field changed no hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<crate::notify::NotifyTarget>,
 }
 
 fn default_max_tokens() -> u32 {
@@ -155,6 +159,7 @@ impl AgentConfig {
         }
         self.wakeups.validate(name)?;
         self.approvals.validate(name)?;
+        crate::notify::validate(name, &self.notify)?;
         if self.budgets.max_turns == 0 {
             return Err(format!(
                 "agents.{name}.budgets.max_turns must be at least 1"

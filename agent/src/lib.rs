@@ -24,6 +24,7 @@ pub mod approval;
 pub mod checkpoint;
 pub mod config;
 pub mod events;
+pub mod notify;
 pub mod ports;
 pub mod runtime;
 pub mod state;
@@ -31,6 +32,7 @@ pub mod wakeup;
 
 pub use config::{AgentConfig, AgentDef, Budgets, ContextPolicy, Pricing};
 pub use events::{Durability, RunEvent};
+pub use notify::NotifyTarget;
 pub use ports::{ModelFailure, ModelGateway, ToolBox, ToolCall, ToolReply};
 pub use runtime::{AgentRuntime, Step, next_step};
 pub use state::RunState;

@@ -73,12 +73,18 @@ impl Default for HttpTimeouts {
     }
 }
 
-/// Builds the reqwest client, installing rustls' `ring` crypto provider if the process has none.
-pub fn build_client(timeouts: HttpTimeouts) -> Result<reqwest::Client, String> {
+/// Installs rustls' `ring` crypto provider if the process has none: reqwest is built here
+/// without one, so call this before building any client of your own.
+pub fn install_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Losing the race to another thread installing one is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
+}
+
+/// Builds the reqwest client, installing rustls' `ring` crypto provider if the process has none.
+pub fn build_client(timeouts: HttpTimeouts) -> Result<reqwest::Client, String> {
+    install_crypto_provider();
     reqwest::Client::builder()
         .connect_timeout(timeouts.connect)
         .read_timeout(timeouts.read_idle)

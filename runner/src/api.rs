@@ -14,6 +14,8 @@
 //! | `GET` | `/v1/hooks` | the webhooks, with counts per outcome (see [`crate::hooks`]) |
 //! | `GET` | `/v1/hooks/{name}/deliveries?limit=` | a webhook's recorded deliveries |
 //! | `POST` | `/hooks/{name}` | a webhook delivery, authenticated by its signature, not the token |
+//! | `GET` | `/v1/notifications?run=&status=&limit=` | run notice deliveries, newest first: status (`pending`, `delivered`, `dead`), attempts, last error |
+//! | `POST` | `/v1/notifications/{delivery_id}/redeliver` | send a dead delivery again (fresh attempts, same delivery id) |
 //! | `GET` | `/healthz` | liveness, without the token |
 //! | … | `/v1/schedules…` | cron schedules (see [`crate::schedules_api`]) |
 //!
@@ -32,7 +34,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use nightshift_scheduler::{IntakeError, RunRequest, submit};
 use nightshift_store::{
-    CancelOutcome, ConcurrencyPolicy, Error as StoreError, RunStatus, Store, Trigger,
+    CancelOutcome, ConcurrencyPolicy, DeliveryStatus, Error as StoreError, RunStatus, Store,
+    Trigger,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -70,6 +73,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/runs/{id}/approvals/{call}", post(decide_approval))
         .merge(crate::schedules_api::routes())
+        .route("/v1/notifications", get(list_notifications))
+        .route("/v1/notifications/{id}/redeliver", post(redeliver))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
@@ -420,6 +425,58 @@ async fn list_approvals(State(state): State<ApiState>, Query(q): Query<WakeupsQu
     }
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NotificationsQuery {
+    run: Option<String>,
+    status: Option<String>,
+    limit: Option<i64>,
+}
+
+async fn list_notifications(
+    State(state): State<ApiState>,
+    q: Result<Query<NotificationsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(q) = match q {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+    };
+    let status = match q.status.as_deref().map(str::parse::<DeliveryStatus>) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(m)) => return error(StatusCode::BAD_REQUEST, m),
+    };
+    let listed = state
+        .store
+        .notifications(q.run.as_deref(), status, q.limit.unwrap_or(100))
+        .await;
+    match listed {
+        Ok(rows) => {
+            let items: Vec<Value> = rows
+                .iter()
+                .map(|n| {
+                    json!({
+                        "delivery_id": n.delivery_id,
+                        "run_id": n.run_id,
+                        "url": crate::notify::shown_url(&n.url),
+                        "status": n.status,
+                        "attempts": n.attempts,
+                        "max_attempts": n.max_attempts,
+                        "next_attempt_at": (n.status == DeliveryStatus::Pending)
+                            .then_some(n.next_attempt_at),
+                        "last_error": n.last_error,
+                        "last_status_code": n.last_status_code,
+                        "created_at": n.created_at,
+                        "delivered_at": n.delivered_at,
+                    })
+                })
+                .collect();
+            Json(json!({ "notifications": items })).into_response()
+        }
+        Err(e) => store_error(e),
+    }
+}
+
 /// The body of `POST /v1/runs/{id}/approvals/{call}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -461,6 +518,17 @@ async fn decide_approval(
         Ok(()) => (
             StatusCode::ACCEPTED,
             Json(json!({"run_id": id, "call_id": call, "decision": body.decision})),
+        )
+            .into_response(),
+        Err(e) => store_error(e),
+    }
+}
+
+async fn redeliver(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    match state.store.redeliver(&id).await {
+        Ok(()) => (
+            StatusCode::ACCEPTED,
+            Json(json!({"delivery_id": id, "status": "pending"})),
         )
             .into_response(),
         Err(e) => store_error(e),

@@ -10,12 +10,17 @@ use nightshift_scheduler::cron::{self as schedules, FireOutcome, Timer, TimerCon
 use nightshift_scheduler::{RunRequest, submit};
 use nightshift_store::{CancelOutcome, Store, SystemClock, Trigger};
 use nightshift_worker::{Pool, shutdown_on_signals};
+use tokio_util::sync::CancellationToken;
 
 use nightshift_runner::config::{Config, Overrides};
+use nightshift_runner::notify::{Notifier, shown_url};
 use nightshift_runner::{api, build_runtime};
 
 use crate::Cli;
 use crate::Command;
+
+/// How long `serve` waits, on its way out, for notices being sent.
+const NOTIFIER_GRACE: Duration = Duration::from_secs(5);
 
 /// Arguments of `nightshift run`.
 #[derive(Debug, Args)]
@@ -142,6 +147,7 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
         tracing::info!(hook = %hook.name, path = %format!("/hooks/{}", hook.name),
                        signature = hook.scheme.name(), routes = ?hook.route_names(), "webhook ready");
     }
+    let notifier = Notifier::new(store.clone(), &config.agents)?;
     let data_dir = config.resolve_path(&config.runtime.data_dir);
     let (token, token_source) = api::resolve_token(&config.server.token_env, &data_dir)?;
     let listener = tokio::net::TcpListener::bind(&config.server.address)
@@ -206,9 +212,22 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
         server_stop.cancel();
         served
     });
+    // Run notices: outbox rows left by a previous daemon are delivered from the start, and
+    // the notifier outlives the pool's drain so runs ending in it are notified now.
+    let notices_stop = CancellationToken::new();
+    let mut notices = tokio::spawn(notifier.run(notices_stop.clone()));
     let pool = Pool::new(store.clone(), runtime, config.worker.clone());
     let pooled = pool.run(shutdown.clone()).await;
     shutdown.cancel();
+    notices_stop.cancel();
+    if tokio::time::timeout(NOTIFIER_GRACE, &mut notices)
+        .await
+        .is_err()
+    {
+        // A POST still in flight is sent again, by the next daemon, once its claim runs out.
+        tracing::warn!("stopping with run notices in flight; they are sent again later");
+        notices.abort();
+    }
     server.await?.context("the HTTP server failed")?;
     timer.await.context("the schedule timer failed")?;
     pooled?;
@@ -294,7 +313,23 @@ async fn runs(store: &Store, command: RunsCommand) -> anyhow::Result<()> {
                 .await?
                 .with_context(|| format!("run {id} not found"))?;
             let jobs = store.jobs_of_run(&id).await?;
-            let doc = serde_json::json!({ "run": run, "jobs": jobs });
+            let notifications: Vec<serde_json::Value> = store
+                .notifications(Some(&id), None, 100)
+                .await?
+                .into_iter()
+                .map(|n| {
+                    serde_json::json!({
+                        "delivery_id": n.delivery_id,
+                        "url": shown_url(&n.url),
+                        "status": n.status,
+                        "attempts": n.attempts,
+                        "last_error": n.last_error,
+                        "delivered_at": n.delivered_at,
+                    })
+                })
+                .collect();
+            let doc =
+                serde_json::json!({ "run": run, "jobs": jobs, "notifications": notifications });
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
         RunsCommand::Events { id } => {

@@ -299,6 +299,10 @@ mod tests {
         assert_eq!(config.command_tools[0].name, "lint");
         assert_eq!(config.compiled_schedules().unwrap()[0].name(), "digest");
         assert_eq!(config.hooks[0].routes[1].name, "comment");
+        assert_eq!(
+            config.agents[0].notify[0].secret_env,
+            "REVIEWER_NOTIFY_SECRET"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod config;
 pub mod demo;
 pub mod gateway;
 pub mod hooks;
+pub mod notify;
 pub mod schedules_api;
 pub mod toolbox;
 pub mod transcript;

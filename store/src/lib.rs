@@ -29,6 +29,7 @@ pub mod config;
 mod error;
 pub mod migrate;
 pub mod model;
+pub mod notifications;
 mod postgres;
 pub mod schedules;
 mod sqlite;
@@ -46,10 +47,11 @@ pub use model::{
     CancelOutcome, Checkpoint, ConcurrencyPolicy, Enqueued, Event, Heartbeat, Job, JobOptions,
     NewResume, NewRun, ResumeReason, RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
 };
+pub use notifications::{AttemptOutcome, DeliveryStatus, NewDelivery, Notification, OutboxEntry};
 pub use schedules::{
     LeaderFence, LeaderLease, ScheduleAdvance, ScheduleDef, ScheduleRow, ScheduleSource,
 };
 pub use states::{JobKind, JobState, RunStatus, Trigger};
 pub use store::{LeasedJob, Store, WorkSignal};
 pub use wakeups::PendingWakeup;
-pub use webhooks::{DeliveryStatus, WebhookDelivery};
+pub use webhooks::{DeliveryStatus as WebhookDeliveryStatus, WebhookDelivery};

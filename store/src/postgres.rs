@@ -157,3 +157,4 @@ crate::wakeups::wakeup_operations!(PgBackend, "postgres");
 crate::approvals::approval_operations!(PgBackend, "postgres");
 crate::schedules::schedule_operations!(PgBackend, "postgres");
 crate::webhooks::webhook_operations!(PgBackend, "postgres");
+crate::notifications::notification_operations!(PgBackend, "postgres");

@@ -108,3 +108,4 @@ crate::wakeups::wakeup_operations!(SqliteBackend, "sqlite");
 crate::approvals::approval_operations!(SqliteBackend, "sqlite");
 crate::schedules::schedule_operations!(SqliteBackend, "sqlite");
 crate::webhooks::webhook_operations!(SqliteBackend, "sqlite");
+crate::notifications::notification_operations!(SqliteBackend, "sqlite");

@@ -53,7 +53,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nightshift_store::{DeliveryStatus, Store, Trigger};
+use nightshift_store::{Store, Trigger, WebhookDeliveryStatus as DeliveryStatus};
 use serde::{Deserialize, Serialize};
 
 use config::{DEFAULT_TOLERANCE_SECONDS, FieldSource};

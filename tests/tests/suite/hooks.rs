@@ -391,7 +391,7 @@ async fn concurrent_copies_make_one_run(db: &TestDb) {
         .unwrap()
         .unwrap();
     assert_eq!(row.received, 12);
-    assert_eq!(row.status, nightshift_store::DeliveryStatus::Done);
+    assert_eq!(row.status, nightshift_store::WebhookDeliveryStatus::Done);
 }
 
 async fn crash_between_steps(db: &TestDb) {
@@ -444,7 +444,7 @@ async fn crash_between_steps(db: &TestDb) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(row.status, nightshift_store::DeliveryStatus::Done);
+    assert_eq!(row.status, nightshift_store::WebhookDeliveryStatus::Done);
     assert!(row.runs.unwrap().contains(&early.run_id));
     // From now on it is a plain redelivery.
     let (status, again) = intake

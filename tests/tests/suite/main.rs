@@ -19,6 +19,8 @@
 //! - `schedules_ha`: several daemons on one database: exactly-once fires, compare-and-set,
 //!   leader takeover and fencing.
 //! - `schedules_http`: the `/v1/schedules` API, and a real `nightshift serve` firing a schedule.
+//! - `notify`: run notifications: the outbox of terminal runs, signed deliveries with
+//!   retries to a real receiver, and the daemon SIGKILLed around them.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -30,6 +32,7 @@ mod concurrency;
 mod crash;
 mod fakes;
 mod hooks;
+mod notify;
 mod pool;
 mod process;
 mod provider;

@@ -1,0 +1,5 @@
+-- Deliveries, newest first. ?1 run id (NULL for all), ?2 status (NULL for all), ?3 limit
+SELECT * FROM notifications
+WHERE (?1 IS NULL OR run_id = ?1) AND (?2 IS NULL OR status = ?2)
+ORDER BY id DESC
+LIMIT ?3

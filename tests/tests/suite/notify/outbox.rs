@@ -1,0 +1,389 @@
+//! The notification outbox in the store: every terminal path leaves exactly one outbox row
+//! (and nothing else does), expansion happens once, and deliveries follow their lifecycle
+//! (claim, retry, dead, a dead claimant's lease running out) on both backends.
+
+use std::time::Duration;
+
+use nightshift_store::{
+    AttemptOutcome, CancelOutcome, ConcurrencyPolicy, DeliveryStatus, NewDelivery, NewRun,
+    RetryOutcome, RunEnd, RunProgress, RunStatus, Store,
+};
+use nightshift_tests::{TestDb, on_both_backends};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+on_both_backends! {
+    every_terminal_path_leaves_exactly_one_outbox_row => every_terminal_path_leaves_one_row;
+    non_terminal_changes_leave_no_outbox_row => non_terminal_changes_leave_none;
+    outbox_rows_expand_once_and_only_for_known_agents => expansion_happens_once;
+    deliveries_retry_then_die_keeping_the_last_error => deliveries_retry_then_die;
+    a_dead_claimants_delivery_comes_back_and_its_stale_outcome_is_refused => dead_claimant;
+}
+
+/// The run's outbox statuses.
+async fn outbox(store: &Store, run_id: &str) -> Vec<RunStatus> {
+    store
+        .run_outbox(run_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.status)
+        .collect()
+}
+
+async fn every_terminal_path_leaves_one_row(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+
+    // complete (succeeded)
+    let done = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(outbox(&store, &done.run_id).await, [], "running: no notice");
+    lease.ack(Some("ok".into())).await.unwrap();
+    assert_eq!(outbox(&store, &done.run_id).await, [RunStatus::Succeeded]);
+    let row = store.run_outbox(&done.run_id).await.unwrap().remove(0);
+    let run = store.run(&done.run_id).await.unwrap().unwrap();
+    assert_eq!(
+        (row.agent.as_str(), Some(row.created_at), row.expanded_at),
+        ("a", run.finished_at, None)
+    );
+
+    // complete with the other ends the loop reports
+    for (end, status) in [
+        (RunEnd::Failed { error: "x".into() }, RunStatus::Failed),
+        (
+            RunEnd::BudgetExhausted { detail: "x".into() },
+            RunStatus::BudgetExhausted,
+        ),
+        (
+            RunEnd::MaxRounds { detail: "x".into() },
+            RunStatus::MaxRounds,
+        ),
+    ] {
+        let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+        let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+        lease.complete(end).await.unwrap();
+        assert_eq!(outbox(&store, &e.run_id).await, [status]);
+    }
+
+    // retry on the last attempt dead-letters
+    let retried = store
+        .enqueue(&NewRun::new("a", "p").max_attempts(1))
+        .await
+        .unwrap();
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    let outcome = lease.retry_after(Duration::ZERO, "boom").await.unwrap();
+    assert_eq!(outcome, RetryOutcome::DeadLettered);
+    assert_eq!(outbox(&store, &retried.run_id).await, [RunStatus::Failed]);
+
+    // lease expiry on the last attempt dead-letters (found by the next claim)
+    let expired = store
+        .enqueue(&NewRun::new("a", "p").max_attempts(1))
+        .await
+        .unwrap();
+    let _dead_worker = store
+        .claim("w", None, 1, Duration::from_secs(1))
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(2));
+    assert!(store.claim("w2", None, 1, LEASE).await.unwrap().is_empty());
+    assert_eq!(outbox(&store, &expired.run_id).await, [RunStatus::Failed]);
+
+    // cancel of a queued run
+    let queued = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+    assert_eq!(
+        store.cancel_run(&queued.run_id).await.unwrap(),
+        CancelOutcome::Cancelled
+    );
+    assert_eq!(outbox(&store, &queued.run_id).await, [RunStatus::Cancelled]);
+
+    // cancel of a running run: the notice comes when the worker stops
+    let running = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(
+        store.cancel_run(&running.run_id).await.unwrap(),
+        CancelOutcome::Requested
+    );
+    assert_eq!(outbox(&store, &running.run_id).await, [], "only requested");
+    lease.complete(RunEnd::Cancelled).await.unwrap();
+    assert_eq!(
+        outbox(&store, &running.run_id).await,
+        [RunStatus::Cancelled]
+    );
+
+    // cancellation winning the race with parking
+    let parking = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    store.cancel_run(&parking.run_id).await.unwrap();
+    let until = store.now() + 60_000;
+    assert_eq!(lease.park_until(until, "{}").await.unwrap(), None);
+    assert_eq!(
+        outbox(&store, &parking.run_id).await,
+        [RunStatus::Cancelled]
+    );
+
+    // supersession at enqueue: the old run gets its notice, the new one none (yet)
+    let key = |p: &str| NewRun::new("a", p).concurrency("k", ConcurrencyPolicy::Supersede);
+    let old = store.enqueue(&key("old")).await.unwrap();
+    let new = store.enqueue(&key("new")).await.unwrap();
+    assert_eq!(new.superseded, vec![old.run_id.clone()]);
+    assert_eq!(outbox(&store, &old.run_id).await, [RunStatus::Superseded]);
+    assert_eq!(outbox(&store, &new.run_id).await, []);
+
+    // A terminal run stays terminal: its worker finishing later adds nothing.
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(lease.job().run_id, new.run_id);
+    let newer = store.enqueue(&key("newer")).await.unwrap();
+    assert_eq!(newer.superseded, vec![new.run_id.clone()]);
+    lease.complete(RunEnd::Cancelled).await.unwrap();
+    assert_eq!(outbox(&store, &new.run_id).await, [RunStatus::Superseded]);
+    assert!(store.cancel_run(&done.run_id).await.is_err());
+    assert_eq!(outbox(&store, &done.run_id).await, [RunStatus::Succeeded]);
+}
+
+async fn non_terminal_changes_leave_none(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let e = store
+        .enqueue(&NewRun::new("a", "p").max_attempts(3))
+        .await
+        .unwrap();
+    // claim (running), progress, retry (queued), lease expiry (queued), release, park
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    lease
+        .record_progress(&RunProgress {
+            turns: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    lease
+        .retry_after(Duration::ZERO, "transient")
+        .await
+        .unwrap();
+    let _dead = store
+        .claim("w", None, 1, Duration::from_secs(1))
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(2));
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    lease.release("shutting down").await.unwrap();
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    lease.park_until(store.now() + 60_000, "{}").await.unwrap();
+    let run = store.run(&e.run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Waiting);
+    assert_eq!(outbox(&store, &e.run_id).await, []);
+    assert!(
+        store
+            .unexpanded_outbox(&["a".to_string()], 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+fn target(url: &str, max_attempts: i64) -> NewDelivery {
+    NewDelivery {
+        url: url.into(),
+        secret_env: "NOTIFY_SECRET".into(),
+        max_attempts,
+    }
+}
+
+/// A finished run of `agent`; returns its id and its outbox row's id.
+async fn finished(store: &Store, agent: &str) -> (String, i64) {
+    let e = store.enqueue(&NewRun::new(agent, "p")).await.unwrap();
+    store.cancel_run(&e.run_id).await.unwrap();
+    let row = store.run_outbox(&e.run_id).await.unwrap().remove(0);
+    (e.run_id, row.id)
+}
+
+async fn expansion_happens_once(db: &TestDb) {
+    let store = db.store().await;
+    let (run_a, outbox_a) = finished(&store, "a").await;
+    let (_, outbox_b) = finished(&store, "b").await;
+    let known = ["a".to_string()];
+    let pending = store.unexpanded_outbox(&known, 100).await.unwrap();
+    assert_eq!(
+        pending.iter().map(|o| o.id).collect::<Vec<_>>(),
+        vec![outbox_a],
+        "only the agents this daemon knows"
+    );
+    let targets = [
+        target("http://127.0.0.1:1/a", 3),
+        target("http://127.0.0.1:1/b", 3),
+    ];
+    assert!(store.expand_outbox(outbox_a, &targets).await.unwrap());
+    assert!(
+        !store.expand_outbox(outbox_a, &targets).await.unwrap(),
+        "a second expansion adds nothing"
+    );
+    let made = store.notifications(Some(&run_a), None, 100).await.unwrap();
+    assert_eq!(made.len(), 2);
+    assert!(made.iter().all(|n| n.status == DeliveryStatus::Pending
+        && n.attempts == 0
+        && n.outbox_id == outbox_a));
+    assert_ne!(made[0].delivery_id, made[1].delivery_id);
+    assert!(
+        store
+            .unexpanded_outbox(&known, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // An agent without notify URLs: expanded into nothing, and not offered again.
+    assert!(store.expand_outbox(outbox_b, &[]).await.unwrap());
+    let all = ["a".to_string(), "b".to_string()];
+    assert!(store.unexpanded_outbox(&all, 100).await.unwrap().is_empty());
+    assert_eq!(store.notifications(None, None, 100).await.unwrap().len(), 2);
+}
+
+async fn deliveries_retry_then_die(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let (run_id, outbox_id) = finished(&store, "a").await;
+    store
+        .expand_outbox(outbox_id, &[target("http://127.0.0.1:1/x", 3)])
+        .await
+        .unwrap();
+    for attempt in 1..=3 {
+        let mut got = store.claim_notifications(10, LEASE).await.unwrap();
+        assert_eq!(got.len(), 1, "attempt {attempt} is due");
+        let d = got.remove(0);
+        assert_eq!(d.attempts, attempt);
+        assert!(
+            store
+                .claim_notifications(10, LEASE)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let retry_at = store.now() + 5_000;
+        let outcome = AttemptOutcome::Failed {
+            error: format!("HTTP 500 on attempt {attempt}"),
+            status_code: Some(500),
+            retry_at,
+        };
+        assert!(store.record_attempt(&d, &outcome).await.unwrap());
+        clock.advance(Duration::from_secs(4));
+        assert!(
+            store
+                .claim_notifications(10, LEASE)
+                .await
+                .unwrap()
+                .is_empty(),
+            "not before its retry time"
+        );
+        clock.advance(Duration::from_secs(2));
+    }
+    let d = store
+        .notifications(Some(&run_id), None, 10)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(d.status, DeliveryStatus::Dead);
+    assert_eq!(d.attempts, 3);
+    assert_eq!(d.last_error.as_deref(), Some("HTTP 500 on attempt 3"));
+    assert_eq!(d.last_status_code, Some(500));
+    assert!(
+        store
+            .claim_notifications(10, LEASE)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let dead = store
+        .notifications(None, Some(DeliveryStatus::Dead), 10)
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), 1);
+
+    // Delivered on the second attempt: the earlier error stays for the record.
+    let (run_id, outbox_id) = finished(&store, "a").await;
+    store
+        .expand_outbox(outbox_id, &[target("http://127.0.0.1:1/y", 3)])
+        .await
+        .unwrap();
+    let d = store
+        .claim_notifications(10, LEASE)
+        .await
+        .unwrap()
+        .remove(0);
+    let fail = AttemptOutcome::Failed {
+        error: "connection refused".into(),
+        status_code: None,
+        retry_at: store.now(),
+    };
+    store.record_attempt(&d, &fail).await.unwrap();
+    let d = store
+        .claim_notifications(10, LEASE)
+        .await
+        .unwrap()
+        .remove(0);
+    let ok = AttemptOutcome::Delivered { status_code: 204 };
+    assert!(store.record_attempt(&d, &ok).await.unwrap());
+    let d = store
+        .notifications(Some(&run_id), None, 10)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        (d.status, d.attempts, d.last_status_code, d.delivered_at),
+        (DeliveryStatus::Delivered, 2, Some(204), Some(store.now()))
+    );
+    assert_eq!(d.last_error.as_deref(), Some("connection refused"));
+}
+
+async fn dead_claimant(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let (run_id, outbox_id) = finished(&store, "a").await;
+    store
+        .expand_outbox(outbox_id, &[target("http://127.0.0.1:1/x", 2)])
+        .await
+        .unwrap();
+    let lease = Duration::from_secs(10);
+    let first = store
+        .claim_notifications(10, lease)
+        .await
+        .unwrap()
+        .remove(0);
+    // The claimant dies mid-POST; nothing is due until its lease runs out.
+    clock.advance(Duration::from_secs(9));
+    assert!(
+        store
+            .claim_notifications(10, lease)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    clock.advance(Duration::from_secs(2));
+    let second = store
+        .claim_notifications(10, lease)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        second.delivery_id, first.delivery_id,
+        "the same delivery id"
+    );
+    assert_eq!(second.attempts, 2);
+    assert!(second.claim_token > first.claim_token);
+    // The first claimant's late outcome is refused.
+    let late = AttemptOutcome::Delivered { status_code: 200 };
+    assert!(!store.record_attempt(&first, &late).await.unwrap());
+    // The second claimant dies too, on the last attempt: the delivery is dead, and says why.
+    clock.advance(Duration::from_secs(11));
+    assert!(
+        store
+            .claim_notifications(10, lease)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let d = store
+        .notifications(Some(&run_id), None, 10)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(d.status, DeliveryStatus::Dead);
+    let error = d.last_error.unwrap();
+    assert!(error.contains("attempt 2 of 2 stopped"), "{error}");
+    assert!(!store.record_attempt(&second, &late).await.unwrap());
+}
