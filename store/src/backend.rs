@@ -133,16 +133,7 @@ macro_rules! queue_operations {
                         if ended.is_none() {
                             continue;
                         }
-                        sqlx::query(sql!("cancel_queued_jobs"))
-                            .bind(old)
-                            .bind(now)
-                            .execute(&mut *tx)
-                            .await?;
-                        sqlx::query(sql!("flag_running_jobs"))
-                            .bind(old)
-                            .bind(now)
-                            .fetch_all(&mut *tx)
-                            .await?;
+                        Self::stop_jobs(&mut tx, old, now).await?;
                         superseded.push(old.clone());
                     }
                 }
@@ -338,6 +329,25 @@ macro_rules! queue_operations {
                         .then(a.id.cmp(&b.id))
                 });
                 Ok(jobs)
+            }
+
+            /// Cancels the run's queued jobs and asks its running ones to stop (at their next
+            /// heartbeat); returns the running jobs' ids.
+            async fn stop_jobs(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                run_id: &str,
+                now: i64,
+            ) -> $crate::Result<Vec<i64>> {
+                sqlx::query(sql!("cancel_queued_jobs"))
+                    .bind(run_id)
+                    .bind(now)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(sqlx::query_scalar(sql!("flag_running_jobs"))
+                    .bind(run_id)
+                    .bind(now)
+                    .fetch_all(&mut *conn)
+                    .await?)
             }
 
             async fn give_back(
@@ -738,16 +748,7 @@ macro_rules! queue_operations {
                     .bind(now)
                     .execute(&mut *tx)
                     .await?;
-                sqlx::query(sql!("cancel_queued_jobs"))
-                    .bind(run_id)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
-                let running: Vec<i64> = sqlx::query_scalar(sql!("flag_running_jobs"))
-                    .bind(run_id)
-                    .bind(now)
-                    .fetch_all(&mut *tx)
-                    .await?;
+                let running = Self::stop_jobs(&mut tx, run_id, now).await?;
                 let outcome = if running.is_empty() {
                     Self::set_run(
                         &mut tx,
