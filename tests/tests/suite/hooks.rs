@@ -3,10 +3,12 @@
 //! and deduped on redelivery; every refusal has its status and enqueues nothing; concurrent
 //! copies of one delivery make one run; a crash between claiming a delivery and recording its
 //! runs is finished by the redelivery; timestamped signatures follow the store's clock; and a
-//! real `nightshift serve` runs the agent a delivery started.
+//! real `nightshift serve` runs the agent a delivery started, and a newer push supersedes the
+//! review of the older head, whose post is refused.
 
 mod daemon;
 mod harness;
+mod supersede;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +22,7 @@ use serde_json::Value;
 
 use daemon::serve_end_to_end;
 use harness::{Intake, SECRET, base64_encode, fixture, github_signature, hex_encode, run_id};
+use supersede::two_pushes_supersede_the_first_review;
 
 on_both_backends! {
     github_deliveries_are_routed_templated_and_deduped => routed_templated_deduped;
@@ -28,6 +31,7 @@ on_both_backends! {
     a_crash_between_claim_and_record_is_finished_by_the_redelivery => crash_between_steps;
     timestamped_signatures_follow_the_store_clock => timestamped_signatures;
     nightshift_serve_runs_the_agent_a_delivery_started => serve_end_to_end;
+    a_newer_push_supersedes_the_review_of_the_older_head => two_pushes_supersede_the_first_review;
 }
 
 async fn routed_templated_deduped(db: &TestDb) {
