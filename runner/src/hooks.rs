@@ -126,6 +126,14 @@ async fn receive(
             .map(str::to_string)
     };
     match hooks::deliver(&state.store, &hook, &lookup, &bytes).await {
+        Ok(accepted) if accepted.challenge.is_some() => {
+            // Slack wants exactly the challenge back.
+            (
+                StatusCode::OK,
+                Json(json!({"challenge": accepted.challenge})),
+            )
+                .into_response()
+        }
         Ok(accepted) => {
             let status = if accepted.redelivery || accepted.ping {
                 StatusCode::OK

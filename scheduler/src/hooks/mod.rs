@@ -251,6 +251,10 @@ pub struct Accepted {
     /// enqueued or recorded.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub ping: bool,
+    /// Slack's `url_verification` handshake (sent when an Events API URL is set): the
+    /// challenge to echo back. Authentic, nothing enqueued or recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub challenge: Option<String>,
     pub runs: Vec<RouteRun>,
 }
 
@@ -349,6 +353,21 @@ async fn deliver_inner(
             "the body is not valid JSON ({e}); send the payload as application/json"
         ))
     })?;
+    if hook.scheme == SignatureScheme::Slack
+        && json["type"] == "url_verification"
+        && let Some(challenge) = json["challenge"].as_str()
+    {
+        // Slack checks a new Events API URL with a signed challenge; it carries no event id.
+        return Ok(Accepted {
+            hook: hook.name.clone(),
+            delivery: String::new(),
+            event: "url_verification".into(),
+            redelivery: false,
+            ping: true,
+            challenge: Some(challenge.to_string()),
+            runs: Vec::new(),
+        });
+    }
     let delivery = read_source(&hook.delivery_source, header, &json)
         .filter(|d| !d.is_empty())
         .ok_or_else(|| {
@@ -380,6 +399,7 @@ async fn deliver_inner(
             event: event.clone(),
             redelivery,
             ping: false,
+            challenge: None,
             runs,
         })
     };
@@ -395,6 +415,7 @@ async fn deliver_inner(
             event,
             redelivery: false,
             ping: true,
+            challenge: None,
             runs: Vec::new(),
         });
     }
@@ -490,6 +511,7 @@ async fn deliver_inner(
         event,
         redelivery: false,
         ping: false,
+        challenge: None,
         runs,
     })
 }

@@ -540,6 +540,30 @@ async fn timestamped_signatures(db: &TestDb) {
             .starts_with("U061F7AUR said: <@U0LAN0Z89> is the deploy done?")
     );
     assert_eq!(intake.runs().await.len(), 2);
+    // Slack's url_verification handshake: the signed challenge is echoed, nothing enqueued.
+    let before = intake.runs().await.len();
+    let handshake = br#"{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#.to_vec();
+    let (status, body) = intake
+        .post(
+            "slack",
+            &slack_headers(now_s(), &handshake),
+            handshake.clone(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        serde_json::json!({"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"})
+    );
+    let (status, _) = intake
+        .post("slack", &slack_headers(now_s(), b"{}"), handshake)
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "an unsigned challenge gets nothing"
+    );
+    assert_eq!(intake.runs().await.len(), before);
 }
 
 trait NowSecs {
