@@ -241,7 +241,15 @@ async fn sleeping_run_survives_restart(db: &TestDb) {
         listed.contains(&run_id) && listed.contains("the build"),
         "{listed}"
     );
-    // Restart while it sleeps: the wakeup lives in the store, not in the process.
+    // Restart while it sleeps: the wakeup lives in the store, not in the process. (The first
+    // daemon's drain may have parked the run already: wait until this one is up, its signal
+    // handlers installed, before stopping it.)
+    eventually(
+        Duration::from_secs(30),
+        "the second daemon to register",
+        || async { (!store.workers().await.unwrap().is_empty()).then_some(()) },
+    )
+    .await;
     sigterm(daemon).await;
     assert_eq!(
         store.run(&run_id).await.unwrap().unwrap().status,
