@@ -46,6 +46,21 @@ macro_rules! queue_operations {
                 new: &$crate::model::NewRun,
                 now: i64,
             ) -> $crate::Result<$crate::model::Enqueued> {
+                if new.concurrency_key.is_none() {
+                    match self.enqueue_plain(run_id, new, now).await? {
+                        Some(Some(job_id)) => {
+                            return Ok($crate::model::Enqueued {
+                                run_id: run_id.to_string(),
+                                job_id,
+                                duplicate: false,
+                                skipped: false,
+                                superseded: Vec::new(),
+                            });
+                        }
+                        Some(None) => return self.duplicate_run(new).await,
+                        None => {}
+                    }
+                }
                 let mut tx = self.begin().await?;
                 let inserted: Option<String> = sqlx::query_scalar(sql!("insert_run"))
                     .bind(run_id)
@@ -59,22 +74,7 @@ macro_rules! queue_operations {
                     .await?;
                 if inserted.is_none() {
                     tx.rollback().await?;
-                    let key = new.dedupe_key.as_deref().unwrap_or_default();
-                    let (run_id, job_id): (String, Option<i64>) =
-                        sqlx::query_as(sql!("find_run_by_key"))
-                            .bind(key)
-                            .fetch_one(self.writer())
-                            .await?;
-                    let job_id = job_id.ok_or_else(|| {
-                        $crate::Error::Corrupt(format!("run {run_id} has no start job"))
-                    })?;
-                    return Ok($crate::model::Enqueued {
-                        run_id,
-                        job_id,
-                        duplicate: true,
-                        skipped: false,
-                        superseded: Vec::new(),
-                    });
+                    return self.duplicate_run(new).await;
                 }
                 let mut run_at = new.job.run_at.unwrap_or(now);
                 let mut superseded = Vec::new();
@@ -157,6 +157,29 @@ macro_rules! queue_operations {
                     duplicate: false,
                     skipped: false,
                     superseded,
+                })
+            }
+
+            /// The run that already holds `new`'s idempotency key.
+            async fn duplicate_run(
+                &self,
+                new: &$crate::model::NewRun,
+            ) -> $crate::Result<$crate::model::Enqueued> {
+                let key = new.dedupe_key.as_deref().unwrap_or_default();
+                let (run_id, job_id): (String, Option<i64>) =
+                    sqlx::query_as(sql!("find_run_by_key"))
+                        .bind(key)
+                        .fetch_one(self.writer())
+                        .await?;
+                let job_id = job_id.ok_or_else(|| {
+                    $crate::Error::Corrupt(format!("run {run_id} has no start job"))
+                })?;
+                Ok($crate::model::Enqueued {
+                    run_id,
+                    job_id,
+                    duplicate: true,
+                    skipped: false,
+                    superseded: Vec::new(),
                 })
             }
 

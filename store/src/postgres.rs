@@ -150,6 +150,32 @@ impl PgBackend {
     pub(crate) async fn close(&self) {
         self.pool.close().await;
     }
+
+    /// A run without a concurrency key, in one statement: `Some(Some(job id))` when made,
+    /// `Some(None)` when its idempotency key was taken.
+    async fn enqueue_plain(
+        &self,
+        run_id: &str,
+        new: &crate::model::NewRun,
+        now: i64,
+    ) -> Result<Option<Option<i64>>> {
+        let job_id: Option<i64> =
+            sqlx::query_scalar(include_str!("../sql/postgres/enqueue_plain.sql"))
+                .bind(run_id)
+                .bind(&new.agent)
+                .bind(new.trigger.as_str())
+                .bind(&new.input)
+                .bind(&new.dedupe_key)
+                .bind(now)
+                .bind(&new.job.lane)
+                .bind(new.job.priority)
+                .bind(new.job.run_at.unwrap_or(now))
+                .bind(new.job.max_attempts)
+                .bind(&self.channel)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(Some(job_id))
+    }
 }
 
 crate::backend::queue_operations!(PgBackend, Postgres, "postgres");

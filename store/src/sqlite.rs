@@ -93,6 +93,16 @@ impl SqliteBackend {
         Ok(())
     }
 
+    /// SQLite has no writing CTEs: the general path enqueues (see `enqueue_run`).
+    async fn enqueue_plain(
+        &self,
+        _run_id: &str,
+        _new: &crate::model::NewRun,
+        _now: i64,
+    ) -> Result<Option<Option<i64>>> {
+        Ok(None)
+    }
+
     pub(crate) async fn close(&self) {
         self.writer.close().await;
         self.reader.close().await;
