@@ -628,9 +628,7 @@ fn resume_reminder(payload: &str, state: &RunState, now: i64) -> Option<String> 
     match (ResumeReason::from_payload(payload), &state.wakeup) {
         (Some(ResumeReason::Message { text }), Some(w)) => Some(format!(
             "{text}\n\n[This message woke you early from a wakeup due at {}: {}]",
-            chrono::DateTime::from_timestamp_millis(w.due_at)
-                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-                .unwrap_or_default(),
+            wakeup::rfc3339(w.due_at),
             w.reason
         )),
         (Some(ResumeReason::Message { text }), None) => Some(text),

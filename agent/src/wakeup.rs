@@ -182,7 +182,8 @@ pub fn reminder(w: &ArmedWakeup, now: i64) -> String {
     )
 }
 
-fn rfc3339(ms: i64) -> String {
+/// `ms` as an RFC 3339 UTC time to the second.
+pub(crate) fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         .unwrap_or_else(|| ms.to_string())

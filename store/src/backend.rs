@@ -236,12 +236,11 @@ macro_rules! queue_operations {
                         .execute(&mut *tx)
                         .await?;
                 }
-                let (_, key, busy): (String, Option<String>, i64) =
-                    sqlx::query_as(sql!("resume_target"))
-                        .bind(&new.run_id)
-                        .bind(job_id)
-                        .fetch_one(&mut *tx)
-                        .await?;
+                let (key, busy): (Option<String>, i64) = sqlx::query_as(sql!("resume_target"))
+                    .bind(&new.run_id)
+                    .bind(job_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
                 if key.is_none() && busy > 0 {
                     // Two jobs of one run must never run at once; a concurrency key makes the
                     // queue hold the second until the first lets go, without one there is
@@ -403,9 +402,17 @@ macro_rules! queue_operations {
                 if let Some(expires_at) = extended {
                     return Ok($crate::model::Heartbeat::Extended { expires_at });
                 }
+                self.cancel_requested(job_id, token).await?;
+                Ok($crate::model::Heartbeat::CancelRequested)
+            }
+
+            /// After a lease-guarded statement that also required no cancel request matched no
+            /// row: `Ok` when the lease is still held and cancellation was requested, else
+            /// `LeaseLost` with the reason read from the job row.
+            async fn cancel_requested(&self, job_id: i64, token: i64) -> $crate::Result<()> {
                 match self.lease_probe(job_id).await? {
                     Some((status, current, Some(_))) if current == token && status == "running" => {
-                        Ok($crate::model::Heartbeat::CancelRequested)
+                        Ok(())
                     }
                     probe => Err($crate::store::lease_lost(job_id, token, probe)),
                 }
@@ -480,12 +487,8 @@ macro_rules! queue_operations {
                 if seq.is_some() {
                     return Ok(seq);
                 }
-                match self.lease_probe(job_id).await? {
-                    Some((status, current, Some(_))) if current == token && status == "running" => {
-                        Ok(None)
-                    }
-                    probe => Err($crate::store::lease_lost(job_id, token, probe)),
-                }
+                self.cancel_requested(job_id, token).await?;
+                Ok(None)
             }
 
             pub(crate) async fn write_checkpoint(

@@ -407,12 +407,7 @@ impl LeasedJob {
     /// worker, and a `resume` job carrying `payload` is armed for `until`. Returns the resume
     /// job's id, or `None` when cancellation had been requested (the run is then cancelled).
     pub async fn park_until(&self, until: Millis, payload: &str) -> Result<Option<i64>> {
-        let resume = JobOptions {
-            lane: self.job.lane.clone(),
-            priority: self.job.priority,
-            run_at: Some(until),
-            max_attempts: self.job.max_attempts,
-        };
+        let resume = self.resume_options(until);
         let s = &self.store;
         let now = s.now();
         let parked = dispatch!(s, b => b.park(self.job.id, self.token, &resume, payload, RunStatus::Waiting, None, now))?;
@@ -429,17 +424,23 @@ impl LeasedJob {
         expires_at: Millis,
         payload: &str,
     ) -> Result<Option<i64>> {
-        let resume = JobOptions {
-            lane: self.job.lane.clone(),
-            priority: self.job.priority,
-            run_at: Some(expires_at),
-            max_attempts: self.job.max_attempts,
-        };
+        let resume = self.resume_options(expires_at);
         let s = &self.store;
         let now = s.now();
         let parked = dispatch!(s, b => b.park(self.job.id, self.token, &resume, payload, RunStatus::AwaitingApproval, Some(call_id), now))?;
         s.wake();
         Ok(parked)
+    }
+
+    /// The options of the resume job a park arms: this job's lane, priority and attempt
+    /// limit, due at `run_at`.
+    fn resume_options(&self, run_at: Millis) -> JobOptions {
+        JobOptions {
+            lane: self.job.lane.clone(),
+            priority: self.job.priority,
+            run_at: Some(run_at),
+            max_attempts: self.job.max_attempts,
+        }
     }
 
     /// Gives the job back to the queue at once without counting the attempt (used when a
