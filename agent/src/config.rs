@@ -266,5 +266,29 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("unknown field `tool`"), "{err}");
+        let mut a = agent();
+        a.wakeups.min_delay_seconds = 600;
+        a.wakeups.max_delay_seconds = 60;
+        let err = a.validate().unwrap_err();
+        assert!(
+            err.contains("agents.a.wakeups: min_delay_seconds (600) is above"),
+            "{err}"
+        );
+        let mut a = agent();
+        a.approvals.timeout_seconds = 0;
+        let err = a.validate().unwrap_err();
+        assert!(err.contains("agents.a.approvals.timeout_seconds"), "{err}");
+        let mut a = agent();
+        a.approvals.rules = vec![crate::approval::ApprovalRule {
+            tool: " ".into(),
+            input_contains: None,
+        }];
+        assert!(a.validate().unwrap_err().contains("needs a tool name"));
+        let err = serde_json::from_str::<AgentConfig>(
+            r#"{"name":"a","provider":"p","model":"m","tool_overrides":{"x":{"approval":"maybe"}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("unknown variant `maybe`"), "{err}");
     }
 }

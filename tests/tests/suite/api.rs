@@ -381,4 +381,21 @@ async fn concurrency_and_wakeups_over_http(db: &TestDb) {
     assert_eq!(woken.len(), 1, "the resume job is due now");
     let (status, _) = api.send("POST", "/v1/runs/nope/wake", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    // Approvals: bad decisions are explained; an unknown call is 404.
+    let decide = |body: Value| api.send("POST", "/v1/runs/nope/approvals/c1", Some(body));
+    let (status, err) = decide(json!({"decision": "maybe"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("use approve or deny"),
+        "{err}"
+    );
+    let (status, _) = decide(json!({"verdict": "approve"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = decide(json!({"decision": "approve"})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, listed) = api.send("GET", "/v1/approvals", None).await;
+    assert_eq!(listed["approvals"], json!([]));
 }
