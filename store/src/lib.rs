@@ -35,6 +35,7 @@ pub mod schedules;
 mod sqlite;
 pub mod states;
 mod store;
+pub mod tasks;
 pub mod wakeups;
 mod webhooks;
 
@@ -51,7 +52,8 @@ pub use notifications::{AttemptOutcome, DeliveryStatus, NewDelivery, Notificatio
 pub use schedules::{
     LeaderFence, LeaderLease, ScheduleAdvance, ScheduleDef, ScheduleRow, ScheduleSource,
 };
-pub use states::{JobKind, JobState, RunStatus, Trigger};
+pub use states::{JobKind, JobState, RunStatus, TaskStatus, Trigger};
 pub use store::{LeasedJob, Store, WorkSignal};
+pub use tasks::{NewTask, Task, TaskEnd};
 pub use wakeups::PendingWakeup;
 pub use webhooks::{DeliveryStatus as WebhookDeliveryStatus, WebhookDelivery};

@@ -294,6 +294,8 @@ pub enum ResumeReason {
         slept_at: Millis,
         due_at: Millis,
     },
+    /// A background task of the run ended while the run slept.
+    Task { task_id: String },
 }
 
 impl ResumeReason {

@@ -181,6 +181,7 @@ impl PgBackend {
 crate::backend::queue_operations!(PgBackend, Postgres, "postgres");
 crate::wakeups::wakeup_operations!(PgBackend, "postgres");
 crate::approvals::approval_operations!(PgBackend, "postgres");
+crate::tasks::task_operations!(PgBackend, "postgres");
 crate::schedules::schedule_operations!(PgBackend, "postgres");
 crate::webhooks::webhook_operations!(PgBackend, "postgres");
 crate::notifications::notification_operations!(PgBackend, "postgres");

@@ -116,6 +116,7 @@ fn is_locked(e: &sqlx::Error) -> bool {
 crate::backend::queue_operations!(SqliteBackend, Sqlite, "sqlite");
 crate::wakeups::wakeup_operations!(SqliteBackend, "sqlite");
 crate::approvals::approval_operations!(SqliteBackend, "sqlite");
+crate::tasks::task_operations!(SqliteBackend, "sqlite");
 crate::schedules::schedule_operations!(SqliteBackend, "sqlite");
 crate::webhooks::webhook_operations!(SqliteBackend, "sqlite");
 crate::notifications::notification_operations!(SqliteBackend, "sqlite");

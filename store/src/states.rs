@@ -122,6 +122,24 @@ impl JobState {
 }
 
 string_enum! {
+    /// Where a background task is (`migrations/*/0007_tasks.sql`).
+    TaskStatus {
+        /// Its process runs.
+        Running => "running",
+        /// Exited with code 0.
+        Succeeded => "succeeded",
+        /// Exited with another code, or was killed by a signal.
+        Failed => "failed",
+        /// Ran past its deadline and was killed.
+        TimedOut => "timed_out",
+        /// Stopped on purpose: `task_stop`, or its run ended.
+        Stopped => "stopped",
+        /// Its daemon died or shut down before it ended: it may or may not have done its work.
+        Lost => "lost",
+    }
+}
+
+string_enum! {
     /// What a job does when it runs.
     JobKind {
         /// Start a run from its prompt.
@@ -166,6 +184,13 @@ mod tests {
     fn the_state_diagrams_name_every_state() {
         let doc = include_str!("../../docs/states.md");
         let (jobs, runs) = doc.split_once("## Run").expect("a run section");
+        let (runs, tasks) = runs.split_once("## Task").expect("a task section");
+        for s in TaskStatus::ALL {
+            assert!(
+                tasks.contains(&format!("| `{s}` |")),
+                "task state {s} missing from docs"
+            );
+        }
         for s in JobState::ALL {
             assert!(
                 jobs.contains(&format!("| `{s}` |")),
@@ -195,6 +220,14 @@ mod tests {
             assert!(flat.contains(&format!("status IN ({})", jobs.join(", "))));
             assert!(flat.contains(&format!("kind IN ({})", kinds.join(", "))));
             assert!(flat.contains(&format!("trigger_kind IN ({})", triggers.join(", "))));
+        }
+        for schema in [
+            include_str!("../../migrations/sqlite/0007_tasks.sql"),
+            include_str!("../../migrations/postgres/0007_tasks.sql"),
+        ] {
+            let flat: String = schema.split_whitespace().collect::<Vec<_>>().join(" ");
+            let tasks: Vec<String> = TaskStatus::ALL.iter().map(|s| format!("'{s}'")).collect();
+            assert!(flat.contains(&format!("status IN ({})", tasks.join(", "))));
         }
     }
 }

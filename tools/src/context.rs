@@ -30,6 +30,10 @@ pub struct Limits {
     pub http_timeout: Duration,
     /// Time between SIGTERM and SIGKILL when a process group is stopped.
     pub kill_grace: Duration,
+    /// Deadline of a background command when the call sets none.
+    pub background_timeout: Duration,
+    /// Upper bound for the `timeout_seconds` of a background command.
+    pub max_background_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -42,6 +46,8 @@ impl Default for Limits {
             max_foreground_sleep: Duration::from_secs(60),
             http_timeout: Duration::from_secs(60),
             kill_grace: Duration::from_millis(500),
+            background_timeout: Duration::from_secs(60 * 60),
+            max_background_timeout: Duration::from_secs(24 * 60 * 60),
         }
     }
 }
@@ -129,6 +135,7 @@ pub struct ToolContext {
     env_allow: Vec<String>,
     idempotency_key: Option<String>,
     processes: Option<crate::orphans::ProcessRegistry>,
+    tasks: Option<crate::background::TaskSupervisor>,
 }
 
 impl ToolContext {
@@ -164,6 +171,7 @@ impl ToolContext {
             env_allow: Vec::new(),
             idempotency_key: None,
             processes: None,
+            tasks: None,
         })
     }
 
@@ -224,6 +232,17 @@ impl ToolContext {
     /// The registry of running process groups, if any.
     pub fn process_registry(&self) -> Option<&crate::orphans::ProcessRegistry> {
         self.processes.as_ref()
+    }
+
+    /// Lets this call start, inspect and stop background commands through `supervisor`.
+    pub fn with_tasks(mut self, supervisor: crate::background::TaskSupervisor) -> Self {
+        self.tasks = Some(supervisor);
+        self
+    }
+
+    /// The supervisor of background commands, if this daemon runs them.
+    pub fn tasks(&self) -> Option<&crate::background::TaskSupervisor> {
+        self.tasks.as_ref()
     }
 
     /// Sets the idempotency key explicitly: the agent loop passes the key it logged in the

@@ -30,6 +30,7 @@
 //! serialises as `read_only` / `idempotent` / `side_effect`; a [`ToolOutput`] is the only way
 //! a call reports anything, errors included.
 
+mod background;
 mod builtins;
 mod command_tool;
 mod context;
@@ -40,11 +41,15 @@ mod process;
 mod registry;
 mod secrets;
 
+pub use background::{
+    EndedTask, StartedTask, TaskEnding, TaskLedger, TaskSnapshot, TaskSupervisor, TaskView,
+};
 pub use builtins::BUILTIN_TOOLS;
 pub use builtins::files::{EditFile, ReadFile, WriteFile};
 pub use builtins::http::HttpRequest;
 pub use builtins::run_command::RunCommand;
 pub use builtins::search::{Grep, ListFiles};
+pub use builtins::tasks::{TaskOutput, TaskStop};
 pub use builtins::todo::{Todo, TodoStatus, TodoWrite, parse_todos, render_todos};
 pub use command_tool::{CommandTool, CommandToolConfig};
 pub use context::{HttpAllowlist, Limits, ToolContext};

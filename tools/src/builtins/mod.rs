@@ -9,6 +9,7 @@ pub(crate) mod files;
 pub(crate) mod http;
 pub(crate) mod run_command;
 pub(crate) mod search;
+pub(crate) mod tasks;
 pub(crate) mod todo;
 
 use std::sync::Arc;
@@ -19,13 +20,15 @@ use serde_json::Value;
 use crate::{Tool, ToolOutput};
 
 /// Names of the built-in tools, sorted.
-pub const BUILTIN_TOOLS: [&str; 8] = [
+pub const BUILTIN_TOOLS: [&str; 10] = [
     "edit_file",
     "grep",
     "http_request",
     "list_files",
     "read_file",
     "run_command",
+    "task_output",
+    "task_stop",
     "todo_write",
     "write_file",
 ];
@@ -41,6 +44,8 @@ pub(crate) fn by_name(name: &str) -> Option<Arc<dyn Tool>> {
         "run_command" => Arc::new(run_command::RunCommand),
         "http_request" => Arc::new(http::HttpRequest::new()),
         "todo_write" => Arc::new(todo::TodoWrite),
+        "task_output" => Arc::new(tasks::TaskOutput),
+        "task_stop" => Arc::new(tasks::TaskStop),
         _ => return None,
     })
 }

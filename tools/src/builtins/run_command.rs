@@ -8,6 +8,11 @@
 //! an artifact; the exit code (or signal, timeout, cancellation) is always reported, and any
 //! ending but exit code 0 is `is_error`. A foreground `sleep` longer than
 //! `max_foreground_sleep` is refused before anything runs, with advice to set a wakeup.
+//!
+//! With `background: true` the command is handed to the context's task supervisor (see
+//! `background`) and the call returns its task id at once; the timeout then defaults to
+//! `background_timeout` and is capped at `max_background_timeout`. Without a supervisor a
+//! background call is an `is_error` output and nothing runs.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -60,6 +65,8 @@ pub struct RunCommand;
 struct RunInput {
     command: String,
     timeout_seconds: Option<f64>,
+    #[serde(default)]
+    background: bool,
 }
 
 impl Tool for RunCommand {
@@ -70,13 +77,18 @@ impl Tool for RunCommand {
                           combined stdout and stderr and its exit code. The environment is minimal \
                           (PATH, HOME, LANG, TERM and configured variables). Long outputs are cut \
                           (head and tail kept, full text saved as an artifact). Do not sleep to \
-                          wait for something: end your turn with a wakeup instead."
+                          wait for something: end your turn with a wakeup instead. For a long \
+                          command (a build, a test suite, a server) set background: true: you get \
+                          a task id at once, can check it with task_output or stop it with \
+                          task_stop, and get a reminder with its exit status and output when it \
+                          ends (it wakes you if you are sleeping)."
                 .into(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
                     "command": {"type": "string", "description": "The shell command line."},
-                    "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "description": "Kill the command after this many seconds."}
+                    "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "description": "Kill the command after this many seconds."},
+                    "background": {"type": "boolean", "description": "Run it in the background and return a task id at once."}
                 },
                 "required": ["command"],
                 "additionalProperties": false
@@ -99,6 +111,9 @@ async fn run(ctx: &ToolContext, input: Value) -> ToolOutput {
         return ToolOutput::error("command is empty");
     }
     let limits = ctx.limits();
+    if input.background {
+        return start_background(ctx, &input).await;
+    }
     if let Some(sleep) = longest_foreground_sleep(&input.command)
         && sleep > limits.max_foreground_sleep
     {
@@ -163,6 +178,43 @@ async fn run(ctx: &ToolContext, input: Value) -> ToolOutput {
         content,
         is_error,
         artifact: result.output.artifact,
+    }
+}
+
+/// `background: true`: start the command as a task and return its id.
+async fn start_background(ctx: &ToolContext, input: &RunInput) -> ToolOutput {
+    let Some(tasks) = ctx.tasks() else {
+        return ToolOutput::error(
+            "background commands are not available in this daemon; run the command without \
+             background",
+        );
+    };
+    let limits = ctx.limits();
+    let mut note = String::new();
+    let timeout = match input.timeout_seconds {
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            return ToolOutput::error("timeout_seconds must be a positive number");
+        }
+        Some(s) => Duration::try_from_secs_f64(s).unwrap_or(limits.max_background_timeout),
+        None => limits.background_timeout,
+    };
+    let timeout = if timeout > limits.max_background_timeout {
+        note = format!(
+            " (timeout capped at {} s)",
+            limits.max_background_timeout.as_secs_f64()
+        );
+        limits.max_background_timeout
+    } else {
+        timeout
+    };
+    match tasks.start(ctx, &input.command, timeout).await {
+        Ok(id) => ToolOutput::ok(format!(
+            "started background task {id}; it is stopped after {} s{note}. You get a reminder \
+             with its exit status and output when it ends (it wakes you if you sleep); \
+             task_output {{\"task_id\": \"{id}\"}} shows its progress and task_stop stops it.",
+            timeout.as_secs_f64()
+        )),
+        Err(e) => ToolOutput::error(e),
     }
 }
 

@@ -2,6 +2,7 @@
 //! server. One binary (faster to build); the environment-isolation test lives in its own
 //! binary because it sets a variable in the test process.
 
+mod background;
 mod command_tools;
 mod common;
 mod files;

@@ -1,0 +1,698 @@
+//! Background commands: `run_command {background: true}` starts one and returns its task id
+//! at once; `task_output` and `task_stop` look at it and stop it; when it ends, the
+//! [`TaskLedger`] hears how, so the agent runtime can tell the model.
+//!
+//! Guarantees:
+//! - **Recorded before it is announced.** [`TaskSupervisor::start`] returns a task id only
+//!   after [`TaskLedger::started`] accepted it; a ledger refusal (e.g. too many running
+//!   tasks) is the model's error message and nothing runs.
+//! - **Confined like any command.** `sh -c` in the run's workspace, the cleared environment
+//!   of `process`, its own process group, recorded in the context's process registry (so a
+//!   daemon restarted after a crash kills it). The whole group is stopped (SIGTERM, then
+//!   SIGKILL after `kill_grace`) at its deadline, on `task_stop`, when its run ends and on
+//!   [`TaskSupervisor::shutdown`].
+//! - **Output on disk, redacted, bounded.** Standard output and error go, line by line with
+//!   every secret value redacted, to `<dir>/<task id>.log`, up to `max_artifact_bytes`
+//!   (later output is counted, not kept); the last part stays in memory for the ending.
+//! - **Every ending is reported, and a task that did not finish is never a success.** The
+//!   ending (`succeeded` only for exit code 0) is handed to [`TaskLedger::ended`], retried
+//!   until it is recorded or the supervisor shuts down; a task stopped by shutdown ends as
+//!   `lost`. A task of a daemon that died without a shutdown is marked lost by the ledger's
+//!   owner (see `nightshift_store::tasks`).
+
+use std::collections::HashMap;
+use std::collections::VecDeque;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::ToolContext;
+use crate::process::base_env;
+use crate::secrets::SecretResolver;
+
+/// Bytes of the newest output kept in memory for a task's ending.
+const TAIL_BYTES: usize = 4096;
+/// A line longer than this is written in pieces (each piece redacted on its own).
+const MAX_LINE: usize = 64 * 1024;
+/// How long output is still read after the main process is gone.
+const DRAIN: Duration = Duration::from_millis(1000);
+
+/// How a background task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskEnding {
+    /// Exit code 0.
+    Succeeded,
+    /// Another exit code, or a signal we did not send.
+    Failed,
+    /// Killed at its deadline.
+    TimedOut,
+    /// Stopped on purpose (`task_stop`, or its run ended).
+    Stopped,
+    /// The daemon shut down before it ended.
+    Lost,
+}
+
+impl TaskEnding {
+    /// The stored spelling (`nightshift_store::TaskStatus`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskEnding::Succeeded => "succeeded",
+            TaskEnding::Failed => "failed",
+            TaskEnding::TimedOut => "timed_out",
+            TaskEnding::Stopped => "stopped",
+            TaskEnding::Lost => "lost",
+        }
+    }
+}
+
+/// A task about to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartedTask {
+    pub id: String,
+    pub run_id: String,
+    /// The `run_command` call that starts it.
+    pub call_id: String,
+    /// The command line, secrets redacted.
+    pub command: String,
+    /// It is stopped once it has run this long.
+    pub timeout: Duration,
+}
+
+/// How a task ended, for the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndedTask {
+    pub id: String,
+    pub run_id: String,
+    pub ending: TaskEnding,
+    pub exit_code: Option<i32>,
+    /// How it ended, in words for the model.
+    pub detail: String,
+    /// The last part of its output, redacted.
+    pub output_tail: String,
+    /// Bytes of output in total.
+    pub output_bytes: u64,
+}
+
+/// What the ledger knows of a task that does not run here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSnapshot {
+    pub run_id: String,
+    pub command: String,
+    /// `running`, `succeeded`, `failed`, `timed_out`, `stopped` or `lost`.
+    pub status: String,
+    pub detail: Option<String>,
+    pub output_tail: Option<String>,
+    pub output_bytes: u64,
+}
+
+/// Where tasks are recorded durably. The runner implements it with the store.
+pub trait TaskLedger: Send + Sync + 'static {
+    /// Records a task that starts now. `Err` refuses it, with a message for the model.
+    fn started<'a>(&'a self, task: &'a StartedTask) -> BoxFuture<'a, Result<(), String>>;
+    /// Records how a task ended. `Err` means "not recorded yet"; the supervisor retries.
+    fn ended<'a>(&'a self, task: &'a EndedTask) -> BoxFuture<'a, Result<(), String>>;
+    /// A task that does not run in this supervisor (it ended, or runs on another daemon).
+    fn lookup<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<TaskSnapshot>>;
+}
+
+/// What `task_output` and `task_stop` show.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskView {
+    pub id: String,
+    pub command: String,
+    /// `running` or how it ended.
+    pub status: String,
+    pub detail: Option<String>,
+    /// The newest output (redacted), at most the bytes asked for.
+    pub output: String,
+    pub output_bytes: u64,
+    /// Seconds since it started, when it runs here.
+    pub elapsed: Option<f64>,
+}
+
+/// Why a running task is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopWhy {
+    Asked,
+    RunEnded,
+    Shutdown,
+}
+
+struct Live {
+    run_id: String,
+    command: String,
+    started: Instant,
+    log: PathBuf,
+    stop: CancellationToken,
+    why: Mutex<Option<StopWhy>>,
+    bytes: Arc<std::sync::atomic::AtomicU64>,
+    done: watch::Receiver<Option<EndedTask>>,
+}
+
+impl Live {
+    fn stop(&self, why: StopWhy) {
+        self.why
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(why);
+        self.stop.cancel();
+    }
+}
+
+struct Inner {
+    dir: PathBuf,
+    ledger: Arc<dyn TaskLedger>,
+    live: Mutex<HashMap<String, Arc<Live>>>,
+    watchers: tokio_util::task::TaskTracker,
+    shutting_down: CancellationToken,
+}
+
+/// Starts, watches and stops the background tasks of one daemon. Cheap to clone.
+#[derive(Clone)]
+pub struct TaskSupervisor {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for TaskSupervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskSupervisor")
+            .field("dir", &self.inner.dir)
+            .field("running", &self.running_ids().len())
+            .finish()
+    }
+}
+
+impl TaskSupervisor {
+    /// A supervisor writing task logs to `dir` and recording tasks in `ledger`.
+    pub fn new(dir: impl Into<PathBuf>, ledger: Arc<dyn TaskLedger>) -> Self {
+        TaskSupervisor {
+            inner: Arc::new(Inner {
+                dir: dir.into(),
+                ledger,
+                live: Mutex::new(HashMap::new()),
+                watchers: tokio_util::task::TaskTracker::new(),
+                shutting_down: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// The log file of task `id`.
+    pub fn log_path(&self, id: &str) -> PathBuf {
+        self.inner.dir.join(format!("{id}.log"))
+    }
+
+    /// Ids of the tasks running here.
+    pub fn running_ids(&self) -> Vec<String> {
+        self.live().keys().cloned().collect()
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Live>>> {
+        self.inner.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts `command` for the call in `ctx`; its task id, or a message for the model.
+    pub async fn start(
+        &self,
+        ctx: &ToolContext,
+        command: &str,
+        timeout: Duration,
+    ) -> Result<String, String> {
+        if self.inner.shutting_down.is_cancelled() {
+            return Err("the daemon is shutting down; start the command after it restarts".into());
+        }
+        let id = format!("task_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+        let record = StartedTask {
+            id: id.clone(),
+            run_id: ctx.run_id().to_string(),
+            call_id: ctx.tool_call_id().to_string(),
+            command: ctx.secrets().redact(command),
+            timeout,
+        };
+        self.inner.ledger.started(&record).await?;
+        let log = self.log_path(&id);
+        match self.spawn(ctx, &record, command, log) {
+            Ok(()) => Ok(id),
+            Err(message) => {
+                // Recorded but never ran: say so, so the run is not left waiting for it.
+                let ended = EndedTask {
+                    id: id.clone(),
+                    run_id: record.run_id.clone(),
+                    ending: TaskEnding::Failed,
+                    exit_code: None,
+                    detail: message.clone(),
+                    output_tail: String::new(),
+                    output_bytes: 0,
+                };
+                record_ending(&self.inner, &ended).await;
+                Err(message)
+            }
+        }
+    }
+
+    fn spawn(
+        &self,
+        ctx: &ToolContext,
+        record: &StartedTask,
+        command: &str,
+        log: PathBuf,
+    ) -> Result<(), String> {
+        let spawn_err = |e: std::io::Error| format!("failed to start the background command: {e}");
+        std::fs::create_dir_all(&self.inner.dir).map_err(spawn_err)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(spawn_err)?;
+        let (reader, writer) = std::io::pipe().map_err(spawn_err)?;
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(command)
+            .current_dir(ctx.workspace())
+            .env_clear()
+            .envs(base_env(ctx))
+            .env("NIGHTSHIFT_RUN_ID", &record.run_id)
+            .env("NIGHTSHIFT_TASK_ID", &record.id)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(writer.try_clone().map_err(spawn_err)?)
+            .stderr(writer);
+        let spawned = cmd.spawn();
+        drop(cmd);
+        let child = spawned.map_err(spawn_err)?;
+        let pgid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw);
+        let registered = match (ctx.process_registry(), pgid) {
+            (Some(registry), Some(pgid)) => registry.register(pgid.as_raw()),
+            _ => None,
+        };
+        let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+            .map_err(spawn_err)?;
+        let (done_tx, done_rx) = watch::channel(None);
+        let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let live = Arc::new(Live {
+            run_id: record.run_id.clone(),
+            command: record.command.clone(),
+            started: Instant::now(),
+            log,
+            stop: CancellationToken::new(),
+            why: Mutex::new(None),
+            bytes: bytes.clone(),
+            done: done_rx,
+        });
+        self.live().insert(record.id.clone(), live.clone());
+        let watch = Watch {
+            inner: self.inner.clone(),
+            id: record.id.clone(),
+            live,
+            child,
+            pgid,
+            timeout: record.timeout,
+            kill_grace: ctx.limits().kill_grace,
+            pump: Pump {
+                file,
+                cap: ctx.limits().max_artifact_bytes,
+                written: 0,
+                line: Vec::new(),
+                tail: VecDeque::new(),
+                total: bytes,
+                secrets: ctx.secrets().clone(),
+            },
+            receiver,
+            done: done_tx,
+            _registered: registered,
+        };
+        self.inner.watchers.spawn(watch.run());
+        Ok(())
+    }
+
+    /// What task `id` of run `run_id` is doing, with at most `max_bytes` of its newest output.
+    pub async fn view(&self, run_id: &str, id: &str, max_bytes: usize) -> Result<TaskView, String> {
+        let live = self.live().get(id).cloned();
+        if let Some(live) = live {
+            if live.run_id != run_id {
+                return Err(no_such_task(id));
+            }
+            let ended = live.done.borrow().clone();
+            let output = read_tail(&live.log, max_bytes);
+            return Ok(match ended {
+                Some(e) => TaskView {
+                    id: id.to_string(),
+                    command: live.command.clone(),
+                    status: e.ending.as_str().to_string(),
+                    detail: Some(e.detail),
+                    output,
+                    output_bytes: e.output_bytes,
+                    elapsed: Some(live.started.elapsed().as_secs_f64()),
+                },
+                None => TaskView {
+                    id: id.to_string(),
+                    command: live.command.clone(),
+                    status: "running".into(),
+                    detail: None,
+                    output,
+                    output_bytes: live.bytes.load(std::sync::atomic::Ordering::Relaxed),
+                    elapsed: Some(live.started.elapsed().as_secs_f64()),
+                },
+            });
+        }
+        let Some(snap) = self.inner.ledger.lookup(id).await else {
+            return Err(no_such_task(id));
+        };
+        if snap.run_id != run_id {
+            return Err(no_such_task(id));
+        }
+        let log = self.log_path(id);
+        let output = if log.exists() {
+            read_tail(&log, max_bytes)
+        } else {
+            let tail = snap.output_tail.clone().unwrap_or_default();
+            tail[floor_char(&tail, tail.len().saturating_sub(max_bytes))..].to_string()
+        };
+        Ok(TaskView {
+            id: id.to_string(),
+            command: snap.command,
+            detail: snap.detail,
+            output,
+            output_bytes: snap.output_bytes,
+            elapsed: None,
+            status: if snap.status == "running" {
+                "running on another daemon".into()
+            } else {
+                snap.status
+            },
+        })
+    }
+
+    /// Stops task `id` of run `run_id` and waits (about `kill_grace` + 1 s) for it to end.
+    pub async fn stop(&self, run_id: &str, id: &str, max_bytes: usize) -> Result<TaskView, String> {
+        let live = self.live().get(id).cloned();
+        match live {
+            Some(live) if live.run_id == run_id => {
+                live.stop(StopWhy::Asked);
+                let mut done = live.done.clone();
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(5), done.wait_for(|e| e.is_some()))
+                        .await;
+            }
+            Some(_) => return Err(no_such_task(id)),
+            None => {}
+        }
+        self.view(run_id, id, max_bytes).await
+    }
+
+    /// Stops the tasks of a run that ended (they end as `stopped`).
+    pub fn stop_run(&self, run_id: &str) {
+        for live in self.live().values().filter(|l| l.run_id == run_id) {
+            live.stop(StopWhy::RunEnded);
+        }
+    }
+
+    /// Stops the given tasks because their run ended (ids not running here are ignored).
+    pub fn stop_ids(&self, ids: &[String]) {
+        let live = self.live();
+        for id in ids {
+            if let Some(task) = live.get(id) {
+                task.stop(StopWhy::RunEnded);
+            }
+        }
+    }
+
+    /// Stops every task (they end as `lost`: the daemon goes away before they finished) and
+    /// waits until their endings are recorded or `grace` has passed.
+    pub async fn shutdown(&self, grace: Duration) {
+        let running: Vec<Arc<Live>> = self.live().values().cloned().collect();
+        for live in &running {
+            live.stop(StopWhy::Shutdown);
+        }
+        self.inner.watchers.close();
+        if tokio::time::timeout(grace, self.inner.watchers.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "background tasks still being stopped at shutdown; they will be marked lost"
+            );
+        }
+        self.inner.shutting_down.cancel();
+    }
+}
+
+fn no_such_task(id: &str) -> String {
+    format!(
+        "no background task `{id}` in this run; task ids look like task_0123456789ab and come from run_command with background: true"
+    )
+}
+
+/// The last `max` bytes of a file, at a character boundary, or a note why it cannot be read.
+fn read_tail(path: &Path, max: usize) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let read = || -> std::io::Result<String> {
+        let mut file = std::fs::File::open(path)?;
+        let len = file.metadata()?.len();
+        let from = len.saturating_sub(max as u64);
+        file.seek(SeekFrom::Start(from))?;
+        let mut bytes = Vec::new();
+        file.take(max as u64).read_to_end(&mut bytes)?;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        Ok(text)
+    };
+    read().unwrap_or_else(|e| format!("(the task's log cannot be read: {e})"))
+}
+
+/// The largest char boundary of `s` at or below `i`.
+fn floor_char(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Hands an ending to the ledger until it is recorded, or gives up once the supervisor has
+/// shut down (the store then marks the task lost when its heartbeat goes stale).
+async fn record_ending(inner: &Inner, ended: &EndedTask) {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match inner.ledger.ended(ended).await {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::warn!(task = %ended.id, error = %e, "cannot record a background task's ending yet; retrying");
+                if inner.shutting_down.is_cancelled() {
+                    return;
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// Copies a task's output to its log, line by line, redacted and capped.
+struct Pump {
+    file: std::fs::File,
+    cap: u64,
+    written: u64,
+    line: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: Arc<std::sync::atomic::AtomicU64>,
+    secrets: SecretResolver,
+}
+
+impl Pump {
+    fn push(&mut self, chunk: &[u8]) {
+        self.total
+            .fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        for &b in chunk {
+            self.line.push(b);
+            if b == b'\n' || self.line.len() >= MAX_LINE {
+                self.flush_line();
+            }
+        }
+    }
+
+    fn flush_line(&mut self) {
+        if self.line.is_empty() {
+            return;
+        }
+        let line = self.secrets.redact_bytes(&self.line);
+        self.line.clear();
+        self.tail.extend(line.iter().copied());
+        let excess = self.tail.len().saturating_sub(TAIL_BYTES);
+        self.tail.drain(..excess);
+        if self.written < self.cap {
+            let room = usize::try_from(self.cap - self.written).unwrap_or(usize::MAX);
+            let part = &line[..line.len().min(room)];
+            if self.file.write_all(part).is_ok() {
+                self.written += part.len() as u64;
+            }
+            if part.len() < line.len() {
+                let _ = writeln!(
+                    self.file,
+                    "\n[output beyond {} bytes is not kept]",
+                    self.cap
+                );
+            }
+        }
+    }
+
+    fn tail_text(&self) -> String {
+        let bytes: Vec<u8> = self.tail.iter().copied().collect();
+        let text = String::from_utf8_lossy(&bytes);
+        // The first character may have been cut in half; drop what cannot be shown.
+        text.trim_start_matches('\u{FFFD}').to_string()
+    }
+}
+
+/// Watches one task from spawn to recorded ending.
+struct Watch {
+    inner: Arc<Inner>,
+    id: String,
+    live: Arc<Live>,
+    child: tokio::process::Child,
+    pgid: Option<Pid>,
+    timeout: Duration,
+    kill_grace: Duration,
+    pump: Pump,
+    receiver: tokio::net::unix::pipe::Receiver,
+    done: watch::Sender<Option<EndedTask>>,
+    _registered: Option<crate::orphans::Registered>,
+}
+
+enum First {
+    Exit(std::io::Result<std::process::ExitStatus>),
+    Stop,
+    Timeout,
+}
+
+impl Watch {
+    async fn run(mut self) {
+        let mut buf = vec![0u8; 16 * 1024];
+        let deadline = tokio::time::sleep(self.timeout);
+        tokio::pin!(deadline);
+        let mut reading = true;
+        let first = loop {
+            tokio::select! {
+                biased;
+                _ = self.live.stop.cancelled() => break First::Stop,
+                status = self.child.wait() => break First::Exit(status),
+                _ = &mut deadline => break First::Timeout,
+                read = self.receiver.read(&mut buf), if reading => match read {
+                    Ok(0) | Err(_) => reading = false,
+                    Ok(n) => self.pump.push(&buf[..n]),
+                },
+            }
+        };
+        if !matches!(first, First::Exit(_)) {
+            self.stop_group().await;
+        }
+        // Processes left in the group do not outlive the task.
+        if let Some(pgid) = self.pgid {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+        let drain_until = Instant::now() + DRAIN;
+        while reading {
+            let left = drain_until.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.receiver.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => self.pump.push(&buf[..n]),
+                _ => reading = false,
+            }
+        }
+        self.pump.flush_line();
+        let _ = self.pump.file.flush();
+        let why = *self.live.why.lock().unwrap_or_else(|e| e.into_inner());
+        let (ending, exit_code, detail) = describe_ending(first, why, self.timeout);
+        let ended = EndedTask {
+            id: self.id.clone(),
+            run_id: self.live.run_id.clone(),
+            ending,
+            exit_code,
+            detail,
+            output_tail: self.pump.tail_text(),
+            output_bytes: self.pump.total.load(std::sync::atomic::Ordering::Relaxed),
+        };
+        let _ = self.done.send(Some(ended.clone()));
+        record_ending(&self.inner, &ended).await;
+        self.inner
+            .live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+    }
+
+    /// SIGTERM the group, give it `kill_grace`, SIGKILL whatever is left, reap the child.
+    async fn stop_group(&mut self) {
+        match self.pgid {
+            Some(pgid) => {
+                let _ = killpg(pgid, Signal::SIGTERM);
+                let _ = tokio::time::timeout(self.kill_grace, self.child.wait()).await;
+                let _ = killpg(pgid, Signal::SIGKILL);
+            }
+            None => {
+                let _ = self.child.start_kill();
+            }
+        }
+        let _ = self.child.wait().await;
+    }
+}
+
+fn describe_ending(
+    first: First,
+    why: Option<StopWhy>,
+    timeout: Duration,
+) -> (TaskEnding, Option<i32>, String) {
+    use std::os::unix::process::ExitStatusExt;
+    match first {
+        First::Exit(Ok(status)) => match (status.code(), status.signal()) {
+            (Some(0), _) => (TaskEnding::Succeeded, Some(0), "exit code 0".into()),
+            (Some(code), _) => (TaskEnding::Failed, Some(code), format!("exit code {code}")),
+            (None, Some(signal)) => (
+                TaskEnding::Failed,
+                None,
+                format!("killed by signal {signal}"),
+            ),
+            (None, None) => (TaskEnding::Failed, None, "ended without an exit code".into()),
+        },
+        First::Exit(Err(e)) => (
+            TaskEnding::Failed,
+            None,
+            format!("waiting for the command failed: {e}"),
+        ),
+        First::Timeout => (
+            TaskEnding::TimedOut,
+            None,
+            format!(
+                "timed out after {} s; the command and its child processes were killed",
+                timeout.as_secs_f64()
+            ),
+        ),
+        First::Stop => match why {
+            Some(StopWhy::Shutdown) => (
+                TaskEnding::Lost,
+                None,
+                "the daemon shut down before it ended; it was killed and may not have finished its work"
+                    .into(),
+            ),
+            Some(StopWhy::RunEnded) => (
+                TaskEnding::Stopped,
+                None,
+                "stopped because its run ended".into(),
+            ),
+            Some(StopWhy::Asked) | None => (
+                TaskEnding::Stopped,
+                None,
+                "stopped by task_stop; the command and its child processes were killed".into(),
+            ),
+        },
+    }
+}

@@ -1,0 +1,357 @@
+//! Background commands with real processes: `run_command {background: true}` returns a task
+//! id at once (recorded in the ledger first), the ending reaches the ledger (success only for
+//! exit code 0; failures, timeouts, stops and shutdowns each say so), `task_output` and
+//! `task_stop` see only the run's own tasks, stopping kills the whole process group, secrets
+//! never reach the log, and a ledger refusal runs nothing.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use nightshift_tools::{
+    EndedTask, Limits, RunCommand, SecretResolver, StartedTask, TaskEnding, TaskLedger, TaskOutput,
+    TaskSnapshot, TaskStop, TaskSupervisor, ToolContext,
+};
+use serde_json::json;
+
+use crate::common::{Fixture, call, gone_by, wait_for_pid};
+
+/// A ledger in memory; `refuse` makes `started` fail with that message.
+#[derive(Default)]
+struct MemoryLedger {
+    started: Mutex<Vec<StartedTask>>,
+    ended: Mutex<Vec<EndedTask>>,
+    refuse: Option<String>,
+}
+
+impl TaskLedger for MemoryLedger {
+    fn started<'a>(&'a self, task: &'a StartedTask) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            if let Some(why) = &self.refuse {
+                return Err(why.clone());
+            }
+            self.started.lock().unwrap().push(task.clone());
+            Ok(())
+        })
+    }
+
+    fn ended<'a>(&'a self, task: &'a EndedTask) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            self.ended.lock().unwrap().push(task.clone());
+            Ok(())
+        })
+    }
+
+    fn lookup<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<TaskSnapshot>> {
+        Box::pin(async move {
+            let started = self.started.lock().unwrap();
+            let s = started.iter().find(|s| s.id == id)?;
+            let ended = self.ended.lock().unwrap();
+            let e = ended.iter().find(|e| e.id == id);
+            Some(TaskSnapshot {
+                run_id: s.run_id.clone(),
+                command: s.command.clone(),
+                status: e.map_or("running".into(), |e| e.ending.as_str().to_string()),
+                detail: e.map(|e| e.detail.clone()),
+                output_tail: e.map(|e| e.output_tail.clone()),
+                output_bytes: e.map_or(0, |e| e.output_bytes),
+            })
+        })
+    }
+}
+
+impl MemoryLedger {
+    async fn wait_ended(&self, id: &str) -> EndedTask {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(e) = self.ended.lock().unwrap().iter().find(|e| e.id == id) {
+                return e.clone();
+            }
+            assert!(Instant::now() < deadline, "task {id} never ended");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn setup(fx: &Fixture, ledger: Arc<MemoryLedger>) -> (TaskSupervisor, ToolContext) {
+    let supervisor = TaskSupervisor::new(fx.root.join("tasks"), ledger);
+    let ctx = fx.ctx().with_tasks(supervisor.clone());
+    (supervisor, ctx)
+}
+
+/// The task id in run_command's answer.
+fn task_id(content: &str) -> String {
+    let start = content.find("task_").expect("a task id");
+    content[start..start + 17].to_string()
+}
+
+#[tokio::test]
+async fn a_background_command_returns_at_once_and_its_success_is_reported() {
+    let fx = Fixture::new();
+    let ledger = Arc::new(MemoryLedger::default());
+    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let out = call(
+        &RunCommand,
+        &ctx,
+        json!({"command": "echo begun; sleep 1; echo finished-marker; pwd", "background": true}),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(
+        ledger.ended.lock().unwrap().is_empty(),
+        "the call returned before the command ended"
+    );
+    let id = task_id(&out.content);
+    let recorded = ledger.started.lock().unwrap().clone();
+    assert_eq!(recorded.len(), 1, "recorded before the id was returned");
+    assert_eq!(
+        (
+            recorded[0].id.as_str(),
+            recorded[0].run_id.as_str(),
+            recorded[0].call_id.as_str()
+        ),
+        (id.as_str(), "run-1", "call-7")
+    );
+
+    let running = call(&TaskOutput, &ctx, json!({"task_id": id})).await;
+    assert!(!running.is_error, "{}", running.content);
+    assert!(running.content.contains(": running"), "{}", running.content);
+
+    let ended = ledger.wait_ended(&id).await;
+    assert_eq!(ended.ending, TaskEnding::Succeeded);
+    assert_eq!(ended.exit_code, Some(0));
+    assert!(
+        ended.output_tail.contains("begun\nfinished-marker\n"),
+        "{}",
+        ended.output_tail
+    );
+    assert!(
+        ended
+            .output_tail
+            .contains(&fx.workspace.display().to_string()),
+        "runs in the workspace: {}",
+        ended.output_tail
+    );
+    let log = std::fs::read_to_string(supervisor.log_path(&id)).unwrap();
+    assert!(log.starts_with("begun\nfinished-marker\n"), "{log}");
+
+    let after = call(&TaskOutput, &ctx, json!({"task_id": id})).await;
+    assert!(after.content.contains(": succeeded"), "{}", after.content);
+    assert!(
+        after.content.contains("finished-marker"),
+        "{}",
+        after.content
+    );
+}
+
+#[tokio::test]
+async fn failures_and_timeouts_are_reported_as_such_and_a_timeout_kills_the_group() {
+    let fx = Fixture::new();
+    let ledger = Arc::new(MemoryLedger::default());
+    let (_supervisor, ctx) = setup(&fx, ledger.clone());
+    let failed = call(
+        &RunCommand,
+        &ctx,
+        json!({"command": "echo broken >&2; exit 3", "background": true}),
+    )
+    .await;
+    let failed = ledger.wait_ended(&task_id(&failed.content)).await;
+    assert_eq!(
+        (failed.ending, failed.exit_code),
+        (TaskEnding::Failed, Some(3))
+    );
+    assert!(failed.output_tail.contains("broken"), "stderr is kept too");
+
+    let pid_file = fx.ws("child.pid");
+    let slow = call(
+        &RunCommand,
+        &ctx,
+        json!({
+            "command": "sh -c 'trap \"\" TERM; echo $$ > child.pid; while true; do sleep 0.1; done'",
+            "background": true,
+            "timeout_seconds": 1
+        }),
+    )
+    .await;
+    assert!(!slow.is_error, "{}", slow.content);
+    let child = wait_for_pid(&pid_file).await;
+    let timed_out = ledger.wait_ended(&task_id(&slow.content)).await;
+    assert_eq!(timed_out.ending, TaskEnding::TimedOut);
+    assert!(
+        gone_by(child, Instant::now() + Duration::from_secs(5)).await,
+        "a child ignoring SIGTERM is killed too"
+    );
+}
+
+#[tokio::test]
+async fn task_stop_kills_the_process_group_and_tasks_are_private_to_their_run() {
+    let fx = Fixture::new();
+    let ledger = Arc::new(MemoryLedger::default());
+    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let out = call(
+        &RunCommand,
+        &ctx,
+        json!({"command": "sh -c 'echo $$ > worker.pid; sleep 60' & wait", "background": true}),
+    )
+    .await;
+    let id = task_id(&out.content);
+    let child = wait_for_pid(&fx.ws("worker.pid")).await;
+
+    let other_run = ToolContext::new("run-2", "call-1", &fx.workspace, &fx.artifacts)
+        .unwrap()
+        .with_tasks(supervisor.clone());
+    for tool in [&TaskOutput as &dyn nightshift_tools::Tool, &TaskStop] {
+        let refused = call(tool, &other_run, json!({"task_id": id})).await;
+        assert!(refused.is_error, "{}", refused.content);
+        assert!(
+            refused.content.contains("no background task"),
+            "{}",
+            refused.content
+        );
+    }
+    assert!(
+        !crate::common::process_gone(child),
+        "another run cannot stop it"
+    );
+
+    let stopped = call(&TaskStop, &ctx, json!({"task_id": id})).await;
+    assert!(!stopped.is_error, "{}", stopped.content);
+    assert!(stopped.content.contains(": stopped"), "{}", stopped.content);
+    assert!(
+        gone_by(child, Instant::now() + Duration::from_secs(5)).await,
+        "the grandchild is killed with the group"
+    );
+    assert_eq!(ledger.wait_ended(&id).await.ending, TaskEnding::Stopped);
+    let again = call(&TaskStop, &ctx, json!({"task_id": id})).await;
+    assert!(again.content.contains(": stopped"), "{}", again.content);
+    assert_eq!(ledger.ended.lock().unwrap().len(), 1, "ended once");
+
+    let unknown = call(&TaskOutput, &ctx, json!({"task_id": "task_000000000000"})).await;
+    assert!(unknown.is_error && unknown.content.contains("no background task"));
+}
+
+#[tokio::test]
+async fn secrets_never_reach_the_log_the_record_or_the_ending() {
+    let fx = Fixture::new();
+    let ledger = Arc::new(MemoryLedger::default());
+    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let ctx = ctx.with_secrets(SecretResolver::from_map([("TOKEN", "abc123xyz")]));
+    let out = call(
+        &RunCommand,
+        &ctx,
+        json!({"command": "echo token=abc123xyz; printf 'no newline abc123xyz'", "background": true}),
+    )
+    .await;
+    let id = task_id(&out.content);
+    let ended = ledger.wait_ended(&id).await;
+    let log = std::fs::read_to_string(supervisor.log_path(&id)).unwrap();
+    let record = ledger.started.lock().unwrap()[0].command.clone();
+    for text in [&log, &ended.output_tail, &record] {
+        assert!(!text.contains("abc123xyz"), "leaked: {text}");
+        assert!(text.contains("[REDACTED:TOKEN]"), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn the_log_is_capped_but_every_byte_is_counted() {
+    let fx = Fixture::new();
+    let ledger = Arc::new(MemoryLedger::default());
+    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let ctx = ctx.with_limits(Limits {
+        max_artifact_bytes: 1000,
+        ..Limits::default()
+    });
+    let out = call(
+        &RunCommand,
+        &ctx,
+        json!({"command": "i=0; while [ $i -lt 500 ]; do echo line-$i; i=$((i+1)); done", "background": true}),
+    )
+    .await;
+    let id = task_id(&out.content);
+    let ended = ledger.wait_ended(&id).await;
+    let expected: usize = (0..500).map(|i| format!("line-{i}\n").len()).sum();
+    assert_eq!(ended.output_bytes, expected as u64);
+    assert!(
+        ended.output_tail.ends_with("line-499\n"),
+        "the tail is the newest output"
+    );
+    let log = std::fs::read_to_string(supervisor.log_path(&id)).unwrap();
+    assert!(log.len() < 1100, "capped: {} bytes", log.len());
+    assert!(
+        log.contains("[output beyond 1000 bytes is not kept]"),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_start_runs_nothing_and_no_supervisor_means_no_background() {
+    let fx = Fixture::new();
+    let ledger = Arc::new(MemoryLedger {
+        refuse: Some("this run already has 4 background tasks running".into()),
+        ..MemoryLedger::default()
+    });
+    let (_supervisor, ctx) = setup(&fx, ledger.clone());
+    let out = call(
+        &RunCommand,
+        &ctx,
+        json!({"command": "touch ran.txt", "background": true}),
+    )
+    .await;
+    assert!(
+        out.is_error && out.content.contains("already has 4"),
+        "{}",
+        out.content
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!fx.ws("ran.txt").exists(), "nothing ran");
+
+    let bare = fx.ctx();
+    let out = call(
+        &RunCommand,
+        &bare,
+        json!({"command": "touch ran.txt", "background": true}),
+    )
+    .await;
+    assert!(
+        out.is_error && out.content.contains("not available"),
+        "{}",
+        out.content
+    );
+    let out = call(&TaskOutput, &bare, json!({"task_id": "task_000000000000"})).await;
+    assert!(
+        out.is_error && out.content.contains("not available"),
+        "{}",
+        out.content
+    );
+}
+
+#[tokio::test]
+async fn shutdown_stops_running_tasks_and_reports_them_lost() {
+    let fx = Fixture::new();
+    let ledger = Arc::new(MemoryLedger::default());
+    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let out = call(
+        &RunCommand,
+        &ctx,
+        json!({"command": "echo $$ > main.pid; exec sleep 60", "background": true}),
+    )
+    .await;
+    let id = task_id(&out.content);
+    let pid = wait_for_pid(&fx.ws("main.pid")).await;
+    supervisor.shutdown(Duration::from_secs(5)).await;
+    let ended = ledger.wait_ended(&id).await;
+    assert_eq!(ended.ending, TaskEnding::Lost, "{}", ended.detail);
+    assert!(ended.detail.contains("shut down"), "{}", ended.detail);
+    assert!(crate::common::process_gone(pid));
+    let refused = call(
+        &RunCommand,
+        &ctx,
+        json!({"command": "true", "background": true}),
+    )
+    .await;
+    assert!(
+        refused.is_error && refused.content.contains("shutting down"),
+        "{}",
+        refused.content
+    );
+}
