@@ -72,6 +72,13 @@ pub enum RunEvent {
     /// A resume job delivered its reason (a wakeup, a message): `reminder` is appended to
     /// the conversation as a user message. At most once per job.
     Resumed { job_id: i64, reminder: String },
+    /// A background task of the run ended: `reminder` (how, and its last output) is
+    /// appended to the conversation as a user message. Once per task.
+    TaskEnded {
+        task_id: String,
+        status: String,
+        reminder: String,
+    },
     /// A call needs a human's approval: the run parks until a decision or `expires_at`.
     ApprovalRequested {
         call_id: String,
@@ -106,6 +113,7 @@ impl RunEvent {
             RunEvent::Compacted { .. } => "compacted",
             RunEvent::WakeupScheduled { .. } => "wakeup_scheduled",
             RunEvent::Resumed { .. } => "resumed",
+            RunEvent::TaskEnded { .. } => "task_ended",
             RunEvent::ApprovalRequested { .. } => "approval_requested",
             RunEvent::ApprovalDecided { .. } => "approval_decided",
             RunEvent::Finished { .. } => "finished",

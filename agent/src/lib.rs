@@ -28,6 +28,7 @@ pub mod notify;
 pub mod ports;
 pub mod runtime;
 pub mod state;
+pub mod tasks;
 pub mod wakeup;
 
 pub use config::{AgentConfig, AgentDef, Budgets, ContextPolicy, Pricing};

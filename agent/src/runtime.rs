@@ -21,6 +21,7 @@ use crate::config::AgentDef;
 use crate::events::{Durability, RunEvent};
 use crate::ports::{ModelFailure, ModelGateway, ToolBox, ToolCall};
 use crate::state::RunState;
+use crate::tasks;
 use crate::wakeup::{self, ArmedWakeup};
 
 /// Replies cut off at `max_tokens` in a row before the run fails.
@@ -108,6 +109,16 @@ enum ToolsEnd {
     Refused,
     /// A call waits for a human's decision until `until`.
     AwaitApproval { call_id: String, until: i64 },
+}
+
+/// What the run's background tasks need from the loop.
+enum TaskCheck {
+    /// Nothing: no task ended unreported, none runs.
+    Quiet,
+    /// Endings were logged; the model should hear them.
+    Reported,
+    /// Tasks still run; the latest deadline among them, and that task.
+    Running { deadline: i64, task_id: String },
 }
 
 /// Why the loop stopped without an outcome of its own.
@@ -301,6 +312,20 @@ impl AgentRuntime {
         loop {
             let step = next_step(&s.state);
             if let Step::Finish(end) = step {
+                if s.state.ending.is_none()
+                    && matches!(end, RunEnd::Succeeded { .. })
+                    && self.may_start_tasks(s.agent)
+                {
+                    // The turn ended, but not while its tasks run: report those that ended
+                    // (the model answers them), or wait for the rest.
+                    match s.report_ended_tasks().await? {
+                        TaskCheck::Reported => continue,
+                        TaskCheck::Running { deadline, task_id } => {
+                            return s.wait_for_tasks(deadline, task_id).await;
+                        }
+                        TaskCheck::Quiet => {}
+                    }
+                }
                 return s.finish(end).await;
             }
             if s.ctx.cancel.is_cancelled() {
@@ -337,6 +362,9 @@ impl AgentRuntime {
                     .await?;
                 }
                 Step::CallModel => {
+                    if self.may_start_tasks(s.agent) {
+                        s.report_ended_tasks().await?;
+                    }
                     if let Some(end) = s.over_budget() {
                         return s.finish(end).await;
                     }
@@ -469,6 +497,11 @@ impl AgentRuntime {
             .and_then(|o| o.approval)
             == Some(nightshift_tools::Approval::Required);
         marked || agent.config.approvals.matches(name, input)
+    }
+
+    /// True when the agent can start background commands (it may call `run_command`).
+    fn may_start_tasks(&self, agent: &AgentDef) -> bool {
+        agent.config.tools.iter().any(|t| t == tasks::RUN_COMMAND)
     }
 
     /// True for a control tool the agent has enabled (the loop runs it itself).
@@ -632,6 +665,13 @@ fn resume_reminder(payload: &str, state: &RunState, now: i64) -> Option<String> 
             w.reason
         )),
         (Some(ResumeReason::Message { text }), None) => Some(text),
+        (Some(ResumeReason::Task { .. }), Some(w)) => Some(format!(
+            "[A background task ended before your wakeup due at {} ({}); you were woken early.]",
+            wakeup::rfc3339(w.due_at),
+            w.reason
+        )),
+        // The task's ending itself is reported before the next model call.
+        (Some(ResumeReason::Task { .. }), None) => None,
         (_, Some(w)) => Some(wakeup::reminder(w, now)),
         (_, None) => None,
     }
@@ -799,6 +839,49 @@ impl Session<'_> {
     }
 
     /// Logs the end, checkpoints, and returns the outcome that completes the run.
+    /// Logs the endings of the run's background tasks that its log does not hold yet (each
+    /// once, also across crashes), and says what is still running.
+    async fn report_ended_tasks(&mut self) -> Result<TaskCheck, Stop> {
+        let store = self.ctx.lease.store().clone();
+        let mut reported = false;
+        let mut running: Option<(i64, String)> = None;
+        for task in store.unreported_tasks(&self.run_id).await? {
+            if task.status == nightshift_store::TaskStatus::Running {
+                if running.as_ref().is_none_or(|(d, _)| task.deadline_at > *d) {
+                    running = Some((task.deadline_at, task.id.clone()));
+                }
+                continue;
+            }
+            if !self.state.reported_tasks.contains(&task.id) {
+                self.log(RunEvent::TaskEnded {
+                    task_id: task.id.clone(),
+                    status: task.status.to_string(),
+                    reminder: tasks::reminder(&task),
+                })
+                .await?;
+                reported = true;
+            }
+            store.mark_task_reported(&task.id).await?;
+        }
+        Ok(match (reported, running) {
+            (true, _) => TaskCheck::Reported,
+            (false, Some((deadline, task_id))) => TaskCheck::Running { deadline, task_id },
+            (false, None) => TaskCheck::Quiet,
+        })
+    }
+
+    /// Parks the run until one of its tasks ends (which wakes it), or a minute past the
+    /// latest deadline at the latest.
+    async fn wait_for_tasks(&mut self, deadline: i64, task_id: String) -> Result<Outcome, Stop> {
+        self.checkpoint().await?;
+        let slack = i64::try_from(tasks::DEADLINE_SLACK.as_millis()).unwrap_or(i64::MAX);
+        let now = self.ctx.lease.store().now();
+        Ok(Outcome::Park {
+            until: deadline.max(now).saturating_add(slack),
+            payload: ResumeReason::Task { task_id }.to_payload(),
+        })
+    }
+
     async fn finish(&mut self, end: RunEnd) -> Result<Outcome, Stop> {
         if self.state.ending.is_none() {
             let mut event = run_end_event(&end);

@@ -108,6 +108,9 @@ pub struct RunState {
     /// Decisions on calls of the newest reply, by call id.
     #[serde(default)]
     pub decisions: std::collections::BTreeMap<String, Decision>,
+    /// Background tasks whose ending the conversation holds.
+    #[serde(default)]
+    pub reported_tasks: std::collections::BTreeSet<String>,
     /// The sequence number of the last event folded in.
     pub through_seq: i64,
 }
@@ -263,6 +266,20 @@ impl RunState {
                 self.messages.push(Message::user_text(reminder.clone()));
                 self.wakeup = None;
                 self.last_resumed_job = Some(*job_id);
+            }
+            RunEvent::TaskEnded {
+                task_id, reminder, ..
+            } => {
+                if !self.pending.is_empty() {
+                    return Err(format!(
+                        "event {seq}: a task reminder while {} tool call(s) lack results",
+                        self.pending.len()
+                    ));
+                }
+                if !self.reported_tasks.insert(task_id.clone()) {
+                    return Err(format!("event {seq}: task {task_id} was already reported"));
+                }
+                self.messages.push(Message::user_text(reminder.clone()));
             }
             RunEvent::Compacted {
                 summary,

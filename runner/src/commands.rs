@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use nightshift_runner::config::{Config, Overrides};
 use nightshift_runner::notify::{Notifier, shown_url};
+use nightshift_runner::tasks::TaskKeeper;
 use nightshift_runner::{api, build_runtime};
 
 use crate::Cli;
@@ -140,7 +141,22 @@ async fn migrate(store: &Store) -> anyhow::Result<()> {
 async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
     // Everything the config names (agents, tools, providers) is checked before the database
     // is touched.
-    let runtime = build_runtime(config)?;
+    let daemon_id = format!(
+        "{}:{}:{}",
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "localhost".into()),
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let background = &config.runtime.background;
+    let supervisor = nightshift_runner::tasks::supervisor(
+        store,
+        &daemon_id,
+        config.resolve_path(&config.runtime.data_dir).join("tasks"),
+        background,
+    );
+    let runtime = build_runtime(config, Some(supervisor.clone()))?;
     let schedules = config.compiled_schedules()?;
     let hooks = Arc::new(nightshift_runner::hooks::build(config)?);
     for hook in hooks.iter() {
@@ -181,16 +197,8 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
         total = store.schedules().await?.len(),
         "schedules ready"
     );
-    let holder = format!(
-        "{}:{}:{}",
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "localhost".into()),
-        std::process::id(),
-        uuid::Uuid::new_v4().simple()
-    );
     let timer = tokio::spawn(
-        Timer::new(store.clone(), holder, TimerConfig::default()).run(shutdown.clone()),
+        Timer::new(store.clone(), daemon_id.clone(), TimerConfig::default()).run(shutdown.clone()),
     );
     let state = api::ApiState {
         store: store.clone(),
@@ -216,9 +224,17 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
     // the notifier outlives the pool's drain so runs ending in it are notified now.
     let notices_stop = CancellationToken::new();
     let mut notices = tokio::spawn(notifier.run(notices_stop.clone()));
+    // Background tasks outlive the pool's drain too: a run finishing in the drain may still
+    // hear of one. They are stopped (and recorded as lost) once the pool is done.
+    let tasks_stop = CancellationToken::new();
+    let keeper = tokio::spawn(
+        TaskKeeper::new(store.clone(), daemon_id, supervisor, background).run(tasks_stop.clone()),
+    );
     let pool = Pool::new(store.clone(), runtime, config.worker.clone());
     let pooled = pool.run(shutdown.clone()).await;
     shutdown.cancel();
+    tasks_stop.cancel();
+    keeper.await.context("the background task keeper failed")?;
     notices_stop.cancel();
     if tokio::time::timeout(NOTIFIER_GRACE, &mut notices)
         .await

@@ -85,6 +85,8 @@ pub struct RuntimeConfig {
     pub output_cap_bytes: usize,
     /// Default timeout of commands, in seconds. Default 120.
     pub command_timeout_seconds: u64,
+    /// Background commands (`run_command` with `background: true`).
+    pub background: crate::tasks::BackgroundConfig,
 }
 
 impl Default for RuntimeConfig {
@@ -96,6 +98,7 @@ impl Default for RuntimeConfig {
             command_env: Vec::new(),
             output_cap_bytes: 32 * 1024,
             command_timeout_seconds: 120,
+            background: crate::tasks::BackgroundConfig::default(),
         }
     }
 }
@@ -163,6 +166,7 @@ impl Config {
         let invalid = |e: String| anyhow::anyhow!("invalid config: {e}");
         self.database.validate().map_err(invalid)?;
         self.worker.validate().map_err(invalid)?;
+        self.runtime.background.validate().map_err(invalid)?;
         for (name, provider) in &self.providers {
             provider
                 .validate()

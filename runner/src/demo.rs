@@ -70,7 +70,7 @@ pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
     std::fs::write(dir.join("script.json"), SCRIPT)?;
     let config = config(&dir);
     config.validate()?;
-    let runtime = crate::build_runtime(&config)?;
+    let runtime = crate::build_runtime(&config, None)?;
     let store = Store::connect(&config.database, Arc::new(SystemClock)).await?;
     store.migrate().await?;
     println!(

@@ -12,6 +12,7 @@ pub mod gateway;
 pub mod hooks;
 pub mod notify;
 pub mod schedules_api;
+pub mod tasks;
 pub mod toolbox;
 pub mod transcript;
 
@@ -25,8 +26,12 @@ use crate::toolbox::Tools;
 
 /// The agent runtime for `config`: every agent resolved (system prompts read, hashes
 /// taken), its model chain and its tools built. Any problem is an error naming the agent and
-/// the key.
-pub fn build_runtime(config: &Config) -> anyhow::Result<AgentRuntime> {
+/// the key. With `tasks`, `run_command` can start background commands under that supervisor;
+/// without, a background call is refused.
+pub fn build_runtime(
+    config: &Config,
+    tasks: Option<nightshift_tools::TaskSupervisor>,
+) -> anyhow::Result<AgentRuntime> {
     let defs = config
         .agents
         .iter()
@@ -34,7 +39,10 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<AgentRuntime> {
         .collect::<Result<Vec<_>, String>>()
         .map_err(|e| anyhow::anyhow!("invalid config: {e}"))?;
     let gateway = Gateway::build(config)?;
-    let tools = Tools::build(config)?;
+    let mut tools = Tools::build(config)?;
+    if let Some(tasks) = tasks {
+        tools = tools.with_tasks(tasks);
+    }
     Ok(AgentRuntime::new(defs, Arc::new(gateway), Arc::new(tools)))
 }
 

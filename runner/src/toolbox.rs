@@ -1,6 +1,7 @@
 //! The runtime's [`ToolBox`], made of the real tools: one [`Registry`] per agent, and per
 //! call a [`ToolContext`] rooted in the run's own workspace directory
-//! (`<data_dir>/workspaces/<run id>`), with its artifacts beside it.
+//! (`<data_dir>/workspaces/<run id>`), with its artifacts beside it, and, in the daemon, the
+//! supervisor of background commands (logs in `<data_dir>/tasks/`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -10,8 +11,8 @@ use futures::future::BoxFuture;
 use nightshift_agent::{AgentDef, Durability, ToolBox, ToolCall, ToolReply};
 use nightshift_llm::ToolSpec;
 use nightshift_tools::{
-    HttpAllowlist, Limits, ProcessRegistry, Registry, RegistryConfig, SecretResolver, ToolClass,
-    ToolContext,
+    HttpAllowlist, Limits, ProcessRegistry, Registry, RegistryConfig, SecretResolver,
+    TaskSupervisor, ToolClass, ToolContext,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +27,7 @@ pub struct Tools {
     limits: Limits,
     env_allow: Vec<String>,
     processes: ProcessRegistry,
+    tasks: Option<TaskSupervisor>,
 }
 
 impl std::fmt::Debug for Tools {
@@ -70,11 +72,20 @@ impl Tools {
             limits: Limits {
                 output_cap_bytes: rt.output_cap_bytes,
                 command_timeout: Duration::from_secs(rt.command_timeout_seconds),
+                background_timeout: Duration::from_secs(rt.background.timeout_seconds),
+                max_background_timeout: Duration::from_secs(rt.background.max_timeout_seconds),
                 ..Limits::default()
             },
             env_allow: rt.command_env.clone(),
             processes: ProcessRegistry::new(config.resolve_path(&rt.data_dir).join("procs")),
+            tasks: None,
         })
+    }
+
+    /// Lets `run_command` start background commands under `supervisor`.
+    pub fn with_tasks(mut self, supervisor: TaskSupervisor) -> Self {
+        self.tasks = Some(supervisor);
+        self
     }
 
     /// The workspace directory of a run.
@@ -90,16 +101,18 @@ impl Tools {
         let workspace = self.workspace(call.run_id);
         std::fs::create_dir_all(&workspace)?;
         let artifacts = self.data_dir.join("artifacts").join(call.run_id);
-        Ok(
-            ToolContext::new(call.run_id, call.call_id, workspace, artifacts)?
-                .with_cancel(cancel.clone())
-                .with_secrets(self.secrets.clone())
-                .with_http_allowlist(self.allowlist.clone())
-                .with_limits(self.limits.clone())
-                .with_env_allow(self.env_allow.iter())
-                .with_idempotency_key(call.idempotency_key)
-                .with_process_registry(self.processes.clone()),
-        )
+        let ctx = ToolContext::new(call.run_id, call.call_id, workspace, artifacts)?
+            .with_cancel(cancel.clone())
+            .with_secrets(self.secrets.clone())
+            .with_http_allowlist(self.allowlist.clone())
+            .with_limits(self.limits.clone())
+            .with_env_allow(self.env_allow.iter())
+            .with_idempotency_key(call.idempotency_key)
+            .with_process_registry(self.processes.clone());
+        Ok(match &self.tasks {
+            Some(tasks) => ctx.with_tasks(tasks.clone()),
+            None => ctx,
+        })
     }
 }
 

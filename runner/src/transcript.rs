@@ -83,7 +83,9 @@ pub fn render(event: &Event) -> Vec<String> {
             "── {call_id} {} by {by}",
             if approved { "approved" } else { "denied" }
         )],
-        RunEvent::Resumed { reminder, .. } => reminder.lines().map(|l| format!("» {l}")).collect(),
+        RunEvent::Resumed { reminder, .. } | RunEvent::TaskEnded { reminder, .. } => {
+            reminder.lines().map(|l| format!("» {l}")).collect()
+        }
         RunEvent::Finished { status, .. } => vec![format!("── run {status}")],
     }
 }

@@ -412,13 +412,6 @@ impl TaskSupervisor {
         self.view(run_id, id, max_bytes).await
     }
 
-    /// Stops the tasks of a run that ended (they end as `stopped`).
-    pub fn stop_run(&self, run_id: &str) {
-        for live in self.live().values().filter(|l| l.run_id == run_id) {
-            live.stop(StopWhy::RunEnded);
-        }
-    }
-
     /// Stops the given tasks because their run ended (ids not running here are ignored).
     pub fn stop_ids(&self, ids: &[String]) {
         let live = self.live();

@@ -21,6 +21,8 @@
 //! - `schedules_http`: the `/v1/schedules` API, and a real `nightshift serve` firing a schedule.
 //! - `notify`: run notifications: the outbox of terminal runs, signed deliveries with
 //!   retries to a real receiver, and the daemon SIGKILLed around them.
+//! - `tasks`: background commands: task rows, a run waiting for and woken by its task, lost
+//!   tasks, and a real `nightshift serve` SIGKILLed with a task running.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -41,4 +43,5 @@ mod schedules;
 mod schedules_ha;
 mod schedules_http;
 mod setup;
+mod tasks;
 mod wakeup;

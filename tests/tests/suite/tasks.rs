@@ -1,0 +1,421 @@
+//! Background commands over a real store on both backends: the task rows (first ending
+//! wins, lost after a stale heartbeat, woken runs), and the agent runtime with the real tool
+//! box and supervisor — a run that ends its turn while its task runs parks holding no worker,
+//! is woken when the task ends and hears how it ended in the same conversation; a task whose
+//! daemon stopped refreshing it is reported lost, never succeeded; a cancelled run's task is
+//! stopped.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nightshift_agent::{AgentRuntime, RunEvent};
+use nightshift_llm::{ContentBlock, StopReason};
+use nightshift_runner::config::Config;
+use nightshift_runner::tasks::{BackgroundConfig, TaskKeeper, supervisor};
+use nightshift_runner::toolbox::Tools;
+use nightshift_store::{
+    Error as StoreError, JobKind, JobState, NewRun, NewTask, ResumeReason, RunStatus, Store,
+    TaskEnd, TaskStatus,
+};
+use nightshift_tests::{TestDb, eventually, on_both_backends};
+use nightshift_tools::TaskSupervisor;
+use nightshift_worker::Outcome;
+use serde_json::json;
+
+use super::fakes::*;
+
+on_both_backends! {
+    task_rows_end_once_go_stale_and_wake_sleeping_runs => task_rows;
+    a_run_waits_for_its_background_task_and_hears_how_it_ended => run_waits_for_task;
+    a_task_whose_daemon_stopped_is_reported_lost_never_succeeded => task_reported_lost;
+    a_cancelled_runs_task_is_stopped => cancelled_run_stops_task;
+}
+
+fn new_task<'a>(id: &'a str, run_id: &'a str, owner: &'a str) -> NewTask<'a> {
+    NewTask {
+        id,
+        run_id,
+        call_id: id,
+        command: "make",
+        owner,
+        deadline_at: 10_000_000,
+    }
+}
+
+fn end(status: TaskStatus) -> TaskEnd<'static> {
+    TaskEnd {
+        status,
+        exit_code: Some(0),
+        detail: "exit code 0",
+        output_tail: "ok\n",
+        output_bytes: 3,
+    }
+}
+
+async fn task_rows(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let run = store.enqueue(&NewRun::new("a", "x")).await.unwrap();
+    store
+        .start_task(&new_task("t1", &run.run_id, "daemon-a"))
+        .await
+        .unwrap();
+    store
+        .start_task(&new_task("t2", &run.run_id, "daemon-b"))
+        .await
+        .unwrap();
+    assert_eq!(store.running_task_count(&run.run_id).await.unwrap(), 2);
+
+    // daemon-a keeps refreshing t1; daemon-b went silent, so t2 is lost, not t1.
+    clock.advance(Duration::from_secs(20));
+    assert_eq!(store.heartbeat_tasks("daemon-a").await.unwrap(), 1);
+    clock.advance(Duration::from_secs(15));
+    let lost = store
+        .mark_lost_tasks(Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(lost, vec!["t2".to_string()]);
+    let t2 = store.task("t2").await.unwrap().unwrap();
+    assert_eq!(t2.status, TaskStatus::Lost);
+    assert!(t2.detail.unwrap().contains("daemon-b"), "names the daemon");
+
+    // The first ending wins: a lost task's late "success" changes nothing.
+    assert_eq!(
+        store
+            .end_task("t2", &end(TaskStatus::Succeeded))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store.task("t2").await.unwrap().unwrap().status,
+        TaskStatus::Lost
+    );
+    assert_eq!(
+        store
+            .end_task("t1", &end(TaskStatus::Succeeded))
+            .await
+            .unwrap(),
+        Some(run.run_id.clone())
+    );
+    let t1 = store.task("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (t1.status, t1.exit_code, t1.output_tail.as_deref()),
+        (TaskStatus::Succeeded, Some(0), Some("ok\n"))
+    );
+    assert!(matches!(
+        store.end_task("nope", &end(TaskStatus::Failed)).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.end_task("t1", &end(TaskStatus::Running)).await,
+        Err(StoreError::Invalid(_))
+    ));
+
+    // Only a sleeping run is woken for its ended tasks.
+    assert!(
+        store.tasks_to_wake(10).await.unwrap().is_empty(),
+        "queued run"
+    );
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    lease
+        .park_until(store.now() + 3_600_000, "{}")
+        .await
+        .unwrap();
+    let to_wake = store.tasks_to_wake(10).await.unwrap();
+    assert_eq!(to_wake.len(), 2, "{to_wake:?}");
+    store.mark_task_reported("t1").await.unwrap();
+    store.mark_task_reported("t2").await.unwrap();
+    assert!(store.tasks_to_wake(10).await.unwrap().is_empty());
+    assert!(
+        store
+            .unreported_tasks(&run.run_id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.tasks_of_run(&run.run_id).await.unwrap().len(), 2);
+    assert_eq!(
+        store
+            .list_tasks(Some(TaskStatus::Lost), 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.id.as_str())
+            .collect::<Vec<_>>(),
+        vec!["t2"]
+    );
+
+    // A running task of a finished run is an orphan of its owner only.
+    let other = store.enqueue(&NewRun::new("a", "y")).await.unwrap();
+    store
+        .start_task(&new_task("t3", &other.run_id, "daemon-a"))
+        .await
+        .unwrap();
+    assert!(store.orphaned_tasks("daemon-a").await.unwrap().is_empty());
+    store.cancel_run(&other.run_id).await.unwrap();
+    assert_eq!(store.orphaned_tasks("daemon-a").await.unwrap(), vec!["t3"]);
+    assert!(store.orphaned_tasks("daemon-b").await.unwrap().is_empty());
+}
+
+/// A runtime with the real tool box (run_command, task_output) under `supervisor`, and the
+/// scripted `model`.
+fn runtime(dir: &Path, model: Arc<ScriptModel>, tasks: TaskSupervisor) -> Arc<AgentRuntime> {
+    let text = format!(
+        "[runtime]\ndata_dir = {}\n\n[[agents]]\nname = \"builder\"\nprovider = \"scripted\"\n\
+         model = \"scripted-1\"\ntools = [\"run_command\", \"task_output\"]\n",
+        json!(dir.join("data").to_str().unwrap())
+    );
+    let mut config = Config::parse(&text, "test config").unwrap();
+    config.base_dir = dir.to_path_buf();
+    let agent = config.agents[0].resolve(dir).unwrap();
+    let tools = Tools::build(&config).unwrap().with_tasks(tasks);
+    Arc::new(AgentRuntime::new([agent], model, Arc::new(tools)))
+}
+
+fn background(command: &str) -> ContentBlock {
+    ContentBlock::ToolUse {
+        id: "bg1".into(),
+        name: "run_command".into(),
+        input: json!({"command": command, "background": true}),
+    }
+}
+
+struct Setup {
+    h: Harness,
+    dir: tempfile::TempDir,
+    supervisor: TaskSupervisor,
+    keeper: TaskKeeper,
+}
+
+async fn setup(db: &TestDb, model: Arc<ScriptModel>, owner: &str) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, clock) = db.manual().await;
+    let config = BackgroundConfig::default();
+    let supervisor = supervisor(&store, owner, dir.path().join("tasks"), &config);
+    let runtime = runtime(dir.path(), model, supervisor.clone());
+    let keeper = TaskKeeper::new(store.clone(), owner, supervisor.clone(), &config);
+    Setup {
+        h: Harness {
+            store,
+            clock,
+            runtime,
+        },
+        dir,
+        supervisor,
+        keeper,
+    }
+}
+
+async fn task_of(store: &Store, run_id: &str) -> nightshift_store::Task {
+    store.tasks_of_run(run_id).await.unwrap().remove(0)
+}
+
+async fn run_waits_for_task(db: &TestDb) {
+    let model = ScriptModel::new(vec![
+        reply(
+            vec![
+                text("Starting the build."),
+                background("while [ ! -f go ]; do sleep 0.05; done; echo build-ok"),
+            ],
+            StopReason::ToolUse,
+        ),
+        reply(vec![text("Waiting for the build.")], StopReason::EndTurn),
+        reply(vec![text("The build passed.")], StopReason::EndTurn),
+    ]);
+    let s = setup(db, model.clone(), "daemon-1").await;
+    let h = &s.h;
+    let run_id = h.enqueue("builder", "Build it.").await;
+    let outcome = h.run_once().await;
+    let Outcome::Park { until, payload } = outcome else {
+        panic!("the run should wait for its task, got {outcome:?}");
+    };
+    let task = task_of(&h.store, &run_id).await;
+    assert_eq!(task.status, TaskStatus::Running);
+    assert_eq!(until, task.deadline_at + 60_000, "armed past the deadline");
+    assert_eq!(
+        ResumeReason::from_payload(&payload),
+        Some(ResumeReason::Task {
+            task_id: task.id.clone()
+        })
+    );
+    assert_eq!(h.status(&run_id).await.0, RunStatus::Waiting);
+    let started = model.request(1);
+    let answer = tool_results(started.messages.last().unwrap()).remove(0).1;
+    assert!(
+        answer.starts_with(&format!("started background task {}", task.id)),
+        "{answer}"
+    );
+
+    // The task ends: the run is woken at once, not at the armed time.
+    let workspace = s.dir.path().join("data/workspaces").join(&run_id);
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let woken = eventually(Duration::from_secs(15), "the run to be woken", || async {
+        let jobs = h.store.jobs_of_run(&run_id).await.unwrap();
+        let last = jobs.last().cloned()?;
+        (last.status == JobState::Queued && last.run_at < until).then_some(last)
+    })
+    .await;
+    assert_eq!(woken.kind, JobKind::Resume);
+    assert_eq!(woken.dedupe_key, Some(format!("task:{}", task.id)));
+    let done = h.run_once().await;
+    assert!(matches!(done, Outcome::Done(_)), "{done:?}");
+    assert_eq!(
+        h.status(&run_id).await,
+        (RunStatus::Succeeded, Some("The build passed.".into()), None)
+    );
+    let reported: Vec<_> = h
+        .events(&run_id)
+        .await
+        .into_iter()
+        .filter_map(|e| match e {
+            RunEvent::TaskEnded {
+                task_id,
+                status,
+                reminder,
+            } => Some((task_id, status, reminder)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reported.len(), 1, "reported once");
+    assert_eq!(
+        (reported[0].0.as_str(), reported[0].1.as_str()),
+        (task.id.as_str(), "succeeded")
+    );
+    // The model read it at the bottom of the same conversation.
+    let last = model.request(2);
+    assert_eq!(
+        last.messages.len(),
+        5,
+        "prompt, call, result, wait, reminder"
+    );
+    let reminder = last.messages.last().unwrap().text();
+    assert!(
+        reminder.starts_with(&format!("[Background task {} (`while", task.id))
+            && reminder.contains("finished")
+            && reminder.contains("build-ok"),
+        "{reminder}"
+    );
+    assert!(
+        task_of(&h.store, &run_id).await.reported_at.is_some(),
+        "marked reported"
+    );
+}
+
+async fn task_reported_lost(db: &TestDb) {
+    let model = ScriptModel::new(vec![
+        reply(vec![background("exec sleep 300")], StopReason::ToolUse),
+        reply(vec![text("Waiting.")], StopReason::EndTurn),
+        reply(
+            vec![text("It was lost; starting over.")],
+            StopReason::EndTurn,
+        ),
+    ]);
+    // Daemon A runs the task and then goes silent (never heartbeats); daemon B's keeper
+    // notices.
+    let s = setup(db, model.clone(), "daemon-a").await;
+    let h = &s.h;
+    let run_id = h.enqueue("builder", "Build it.").await;
+    assert!(matches!(h.run_once().await, Outcome::Park { .. }));
+    let other = TaskKeeper::new(
+        h.store.clone(),
+        "daemon-b",
+        TaskSupervisor::new(s.dir.path().join("b"), Arc::new(NoLedger)),
+        &BackgroundConfig::default(),
+    );
+    other.tick().await.unwrap();
+    assert_eq!(
+        task_of(&h.store, &run_id).await.status,
+        TaskStatus::Running,
+        "fresh heartbeat: not lost"
+    );
+    h.clock.advance(Duration::from_secs(31));
+    other.tick().await.unwrap();
+    let task = task_of(&h.store, &run_id).await;
+    assert_eq!(task.status, TaskStatus::Lost);
+    h.run_once().await;
+    assert_eq!(
+        h.status(&run_id).await,
+        (
+            RunStatus::Succeeded,
+            Some("It was lost; starting over.".into()),
+            None
+        )
+    );
+    let reminder = model.request(2).messages.last().unwrap().text();
+    assert!(
+        reminder.contains("was LOST") && reminder.contains("do not assume it succeeded"),
+        "{reminder}"
+    );
+    // Daemon A's process ends later (here: its shutdown); the lost row stays lost.
+    s.supervisor.shutdown(Duration::from_secs(10)).await;
+    assert_eq!(
+        task_of(&h.store, &run_id).await.status,
+        TaskStatus::Lost,
+        "first ending wins"
+    );
+    drop(s.keeper);
+}
+
+async fn cancelled_run_stops_task(db: &TestDb) {
+    let model = ScriptModel::new(vec![
+        reply(
+            vec![background("echo $$ > task.pid; exec sleep 300")],
+            StopReason::ToolUse,
+        ),
+        reply(vec![text("Waiting.")], StopReason::EndTurn),
+    ]);
+    let s = setup(db, model, "daemon-1").await;
+    let h = &s.h;
+    let run_id = h.enqueue("builder", "Build it.").await;
+    assert!(matches!(h.run_once().await, Outcome::Park { .. }));
+    let pid_file = s
+        .dir
+        .path()
+        .join("data/workspaces")
+        .join(&run_id)
+        .join("task.pid");
+    let pid: i32 = eventually(Duration::from_secs(10), "the task to start", || async {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    })
+    .await;
+    h.store.cancel_run(&run_id).await.unwrap();
+    assert_eq!(h.status(&run_id).await.0, RunStatus::Cancelled);
+    s.keeper.tick().await.unwrap();
+    let task = eventually(Duration::from_secs(10), "the task to stop", || async {
+        let t = task_of(&h.store, &run_id).await;
+        (t.status != TaskStatus::Running).then_some(t)
+    })
+    .await;
+    assert_eq!(task.status, TaskStatus::Stopped, "{:?}", task.detail);
+    assert!(
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z")),
+        "the process is gone"
+    );
+}
+
+/// A ledger that knows nothing (the other daemon runs no task of its own here).
+struct NoLedger;
+
+impl nightshift_tools::TaskLedger for NoLedger {
+    fn started<'a>(
+        &'a self,
+        _task: &'a nightshift_tools::StartedTask,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async { Err("not here".to_string()) })
+    }
+
+    fn ended<'a>(
+        &'a self,
+        _task: &'a nightshift_tools::EndedTask,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn lookup<'a>(
+        &'a self,
+        _id: &'a str,
+    ) -> futures::future::BoxFuture<'a, Option<nightshift_tools::TaskSnapshot>> {
+        Box::pin(async { None })
+    }
+}
