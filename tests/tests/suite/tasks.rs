@@ -419,3 +419,125 @@ impl nightshift_tools::TaskLedger for NoLedger {
         Box::pin(async { None })
     }
 }
+
+// ---- through the real daemon ---------------------------------------------------------------
+
+on_both_backends! {
+    a_background_task_wakes_its_run_in_the_daemon => task_wakes_run_in_daemon;
+    a_daemon_killed_with_a_task_running_reports_it_lost_after_restart => daemon_killed_task_lost;
+}
+
+fn builder(dir: &Path, command: &str, last: &str) -> String {
+    use super::crash::{agent, text_turn, tool_turn};
+    "[runtime.background]\nlost_after_seconds = 3\n\n".to_string()
+        + &agent(
+            dir,
+            "builder",
+            &["run_command", "task_output"],
+            json!([
+                tool_turn(
+                    "bg1",
+                    "run_command",
+                    json!({"command": command, "background": true})
+                ),
+                text_turn("waiting for the build"),
+                text_turn(last),
+            ]),
+        )
+}
+
+/// The `task_ended` events of a run: (status, reminder).
+async fn endings(store: &Store, run_id: &str) -> Vec<(String, String)> {
+    super::crash::events(store, run_id)
+        .await
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            RunEvent::TaskEnded {
+                status, reminder, ..
+            } => Some((status, reminder)),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn task_wakes_run_in_daemon(db: &TestDb) {
+    use super::crash::*;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let body = builder(d, "sleep 1; echo built-ok", "the build passed");
+    let cfg = write_config(db, d, FAST_WORKER, &body);
+    let store = db.store().await;
+    let daemon = serve(&cfg);
+    let run_id = enqueue(&cfg, "builder");
+    let run = wait_finished(&store, &run_id).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    assert_eq!(run.result.as_deref(), Some("the build passed"));
+    let endings = endings(&store, &run_id).await;
+    assert_eq!(endings.len(), 1, "{endings:?}");
+    assert_eq!(endings[0].0, "succeeded");
+    assert!(endings[0].1.contains("built-ok"), "{}", endings[0].1);
+    let log = d
+        .join("data/tasks")
+        .join(format!("{}.log", task_of(&store, &run_id).await.id));
+    assert_eq!(std::fs::read_to_string(log).unwrap(), "built-ok\n");
+    sigterm(daemon).await;
+}
+
+async fn daemon_killed_task_lost(db: &TestDb) {
+    use super::crash::*;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pid_file = d.join("task.pid");
+    let command = format!("echo $$ > '{}'; exec sleep 300", pid_file.to_str().unwrap());
+    let body = builder(d, &command, "the build was lost; starting over");
+    let cfg = write_config(db, d, FAST_WORKER, &body);
+    let store = db.store().await;
+    let mut daemon = serve(&cfg);
+    let run_id = enqueue(&cfg, "builder");
+    eventually(
+        Duration::from_secs(30),
+        "the run to wait for its task",
+        || async {
+            let run = store.run(&run_id).await.unwrap()?;
+            (run.status == RunStatus::Waiting).then_some(())
+        },
+    )
+    .await;
+    let pid: u32 = eventually(Duration::from_secs(10), "the task's pid", || async {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    })
+    .await;
+    sigkill(&mut daemon).await;
+    assert!(
+        alive(pid),
+        "the task outlived its daemon (it is what the restart must clean up)"
+    );
+
+    let daemon = serve(&cfg);
+    let run = wait_finished(&store, &run_id).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    assert_eq!(
+        run.result.as_deref(),
+        Some("the build was lost; starting over")
+    );
+    assert!(!alive(pid), "the restarted daemon killed the orphaned task");
+    let task = task_of(&store, &run_id).await;
+    assert_eq!(task.status, TaskStatus::Lost, "{:?}", task.detail);
+    let endings = endings(&store, &run_id).await;
+    assert_eq!(endings.len(), 1, "{endings:?}");
+    assert_eq!(endings[0].0, "lost");
+    assert!(endings[0].1.contains("was LOST"), "{}", endings[0].1);
+    sigterm(daemon).await;
+}
+
+/// Whether process `pid` runs (exists and is not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
