@@ -75,6 +75,18 @@ pub enum RunsCommand {
         #[arg(long, default_value_t = 100)]
         limit: i64,
     },
+    /// List background tasks (`run_command` with `background: true`), newest first: id, run,
+    /// status, how it ended, command.
+    Tasks {
+        /// Only this run's tasks.
+        #[arg(long)]
+        run: Option<String>,
+        /// Only tasks in this state (running, succeeded, failed, timed_out, stopped, lost).
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
 }
 
 /// `nightshift schedules …`
@@ -371,6 +383,38 @@ async fn runs(store: &Store, command: RunsCommand) -> anyhow::Result<()> {
                     w.run_id,
                     w.agent,
                     w.reason().unwrap_or_default()
+                );
+            }
+        }
+        RunsCommand::Tasks { run, status, limit } => {
+            let status = status
+                .map(|s| s.parse::<nightshift_store::TaskStatus>())
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--status: {e}"))?;
+            let tasks = match &run {
+                Some(id) => {
+                    store
+                        .run(id)
+                        .await?
+                        .with_context(|| format!("run {id} not found"))?;
+                    let mut tasks = store.tasks_of_run(id).await?;
+                    tasks.retain(|t| status.is_none_or(|s| t.status == s));
+                    tasks.reverse();
+                    tasks
+                }
+                None => store.list_tasks(status, limit).await?,
+            };
+            for t in tasks
+                .iter()
+                .take(usize::try_from(limit.max(1)).unwrap_or(50))
+            {
+                println!(
+                    "{}\t{}\t{}\t{}\t{}",
+                    t.id,
+                    t.run_id,
+                    t.status,
+                    t.detail.as_deref().unwrap_or("-"),
+                    t.command
                 );
             }
         }

@@ -282,6 +282,25 @@ mod tests {
                 .contains("worker.slots")
         );
         assert_eq!(Config::parse("", "x").unwrap(), Config::default());
+        for (body, key) in [
+            (
+                "lost_after_seconds = 1",
+                "runtime.background.lost_after_seconds",
+            ),
+            ("max_per_run = 0", "runtime.background.max_per_run"),
+            (
+                "timeout_seconds = 90000",
+                "runtime.background.timeout_seconds (90000)",
+            ),
+        ] {
+            let c = Config::parse(&format!("[runtime.background]\n{body}\n"), "x").unwrap();
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains(key), "{body}: {err}");
+        }
+        let err = Config::parse("[runtime.background]\nlost_after = 5\n", "x")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("lost_after_seconds"), "lists the keys: {err}");
     }
 
     #[test]

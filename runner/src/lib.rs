@@ -13,6 +13,7 @@ pub mod hooks;
 pub mod notify;
 pub mod schedules_api;
 pub mod tasks;
+pub mod tasks_api;
 pub mod toolbox;
 pub mod transcript;
 

@@ -425,6 +425,7 @@ impl nightshift_tools::TaskLedger for NoLedger {
 on_both_backends! {
     a_background_task_wakes_its_run_in_the_daemon => task_wakes_run_in_daemon;
     a_daemon_killed_with_a_task_running_reports_it_lost_after_restart => daemon_killed_task_lost;
+    a_daemon_stopped_with_sigterm_stops_its_task_and_reports_it_lost => daemon_sigterm_task_lost;
 }
 
 fn builder(dir: &Path, command: &str, last: &str) -> String {
@@ -480,6 +481,22 @@ async fn task_wakes_run_in_daemon(db: &TestDb) {
         .join("data/tasks")
         .join(format!("{}.log", task_of(&store, &run_id).await.id));
     assert_eq!(std::fs::read_to_string(log).unwrap(), "built-ok\n");
+    let listed = cli(&cfg, &["runs", "tasks", "--run", &run_id]);
+    assert!(
+        listed.contains(&run_id)
+            && listed.contains("\tsucceeded\texit code 0\tsleep 1; echo built-ok"),
+        "{listed}"
+    );
+    let refused = nightshift(&cfg)
+        .args(["runs", "tasks", "--status", "done"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("--status") && stderr.contains("timed_out"),
+        "{stderr}"
+    );
     sigterm(daemon).await;
 }
 
@@ -527,6 +544,52 @@ async fn daemon_killed_task_lost(db: &TestDb) {
     assert_eq!(endings.len(), 1, "{endings:?}");
     assert_eq!(endings[0].0, "lost");
     assert!(endings[0].1.contains("was LOST"), "{}", endings[0].1);
+    sigterm(daemon).await;
+}
+
+async fn daemon_sigterm_task_lost(db: &TestDb) {
+    use super::crash::*;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pid_file = d.join("task.pid");
+    let command = format!("echo $$ > '{}'; exec sleep 300", pid_file.to_str().unwrap());
+    let body = builder(d, &command, "it was stopped; I will run it again later");
+    let cfg = write_config(db, d, FAST_WORKER, &body);
+    let store = db.store().await;
+    let daemon = serve(&cfg);
+    let run_id = enqueue(&cfg, "builder");
+    eventually(
+        Duration::from_secs(30),
+        "the run to wait for its task",
+        || async {
+            let run = store.run(&run_id).await.unwrap()?;
+            (run.status == RunStatus::Waiting).then_some(())
+        },
+    )
+    .await;
+    let pid: u32 = eventually(Duration::from_secs(10), "the task's pid", || async {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    })
+    .await;
+    sigterm(daemon).await;
+    assert!(!alive(pid), "shutdown stops the task");
+    let task = task_of(&store, &run_id).await;
+    assert_eq!(task.status, TaskStatus::Lost, "{:?}", task.detail);
+    assert!(task.detail.as_deref().unwrap_or("").contains("shut down"));
+    // The run was woken for it before the daemon exited; the next daemon tells the model.
+    let daemon = serve(&cfg);
+    let run = wait_finished(&store, &run_id).await;
+    assert_eq!(
+        run.result.as_deref(),
+        Some("it was stopped; I will run it again later")
+    );
+    let endings = endings(&store, &run_id).await;
+    assert_eq!(endings.len(), 1, "{endings:?}");
+    assert!(
+        endings[0].1.contains("was LOST") && endings[0].1.contains("shut down"),
+        "{}",
+        endings[0].1
+    );
     sigterm(daemon).await;
 }
 
