@@ -312,8 +312,24 @@ impl Notifier {
     }
 }
 
-/// The notice for `run`: what a receiver gets as the POST body.
+/// The most of a run's `result` or `error` a notice carries, in bytes; the full text stays
+/// on the run (`GET /v1/runs/{id}`).
+pub const NOTICE_TEXT_CAP: usize = 16 * 1024;
+
+/// `text` cut to [`NOTICE_TEXT_CAP`] at a character boundary, and whether it was cut.
+fn capped(text: Option<&str>) -> (Option<String>, bool) {
+    match text {
+        Some(t) if t.len() > NOTICE_TEXT_CAP => (Some(truncate(t, NOTICE_TEXT_CAP)), true),
+        other => (other.map(str::to_string), false),
+    }
+}
+
+/// The notice for `run`: what a receiver gets as the POST body. A `result` or `error` longer
+/// than [`NOTICE_TEXT_CAP`] is cut (ending in `…`) and `result_truncated` /
+/// `error_truncated` say so.
 pub fn payload(run: &Run, d: &Notification, sent_at: Millis) -> Value {
+    let (result, result_truncated) = capped(run.result.as_deref());
+    let (error, error_truncated) = capped(run.error.as_deref());
     json!({
         "event": RUN_FINISHED,
         "delivery_id": d.delivery_id,
@@ -324,8 +340,10 @@ pub fn payload(run: &Run, d: &Notification, sent_at: Millis) -> Value {
             "agent": run.agent,
             "status": run.status,
             "trigger": run.trigger_kind,
-            "result": run.result,
-            "error": run.error,
+            "result": result,
+            "result_truncated": result_truncated,
+            "error": error,
+            "error_truncated": error_truncated,
             "usage": {
                 "turns": run.turns,
                 "input_tokens": run.input_tokens,
@@ -412,6 +430,22 @@ mod tests {
             sign(b"Jefe", b"what do ya want for nothing?"),
             "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
+    }
+
+    #[test]
+    fn long_results_are_cut_at_a_character_boundary_and_flagged() {
+        assert_eq!(capped(None), (None, false));
+        assert_eq!(capped(Some("short")), (Some("short".into()), false));
+        let long = "é".repeat(NOTICE_TEXT_CAP); // two bytes each
+        let (cut, flagged) = capped(Some(&long));
+        let cut = cut.unwrap();
+        assert!(flagged);
+        assert!(
+            cut.len() <= NOTICE_TEXT_CAP + '…'.len_utf8(),
+            "{}",
+            cut.len()
+        );
+        assert!(cut.ends_with("é…"), "cut between characters");
     }
 
     #[test]

@@ -425,6 +425,8 @@ impl TaskSupervisor {
     /// Stops every task (they end as `lost`: the daemon goes away before they finished) and
     /// waits until their endings are recorded or `grace` has passed.
     pub async fn shutdown(&self, grace: Duration) {
+        // No task starts from here on, so none escapes the stop below.
+        self.inner.shutting_down.cancel();
         let running: Vec<Arc<Live>> = self.live().values().cloned().collect();
         for live in &running {
             live.stop(StopWhy::Shutdown);
@@ -438,7 +440,6 @@ impl TaskSupervisor {
                 "background tasks still being stopped at shutdown; they will be marked lost"
             );
         }
-        self.inner.shutting_down.cancel();
     }
 }
 
@@ -472,8 +473,9 @@ fn floor_char(s: &str, mut i: usize) -> usize {
     i
 }
 
-/// Hands an ending to the ledger until it is recorded, or gives up once the supervisor has
-/// shut down (the store then marks the task lost when its heartbeat goes stale).
+/// Hands an ending to the ledger until it is recorded, or gives up after a failure once the
+/// supervisor is shutting down (the store then marks the task lost when its heartbeat goes
+/// stale).
 async fn record_ending(inner: &Inner, ended: &EndedTask) {
     let mut delay = Duration::from_millis(100);
     loop {
