@@ -21,10 +21,14 @@ pub struct PendingWakeup {
 }
 
 impl PendingWakeup {
-    /// The reason the agent gave, when the run sleeps on a wakeup it set.
+    /// Why the run sleeps: the reason the agent gave for a wakeup it set, or the background
+    /// task it waits for (it wakes when that ends, or at `due_at` at the latest).
     pub fn reason(&self) -> Option<String> {
         match ResumeReason::from_payload(&self.payload) {
             Some(ResumeReason::Wakeup { reason, .. }) => Some(reason),
+            Some(ResumeReason::Task { task_id }) => {
+                Some(format!("waiting for background task {task_id}"))
+            }
             _ => None,
         }
     }

@@ -240,6 +240,11 @@ async fn run_waits_for_task(db: &TestDb) {
         })
     );
     assert_eq!(h.status(&run_id).await.0, RunStatus::Waiting);
+    let listed = h.store.pending_wakeups(10).await.unwrap();
+    assert_eq!(
+        listed[0].reason(),
+        Some(format!("waiting for background task {}", task.id))
+    );
     let started = model.request(1);
     let answer = tool_results(started.messages.last().unwrap()).remove(0).1;
     assert!(
