@@ -508,27 +508,8 @@ async fn task_wakes_run_in_daemon(db: &TestDb) {
 async fn daemon_killed_task_lost(db: &TestDb) {
     use super::crash::*;
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let pid_file = d.join("task.pid");
-    let command = format!("echo $$ > '{}'; exec sleep 300", pid_file.to_str().unwrap());
-    let body = builder(d, &command, "the build was lost; starting over");
-    let cfg = write_config(db, d, FAST_WORKER, &body);
-    let store = db.store().await;
-    let mut daemon = serve(&cfg);
-    let run_id = enqueue(&cfg, "builder");
-    eventually(
-        Duration::from_secs(30),
-        "the run to wait for its task",
-        || async {
-            let run = store.run(&run_id).await.unwrap()?;
-            (run.status == RunStatus::Waiting).then_some(())
-        },
-    )
-    .await;
-    let pid: u32 = eventually(Duration::from_secs(10), "the task's pid", || async {
-        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
-    })
-    .await;
+    let (cfg, store, mut daemon, run_id, pid) =
+        daemon_with_waiting_task(db, dir.path(), "the build was lost; starting over").await;
     sigkill(&mut daemon).await;
     assert!(
         alive(pid),
@@ -555,27 +536,8 @@ async fn daemon_killed_task_lost(db: &TestDb) {
 async fn daemon_sigterm_task_lost(db: &TestDb) {
     use super::crash::*;
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let pid_file = d.join("task.pid");
-    let command = format!("echo $$ > '{}'; exec sleep 300", pid_file.to_str().unwrap());
-    let body = builder(d, &command, "it was stopped; I will run it again later");
-    let cfg = write_config(db, d, FAST_WORKER, &body);
-    let store = db.store().await;
-    let daemon = serve(&cfg);
-    let run_id = enqueue(&cfg, "builder");
-    eventually(
-        Duration::from_secs(30),
-        "the run to wait for its task",
-        || async {
-            let run = store.run(&run_id).await.unwrap()?;
-            (run.status == RunStatus::Waiting).then_some(())
-        },
-    )
-    .await;
-    let pid: u32 = eventually(Duration::from_secs(10), "the task's pid", || async {
-        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
-    })
-    .await;
+    let (cfg, store, daemon, run_id, pid) =
+        daemon_with_waiting_task(db, dir.path(), "it was stopped; I will run it again later").await;
     sigterm(daemon).await;
     assert!(!alive(pid), "shutdown stops the task");
     let task = task_of(&store, &run_id).await;
@@ -596,6 +558,38 @@ async fn daemon_sigterm_task_lost(db: &TestDb) {
         endings[0].1
     );
     sigterm(daemon).await;
+}
+
+/// Starts `nightshift serve` in `d` with an agent that runs `exec sleep 300` in the
+/// background, ends its turn, and answers `last` once it hears how the task ended. Returns
+/// when the run waits for its task: the config, the store, the daemon, the run and the
+/// task's pid.
+async fn daemon_with_waiting_task(
+    db: &TestDb,
+    d: &Path,
+    last: &str,
+) -> (std::path::PathBuf, Store, super::process::Proc, String, u32) {
+    use super::crash::*;
+    let pid_file = d.join("task.pid");
+    let command = format!("echo $$ > '{}'; exec sleep 300", pid_file.to_str().unwrap());
+    let cfg = write_config(db, d, FAST_WORKER, &builder(d, &command, last));
+    let store = db.store().await;
+    let daemon = serve(&cfg);
+    let run_id = enqueue(&cfg, "builder");
+    eventually(
+        Duration::from_secs(30),
+        "the run to wait for its task",
+        || async {
+            let run = store.run(&run_id).await.unwrap()?;
+            (run.status == RunStatus::Waiting).then_some(())
+        },
+    )
+    .await;
+    let pid: u32 = eventually(Duration::from_secs(10), "the task's pid", || async {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    })
+    .await;
+    (cfg, store, daemon, run_id, pid)
 }
 
 /// Whether process `pid` runs (exists and is not a zombie).

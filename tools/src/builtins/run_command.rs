@@ -126,22 +126,13 @@ async fn run(ctx: &ToolContext, input: Value) -> ToolOutput {
             limits.max_foreground_sleep.as_secs_f64()
         ));
     }
-    let mut note = String::new();
-    let timeout = match input.timeout_seconds {
-        Some(s) if !(s.is_finite() && s > 0.0) => {
-            return ToolOutput::error("timeout_seconds must be a positive number");
-        }
-        Some(s) => Duration::try_from_secs_f64(s).unwrap_or(limits.max_command_timeout),
-        None => limits.command_timeout,
-    };
-    let timeout = if timeout > limits.max_command_timeout {
-        note = format!(
-            " (timeout capped at {} s)",
-            limits.max_command_timeout.as_secs_f64()
-        );
-        limits.max_command_timeout
-    } else {
-        timeout
+    let (timeout, note) = match pick_timeout(
+        input.timeout_seconds,
+        limits.command_timeout,
+        limits.max_command_timeout,
+    ) {
+        Ok(t) => t,
+        Err(e) => return e,
     };
     let spec = ProcessSpec {
         program: "sh".into(),
@@ -181,6 +172,29 @@ async fn run(ctx: &ToolContext, input: Value) -> ToolOutput {
     }
 }
 
+/// The timeout a call asked for (or `default`), capped at `max`, with a note for the model
+/// when it was capped; an error output for a value that is not a positive number.
+fn pick_timeout(
+    asked: Option<f64>,
+    default: Duration,
+    max: Duration,
+) -> Result<(Duration, String), ToolOutput> {
+    let timeout = match asked {
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            return Err(ToolOutput::error(
+                "timeout_seconds must be a positive number",
+            ));
+        }
+        Some(s) => Duration::try_from_secs_f64(s).unwrap_or(max),
+        None => default,
+    };
+    if timeout > max {
+        Ok((max, format!(" (timeout capped at {} s)", max.as_secs_f64())))
+    } else {
+        Ok((timeout, String::new()))
+    }
+}
+
 /// `background: true`: start the command as a task and return its id.
 async fn start_background(ctx: &ToolContext, input: &RunInput) -> ToolOutput {
     let Some(tasks) = ctx.tasks() else {
@@ -190,22 +204,13 @@ async fn start_background(ctx: &ToolContext, input: &RunInput) -> ToolOutput {
         );
     };
     let limits = ctx.limits();
-    let mut note = String::new();
-    let timeout = match input.timeout_seconds {
-        Some(s) if !(s.is_finite() && s > 0.0) => {
-            return ToolOutput::error("timeout_seconds must be a positive number");
-        }
-        Some(s) => Duration::try_from_secs_f64(s).unwrap_or(limits.max_background_timeout),
-        None => limits.background_timeout,
-    };
-    let timeout = if timeout > limits.max_background_timeout {
-        note = format!(
-            " (timeout capped at {} s)",
-            limits.max_background_timeout.as_secs_f64()
-        );
-        limits.max_background_timeout
-    } else {
-        timeout
+    let (timeout, note) = match pick_timeout(
+        input.timeout_seconds,
+        limits.background_timeout,
+        limits.max_background_timeout,
+    ) {
+        Ok(t) => t,
+        Err(e) => return e,
     };
     match tasks.start(ctx, &input.command, timeout).await {
         Ok(id) => ToolOutput::ok(format!(
@@ -221,6 +226,27 @@ async fn start_background(ctx: &ToolContext, input: &RunInput) -> ToolOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timeouts_default_are_capped_and_must_be_positive() {
+        let (default, max) = (Duration::from_secs(10), Duration::from_secs(60));
+        assert_eq!(
+            pick_timeout(None, default, max).unwrap(),
+            (default, String::new())
+        );
+        assert_eq!(
+            pick_timeout(Some(2.5), default, max).unwrap(),
+            (Duration::from_millis(2500), String::new())
+        );
+        assert_eq!(
+            pick_timeout(Some(600.0), default, max).unwrap(),
+            (max, " (timeout capped at 60 s)".to_string())
+        );
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let err = pick_timeout(Some(bad), default, max).unwrap_err();
+            assert!(err.is_error && err.content.contains("positive"), "{bad}");
+        }
+    }
 
     #[test]
     fn finds_foreground_sleeps_only() {

@@ -79,6 +79,18 @@ fn setup(fx: &Fixture, ledger: Arc<MemoryLedger>) -> (TaskSupervisor, ToolContex
     (supervisor, ctx)
 }
 
+/// Starts `command` in the background for `ctx`; its task id.
+async fn start(ctx: &ToolContext, command: &str) -> String {
+    let out = call(
+        &RunCommand,
+        ctx,
+        json!({"command": command, "background": true}),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    task_id(&out.content)
+}
+
 /// The task id in run_command's answer.
 fn task_id(content: &str) -> String {
     let start = content.find("task_").expect("a task id");
@@ -188,13 +200,7 @@ async fn task_stop_kills_the_process_group_and_tasks_are_private_to_their_run() 
     let fx = Fixture::new();
     let ledger = Arc::new(MemoryLedger::default());
     let (supervisor, ctx) = setup(&fx, ledger.clone());
-    let out = call(
-        &RunCommand,
-        &ctx,
-        json!({"command": "sh -c 'echo $$ > worker.pid; sleep 60' & wait", "background": true}),
-    )
-    .await;
-    let id = task_id(&out.content);
+    let id = start(&ctx, "sh -c 'echo $$ > worker.pid; sleep 60' & wait").await;
     let child = wait_for_pid(&fx.ws("worker.pid")).await;
 
     let other_run = ToolContext::new("run-2", "call-1", &fx.workspace, &fx.artifacts)
@@ -236,13 +242,7 @@ async fn secrets_never_reach_the_log_the_record_or_the_ending() {
     let ledger = Arc::new(MemoryLedger::default());
     let (supervisor, ctx) = setup(&fx, ledger.clone());
     let ctx = ctx.with_secrets(SecretResolver::from_map([("TOKEN", "abc123xyz")]));
-    let out = call(
-        &RunCommand,
-        &ctx,
-        json!({"command": "echo token=abc123xyz; printf 'no newline abc123xyz'", "background": true}),
-    )
-    .await;
-    let id = task_id(&out.content);
+    let id = start(&ctx, "echo token=abc123xyz; printf 'no newline abc123xyz'").await;
     let ended = ledger.wait_ended(&id).await;
     let log = std::fs::read_to_string(supervisor.log_path(&id)).unwrap();
     let record = ledger.started.lock().unwrap()[0].command.clone();
@@ -261,13 +261,11 @@ async fn the_log_is_capped_but_every_byte_is_counted() {
         max_artifact_bytes: 1000,
         ..Limits::default()
     });
-    let out = call(
-        &RunCommand,
+    let id = start(
         &ctx,
-        json!({"command": "i=0; while [ $i -lt 500 ]; do echo line-$i; i=$((i+1)); done", "background": true}),
+        "i=0; while [ $i -lt 500 ]; do echo line-$i; i=$((i+1)); done",
     )
     .await;
-    let id = task_id(&out.content);
     let ended = ledger.wait_ended(&id).await;
     let expected: usize = (0..500).map(|i| format!("line-{i}\n").len()).sum();
     assert_eq!(ended.output_bytes, expected as u64);
@@ -330,13 +328,7 @@ async fn shutdown_stops_running_tasks_and_reports_them_lost() {
     let fx = Fixture::new();
     let ledger = Arc::new(MemoryLedger::default());
     let (supervisor, ctx) = setup(&fx, ledger.clone());
-    let out = call(
-        &RunCommand,
-        &ctx,
-        json!({"command": "echo $$ > main.pid; exec sleep 60", "background": true}),
-    )
-    .await;
-    let id = task_id(&out.content);
+    let id = start(&ctx, "echo $$ > main.pid; exec sleep 60").await;
     let pid = wait_for_pid(&fx.ws("main.pid")).await;
     supervisor.shutdown(Duration::from_secs(5)).await;
     let ended = ledger.wait_ended(&id).await;
