@@ -838,7 +838,6 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// Logs the end, checkpoints, and returns the outcome that completes the run.
     /// Logs the endings of the run's background tasks that its log does not hold yet (each
     /// once, also across crashes), and says what is still running.
     async fn report_ended_tasks(&mut self) -> Result<TaskCheck, Stop> {
@@ -882,6 +881,7 @@ impl Session<'_> {
         })
     }
 
+    /// Logs the end, checkpoints, and returns the outcome that completes the run.
     async fn finish(&mut self, end: RunEnd) -> Result<Outcome, Stop> {
         if self.state.ending.is_none() {
             let mut event = run_end_event(&end);

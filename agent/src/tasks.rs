@@ -83,6 +83,7 @@ mod tests {
             heartbeat_at: 1_000,
             ended_at: Some(3_500),
             reported_at: None,
+            stop_requested_at: None,
         }
     }
 

@@ -3,7 +3,8 @@
 --
 -- One row per command an agent started with `run_command {background: true}`. The daemon
 -- running it (`owner`) refreshes `heartbeat_at` while it runs; a running task whose owner
--- stopped refreshing is marked `lost` by any daemon, never `succeeded`. `reported_at` is
+-- stopped refreshing is marked `lost` by any daemon, never `succeeded` (and its owner, if
+-- it comes back, kills it). `reported_at` is
 -- set once the run's log holds the task's ending, so each ending reaches the model once.
 CREATE TABLE tasks (
     id           TEXT    PRIMARY KEY,
@@ -22,7 +23,9 @@ CREATE TABLE tasks (
     heartbeat_at INTEGER  NOT NULL,
     ended_at     INTEGER,
     reported_at  INTEGER,
-    UNIQUE (run_id, call_id)
+    -- Set by task_stop on a daemon that does not run the task; the owner stops it.
+    stop_requested_at INTEGER
 );
+CREATE INDEX tasks_run ON tasks (run_id);
 CREATE INDEX tasks_running ON tasks (heartbeat_at) WHERE status = 'running';
 CREATE INDEX tasks_unreported ON tasks (run_id) WHERE reported_at IS NULL;

@@ -240,8 +240,18 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
     // hear of one. They are stopped (and recorded as lost) once the pool is done.
     let tasks_stop = CancellationToken::new();
     let keeper = tokio::spawn(
-        TaskKeeper::new(store.clone(), daemon_id, supervisor, background).run(tasks_stop.clone()),
+        TaskKeeper::new(store.clone(), daemon_id, supervisor.clone(), background)
+            .run(tasks_stop.clone()),
     );
+    // From the first signal on, no task starts and a task killed by a signal (a service
+    // manager may signal the whole group) counts as lost.
+    tokio::spawn({
+        let (shutdown, supervisor) = (shutdown.clone(), supervisor.clone());
+        async move {
+            shutdown.cancelled().await;
+            supervisor.begin_shutdown();
+        }
+    });
     let pool = Pool::new(store.clone(), runtime, config.worker.clone());
     let pooled = pool.run(shutdown.clone()).await;
     shutdown.cancel();

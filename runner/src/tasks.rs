@@ -2,7 +2,9 @@
 //! records into, and the [`TaskKeeper`] loop that keeps the rows true.
 //!
 //! What the keeper guarantees, once a second on every daemon:
-//! - its own running tasks' heartbeats are refreshed, so nobody marks them lost;
+//! - its own running tasks' heartbeats are refreshed, so nobody marks them lost; those that
+//!   `task_stop` on another daemon asked to stop are stopped, and those another daemon
+//!   marked lost meanwhile are killed (the model was told they were lost);
 //! - running tasks whose daemon stopped refreshing them for `lost_after_seconds` end as
 //!   `lost` (whichever daemon notices first), never as `succeeded`;
 //! - its own running tasks whose run has ended (cancelled, superseded, failed…) are stopped;
@@ -21,7 +23,7 @@ use nightshift_store::{
     Error as StoreError, JobOptions, NewResume, NewTask, ResumeReason, Store, TaskEnd, TaskStatus,
 };
 use nightshift_tools::{
-    EndedTask, StartedTask, TaskEnding, TaskLedger, TaskSnapshot, TaskSupervisor,
+    EndedTask, StartedTask, StopCause, TaskEnding, TaskLedger, TaskSnapshot, TaskSupervisor,
 };
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
@@ -169,6 +171,15 @@ impl TaskLedger for StoreLedger {
         })
     }
 
+    fn request_stop<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move {
+            self.store
+                .request_task_stop(id)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
     fn lookup<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<TaskSnapshot>> {
         Box::pin(async move {
             let task = self.store.task(id).await.ok()??;
@@ -253,10 +264,28 @@ impl TaskKeeper {
         self.supervisor.shutdown(SHUTDOWN_GRACE).await;
     }
 
-    /// One round: refresh, mark lost, stop orphans, wake sleepers.
+    /// One round: refresh (stopping what was asked to stop, or ended elsewhere), mark lost,
+    /// stop orphans, wake sleepers.
     pub async fn tick(&self) -> nightshift_store::Result<()> {
-        if !self.supervisor.running_ids().is_empty() {
-            self.store.heartbeat_tasks(&self.owner).await?;
+        let live = self.supervisor.running_ids();
+        if !live.is_empty() {
+            let rows = self.store.heartbeat_tasks(&self.owner).await?;
+            let asked: Vec<String> = rows
+                .iter()
+                .filter(|(_, stop)| *stop)
+                .map(|(id, _)| id.clone())
+                .collect();
+            self.supervisor.stop_ids(&asked, StopCause::Asked);
+            // A live task whose row no longer runs was marked lost while this daemon was out
+            // of touch; the run was told so and may start it again: it must not run on.
+            let gone: Vec<String> = live
+                .into_iter()
+                .filter(|id| !rows.iter().any(|(r, _)| r == id))
+                .collect();
+            if !gone.is_empty() {
+                tracing::warn!(tasks = ?gone, "killing background tasks another daemon marked lost");
+                self.supervisor.stop_ids(&gone, StopCause::MarkedLost);
+            }
         }
         let lost = self.store.mark_lost_tasks(self.lost_after).await?;
         if !lost.is_empty() {
@@ -265,7 +294,7 @@ impl TaskKeeper {
         let orphaned = self.store.orphaned_tasks(&self.owner).await?;
         if !orphaned.is_empty() {
             tracing::info!(tasks = ?orphaned, "stopping background tasks of finished runs");
-            self.supervisor.stop_ids(&orphaned);
+            self.supervisor.stop_ids(&orphaned, StopCause::RunEnded);
         }
         for (run_id, task_id) in self.store.tasks_to_wake(100).await? {
             wake_for_task(&self.store, &run_id, &task_id).await;

@@ -10,6 +10,9 @@
 //! - **Lost, never success.** The owner refreshes its tasks' `heartbeat_at`
 //!   ([`Store::heartbeat_tasks`]); [`Store::mark_lost_tasks`], run by every daemon, ends the
 //!   running tasks nobody refreshed within the staleness window as `lost`.
+//! - **Stopped from anywhere.** [`Store::request_task_stop`] marks a running task; its owner
+//!   learns of it at its next refresh ([`Store::heartbeat_tasks`]), which also names the
+//!   owner's tasks that another daemon has ended, so they are killed too.
 //! - **Each ending reaches the model once.** `reported_at` is set after the run's log holds
 //!   the ending ([`Store::mark_task_reported`]); [`Store::tasks_to_wake`] lists ended,
 //!   unreported tasks of sleeping runs so the caller can wake them.
@@ -46,6 +49,8 @@ pub struct Task {
     pub ended_at: Option<Millis>,
     /// When the run's log took its ending.
     pub reported_at: Option<Millis>,
+    /// When `task_stop` on another daemon asked the owner to stop it.
+    pub stop_requested_at: Option<Millis>,
 }
 
 /// A task that just started.
@@ -118,13 +123,24 @@ macro_rules! task_operations {
                 &self,
                 owner: &str,
                 now: i64,
-            ) -> $crate::Result<u64> {
-                Ok(sqlx::query(task_sql!("heartbeat"))
+            ) -> $crate::Result<Vec<(String, bool)>> {
+                Ok(sqlx::query_as(task_sql!("heartbeat"))
                     .bind(owner)
                     .bind(now)
-                    .execute(self.writer())
-                    .await?
-                    .rows_affected())
+                    .fetch_all(self.writer())
+                    .await?)
+            }
+
+            pub(crate) async fn request_task_stop(
+                &self,
+                id: &str,
+                now: i64,
+            ) -> $crate::Result<Option<String>> {
+                Ok(sqlx::query_scalar(task_sql!("request_stop"))
+                    .bind(id)
+                    .bind(now)
+                    .fetch_optional(self.writer())
+                    .await?)
             }
 
             pub(crate) async fn mark_lost_tasks(
@@ -246,10 +262,19 @@ impl Store {
         Ok(ended)
     }
 
-    /// Refreshes every running task of `owner`; returns how many.
-    pub async fn heartbeat_tasks(&self, owner: &str) -> Result<u64> {
+    /// Refreshes every running task of `owner`. Returns those still running, each with
+    /// whether a stop was requested for it; a task of `owner` missing from the answer has
+    /// ended meanwhile (e.g. marked lost by another daemon) and must not run on.
+    pub async fn heartbeat_tasks(&self, owner: &str) -> Result<Vec<(String, bool)>> {
         let now = self.now();
         dispatch!(self, b => b.heartbeat_tasks(owner, now))
+    }
+
+    /// Asks the owner of running task `id` to stop it (its next refresh sees the request).
+    /// Returns false when the task is not running.
+    pub async fn request_task_stop(&self, id: &str) -> Result<bool> {
+        let now = self.now();
+        Ok(dispatch!(self, b => b.request_task_stop(id, now))?.is_some())
     }
 
     /// Ends as `lost` every running task not refreshed within `stale_after`; returns their ids.

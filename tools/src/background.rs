@@ -8,12 +8,15 @@
 //!   tasks) is the model's error message and nothing runs.
 //! - **Confined like any command.** `sh -c` in the run's workspace, the cleared environment
 //!   of `process`, its own process group, recorded in the context's process registry (so a
-//!   daemon restarted after a crash kills it). The whole group is stopped (SIGTERM, then
-//!   SIGKILL after `kill_grace`) at its deadline, on `task_stop`, when its run ends and on
-//!   [`TaskSupervisor::shutdown`].
-//! - **Output on disk, redacted, bounded.** Standard output and error go, line by line with
-//!   every secret value redacted, to `<dir>/<task id>.log`, up to `max_artifact_bytes`
-//!   (later output is counted, not kept); the last part stays in memory for the ending.
+//!   daemon restarted after a crash kills it while its leader still runs). The whole group is stopped (SIGTERM, then
+//!   SIGKILL after `kill_grace`) at its deadline, on `task_stop` (here, or requested through
+//!   the ledger from another daemon), when its run ends, when another daemon has marked it
+//!   lost, and on [`TaskSupervisor::shutdown`]. From [`TaskSupervisor::begin_shutdown`] on,
+//!   no task starts, and one killed by a signal counts as `lost`.
+//! - **Output on disk, redacted, bounded.** Standard output and error go to
+//!   `<dir>/<task id>.log` with every secret value redacted as a stream (a value split
+//!   across reads or spanning lines is replaced whole), up to `max_artifact_bytes` (later
+//!   output is counted, not kept); the last part stays in memory for the ending.
 //! - **Every ending is reported, and a task that did not finish is never a success.** The
 //!   ending (`succeeded` only for exit code 0) is handed to [`TaskLedger::ended`], retried
 //!   until it is recorded or the supervisor shuts down; a task stopped by shutdown ends as
@@ -40,10 +43,12 @@ use crate::context::ToolContext;
 use crate::process::base_env;
 use crate::secrets::SecretResolver;
 
+/// What a start during shutdown is told.
+const SHUTTING_DOWN: &str =
+    "the daemon is shutting down; start the command again once it has restarted";
+
 /// Bytes of the newest output kept in memory for a task's ending.
 const TAIL_BYTES: usize = 4096;
-/// A line longer than this is written in pieces (each piece redacted on its own).
-const MAX_LINE: usize = 64 * 1024;
 /// How long output is still read after the main process is gone.
 const DRAIN: Duration = Duration::from_millis(1000);
 
@@ -123,6 +128,8 @@ pub trait TaskLedger: Send + Sync + 'static {
     fn ended<'a>(&'a self, task: &'a EndedTask) -> BoxFuture<'a, Result<(), String>>;
     /// A task that does not run in this supervisor (it ended, or runs on another daemon).
     fn lookup<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Option<TaskSnapshot>>;
+    /// Asks the daemon running task `id` to stop it; `Ok(false)` when it is not running.
+    fn request_stop<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, String>>;
 }
 
 /// What `task_output` and `task_stop` show.
@@ -142,9 +149,14 @@ pub struct TaskView {
 
 /// Why a running task is being stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StopWhy {
+pub enum StopCause {
+    /// `task_stop`, here or (through the ledger) on another daemon.
     Asked,
+    /// Its run ended.
     RunEnded,
+    /// Another daemon marked it lost (this one was out of touch): it must not run on.
+    MarkedLost,
+    /// This daemon shuts down.
     Shutdown,
 }
 
@@ -154,13 +166,13 @@ struct Live {
     started: Instant,
     log: PathBuf,
     stop: CancellationToken,
-    why: Mutex<Option<StopWhy>>,
+    why: Mutex<Option<StopCause>>,
     bytes: Arc<std::sync::atomic::AtomicU64>,
     done: watch::Receiver<Option<EndedTask>>,
 }
 
 impl Live {
-    fn stop(&self, why: StopWhy) {
+    fn stop(&self, why: StopCause) {
         self.why
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -228,7 +240,7 @@ impl TaskSupervisor {
         timeout: Duration,
     ) -> Result<String, String> {
         if self.inner.shutting_down.is_cancelled() {
-            return Err("the daemon is shutting down; start the command after it restarts".into());
+            return Err(SHUTTING_DOWN.into());
         }
         let id = format!("task_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
         let record = StartedTask {
@@ -311,7 +323,15 @@ impl TaskSupervisor {
             bytes: bytes.clone(),
             done: done_rx,
         });
-        self.live().insert(record.id.clone(), live.clone());
+        {
+            // The shutdown flag is set under this lock, so a task is either refused here or
+            // seen (and stopped) by the shutdown.
+            let mut running = self.live();
+            if self.inner.shutting_down.is_cancelled() {
+                live.stop(StopCause::Shutdown);
+            }
+            running.insert(record.id.clone(), live.clone());
+        }
         let watch = Watch {
             inner: self.inner.clone(),
             id: record.id.clone(),
@@ -324,7 +344,7 @@ impl TaskSupervisor {
                 file,
                 cap: ctx.limits().max_artifact_bytes,
                 written: 0,
-                line: Vec::new(),
+                pending: Vec::new(),
                 tail: VecDeque::new(),
                 total: bytes,
                 secrets: ctx.secrets().clone(),
@@ -400,36 +420,65 @@ impl TaskSupervisor {
         let live = self.live().get(id).cloned();
         match live {
             Some(live) if live.run_id == run_id => {
-                live.stop(StopWhy::Asked);
+                live.stop(StopCause::Asked);
                 let mut done = live.done.clone();
                 let _ =
                     tokio::time::timeout(Duration::from_secs(5), done.wait_for(|e| e.is_some()))
                         .await;
             }
             Some(_) => return Err(no_such_task(id)),
-            None => {}
+            None => {
+                let view = self.view(run_id, id, max_bytes).await?;
+                if view.status.starts_with("running") {
+                    return match self.inner.ledger.request_stop(id).await {
+                        Ok(true) => Ok(TaskView {
+                            status: "stop requested".into(),
+                            detail: Some(
+                                "it runs on another daemon, which stops it within about a second; \
+                                 you get a reminder when it has ended"
+                                    .into(),
+                            ),
+                            ..view
+                        }),
+                        Ok(false) => self.view(run_id, id, max_bytes).await,
+                        Err(e) => Err(format!("cannot stop {id}: {e}")),
+                    };
+                }
+                return Ok(view);
+            }
         }
         self.view(run_id, id, max_bytes).await
     }
 
-    /// Stops the given tasks because their run ended (ids not running here are ignored).
-    pub fn stop_ids(&self, ids: &[String]) {
+    /// Stops the given tasks for `cause` (ids not running here are ignored).
+    pub fn stop_ids(&self, ids: &[String], cause: StopCause) {
         let live = self.live();
         for id in ids {
             if let Some(task) = live.get(id) {
-                task.stop(StopWhy::RunEnded);
+                task.stop(cause);
             }
         }
+    }
+
+    /// The daemon received its stop signal: no task starts from now on, and a task killed by
+    /// a signal from now on (e.g. the service manager's) ended because the daemon went away —
+    /// it is `lost`, not failed or succeeded.
+    pub fn begin_shutdown(&self) {
+        let _running = self.live();
+        self.inner.shutting_down.cancel();
     }
 
     /// Stops every task (they end as `lost`: the daemon goes away before they finished) and
     /// waits until their endings are recorded or `grace` has passed.
     pub async fn shutdown(&self, grace: Duration) {
-        // No task starts from here on, so none escapes the stop below.
-        self.inner.shutting_down.cancel();
-        let running: Vec<Arc<Live>> = self.live().values().cloned().collect();
+        // No task starts from here on, so none escapes the stop below (see `spawn`).
+        let running: Vec<Arc<Live>> = {
+            let live = self.live();
+            self.inner.shutting_down.cancel();
+            live.values().cloned().collect()
+        };
         for live in &running {
-            live.stop(StopWhy::Shutdown);
+            live.stop(StopCause::Shutdown);
         }
         self.inner.watchers.close();
         if tokio::time::timeout(grace, self.inner.watchers.wait())
@@ -493,12 +542,14 @@ async fn record_ending(inner: &Inner, ended: &EndedTask) {
     }
 }
 
-/// Copies a task's output to its log, line by line, redacted and capped.
+/// Copies a task's output to its log, redacted as a stream (a secret split across reads or
+/// spanning lines is still replaced whole) and capped; keeps the newest part in memory.
 struct Pump {
     file: std::fs::File,
     cap: u64,
     written: u64,
-    line: Vec<u8>,
+    /// Output read but not yet redacted: at most the longest secret's length − 1 after a push.
+    pending: Vec<u8>,
     tail: VecDeque<u8>,
     total: Arc<std::sync::atomic::AtomicU64>,
     secrets: SecretResolver,
@@ -508,30 +559,32 @@ impl Pump {
     fn push(&mut self, chunk: &[u8]) {
         self.total
             .fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        for &b in chunk {
-            self.line.push(b);
-            if b == b'\n' || self.line.len() >= MAX_LINE {
-                self.flush_line();
-            }
-        }
+        self.pending.extend_from_slice(chunk);
+        self.emit(false);
     }
 
-    fn flush_line(&mut self) {
-        if self.line.is_empty() {
+    /// Everything still pending, at the end of the output.
+    fn finish(&mut self) {
+        self.emit(true);
+    }
+
+    fn emit(&mut self, at_end: bool) {
+        let (out, used) = self.secrets.redact_stream_prefix(&self.pending, at_end);
+        self.pending.drain(..used);
+        if out.is_empty() {
             return;
         }
-        let line = self.secrets.redact_bytes(&self.line);
-        self.line.clear();
-        self.tail.extend(line.iter().copied());
+        self.tail.extend(out.iter().copied());
         let excess = self.tail.len().saturating_sub(TAIL_BYTES);
         self.tail.drain(..excess);
         if self.written < self.cap {
             let room = usize::try_from(self.cap - self.written).unwrap_or(usize::MAX);
-            let part = &line[..line.len().min(room)];
+            let part = &out[..out.len().min(room)];
+            // One write per read (at most 16 KiB): cheap enough for the async runtime.
             if self.file.write_all(part).is_ok() {
                 self.written += part.len() as u64;
             }
-            if part.len() < line.len() {
+            if part.len() < out.len() {
                 let _ = writeln!(
                     self.file,
                     "\n[output beyond {} bytes is not kept]",
@@ -603,10 +656,21 @@ impl Watch {
                 _ => reading = false,
             }
         }
-        self.pump.flush_line();
+        self.pump.finish();
         let _ = self.pump.file.flush();
         let why = *self.live.why.lock().unwrap_or_else(|e| e.into_inner());
-        let (ending, exit_code, detail) = describe_ending(first, why, self.timeout);
+        let (mut ending, exit_code, mut detail) = describe_ending(first, why, self.timeout);
+        if ending == TaskEnding::Failed
+            && exit_code.is_none()
+            && self.inner.shutting_down.is_cancelled()
+        {
+            // Killed by a signal while the daemon stops (a service manager signals the whole
+            // group): it did not get to finish.
+            ending = TaskEnding::Lost;
+            detail = format!(
+                "{detail} while the daemon was shutting down; it may not have finished its work"
+            );
+        }
         let ended = EndedTask {
             id: self.id.clone(),
             run_id: self.live.run_id.clone(),
@@ -643,7 +707,7 @@ impl Watch {
 
 fn describe_ending(
     first: First,
-    why: Option<StopWhy>,
+    why: Option<StopCause>,
     timeout: Duration,
 ) -> (TaskEnding, Option<i32>, String) {
     use std::os::unix::process::ExitStatusExt;
@@ -672,18 +736,23 @@ fn describe_ending(
             ),
         ),
         First::Stop => match why {
-            Some(StopWhy::Shutdown) => (
+            Some(StopCause::Shutdown) => (
                 TaskEnding::Lost,
                 None,
                 "the daemon shut down before it ended; it was killed and may not have finished its work"
                     .into(),
             ),
-            Some(StopWhy::RunEnded) => (
+            Some(StopCause::RunEnded) => (
                 TaskEnding::Stopped,
                 None,
                 "stopped because its run ended".into(),
             ),
-            Some(StopWhy::Asked) | None => (
+            Some(StopCause::MarkedLost) => (
+                TaskEnding::Lost,
+                None,
+                "killed: another daemon had marked it lost while this one was out of touch".into(),
+            ),
+            Some(StopCause::Asked) | None => (
                 TaskEnding::Stopped,
                 None,
                 "stopped by task_stop; the command and its child processes were killed".into(),

@@ -42,7 +42,8 @@ mod registry;
 mod secrets;
 
 pub use background::{
-    EndedTask, StartedTask, TaskEnding, TaskLedger, TaskSnapshot, TaskSupervisor, TaskView,
+    EndedTask, StartedTask, StopCause, TaskEnding, TaskLedger, TaskSnapshot, TaskSupervisor,
+    TaskView,
 };
 pub use builtins::BUILTIN_TOOLS;
 pub use builtins::files::{EditFile, ReadFile, WriteFile};

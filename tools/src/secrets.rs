@@ -37,6 +37,8 @@ struct Inner {
     matcher: Option<regex::bytes::Regex>,
     /// Value bytes → name, for the redaction marker.
     by_value: HashMap<Vec<u8>, String>,
+    /// Length in bytes of the longest value.
+    longest: usize,
 }
 
 /// Secret values by name, shared cheaply between contexts (clone is an `Arc` clone).
@@ -91,11 +93,13 @@ impl SecretResolver {
             .iter()
             .map(|(k, v)| (v.as_bytes().to_vec(), (*k).clone()))
             .collect();
+        let longest = ordered.first().map_or(0, |(_, v)| v.len());
         SecretResolver {
             inner: Arc::new(Inner {
                 values,
                 matcher,
                 by_value,
+                longest,
             }),
         }
     }
@@ -169,6 +173,31 @@ impl SecretResolver {
             .unwrap_or_else(|| bytes.to_vec())
     }
 
+    /// Redacts a stream piece by piece: returns the redacted text of the longest prefix of
+    /// `pending` that no secret can still straddle, and that prefix's length in bytes (the
+    /// caller keeps the rest and appends the next piece to it). With `at_end`, all of
+    /// `pending` is taken. At most (longest value − 1) bytes are held back, and a value split
+    /// across pieces — or spanning lines — is redacted like in one piece.
+    pub fn redact_stream_prefix(&self, pending: &[u8], at_end: bool) -> (Vec<u8>, usize) {
+        let Some(matcher) = self.inner.matcher.as_ref() else {
+            return (pending.to_vec(), pending.len());
+        };
+        let hold = if at_end {
+            0
+        } else {
+            self.inner.longest.saturating_sub(1)
+        };
+        let mut cut = pending.len().saturating_sub(hold);
+        for m in matcher.find_iter(pending) {
+            if m.start() >= cut {
+                break;
+            }
+            // A whole value across the cut: take it, so it is replaced whole.
+            cut = cut.max(m.end());
+        }
+        (self.redact_bytes(&pending[..cut]), cut)
+    }
+
     /// `None` when nothing in `bytes` needs redacting.
     fn redact_bytes_if_needed(&self, bytes: &[u8]) -> Option<Vec<u8>> {
         let matcher = self.inner.matcher.as_ref()?;
@@ -209,5 +238,34 @@ mod tests {
         let err = s.substitute("{{secret:NOPE}}").unwrap_err().to_string();
         assert!(err.contains("NOPE") && err.contains("TOKEN"), "{err}");
         assert!(!format!("{s:?}").contains("abc123"));
+    }
+
+    #[test]
+    fn a_stream_redacts_values_split_across_pieces_and_lines() {
+        let s = SecretResolver::from_map([("KEY", "line1\nline2"), ("TOKEN", "abc123")]);
+        let stream = b"x line1\nline2 y abc123 z abc".to_vec();
+        // Every way of cutting the stream in two gives the one-piece redaction.
+        let whole = s.redact_bytes(&stream);
+        for split in 0..=stream.len() {
+            let mut pending = Vec::new();
+            let mut out = Vec::new();
+            for (piece, last) in [(&stream[..split], false), (&stream[split..], true)] {
+                pending.extend_from_slice(piece);
+                let (done, used) = s.redact_stream_prefix(&pending, last);
+                out.extend(done);
+                pending.drain(..used);
+            }
+            assert!(pending.is_empty());
+            assert_eq!(out, whole, "split at {split}");
+        }
+        assert_eq!(
+            String::from_utf8(whole).unwrap(),
+            "x [REDACTED:KEY] y [REDACTED:TOKEN] z abc"
+        );
+        let none = SecretResolver::default();
+        assert_eq!(
+            none.redact_stream_prefix(b"abc", false),
+            (b"abc".to_vec(), 3)
+        );
     }
 }

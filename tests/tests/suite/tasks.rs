@@ -30,6 +30,7 @@ on_both_backends! {
     a_run_waits_for_its_background_task_and_hears_how_it_ended => run_waits_for_task;
     a_task_whose_daemon_stopped_is_reported_lost_never_succeeded => task_reported_lost;
     a_cancelled_runs_task_is_stopped => cancelled_run_stops_task;
+    task_stop_on_another_daemon_reaches_the_owner => task_stop_from_another_daemon;
 }
 
 fn new_task<'a>(id: &'a str, run_id: &'a str, owner: &'a str) -> NewTask<'a> {
@@ -68,13 +69,30 @@ async fn task_rows(db: &TestDb) {
 
     // daemon-a keeps refreshing t1; daemon-b went silent, so t2 is lost, not t1.
     clock.advance(Duration::from_secs(20));
-    assert_eq!(store.heartbeat_tasks("daemon-a").await.unwrap(), 1);
+    assert_eq!(
+        store.heartbeat_tasks("daemon-a").await.unwrap(),
+        vec![("t1".to_string(), false)]
+    );
     clock.advance(Duration::from_secs(15));
     let lost = store
         .mark_lost_tasks(Duration::from_secs(30))
         .await
         .unwrap();
     assert_eq!(lost, vec!["t2".to_string()]);
+    assert!(
+        store.heartbeat_tasks("daemon-b").await.unwrap().is_empty(),
+        "daemon-b learns its task no longer runs"
+    );
+    // A stop asked on any daemon reaches the owner at its next refresh.
+    assert!(store.request_task_stop("t1").await.unwrap());
+    assert!(
+        !store.request_task_stop("t2").await.unwrap(),
+        "t2 is not running"
+    );
+    assert_eq!(
+        store.heartbeat_tasks("daemon-a").await.unwrap(),
+        vec![("t1".to_string(), true)]
+    );
     let t2 = store.task("t2").await.unwrap().unwrap();
     assert_eq!(t2.status, TaskStatus::Lost);
     assert!(t2.detail.unwrap().contains("daemon-b"), "names the daemon");
@@ -309,7 +327,10 @@ async fn run_waits_for_task(db: &TestDb) {
 
 async fn task_reported_lost(db: &TestDb) {
     let model = ScriptModel::new(vec![
-        reply(vec![background("exec sleep 300")], StopReason::ToolUse),
+        reply(
+            vec![background("echo $$ > task.pid; exec sleep 300")],
+            StopReason::ToolUse,
+        ),
         reply(vec![text("Waiting.")], StopReason::EndTurn),
         reply(
             vec![text("It was lost; starting over.")],
@@ -352,14 +373,31 @@ async fn task_reported_lost(db: &TestDb) {
         reminder.contains("was LOST") && reminder.contains("do not assume it succeeded"),
         "{reminder}"
     );
-    // Daemon A's process ends later (here: its shutdown); the lost row stays lost.
-    s.supervisor.shutdown(Duration::from_secs(10)).await;
+    // Daemon A comes back: its next refresh learns the task was marked lost and kills it
+    // (the model may start it again); the lost row stays lost.
+    let pid = task_pid(s.dir.path(), &run_id).await;
+    s.keeper.tick().await.unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "daemon A to kill the task",
+        || async { s.supervisor.running_ids().is_empty().then_some(()) },
+    )
+    .await;
+    assert!(!alive(pid), "the task no longer runs");
     assert_eq!(
         task_of(&h.store, &run_id).await.status,
         TaskStatus::Lost,
         "first ending wins"
     );
-    drop(s.keeper);
+}
+
+/// The pid a test task wrote to `task.pid` in its run's workspace.
+async fn task_pid(dir: &Path, run_id: &str) -> u32 {
+    let pid_file = dir.join("data/workspaces").join(run_id).join("task.pid");
+    eventually(Duration::from_secs(10), "the task to start", || async {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    })
+    .await
 }
 
 async fn cancelled_run_stops_task(db: &TestDb) {
@@ -374,16 +412,7 @@ async fn cancelled_run_stops_task(db: &TestDb) {
     let h = &s.h;
     let run_id = h.enqueue("builder", "Build it.").await;
     assert!(matches!(h.run_once().await, Outcome::Park { .. }));
-    let pid_file = s
-        .dir
-        .path()
-        .join("data/workspaces")
-        .join(&run_id)
-        .join("task.pid");
-    let pid: i32 = eventually(Duration::from_secs(10), "the task to start", || async {
-        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
-    })
-    .await;
+    let pid = task_pid(s.dir.path(), &run_id).await;
     h.store.cancel_run(&run_id).await.unwrap();
     assert_eq!(h.status(&run_id).await.0, RunStatus::Cancelled);
     s.keeper.tick().await.unwrap();
@@ -393,10 +422,50 @@ async fn cancelled_run_stops_task(db: &TestDb) {
     })
     .await;
     assert_eq!(task.status, TaskStatus::Stopped, "{:?}", task.detail);
-    assert!(
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z")),
-        "the process is gone"
+    assert!(!alive(pid), "the process is gone");
+}
+
+async fn task_stop_from_another_daemon(db: &TestDb) {
+    let model = ScriptModel::new(vec![
+        reply(
+            vec![background("echo $$ > task.pid; exec sleep 300")],
+            StopReason::ToolUse,
+        ),
+        reply(vec![text("Waiting.")], StopReason::EndTurn),
+    ]);
+    let s = setup(db, model, "daemon-a").await;
+    let h = &s.h;
+    let run_id = h.enqueue("builder", "Build it.").await;
+    assert!(matches!(h.run_once().await, Outcome::Park { .. }));
+    let pid = task_pid(s.dir.path(), &run_id).await;
+    let task = task_of(&h.store, &run_id).await;
+    // The run resumed on daemon B, whose model calls task_stop.
+    let b = supervisor(
+        &h.store,
+        "daemon-b",
+        s.dir.path().join("b"),
+        &BackgroundConfig::default(),
     );
+    let ctx = nightshift_tools::ToolContext::new(&run_id, "call-b", s.dir.path(), s.dir.path())
+        .unwrap()
+        .with_tasks(b);
+    let out = nightshift_tools::Tool::call(
+        &nightshift_tools::TaskStop,
+        &ctx,
+        json!({"task_id": task.id}),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("stop requested"), "{}", out.content);
+    assert!(alive(pid), "only the owner can kill it");
+    s.keeper.tick().await.unwrap();
+    let ended = eventually(Duration::from_secs(10), "the owner to stop it", || async {
+        let t = task_of(&h.store, &run_id).await;
+        (t.status != TaskStatus::Running).then_some(t)
+    })
+    .await;
+    assert_eq!(ended.status, TaskStatus::Stopped, "{:?}", ended.detail);
+    assert!(!alive(pid));
 }
 
 /// A ledger that knows nothing (the other daemon runs no task of its own here).
@@ -422,6 +491,13 @@ impl nightshift_tools::TaskLedger for NoLedger {
         _id: &'a str,
     ) -> futures::future::BoxFuture<'a, Option<nightshift_tools::TaskSnapshot>> {
         Box::pin(async { None })
+    }
+
+    fn request_stop<'a>(
+        &'a self,
+        _id: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async { Ok(false) })
     }
 }
 

@@ -21,6 +21,7 @@ use crate::common::{Fixture, call, gone_by, wait_for_pid};
 struct MemoryLedger {
     started: Mutex<Vec<StartedTask>>,
     ended: Mutex<Vec<EndedTask>>,
+    stop_requests: Mutex<Vec<String>>,
     refuse: Option<String>,
 }
 
@@ -39,6 +40,13 @@ impl TaskLedger for MemoryLedger {
         Box::pin(async move {
             self.ended.lock().unwrap().push(task.clone());
             Ok(())
+        })
+    }
+
+    fn request_stop<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move {
+            self.stop_requests.lock().unwrap().push(id.to_string());
+            Ok(true)
         })
     }
 
@@ -250,6 +258,69 @@ async fn secrets_never_reach_the_log_the_record_or_the_ending() {
         assert!(!text.contains("abc123xyz"), "leaked: {text}");
         assert!(text.contains("[REDACTED:TOKEN]"), "{text}");
     }
+}
+
+#[tokio::test]
+async fn secrets_spanning_lines_or_reads_are_redacted_whole() {
+    let fx = Fixture::new();
+    let ledger = Arc::new(MemoryLedger::default());
+    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let ctx = ctx.with_secrets(SecretResolver::from_map([
+        ("PEM", "-----BEGIN KEY-----\nMIIEsecret\n-----END KEY-----"),
+        ("TOKEN", "abc123xyz"),
+    ]));
+    // A three-line secret, and a token placed across the 64 KiB mark (pipe reads come in
+    // pieces of at most 16 KiB, so it straddles a read boundary).
+    let command = "printf -- '-----BEGIN KEY-----\\nMIIEsecret\\n-----END KEY-----\\n'; \
+                   head -c 65532 /dev/zero | tr '\\0' x; printf abc123xyz; echo";
+    let id = start(&ctx, command).await;
+    let ended = ledger.wait_ended(&id).await;
+    assert_eq!(ended.ending, TaskEnding::Succeeded, "{}", ended.detail);
+    let log = std::fs::read_to_string(supervisor.log_path(&id)).unwrap();
+    for text in [&log, &ended.output_tail] {
+        assert!(!text.contains("MIIEsecret"), "the PEM leaked");
+        assert!(!text.contains("abc123xyz"), "the token leaked");
+    }
+    assert!(log.starts_with("[REDACTED:PEM]\n"), "{}", &log[..80]);
+    assert!(
+        log.ends_with("x[REDACTED:TOKEN]\n"),
+        "{}",
+        &log[log.len() - 80..]
+    );
+    assert_eq!(
+        log.len(),
+        "[REDACTED:PEM]\n".len() + 65532 + "[REDACTED:TOKEN]\n".len()
+    );
+}
+
+#[tokio::test]
+async fn from_the_stop_signal_on_nothing_starts_and_a_killed_task_is_lost() {
+    let fx = Fixture::new();
+    let ledger = Arc::new(MemoryLedger::default());
+    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let id = start(&ctx, "echo $$ > main.pid; exec sleep 60").await;
+    let pid = wait_for_pid(&fx.ws("main.pid")).await;
+    supervisor.begin_shutdown();
+    let refused = call(
+        &RunCommand,
+        &ctx,
+        json!({"command": "true", "background": true}),
+    )
+    .await;
+    assert!(
+        refused.is_error && refused.content.contains("shutting down"),
+        "{}",
+        refused.content
+    );
+    // A service manager signals the task's group too; it never got to finish its work.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let ended = ledger.wait_ended(&id).await;
+    assert_eq!(ended.ending, TaskEnding::Lost, "{}", ended.detail);
+    assert!(ended.detail.contains("shutting down"), "{}", ended.detail);
 }
 
 #[tokio::test]
