@@ -264,95 +264,6 @@ macro_rules! queue_operations {
                 })
             }
 
-            pub(crate) async fn claim(
-                &self,
-                worker: &str,
-                lanes: Option<&[String]>,
-                limit: i64,
-                lease_ms: i64,
-                now: i64,
-            ) -> $crate::Result<Vec<$crate::model::Job>> {
-                let lanes = lanes.map(|l| serde_json::to_string(l).expect("lane names serialise"));
-                let mut tx = self.begin().await?;
-                let rescued: Vec<(String, String, Option<String>)> =
-                    sqlx::query_as(sql!("rescue_expired"))
-                        .bind(now)
-                        .fetch_all(&mut *tx)
-                        .await?;
-                for (run_id, job_status, error) in &rescued {
-                    let (status, finished) = $crate::store::run_after_rescue(job_status, now);
-                    Self::set_run(
-                        &mut tx,
-                        run_id,
-                        $crate::store::RunUpdate {
-                            status,
-                            result: None,
-                            error: finished.and(error.as_deref()),
-                            finished_at: finished,
-                        },
-                        now,
-                    )
-                    .await?;
-                }
-                let claimed: Vec<$crate::model::Job> = sqlx::query_as(sql!("claim"))
-                    .bind(now)
-                    .bind(worker)
-                    .bind(lease_ms)
-                    .bind(lanes)
-                    .bind(limit)
-                    .fetch_all(&mut *tx)
-                    .await?;
-                let mut jobs = Vec::with_capacity(claimed.len());
-                let mut keys_taken = std::collections::HashSet::new();
-                let mut keyed: Vec<$crate::model::Job> = Vec::new();
-                for job in claimed {
-                    match &job.concurrency_key {
-                        None => jobs.push(job),
-                        Some(key) if keys_taken.insert(key.clone()) => keyed.push(job),
-                        Some(_) => Self::give_back(&mut tx, job.id, now).await?,
-                    }
-                }
-                // One running job per key: take each key without waiting, then check that no
-                // other running job holds it (a concurrent claim may have committed one).
-                keyed.sort_by(|a, b| a.concurrency_key.cmp(&b.concurrency_key));
-                for job in keyed {
-                    let key = job.concurrency_key.as_deref().unwrap_or_default();
-                    let locked: bool = sqlx::query_scalar(sql!("try_lock_key"))
-                        .bind(key)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    let holder: Option<i64> = if locked {
-                        sqlx::query_scalar(sql!("key_holder"))
-                            .bind(key)
-                            .bind(job.id)
-                            .fetch_optional(&mut *tx)
-                            .await?
-                    } else {
-                        None
-                    };
-                    if locked && holder.is_none() {
-                        jobs.push(job);
-                    } else {
-                        Self::give_back(&mut tx, job.id, now).await?;
-                    }
-                }
-                for job in &jobs {
-                    sqlx::query(sql!("mark_run_running"))
-                        .bind(now)
-                        .bind(&job.run_id)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                tx.commit().await?;
-                jobs.sort_by(|a, b| {
-                    b.priority
-                        .cmp(&a.priority)
-                        .then(a.run_at.cmp(&b.run_at))
-                        .then(a.id.cmp(&b.id))
-                });
-                Ok(jobs)
-            }
-
             /// Cancels the run's queued jobs and asks its running ones to stop (at their next
             /// heartbeat); returns the running jobs' ids.
             async fn stop_jobs(
@@ -442,7 +353,7 @@ macro_rules! queue_operations {
                 }
             }
 
-            async fn lost(&self, job_id: i64, token: i64) -> $crate::Error {
+            pub(crate) async fn lost(&self, job_id: i64, token: i64) -> $crate::Error {
                 match self.lease_probe(job_id).await {
                     Ok(probe) => $crate::store::lease_lost(job_id, token, probe),
                     Err(e) => e,
@@ -535,51 +446,6 @@ macro_rules! queue_operations {
                     .fetch_optional(self.writer())
                     .await?;
                 self.fenced(job_id, token, updated).await.map(|_| ())
-            }
-
-            pub(crate) async fn complete(
-                &self,
-                job_id: i64,
-                token: i64,
-                end: &$crate::model::RunEnd,
-                now: i64,
-            ) -> $crate::Result<bool> {
-                let mut tx = self.begin().await?;
-                let job_error = match end {
-                    $crate::model::RunEnd::Failed { error } => Some(error.as_str()),
-                    _ => None,
-                };
-                let done: Option<(String, Option<i64>, Option<String>)> =
-                    sqlx::query_as(sql!("finish_job"))
-                        .bind(job_id)
-                        .bind(token)
-                        .bind(end.job_state().as_str())
-                        .bind(job_error)
-                        .bind(now)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                let Some((run_id, _, key)) = done else {
-                    tx.rollback().await?;
-                    return Err(self.lost(job_id, token).await);
-                };
-                Self::set_run(
-                    &mut tx,
-                    &run_id,
-                    $crate::store::RunUpdate {
-                        status: end.run_status(),
-                        result: end.result(),
-                        error: end.error(),
-                        finished_at: Some(now),
-                    },
-                    now,
-                )
-                .await?;
-                if key.is_some() {
-                    // Jobs waiting for the key may run now.
-                    self.notify_enqueued(&mut tx, "").await?;
-                }
-                tx.commit().await?;
-                Ok(key.is_some())
             }
 
             pub(crate) async fn retry(

@@ -24,6 +24,7 @@
 pub mod approvals;
 mod backend;
 pub mod backoff;
+mod batch;
 pub mod clock;
 pub mod config;
 mod error;
@@ -41,6 +42,7 @@ mod webhooks;
 
 pub use approvals::{Approval, NewApproval};
 pub use backoff::Backoff;
+pub use batch::{ClaimRequest, Settled};
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use config::{BackendKind, StoreConfig, Synchronous};
 pub use error::{Error, LeaseLostReason, Result};

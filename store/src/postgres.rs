@@ -176,9 +176,145 @@ impl PgBackend {
                 .await?;
         Ok(Some(job_id))
     }
+    /// claim.sql marks the runs of claimed jobs without a concurrency key running itself.
+    const MARKS_PLAIN_RUNS: bool = true;
+
+    /// The one-statement settle (`settle.sql`): ends `done` and, when `claim` is given, claims
+    /// for it, in one round trip without an explicit transaction. Returns the per-job end
+    /// results and the claimed jobs, or `None` for the jobs when a keyed job was due (the
+    /// caller claims again on the transactional path).
+    #[allow(clippy::type_complexity)]
+    async fn settle_fast(
+        &self,
+        done: &[(i64, i64, &crate::model::RunEnd)],
+        worker: &str,
+        claim: Option<(Option<&[String]>, i64)>,
+        lease_ms: i64,
+        now: i64,
+    ) -> Result<Option<(Vec<Option<bool>>, Option<Vec<crate::model::Job>>)>> {
+        use sqlx::{FromRow, Row};
+        let ends = Ends::of(done);
+        let (lanes, limit) = claim.unwrap_or((None, 0));
+        let lanes = lanes.map(|l| serde_json::to_string(l).expect("lane names serialise"));
+        let rows = sqlx::query(include_str!("../sql/postgres/settle.sql"))
+            .bind(&ends.ids)
+            .bind(&ends.tokens)
+            .bind(&ends.job_states)
+            .bind(&ends.job_errors)
+            .bind(&ends.statuses)
+            .bind(&ends.results)
+            .bind(&ends.errors)
+            .bind(now)
+            .bind(worker)
+            .bind(lease_ms)
+            .bind(lanes)
+            .bind(limit)
+            .bind(&self.channel)
+            .fetch_all(&self.pool)
+            .await?;
+        let first = rows
+            .first()
+            .ok_or_else(|| Error::Corrupt("settle returned no summary row".into()))?;
+        let ids: Option<Vec<i64>> = first.try_get("ended_ids")?;
+        let tokens: Option<Vec<i64>> = first.try_get("ended_tokens")?;
+        let won: std::collections::HashSet<(i64, i64)> = ids
+            .unwrap_or_default()
+            .into_iter()
+            .zip(tokens.unwrap_or_default())
+            .collect();
+        let keyed: bool = first.try_get("ended_keyed")?;
+        let keyed_seen: i64 = first.try_get("keyed_seen")?;
+        // Whether one particular end held a key does not matter to the caller beyond "some
+        // did" (it wakes local workers), so every won end reports the batch's flag.
+        let ended = ends
+            .ids
+            .iter()
+            .zip(&ends.tokens)
+            .map(|(id, token)| won.contains(&(*id, *token)).then_some(keyed))
+            .collect();
+        if keyed_seen > 0 {
+            return Ok(Some((ended, None)));
+        }
+        let mut jobs = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if row.try_get::<Option<i64>, _>("id")?.is_some() {
+                jobs.push(crate::model::Job::from_row(row)?);
+            }
+        }
+        Ok(Some((ended, Some(jobs))))
+    }
+
+    /// Ends a batch of leased jobs in one statement (see `finish_jobs.sql`): per job,
+    /// `Some(keyed)` when its lease held, `None` when it was lost.
+    async fn finish_batch(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        done: &[(i64, i64, &crate::model::RunEnd)],
+        now: i64,
+    ) -> Result<Option<Vec<Option<bool>>>> {
+        if done.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let ends = Ends::of(done);
+        let rows: Vec<(i64, i64, bool)> =
+            sqlx::query_as(include_str!("../sql/postgres/finish_jobs.sql"))
+                .bind(&ends.ids)
+                .bind(&ends.tokens)
+                .bind(&ends.job_states)
+                .bind(&ends.job_errors)
+                .bind(&ends.statuses)
+                .bind(&ends.results)
+                .bind(&ends.errors)
+                .bind(now)
+                .fetch_all(&mut **tx)
+                .await?;
+        let won: std::collections::HashMap<(i64, i64), bool> = rows
+            .into_iter()
+            .map(|(id, token, keyed)| ((id, token), keyed))
+            .collect();
+        Ok(Some(
+            ends.ids
+                .iter()
+                .zip(&ends.tokens)
+                .map(|(id, token)| won.get(&(*id, *token)).copied())
+                .collect(),
+        ))
+    }
+}
+
+/// The ends of a batch as the parallel arrays `finish_jobs.sql` and `settle.sql` take.
+struct Ends<'a> {
+    ids: Vec<i64>,
+    tokens: Vec<i64>,
+    job_states: Vec<&'static str>,
+    job_errors: Vec<Option<&'a str>>,
+    statuses: Vec<&'static str>,
+    results: Vec<Option<&'a str>>,
+    errors: Vec<Option<&'a str>>,
+}
+
+impl<'a> Ends<'a> {
+    fn of(done: &[(i64, i64, &'a crate::model::RunEnd)]) -> Self {
+        let ends = || done.iter().map(|(_, _, e)| *e);
+        Self {
+            ids: done.iter().map(|(id, _, _)| *id).collect(),
+            tokens: done.iter().map(|(_, token, _)| *token).collect(),
+            job_states: ends().map(|e| e.job_state().as_str()).collect(),
+            job_errors: ends()
+                .map(|e| match e {
+                    crate::model::RunEnd::Failed { error } => Some(error.as_str()),
+                    _ => None,
+                })
+                .collect(),
+            statuses: ends().map(|e| e.run_status().as_str()).collect(),
+            results: ends().map(|e| e.result()).collect(),
+            errors: ends().map(|e| e.error()).collect(),
+        }
+    }
 }
 
 crate::backend::queue_operations!(PgBackend, Postgres, "postgres");
+crate::batch::settle_operations!(PgBackend, Postgres, "postgres");
 crate::wakeups::wakeup_operations!(PgBackend, "postgres");
 crate::approvals::approval_operations!(PgBackend, "postgres");
 crate::tasks::task_operations!(PgBackend, "postgres");

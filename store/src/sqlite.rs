@@ -103,6 +103,34 @@ impl SqliteBackend {
         Ok(None)
     }
 
+    /// The runs of claimed jobs are marked running one statement each (cheap in-process).
+    const MARKS_PLAIN_RUNS: bool = false;
+
+    /// SQLite has no writing CTEs, and its statements are in-process and cheap: every settle
+    /// takes the transactional path.
+    #[allow(clippy::type_complexity)]
+    async fn settle_fast(
+        &self,
+        _done: &[(i64, i64, &crate::model::RunEnd)],
+        _worker: &str,
+        _claim: Option<(Option<&[String]>, i64)>,
+        _lease_ms: i64,
+        _now: i64,
+    ) -> Result<Option<(Vec<Option<bool>>, Option<Vec<crate::model::Job>>)>> {
+        Ok(None)
+    }
+
+    /// SQLite statements are in-process and cheap, so a batch ends its jobs one pair of
+    /// statements each, still in the one transaction (see `finish_each`).
+    async fn finish_batch(
+        &self,
+        _tx: &mut Transaction<'static, Sqlite>,
+        _done: &[(i64, i64, &crate::model::RunEnd)],
+        _now: i64,
+    ) -> Result<Option<Vec<Option<bool>>>> {
+        Ok(None)
+    }
+
     pub(crate) async fn close(&self) {
         self.writer.close().await;
         self.reader.close().await;
@@ -114,6 +142,7 @@ fn is_locked(e: &sqlx::Error) -> bool {
 }
 
 crate::backend::queue_operations!(SqliteBackend, Sqlite, "sqlite");
+crate::batch::settle_operations!(SqliteBackend, Sqlite, "sqlite");
 crate::wakeups::wakeup_operations!(SqliteBackend, "sqlite");
 crate::approvals::approval_operations!(SqliteBackend, "sqlite");
 crate::tasks::task_operations!(SqliteBackend, "sqlite");

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::backoff::Backoff;
+use crate::batch::ClaimRequest;
 use crate::clock::{Clock, Millis, duration_millis};
 use crate::config::{BackendKind, StoreConfig};
 use crate::error::LeaseLostReason;
@@ -46,6 +47,8 @@ pub(crate) struct Inner {
     clock: Arc<dyn Clock>,
     wake: watch::Sender<u64>,
     listener: Option<tokio::task::JoinHandle<()>>,
+    /// When (by the clock) this store last returned expired leases to the queue.
+    pub(crate) last_rescue: std::sync::atomic::AtomicI64,
 }
 
 impl Drop for Inner {
@@ -98,6 +101,7 @@ impl Store {
                 clock,
                 wake,
                 listener,
+                last_rescue: std::sync::atomic::AtomicI64::new(i64::MIN),
             }),
         })
     }
@@ -175,8 +179,10 @@ impl Store {
 
     /// Claims up to `limit` due jobs for `worker`, in priority, `run_at` and id order,
     /// optionally only from `lanes`. First returns the jobs of workers whose lease expired to
-    /// the queue (or dead-letters them when that was their last attempt). Each claimed job
-    /// gets a fresh lease token and a lease of `lease`.
+    /// the queue (or dead-letters them when that was their last attempt): on every claim on
+    /// SQLite, and at least once a second (by the store's clock) per store on PostgreSQL,
+    /// whose busy claims otherwise take one statement (see [`Store::settle`]). Each claimed
+    /// job gets a fresh lease token and a lease of `lease`.
     pub async fn claim(
         &self,
         worker: &str,
@@ -187,18 +193,16 @@ impl Store {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let lease_ms = duration_millis(lease).max(1);
-        let now = self.now();
-        let jobs = dispatch!(self, b => b.claim(worker, lanes, limit, lease_ms, now))?;
-        Ok(jobs
-            .into_iter()
-            .map(|job| LeasedJob {
-                store: self.clone(),
-                token: job.lease_token,
-                job,
-            })
-            .collect())
+        let request = ClaimRequest {
+            lanes: lanes.map(<[String]>::to_vec),
+            limit,
+        };
+        Ok(self
+            .settle(&[], worker, std::slice::from_ref(&request), lease)
+            .await?
+            .claimed
+            .pop()
+            .unwrap_or_default())
     }
 
     /// Cancels a run: queued jobs are cancelled at once; a running job is flagged, and its
@@ -283,9 +287,9 @@ impl Store {
 /// [`Error::LeaseLost`] and writes nothing.
 #[derive(Debug, Clone)]
 pub struct LeasedJob {
-    store: Store,
-    token: i64,
-    job: Job,
+    pub(crate) store: Store,
+    pub(crate) token: i64,
+    pub(crate) job: Job,
 }
 
 impl LeasedJob {
@@ -366,13 +370,8 @@ impl LeasedJob {
 
     /// Finishes the job and ends the run as `end` says.
     pub async fn complete(&self, end: RunEnd) -> Result<()> {
-        let s = &self.store;
-        let now = s.now();
-        let keyed = dispatch!(s, b => b.complete(self.job.id, self.token, &end, now))?;
-        if keyed {
-            s.wake(); // jobs waiting for the concurrency key may run now
-        }
-        Ok(())
+        let mut ended = self.store.complete_many(&[(self, end)]).await?;
+        ended.pop().unwrap_or(Ok(()))
     }
 
     /// Finishes the job and the run with its result.

@@ -1,11 +1,15 @@
 //! One leased job from start to finish: heartbeats while the handler runs, the cancellation
 //! token fired on a cancel request or a lost lease, the outcome written under the lease, and
 //! release (not completion) when shutdown's grace period runs out.
+//!
+//! A run's end ([`Outcome::Done`]) is not written here: it goes back to the pool as
+//! [`Exit::Ack`], and the pool writes the ends of all jobs that finished close together in
+//! one transaction (see `Store::settle`). Retries and parks are written here, one by one.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use nightshift_store::{Backoff, Error, Heartbeat, LeasedJob};
+use nightshift_store::{Backoff, Error, Heartbeat, LeasedJob, RunEnd};
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::{Handler, JobContext, Outcome, StopReason};
@@ -24,6 +28,16 @@ pub enum Finished {
     WriteFailed(String),
 }
 
+/// How a job task ended: done with, or with the run's end still to be written by the pool.
+#[derive(Debug)]
+pub(crate) enum Exit {
+    /// Nothing more to write for this job.
+    Finished(Finished),
+    /// The handler ended the run with `end` while the lease held; the pool writes it under
+    /// `lease` in its next batch.
+    Ack { lease: Box<LeasedJob>, end: RunEnd },
+}
+
 /// Timings the job runner needs.
 #[derive(Debug, Clone)]
 pub(crate) struct JobTimings {
@@ -38,7 +52,7 @@ pub(crate) async fn run_job<H: Handler>(
     lease: LeasedJob,
     timings: JobTimings,
     hard_stop: CancellationToken,
-) -> Finished {
+) -> Exit {
     let ctx = JobContext::new(lease.clone());
     let beats = tokio::spawn(heartbeat_loop(ctx.clone(), timings.clone()));
     let outcome = tokio::select! {
@@ -49,30 +63,38 @@ pub(crate) async fn run_job<H: Handler>(
     let job_id = lease.id();
     let Some(outcome) = outcome else {
         ctx.stop(StopReason::Shutdown);
-        return match lease
-            .release("released: the worker shut down before the job finished")
-            .await
-        {
-            Ok(()) => {
-                tracing::info!(job_id, "released lease at shutdown");
-                Finished::Released
-            }
-            Err(e) if e.is_lease_lost() => Finished::LeaseLost,
-            Err(e) => {
-                tracing::warn!(job_id, error = %e, "could not release lease; it will expire");
-                Finished::WriteFailed(e.to_string())
-            }
-        };
+        return Exit::Finished(
+            match lease
+                .release("released: the worker shut down before the job finished")
+                .await
+            {
+                Ok(()) => {
+                    tracing::info!(job_id, "released lease at shutdown");
+                    Finished::Released
+                }
+                Err(e) if e.is_lease_lost() => Finished::LeaseLost,
+                Err(e) => {
+                    tracing::warn!(job_id, error = %e, "could not release lease; it will expire");
+                    Finished::WriteFailed(e.to_string())
+                }
+            },
+        );
     };
     if ctx.stop_reason() == Some(StopReason::LeaseLost) {
         tracing::warn!(
             job_id,
             "lease lost while the handler ran; its outcome is dropped"
         );
-        return Finished::LeaseLost;
+        return Exit::Finished(Finished::LeaseLost);
+    }
+    if let Outcome::Done(end) = outcome {
+        return Exit::Ack {
+            lease: Box::new(lease),
+            end,
+        };
     }
     let written = apply_outcome(&lease, &outcome, &timings.backoff).await;
-    match written {
+    Exit::Finished(match written {
         Ok(()) => Finished::Recorded(outcome),
         Err(Error::LeaseLost { .. }) => {
             tracing::warn!(job_id, "lease lost before the outcome was written; dropped");
@@ -82,12 +104,13 @@ pub(crate) async fn run_job<H: Handler>(
             tracing::error!(job_id, error = %e, "could not write the job's outcome");
             Finished::WriteFailed(e.to_string())
         }
-    }
+    })
 }
 
 /// Writes a handler's outcome under `lease`: complete, retry (after the outcome's delay or
-/// `backoff`'s), or park. The pool calls this for every job; it is public so that tools and
-/// tests driving a handler by hand record outcomes exactly as the pool does.
+/// `backoff`'s), or park. The pool writes retries and parks with it (and ends in batches, to
+/// the same effect); it is public so that tools and tests driving a handler by hand record
+/// outcomes exactly as the pool does.
 pub async fn apply_outcome(
     lease: &LeasedJob,
     outcome: &Outcome,

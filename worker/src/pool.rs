@@ -1,19 +1,28 @@
 //! The pool: a fixed number of slots, claiming only when a slot is free, one task per job,
 //! and a graceful drain on shutdown (stop claiming; let running jobs finish until the grace
 //! period ends; then release their leases so another worker takes them at once).
+//!
+//! Group commit: the ends of all jobs that finished by the time the pool looks are written
+//! together with the claims that refill their slots, in one transaction (`Store::settle`);
+//! nothing waits for a batch to fill. Each job's end is still fenced by its own lease token
+//! and counted on its own; its slot is reused only once that end is durable.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nightshift_store::{LeasedJob, Store};
-use tokio::task::{Id, JoinSet};
+use nightshift_store::{ClaimRequest, LeasedJob, RunEnd, Store};
+use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::PoolConfig;
 use crate::handler::{Handler, Outcome};
-use crate::job::{Finished, JobTimings, run_job};
+use crate::job::{Exit, Finished, JobTimings, run_job};
 use crate::slots::{Slot, Slots};
+
+/// How many times the pool yields to the scheduler after a job ends, to let jobs about to end
+/// join the same batch of ends.
+const LINGER_TURNS: usize = 4;
 
 /// Counts of what happened to the jobs a pool ran, returned when it stops.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,16 +77,20 @@ impl<H: Handler> Pool<H> {
             backoff: self.config.backoff(),
         };
         let hard_stop = CancellationToken::new();
-        let mut slots = Slots::new(self.config.slots, &self.config.lanes);
-        let mut running: HashMap<Id, Slot> = HashMap::new();
-        let mut tasks: JoinSet<Finished> = JoinSet::new();
-        let mut report = PoolReport::default();
+        let mut book = Book {
+            slots: Slots::new(self.config.slots, &self.config.lanes),
+            running: HashMap::new(),
+            acks: Vec::new(),
+            report: PoolReport::default(),
+        };
+        let mut tasks: JoinSet<Exit> = JoinSet::new();
         let mut signal = self.store.subscribe();
         let mut beat = tokio::time::interval(self.config.heartbeat());
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
         while !shutdown.is_cancelled() {
-            let (claimed_all, wait) = match self.claim_free_slots(&mut slots).await {
+            let settled = self.settle(&mut book, true).await;
+            let claimed_all = match settled {
                 Ok((leases, claimed_all)) => {
                     for (lease, slot) in leases {
                         let handle = tasks.spawn(run_job(
@@ -86,29 +99,38 @@ impl<H: Handler> Pool<H> {
                             timings.clone(),
                             hard_stop.clone(),
                         ));
-                        running.insert(handle.id(), slot);
+                        book.running.insert(handle.id(), slot);
                     }
-                    // Only a pool about to go idle needs to know when the next job is due.
-                    let wait = if claimed_all {
-                        Duration::ZERO
-                    } else {
-                        self.idle_wait().await
-                    };
-                    (claimed_all, wait)
+                    Some(claimed_all)
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "claiming failed; trying again after the poll interval");
-                    (false, self.config.poll_interval())
+                    None
                 }
             };
-            if claimed_all && slots.busy() < self.config.slots {
+            let free = book.slots.busy() < self.config.slots;
+            if claimed_all == Some(true) && free {
                 continue; // there may be more due work right now
             }
-            let free = slots.busy() < self.config.slots;
+            // Only a pool about to go idle needs to know when the next job is due.
+            let wait = match claimed_all {
+                Some(false) if free => self.idle_wait().await,
+                _ => self.config.poll_interval(),
+            };
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 Some(joined) = tasks.join_next_with_id(), if !tasks.is_empty() => {
-                    finish(joined, &mut running, &mut slots, &mut report);
+                    book.reap(joined, &mut tasks);
+                    // Jobs started together tend to end together: a few turns of the
+                    // scheduler (no timer, microseconds) let the ones about to end join this
+                    // batch instead of paying for a commit of their own right after it.
+                    for _ in 0..LINGER_TURNS {
+                        if tasks.is_empty() {
+                            break;
+                        }
+                        tokio::task::yield_now().await;
+                        book.reap_ready(&mut tasks);
+                    }
                 }
                 () = signal.wait(wait), if free => {}
                 _ = beat.tick() => {
@@ -126,11 +148,14 @@ impl<H: Handler> Pool<H> {
         );
         let deadline = tokio::time::sleep(self.config.shutdown_grace());
         tokio::pin!(deadline);
-        while !tasks.is_empty() {
+        while !tasks.is_empty() || !book.acks.is_empty() {
+            if !book.acks.is_empty() {
+                // Ends only; claiming stopped. A failure is counted in the report.
+                let _ = self.settle(&mut book, false).await;
+                continue;
+            }
             tokio::select! {
-                Some(joined) = tasks.join_next_with_id() => {
-                    finish(joined, &mut running, &mut slots, &mut report);
-                }
+                Some(joined) = tasks.join_next_with_id() => book.reap(joined, &mut tasks),
                 () = &mut deadline, if !hard_stop.is_cancelled() => {
                     tracing::warn!(running = tasks.len(), "grace period over; releasing leases");
                     hard_stop.cancel();
@@ -140,40 +165,86 @@ impl<H: Handler> Pool<H> {
         if let Err(e) = self.store.remove_worker(&self.worker_id).await {
             tracing::warn!(error = %e, "could not deregister worker");
         }
+        let report = book.report;
         tracing::info!(?report, "worker pool stopped");
         Ok(report)
     }
 
-    /// Claims jobs for every free slot: reserved lanes first, then shared slots from any lane.
-    /// Returns the leases with the slot each takes, and whether every claim filled up (so
-    /// more work may be waiting).
-    async fn claim_free_slots(
+    /// Writes the ends waiting in `book` and, when `claim` is set, claims jobs for every free
+    /// slot (reserved lanes first, then shared slots from any lane), all in one transaction.
+    /// The slots of the ended jobs count as free for that claim: a new job can only take one
+    /// once the end that freed it is durable, as both commit together. Returns the leases
+    /// with the slot each takes, and whether some claim filled up (so more work may wait).
+    ///
+    /// When the transaction fails, the ends are tried once more on their own (a failing
+    /// claim should not cost finished jobs their results); ends that still fail count as
+    /// failed writes, and those jobs' leases expire, so they run again elsewhere.
+    async fn settle(
         &self,
-        slots: &mut Slots,
+        book: &mut Book,
+        claim: bool,
     ) -> nightshift_store::Result<(Vec<(LeasedJob, Slot)>, bool)> {
-        let wanted = slots.wanted();
-        let mut leases = Vec::new();
-        let mut claimed_all = false;
-        let lease = self.config.lease();
-        for (lane, n) in wanted.reserved {
-            let got = self
-                .store
-                .claim(&self.worker_id, Some(std::slice::from_ref(&lane)), n, lease)
-                .await?;
-            claimed_all |= got.len() == n;
-            leases.extend(got);
+        let acks = std::mem::take(&mut book.acks);
+        for ack in &acks {
+            if let Some(slot) = book.running.remove(&ack.task) {
+                book.slots.free(&slot);
+            }
         }
-        if wanted.shared > 0 {
-            let got = self
-                .store
-                .claim(&self.worker_id, None, wanted.shared, lease)
-                .await?;
-            claimed_all |= got.len() == wanted.shared;
+        let requests = if claim {
+            let wanted = book.slots.wanted();
+            let mut requests: Vec<ClaimRequest> = wanted
+                .reserved
+                .into_iter()
+                .map(|(lane, limit)| ClaimRequest {
+                    lanes: Some(vec![lane]),
+                    limit,
+                })
+                .collect();
+            if wanted.shared > 0 {
+                requests.push(ClaimRequest {
+                    lanes: None,
+                    limit: wanted.shared,
+                });
+            }
+            requests
+        } else {
+            Vec::new()
+        };
+        if acks.is_empty() && requests.is_empty() {
+            return Ok((Vec::new(), false));
+        }
+        let done: Vec<(&LeasedJob, RunEnd)> =
+            acks.iter().map(|a| (&*a.lease, a.end.clone())).collect();
+        let lease = self.config.lease();
+        let settled = match self
+            .store
+            .settle(&done, &self.worker_id, &requests, lease)
+            .await
+        {
+            Ok(settled) => settled,
+            Err(e) if !acks.is_empty() && !requests.is_empty() => {
+                tracing::warn!(error = %e, "writing ends with claims failed; writing the ends alone");
+                match self.store.settle(&done, &self.worker_id, &[], lease).await {
+                    Ok(settled) => book.record_ends(&acks, Ok(settled.ended)),
+                    Err(again) => book.record_ends(&acks, Err(&again)),
+                }
+                return Err(e);
+            }
+            Err(e) => {
+                book.record_ends(&acks, Err(&e));
+                return Err(e);
+            }
+        };
+        book.record_ends(&acks, Ok(settled.ended));
+        let mut claimed_all = false;
+        let mut leases = Vec::new();
+        for (request, got) in requests.iter().zip(settled.claimed) {
+            claimed_all |= got.len() == request.limit;
             leases.extend(got);
         }
         let mut placed = Vec::with_capacity(leases.len());
         for lease in leases {
-            match slots.take(&lease.job().lane) {
+            match book.slots.take(&lease.job().lane) {
                 Some(slot) => placed.push((lease, slot)),
                 None => {
                     // Cannot happen while claims ask for at most the free slots; give the job
@@ -202,32 +273,104 @@ impl<H: Handler> Pool<H> {
     }
 }
 
-fn finish(
-    joined: Result<(Id, Finished), tokio::task::JoinError>,
-    running: &mut HashMap<Id, Slot>,
-    slots: &mut Slots,
-    report: &mut PoolReport,
-) {
-    let id = match &joined {
-        Ok((id, _)) => *id,
-        Err(e) => e.id(),
-    };
-    if let Some(slot) = running.remove(&id) {
-        slots.free(&slot);
+/// A run's end waiting to be written in the pool's next batch.
+struct PendingAck {
+    task: Id,
+    lease: Box<LeasedJob>,
+    end: RunEnd,
+}
+
+/// The pool's bookkeeping: slots, which task holds which, ends waiting to be written, and
+/// the report.
+struct Book {
+    slots: Slots,
+    running: HashMap<Id, Slot>,
+    acks: Vec<PendingAck>,
+    report: PoolReport,
+}
+
+impl Book {
+    /// Takes in a finished job task, and every other one that has finished by now, so that
+    /// their ends go into one batch. A task whose end is still to be written keeps its slot.
+    fn reap(&mut self, first: Result<(Id, Exit), JoinError>, tasks: &mut JoinSet<Exit>) {
+        self.take(first);
+        self.reap_ready(tasks);
     }
-    match joined {
-        Ok((_, Finished::Recorded(outcome))) => {
-            report.recorded += 1;
-            if let Outcome::Retry { error, .. } = &outcome {
-                tracing::info!(%error, "job will be retried");
+
+    /// Takes in every job task that has finished by now.
+    fn reap_ready(&mut self, tasks: &mut JoinSet<Exit>) {
+        while let Some(joined) = tasks.try_join_next_with_id() {
+            self.take(joined);
+        }
+    }
+
+    fn take(&mut self, joined: Result<(Id, Exit), JoinError>) {
+        let id = match &joined {
+            Ok((id, _)) => *id,
+            Err(e) => e.id(),
+        };
+        let finished = match joined {
+            Ok((task, Exit::Ack { lease, end })) => {
+                self.acks.push(PendingAck { task, lease, end });
+                return;
+            }
+            Ok((_, Exit::Finished(finished))) => finished,
+            Err(e) => {
+                tracing::error!(error = %e, "a job task panicked; its lease will expire and the job will be retried");
+                Finished::WriteFailed(e.to_string())
+            }
+        };
+        if let Some(slot) = self.running.remove(&id) {
+            self.slots.free(&slot);
+        }
+        self.count(&finished);
+    }
+
+    /// Counts the results of a batch of ends (or its failure) in the report.
+    fn record_ends(
+        &mut self,
+        acks: &[PendingAck],
+        ended: Result<Vec<nightshift_store::Result<()>>, &nightshift_store::Error>,
+    ) {
+        match ended {
+            Ok(results) => {
+                for (ack, result) in acks.iter().zip(results) {
+                    let job_id = ack.lease.id();
+                    let finished = match result {
+                        Ok(()) => Finished::Recorded(Outcome::Done(ack.end.clone())),
+                        Err(e) if e.is_lease_lost() => {
+                            tracing::warn!(job_id, error = %e, "lease lost before the outcome was written; dropped");
+                            Finished::LeaseLost
+                        }
+                        Err(e) => {
+                            tracing::error!(job_id, error = %e, "could not write the job's outcome");
+                            Finished::WriteFailed(e.to_string())
+                        }
+                    };
+                    self.count(&finished);
+                }
+            }
+            Err(e) => {
+                for ack in acks {
+                    tracing::error!(job_id = ack.lease.id(), error = %e, "could not write the job's outcome");
+                    self.count(&Finished::WriteFailed(e.to_string()));
+                }
             }
         }
-        Ok((_, Finished::Released)) => report.released += 1,
-        Ok((_, Finished::LeaseLost)) => report.lease_lost += 1,
-        Ok((_, Finished::WriteFailed(_))) => report.failed_writes += 1,
-        Err(e) => {
-            tracing::error!(error = %e, "a job task panicked; its lease will expire and the job will be retried");
-            report.failed_writes += 1;
+    }
+
+    fn count(&mut self, finished: &Finished) {
+        let report = &mut self.report;
+        match finished {
+            Finished::Recorded(outcome) => {
+                report.recorded += 1;
+                if let Outcome::Retry { error, .. } = outcome {
+                    tracing::info!(%error, "job will be retried");
+                }
+            }
+            Finished::Released => report.released += 1,
+            Finished::LeaseLost => report.lease_lost += 1,
+            Finished::WriteFailed(_) => report.failed_writes += 1,
         }
     }
 }

@@ -1,7 +1,10 @@
 -- Claim up to $5 due jobs in claim order, optionally only from the lanes in the JSON array $4,
 -- issuing each a fresh lease token. Rows locked by a concurrent claimer are skipped, never
 -- waited for. Jobs whose concurrency key is held by a running job wait (claim re-checks under
--- a lock on the key, see try_lock_key.sql). $1 now, $2 worker id, $3 lease length (ms).
+-- a lock on the key, see try_lock_key.sql). The runs of claimed jobs without a concurrency
+-- key are marked running here too (such a job is always kept, so one round trip does both);
+-- a keyed job's run is marked only once claim has made sure it holds the key
+-- (mark_run_running.sql). $1 now, $2 worker id, $3 lease length (ms).
 WITH picked AS (
     SELECT id FROM jobs q
     WHERE status = 'queued'
@@ -13,14 +16,22 @@ WITH picked AS (
     ORDER BY priority DESC, run_at, id
     LIMIT $5
     FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs j SET
+        status = 'running',
+        attempts = j.attempts + 1,
+        lease_token = j.lease_token + 1,
+        lease_owner = $2,
+        lease_expires_at = $1 + $3,
+        updated_at = $1
+    FROM picked
+    WHERE j.id = picked.id
+    RETURNING j.*
+), marked AS (
+    UPDATE runs r SET status = 'running', started_at = COALESCE(r.started_at, $1), updated_at = $1
+    FROM claimed c
+    WHERE r.id = c.run_id
+      AND c.concurrency_key IS NULL
+      AND r.status IN ('queued', 'waiting', 'awaiting_approval')
 )
-UPDATE jobs j SET
-    status = 'running',
-    attempts = j.attempts + 1,
-    lease_token = j.lease_token + 1,
-    lease_owner = $2,
-    lease_expires_at = $1 + $3,
-    updated_at = $1
-FROM picked
-WHERE j.id = picked.id
-RETURNING j.*
+SELECT * FROM claimed

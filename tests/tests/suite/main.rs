@@ -1,6 +1,8 @@
 //! The Nightshift test suite: one binary, so the heavy link happens once.
 //!
 //! - `queue`: the queue conformance suite, run against SQLite and PostgreSQL.
+//! - `batch`: group commit: many ends and the claims refilling their slots in one
+//!   transaction, each end fenced by its own token.
 //! - `concurrency`: concurrency keys and policies, the side-effect fence, resume rules.
 //! - `pool`: the worker pool over both backends.
 //! - `process`: real processes (the test worker and `nightshift` itself) killed with real
@@ -29,6 +31,7 @@
 mod agent;
 mod api;
 mod approval;
+mod batch;
 mod cli;
 mod concurrency;
 mod crash;

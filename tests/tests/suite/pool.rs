@@ -1,8 +1,10 @@
-//! The worker pool over both backends: outcomes, cancellation, lane reservations, drain.
+//! The worker pool over both backends: outcomes, cancellation, lane reservations, drain,
+//! and ends written in batches (group commit) under concurrency.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nightshift_store::{JobState, NewRun, RunEnd, RunStatus, Store};
@@ -18,6 +20,9 @@ on_both_backends! {
     shutdown_drains_then_releases_unfinished_jobs => shutdown_drains_then_releases;
     an_idle_pool_is_woken_by_an_enqueue_not_by_polling => idle_pool_is_woken_by_enqueue;
     a_lost_lease_stops_the_handler_and_drops_its_outcome => lost_lease_stops_the_handler;
+    two_pools_end_every_job_once_in_batches => two_pools_end_every_job_once;
+    a_batched_end_whose_lease_was_lost_is_dropped_and_the_job_runs_again =>
+        lost_lease_in_a_pool_batch;
 }
 
 fn config() -> PoolConfig {
@@ -383,4 +388,163 @@ async fn lost_lease_stops_the_handler(db: &TestDb) {
         RunStatus::Running,
         "the stale success was not written"
     );
+}
+
+/// Counts how often each job ran, and finishes at once or after a yield.
+struct Counts {
+    runs: Arc<Mutex<HashMap<i64, usize>>>,
+}
+
+impl Handler for Counts {
+    async fn handle(&self, ctx: JobContext) -> Outcome {
+        let id = ctx.lease.id();
+        *self.runs.lock().unwrap().entry(id).or_default() += 1;
+        if id % 3 == 0 {
+            tokio::task::yield_now().await;
+        }
+        Outcome::succeeded(format!("job {id}"))
+    }
+}
+
+async fn two_pools_end_every_job_once(db: &TestDb) {
+    let store = db.store().await;
+    const N: usize = 300;
+    let mut runs = Vec::new();
+    for i in 0..N {
+        let lane = if i % 4 == 0 { "interactive" } else { "batch" };
+        runs.push(
+            store
+                .enqueue(&NewRun::new("a", format!("{i}")).lane(lane))
+                .await
+                .unwrap(),
+        );
+    }
+    let counts = Arc::new(Mutex::new(HashMap::new()));
+    // Long leases: this test is about batching, not expiry; no lease may lapse on a slow box.
+    let cfg = PoolConfig {
+        slots: 4,
+        lease_ms: 60_000,
+        heartbeat_ms: 20_000,
+        ..config()
+    };
+    let laned = PoolConfig {
+        lanes: BTreeMap::from([("interactive".to_string(), 1)]),
+        ..cfg.clone()
+    };
+    let stop = CancellationToken::new();
+    // The second pool has its own store (its own connections), as another daemon would.
+    let other = db.store().await;
+    let pools = [
+        tokio::spawn(
+            Pool::new(
+                store.clone(),
+                Counts {
+                    runs: counts.clone(),
+                },
+                cfg,
+            )
+            .run(stop.clone()),
+        ),
+        tokio::spawn(
+            Pool::new(
+                other.clone(),
+                Counts {
+                    runs: counts.clone(),
+                },
+                laned,
+            )
+            .run(stop.clone()),
+        ),
+    ];
+    eventually(Duration::from_secs(60), "every job to succeed", || async {
+        let counts = store.job_counts().await.unwrap();
+        (counts == vec![("succeeded".to_string(), N as i64)]).then_some(())
+    })
+    .await;
+    stop.cancel();
+    let mut recorded = 0;
+    for pool in pools {
+        let report = pool.await.unwrap().unwrap();
+        assert_eq!(
+            (report.lease_lost, report.failed_writes, report.released),
+            (0, 0, 0),
+            "{report:?}"
+        );
+        recorded += report.recorded;
+    }
+    assert_eq!(recorded, N, "every end written once, by one pool");
+    let counts = counts.lock().unwrap().clone();
+    assert_eq!(counts.len(), N);
+    assert!(counts.values().all(|n| *n == 1), "each job ran once");
+    for e in &runs {
+        let run = store.run(&e.run_id).await.unwrap().unwrap();
+        let expected = format!("job {}", e.job_id);
+        assert_eq!(
+            (run.status, run.result.as_deref()),
+            (RunStatus::Succeeded, Some(expected.as_str()))
+        );
+    }
+}
+
+/// Gives the lease of the job with payload "victim" back the first time it runs (so the end
+/// it then returns is stale), and succeeds otherwise.
+struct LosesOneLease {
+    lost_once: Arc<AtomicUsize>,
+}
+
+impl Handler for LosesOneLease {
+    async fn handle(&self, ctx: JobContext) -> Outcome {
+        if ctx.lease.job().payload == "victim" && self.lost_once.fetch_add(1, Ordering::SeqCst) == 0
+        {
+            ctx.lease.release("taken away by the test").await.unwrap();
+            return Outcome::succeeded("stale");
+        }
+        Outcome::succeeded("fresh")
+    }
+}
+
+async fn lost_lease_in_a_pool_batch(db: &TestDb) {
+    let store = db.store().await;
+    let mut runs = Vec::new();
+    for i in 0..20 {
+        let payload = if i == 7 {
+            "victim".to_string()
+        } else {
+            format!("{i}")
+        };
+        runs.push(store.enqueue(&NewRun::new("a", payload)).await.unwrap());
+    }
+    let cfg = PoolConfig {
+        slots: 4,
+        lease_ms: 60_000,
+        heartbeat_ms: 20_000,
+        ..config()
+    };
+    let stop = CancellationToken::new();
+    let handler = LosesOneLease {
+        lost_once: Arc::new(AtomicUsize::new(0)),
+    };
+    let pool = tokio::spawn(Pool::new(store.clone(), handler, cfg).run(stop.clone()));
+    eventually(Duration::from_secs(30), "every job to succeed", || async {
+        let counts = store.job_counts().await.unwrap();
+        (counts == vec![("succeeded".to_string(), 20)]).then_some(())
+    })
+    .await;
+    stop.cancel();
+    let report = pool.await.unwrap().unwrap();
+    assert_eq!(
+        (report.recorded, report.lease_lost, report.failed_writes),
+        (20, 1, 0),
+        "the stale end was refused, every other end written: {report:?}"
+    );
+    for e in &runs {
+        let run = store.run(&e.run_id).await.unwrap().unwrap();
+        assert_eq!(
+            (run.status, run.result.as_deref()),
+            (RunStatus::Succeeded, Some("fresh")),
+            "the stale end of the victim changed nothing"
+        );
+    }
+    let victim = store.job(runs[7].job_id).await.unwrap().unwrap();
+    assert_eq!(victim.attempts, 1, "release does not count the attempt");
 }

@@ -1,0 +1,82 @@
+-- The one-statement settle (one round trip, atomic on its own, no explicit transaction):
+-- ends the jobs in the parallel arrays $1-$7 exactly as finish_jobs.sql does (each fenced by
+-- its own token), and claims up to $12 due jobs as claim.sql does (runs marked running), for
+-- worker $9 with a lease of $10 ms, optionally only from the lanes in the JSON array $11.
+-- $8 now, $13 the channel to notify when an ended job held a concurrency key (jobs waiting
+-- for the key may run now).
+--
+-- It claims only when none of the jobs it would take has a concurrency key: such a claim
+-- needs the key lock and re-check of the transactional path (try_lock_key.sql,
+-- key_holder.sql). Then it claims nothing, returns how many keyed jobs it saw, and the
+-- caller claims again on that path; the ends are written either way.
+--
+-- Always one row or more: the summary of the ends (the ids and tokens of the ends that won:
+-- a batch may hold a stale and a fresh end of one job; whether any had a key) and
+-- the number of keyed jobs seen, joined with each claimed job (NULL job columns when none).
+WITH ends AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+                         $6::text[], $7::text[])
+        AS e(id, token, job_state, job_error, run_status, run_result, run_error)
+), done AS (
+    UPDATE jobs j SET
+        status = e.job_state,
+        last_error = COALESCE(e.job_error, j.last_error),
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        finished_at = $8,
+        updated_at = $8
+    FROM ends e
+    WHERE j.id = e.id AND j.lease_token = e.token AND j.status = 'running'
+    RETURNING j.id, j.lease_token, j.run_id, j.concurrency_key, e.run_status, e.run_result,
+              e.run_error
+), ended AS (
+    UPDATE runs r SET
+        status = d.run_status,
+        result = COALESCE(d.run_result, r.result),
+        error = COALESCE(d.run_error, r.error),
+        finished_at = $8,
+        updated_at = $8
+    FROM done d
+    WHERE r.id = d.run_id
+      AND r.status NOT IN ('succeeded', 'failed', 'cancelled', 'budget_exhausted', 'max_rounds',
+                           'superseded')
+), picked AS (
+    SELECT id, concurrency_key FROM jobs q
+    WHERE status = 'queued'
+      AND run_at <= $8
+      AND ($11::text IS NULL OR lane IN (SELECT jsonb_array_elements_text($11::jsonb)))
+      AND (q.concurrency_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM jobs h
+            WHERE h.concurrency_key = q.concurrency_key AND h.status = 'running'))
+    ORDER BY priority DESC, run_at, id
+    LIMIT $12
+    FOR UPDATE SKIP LOCKED
+), plain AS (
+    SELECT id FROM picked
+    WHERE NOT EXISTS (SELECT 1 FROM picked k WHERE k.concurrency_key IS NOT NULL)
+), claimed AS (
+    UPDATE jobs j SET
+        status = 'running',
+        attempts = j.attempts + 1,
+        lease_token = j.lease_token + 1,
+        lease_owner = $9,
+        lease_expires_at = $8 + $10,
+        updated_at = $8
+    FROM plain
+    WHERE j.id = plain.id
+    RETURNING j.*
+), marked AS (
+    UPDATE runs r SET status = 'running', started_at = COALESCE(r.started_at, $8), updated_at = $8
+    FROM claimed c
+    WHERE r.id = c.run_id
+      AND r.status IN ('queued', 'waiting', 'awaiting_approval')
+), woken AS (
+    SELECT pg_notify($13, '') FROM (SELECT 1 FROM done WHERE concurrency_key IS NOT NULL LIMIT 1) k
+), summary AS (
+    SELECT (SELECT array_agg(id) FROM done) AS ended_ids,
+           (SELECT array_agg(lease_token) FROM done) AS ended_tokens,
+           (SELECT count(*) FROM woken) > 0 AS ended_keyed,
+           (SELECT count(*) FROM picked WHERE concurrency_key IS NOT NULL) AS keyed_seen
+)
+SELECT s.ended_ids, s.ended_tokens, s.ended_keyed, s.keyed_seen, c.*
+FROM summary s LEFT JOIN claimed c ON true
