@@ -25,7 +25,6 @@
 
 use std::collections::HashMap;
 use std::collections::VecDeque;
-use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -33,24 +32,24 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+mod watcher;
+
 use crate::context::ToolContext;
 use crate::process::base_env;
-use crate::secrets::SecretResolver;
+use watcher::{Pump, Watch};
 
 /// What a start during shutdown is told.
 const SHUTTING_DOWN: &str =
     "the daemon is shutting down; start the command again once it has restarted";
 
 /// Bytes of the newest output kept in memory for a task's ending.
-const TAIL_BYTES: usize = 4096;
+pub(crate) const TAIL_BYTES: usize = 4096;
 /// How long output is still read after the main process is gone.
-const DRAIN: Duration = Duration::from_millis(1000);
+pub(crate) const DRAIN: Duration = Duration::from_millis(1000);
 
 /// How a background task ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +159,7 @@ pub enum StopCause {
     Shutdown,
 }
 
-struct Live {
+pub(crate) struct Live {
     run_id: String,
     command: String,
     started: Instant,
@@ -181,7 +180,7 @@ impl Live {
     }
 }
 
-struct Inner {
+pub(crate) struct Inner {
     dir: PathBuf,
     ledger: Arc<dyn TaskLedger>,
     live: Mutex<HashMap<String, Arc<Live>>>,
@@ -525,7 +524,7 @@ fn floor_char(s: &str, mut i: usize) -> usize {
 /// Hands an ending to the ledger until it is recorded, or gives up after a failure once the
 /// supervisor is shutting down (the store then marks the task lost when its heartbeat goes
 /// stale).
-async fn record_ending(inner: &Inner, ended: &EndedTask) {
+pub(crate) async fn record_ending(inner: &Inner, ended: &EndedTask) {
     let mut delay = Duration::from_millis(100);
     loop {
         match inner.ledger.ended(ended).await {
@@ -539,224 +538,5 @@ async fn record_ending(inner: &Inner, ended: &EndedTask) {
                 delay = (delay * 2).min(Duration::from_secs(5));
             }
         }
-    }
-}
-
-/// Copies a task's output to its log, redacted as a stream (a secret split across reads or
-/// spanning lines is still replaced whole) and capped; keeps the newest part in memory.
-struct Pump {
-    file: std::fs::File,
-    cap: u64,
-    written: u64,
-    /// Output read but not yet redacted: at most the longest secret's length − 1 after a push.
-    pending: Vec<u8>,
-    tail: VecDeque<u8>,
-    total: Arc<std::sync::atomic::AtomicU64>,
-    secrets: SecretResolver,
-}
-
-impl Pump {
-    fn push(&mut self, chunk: &[u8]) {
-        self.total
-            .fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        self.pending.extend_from_slice(chunk);
-        self.emit(false);
-    }
-
-    /// Everything still pending, at the end of the output.
-    fn finish(&mut self) {
-        self.emit(true);
-    }
-
-    fn emit(&mut self, at_end: bool) {
-        let (out, used) = self.secrets.redact_stream_prefix(&self.pending, at_end);
-        self.pending.drain(..used);
-        if out.is_empty() {
-            return;
-        }
-        self.tail.extend(out.iter().copied());
-        let excess = self.tail.len().saturating_sub(TAIL_BYTES);
-        self.tail.drain(..excess);
-        if self.written < self.cap {
-            let room = usize::try_from(self.cap - self.written).unwrap_or(usize::MAX);
-            let part = &out[..out.len().min(room)];
-            // One write per read (at most 16 KiB): cheap enough for the async runtime.
-            if self.file.write_all(part).is_ok() {
-                self.written += part.len() as u64;
-            }
-            if part.len() < out.len() {
-                let _ = writeln!(
-                    self.file,
-                    "\n[output beyond {} bytes is not kept]",
-                    self.cap
-                );
-            }
-        }
-    }
-
-    fn tail_text(&self) -> String {
-        let bytes: Vec<u8> = self.tail.iter().copied().collect();
-        let text = String::from_utf8_lossy(&bytes);
-        // The first character may have been cut in half; drop what cannot be shown.
-        text.trim_start_matches('\u{FFFD}').to_string()
-    }
-}
-
-/// Watches one task from spawn to recorded ending.
-struct Watch {
-    inner: Arc<Inner>,
-    id: String,
-    live: Arc<Live>,
-    child: tokio::process::Child,
-    pgid: Option<Pid>,
-    timeout: Duration,
-    kill_grace: Duration,
-    pump: Pump,
-    receiver: tokio::net::unix::pipe::Receiver,
-    done: watch::Sender<Option<EndedTask>>,
-    _registered: Option<crate::orphans::Registered>,
-}
-
-enum First {
-    Exit(std::io::Result<std::process::ExitStatus>),
-    Stop,
-    Timeout,
-}
-
-impl Watch {
-    async fn run(mut self) {
-        let mut buf = vec![0u8; 16 * 1024];
-        let deadline = tokio::time::sleep(self.timeout);
-        tokio::pin!(deadline);
-        let mut reading = true;
-        let first = loop {
-            tokio::select! {
-                biased;
-                _ = self.live.stop.cancelled() => break First::Stop,
-                status = self.child.wait() => break First::Exit(status),
-                _ = &mut deadline => break First::Timeout,
-                read = self.receiver.read(&mut buf), if reading => match read {
-                    Ok(0) | Err(_) => reading = false,
-                    Ok(n) => self.pump.push(&buf[..n]),
-                },
-            }
-        };
-        if !matches!(first, First::Exit(_)) {
-            self.stop_group().await;
-        }
-        // Processes left in the group do not outlive the task.
-        if let Some(pgid) = self.pgid {
-            let _ = killpg(pgid, Signal::SIGKILL);
-        }
-        let drain_until = Instant::now() + DRAIN;
-        while reading {
-            let left = drain_until.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, self.receiver.read(&mut buf)).await {
-                Ok(Ok(n)) if n > 0 => self.pump.push(&buf[..n]),
-                _ => reading = false,
-            }
-        }
-        self.pump.finish();
-        let _ = self.pump.file.flush();
-        let why = *self.live.why.lock().unwrap_or_else(|e| e.into_inner());
-        let (mut ending, exit_code, mut detail) = describe_ending(first, why, self.timeout);
-        if ending == TaskEnding::Failed
-            && exit_code.is_none()
-            && self.inner.shutting_down.is_cancelled()
-        {
-            // Killed by a signal while the daemon stops (a service manager signals the whole
-            // group): it did not get to finish.
-            ending = TaskEnding::Lost;
-            detail = format!(
-                "{detail} while the daemon was shutting down; it may not have finished its work"
-            );
-        }
-        let ended = EndedTask {
-            id: self.id.clone(),
-            run_id: self.live.run_id.clone(),
-            ending,
-            exit_code,
-            detail,
-            output_tail: self.pump.tail_text(),
-            output_bytes: self.pump.total.load(std::sync::atomic::Ordering::Relaxed),
-        };
-        let _ = self.done.send(Some(ended.clone()));
-        record_ending(&self.inner, &ended).await;
-        self.inner
-            .live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.id);
-    }
-
-    /// SIGTERM the group, give it `kill_grace`, SIGKILL whatever is left, reap the child.
-    async fn stop_group(&mut self) {
-        match self.pgid {
-            Some(pgid) => {
-                let _ = killpg(pgid, Signal::SIGTERM);
-                let _ = tokio::time::timeout(self.kill_grace, self.child.wait()).await;
-                let _ = killpg(pgid, Signal::SIGKILL);
-            }
-            None => {
-                let _ = self.child.start_kill();
-            }
-        }
-        let _ = self.child.wait().await;
-    }
-}
-
-fn describe_ending(
-    first: First,
-    why: Option<StopCause>,
-    timeout: Duration,
-) -> (TaskEnding, Option<i32>, String) {
-    use std::os::unix::process::ExitStatusExt;
-    match first {
-        First::Exit(Ok(status)) => match (status.code(), status.signal()) {
-            (Some(0), _) => (TaskEnding::Succeeded, Some(0), "exit code 0".into()),
-            (Some(code), _) => (TaskEnding::Failed, Some(code), format!("exit code {code}")),
-            (None, Some(signal)) => (
-                TaskEnding::Failed,
-                None,
-                format!("killed by signal {signal}"),
-            ),
-            (None, None) => (TaskEnding::Failed, None, "ended without an exit code".into()),
-        },
-        First::Exit(Err(e)) => (
-            TaskEnding::Failed,
-            None,
-            format!("waiting for the command failed: {e}"),
-        ),
-        First::Timeout => (
-            TaskEnding::TimedOut,
-            None,
-            format!(
-                "timed out after {} s; the command and its child processes were killed",
-                timeout.as_secs_f64()
-            ),
-        ),
-        First::Stop => match why {
-            Some(StopCause::Shutdown) => (
-                TaskEnding::Lost,
-                None,
-                "the daemon shut down before it ended; it was killed and may not have finished its work"
-                    .into(),
-            ),
-            Some(StopCause::RunEnded) => (
-                TaskEnding::Stopped,
-                None,
-                "stopped because its run ended".into(),
-            ),
-            Some(StopCause::MarkedLost) => (
-                TaskEnding::Lost,
-                None,
-                "killed: another daemon had marked it lost while this one was out of touch".into(),
-            ),
-            Some(StopCause::Asked) | None => (
-                TaskEnding::Stopped,
-                None,
-                "stopped by task_stop; the command and its child processes were killed".into(),
-            ),
-        },
     }
 }
