@@ -81,6 +81,14 @@ impl MemoryLedger {
     }
 }
 
+/// A workspace, an in-memory ledger, a supervisor over it and a context that can use it.
+fn fixture() -> (Fixture, Arc<MemoryLedger>, TaskSupervisor, ToolContext) {
+    let fx = Fixture::new();
+    let ledger = Arc::new(MemoryLedger::default());
+    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    (fx, ledger, supervisor, ctx)
+}
+
 fn setup(fx: &Fixture, ledger: Arc<MemoryLedger>) -> (TaskSupervisor, ToolContext) {
     let supervisor = TaskSupervisor::new(fx.root.join("tasks"), ledger);
     let ctx = fx.ctx().with_tasks(supervisor.clone());
@@ -107,9 +115,7 @@ fn task_id(content: &str) -> String {
 
 #[tokio::test]
 async fn a_background_command_returns_at_once_and_its_success_is_reported() {
-    let fx = Fixture::new();
-    let ledger = Arc::new(MemoryLedger::default());
-    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let (fx, ledger, supervisor, ctx) = fixture();
     let out = call(
         &RunCommand,
         &ctx,
@@ -166,16 +172,10 @@ async fn a_background_command_returns_at_once_and_its_success_is_reported() {
 
 #[tokio::test]
 async fn failures_and_timeouts_are_reported_as_such_and_a_timeout_kills_the_group() {
-    let fx = Fixture::new();
-    let ledger = Arc::new(MemoryLedger::default());
-    let (_supervisor, ctx) = setup(&fx, ledger.clone());
-    let failed = call(
-        &RunCommand,
-        &ctx,
-        json!({"command": "echo broken >&2; exit 3", "background": true}),
-    )
-    .await;
-    let failed = ledger.wait_ended(&task_id(&failed.content)).await;
+    let (fx, ledger, _supervisor, ctx) = fixture();
+    let failed = ledger
+        .wait_ended(&start(&ctx, "echo broken >&2; exit 3").await)
+        .await;
     assert_eq!(
         (failed.ending, failed.exit_code),
         (TaskEnding::Failed, Some(3))
@@ -205,9 +205,7 @@ async fn failures_and_timeouts_are_reported_as_such_and_a_timeout_kills_the_grou
 
 #[tokio::test]
 async fn task_stop_kills_the_process_group_and_tasks_are_private_to_their_run() {
-    let fx = Fixture::new();
-    let ledger = Arc::new(MemoryLedger::default());
-    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let (fx, ledger, supervisor, ctx) = fixture();
     let id = start(&ctx, "sh -c 'echo $$ > worker.pid; sleep 60' & wait").await;
     let child = wait_for_pid(&fx.ws("worker.pid")).await;
 
@@ -246,9 +244,7 @@ async fn task_stop_kills_the_process_group_and_tasks_are_private_to_their_run() 
 
 #[tokio::test]
 async fn secrets_never_reach_the_log_the_record_or_the_ending() {
-    let fx = Fixture::new();
-    let ledger = Arc::new(MemoryLedger::default());
-    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let (_fx, ledger, supervisor, ctx) = fixture();
     let ctx = ctx.with_secrets(SecretResolver::from_map([("TOKEN", "abc123xyz")]));
     let id = start(&ctx, "echo token=abc123xyz; printf 'no newline abc123xyz'").await;
     let ended = ledger.wait_ended(&id).await;
@@ -262,9 +258,7 @@ async fn secrets_never_reach_the_log_the_record_or_the_ending() {
 
 #[tokio::test]
 async fn secrets_spanning_lines_or_reads_are_redacted_whole() {
-    let fx = Fixture::new();
-    let ledger = Arc::new(MemoryLedger::default());
-    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let (_fx, ledger, supervisor, ctx) = fixture();
     let ctx = ctx.with_secrets(SecretResolver::from_map([
         ("PEM", "-----BEGIN KEY-----\nMIIEsecret\n-----END KEY-----"),
         ("TOKEN", "abc123xyz"),
@@ -295,9 +289,7 @@ async fn secrets_spanning_lines_or_reads_are_redacted_whole() {
 
 #[tokio::test]
 async fn from_the_stop_signal_on_nothing_starts_and_a_killed_task_is_lost() {
-    let fx = Fixture::new();
-    let ledger = Arc::new(MemoryLedger::default());
-    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let (fx, ledger, supervisor, ctx) = fixture();
     let id = start(&ctx, "echo $$ > main.pid; exec sleep 60").await;
     let pid = wait_for_pid(&fx.ws("main.pid")).await;
     supervisor.begin_shutdown();
@@ -325,9 +317,7 @@ async fn from_the_stop_signal_on_nothing_starts_and_a_killed_task_is_lost() {
 
 #[tokio::test]
 async fn the_log_is_capped_but_every_byte_is_counted() {
-    let fx = Fixture::new();
-    let ledger = Arc::new(MemoryLedger::default());
-    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let (_fx, ledger, supervisor, ctx) = fixture();
     let ctx = ctx.with_limits(Limits {
         max_artifact_bytes: 1000,
         ..Limits::default()
@@ -396,9 +386,7 @@ async fn a_refused_start_runs_nothing_and_no_supervisor_means_no_background() {
 
 #[tokio::test]
 async fn shutdown_stops_running_tasks_and_reports_them_lost() {
-    let fx = Fixture::new();
-    let ledger = Arc::new(MemoryLedger::default());
-    let (supervisor, ctx) = setup(&fx, ledger.clone());
+    let (fx, ledger, supervisor, ctx) = fixture();
     let id = start(&ctx, "echo $$ > main.pid; exec sleep 60").await;
     let pid = wait_for_pid(&fx.ws("main.pid")).await;
     supervisor.shutdown(Duration::from_secs(5)).await;
