@@ -422,9 +422,13 @@ impl AgentRuntime {
             }
             let key = match &call.started {
                 Some(started) if started.durability == Durability::SideEffect => {
+                    let content = match s.task_started_by(&call.call_id).await? {
+                        Some(task_id) => tasks::interrupted_start_notice(&task_id),
+                        None => INTERRUPTED_NOTICE.to_string(),
+                    };
                     s.log(RunEvent::ToolResult {
                         call_id: call.call_id.clone(),
-                        content: INTERRUPTED_NOTICE.to_string(),
+                        content,
                         is_error: true,
                         interrupted: true,
                     })
@@ -867,6 +871,26 @@ impl Session<'_> {
             (false, Some((deadline, task_id))) => TaskCheck::Running { deadline, task_id },
             (false, None) => TaskCheck::Quiet,
         })
+    }
+
+    /// The background task that call `call_id` of this run started, if any (a `run_command`
+    /// with `background: true` that was interrupted after the task was recorded).
+    async fn task_started_by(&self, call_id: &str) -> Result<Option<String>, Stop> {
+        if !self
+            .agent
+            .config
+            .tools
+            .iter()
+            .any(|t| t == tasks::RUN_COMMAND)
+        {
+            return Ok(None);
+        }
+        let tasks = self.ctx.lease.store().tasks_of_run(&self.run_id).await?;
+        Ok(tasks
+            .into_iter()
+            .rev()
+            .find(|t| t.call_id == call_id)
+            .map(|t| t.id))
     }
 
     /// Parks the run until one of its tasks ends (which wakes it), or a minute past the

@@ -9,6 +9,9 @@
 //! - **A turn that ends with tasks running does not end the run.** The run parks as
 //!   `waiting` (holding no worker) until a task ends, which wakes it; a resume is also armed
 //!   a minute past the latest deadline, in case nobody wakes it.
+//! - **A start is never forgotten.** A `run_command` call interrupted after its task was
+//!   recorded gets a result naming the task (not "outcome unknown"), so the model does not
+//!   start it twice.
 //! - **A lost task is never a success**: its reminder says it was lost and may not have done
 //!   its work.
 
@@ -21,6 +24,17 @@ pub const RUN_COMMAND: &str = "run_command";
 
 /// How long past the latest task deadline a run waiting for its tasks is resumed anyway.
 pub const DEADLINE_SLACK: Duration = Duration::from_secs(60);
+
+/// The result of a `run_command` call that started background task `task_id` and was then
+/// interrupted (the worker stopped before the call's result was logged).
+pub fn interrupted_start_notice(task_id: &str) -> String {
+    format!(
+        "This call was interrupted (the worker running it stopped), but it had already started \
+         background task {task_id}. Do not start the command again: check it with task_output, \
+         and you will get a reminder when it ends (if its worker died with it, the reminder \
+         says it was lost)."
+    )
+}
 
 /// The reminder the model gets when `task` has ended.
 pub fn reminder(task: &Task) -> String {

@@ -31,6 +31,7 @@ on_both_backends! {
     a_task_whose_daemon_stopped_is_reported_lost_never_succeeded => task_reported_lost;
     a_cancelled_runs_task_is_stopped => cancelled_run_stops_task;
     task_stop_on_another_daemon_reaches_the_owner => task_stop_from_another_daemon;
+    an_interrupted_background_start_names_its_task => interrupted_start_names_task;
 }
 
 fn new_task<'a>(id: &'a str, run_id: &'a str, owner: &'a str) -> NewTask<'a> {
@@ -466,6 +467,52 @@ async fn task_stop_from_another_daemon(db: &TestDb) {
     .await;
     assert_eq!(ended.status, TaskStatus::Stopped, "{:?}", ended.detail);
     assert!(!alive(pid));
+}
+
+async fn interrupted_start_names_task(db: &TestDb) {
+    let model = ScriptModel::new(vec![
+        reply(vec![call("c1", "run_command")], StopReason::ToolUse),
+        reply(vec![text("Waiting for it.")], StopReason::EndTurn),
+    ]);
+    let tools = Arc::new(FakeTools::default());
+    *tools.stall.lock().unwrap() = Some("run_command".into());
+    let h = Harness::new(
+        db,
+        agent(json!({"tools": ["run_command"]})),
+        model.clone(),
+        tools.clone(),
+    )
+    .await;
+    let run_id = h.enqueue("helper", "Build it.").await;
+    // The worker dies inside the call, after the call recorded its task.
+    h.crash_when(&tools.stalled).await;
+    h.store
+        .start_task(&NewTask {
+            call_id: "c1",
+            deadline_at: h.store.now() + 3_600_000,
+            ..new_task("task_0123456789ab", &run_id, "dead-daemon")
+        })
+        .await
+        .unwrap();
+    h.store.heartbeat_tasks("dead-daemon").await.unwrap();
+    *tools.stall.lock().unwrap() = None;
+    let outcome = h.run_once().await;
+    assert!(matches!(outcome, Outcome::Park { .. }), "{outcome:?}");
+    assert_eq!(
+        tools.calls().len(),
+        1,
+        "a side-effect call never runs twice"
+    );
+    let result = tool_results(model.request(1).messages.last().unwrap()).remove(0);
+    assert!(result.2, "still an error result");
+    assert!(
+        result
+            .1
+            .contains("already started background task task_0123456789ab")
+            && result.1.contains("Do not start the command again"),
+        "{}",
+        result.1
+    );
 }
 
 /// A ledger that knows nothing (the other daemon runs no task of its own here).
