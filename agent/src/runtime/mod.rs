@@ -24,6 +24,11 @@ use crate::state::RunState;
 use crate::tasks;
 use crate::wakeup::{self, ArmedWakeup};
 
+mod approvals;
+mod background;
+
+use background::TaskCheck;
+
 /// Replies cut off at `max_tokens` in a row before the run fails.
 const MAX_TOKENS_STREAK_LIMIT: u32 = 3;
 
@@ -109,16 +114,6 @@ enum ToolsEnd {
     Refused,
     /// A call waits for a human's decision until `until`.
     AwaitApproval { call_id: String, until: i64 },
-}
-
-/// What the run's background tasks need from the loop.
-enum TaskCheck {
-    /// Nothing: no task ended unreported, none runs.
-    Quiet,
-    /// Endings were logged; the model should hear them.
-    Reported,
-    /// Tasks still run; the latest deadline among them, and that task.
-    Running { deadline: i64, task_id: String },
 }
 
 /// Why the loop stopped without an outcome of its own.
@@ -682,106 +677,6 @@ fn resume_reminder(payload: &str, state: &RunState, now: i64) -> Option<String> 
 }
 
 impl Session<'_> {
-    /// Records that `call` waits for approval (once) and returns when it times out.
-    async fn request_approval(&mut self, call: &crate::state::PendingCall) -> Result<i64, Stop> {
-        if let Some(a) = &self.state.awaiting_approval
-            && a.call_id == call.call_id
-        {
-            return Ok(a.expires_at);
-        }
-        let store = self.ctx.lease.store();
-        let timeout_ms =
-            i64::try_from(self.agent.config.approvals.timeout_seconds * 1000).unwrap_or(i64::MAX);
-        let input = call.input.to_string();
-        let hash = approval::input_hash(&call.input);
-        store
-            .request_approval(&nightshift_store::NewApproval {
-                run_id: &self.run_id,
-                call_id: &call.call_id,
-                tool: &call.name,
-                input: &input,
-                input_hash: &hash,
-                expires_at: store.now().saturating_add(timeout_ms),
-            })
-            .await?;
-        // The row decides the expiry (a crash may have written it before this attempt).
-        let row = store
-            .approval(&self.run_id, &call.call_id)
-            .await?
-            .ok_or_else(|| Stop::Corrupt(format!("run {}: approval row vanished", self.run_id)))?;
-        self.log(RunEvent::ApprovalRequested {
-            call_id: call.call_id.clone(),
-            name: call.name.clone(),
-            input_hash: hash,
-            expires_at: row.expires_at,
-        })
-        .await?;
-        Ok(row.expires_at)
-    }
-
-    /// Parks the run until the call is decided or times out.
-    async fn await_approval(&mut self, call_id: String, until: i64) -> Result<Outcome, Stop> {
-        self.checkpoint().await?;
-        Ok(Outcome::AwaitApproval {
-            payload: ResumeReason::Approval {
-                call_id: call_id.clone(),
-            }
-            .to_payload(),
-            call_id,
-            until,
-        })
-    }
-
-    /// When a call awaits approval and its row is decided (or past its timeout), logs the
-    /// decision once, bound to the call's exact input.
-    async fn apply_decision(&mut self) -> Result<(), Stop> {
-        let Some(waiting) = self.state.awaiting_approval.clone() else {
-            return Ok(());
-        };
-        let store = self.ctx.lease.store();
-        let Some(mut row) = store.approval(&self.run_id, &waiting.call_id).await? else {
-            return Ok(());
-        };
-        let mut by = "operator";
-        if row.status == "pending" && store.now() >= row.expires_at {
-            store
-                .expire_approval(&self.run_id, &waiting.call_id)
-                .await?;
-            by = "timeout";
-            row = store
-                .approval(&self.run_id, &waiting.call_id)
-                .await?
-                .unwrap_or(row);
-        }
-        if row.status == "pending" {
-            return Ok(());
-        }
-        if row.status == "expired" {
-            by = "timeout";
-        }
-        let input = self
-            .state
-            .pending
-            .iter()
-            .find(|c| c.call_id == waiting.call_id)
-            .map(|c| approval::input_hash(&c.input));
-        let (approved, reason) = if input.as_deref() != Some(row.input_hash.as_str()) {
-            (
-                false,
-                Some("the decision was made for a different input of this call".to_string()),
-            )
-        } else {
-            (row.status == "approved", row.reason)
-        };
-        self.log(RunEvent::ApprovalDecided {
-            call_id: waiting.call_id,
-            approved,
-            reason,
-            by: by.to_string(),
-        })
-        .await
-    }
-
     /// Appends an event unless the run was cancelled or superseded (see
     /// `LeasedJob::append_event_unless_cancelled`); false when it was refused.
     async fn log_unless_cancelled(&mut self, event: RunEvent) -> Result<bool, Stop> {
@@ -840,69 +735,6 @@ impl Session<'_> {
             })
             .await?;
         Ok(())
-    }
-
-    /// Logs the endings of the run's background tasks that its log does not hold yet (each
-    /// once, also across crashes), and says what is still running.
-    async fn report_ended_tasks(&mut self) -> Result<TaskCheck, Stop> {
-        let store = self.ctx.lease.store().clone();
-        let mut reported = false;
-        let mut running: Option<(i64, String)> = None;
-        for task in store.unreported_tasks(&self.run_id).await? {
-            if task.status == nightshift_store::TaskStatus::Running {
-                if running.as_ref().is_none_or(|(d, _)| task.deadline_at > *d) {
-                    running = Some((task.deadline_at, task.id.clone()));
-                }
-                continue;
-            }
-            if !self.state.reported_tasks.contains(&task.id) {
-                self.log(RunEvent::TaskEnded {
-                    task_id: task.id.clone(),
-                    status: task.status.to_string(),
-                    reminder: tasks::reminder(&task),
-                })
-                .await?;
-                reported = true;
-            }
-            store.mark_task_reported(&task.id).await?;
-        }
-        Ok(match (reported, running) {
-            (true, _) => TaskCheck::Reported,
-            (false, Some((deadline, task_id))) => TaskCheck::Running { deadline, task_id },
-            (false, None) => TaskCheck::Quiet,
-        })
-    }
-
-    /// The background task that call `call_id` of this run started, if any (a `run_command`
-    /// with `background: true` that was interrupted after the task was recorded).
-    async fn task_started_by(&self, call_id: &str) -> Result<Option<String>, Stop> {
-        if !self
-            .agent
-            .config
-            .tools
-            .iter()
-            .any(|t| t == tasks::RUN_COMMAND)
-        {
-            return Ok(None);
-        }
-        let tasks = self.ctx.lease.store().tasks_of_run(&self.run_id).await?;
-        Ok(tasks
-            .into_iter()
-            .rev()
-            .find(|t| t.call_id == call_id)
-            .map(|t| t.id))
-    }
-
-    /// Parks the run until one of its tasks ends (which wakes it), or a minute past the
-    /// latest deadline at the latest.
-    async fn wait_for_tasks(&mut self, deadline: i64, task_id: String) -> Result<Outcome, Stop> {
-        self.checkpoint().await?;
-        let slack = i64::try_from(tasks::DEADLINE_SLACK.as_millis()).unwrap_or(i64::MAX);
-        let now = self.ctx.lease.store().now();
-        Ok(Outcome::Park {
-            until: deadline.max(now).saturating_add(slack),
-            payload: ResumeReason::Task { task_id }.to_payload(),
-        })
     }
 
     /// Logs the end, checkpoints, and returns the outcome that completes the run.
