@@ -13,6 +13,7 @@ use nightshift_tests::{TestDb, on_both_backends};
 const LEASE: Duration = Duration::from_secs(30);
 
 on_both_backends! {
+    enqueues_dropped_midway_never_wedge_the_writer => dropped_enqueues_leave_no_transaction;
     dedupe_returns_the_existing_ids => dedupe_returns_the_existing_ids;
     concurrent_enqueues_of_one_key_make_one_job => concurrent_enqueues_of_one_key_make_one_job;
     eight_claimers_claim_each_of_2000_jobs_exactly_once => eight_claimers_claim_each_job_once;
@@ -537,4 +538,29 @@ async fn resume_dedupe_and_finished_runs(db: &TestDb) {
         .await
         .unwrap_err();
     assert!(bad.to_string().contains("max_attempts must be at least 1"));
+}
+
+/// Callers that give up on an enqueue (an HTTP client that hangs up) drop its future at
+/// various points; every enqueue either happened whole or not at all, and the store keeps
+/// working.
+async fn dropped_enqueues_leave_no_transaction(db: &TestDb) {
+    let store = db.store().await;
+    for i in 0..40 {
+        let s = store.clone();
+        let pending =
+            tokio::spawn(async move { s.enqueue(&NewRun::new("a", format!("dropped {i}"))).await });
+        for _ in 0..(i % 5) {
+            tokio::task::yield_now().await;
+        }
+        pending.abort();
+        let _ = pending.await;
+    }
+    let kept = store.enqueue(&NewRun::new("a", "kept")).await.unwrap();
+    assert!(!kept.duplicate);
+    let runs = store.list_runs(None, 1000).await.unwrap();
+    for run in &runs {
+        let jobs = store.jobs_of_run(&run.id).await.unwrap();
+        assert_eq!(jobs.len(), 1, "run {} has its start job, whole", run.id);
+    }
+    assert!(runs.iter().any(|r| r.id == kept.run_id));
 }
