@@ -89,6 +89,25 @@ pub enum RunsCommand {
     },
 }
 
+/// `nightshift notifications …`
+#[derive(Debug, Subcommand)]
+pub enum NotificationsCommand {
+    /// Run notice deliveries, newest first: delivery id, run, status, attempts, last error,
+    /// URL (without its path and query).
+    List {
+        /// Only this run's deliveries.
+        #[arg(long)]
+        run: Option<String>,
+        /// Only deliveries in this state (pending, delivered, dead).
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
+    /// Send a dead delivery again: fresh attempts, the same delivery id.
+    Redeliver { delivery_id: String },
+}
+
 /// `nightshift schedules …`
 #[derive(Debug, Subcommand)]
 pub enum SchedulesCommand {
@@ -130,6 +149,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         } => decide(&store, &run_id, &call_id, false, reason).await,
         Command::Approvals => approvals(&store).await,
         Command::Schedules { command } => schedules_command(&store, command).await,
+        Command::Notifications { command } => notifications_command(&store, command).await,
         Command::Demo { .. } => unreachable!("handled above"),
     };
     store.close().await;
@@ -464,6 +484,34 @@ async fn approvals(store: &Store) -> anyhow::Result<()> {
             "{}\t{}\t{}\texpires {expires}\t{}",
             a.run_id, a.call_id, a.tool, a.input
         );
+    }
+    Ok(())
+}
+
+async fn notifications_command(store: &Store, command: NotificationsCommand) -> anyhow::Result<()> {
+    match command {
+        NotificationsCommand::List { run, status, limit } => {
+            let status = status
+                .map(|s| s.parse::<nightshift_store::DeliveryStatus>())
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--status: {e}"))?;
+            for n in store.notifications(run.as_deref(), status, limit).await? {
+                println!(
+                    "{}\t{}\t{}\t{}/{}\t{}\t{}",
+                    n.delivery_id,
+                    n.run_id,
+                    n.status,
+                    n.attempts,
+                    n.max_attempts,
+                    n.last_error.as_deref().unwrap_or("-"),
+                    shown_url(&n.url)
+                );
+            }
+        }
+        NotificationsCommand::Redeliver { delivery_id } => {
+            store.redeliver(&delivery_id).await?;
+            println!("{delivery_id}\tqueued again; the notifier sends it with fresh attempts");
+        }
     }
     Ok(())
 }

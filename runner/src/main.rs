@@ -65,6 +65,11 @@ enum Command {
         #[command(subcommand)]
         command: commands::SchedulesCommand,
     },
+    /// List run notice deliveries, or send a dead one again.
+    Notifications {
+        #[command(subcommand)]
+        command: commands::NotificationsCommand,
+    },
     /// Run a sample agent end to end on the embedded default: SQLite, a scripted model (no
     /// API key), real file and command tools. Prints the transcript and usage.
     Demo {

@@ -262,7 +262,23 @@ async fn never_succeeds_ends_dead(db: &TestDb) {
     down.answer_from_now(OK);
     let err = store.redeliver("no-such-delivery").await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound { .. }), "{err}");
-    store.redeliver(&d.delivery_id).await.unwrap();
+    // Through the CLI, as an operator would: listed as dead, then sent again.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = crate::crash::write_config(db, dir.path(), crate::crash::FAST_WORKER, "");
+    let listed = crate::crash::cli(&cfg, &["notifications", "list", "--status", "dead"]);
+    assert!(
+        listed.contains(&format!(
+            "{}\t{run_id}\tdead\t3/3\tHTTP 503\t",
+            d.delivery_id
+        )),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains("/hooks/"),
+        "URLs are shown without their path: {listed}"
+    );
+    let sent = crate::crash::cli(&cfg, &["notifications", "redeliver", &d.delivery_id]);
+    assert!(sent.contains("queued again"), "{sent}");
     let again = eventually(Duration::from_secs(20), "the redelivery", || async {
         let d = deliveries(&store, &run_id).await.pop()?;
         (d.status == DeliveryStatus::Delivered).then_some(d)
