@@ -25,7 +25,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -87,6 +87,24 @@ pub fn router(state: ApiState) -> Router {
 
 pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({ "error": message.into() }))).into_response()
+}
+
+/// A listing's query and its optional `status` filter parsed as `S`, or the 400 that says
+/// what is wrong (a malformed query, or a status naming the allowed values).
+#[allow(clippy::result_large_err)] // the Err is the response, handed straight back to axum
+pub(crate) fn status_query<T, S>(
+    q: Result<Query<T>, QueryRejection>,
+    status: impl FnOnce(&T) -> Option<&str>,
+) -> Result<(T, Option<S>), Response>
+where
+    S: std::str::FromStr<Err = String>,
+{
+    let Query(q) = q.map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let parsed = status(&q)
+        .map(str::parse::<S>)
+        .transpose()
+        .map_err(|m| error(StatusCode::BAD_REQUEST, m))?;
+    Ok((q, parsed))
 }
 
 pub(crate) async fn require_token(
@@ -266,16 +284,11 @@ struct ListQuery {
 
 async fn list_runs(
     State(state): State<ApiState>,
-    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+    q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
-    let Query(q) = match q {
-        Ok(q) => q,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
-    };
-    let status = match q.status.as_deref().map(str::parse::<RunStatus>) {
-        None => None,
-        Some(Ok(s)) => Some(s),
-        Some(Err(m)) => return error(StatusCode::BAD_REQUEST, m),
+    let (q, status) = match status_query::<_, RunStatus>(q, |q| q.status.as_deref()) {
+        Ok(parsed) => parsed,
+        Err(refused) => return refused,
     };
     match state.store.list_runs(status, q.limit.unwrap_or(50)).await {
         Ok(runs) => Json(json!({ "runs": runs })).into_response(),
@@ -436,16 +449,11 @@ struct NotificationsQuery {
 
 async fn list_notifications(
     State(state): State<ApiState>,
-    q: Result<Query<NotificationsQuery>, axum::extract::rejection::QueryRejection>,
+    q: Result<Query<NotificationsQuery>, QueryRejection>,
 ) -> Response {
-    let Query(q) = match q {
-        Ok(q) => q,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
-    };
-    let status = match q.status.as_deref().map(str::parse::<DeliveryStatus>) {
-        None => None,
-        Some(Ok(s)) => Some(s),
-        Some(Err(m)) => return error(StatusCode::BAD_REQUEST, m),
+    let (q, status) = match status_query::<_, DeliveryStatus>(q, |q| q.status.as_deref()) {
+        Ok(parsed) => parsed,
+        Err(refused) => return refused,
     };
     let listed = state
         .store

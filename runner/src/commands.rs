@@ -350,14 +350,20 @@ async fn run(store: &Store, config: &Config, args: RunArgs) -> anyhow::Result<()
     Ok(())
 }
 
+/// A listing's `--status` flag parsed as `S`; the error names the flag and the allowed values.
+fn status_flag<S: std::str::FromStr<Err = String>>(
+    status: Option<String>,
+) -> anyhow::Result<Option<S>> {
+    status
+        .map(|s| s.parse::<S>())
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--status: {e}"))
+}
+
 async fn runs(store: &Store, command: RunsCommand) -> anyhow::Result<()> {
     match command {
         RunsCommand::List { status, limit } => {
-            let status = status
-                .as_deref()
-                .map(str::parse::<nightshift_store::RunStatus>)
-                .transpose()
-                .map_err(anyhow::Error::msg)?;
+            let status = status_flag::<nightshift_store::RunStatus>(status)?;
             for run in store.list_runs(status, limit).await? {
                 println!(
                     "{}\t{}\t{}\t{} turns\t${:.4}",
@@ -417,10 +423,7 @@ async fn runs(store: &Store, command: RunsCommand) -> anyhow::Result<()> {
             }
         }
         RunsCommand::Tasks { run, status, limit } => {
-            let status = status
-                .map(|s| s.parse::<nightshift_store::TaskStatus>())
-                .transpose()
-                .map_err(|e| anyhow::anyhow!("--status: {e}"))?;
+            let status = status_flag::<nightshift_store::TaskStatus>(status)?;
             let tasks = match &run {
                 Some(id) => {
                     store
@@ -491,10 +494,7 @@ async fn approvals(store: &Store) -> anyhow::Result<()> {
 async fn notifications_command(store: &Store, command: NotificationsCommand) -> anyhow::Result<()> {
     match command {
         NotificationsCommand::List { run, status, limit } => {
-            let status = status
-                .map(|s| s.parse::<nightshift_store::DeliveryStatus>())
-                .transpose()
-                .map_err(|e| anyhow::anyhow!("--status: {e}"))?;
+            let status = status_flag::<nightshift_store::DeliveryStatus>(status)?;
             for n in store.notifications(run.as_deref(), status, limit).await? {
                 println!(
                     "{}\t{}\t{}\t{}/{}\t{}\t{}",

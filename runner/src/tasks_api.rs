@@ -20,7 +20,7 @@ use nightshift_store::TaskStatus;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::api::{ApiState, error, store_error};
+use crate::api::{ApiState, error, status_query, store_error};
 
 /// The task routes (merged into [`crate::api::router`] before its token check).
 pub fn routes() -> Router<ApiState> {
@@ -40,14 +40,9 @@ async fn list(
     State(state): State<ApiState>,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
-    let Query(q) = match q {
-        Ok(q) => q,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
-    };
-    let status = match q.status.as_deref().map(str::parse::<TaskStatus>) {
-        None => None,
-        Some(Ok(s)) => Some(s),
-        Some(Err(m)) => return error(StatusCode::BAD_REQUEST, m),
+    let (q, status) = match status_query::<_, TaskStatus>(q, |q| q.status.as_deref()) {
+        Ok(parsed) => parsed,
+        Err(refused) => return refused,
     };
     match state.store.list_tasks(status, q.limit.unwrap_or(50)).await {
         Ok(tasks) => Json(json!({ "tasks": tasks })).into_response(),
