@@ -22,6 +22,12 @@ use nightshift_store::{Task, TaskStatus};
 /// The tool that starts background commands; agents that cannot call it skip the checks.
 pub const RUN_COMMAND: &str = "run_command";
 
+/// Whether an agent can start background commands (it may call `run_command`); the loop
+/// looks for task endings only for such agents.
+pub fn may_start_tasks(agent: &crate::config::AgentConfig) -> bool {
+    agent.tools.iter().any(|t| t == RUN_COMMAND)
+}
+
 /// How long past the latest task deadline a run waiting for its tasks is resumed anyway.
 pub const DEADLINE_SLACK: Duration = Duration::from_secs(60);
 

@@ -54,13 +54,7 @@ impl Session<'_> {
     /// The background task that call `call_id` of this run started, if any (a `run_command`
     /// with `background: true` that was interrupted after the task was recorded).
     pub(super) async fn task_started_by(&self, call_id: &str) -> Result<Option<String>, Stop> {
-        if !self
-            .agent
-            .config
-            .tools
-            .iter()
-            .any(|t| t == tasks::RUN_COMMAND)
-        {
+        if !tasks::may_start_tasks(&self.agent.config) {
             return Ok(None);
         }
         let tasks = self.ctx.lease.store().tasks_of_run(&self.run_id).await?;

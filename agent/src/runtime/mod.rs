@@ -309,7 +309,7 @@ impl AgentRuntime {
             if let Step::Finish(end) = step {
                 if s.state.ending.is_none()
                     && matches!(end, RunEnd::Succeeded { .. })
-                    && self.may_start_tasks(s.agent)
+                    && tasks::may_start_tasks(&s.agent.config)
                 {
                     // The turn ended, but not while its tasks run: report those that ended
                     // (the model answers them), or wait for the rest.
@@ -357,7 +357,7 @@ impl AgentRuntime {
                     .await?;
                 }
                 Step::CallModel => {
-                    if self.may_start_tasks(s.agent) {
+                    if tasks::may_start_tasks(&s.agent.config) {
                         s.report_ended_tasks().await?;
                     }
                     if let Some(end) = s.over_budget() {
@@ -496,11 +496,6 @@ impl AgentRuntime {
             .and_then(|o| o.approval)
             == Some(nightshift_tools::Approval::Required);
         marked || agent.config.approvals.matches(name, input)
-    }
-
-    /// True when the agent can start background commands (it may call `run_command`).
-    fn may_start_tasks(&self, agent: &AgentDef) -> bool {
-        agent.config.tools.iter().any(|t| t == tasks::RUN_COMMAND)
     }
 
     /// True for a control tool the agent has enabled (the loop runs it itself).
