@@ -175,9 +175,7 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
     // is touched.
     let daemon_id = format!(
         "{}:{}:{}",
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "localhost".into()),
+        nightshift_worker::hostname(),
         std::process::id(),
         uuid::Uuid::new_v4().simple()
     );

@@ -32,5 +32,5 @@ pub mod slots;
 pub use config::PoolConfig;
 pub use handler::{Handler, JobContext, Outcome, StopReason};
 pub use job::{Finished, apply_outcome};
-pub use pool::{Pool, PoolReport};
+pub use pool::{Pool, PoolReport, hostname};
 pub use signals::shutdown_on_signals;

@@ -375,7 +375,9 @@ impl Book {
     }
 }
 
-fn hostname() -> String {
+/// This machine's host name (`localhost` when it cannot be read): the first part of worker
+/// and daemon ids.
+pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_string())
