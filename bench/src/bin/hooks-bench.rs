@@ -23,7 +23,7 @@ use nightshift_runner::config::Config;
 use nightshift_scheduler::hooks::HookSet;
 use nightshift_scheduler::hooks::config::HmacAlgorithm;
 use nightshift_scheduler::hooks::signature::hmac;
-use nightshift_store::{Store, StoreConfig, SystemClock};
+use nightshift_store::{Store, SystemClock};
 
 const SECRET: &str = "bench-webhook-secret";
 const CLIENTS: usize = 8;
@@ -69,27 +69,9 @@ struct Measured {
 #[tokio::main]
 async fn main() -> Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
-    let sqlite_only = std::env::args().any(|a| a == "--sqlite-only");
     let n = if quick { 300 } else { 2000 };
-    let pg_url = std::env::var("NIGHTSHIFT_BENCH_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let dir = tempfile::tempdir()?;
-    let mut backends = vec![(
-        "SQLite",
-        StoreConfig::for_url(format!(
-            "sqlite://{}",
-            dir.path().join("hooks.db").display()
-        )),
-    )];
-    if !sqlite_only {
-        let mut pg = StoreConfig::for_url(&pg_url);
-        pg.schema = Some(format!("bench_hooks_{}", std::process::id()));
-        if Store::connect(&pg, Arc::new(SystemClock)).await.is_ok() {
-            backends.push(("PostgreSQL", pg));
-        } else {
-            println!("note: PostgreSQL at {pg_url} is unreachable; its rows are skipped");
-        }
-    }
+    let backends = nightshift_bench::backends(dir.path(), "hooks").await;
     let fixture = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/fixtures/github/pull_request.opened.json"
@@ -146,15 +128,7 @@ async fn main() -> Result<()> {
             );
         }
         store.close().await;
-        if let Some(schema) = &config.schema
-            && let Ok(mut conn) =
-                <sqlx::PgConnection as sqlx::Connection>::connect(&config.url).await
-        {
-            let drop = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
-            let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
-                .execute(&mut conn)
-                .await;
-        }
+        nightshift_bench::drop_schema(config).await;
     }
     println!();
     println!(

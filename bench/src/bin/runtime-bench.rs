@@ -38,20 +38,8 @@ const LEASE: Duration = Duration::from_secs(300);
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let sqlite_only = std::env::args().any(|a| a == "--sqlite-only");
-    let pg_url = std::env::var("NIGHTSHIFT_BENCH_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let dir = tempfile::tempdir()?;
-    let mut backends = vec![("SQLite", sqlite_config(&dir, "wal"))];
-    if !sqlite_only {
-        let mut pg = StoreConfig::for_url(&pg_url);
-        pg.schema = Some(format!("bench_rt_{}", std::process::id()));
-        if Store::connect(&pg, Arc::new(SystemClock)).await.is_ok() {
-            backends.push(("PostgreSQL", pg));
-        } else {
-            println!("note: PostgreSQL at {pg_url} is unreachable; its rows are skipped");
-        }
-    }
+    let backends = nightshift_bench::backends(dir.path(), "rt").await;
 
     println!("## WAL overhead per tool call (no-op tool, 500 calls)");
     println!(
@@ -94,13 +82,6 @@ async fn main() -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn sqlite_config(dir: &tempfile::TempDir, name: &str) -> StoreConfig {
-    StoreConfig::for_url(format!(
-        "sqlite://{}",
-        dir.path().join(format!("{name}.db")).display()
-    ))
 }
 
 async fn fresh_store(config: &StoreConfig) -> Result<Store> {

@@ -50,28 +50,10 @@ fn arg(name: &str) -> Option<u64> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let sqlite_only = std::env::args().any(|a| a == "--sqlite-only");
     let n = arg("--wakeups").unwrap_or(10_000);
     let window = Duration::from_secs(arg("--window-seconds").unwrap_or(60));
-    let pg_url = std::env::var("NIGHTSHIFT_BENCH_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let dir = tempfile::tempdir()?;
-    let mut backends = vec![(
-        "SQLite",
-        StoreConfig::for_url(format!(
-            "sqlite://{}",
-            dir.path().join("timers.db").display()
-        )),
-    )];
-    if !sqlite_only {
-        let mut pg = StoreConfig::for_url(&pg_url);
-        pg.schema = Some(format!("bench_timer_{}", std::process::id()));
-        if Store::connect(&pg, Arc::new(SystemClock)).await.is_ok() {
-            backends.push(("PostgreSQL", pg));
-        } else {
-            println!("note: PostgreSQL at {pg_url} is unreachable; its row is skipped");
-        }
-    }
+    let backends = nightshift_bench::backends(dir.path(), "timer").await;
     println!(
         "## Timer accuracy: {n} armed wakeups due over {} s, pool of 8 slots",
         window.as_secs()
@@ -90,9 +72,7 @@ async fn main() -> Result<()> {
             r.p99,
             r.max
         );
-        if let Some(schema) = &config.schema {
-            drop_schema(&pg_url, schema).await;
-        }
+        nightshift_bench::drop_schema(config).await;
     }
     println!(
         "\nlateness = start of the resume job − its due time (the store's clock); \
@@ -190,14 +170,4 @@ async fn park(lease: &nightshift_store::LeasedJob, due: i64) -> Result<()> {
     };
     lease.park_until(due, &reason.to_payload()).await?;
     Ok(())
-}
-
-async fn drop_schema(url: &str, schema: &str) {
-    use sqlx::Connection;
-    if let Ok(mut conn) = sqlx::PgConnection::connect(url).await {
-        let sql = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
-        let _ = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&mut conn)
-            .await;
-    }
 }

@@ -1,0 +1,52 @@
+//! What the bench binaries share (the queue bench in `main.rs` keeps its own harness).
+//!
+//! [`backends`] gives the stores a bench measures on: a SQLite file in the given directory,
+//! and PostgreSQL from `NIGHTSHIFT_BENCH_PG_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`) in a schema of its own, unless `--sqlite-only`
+//! is passed or the server cannot be reached (then a note says its rows are skipped).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use nightshift_store::{Store, StoreConfig, SystemClock};
+
+/// The backends to measure on, named for the table: `SQLite` (a file `<name>.db` in `dir`)
+/// and, when reachable and not excluded by `--sqlite-only`, `PostgreSQL` in a schema
+/// `bench_<name>_<pid>`.
+pub async fn backends(dir: &Path, name: &str) -> Vec<(&'static str, StoreConfig)> {
+    let mut backends = vec![(
+        "SQLite",
+        StoreConfig::for_url(format!(
+            "sqlite://{}",
+            dir.join(format!("{name}.db")).display()
+        )),
+    )];
+    if std::env::args().any(|a| a == "--sqlite-only") {
+        return backends;
+    }
+    let pg_url = std::env::var("NIGHTSHIFT_BENCH_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let mut pg = StoreConfig::for_url(&pg_url);
+    pg.schema = Some(format!("bench_{name}_{}", std::process::id()));
+    if Store::connect(&pg, Arc::new(SystemClock)).await.is_ok() {
+        backends.push(("PostgreSQL", pg));
+    } else {
+        println!("note: PostgreSQL at {pg_url} is unreachable; its rows are skipped");
+    }
+    backends
+}
+
+/// Drops the PostgreSQL schema a bench measured in (nothing for SQLite, whose file goes with
+/// its temporary directory). Failing to drop it is not an error of the bench.
+pub async fn drop_schema(config: &StoreConfig) {
+    use sqlx::Connection;
+    let Some(schema) = &config.schema else {
+        return;
+    };
+    if let Ok(mut conn) = sqlx::PgConnection::connect(&config.url).await {
+        let sql = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
+        let _ = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&mut conn)
+            .await;
+    }
+}
