@@ -286,15 +286,16 @@ impl TaskKeeper {
                 tracing::warn!(tasks = ?gone, "killing background tasks another daemon marked lost");
                 self.supervisor.stop_ids(&gone, StopCause::MarkedLost);
             }
+            // Only tasks running here can be orphans of this daemon.
+            let orphaned = self.store.orphaned_tasks(&self.owner).await?;
+            if !orphaned.is_empty() {
+                tracing::info!(tasks = ?orphaned, "stopping background tasks of finished runs");
+                self.supervisor.stop_ids(&orphaned, StopCause::RunEnded);
+            }
         }
         let lost = self.store.mark_lost_tasks(self.lost_after).await?;
         if !lost.is_empty() {
             tracing::warn!(tasks = ?lost, "background tasks lost: their daemon stopped");
-        }
-        let orphaned = self.store.orphaned_tasks(&self.owner).await?;
-        if !orphaned.is_empty() {
-            tracing::info!(tasks = ?orphaned, "stopping background tasks of finished runs");
-            self.supervisor.stop_ids(&orphaned, StopCause::RunEnded);
         }
         for (run_id, task_id) in self.store.tasks_to_wake(100).await? {
             wake_for_task(&self.store, &run_id, &task_id).await;
