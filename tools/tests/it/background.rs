@@ -107,6 +107,17 @@ async fn start(ctx: &ToolContext, command: &str) -> String {
     task_id(&out.content)
 }
 
+/// Asks for `command` in the background and checks that it was refused saying `why`.
+async fn refused(ctx: &ToolContext, command: &str, why: &str) {
+    let out = call(
+        &RunCommand,
+        ctx,
+        json!({"command": command, "background": true}),
+    )
+    .await;
+    assert!(out.is_error && out.content.contains(why), "{}", out.content);
+}
+
 /// The task id in run_command's answer.
 fn task_id(content: &str) -> String {
     let start = content.find("task_").expect("a task id");
@@ -293,17 +304,7 @@ async fn from_the_stop_signal_on_nothing_starts_and_a_killed_task_is_lost() {
     let id = start(&ctx, "echo $$ > main.pid; exec sleep 60").await;
     let pid = wait_for_pid(&fx.ws("main.pid")).await;
     supervisor.begin_shutdown();
-    let refused = call(
-        &RunCommand,
-        &ctx,
-        json!({"command": "true", "background": true}),
-    )
-    .await;
-    assert!(
-        refused.is_error && refused.content.contains("shutting down"),
-        "{}",
-        refused.content
-    );
+    refused(&ctx, "true", "shutting down").await;
     // A service manager signals the task's group too; it never got to finish its work.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),
@@ -350,32 +351,12 @@ async fn a_refused_start_runs_nothing_and_no_supervisor_means_no_background() {
         ..MemoryLedger::default()
     });
     let (_supervisor, ctx) = setup(&fx, ledger.clone());
-    let out = call(
-        &RunCommand,
-        &ctx,
-        json!({"command": "touch ran.txt", "background": true}),
-    )
-    .await;
-    assert!(
-        out.is_error && out.content.contains("already has 4"),
-        "{}",
-        out.content
-    );
+    refused(&ctx, "touch ran.txt", "already has 4").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!fx.ws("ran.txt").exists(), "nothing ran");
 
     let bare = fx.ctx();
-    let out = call(
-        &RunCommand,
-        &bare,
-        json!({"command": "touch ran.txt", "background": true}),
-    )
-    .await;
-    assert!(
-        out.is_error && out.content.contains("not available"),
-        "{}",
-        out.content
-    );
+    refused(&bare, "touch ran.txt", "not available").await;
     let out = call(&TaskOutput, &bare, json!({"task_id": "task_000000000000"})).await;
     assert!(
         out.is_error && out.content.contains("not available"),
@@ -394,15 +375,5 @@ async fn shutdown_stops_running_tasks_and_reports_them_lost() {
     assert_eq!(ended.ending, TaskEnding::Lost, "{}", ended.detail);
     assert!(ended.detail.contains("shut down"), "{}", ended.detail);
     assert!(crate::common::process_gone(pid));
-    let refused = call(
-        &RunCommand,
-        &ctx,
-        json!({"command": "true", "background": true}),
-    )
-    .await;
-    assert!(
-        refused.is_error && refused.content.contains("shutting down"),
-        "{}",
-        refused.content
-    );
+    refused(&ctx, "true", "shutting down").await;
 }
