@@ -249,6 +249,14 @@ async fn task_stop_kills_the_process_group_and_tasks_are_private_to_their_run() 
     assert!(again.content.contains(": stopped"), "{}", again.content);
     assert_eq!(ledger.ended.lock().unwrap().len(), 1, "ended once");
 
+    for tool in [&TaskOutput as &dyn nightshift_tools::Tool, &TaskStop] {
+        let bad = call(tool, &ctx, json!({"id": "task_000000000000"})).await;
+        assert!(
+            bad.is_error && bad.content.contains("invalid input") && bad.content.contains("id"),
+            "{}",
+            bad.content
+        );
+    }
     let unknown = call(&TaskOutput, &ctx, json!({"task_id": "task_000000000000"})).await;
     assert!(unknown.is_error && unknown.content.contains("no background task"));
 }
