@@ -136,8 +136,8 @@ impl Store {
 
 /// Expands the settle operations (group-committed ends and claims) for one backend, next to
 /// `queue_operations!`. `$dir` names the SQL directory; besides the queue operations the
-/// backend provides `settle_fast` (a one-statement path, or `None`), `finish_batch` (ends in
-/// one statement, or `None`) and `MARKS_PLAIN_RUNS` (whether claim.sql marks runs running).
+/// backend provides `settle_fast` (a one-statement path, or `None`), `finish_batch` (a batch of
+/// ends in one or two statements), `mark_runs_running` and `MARKS_PLAIN_RUNS` (whether claim.sql marks runs running).
 macro_rules! settle_operations {
     ($backend:ty, $db:ty, $dir:literal) => {
         macro_rules! settle_sql {
@@ -214,10 +214,7 @@ macro_rules! settle_operations {
                 now: i64,
             ) -> $crate::Result<(Vec<Option<bool>>, Vec<Vec<$crate::model::Job>>, bool)> {
                 let mut tx = self.begin().await?;
-                let ended = match self.finish_batch(&mut tx, done, now).await? {
-                    Some(ended) => ended,
-                    None => Self::finish_each(&mut tx, done, now).await?,
-                };
+                let ended = self.finish_batch(&mut tx, done, now).await?;
                 if ended.contains(&Some(true)) {
                     // Jobs waiting for a key may run now.
                     self.notify_enqueued(&mut tx, "").await?;
@@ -249,49 +246,6 @@ macro_rules! settle_operations {
                         .then(a.run_at.cmp(&b.run_at))
                         .then(a.id.cmp(&b.id))
                 });
-            }
-
-            /// Ends each job of `done` with its own pair of statements (the general path of
-            /// [`settle`](Self::settle); a backend may do the batch in one statement instead).
-            async fn finish_each(
-                tx: &mut sqlx::Transaction<'static, $db>,
-                done: &[(i64, i64, &$crate::model::RunEnd)],
-                now: i64,
-            ) -> $crate::Result<Vec<Option<bool>>> {
-                let mut ended = Vec::with_capacity(done.len());
-                for (job_id, token, end) in done {
-                    let job_error = match end {
-                        $crate::model::RunEnd::Failed { error } => Some(error.as_str()),
-                        _ => None,
-                    };
-                    let row: Option<(String, Option<i64>, Option<String>)> =
-                        sqlx::query_as(settle_sql!("finish_job"))
-                            .bind(job_id)
-                            .bind(token)
-                            .bind(end.job_state().as_str())
-                            .bind(job_error)
-                            .bind(now)
-                            .fetch_optional(&mut **tx)
-                            .await?;
-                    let Some((run_id, _, key)) = row else {
-                        ended.push(None);
-                        continue;
-                    };
-                    Self::set_run(
-                        &mut **tx,
-                        &run_id,
-                        $crate::store::RunUpdate {
-                            status: end.run_status(),
-                            result: end.result(),
-                            error: end.error(),
-                            finished_at: Some(now),
-                        },
-                        now,
-                    )
-                    .await?;
-                    ended.push(Some(key.is_some()));
-                }
-                Ok(ended)
             }
 
             /// Returns the jobs of workers whose lease expired to the queue (or dead-letters
@@ -381,12 +335,9 @@ macro_rules! settle_operations {
                     }
                 }
                 let marked = if Self::MARKS_PLAIN_RUNS { plain } else { 0 };
-                for job in &jobs[marked..] {
-                    sqlx::query(settle_sql!("mark_run_running"))
-                        .bind(now)
-                        .bind(&job.run_id)
-                        .execute(&mut **tx)
-                        .await?;
+                let to_mark: Vec<&str> = jobs[marked..].iter().map(|j| j.run_id.as_str()).collect();
+                if !to_mark.is_empty() {
+                    Self::mark_runs_running(tx, &to_mark, now).await?;
                 }
                 Ok(jobs)
             }

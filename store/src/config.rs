@@ -31,6 +31,12 @@ pub struct StoreConfig {
     pub synchronous: Synchronous,
     /// SQLite only: how long a writer waits for another process's lock, in ms. Default 5000.
     pub busy_timeout_ms: u64,
+    /// SQLite only: each connection's page cache, in MiB (1-4096). Default
+    /// [`DEFAULT_CACHE_MIB`]. SQLite's own default (2 MiB) is smaller than the index pages a
+    /// queue of a few thousand jobs touches, and every miss is a read from the file: a claim
+    /// or an ack then costs several times more. Memory grows to at most this much per
+    /// connection (the writer and each reader), and only as pages are read.
+    pub cache_mib: Option<u32>,
     /// Connections per pool. Default 10 (SQLite: readers; it always has one writer).
     pub max_connections: u32,
     /// How long to wait for a connection before giving up, in ms. Default 5000.
@@ -40,6 +46,9 @@ pub struct StoreConfig {
 /// The embedded default database.
 pub const DEFAULT_URL: &str = "sqlite://nightshift.db";
 
+/// The SQLite page cache per connection when `database.cache_mib` is not set, in MiB.
+pub const DEFAULT_CACHE_MIB: u32 = 32;
+
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
@@ -47,6 +56,7 @@ impl Default for StoreConfig {
             schema: None,
             synchronous: Synchronous::Full,
             busy_timeout_ms: 5000,
+            cache_mib: None,
             max_connections: 10,
             connect_timeout_ms: 5000,
         }
@@ -110,6 +120,20 @@ impl StoreConfig {
                 ));
             }
         }
+        if let Some(mib) = self.cache_mib {
+            if kind != BackendKind::Sqlite {
+                return Err(
+                    "database.cache_mib applies only to SQLite URLs; remove it or use a \
+                     sqlite:// URL"
+                        .to_string(),
+                );
+            }
+            if !(1..=4096).contains(&mib) {
+                return Err(format!(
+                    "database.cache_mib {mib} is not allowed; use 1-4096 (MiB per connection)"
+                ));
+            }
+        }
         if self.max_connections == 0 {
             return Err("database.max_connections must be at least 1".to_string());
         }
@@ -158,5 +182,19 @@ mod tests {
         c.schema = Some("ok".into());
         assert!(c.validate().unwrap_err().contains("only to PostgreSQL"));
         assert!(StoreConfig::default().validate().is_ok());
+        let mut c = StoreConfig::for_url("postgres://u@localhost/db");
+        c.cache_mib = Some(64);
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .contains("database.cache_mib applies only to SQLite")
+        );
+        let mut c = StoreConfig::for_url("sqlite://x.db");
+        for (mib, ok) in [(0, false), (1, true), (4096, true), (4097, false)] {
+            c.cache_mib = Some(mib);
+            assert_eq!(c.validate().is_ok(), ok, "cache_mib {mib}");
+        }
+        c.cache_mib = Some(0);
+        assert!(c.validate().unwrap_err().contains("use 1-4096"));
     }
 }

@@ -251,9 +251,9 @@ impl PgBackend {
         tx: &mut Transaction<'static, Postgres>,
         done: &[(i64, i64, &crate::model::RunEnd)],
         now: i64,
-    ) -> Result<Option<Vec<Option<bool>>>> {
+    ) -> Result<Vec<Option<bool>>> {
         if done.is_empty() {
-            return Ok(Some(Vec::new()));
+            return Ok(Vec::new());
         }
         let ends = Ends::of(done);
         let rows: Vec<(i64, i64, bool)> =
@@ -272,13 +272,28 @@ impl PgBackend {
             .into_iter()
             .map(|(id, token, keyed)| ((id, token), keyed))
             .collect();
-        Ok(Some(
-            ends.ids
-                .iter()
-                .zip(&ends.tokens)
-                .map(|(id, token)| won.get(&(*id, *token)).copied())
-                .collect(),
-        ))
+        Ok(ends
+            .ids
+            .iter()
+            .zip(&ends.tokens)
+            .map(|(id, token)| won.get(&(*id, *token)).copied())
+            .collect())
+    }
+}
+
+impl PgBackend {
+    /// Marks the runs of claimed jobs running, in one statement.
+    async fn mark_runs_running(
+        tx: &mut Transaction<'static, Postgres>,
+        run_ids: &[&str],
+        now: i64,
+    ) -> Result<()> {
+        sqlx::query(include_str!("../sql/postgres/mark_runs_running.sql"))
+            .bind(now)
+            .bind(run_ids)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
     }
 }
 

@@ -32,6 +32,7 @@ WITH picked AS (
     FROM claimed c
     WHERE r.id = c.run_id
       AND c.concurrency_key IS NULL
-      AND r.status IN ('queued', 'waiting', 'awaiting_approval')
+      -- IS TRUE: found by id, never through runs_status (see mark_runs_running.sql).
+      AND (r.status IN ('queued', 'waiting', 'awaiting_approval')) IS TRUE
 )
 SELECT * FROM claimed

@@ -69,7 +69,8 @@ WITH ends AS (
     UPDATE runs r SET status = 'running', started_at = COALESCE(r.started_at, $8), updated_at = $8
     FROM claimed c
     WHERE r.id = c.run_id
-      AND r.status IN ('queued', 'waiting', 'awaiting_approval')
+      -- IS TRUE: found by id, never through runs_status (see mark_runs_running.sql).
+      AND (r.status IN ('queued', 'waiting', 'awaiting_approval')) IS TRUE
 ), woken AS (
     SELECT pg_notify($13, '') FROM (SELECT 1 FROM done WHERE concurrency_key IS NOT NULL LIMIT 1) k
 ), summary AS (

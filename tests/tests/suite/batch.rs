@@ -17,6 +17,128 @@ on_both_backends! {
     a_batch_of_ends_wakes_jobs_waiting_for_a_concurrency_key => batch_frees_concurrency_keys;
     a_stale_end_is_refused_when_the_same_settle_claims_the_job_again =>
         stale_end_and_reclaim_in_one_settle;
+    a_batch_records_every_kind_of_end_and_awkward_text_exactly => batch_ends_round_trip;
+}
+
+/// An end, and the run status, job state, result and error it should leave.
+type Expected = (RunEnd, RunStatus, JobState, Option<String>, Option<String>);
+
+/// Every kind of end in one batch, with results and errors that are awkward to carry (quotes,
+/// backslashes, newlines, non-ASCII, text that looks like JSON or a number, a large one):
+/// each run and job reads back exactly as a one-by-one write would leave it.
+async fn batch_ends_round_trip(db: &TestDb) {
+    let store = db.store().await;
+    let awkward = [
+        "say \"hi\" \\ back\nslash\ttab",
+        "{\"looks\": [\"like\", \"json\"]}",
+        "42",
+        "naïve café — 日本語 🎉",
+        "",
+    ];
+    let big = "x".repeat(200_000);
+    let mut ends: Vec<Expected> = awkward
+        .iter()
+        .map(|text| {
+            (
+                RunEnd::Succeeded {
+                    result: Some((*text).to_string()),
+                },
+                RunStatus::Succeeded,
+                JobState::Succeeded,
+                Some((*text).to_string()),
+                None,
+            )
+        })
+        .collect();
+    ends.push((
+        RunEnd::Succeeded {
+            result: Some(big.clone()),
+        },
+        RunStatus::Succeeded,
+        JobState::Succeeded,
+        Some(big),
+        None,
+    ));
+    ends.push((
+        RunEnd::Succeeded { result: None },
+        RunStatus::Succeeded,
+        JobState::Succeeded,
+        None,
+        None,
+    ));
+    ends.push((
+        RunEnd::Failed {
+            error: "it broke: \"quoted\"\nline two".into(),
+        },
+        RunStatus::Failed,
+        JobState::Dead,
+        None,
+        Some("it broke: \"quoted\"\nline two".into()),
+    ));
+    ends.push((
+        RunEnd::BudgetExhausted {
+            detail: "spent $5.00".into(),
+        },
+        RunStatus::BudgetExhausted,
+        JobState::Succeeded,
+        None,
+        Some("spent $5.00".into()),
+    ));
+    ends.push((
+        RunEnd::MaxRounds {
+            detail: "50 rounds".into(),
+        },
+        RunStatus::MaxRounds,
+        JobState::Succeeded,
+        None,
+        Some("50 rounds".into()),
+    ));
+    ends.push((
+        RunEnd::Cancelled,
+        RunStatus::Cancelled,
+        JobState::Cancelled,
+        None,
+        Some("cancelled on request".into()),
+    ));
+    let mut enqueued = Vec::new();
+    for _ in &ends {
+        enqueued.push(store.enqueue(&NewRun::new("a", "p")).await.unwrap());
+    }
+    let leases = store.claim("w", None, ends.len(), LEASE).await.unwrap();
+    assert_eq!(leases.len(), ends.len());
+    let done: Vec<_> = leases
+        .iter()
+        .zip(&ends)
+        .map(|(lease, (end, ..))| (lease, end.clone()))
+        .collect();
+    let ended = store.complete_many(&done).await.unwrap();
+    assert!(ended.iter().all(Result::is_ok), "{ended:?}");
+    for (lease, (_, status, job_state, result, error)) in leases.iter().zip(&ends) {
+        let job = store.job(lease.id()).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                job.status,
+                job.lease_owner.as_deref(),
+                job.finished_at.is_some()
+            ),
+            (*job_state, None, true),
+            "job {}",
+            lease.id()
+        );
+        let run = store.run(&job.run_id).await.unwrap().unwrap();
+        assert_eq!(
+            (run.status, run.result.as_deref(), run.error.as_deref()),
+            (*status, result.as_deref(), error.as_deref()),
+            "run of job {}",
+            lease.id()
+        );
+        assert!(run.finished_at.is_some());
+    }
+    assert_eq!(
+        enqueued.len(),
+        ends.len(),
+        "every run was enqueued and ended once"
+    );
 }
 
 async fn stale_end_and_reclaim_in_one_settle(db: &TestDb) {

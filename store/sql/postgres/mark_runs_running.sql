@@ -1,0 +1,7 @@
+-- Marks the runs of claimed jobs running, in one statement. $1 now, $2 the run ids.
+-- `(…) IS TRUE` keeps the planner from looking the runs up by status (runs_status), which
+-- would visit every queued run when its statistics say there are few: each is found by id.
+UPDATE runs r SET status = 'running', started_at = COALESCE(r.started_at, $1), updated_at = $1
+FROM unnest($2::text[]) AS c(id)
+WHERE r.id = c.id
+  AND (r.status IN ('queued', 'waiting', 'awaiting_approval')) IS TRUE
