@@ -387,3 +387,36 @@ async fn dead_claimant(db: &TestDb) {
     assert!(error.contains("attempt 2 of 2 stopped"), "{error}");
     assert!(!store.record_attempt(&second, &late).await.unwrap());
 }
+
+/// Two Nightshift schemas in one PostgreSQL database (each with the trigger function written
+/// for its own schema by migration 8): a run ending in one leaves its outbox row there and
+/// none in the other, whichever schema the connection's search path names first.
+#[tokio::test]
+async fn postgres_schemas_in_one_database_keep_their_own_outbox() {
+    let Some(a) = TestDb::new(nightshift_tests::Backend::Postgres, "outbox_schemas").await else {
+        return;
+    };
+    let Some(b) = TestDb::new(nightshift_tests::Backend::Postgres, "outbox_schemas").await else {
+        return;
+    };
+    let (store_a, store_b) = (a.store().await, b.store().await);
+    let agents = ["agent".to_string()];
+    for (store, result) in [(&store_a, "from a"), (&store_b, "from b")] {
+        let run = store.enqueue(&NewRun::new("agent", "p")).await.unwrap();
+        let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+        lease.ack(Some(result.into())).await.unwrap();
+        assert_eq!(outbox(store, &run.run_id).await, [RunStatus::Succeeded]);
+    }
+    for store in [&store_a, &store_b] {
+        let rows = store.unexpanded_outbox(&agents, 100).await.unwrap();
+        assert_eq!(
+            rows.len(),
+            1,
+            "one row per schema, none from the other: {rows:?}"
+        );
+        let run = store.run(&rows[0].run_id).await.unwrap();
+        assert!(run.is_some(), "the row is this schema's own run");
+    }
+    a.cleanup().await;
+    b.cleanup().await;
+}
