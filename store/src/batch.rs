@@ -137,7 +137,8 @@ impl Store {
 /// Expands the settle operations (group-committed ends and claims) for one backend, next to
 /// `queue_operations!`. `$dir` names the SQL directory; besides the queue operations the
 /// backend provides `settle_fast` (a one-statement path, or `None`), `finish_batch` (a batch of
-/// ends in one or two statements), `mark_runs_running` and `MARKS_PLAIN_RUNS` (whether claim.sql marks runs running).
+/// ends in one or two statements), `mark_runs_running`, `claim_sql` (the claim statement, for
+/// every lane or for listed ones) and `MARKS_PLAIN_RUNS` (whether claim.sql marks runs running).
 macro_rules! settle_operations {
     ($backend:ty, $db:ty, $dir:literal) => {
         macro_rules! settle_sql {
@@ -291,7 +292,8 @@ macro_rules! settle_operations {
                 let lanes = lanes.map(|l| serde_json::to_string(l).expect("lane names serialise"));
                 // The claim statement marks the runs of jobs without a concurrency key running
                 // where the backend can do that in the same statement (see `MARKS_PLAIN_RUNS`).
-                let claimed: Vec<$crate::model::Job> = sqlx::query_as(settle_sql!("claim"))
+                let claimed: Vec<$crate::model::Job> =
+                    sqlx::query_as(Self::claim_sql(lanes.is_some()))
                     .bind(now)
                     .bind(worker)
                     .bind(lease_ms)

@@ -282,6 +282,12 @@ impl PgBackend {
 }
 
 impl PgBackend {
+    /// The claim statement (one for every lane or listed ones: its `$4 IS NULL` test is
+    /// decided per row at no cost).
+    fn claim_sql(_lanes: bool) -> &'static str {
+        include_str!("../sql/postgres/claim.sql")
+    }
+
     /// Marks the runs of claimed jobs running, in one statement.
     async fn mark_runs_running(
         tx: &mut Transaction<'static, Postgres>,

@@ -188,6 +188,16 @@ impl SqliteBackend {
         Ok(ended)
     }
 
+    /// The claim statement: `claim_lanes.sql` when only listed lanes are wanted, else
+    /// `claim.sql` (see there why they are two).
+    fn claim_sql(lanes: bool) -> &'static str {
+        if lanes {
+            include_str!("../sql/sqlite/claim_lanes.sql")
+        } else {
+            include_str!("../sql/sqlite/claim.sql")
+        }
+    }
+
     /// Marks the runs of claimed jobs running, in one statement.
     async fn mark_runs_running(
         tx: &mut Transaction<'static, Sqlite>,
@@ -267,6 +277,51 @@ mod tests {
             assert_eq!(mode, "wal");
             backend.close().await;
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A claim from every lane walks jobs_claim in claim order and stops after its limit; it
+    /// never sorts the queued jobs (which made each claim cost time in proportion to the
+    /// queue). Checked on the plan SQLite makes, with queued jobs in the table.
+    #[tokio::test]
+    async fn a_claim_walks_the_claim_index_and_never_sorts_the_queue() {
+        let dir = std::env::temp_dir().join(format!(
+            "nightshift-claim-plan-{}-{}",
+            std::process::id(),
+            uuid::Uuid::now_v7()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("p.db").display());
+        let backend = SqliteBackend::connect(&StoreConfig::for_url(&url))
+            .await
+            .unwrap();
+        crate::migrate::apply_sqlite(backend.writer()).await.unwrap();
+        for i in 0..50 {
+            let new = crate::model::NewRun::new("agent", "p");
+            backend.enqueue_run(&format!("run-{i}"), &new, 1).await.unwrap();
+        }
+        let plan = |sql: &'static str| {
+            let writer = backend.writer().clone();
+            async move {
+                let rows: Vec<(i64, i64, i64, String)> =
+                    sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+                        .bind(10_i64)
+                        .bind("w")
+                        .bind(1000_i64)
+                        .bind(Some("[\"default\"]"))
+                        .bind(4_i64)
+                        .fetch_all(&writer)
+                        .await
+                        .unwrap();
+                rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("\n")
+            }
+        };
+        let all_lanes = plan(SqliteBackend::claim_sql(false)).await;
+        assert!(all_lanes.contains("USING INDEX jobs_claim"), "{all_lanes}");
+        assert!(!all_lanes.contains("TEMP B-TREE"), "{all_lanes}");
+        let listed = plan(SqliteBackend::claim_sql(true)).await;
+        assert!(listed.contains("jobs_claim_lane"), "{listed}");
+        backend.close().await;
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -4,7 +4,7 @@
 -- a lock on the key, see try_lock_key.sql). The runs of claimed jobs without a concurrency
 -- key are marked running here too (such a job is always kept, so one round trip does both);
 -- a keyed job's run is marked only once claim has made sure it holds the key
--- (mark_run_running.sql). $1 now, $2 worker id, $3 lease length (ms).
+-- (mark_runs_running.sql). $1 now, $2 worker id, $3 lease length (ms).
 WITH picked AS (
     SELECT id FROM jobs q
     WHERE status = 'queued'
