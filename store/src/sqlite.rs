@@ -295,10 +295,15 @@ mod tests {
         let backend = SqliteBackend::connect(&StoreConfig::for_url(&url))
             .await
             .unwrap();
-        crate::migrate::apply_sqlite(backend.writer()).await.unwrap();
+        crate::migrate::apply_sqlite(backend.writer())
+            .await
+            .unwrap();
         for i in 0..50 {
             let new = crate::model::NewRun::new("agent", "p");
-            backend.enqueue_run(&format!("run-{i}"), &new, 1).await.unwrap();
+            backend
+                .enqueue_run(&format!("run-{i}"), &new, 1)
+                .await
+                .unwrap();
         }
         let plan = |sql: &'static str| {
             let writer = backend.writer().clone();
