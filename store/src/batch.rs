@@ -137,8 +137,8 @@ impl Store {
 /// Expands the settle operations (group-committed ends and claims) for one backend, next to
 /// `queue_operations!`. `$dir` names the SQL directory; besides the queue operations the
 /// backend provides `settle_fast` (a one-statement path, or `None`), `finish_batch` (a batch of
-/// ends in one or two statements), `mark_runs_running`, `claim_sql` (the claim statement, for
-/// every lane or for listed ones) and `MARKS_PLAIN_RUNS` (whether claim.sql marks runs running).
+/// ends in one or two statements), `mark_runs_running`, `claim_statement` (the claim statement
+/// for every lane or for listed ones, and its lane parameter) and `MARKS_PLAIN_RUNS` (whether claim.sql marks runs running).
 macro_rules! settle_operations {
     ($backend:ty, $db:ty, $dir:literal) => {
         macro_rules! settle_sql {
@@ -289,11 +289,10 @@ macro_rules! settle_operations {
                 lease_ms: i64,
                 now: i64,
             ) -> $crate::Result<Vec<$crate::model::Job>> {
-                let lanes = lanes.map(|l| serde_json::to_string(l).expect("lane names serialise"));
+                let (claim_sql, lanes) = Self::claim_statement(lanes);
                 // The claim statement marks the runs of jobs without a concurrency key running
                 // where the backend can do that in the same statement (see `MARKS_PLAIN_RUNS`).
-                let claimed: Vec<$crate::model::Job> =
-                    sqlx::query_as(Self::claim_sql(lanes.is_some()))
+                let claimed: Vec<$crate::model::Job> = sqlx::query_as(claim_sql)
                     .bind(now)
                     .bind(worker)
                     .bind(lease_ms)

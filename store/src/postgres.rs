@@ -282,10 +282,11 @@ impl PgBackend {
 }
 
 impl PgBackend {
-    /// The claim statement (one for every lane or listed ones: its `$4 IS NULL` test is
-    /// decided per row at no cost).
-    fn claim_sql(_lanes: bool) -> &'static str {
-        include_str!("../sql/postgres/claim.sql")
+    /// The claim statement and its lane parameter (`$4`, a JSON array or NULL for every
+    /// lane): one statement for both, whose `$4 IS NULL` test is decided per row.
+    fn claim_statement(lanes: Option<&[String]>) -> (&'static str, Option<String>) {
+        let lanes = lanes.map(|l| serde_json::to_string(l).expect("lane names serialise"));
+        (include_str!("../sql/postgres/claim.sql"), lanes)
     }
 
     /// Marks the runs of claimed jobs running, in one statement.

@@ -188,13 +188,21 @@ impl SqliteBackend {
         Ok(ended)
     }
 
-    /// The claim statement: `claim_lanes.sql` when only listed lanes are wanted, else
-    /// `claim.sql` (see there why they are two).
-    fn claim_sql(lanes: bool) -> &'static str {
-        if lanes {
-            include_str!("../sql/sqlite/claim_lanes.sql")
-        } else {
-            include_str!("../sql/sqlite/claim.sql")
+    /// The claim statement and its lane parameter (`?4`): `claim.sql` for every lane,
+    /// `claim_lane.sql` and the lane's name for one lane (what a pool's reserved slots ask
+    /// for), `claim_lanes.sql` and a JSON array for several. The first two walk an index in
+    /// claim order and stop at the limit (see claim.sql for why they are separate).
+    fn claim_statement(lanes: Option<&[String]>) -> (&'static str, Option<String>) {
+        match lanes {
+            None => (include_str!("../sql/sqlite/claim.sql"), None),
+            Some([lane]) => (
+                include_str!("../sql/sqlite/claim_lane.sql"),
+                Some(lane.clone()),
+            ),
+            Some(lanes) => (
+                include_str!("../sql/sqlite/claim_lanes.sql"),
+                Some(serde_json::to_string(lanes).expect("lane names serialise")),
+            ),
         }
     }
 
@@ -280,8 +288,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// A claim from every lane walks jobs_claim in claim order and stops after its limit; it
-    /// never sorts the queued jobs (which made each claim cost time in proportion to the
+    /// A claim from every lane, or from one lane, walks its index in claim order and stops
+    /// after its limit; it never sorts the queued jobs (which made each claim cost time in proportion to the
     /// queue). Checked on the plan SQLite makes, with queued jobs in the table.
     #[tokio::test]
     async fn a_claim_walks_the_claim_index_and_never_sorts_the_queue() {
@@ -305,7 +313,7 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let plan = |sql: &'static str| {
+        let plan = |(sql, lanes): (&'static str, Option<String>)| {
             let writer = backend.writer().clone();
             async move {
                 let rows: Vec<(i64, i64, i64, String)> =
@@ -313,7 +321,7 @@ mod tests {
                         .bind(10_i64)
                         .bind("w")
                         .bind(1000_i64)
-                        .bind(Some("[\"default\"]"))
+                        .bind(lanes)
                         .bind(4_i64)
                         .fetch_all(&writer)
                         .await
@@ -321,10 +329,23 @@ mod tests {
                 rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("\n")
             }
         };
-        let all_lanes = plan(SqliteBackend::claim_sql(false)).await;
-        assert!(all_lanes.contains("USING INDEX jobs_claim"), "{all_lanes}");
+        let all_lanes = plan(SqliteBackend::claim_statement(None)).await;
+        assert!(
+            all_lanes
+                .lines()
+                .any(|l| l.ends_with("USING INDEX jobs_claim")),
+            "{all_lanes}"
+        );
         assert!(!all_lanes.contains("TEMP B-TREE"), "{all_lanes}");
-        let listed = plan(SqliteBackend::claim_sql(true)).await;
+        let one = ["default".to_string()];
+        let one_lane = plan(SqliteBackend::claim_statement(Some(&one))).await;
+        assert!(
+            one_lane.contains("USING INDEX jobs_claim_lane"),
+            "{one_lane}"
+        );
+        assert!(!one_lane.contains("TEMP B-TREE"), "{one_lane}");
+        let two = ["default".to_string(), "batch".to_string()];
+        let listed = plan(SqliteBackend::claim_statement(Some(&two))).await;
         assert!(listed.contains("jobs_claim_lane"), "{listed}");
         backend.close().await;
         let _ = std::fs::remove_dir_all(&dir);

@@ -1,6 +1,7 @@
 -- Claim up to ?5 due jobs of the lanes in the JSON array ?4, in claim order, issuing each a
 -- fresh lease token. Jobs whose concurrency key is held by a running job wait. ?1 now,
--- ?2 worker id, ?3 lease length (ms). (claim.sql claims from every lane.)
+-- ?2 worker id, ?3 lease length (ms). (claim.sql claims from every lane, claim_lane.sql from
+-- one: that walks its index in order; with several lanes this sorts their queued jobs.)
 UPDATE jobs SET
     status = 'running',
     attempts = attempts + 1,
