@@ -138,7 +138,8 @@ impl Store {
 /// `queue_operations!`. `$dir` names the SQL directory; besides the queue operations the
 /// backend provides `settle_fast` (a one-statement path, or `None`), `finish_batch` (a batch of
 /// ends in one or two statements), `mark_runs_running`, `claim_statement` (the claim statement
-/// for every lane or for listed ones, and its lane parameter) and `MARKS_PLAIN_RUNS` (whether claim.sql marks runs running).
+/// for every lane or for listed ones, and its lane parameter) and `MARKS_PLAIN_RUNS` (whether
+/// claim.sql marks runs running).
 macro_rules! settle_operations {
     ($backend:ty, $db:ty, $dir:literal) => {
         macro_rules! settle_sql {

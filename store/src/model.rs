@@ -355,6 +355,15 @@ impl RunEnd {
         }
     }
 
+    /// The job's `last_error` this end records: the error of a failed run, nothing else
+    /// (other ends keep the job's last error as it was).
+    pub(crate) fn job_error(&self) -> Option<&str> {
+        match self {
+            RunEnd::Failed { error } => Some(error),
+            _ => None,
+        }
+    }
+
     pub(crate) fn error(&self) -> Option<&str> {
         match self {
             RunEnd::Failed { error } => Some(error),

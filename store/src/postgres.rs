@@ -279,9 +279,7 @@ impl PgBackend {
             .map(|(id, token)| won.get(&(*id, *token)).copied())
             .collect())
     }
-}
 
-impl PgBackend {
     /// The claim statement and its lane parameter (`$4`, a JSON array or NULL for every
     /// lane): one statement for both, whose `$4 IS NULL` test is decided per row.
     fn claim_statement(lanes: Option<&[String]>) -> (&'static str, Option<String>) {
@@ -322,12 +320,7 @@ impl<'a> Ends<'a> {
             ids: done.iter().map(|(id, _, _)| *id).collect(),
             tokens: done.iter().map(|(_, token, _)| *token).collect(),
             job_states: ends().map(|e| e.job_state().as_str()).collect(),
-            job_errors: ends()
-                .map(|e| match e {
-                    crate::model::RunEnd::Failed { error } => Some(error.as_str()),
-                    _ => None,
-                })
-                .collect(),
+            job_errors: ends().map(crate::model::RunEnd::job_error).collect(),
             statuses: ends().map(|e| e.run_status().as_str()).collect(),
             results: ends().map(|e| e.result()).collect(),
             errors: ends().map(|e| e.error()).collect(),

@@ -132,19 +132,12 @@ impl SqliteBackend {
         done: &[(i64, i64, &crate::model::RunEnd)],
         now: i64,
     ) -> Result<Vec<Option<bool>>> {
-        use crate::model::RunEnd;
         if done.is_empty() {
             return Ok(Vec::new());
         }
         let jobs: Vec<(i64, i64, &str, Option<&str>)> = done
             .iter()
-            .map(|(id, token, end)| {
-                let error = match end {
-                    RunEnd::Failed { error } => Some(error.as_str()),
-                    _ => None,
-                };
-                (*id, *token, end.job_state().as_str(), error)
-            })
+            .map(|(id, token, end)| (*id, *token, end.job_state().as_str(), end.job_error()))
             .collect();
         let jobs = serde_json::to_string(&jobs).expect("job ends serialise");
         let rows: Vec<(i64, i64, String, bool)> =
