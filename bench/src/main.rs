@@ -21,7 +21,8 @@
 //! columns. Progress goes to stderr; the
 //! table, its legend, per-run wall times and notes go to stdout.
 //!
-//! Usage: `cargo run --release -p nightshift-bench [-- --quick] [--sqlite-only]`. PostgreSQL
+//! Usage: `cargo run --release -p nightshift-bench [-- --quick] [--sqlite-only |
+//! --postgres-only]`. PostgreSQL
 //! comes from `NIGHTSHIFT_BENCH_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`);
 //! when it cannot be reached the PostgreSQL rows are skipped with a note.
 
@@ -53,8 +54,11 @@ struct Args {
     #[arg(long)]
     quick: bool,
     /// Only the SQLite rows.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "postgres_only")]
     sqlite_only: bool,
+    /// Only the PostgreSQL rows (and the SQLite fsync bound is not measured).
+    #[arg(long)]
+    postgres_only: bool,
     /// The PostgreSQL server for the PostgreSQL rows.
     #[arg(
         long,
@@ -448,13 +452,19 @@ async fn main() -> Result<()> {
         tmp.path().display()
     )];
 
-    bench.backend(&Env::Sqlite(tmp.path().to_path_buf())).await;
-    let documented = apalis_sqlite::documented_setup(tmp.path(), plan.sizes[0]).await;
-    if let Err(e) = &documented {
-        bench
-            .notes
-            .push(format!("apalis as documented: FAILED: {e:#}"));
-    }
+    let documented = if args.postgres_only {
+        header.push("SQLite rows skipped (--postgres-only).".into());
+        None
+    } else {
+        bench.backend(&Env::Sqlite(tmp.path().to_path_buf())).await;
+        let documented = apalis_sqlite::documented_setup(tmp.path(), plan.sizes[0]).await;
+        if let Err(e) = &documented {
+            bench
+                .notes
+                .push(format!("apalis as documented: FAILED: {e:#}"));
+        }
+        Some(documented)
+    };
 
     let shown_url = redact_url(&args.pg_url);
     if args.sqlite_only {
@@ -480,7 +490,11 @@ async fn main() -> Result<()> {
         "Load average (1/5/15 min) at start: {load_at_start}; at end: {}",
         load_average()
     ));
-    print_report(&bench, &header, documented.as_ref().ok());
+    print_report(
+        &bench,
+        &header,
+        documented.as_ref().and_then(|d| d.as_ref().ok()),
+    );
     Ok(())
 }
 
