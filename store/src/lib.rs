@@ -38,6 +38,7 @@ pub mod states;
 mod store;
 pub mod tasks;
 pub mod wakeups;
+mod warm;
 mod webhooks;
 
 pub use approvals::{Approval, NewApproval};

@@ -4,18 +4,22 @@
 //! `NOTIFY` a channel per schema so idle workers everywhere wake at once.
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, Postgres, Transaction};
 
 use crate::config::{StoreConfig, redact_url};
+use crate::warm::{PING_AFTER, Warm};
 use crate::{Error, Result};
 
 /// A PostgreSQL database (one schema of it).
 #[derive(Debug, Clone)]
 pub(crate) struct PgBackend {
     pool: PgPool,
+    /// The connection kept for the worker pool's settles (see `warm.rs`).
+    warm: Arc<Warm>,
     channel: String,
     schema: Option<String>,
 }
@@ -60,21 +64,41 @@ impl PgBackend {
                 )));
             }
         }
-        let pool = PgPoolOptions::new()
-            .max_connections(config.max_connections)
-            .acquire_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .connect_with(options)
+        let pool = Self::pool_options(config.max_connections, config)
+            .connect_with(options.clone())
             .await
             .map_err(|e| connect_error(e.to_string()))?;
+        let warm = Arc::new(Warm::new(
+            options,
+            Duration::from_millis(config.connect_timeout_ms),
+        ));
         let channel = match &config.schema {
             Some(schema) => format!("nightshift_jobs_{schema}"),
             None => "nightshift_jobs".to_string(),
         };
         Ok(Self {
             pool,
+            warm,
             channel,
             schema: config.schema.clone(),
         })
+    }
+
+    /// Pool settings: `max` connections; a connection idle for longer than `PING_AFTER` is
+    /// pinged before use, and one in steady use is not (a round trip saved per statement).
+    fn pool_options(max: u32, config: &StoreConfig) -> PgPoolOptions {
+        PgPoolOptions::new()
+            .max_connections(max)
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for > PING_AFTER {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
+            .acquire_timeout(Duration::from_millis(config.connect_timeout_ms))
     }
 
     pub(crate) fn writer(&self) -> &PgPool {
@@ -148,6 +172,7 @@ impl PgBackend {
     }
 
     pub(crate) async fn close(&self) {
+        self.warm.close().await;
         self.pool.close().await;
     }
 
@@ -196,7 +221,7 @@ impl PgBackend {
         let ends = Ends::of(done);
         let (lanes, limit) = claim.unwrap_or((None, 0));
         let lanes = lanes.map(|l| serde_json::to_string(l).expect("lane names serialise"));
-        let rows = sqlx::query(include_str!("../sql/postgres/settle.sql"))
+        let query = sqlx::query(include_str!("../sql/postgres/settle.sql"))
             .bind(&ends.ids)
             .bind(&ends.tokens)
             .bind(&ends.job_states)
@@ -209,9 +234,15 @@ impl PgBackend {
             .bind(lease_ms)
             .bind(lanes)
             .bind(limit)
-            .bind(&self.channel)
-            .fetch_all(&self.pool)
-            .await?;
+            .bind(&self.channel);
+        let rows = match self.warm.take().await {
+            Some(mut warm) => {
+                let rows = query.fetch_all(warm.conn()).await?;
+                warm.keep();
+                rows
+            }
+            None => query.fetch_all(&self.pool).await?,
+        };
         let first = rows
             .first()
             .ok_or_else(|| Error::Corrupt("settle returned no summary row".into()))?;

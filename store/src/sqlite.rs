@@ -44,11 +44,16 @@ impl SqliteBackend {
         };
         // Opening a new file switches it to WAL, which needs a lock another process creating
         // the same file may hold for a moment; retry "database is locked" for the busy timeout.
+        //
+        // Neither pool pings a connection before handing it out (sqlx's default): a SQLite
+        // connection is a file handle in this process that no server can drop, and the ping
+        // is a round trip to the connection's thread on every statement.
         let deadline = tokio::time::Instant::now() + Duration::from_millis(config.busy_timeout_ms);
         let writer = loop {
             let attempt = SqlitePoolOptions::new()
                 .max_connections(1)
                 .min_connections(1)
+                .test_before_acquire(false)
                 .acquire_timeout(acquire)
                 .connect_with(options.clone())
                 .await;
@@ -65,6 +70,7 @@ impl SqliteBackend {
         } else {
             SqlitePoolOptions::new()
                 .max_connections(config.max_connections)
+                .test_before_acquire(false)
                 .acquire_timeout(acquire)
                 .connect_with(options.read_only(true).create_if_missing(false))
                 .await

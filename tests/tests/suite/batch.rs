@@ -472,3 +472,91 @@ async fn batch_frees_concurrency_keys(db: &TestDb) {
         );
     }
 }
+
+/// PostgreSQL: the worker pool's settles run on one kept connection (`warm.rs`). When the
+/// server closes it (a restart, an administrator's `pg_terminate_backend`), settles go on:
+/// after an idle second the connection is checked and replaced before use; a settle that
+/// meets the closed connection at once fails alone, claiming nothing, and the next opens a
+/// new connection.
+#[tokio::test]
+async fn postgres_settles_go_on_after_the_server_closes_their_connection() {
+    let Some(mut db) =
+        nightshift_tests::TestDb::new(nightshift_tests::Backend::Postgres, "warm_settle").await
+    else {
+        return;
+    };
+    // A name of this test's own, so that only its connections are closed.
+    let name = format!("warm_{}", uuid::Uuid::new_v4().simple());
+    let separator = if db.config.url.contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    db.config.url = format!("{}{separator}application_name={name}", db.config.url);
+    let store = db.store().await;
+    for i in 0..8 {
+        store
+            .enqueue(&NewRun::new("a", format!("job {i}")))
+            .await
+            .unwrap();
+    }
+    let one = [ClaimRequest {
+        lanes: None,
+        limit: 1,
+    }];
+    // Settles a claim of one job and says how many it claimed. The first settle of a store,
+    // and the first after each second, rescues expired leases in a transaction on the
+    // shared pool; so each step settles twice, and the second takes the kept connection.
+    let settle = async || {
+        let settled = store.settle(&[], "w", &one, LEASE).await?;
+        Ok::<usize, Error>(settled.claimed[0].len())
+    };
+    let running = async || {
+        let counts = store.job_counts().await.unwrap();
+        counts
+            .into_iter()
+            .find(|(state, _)| state == "running")
+            .map_or(0, |(_, n)| n)
+    };
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&db.config.url)
+        .await
+        .unwrap();
+    let close_settle_connection = async |admin: &mut sqlx::PgConnection| -> i64 {
+        sqlx::query_scalar(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = $1 AND pid <> pg_backend_pid() \
+               AND query LIKE '-- The one-statement settle%'",
+        )
+        .bind(&name)
+        .fetch_one(admin)
+        .await
+        .unwrap()
+    };
+
+    assert_eq!((settle().await.unwrap(), settle().await.unwrap()), (1, 1));
+    assert_eq!(
+        close_settle_connection(&mut admin).await,
+        1,
+        "one connection ran the one-statement settle"
+    );
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert_eq!(
+        (settle().await.unwrap(), settle().await.unwrap()),
+        (1, 1),
+        "after an idle second the closed connection is found out and replaced"
+    );
+    assert_eq!(running().await, 4);
+
+    assert_eq!(close_settle_connection(&mut admin).await, 1);
+    if settle().await.is_err() {
+        assert_eq!(running().await, 4, "the failed settle claimed nothing");
+    }
+    assert_eq!(
+        settle().await.unwrap(),
+        1,
+        "the next settle has a new connection"
+    );
+    let _ = sqlx::Connection::close(admin).await;
+    store.close().await;
+    db.cleanup().await;
+}
