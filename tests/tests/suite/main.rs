@@ -25,6 +25,7 @@
 //!   retries to a real receiver, and the daemon SIGKILLed around them.
 //! - `tasks`: background commands: task rows, a run waiting for and woken by its task, lost
 //!   tasks, and a real `nightshift serve` SIGKILLed with a task running.
+//! - `plans`: PostgreSQL's plans for the claim, under statistics that expect an empty queue.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -38,6 +39,7 @@ mod crash;
 mod fakes;
 mod hooks;
 mod notify;
+mod plans;
 mod pool;
 mod process;
 mod provider;

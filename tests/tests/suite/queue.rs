@@ -24,6 +24,7 @@ on_both_backends! {
     park_arms_a_resume_job_for_later => park_arms_a_resume_job_for_later;
     cancel_stops_queued_and_flags_running_jobs => cancel_stops_queued_and_flags_running_jobs;
     release_returns_the_job_at_once => release_returns_the_job_at_once;
+    next_due_sees_jobs_queued_every_way => next_due_sees_jobs_queued_every_way;
     resume_dedupe_and_finished_runs => resume_dedupe_and_finished_runs;
 }
 
@@ -563,4 +564,29 @@ async fn dropped_enqueues_leave_no_transaction(db: &TestDb) {
         assert_eq!(jobs.len(), 1, "run {} has its start job, whole", run.id);
     }
     assert!(runs.iter().any(|r| r.id == kept.run_id));
+}
+
+/// `next_due` (how long an idle pool sleeps) sees a job however it came to be queued: enqueued,
+/// retried after a delay, released; and none while the only job is leased.
+async fn next_due_sees_jobs_queued_every_way(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+    assert_eq!(
+        store.next_due().await.unwrap(),
+        Some(store.now()),
+        "enqueued"
+    );
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(store.next_due().await.unwrap(), None, "leased");
+    lease
+        .retry_after(Duration::from_secs(60), "again")
+        .await
+        .unwrap();
+    let due = store.now() + 60_000;
+    assert_eq!(store.next_due().await.unwrap(), Some(due), "retried");
+    clock.set(due);
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(store.next_due().await.unwrap(), None, "leased again");
+    lease.release("shutting down").await.unwrap();
+    assert_eq!(store.next_due().await.unwrap(), Some(due), "released");
 }

@@ -1,0 +1,137 @@
+//! PostgreSQL's plans for the claim: whatever the table's statistics say, a claim walks
+//! `jobs_claim` in claim order and stops after its limit, never scanning and sorting every
+//! queued job (which makes each claim cost time in proportion to the queue).
+//!
+//! The statistics a quiet queue has before a burst are the dangerous ones: analyzed while no
+//! job was queued, they make the planner expect a handful of queued rows, and a sort of a
+//! handful looks free. Each test builds that state (every job done, `ANALYZE`, then all of
+//! them queued again, autovacuum off for the table so it cannot refresh the statistics) and
+//! reads the generic plan the statements get once prepared, as the store's connections run
+//! them.
+
+use nightshift_store::NewRun;
+use nightshift_tests::{Backend, TestDb};
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+const SETTLE: &str = include_str!("../../../store/sql/postgres/settle.sql");
+const CLAIM: &str = include_str!("../../../store/sql/postgres/claim.sql");
+const NEXT_DUE: &str = include_str!("../../../store/sql/postgres/next_due.sql");
+
+const SETTLE_TYPES: &str = "bigint[], bigint[], text[], text[], text[], text[], text[], bigint, \
+                            text, bigint, text, bigint, text";
+const SETTLE_ARGS: &str = "'{}', '{}', '{}', '{}', '{}', '{}', '{}', 9999999999999, 'w', \
+                           30000, NULL, 4, 'c'";
+const CLAIM_TYPES: &str = "bigint, text, bigint, text, bigint";
+
+/// A schema holding `queued` queued jobs whose statistics were taken while none was queued,
+/// and a connection on it.
+async fn queue_after_a_quiet_analyze(db: &TestDb, queued: usize) -> PgConnection {
+    let store = db.store().await;
+    store.enqueue(&NewRun::new("agent", "p")).await.unwrap();
+    store.close().await;
+    let schema = db
+        .config
+        .schema
+        .as_deref()
+        .expect("a PostgreSQL test schema");
+    let mut conn = PgConnection::connect(&db.config.url).await.unwrap();
+    // Copies of the one enqueued job (plans read the jobs table only).
+    let copies = format!(
+        "INSERT INTO jobs (run_id, kind, lane, priority, payload, run_at, attempts, \
+         max_attempts, status, lease_token, created_at, updated_at) \
+         SELECT j.run_id, j.kind, j.lane, j.priority, j.payload, j.run_at, 0, \
+         j.max_attempts, 'queued', 0, j.created_at, j.updated_at \
+         FROM jobs j, generate_series(1, {}) g",
+        queued - 1
+    );
+    for statement in [
+        format!("SET search_path = \"{schema}\""),
+        "ALTER TABLE jobs SET (autovacuum_enabled = false)".to_string(),
+        copies,
+        "UPDATE jobs SET status = 'succeeded'".to_string(),
+        "ANALYZE jobs".to_string(),
+        "UPDATE jobs SET status = 'queued'".to_string(),
+        "SET plan_cache_mode = force_generic_plan".to_string(),
+    ] {
+        sqlx::query(AssertSqlSafe(statement))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    conn
+}
+
+/// The generic plan of `sql` prepared with parameter `types` and run with `args`.
+async fn generic_plan(
+    conn: &mut PgConnection,
+    name: &str,
+    sql: &str,
+    types: &str,
+    args: &str,
+) -> String {
+    let (types, args) = if types.is_empty() {
+        (String::new(), String::new())
+    } else {
+        (format!("({types})"), format!("({args})"))
+    };
+    let prepare = format!("PREPARE {name}{types} AS {sql}");
+    sqlx::query(AssertSqlSafe(prepare))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let explain = format!("EXPLAIN EXECUTE {name}{args}");
+    let lines: Vec<String> = sqlx::query_scalar(AssertSqlSafe(explain))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+    lines.join("\n")
+}
+
+fn assert_walks_the_claim_index(plan: &str, index: &str) {
+    assert!(
+        plan.contains(&format!("Index Scan using {index} on jobs q")),
+        "the claim should walk {index}:\n{plan}"
+    );
+    assert!(
+        !plan.contains("Sort"),
+        "the claim should never sort the queue:\n{plan}"
+    );
+    assert!(
+        !plan.contains("jobs_next_due"),
+        "jobs_next_due is for timing the next claim, never for a claim:\n{plan}"
+    );
+}
+
+/// The one-statement settle and the transactional claim, from every lane and from one, walk
+/// their index in claim order under statistics that expect an empty queue.
+#[tokio::test]
+async fn claims_walk_the_claim_index_whatever_the_statistics() {
+    let Some(db) = TestDb::new(Backend::Postgres, "claim_plans").await else {
+        return;
+    };
+    let mut conn = queue_after_a_quiet_analyze(&db, 5_000).await;
+    let settle = generic_plan(&mut conn, "settle", SETTLE, SETTLE_TYPES, SETTLE_ARGS).await;
+    assert_walks_the_claim_index(&settle, "jobs_claim");
+    let claim_args = "9999999999999, 'w', 30000, NULL, 4";
+    let claim = generic_plan(&mut conn, "claim", CLAIM, CLAIM_TYPES, claim_args).await;
+    assert_walks_the_claim_index(&claim, "jobs_claim");
+    let lane_args = r#"9999999999999, 'w', 30000, '["default"]', 4"#;
+    let one_lane = generic_plan(&mut conn, "claim_lane", CLAIM, CLAIM_TYPES, lane_args).await;
+    assert!(!one_lane.contains("Sort"), "{one_lane}");
+    assert!(!one_lane.contains("jobs_next_due"), "{one_lane}");
+    conn.close().await.unwrap();
+    db.cleanup().await;
+}
+
+/// Timing the next claim still reads jobs_next_due, under the same statistics.
+#[tokio::test]
+async fn next_due_reads_jobs_next_due() {
+    let Some(db) = TestDb::new(Backend::Postgres, "next_due_plan").await else {
+        return;
+    };
+    let mut conn = queue_after_a_quiet_analyze(&db, 50).await;
+    let plan = generic_plan(&mut conn, "next_due", NEXT_DUE, "", "").await;
+    assert!(plan.contains("jobs_next_due"), "{plan}");
+    conn.close().await.unwrap();
+    db.cleanup().await;
+}
