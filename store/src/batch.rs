@@ -18,10 +18,13 @@
 //!   expired leases).
 //!
 //! How: SQLite takes one `BEGIN IMMEDIATE` transaction. PostgreSQL ends the batch and claims
-//! in one statement without an explicit transaction (`settle.sql`, one round trip) unless a
-//! rescue of expired leases is due (about once a second per store), the claim spans several
-//! lane requests, or a job with a concurrency key is due; then it takes a transaction like
-//! SQLite's. The backend side is written once, as `settle_operations!`, next to
+//! in one statement without an explicit transaction (`settle.sql`, one round trip, on the
+//! store's warm connection) unless a rescue of expired leases is due (about once a second
+//! per store), the claim spans several lane requests, a job with a concurrency key is due,
+//! or another caller holds the warm connection; then it takes a transaction like SQLite's.
+//! Either way PostgreSQL plans claims with sorting disabled, so that a claim walks
+//! `jobs_claim` in order whatever the table's statistics (`CLAIM_PLANNER_SETTINGS` in
+//! `postgres.rs`). The backend side is written once, as `settle_operations!`, next to
 //! `queue_operations!` in `backend.rs`.
 
 use std::sync::Arc;
@@ -136,10 +139,11 @@ impl Store {
 
 /// Expands the settle operations (group-committed ends and claims) for one backend, next to
 /// `queue_operations!`. `$dir` names the SQL directory; besides the queue operations the
-/// backend provides `settle_fast` (a one-statement path, or `None`), `finish_batch` (a batch of
-/// ends in one or two statements), `mark_runs_running`, `claim_statement` (the claim statement
-/// for every lane or for listed ones, and its lane parameter) and `MARKS_PLAIN_RUNS` (whether
-/// claim.sql marks runs running).
+/// backend provides `begin_claiming` (a transaction for claims), `settle_fast` (a
+/// one-statement path, or `None`), `finish_batch` (a batch of ends in one or two
+/// statements), `mark_runs_running`, `claim_statement` (the claim statement for every lane or
+/// for listed ones, and its lane parameter) and `MARKS_PLAIN_RUNS` (whether claim.sql marks
+/// runs running).
 macro_rules! settle_operations {
     ($backend:ty, $db:ty, $dir:literal) => {
         macro_rules! settle_sql {
@@ -215,7 +219,7 @@ macro_rules! settle_operations {
                 lease_ms: i64,
                 now: i64,
             ) -> $crate::Result<(Vec<Option<bool>>, Vec<Vec<$crate::model::Job>>, bool)> {
-                let mut tx = self.begin().await?;
+                let mut tx = self.begin_claiming().await?;
                 let ended = self.finish_batch(&mut tx, done, now).await?;
                 if ended.contains(&Some(true)) {
                     // Jobs waiting for a key may run now.

@@ -52,6 +52,9 @@ pub use model::{
     NewResume, NewRun, ResumeReason, RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
 };
 pub use notifications::{AttemptOutcome, DeliveryStatus, NewDelivery, Notification, OutboxEntry};
+/// How PostgreSQL claims are planned (a session setting), for tests that read their plans.
+#[doc(hidden)]
+pub use postgres::CLAIM_PLANNER_SETTINGS as POSTGRES_CLAIM_PLANNER_SETTINGS;
 pub use schedules::{
     LeaderFence, LeaderLease, ScheduleAdvance, ScheduleDef, ScheduleRow, ScheduleSource,
 };

@@ -91,6 +91,12 @@ impl SqliteBackend {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 
+    /// A transaction that claims jobs: as any other (SQLite's claim statements name their
+    /// index).
+    async fn begin_claiming(&self) -> Result<Transaction<'static, Sqlite>> {
+        self.begin().await
+    }
+
     /// SQLite wakes workers in-process only (see `Store::wake`); nothing to do in SQL.
     async fn notify_enqueued(
         &self,

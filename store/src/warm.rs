@@ -16,6 +16,8 @@
 //!   [`Warm::take`] opens a new one.
 //! - **Checked after idling.** A connection idle for longer than [`PING_AFTER`] is pinged
 //!   before use (a restarted server closed it), and replaced when the ping fails.
+//! - **Set up before first use.** Each new connection runs the setup statement given to
+//!   [`Warm::new`] (session settings) before it is handed out.
 
 use std::time::{Duration, Instant};
 
@@ -30,6 +32,7 @@ pub(crate) const PING_AFTER: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub(crate) struct Warm {
     options: PgConnectOptions,
+    setup: &'static str,
     connect_timeout: Duration,
     slot: Mutex<Option<Kept>>,
 }
@@ -47,9 +50,16 @@ pub(crate) struct Taken<'a> {
 }
 
 impl Warm {
-    pub(crate) fn new(options: PgConnectOptions, connect_timeout: Duration) -> Self {
+    /// A kept connection opened with `options`, running `setup` (one or more statements,
+    /// no parameters) when it opens.
+    pub(crate) fn new(
+        options: PgConnectOptions,
+        setup: &'static str,
+        connect_timeout: Duration,
+    ) -> Self {
         Self {
             options,
+            setup,
             connect_timeout,
             slot: Mutex::new(None),
         }
@@ -66,12 +76,20 @@ impl Warm {
         };
         let conn = match conn {
             Some(conn) => conn,
-            None => tokio::time::timeout(self.connect_timeout, self.options.connect())
+            None => tokio::time::timeout(self.connect_timeout, self.open())
                 .await
                 .ok()?
                 .ok()?,
         };
         Some(Taken { slot, conn })
+    }
+
+    async fn open(&self) -> sqlx::Result<PgConnection> {
+        let mut conn = self.options.connect().await?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(self.setup))
+            .execute(&mut conn)
+            .await?;
+        Ok(conn)
     }
 
     /// Closes the kept connection, if any (waiting for a caller that holds it).

@@ -6,10 +6,12 @@
 //! job was queued, they make the planner expect a handful of queued rows, and a sort of a
 //! handful looks free. Each test builds that state (every job done, `ANALYZE`, then all of
 //! them queued again, autovacuum off for the table so it cannot refresh the statistics) and
-//! reads the generic plan the statements get once prepared, as the store's connections run
-//! them.
+//! reads the generic plan the statements get once prepared: with the default planner
+//! settings (without migration 9 the claim's plan here is a scan of `jobs_next_due` and a
+//! sort), and with the settings the store's claiming connections use (that they do use them
+//! is a unit test in `postgres.rs`).
 
-use nightshift_store::NewRun;
+use nightshift_store::{NewRun, POSTGRES_CLAIM_PLANNER_SETTINGS};
 use nightshift_tests::{Backend, TestDb};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
@@ -103,22 +105,38 @@ fn assert_walks_the_claim_index(plan: &str, index: &str) {
 }
 
 /// The one-statement settle and the transactional claim, from every lane and from one, walk
-/// their index in claim order under statistics that expect an empty queue.
+/// their index in claim order under statistics that expect an empty queue, with the default
+/// planner settings and with the store's settings for claims.
 #[tokio::test]
 async fn claims_walk_the_claim_index_whatever_the_statistics() {
     let Some(db) = TestDb::new(Backend::Postgres, "claim_plans").await else {
         return;
     };
     let mut conn = queue_after_a_quiet_analyze(&db, 5_000).await;
-    let settle = generic_plan(&mut conn, "settle", SETTLE, SETTLE_TYPES, SETTLE_ARGS).await;
-    assert_walks_the_claim_index(&settle, "jobs_claim");
-    let claim_args = "9999999999999, 'w', 30000, NULL, 4";
-    let claim = generic_plan(&mut conn, "claim", CLAIM, CLAIM_TYPES, claim_args).await;
-    assert_walks_the_claim_index(&claim, "jobs_claim");
-    let lane_args = r#"9999999999999, 'w', 30000, '["default"]', 4"#;
-    let one_lane = generic_plan(&mut conn, "claim_lane", CLAIM, CLAIM_TYPES, lane_args).await;
-    assert!(!one_lane.contains("Sort"), "{one_lane}");
-    assert!(!one_lane.contains("jobs_next_due"), "{one_lane}");
+    for (round, settings) in ["RESET enable_sort", POSTGRES_CLAIM_PLANNER_SETTINGS]
+        .into_iter()
+        .enumerate()
+    {
+        sqlx::query(AssertSqlSafe(settings))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let name = |statement: &str| format!("{statement}_{round}");
+        let settle_name = name("settle");
+        let settle = generic_plan(&mut conn, &settle_name, SETTLE, SETTLE_TYPES, SETTLE_ARGS).await;
+        assert_walks_the_claim_index(&settle, "jobs_claim");
+        let claim_args = "9999999999999, 'w', 30000, NULL, 4";
+        let claim = generic_plan(&mut conn, &name("claim"), CLAIM, CLAIM_TYPES, claim_args).await;
+        assert_walks_the_claim_index(&claim, "jobs_claim");
+        let lane_args = r#"9999999999999, 'w', 30000, '["default"]', 4"#;
+        let lane_name = name("claim_lane");
+        let one_lane = generic_plan(&mut conn, &lane_name, CLAIM, CLAIM_TYPES, lane_args).await;
+        assert!(!one_lane.contains("Sort"), "{settings}:\n{one_lane}");
+        assert!(
+            !one_lane.contains("jobs_next_due"),
+            "{settings}:\n{one_lane}"
+        );
+    }
     conn.close().await.unwrap();
     db.cleanup().await;
 }
