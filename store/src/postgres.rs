@@ -241,9 +241,12 @@ impl PgBackend {
         now: i64,
     ) -> Result<Option<(Vec<Option<bool>>, Option<Vec<crate::model::Job>>)>> {
         use sqlx::{FromRow, Row};
-        let ends = Ends::of(done);
         let (lanes, limit) = claim.unwrap_or((None, 0));
-        let lanes = lanes.map(|l| serde_json::to_string(l).expect("lane names serialise"));
+        if lanes.is_some() {
+            // Only claim_lane.sql walks one lane in order (see there).
+            return Ok(None);
+        }
+        let ends = Ends::of(done);
         let query = sqlx::query(include_str!("../sql/postgres/settle.sql"))
             .bind(&ends.ids)
             .bind(&ends.tokens)
@@ -255,7 +258,6 @@ impl PgBackend {
             .bind(now)
             .bind(worker)
             .bind(lease_ms)
-            .bind(lanes)
             .bind(limit)
             .bind(&self.channel);
         // Without the warm connection (another caller holds it, or it cannot be opened),
@@ -333,11 +335,20 @@ impl PgBackend {
             .collect())
     }
 
-    /// The claim statement and its lane parameter (`$4`, a JSON array or NULL for every
-    /// lane): one statement for both, whose `$4 IS NULL` test is decided per row.
+    /// The claim statement and its lane parameter (`$4`): `claim_lane.sql` and the lane's name
+    /// for one lane (what a pool's reserved slots ask for; it walks `jobs_claim_lane`),
+    /// `claim.sql` and a JSON array for several, or NULL for every lane.
     fn claim_statement(lanes: Option<&[String]>) -> (&'static str, Option<String>) {
-        let lanes = lanes.map(|l| serde_json::to_string(l).expect("lane names serialise"));
-        (include_str!("../sql/postgres/claim.sql"), lanes)
+        match lanes {
+            Some([lane]) => (
+                include_str!("../sql/postgres/claim_lane.sql"),
+                Some(lane.clone()),
+            ),
+            lanes => (
+                include_str!("../sql/postgres/claim.sql"),
+                lanes.map(|l| serde_json::to_string(l).expect("lane names serialise")),
+            ),
+        }
     }
 
     /// Marks the runs of claimed jobs running, in one statement.
@@ -400,6 +411,23 @@ mod tests {
             .fetch_one(conn)
             .await
             .unwrap()
+    }
+
+    /// A claim for one lane (a pool's reserved slots) is claim_lane.sql, whose lane is an
+    /// equality on jobs_claim_lane (plans.rs checks its plan); other claims are claim.sql.
+    #[test]
+    fn a_claim_for_one_lane_has_its_own_statement() {
+        let one = ["interactive".to_string()];
+        let (sql, lane) = PgBackend::claim_statement(Some(&one));
+        assert_eq!(sql, include_str!("../sql/postgres/claim_lane.sql"));
+        assert_eq!(lane.as_deref(), Some("interactive"));
+        let (sql, lanes) = PgBackend::claim_statement(None);
+        assert_eq!(sql, include_str!("../sql/postgres/claim.sql"));
+        assert_eq!(lanes, None);
+        let two = ["a".to_string(), "b".to_string()];
+        let (sql, lanes) = PgBackend::claim_statement(Some(&two));
+        assert_eq!(sql, include_str!("../sql/postgres/claim.sql"));
+        assert_eq!(lanes.as_deref(), Some(r#"["a","b"]"#));
     }
 
     /// Claims are planned with sorting disabled, on the warm connection and in claiming

@@ -1,8 +1,9 @@
 -- The one-statement settle (one round trip, atomic on its own, no explicit transaction):
 -- ends the jobs in the parallel arrays $1-$7 exactly as finish_jobs.sql does (each fenced by
--- its own token), and claims up to $12 due jobs as claim.sql does (runs marked running), for
--- worker $9 with a lease of $10 ms, optionally only from the lanes in the JSON array $11.
--- $8 now, $13 the channel to notify when an ended job held a concurrency key (jobs waiting
+-- its own token), and claims up to $11 due jobs of any lane as claim.sql does (runs marked
+-- running), for worker $9 with a lease of $10 ms. (A claim for given lanes takes the
+-- transactional path, whose claim_lane.sql walks jobs_claim_lane.) $8 now, $12 the channel
+-- to notify when an ended job held a concurrency key (jobs waiting
 -- for the key may run now).
 --
 -- It claims only when none of the jobs it would take has a concurrency key: such a claim
@@ -44,12 +45,11 @@ WITH ends AS (
     SELECT id, concurrency_key FROM jobs q
     WHERE status = 'queued'
       AND run_at <= $8
-      AND ($11::text IS NULL OR lane IN (SELECT jsonb_array_elements_text($11::jsonb)))
       AND (q.concurrency_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM jobs h
             WHERE h.concurrency_key = q.concurrency_key AND h.status = 'running'))
     ORDER BY priority DESC, run_at, id
-    LIMIT $12
+    LIMIT $11
     FOR UPDATE SKIP LOCKED
 ), plain AS (
     SELECT id FROM picked
@@ -72,7 +72,7 @@ WITH ends AS (
       -- IS TRUE: found by id, never through runs_status (see mark_runs_running.sql).
       AND (r.status IN ('queued', 'waiting', 'awaiting_approval')) IS TRUE
 ), woken AS (
-    SELECT pg_notify($13, '') FROM (SELECT 1 FROM done WHERE concurrency_key IS NOT NULL LIMIT 1) k
+    SELECT pg_notify($12, '') FROM (SELECT 1 FROM done WHERE concurrency_key IS NOT NULL LIMIT 1) k
 ), summary AS (
     SELECT (SELECT array_agg(id) FROM done) AS ended_ids,
            (SELECT array_agg(lease_token) FROM done) AS ended_tokens,

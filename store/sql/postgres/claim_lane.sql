@@ -1,0 +1,40 @@
+-- Claim up to $5 due jobs of the one lane $4 (a lane name) in claim order: what a pool asks
+-- for its reserved slots. Otherwise as claim.sql (which says what else it does). $1 now, $2
+-- worker id, $3 lease length (ms).
+--
+-- A statement of its own so that the lane is an equality on jobs_claim_lane's first column:
+-- the claim then walks that index in claim order within the lane and stops after $5 jobs,
+-- however many jobs of other lanes are queued ahead (a burst in a batch lane). Through
+-- claim.sql's JSON list the lane is a filter, and with sorting disabled for claims
+-- (CLAIM_PLANNER_SETTINGS) the walk of jobs_claim would pass every job of the burst.
+WITH picked AS (
+    SELECT id FROM jobs q
+    WHERE status = 'queued'
+      AND run_at <= $1
+      AND lane = $4
+      AND (q.concurrency_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM jobs h
+            WHERE h.concurrency_key = q.concurrency_key AND h.status = 'running'))
+    ORDER BY priority DESC, run_at, id
+    LIMIT $5
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs j SET
+        status = 'running',
+        attempts = j.attempts + 1,
+        lease_token = j.lease_token + 1,
+        lease_owner = $2,
+        lease_expires_at = $1 + $3,
+        updated_at = $1
+    FROM picked
+    WHERE j.id = picked.id
+    RETURNING j.*
+), marked AS (
+    UPDATE runs r SET status = 'running', started_at = COALESCE(r.started_at, $1), updated_at = $1
+    FROM claimed c
+    WHERE r.id = c.run_id
+      AND c.concurrency_key IS NULL
+      -- IS TRUE: found by id, never through runs_status (see mark_runs_running.sql).
+      AND (r.status IN ('queued', 'waiting', 'awaiting_approval')) IS TRUE
+)
+SELECT * FROM claimed
