@@ -37,9 +37,13 @@ use crate::store::{LeasedJob, Store, dispatch};
 use crate::{Error, Result};
 
 /// How often (by the store's clock) a claim on the one-statement path of PostgreSQL first
-/// takes the transactional path to return expired leases to the queue. SQLite rescues on
-/// every claim.
+/// takes the transactional path to return expired leases to the queue, unless
+/// [`Store::rescue_expired`] ran meanwhile. SQLite rescues on every claim.
 const RESCUE_EVERY_MS: i64 = 1_000;
+
+/// How often a worker pool calls [`Store::rescue_expired`]: often enough that its claims
+/// never find a rescue due, so each stays one statement (a pickup never waits for one).
+pub const RESCUE_INTERVAL: Duration = Duration::from_millis(500);
 
 /// What to claim in a [`Store::settle`]: up to `limit` due jobs, only of `lanes` when given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +64,22 @@ pub struct Settled {
 }
 
 impl Store {
+    /// Returns the jobs whose lease expired to the queue now (or dead-letters them after
+    /// their last attempt, or cancels them when cancellation was requested), and moves their
+    /// runs to match; returns how many. Claims do this too, at most once a second on
+    /// PostgreSQL, in a transaction of their own; a worker pool calls this every
+    /// [`RESCUE_INTERVAL`] apart from its claims, so that they need not. Wakes workers when
+    /// it returned any job to the queue.
+    pub async fn rescue_expired(&self) -> Result<usize> {
+        let now = self.now();
+        let rescued = dispatch!(self, b => b.rescue_expired(now))?;
+        self.inner.last_rescue.fetch_max(now, Ordering::Relaxed);
+        if rescued > 0 {
+            self.wake();
+        }
+        Ok(rescued)
+    }
+
     /// Ends each job of `done` as its [`RunEnd`] says (as [`LeasedJob::complete`] would), all
     /// in one transaction; one result per job, in order.
     pub async fn complete_many(&self, done: &[(&LeasedJob, RunEnd)]) -> Result<Vec<Result<()>>> {
@@ -254,12 +274,21 @@ macro_rules! settle_operations {
                 });
             }
 
+            /// [`rescue`](Self::rescue) in a transaction of its own; how many jobs it moved.
+            pub(crate) async fn rescue_expired(&self, now: i64) -> $crate::Result<usize> {
+                let mut tx = self.begin().await?;
+                let rescued = Self::rescue(&mut tx, now).await?;
+                tx.commit().await?;
+                Ok(rescued)
+            }
+
             /// Returns the jobs of workers whose lease expired to the queue (or dead-letters
-            /// them when that was their last attempt), and moves their runs to match.
+            /// them when that was their last attempt), and moves their runs to match; how
+            /// many jobs it moved.
             async fn rescue(
                 tx: &mut sqlx::Transaction<'static, $db>,
                 now: i64,
-            ) -> $crate::Result<()> {
+            ) -> $crate::Result<usize> {
                 let rescued: Vec<(String, String, Option<String>)> =
                     sqlx::query_as(settle_sql!("rescue_expired"))
                         .bind(now)
@@ -280,7 +309,7 @@ macro_rules! settle_operations {
                     )
                     .await?;
                 }
-                Ok(())
+                Ok(rescued.len())
             }
 
             /// Claims up to `limit` due jobs in `tx` (see `Store::claim`); their runs are

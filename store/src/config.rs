@@ -37,7 +37,8 @@ pub struct StoreConfig {
     /// or an ack then costs several times more. Memory grows to at most this much per
     /// connection (the writer and each reader), and only as pages are read.
     pub cache_mib: Option<u32>,
-    /// Connections per pool. Default 10 (SQLite: readers; it always has one writer).
+    /// Connections per pool. Default 10 (SQLite: readers; it always has one writer.
+    /// PostgreSQL: the shared pool; one more is kept for the worker pool's settles).
     pub max_connections: u32,
     /// How long to wait for a connection before giving up, in ms. Default 5000.
     pub connect_timeout_ms: u64,

@@ -43,7 +43,7 @@ mod webhooks;
 
 pub use approvals::{Approval, NewApproval};
 pub use backoff::Backoff;
-pub use batch::{ClaimRequest, Settled};
+pub use batch::{ClaimRequest, RESCUE_INTERVAL, Settled};
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use config::{BackendKind, StoreConfig, Synchronous};
 pub use error::{Error, LeaseLostReason, Result};

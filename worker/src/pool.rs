@@ -2,6 +2,9 @@
 //! and a graceful drain on shutdown (stop claiming; let running jobs finish until the grace
 //! period ends; then release their leases so another worker takes them at once).
 //!
+//! Expired leases (of workers that died) go back to the queue from a task of their own,
+//! every `RESCUE_INTERVAL`, so that claims need not stop to do it.
+//!
 //! Group commit: the ends of all jobs that finished by the time the pool looks are written
 //! together with the claims that refill their slots, in one transaction (`Store::settle`);
 //! nothing waits for a batch to fill. Each job's end is still fenced by its own lease token
@@ -84,6 +87,7 @@ impl<H: Handler> Pool<H> {
             report: PoolReport::default(),
         };
         let mut tasks: JoinSet<Exit> = JoinSet::new();
+        let rescuer = tokio::spawn(rescue_expired_leases(self.store.clone()));
         let mut signal = self.store.subscribe();
         let mut beat = tokio::time::interval(self.config.heartbeat());
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -141,6 +145,7 @@ impl<H: Handler> Pool<H> {
             }
         }
 
+        rescuer.abort();
         tracing::info!(
             running = tasks.len(),
             grace_ms = self.config.shutdown_grace_ms,
@@ -269,6 +274,23 @@ impl<H: Handler> Pool<H> {
                 poll.min(until.max(Duration::from_millis(1)))
             }
             _ => poll,
+        }
+    }
+}
+
+/// Returns jobs whose lease expired to the queue every `RESCUE_INTERVAL`, apart from the
+/// pool's claims: a claim then never has a rescue to do first, and on PostgreSQL stays one
+/// statement (no pickup waits for a rescue transaction). Runs until aborted; a failure is
+/// logged and tried again at the next tick (claims still rescue when none ran for a second).
+async fn rescue_expired_leases(store: Store) {
+    let mut tick = tokio::time::interval(nightshift_store::RESCUE_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match store.rescue_expired().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(jobs = n, "returned jobs whose lease expired to the queue"),
+            Err(e) => tracing::warn!(error = %e, "returning expired leases failed"),
         }
     }
 }

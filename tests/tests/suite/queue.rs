@@ -25,6 +25,7 @@ on_both_backends! {
     cancel_stops_queued_and_flags_running_jobs => cancel_stops_queued_and_flags_running_jobs;
     release_returns_the_job_at_once => release_returns_the_job_at_once;
     next_due_sees_jobs_queued_every_way => next_due_sees_jobs_queued_every_way;
+    rescue_expired_returns_expired_jobs_to_the_queue => rescue_expired_returns_expired_jobs;
     resume_dedupe_and_finished_runs => resume_dedupe_and_finished_runs;
 }
 
@@ -589,4 +590,49 @@ async fn next_due_sees_jobs_queued_every_way(db: &TestDb) {
     assert_eq!(store.next_due().await.unwrap(), None, "leased again");
     lease.release("shutting down").await.unwrap();
     assert_eq!(store.next_due().await.unwrap(), Some(due), "released");
+}
+
+/// `rescue_expired` (what a worker pool runs apart from its claims) returns a job whose lease
+/// expired to the queue and its run with it, leaves a job whose lease holds alone, and fences
+/// the old holder; the next claim takes the job with a fresh token.
+async fn rescue_expired_returns_expired_jobs(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let expiring = store.enqueue(&NewRun::new("a", "short")).await.unwrap();
+    let old = store
+        .claim("old", None, 1, Duration::from_secs(10))
+        .await
+        .unwrap()
+        .remove(0);
+    store.enqueue(&NewRun::new("a", "long")).await.unwrap();
+    let holding = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(
+        store.rescue_expired().await.unwrap(),
+        0,
+        "every lease holds"
+    );
+    clock.advance(Duration::from_secs(11));
+    assert_eq!(store.rescue_expired().await.unwrap(), 1);
+    let job = store.job(expiring.job_id).await.unwrap().unwrap();
+    assert_eq!((job.status, job.lease_owner), (JobState::Queued, None));
+    assert_eq!(
+        store.run(&expiring.run_id).await.unwrap().unwrap().status,
+        RunStatus::Queued
+    );
+    assert_eq!(
+        store.job(holding.id()).await.unwrap().unwrap().status,
+        JobState::Running,
+        "a lease that holds is left alone"
+    );
+    assert!(matches!(
+        old.heartbeat(LEASE).await,
+        Err(Error::LeaseLost { .. })
+    ));
+    assert_eq!(
+        store.rescue_expired().await.unwrap(),
+        0,
+        "nothing left to rescue"
+    );
+    let again = store.claim("new", None, 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(again.id(), expiring.job_id);
+    assert!(again.token() > old.token());
 }
