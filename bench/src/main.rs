@@ -21,10 +21,10 @@
 //! columns. Progress goes to stderr; the
 //! table, its legend, per-run wall times and notes go to stdout.
 //!
-//! Usage: `cargo run --release -p nightshift-bench [-- --quick] [--sqlite-only |
-//! --postgres-only]`. PostgreSQL
-//! comes from `NIGHTSHIFT_BENCH_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`);
-//! when it cannot be reached the PostgreSQL rows are skipped with a note.
+//! Usage: `cargo run --release -p nightshift-bench [-- --quick]
+//! [--sqlite-only | --postgres-only]`. PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL`
+//! (default `postgres://postgres@127.0.0.1:5432/test`); when it cannot be reached the
+//! PostgreSQL rows are skipped with a note.
 
 mod apalis_pg;
 mod apalis_sqlite;

@@ -14,6 +14,13 @@ use crate::config::{StoreConfig, redact_url};
 use crate::warm::{PING_AFTER, Warm};
 use crate::{Error, Result};
 
+/// The planner setting of [`CLAIM_PLANNER_SETTINGS`], written once for its two uses.
+macro_rules! claim_planner_setting {
+    () => {
+        "enable_sort = off"
+    };
+}
+
 /// How claims are planned: walking an index in claim order, never sorting the queued jobs.
 ///
 /// A claim takes the first few queued jobs in claim order; `jobs_claim` holds them in that
@@ -25,10 +32,10 @@ use crate::{Error, Result};
 /// plan left without a sort, whatever the statistics. Only connections and transactions
 /// that claim get this setting: the warm connection of the one-statement settle (for its
 /// session) and the claiming transactions (`SET LOCAL`).
-pub const CLAIM_PLANNER_SETTINGS: &str = "SET enable_sort = off";
+pub const CLAIM_PLANNER_SETTINGS: &str = concat!("SET ", claim_planner_setting!());
 
 /// The start of a claiming transaction (see [`CLAIM_PLANNER_SETTINGS`]).
-const BEGIN_CLAIMING: &str = "BEGIN; SET LOCAL enable_sort = off";
+const BEGIN_CLAIMING: &str = concat!("BEGIN; SET LOCAL ", claim_planner_setting!());
 
 /// A PostgreSQL database (one schema of it).
 #[derive(Debug, Clone)]
@@ -80,7 +87,7 @@ impl PgBackend {
                 )));
             }
         }
-        let pool = Self::pool_options(config.max_connections, config)
+        let pool = Self::pool_options(config)
             .connect_with(options.clone())
             .await
             .map_err(|e| connect_error(e.to_string()))?;
@@ -101,11 +108,12 @@ impl PgBackend {
         })
     }
 
-    /// Pool settings: `max` connections; a connection idle for longer than `PING_AFTER` is
-    /// pinged before use, and one in steady use is not (a round trip saved per statement).
-    fn pool_options(max: u32, config: &StoreConfig) -> PgPoolOptions {
+    /// Pool settings: `database.max_connections`; a connection idle for longer than
+    /// `PING_AFTER` is pinged before use, and one in steady use is not (a round trip saved per
+    /// statement).
+    fn pool_options(config: &StoreConfig) -> PgPoolOptions {
         PgPoolOptions::new()
-            .max_connections(max)
+            .max_connections(config.max_connections)
             .test_before_acquire(false)
             .before_acquire(|conn, meta| {
                 Box::pin(async move {
@@ -246,8 +254,13 @@ impl PgBackend {
             // Only claim_lane.sql walks one lane in order (see there).
             return Ok(None);
         }
+        // Without the warm connection (another caller holds it, or it cannot be opened),
+        // the caller takes the transactional path, which claims with the same settings.
+        let Some(mut warm) = self.warm.take().await else {
+            return Ok(None);
+        };
         let ends = Ends::of(done);
-        let query = sqlx::query(include_str!("../sql/postgres/settle.sql"))
+        let rows = sqlx::query(include_str!("../sql/postgres/settle.sql"))
             .bind(&ends.ids)
             .bind(&ends.tokens)
             .bind(&ends.job_states)
@@ -259,13 +272,9 @@ impl PgBackend {
             .bind(worker)
             .bind(lease_ms)
             .bind(limit)
-            .bind(&self.channel);
-        // Without the warm connection (another caller holds it, or it cannot be opened),
-        // the caller takes the transactional path, which claims with the same settings.
-        let Some(mut warm) = self.warm.take().await else {
-            return Ok(None);
-        };
-        let rows = query.fetch_all(warm.conn()).await?;
+            .bind(&self.channel)
+            .fetch_all(warm.conn())
+            .await?;
         warm.keep();
         let first = rows
             .first()

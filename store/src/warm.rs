@@ -9,7 +9,8 @@
 //!
 //! What it guarantees:
 //! - **Never waits for another caller.** [`Warm::take`] returns the connection only when
-//!   nobody else holds it; a second caller gets `None` and uses the shared pool instead.
+//!   nobody else holds it; a second caller gets `None` and takes another path (the store's
+//!   transactional path, on its shared pool).
 //! - **Never reuses a connection in an unknown state.** The connection is taken out while in
 //!   use and put back only by [`Taken::keep`], after a statement that succeeded. A statement
 //!   that failed, or a future dropped halfway, drops the connection; the next
@@ -66,7 +67,8 @@ impl Warm {
     }
 
     /// The connection, open and checked, or `None` when another caller holds it or it could
-    /// not be opened (the caller then uses the shared pool, which reports any error).
+    /// not be opened (the caller then takes a path on the shared pool, which reports any
+    /// error).
     pub(crate) async fn take(&self) -> Option<Taken<'_>> {
         let mut slot = self.slot.try_lock().ok()?;
         let conn = match slot.take() {

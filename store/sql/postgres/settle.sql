@@ -3,8 +3,7 @@
 -- its own token), and claims up to $11 due jobs of any lane as claim.sql does (runs marked
 -- running), for worker $9 with a lease of $10 ms. (A claim for given lanes takes the
 -- transactional path, whose claim_lane.sql walks jobs_claim_lane.) $8 now, $12 the channel
--- to notify when an ended job held a concurrency key (jobs waiting
--- for the key may run now).
+-- to notify when an ended job held a concurrency key (jobs waiting for the key may run now).
 --
 -- It claims only when none of the jobs it would take has a concurrency key: such a claim
 -- needs the key lock and re-check of the transactional path (try_lock_key.sql,

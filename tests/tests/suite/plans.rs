@@ -17,9 +17,8 @@ use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
 const SETTLE: &str = include_str!("../../../store/sql/postgres/settle.sql");
 const CLAIM: &str = include_str!("../../../store/sql/postgres/claim.sql");
-const NEXT_DUE: &str = include_str!("../../../store/sql/postgres/next_due.sql");
-
 const CLAIM_LANE: &str = include_str!("../../../store/sql/postgres/claim_lane.sql");
+const NEXT_DUE: &str = include_str!("../../../store/sql/postgres/next_due.sql");
 
 const SETTLE_TYPES: &str = "bigint[], bigint[], text[], text[], text[], text[], text[], bigint, \
                             text, bigint, bigint, text";
