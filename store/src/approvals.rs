@@ -64,7 +64,7 @@ macro_rules! approval_operations {
                     .bind(new.input_hash)
                     .bind(now)
                     .bind(new.expires_at)
-                    .execute(self.writer())
+                    .execute(&mut *self.writer().await?)
                     .await?;
                 Ok(())
             }
@@ -77,7 +77,7 @@ macro_rules! approval_operations {
                 Ok(sqlx::query_as(approval_sql!("get"))
                     .bind(run_id)
                     .bind(call_id)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -87,7 +87,7 @@ macro_rules! approval_operations {
             ) -> $crate::Result<Vec<$crate::approvals::Approval>> {
                 Ok(sqlx::query_as(approval_sql!("pending"))
                     .bind(limit)
-                    .fetch_all(self.reader())
+                    .fetch_all(&mut *self.reader().await?)
                     .await?)
             }
 
@@ -137,7 +137,7 @@ macro_rules! approval_operations {
                     .bind(run_id)
                     .bind(call_id)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?;
                 Ok(expired.is_some())
             }

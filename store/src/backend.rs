@@ -10,7 +10,8 @@
 //! it matches no row, [`lease_lost`](crate::backend) reads why and returns `LeaseLost`.
 
 /// Expands the queue operations for one backend. `$dir` names the SQL directory; the backend
-/// type must provide `writer()`, `reader()`, `begin()` and `notify_enqueued(tx, lane)`.
+/// type must provide `writer()` and `reader()` (async, a connection to run one statement on),
+/// `begin()`, a `Tx` type in its module, and `notify_enqueued(tx, lane)`.
 macro_rules! queue_operations {
     ($backend:ty, $db:ty, $dir:literal) => {
         macro_rules! sql {
@@ -47,19 +48,16 @@ macro_rules! queue_operations {
                 now: i64,
             ) -> $crate::Result<$crate::model::Enqueued> {
                 if new.concurrency_key.is_none() {
-                    match self.enqueue_plain(run_id, new, now).await? {
-                        Some(Some(job_id)) => {
-                            return Ok($crate::model::Enqueued {
-                                run_id: run_id.to_string(),
-                                job_id,
-                                duplicate: false,
-                                skipped: false,
-                                superseded: Vec::new(),
-                            });
-                        }
-                        Some(None) => return self.duplicate_run(new).await,
-                        None => {}
-                    }
+                    return match self.enqueue_plain(run_id, new, now).await? {
+                        Some(job_id) => Ok($crate::model::Enqueued {
+                            run_id: run_id.to_string(),
+                            job_id,
+                            duplicate: false,
+                            skipped: false,
+                            superseded: Vec::new(),
+                        }),
+                        None => self.duplicate_run(new).await,
+                    };
                 }
                 let mut tx = self.begin().await?;
                 let inserted: Option<String> = sqlx::query_scalar(sql!("insert_run"))
@@ -98,7 +96,7 @@ macro_rules! queue_operations {
                                 let job_id: Option<i64> =
                                     sqlx::query_scalar(sql!("newest_job_of_run"))
                                         .bind(holder)
-                                        .fetch_one(self.writer())
+                                        .fetch_one(&mut *self.writer().await?)
                                         .await?;
                                 return Ok($crate::model::Enqueued {
                                     run_id: holder.clone(),
@@ -169,7 +167,7 @@ macro_rules! queue_operations {
                 let (run_id, job_id): (String, Option<i64>) =
                     sqlx::query_as(sql!("find_run_by_key"))
                         .bind(key)
-                        .fetch_one(self.writer())
+                        .fetch_one(&mut *self.writer().await?)
                         .await?;
                 let job_id = job_id.ok_or_else(|| {
                     $crate::Error::Corrupt(format!("run {run_id} has no start job"))
@@ -211,7 +209,7 @@ macro_rules! queue_operations {
                     let key = new.dedupe_key.as_deref().unwrap_or_default();
                     let (run_id, job_id): (String, i64) = sqlx::query_as(sql!("find_job_by_key"))
                         .bind(key)
-                        .fetch_one(self.writer())
+                        .fetch_one(&mut *self.writer().await?)
                         .await?;
                     return Ok($crate::model::Enqueued {
                         run_id,
@@ -308,7 +306,7 @@ macro_rules! queue_operations {
                     .bind(token)
                     .bind(lease_ms)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?;
                 if let Some(expires_at) = extended {
                     return Ok($crate::model::Heartbeat::Extended { expires_at });
@@ -335,7 +333,7 @@ macro_rules! queue_operations {
             ) -> $crate::Result<Option<(String, i64, Option<i64>)>> {
                 Ok(sqlx::query_as(sql!("lease_probe"))
                     .bind(job_id)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -374,7 +372,7 @@ macro_rules! queue_operations {
                     .bind(event_type)
                     .bind(payload)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?;
                 self.fenced(job_id, token, seq).await
             }
@@ -393,7 +391,7 @@ macro_rules! queue_operations {
                     .bind(event_type)
                     .bind(payload)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?;
                 if seq.is_some() {
                     return Ok(seq);
@@ -420,7 +418,7 @@ macro_rules! queue_operations {
                     .bind(body)
                     .bind(size)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?;
                 self.fenced(job_id, token, written).await.map(|_| ())
             }
@@ -443,7 +441,7 @@ macro_rules! queue_operations {
                     .bind(progress.cost_usd)
                     .bind(&progress.agent_hash)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?;
                 self.fenced(job_id, token, updated).await.map(|_| ())
             }
@@ -665,7 +663,7 @@ macro_rules! queue_operations {
             pub(crate) async fn run(&self, id: &str) -> $crate::Result<Option<$crate::model::Run>> {
                 Ok(sqlx::query_as(sql!("get_run"))
                     .bind(id)
-                    .fetch_optional(self.reader())
+                    .fetch_optional(&mut *self.reader().await?)
                     .await?)
             }
 
@@ -675,7 +673,7 @@ macro_rules! queue_operations {
             ) -> $crate::Result<Option<$crate::model::Run>> {
                 Ok(sqlx::query_as(sql!("find_active_run_by_concurrency_key"))
                     .bind(key)
-                    .fetch_optional(self.reader())
+                    .fetch_optional(&mut *self.reader().await?)
                     .await?)
             }
 
@@ -687,14 +685,14 @@ macro_rules! queue_operations {
                 Ok(sqlx::query_as(sql!("list_runs"))
                     .bind(status)
                     .bind(limit)
-                    .fetch_all(self.reader())
+                    .fetch_all(&mut *self.reader().await?)
                     .await?)
             }
 
             pub(crate) async fn job(&self, id: i64) -> $crate::Result<Option<$crate::model::Job>> {
                 Ok(sqlx::query_as(sql!("get_job"))
                     .bind(id)
-                    .fetch_optional(self.reader())
+                    .fetch_optional(&mut *self.reader().await?)
                     .await?)
             }
 
@@ -704,7 +702,7 @@ macro_rules! queue_operations {
             ) -> $crate::Result<Vec<$crate::model::Job>> {
                 Ok(sqlx::query_as(sql!("jobs_of_run"))
                     .bind(run_id)
-                    .fetch_all(self.reader())
+                    .fetch_all(&mut *self.reader().await?)
                     .await?)
             }
 
@@ -716,7 +714,7 @@ macro_rules! queue_operations {
                 Ok(sqlx::query_as(sql!("events_after"))
                     .bind(run_id)
                     .bind(after_seq)
-                    .fetch_all(self.reader())
+                    .fetch_all(&mut *self.reader().await?)
                     .await?)
             }
 
@@ -726,19 +724,19 @@ macro_rules! queue_operations {
             ) -> $crate::Result<Option<$crate::model::Checkpoint>> {
                 Ok(sqlx::query_as(sql!("latest_checkpoint"))
                     .bind(run_id)
-                    .fetch_optional(self.reader())
+                    .fetch_optional(&mut *self.reader().await?)
                     .await?)
             }
 
             pub(crate) async fn job_counts(&self) -> $crate::Result<Vec<(String, i64)>> {
                 Ok(sqlx::query_as(sql!("job_counts"))
-                    .fetch_all(self.reader())
+                    .fetch_all(&mut *self.reader().await?)
                     .await?)
             }
 
             pub(crate) async fn next_due(&self) -> $crate::Result<Option<i64>> {
                 Ok(sqlx::query_scalar(sql!("next_due"))
-                    .fetch_one(self.reader())
+                    .fetch_one(&mut *self.reader().await?)
                     .await?)
             }
 
@@ -754,7 +752,7 @@ macro_rules! queue_operations {
                     .bind(host)
                     .bind(pid)
                     .bind(now)
-                    .execute(self.writer())
+                    .execute(&mut *self.writer().await?)
                     .await?;
                 Ok(())
             }
@@ -762,14 +760,14 @@ macro_rules! queue_operations {
             pub(crate) async fn remove_worker(&self, id: &str) -> $crate::Result<()> {
                 sqlx::query(sql!("remove_worker"))
                     .bind(id)
-                    .execute(self.writer())
+                    .execute(&mut *self.writer().await?)
                     .await?;
                 Ok(())
             }
 
             pub(crate) async fn workers(&self) -> $crate::Result<Vec<$crate::model::WorkerRow>> {
                 Ok(sqlx::query_as(sql!("list_workers"))
-                    .fetch_all(self.reader())
+                    .fetch_all(&mut *self.reader().await?)
                     .await?)
             }
         }

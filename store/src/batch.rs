@@ -286,7 +286,7 @@ macro_rules! settle_operations {
             /// them when that was their last attempt), and moves their runs to match; how
             /// many jobs it moved.
             async fn rescue(
-                tx: &mut sqlx::Transaction<'static, $db>,
+                tx: &mut Tx,
                 now: i64,
             ) -> $crate::Result<usize> {
                 let rescued: Vec<(String, String, Option<String>)> =
@@ -316,7 +316,7 @@ macro_rules! settle_operations {
             /// marked running.
             async fn claim_in(
                 &self,
-                tx: &mut sqlx::Transaction<'static, $db>,
+                tx: &mut Tx,
                 worker: &str,
                 lanes: Option<&[String]>,
                 limit: i64,

@@ -40,6 +40,7 @@ pub mod tasks;
 pub mod wakeups;
 mod warm;
 mod webhooks;
+mod writer;
 
 pub use approvals::{Approval, NewApproval};
 pub use backoff::Backoff;

@@ -3,6 +3,7 @@
 //! so several daemons starting at once apply each migration once. A database whose schema is
 //! newer than this binary is refused before anything is touched.
 
+use sqlx::Connection;
 use sqlx::migrate::{Migrate, MigrateError, Migrator};
 
 use crate::{Error, Result};
@@ -29,11 +30,11 @@ pub fn latest_version() -> i64 {
     SQLITE.iter().map(|m| m.version).max().unwrap_or(0)
 }
 
-pub(crate) async fn apply_sqlite(pool: &sqlx::SqlitePool) -> Result<MigrationReport> {
+pub(crate) async fn apply_sqlite(conn: &mut sqlx::SqliteConnection) -> Result<MigrationReport> {
     // SQLite has no migration lock of its own: one IMMEDIATE transaction around the whole
     // check-and-apply takes the write lock first, so concurrent starters apply each migration
     // once (sqlx nests its per-migration transactions as savepoints inside it).
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
     let report = apply(&SQLITE, &mut *tx).await?;
     tx.commit().await?;
     Ok(report)

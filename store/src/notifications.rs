@@ -157,7 +157,7 @@ macro_rules! notification_operations {
                 Ok(sqlx::query_as(notify_sql!("unexpanded"))
                     .bind(agents)
                     .bind(limit)
-                    .fetch_all(self.reader())
+                    .fetch_all(&mut *self.reader().await?)
                     .await?)
             }
 
@@ -167,7 +167,7 @@ macro_rules! notification_operations {
             ) -> $crate::Result<Vec<$crate::notifications::OutboxEntry>> {
                 Ok(sqlx::query_as(notify_sql!("outbox_of_run"))
                     .bind(run_id)
-                    .fetch_all(self.reader())
+                    .fetch_all(&mut *self.reader().await?)
                     .await?)
             }
 
@@ -244,7 +244,7 @@ macro_rules! notification_operations {
                     .bind(status_code)
                     .bind(delivered_at)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?;
                 Ok(updated.is_some())
             }
@@ -255,7 +255,7 @@ macro_rules! notification_operations {
             ) -> $crate::Result<Option<$crate::notifications::Notification>> {
                 Ok(sqlx::query_as(notify_sql!("get"))
                     .bind(delivery_id)
-                    .fetch_optional(self.reader())
+                    .fetch_optional(&mut *self.reader().await?)
                     .await?)
             }
 
@@ -267,7 +267,7 @@ macro_rules! notification_operations {
                 Ok(sqlx::query_scalar(notify_sql!("redeliver"))
                     .bind(delivery_id)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -281,7 +281,7 @@ macro_rules! notification_operations {
                     .bind(run_id)
                     .bind(status)
                     .bind(limit)
-                    .fetch_all(self.reader())
+                    .fetch_all(&mut *self.reader().await?)
                     .await?)
             }
         }

@@ -7,12 +7,16 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, Postgres, Transaction};
 
 use crate::config::{StoreConfig, redact_url};
 use crate::warm::{PING_AFTER, Warm};
 use crate::{Error, Result};
+
+/// A transaction on a pooled connection.
+pub(crate) type Tx = Transaction<'static, Postgres>;
 
 /// The planner setting of [`CLAIM_PLANNER_SETTINGS`], written once for its two uses.
 macro_rules! claim_planner_setting {
@@ -126,11 +130,18 @@ impl PgBackend {
             .acquire_timeout(Duration::from_millis(config.connect_timeout_ms))
     }
 
-    pub(crate) fn writer(&self) -> &PgPool {
-        &self.pool
+    /// A pooled connection to write on.
+    pub(crate) async fn writer(&self) -> Result<PoolConnection<Postgres>> {
+        Ok(self.pool.acquire().await?)
     }
 
-    pub(crate) fn reader(&self) -> &PgPool {
+    /// A pooled connection to read on (the same pool).
+    pub(crate) async fn reader(&self) -> Result<PoolConnection<Postgres>> {
+        Ok(self.pool.acquire().await?)
+    }
+
+    /// The pool, for migrations.
+    pub(crate) fn pool(&self) -> &PgPool {
         &self.pool
     }
 
@@ -138,20 +149,16 @@ impl PgBackend {
         self.schema.as_deref()
     }
 
-    async fn begin(&self) -> Result<Transaction<'static, Postgres>> {
+    async fn begin(&self) -> Result<Tx> {
         Ok(self.pool.begin().await?)
     }
 
     /// A transaction that claims jobs, planned as [`CLAIM_PLANNER_SETTINGS`] says.
-    async fn begin_claiming(&self) -> Result<Transaction<'static, Postgres>> {
+    async fn begin_claiming(&self) -> Result<Tx> {
         Ok(self.pool.begin_with(BEGIN_CLAIMING).await?)
     }
 
-    async fn notify_enqueued(
-        &self,
-        tx: &mut Transaction<'static, Postgres>,
-        lane: &str,
-    ) -> Result<()> {
+    async fn notify_enqueued(&self, tx: &mut Tx, lane: &str) -> Result<()> {
         sqlx::query(include_str!("../sql/postgres/notify.sql"))
             .bind(&self.channel)
             .bind(lane)
@@ -206,14 +213,14 @@ impl PgBackend {
         self.pool.close().await;
     }
 
-    /// A run without a concurrency key, in one statement: `Some(Some(job id))` when made,
-    /// `Some(None)` when its idempotency key was taken.
+    /// A run without a concurrency key, in one statement: the start job's id, or `None` when
+    /// the run's idempotency key was taken.
     async fn enqueue_plain(
         &self,
         run_id: &str,
         new: &crate::model::NewRun,
         now: i64,
-    ) -> Result<Option<Option<i64>>> {
+    ) -> Result<Option<i64>> {
         let job_id: Option<i64> =
             sqlx::query_scalar(include_str!("../sql/postgres/enqueue_plain.sql"))
                 .bind(run_id)
@@ -229,7 +236,7 @@ impl PgBackend {
                 .bind(&self.channel)
                 .fetch_optional(&self.pool)
                 .await?;
-        Ok(Some(job_id))
+        Ok(job_id)
     }
     /// claim.sql marks the runs of claimed jobs without a concurrency key running itself.
     const MARKS_PLAIN_RUNS: bool = true;
@@ -312,7 +319,7 @@ impl PgBackend {
     /// `Some(keyed)` when its lease held, `None` when it was lost.
     async fn finish_batch(
         &self,
-        tx: &mut Transaction<'static, Postgres>,
+        tx: &mut Tx,
         done: &[(i64, i64, &crate::model::RunEnd)],
         now: i64,
     ) -> Result<Vec<Option<bool>>> {
@@ -361,11 +368,7 @@ impl PgBackend {
     }
 
     /// Marks the runs of claimed jobs running, in one statement.
-    async fn mark_runs_running(
-        tx: &mut Transaction<'static, Postgres>,
-        run_ids: &[&str],
-        now: i64,
-    ) -> Result<()> {
+    async fn mark_runs_running(tx: &mut Tx, run_ids: &[&str], now: i64) -> Result<()> {
         sqlx::query(include_str!("../sql/postgres/mark_runs_running.sql"))
             .bind(now)
             .bind(run_ids)

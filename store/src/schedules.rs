@@ -163,7 +163,7 @@ macro_rules! schedule_operations {
                     .bind(def.enabled)
                     .bind(def.next_fire_at)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -185,7 +185,7 @@ macro_rules! schedule_operations {
                     .bind(rearm)
                     .bind(def.next_fire_at)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -197,7 +197,7 @@ macro_rules! schedule_operations {
                 let gone: Option<String> = sqlx::query_scalar(schedule_sql!("delete_schedule"))
                     .bind(name)
                     .bind(source)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?;
                 Ok(gone.is_some())
             }
@@ -208,7 +208,7 @@ macro_rules! schedule_operations {
             ) -> $crate::Result<Option<$crate::schedules::ScheduleRow>> {
                 Ok(sqlx::query_as(schedule_sql!("get_schedule"))
                     .bind(name)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -216,7 +216,7 @@ macro_rules! schedule_operations {
                 &self,
             ) -> $crate::Result<Vec<$crate::schedules::ScheduleRow>> {
                 Ok(sqlx::query_as(schedule_sql!("list_schedules"))
-                    .fetch_all(self.reader())
+                    .fetch_all(&mut *self.reader().await?)
                     .await?)
             }
 
@@ -228,13 +228,13 @@ macro_rules! schedule_operations {
                 Ok(sqlx::query_as(schedule_sql!("due_schedules"))
                     .bind(now)
                     .bind(limit)
-                    .fetch_all(self.writer())
+                    .fetch_all(&mut *self.writer().await?)
                     .await?)
             }
 
             pub(crate) async fn next_schedule_fire(&self) -> $crate::Result<Option<i64>> {
                 Ok(sqlx::query_scalar(schedule_sql!("next_schedule_fire"))
-                    .fetch_one(self.writer())
+                    .fetch_one(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -261,7 +261,7 @@ macro_rules! schedule_operations {
                     .bind(fence.map(|f| f.lease.as_str()))
                     .bind(fence.map(|f| f.holder.as_str()))
                     .bind(fence.map(|f| f.epoch))
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?;
                 Ok(moved.is_some())
             }
@@ -278,7 +278,7 @@ macro_rules! schedule_operations {
                     .bind(fired_at)
                     .bind(run_id)
                     .bind(now)
-                    .execute(self.writer())
+                    .execute(&mut *self.writer().await?)
                     .await?;
                 Ok(())
             }
@@ -295,7 +295,7 @@ macro_rules! schedule_operations {
                     .bind(holder)
                     .bind(now)
                     .bind(ttl_ms)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -305,7 +305,7 @@ macro_rules! schedule_operations {
             ) -> $crate::Result<Option<$crate::schedules::LeaderLease>> {
                 Ok(sqlx::query_as(schedule_sql!("get_leader"))
                     .bind(name)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -319,7 +319,7 @@ macro_rules! schedule_operations {
                     .bind(name)
                     .bind(holder)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?;
                 Ok(released.is_some())
             }

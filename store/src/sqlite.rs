@@ -9,17 +9,23 @@ use std::time::Duration;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Sqlite, Transaction};
+use sqlx::{ConnectOptions, Sqlite};
 
 use crate::config::{StoreConfig, Synchronous};
+use crate::writer::{Held, Read, WriteTx, Writer};
 use crate::{Error, Result};
 
 /// A SQLite database.
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteBackend {
-    writer: SqlitePool,
-    reader: SqlitePool,
+    writer: Writer,
+    /// Read-only connections to the file; `None` for an in-memory database, which reads
+    /// through the writer.
+    reader: Option<SqlitePool>,
 }
+
+/// A write transaction (see [`Writer::begin`]).
+pub(crate) type Tx = WriteTx;
 
 impl SqliteBackend {
     pub(crate) async fn connect(config: &StoreConfig) -> Result<Self> {
@@ -45,75 +51,91 @@ impl SqliteBackend {
         // Opening a new file switches it to WAL, which needs a lock another process creating
         // the same file may hold for a moment; retry "database is locked" for the busy timeout.
         //
-        // Neither pool pings a connection before handing it out (sqlx's default): a SQLite
-        // connection is a file handle in this process that no server can drop, and the ping
-        // is a round trip to the connection's thread on every statement.
         let deadline = tokio::time::Instant::now() + Duration::from_millis(config.busy_timeout_ms);
         let writer = loop {
-            let attempt = SqlitePoolOptions::new()
-                .max_connections(1)
-                .min_connections(1)
-                .test_before_acquire(false)
-                .acquire_timeout(acquire)
-                .connect_with(options.clone())
-                .await;
-            match attempt {
-                Ok(pool) => break pool,
+            match options.connect().await {
+                Ok(conn) => break Writer::new(conn, acquire),
                 Err(e) if is_locked(&e) && tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
                 Err(e) => return Err(connect_error(e)),
             }
         };
+        // The readers are not pinged before they are handed out (sqlx's default): a SQLite
+        // connection is a file handle in this process that no server can drop, and the ping
+        // is a round trip to the connection's thread.
         let reader = if in_memory {
-            writer.clone()
+            None
         } else {
-            SqlitePoolOptions::new()
+            let pool = SqlitePoolOptions::new()
                 .max_connections(config.max_connections)
                 .test_before_acquire(false)
                 .acquire_timeout(acquire)
                 .connect_with(options.read_only(true).create_if_missing(false))
-                .await
-                .map_err(connect_error)?
+                .await;
+            match pool {
+                Ok(pool) => Some(pool),
+                Err(e) => {
+                    writer.close().await;
+                    return Err(connect_error(e));
+                }
+            }
         };
         Ok(Self { writer, reader })
     }
 
-    pub(crate) fn writer(&self) -> &SqlitePool {
-        &self.writer
+    /// The writing connection, once free (see [`Writer::lock`]).
+    pub(crate) async fn writer(&self) -> Result<Held> {
+        self.writer.lock().await
     }
 
-    pub(crate) fn reader(&self) -> &SqlitePool {
-        &self.reader
+    /// A connection to read on.
+    pub(crate) async fn reader(&self) -> Result<Read> {
+        match &self.reader {
+            Some(pool) => Ok(Read::Pool(pool.acquire().await?)),
+            None => Ok(Read::Writer(self.writer.lock().await?)),
+        }
     }
 
-    async fn begin(&self) -> Result<Transaction<'static, Sqlite>> {
-        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    async fn begin(&self) -> Result<Tx> {
+        self.writer.begin().await
     }
 
     /// A transaction that claims jobs: as any other (SQLite's claim statements name their
     /// index).
-    async fn begin_claiming(&self) -> Result<Transaction<'static, Sqlite>> {
+    async fn begin_claiming(&self) -> Result<Tx> {
         self.begin().await
     }
 
     /// SQLite wakes workers in-process only (see `Store::wake`); nothing to do in SQL.
-    async fn notify_enqueued(
-        &self,
-        _tx: &mut Transaction<'static, Sqlite>,
-        _lane: &str,
-    ) -> Result<()> {
+    async fn notify_enqueued(&self, _tx: &mut Tx, _lane: &str) -> Result<()> {
         Ok(())
     }
 
-    /// SQLite has no writing CTEs: the general path enqueues (see `enqueue_run`).
+    /// A run without a concurrency key, in one statement and one round trip (the view
+    /// `enqueue_start`'s trigger; SQLite has no writing CTEs): the start job's id, or `None`
+    /// when the run's idempotency key was taken.
     async fn enqueue_plain(
         &self,
-        _run_id: &str,
-        _new: &crate::model::NewRun,
-        _now: i64,
-    ) -> Result<Option<Option<i64>>> {
-        Ok(None)
+        run_id: &str,
+        new: &crate::model::NewRun,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        let job_id: Option<i64> =
+            sqlx::query_scalar(include_str!("../sql/sqlite/enqueue_plain.sql"))
+                .bind(run_id)
+                .bind(&new.agent)
+                .bind(new.trigger.as_str())
+                .bind(&new.input)
+                .bind(&new.dedupe_key)
+                .bind(now)
+                .bind(&new.job.lane)
+                .bind(new.job.priority)
+                .bind(new.job.run_at.unwrap_or(now))
+                .bind(new.job.max_attempts)
+                .fetch_optional(&mut *self.writer().await?)
+                .await?;
+        Ok(job_id)
     }
 
     /// The runs of claimed jobs are marked running one statement each (cheap in-process).
@@ -140,7 +162,7 @@ impl SqliteBackend {
     /// lease was lost.
     async fn finish_batch(
         &self,
-        tx: &mut Transaction<'static, Sqlite>,
+        tx: &mut Tx,
         done: &[(i64, i64, &crate::model::RunEnd)],
         now: i64,
     ) -> Result<Vec<Option<bool>>> {
@@ -212,11 +234,7 @@ impl SqliteBackend {
     }
 
     /// Marks the runs of claimed jobs running, in one statement.
-    async fn mark_runs_running(
-        tx: &mut Transaction<'static, Sqlite>,
-        run_ids: &[&str],
-        now: i64,
-    ) -> Result<()> {
+    async fn mark_runs_running(tx: &mut Tx, run_ids: &[&str], now: i64) -> Result<()> {
         let ids = serde_json::to_string(run_ids).expect("run ids serialise");
         sqlx::query(include_str!("../sql/sqlite/mark_runs_running.sql"))
             .bind(now)
@@ -228,7 +246,9 @@ impl SqliteBackend {
 
     pub(crate) async fn close(&self) {
         self.writer.close().await;
-        self.reader.close().await;
+        if let Some(reader) = &self.reader {
+            reader.close().await;
+        }
     }
 }
 
@@ -271,22 +291,26 @@ mod tests {
             let mut config = StoreConfig::for_url(&url);
             config.cache_mib = cache_mib;
             let backend = SqliteBackend::connect(&config).await.unwrap();
-            for pool in [backend.writer(), backend.reader()] {
+            let mut writer = backend.writer().await.unwrap();
+            let mut reader = backend.reader().await.unwrap();
+            assert!(matches!(reader, Read::Pool(_)), "a file has its readers");
+            for conn in [&mut *writer, &mut *reader] {
                 let cache: i64 = sqlx::query_scalar("PRAGMA cache_size")
-                    .fetch_one(pool)
+                    .fetch_one(&mut *conn)
                     .await
                     .unwrap();
                 assert_eq!(cache, expected, "cache_mib {cache_mib:?}");
                 let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
-                    .fetch_one(pool)
+                    .fetch_one(&mut *conn)
                     .await
                     .unwrap();
                 assert_eq!(sync, 2, "synchronous=FULL");
             }
             let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-                .fetch_one(backend.writer())
+                .fetch_one(&mut *writer)
                 .await
                 .unwrap();
+            drop((writer, reader));
             assert_eq!(mode, "wal");
             backend.close().await;
         }
@@ -308,7 +332,7 @@ mod tests {
         let backend = SqliteBackend::connect(&StoreConfig::for_url(&url))
             .await
             .unwrap();
-        crate::migrate::apply_sqlite(backend.writer())
+        crate::migrate::apply_sqlite(&mut backend.writer().await.unwrap())
             .await
             .unwrap();
         for i in 0..50 {
@@ -319,7 +343,7 @@ mod tests {
                 .unwrap();
         }
         let plan = |(sql, lanes): (&'static str, Option<String>)| {
-            let writer = backend.writer().clone();
+            let backend = backend.clone();
             async move {
                 let rows: Vec<(i64, i64, i64, String)> =
                     sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
@@ -328,7 +352,7 @@ mod tests {
                         .bind(1000_i64)
                         .bind(lanes)
                         .bind(4_i64)
-                        .fetch_all(&writer)
+                        .fetch_all(&mut *backend.writer().await.unwrap())
                         .await
                         .unwrap();
                 rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("\n")

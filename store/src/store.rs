@@ -109,8 +109,8 @@ impl Store {
     /// Applies any migrations this binary has and the database lacks.
     pub async fn migrate(&self) -> Result<MigrationReport> {
         match &self.inner.backend {
-            Backend::Sqlite(b) => migrate::apply_sqlite(b.writer()).await,
-            Backend::Postgres(b) => migrate::apply_postgres(b.writer(), b.schema()).await,
+            Backend::Sqlite(b) => migrate::apply_sqlite(&mut *b.writer().await?).await,
+            Backend::Postgres(b) => migrate::apply_postgres(b.pool(), b.schema()).await,
         }
     }
 

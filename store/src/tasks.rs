@@ -96,7 +96,7 @@ macro_rules! task_operations {
                     .bind(new.owner)
                     .bind(now)
                     .bind(new.deadline_at)
-                    .execute(self.writer())
+                    .execute(&mut *self.writer().await?)
                     .await?;
                 Ok(())
             }
@@ -115,7 +115,7 @@ macro_rules! task_operations {
                     .bind(end.output_tail)
                     .bind(end.output_bytes)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -127,7 +127,7 @@ macro_rules! task_operations {
                 Ok(sqlx::query_as(task_sql!("heartbeat"))
                     .bind(owner)
                     .bind(now)
-                    .fetch_all(self.writer())
+                    .fetch_all(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -139,7 +139,7 @@ macro_rules! task_operations {
                 Ok(sqlx::query_scalar(task_sql!("request_stop"))
                     .bind(id)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -151,7 +151,7 @@ macro_rules! task_operations {
                 Ok(sqlx::query_scalar(task_sql!("mark_lost"))
                     .bind(now)
                     .bind(stale_before)
-                    .fetch_all(self.writer())
+                    .fetch_all(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -161,7 +161,7 @@ macro_rules! task_operations {
             ) -> $crate::Result<Option<$crate::tasks::Task>> {
                 Ok(sqlx::query_as(task_sql!("get"))
                     .bind(id)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -177,7 +177,7 @@ macro_rules! task_operations {
                 };
                 Ok(sqlx::query_as(sql)
                     .bind(run_id)
-                    .fetch_all(self.writer())
+                    .fetch_all(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -189,7 +189,7 @@ macro_rules! task_operations {
                 sqlx::query(task_sql!("mark_reported"))
                     .bind(id)
                     .bind(now)
-                    .execute(self.writer())
+                    .execute(&mut *self.writer().await?)
                     .await?;
                 Ok(())
             }
@@ -200,21 +200,21 @@ macro_rules! task_operations {
             ) -> $crate::Result<Vec<(String, String)>> {
                 Ok(sqlx::query_as(task_sql!("to_wake"))
                     .bind(limit)
-                    .fetch_all(self.writer())
+                    .fetch_all(&mut *self.writer().await?)
                     .await?)
             }
 
             pub(crate) async fn orphaned_tasks(&self, owner: &str) -> $crate::Result<Vec<String>> {
                 Ok(sqlx::query_scalar(task_sql!("orphaned"))
                     .bind(owner)
-                    .fetch_all(self.writer())
+                    .fetch_all(&mut *self.writer().await?)
                     .await?)
             }
 
             pub(crate) async fn running_task_count(&self, run_id: &str) -> $crate::Result<i64> {
                 Ok(sqlx::query_scalar(task_sql!("running_count"))
                     .bind(run_id)
-                    .fetch_one(self.writer())
+                    .fetch_one(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -226,7 +226,7 @@ macro_rules! task_operations {
                 Ok(sqlx::query_as(task_sql!("list"))
                     .bind(status)
                     .bind(limit)
-                    .fetch_all(self.reader())
+                    .fetch_all(&mut *self.reader().await?)
                     .await?)
             }
         }

@@ -47,7 +47,7 @@ macro_rules! wakeup_operations {
                     "/wakeups/pending.sql"
                 )))
                 .bind(limit)
-                .fetch_all(self.reader())
+                .fetch_all(&mut *self.reader().await?)
                 .await?)
             }
 
@@ -63,7 +63,7 @@ macro_rules! wakeup_operations {
                 )))
                 .bind(run_id)
                 .bind(now)
-                .fetch_all(self.writer())
+                .fetch_all(&mut *self.writer().await?)
                 .await?)
             }
         }

@@ -73,7 +73,7 @@ macro_rules! webhook_operations {
                     .bind(hook)
                     .bind(delivery_id)
                     .bind(now)
-                    .fetch_optional(self.writer())
+                    .fetch_optional(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -90,7 +90,7 @@ macro_rules! webhook_operations {
                     .bind(delivery_id)
                     .bind(event)
                     .bind(now)
-                    .fetch_one(self.writer())
+                    .fetch_one(&mut *self.writer().await?)
                     .await?)
             }
 
@@ -107,7 +107,7 @@ macro_rules! webhook_operations {
                     .bind(delivery_id)
                     .bind(runs)
                     .bind(now)
-                    .execute(self.writer())
+                    .execute(&mut *self.writer().await?)
                     .await?;
                 Ok(done.rows_affected() == 1)
             }
@@ -121,7 +121,7 @@ macro_rules! webhook_operations {
                 let gone = sqlx::query(sql)
                     .bind(hook)
                     .bind(delivery_id)
-                    .execute(self.writer())
+                    .execute(&mut *self.writer().await?)
                     .await?;
                 Ok(gone.rows_affected() == 1)
             }
@@ -135,7 +135,7 @@ macro_rules! webhook_operations {
                 Ok(sqlx::query_as(sql)
                     .bind(hook)
                     .bind(delivery_id)
-                    .fetch_optional(self.reader())
+                    .fetch_optional(&mut *self.reader().await?)
                     .await?)
             }
 
@@ -148,7 +148,7 @@ macro_rules! webhook_operations {
                 Ok(sqlx::query_as(sql)
                     .bind(hook)
                     .bind(limit)
-                    .fetch_all(self.reader())
+                    .fetch_all(&mut *self.reader().await?)
                     .await?)
             }
         }

@@ -15,6 +15,7 @@ const LEASE: Duration = Duration::from_secs(30);
 on_both_backends! {
     enqueues_dropped_midway_never_wedge_the_writer => dropped_enqueues_leave_no_transaction;
     dedupe_returns_the_existing_ids => dedupe_returns_the_existing_ids;
+    both_enqueue_paths_write_the_same_rows => both_enqueue_paths_write_the_same_rows;
     concurrent_enqueues_of_one_key_make_one_job => concurrent_enqueues_of_one_key_make_one_job;
     eight_claimers_claim_each_of_2000_jobs_exactly_once => eight_claimers_claim_each_job_once;
     expired_lease_is_reclaimed_and_the_old_holder_is_fenced => expired_lease_is_reclaimed;
@@ -69,6 +70,61 @@ async fn dedupe_returns_the_existing_ids(db: &TestDb) {
         store.job_counts().await.unwrap(),
         vec![("queued".to_string(), 4)]
     );
+}
+
+/// A run without a concurrency key is enqueued in one statement (a writing CTE on PostgreSQL,
+/// the `enqueue_start` view's trigger on SQLite); a run with one takes the transactional path
+/// that locks its key. Both write the same run and start job, field by field.
+async fn both_enqueue_paths_write_the_same_rows(db: &TestDb) {
+    let (store, _clock) = db.manual().await;
+    let now = store.now();
+    let asked = |key: &str| {
+        let mut new = NewRun::new("reviewer", "{\"pr\": 7, \"note\": \"é\\n\"}")
+            .dedupe_key(key)
+            .lane("batch")
+            .priority(7)
+            .run_at(now + 5_000)
+            .max_attempts(4);
+        new.trigger = nightshift_store::Trigger::Webhook;
+        new
+    };
+    let plain = store.enqueue(&asked("plain")).await.unwrap();
+    let keyed = store
+        .enqueue(&asked("keyed").concurrency("repo", ConcurrencyPolicy::Queue))
+        .await
+        .unwrap();
+    assert!(!plain.duplicate && !keyed.duplicate);
+    let row = |id: String| {
+        let store = store.clone();
+        async move {
+            let run = store.run(&id).await.unwrap().expect("the run was written");
+            let jobs = store.jobs_of_run(&id).await.unwrap();
+            assert_eq!(jobs.len(), 1, "one start job");
+            (run, jobs.into_iter().next().unwrap())
+        }
+    };
+    let (plain_run, plain_job) = row(plain.run_id.clone()).await;
+    let (mut keyed_run, mut keyed_job) = row(keyed.run_id.clone()).await;
+    assert_eq!(plain_job.id, plain.job_id, "the id enqueue returned");
+    assert_eq!(plain_run.idempotency_key.as_deref(), Some("plain"));
+    assert_eq!(plain_run.concurrency_key, None);
+    assert_eq!(plain_job.concurrency_key, None);
+    assert_eq!(
+        (plain_job.kind, plain_job.status, plain_job.run_at),
+        (JobKind::Start, JobState::Queued, now + 5_000)
+    );
+    // Apart from ids and keys, the keyed path's rows must be the plain path's.
+    keyed_run.id = plain_run.id.clone();
+    keyed_run.idempotency_key = plain_run.idempotency_key.clone();
+    keyed_run.concurrency_key = None;
+    keyed_job.id = plain_job.id;
+    keyed_job.run_id = plain_job.run_id.clone();
+    keyed_job.concurrency_key = None;
+    assert_eq!(plain_run, keyed_run);
+    assert_eq!(plain_job, keyed_job);
+    let again = store.enqueue(&asked("plain")).await.unwrap();
+    assert!(again.duplicate);
+    assert_eq!((again.run_id, again.job_id), (plain.run_id, plain.job_id));
 }
 
 async fn concurrent_enqueues_of_one_key_make_one_job(db: &TestDb) {
@@ -549,9 +605,14 @@ async fn dropped_enqueues_leave_no_transaction(db: &TestDb) {
     let store = db.store().await;
     for i in 0..40 {
         let s = store.clone();
-        let pending =
-            tokio::spawn(async move { s.enqueue(&NewRun::new("a", format!("dropped {i}"))).await });
-        for _ in 0..(i % 5) {
+        // Odd ones have a concurrency key: they take the transactional path, the rest the
+        // one-statement one.
+        let mut new = NewRun::new("a", format!("dropped {i}"));
+        if i % 2 == 1 {
+            new = new.concurrency(format!("key {i}"), ConcurrencyPolicy::Queue);
+        }
+        let pending = tokio::spawn(async move { s.enqueue(&new).await });
+        for _ in 0..(i % 7) {
             tokio::task::yield_now().await;
         }
         pending.abort();
@@ -635,4 +696,34 @@ async fn rescue_expired_returns_expired_jobs(db: &TestDb) {
     let again = store.claim("new", None, 1, LEASE).await.unwrap().remove(0);
     assert_eq!(again.id(), expiring.job_id);
     assert!(again.token() > old.token());
+}
+
+/// An in-memory SQLite database lives on its one connection: reads go through the writer, and
+/// the queue works end to end (enqueue, claim, ack, listing) on it.
+#[tokio::test]
+async fn an_in_memory_sqlite_store_reads_what_it_writes() {
+    let config = nightshift_store::StoreConfig::for_url("sqlite::memory:");
+    let store = nightshift_store::Store::connect(&config, Arc::new(nightshift_store::SystemClock))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let plain = store.enqueue(&NewRun::new("a", "plain")).await.unwrap();
+    let keyed = store
+        .enqueue(&NewRun::new("a", "keyed").concurrency("k", ConcurrencyPolicy::Queue))
+        .await
+        .unwrap();
+    assert_eq!(store.list_runs(None, 10).await.unwrap().len(), 2);
+    for _ in 0..2 {
+        let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+        lease.ack(Some("ok".into())).await.unwrap();
+    }
+    for id in [&plain.run_id, &keyed.run_id] {
+        let run = store.run(id).await.unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Succeeded, "{id}");
+    }
+    assert_eq!(
+        store.job_counts().await.unwrap(),
+        vec![("succeeded".to_string(), 2)]
+    );
+    store.close().await;
 }
