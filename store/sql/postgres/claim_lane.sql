@@ -26,14 +26,11 @@ WITH picked AS (
         lease_owner = $2,
         lease_expires_at = $1 + $3,
         updated_at = $1
-    FROM picked
-    WHERE j.id = picked.id
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING j.*
 ), marked AS (
     UPDATE runs r SET status = 'running', started_at = COALESCE(r.started_at, $1), updated_at = $1
-    FROM claimed c
-    WHERE r.id = c.run_id
-      AND c.concurrency_key IS NULL
+    WHERE r.id = ANY(ARRAY(SELECT run_id FROM claimed WHERE concurrency_key IS NULL))
       -- IS TRUE: found by id, never through runs_status (see mark_runs_running.sql).
       AND (r.status IN ('queued', 'waiting', 'awaiting_approval')) IS TRUE
 )

@@ -5,6 +5,7 @@
 -- and a fresh end of one job). The arrays are parallel, one entry per job:
 -- $1 job ids, $2 lease tokens, $3 new job states, $4 job last_error (NULL keeps it),
 -- $5 run statuses, $6 run results, $7 run errors. $8 now.
+-- Rows are written through their primary key (`id = ANY(…)`), as settle.sql says why.
 WITH ends AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
                          $6::text[], $7::text[])
@@ -18,7 +19,8 @@ WITH ends AS (
         finished_at = $8,
         updated_at = $8
     FROM ends e
-    WHERE j.id = e.id AND j.lease_token = e.token AND j.status = 'running'
+    WHERE j.id = ANY($1::bigint[]) AND j.id = e.id AND j.lease_token = e.token
+      AND (j.status = 'running') IS TRUE
     RETURNING j.id, j.lease_token, j.run_id, j.concurrency_key, e.run_status, e.run_result,
               e.run_error
 ), ended AS (
@@ -29,7 +31,7 @@ WITH ends AS (
         finished_at = $8,
         updated_at = $8
     FROM done d
-    WHERE r.id = d.run_id
+    WHERE r.id = ANY(ARRAY(SELECT run_id FROM done)) AND r.id = d.run_id
       AND r.status NOT IN ('succeeded', 'failed', 'cancelled', 'budget_exhausted', 'max_rounds',
                            'superseded')
 )

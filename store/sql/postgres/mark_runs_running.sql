@@ -2,6 +2,5 @@
 -- `(…) IS TRUE` keeps the planner from looking the runs up by status (runs_status), which
 -- would visit every queued run when its statistics say there are few: each is found by id.
 UPDATE runs r SET status = 'running', started_at = COALESCE(r.started_at, $1), updated_at = $1
-FROM unnest($2::text[]) AS c(id)
-WHERE r.id = c.id
+WHERE r.id = ANY($2::text[])
   AND (r.status IN ('queued', 'waiting', 'awaiting_approval')) IS TRUE

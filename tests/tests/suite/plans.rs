@@ -19,6 +19,8 @@ const SETTLE: &str = include_str!("../../../store/sql/postgres/settle.sql");
 const CLAIM: &str = include_str!("../../../store/sql/postgres/claim.sql");
 const CLAIM_LANE: &str = include_str!("../../../store/sql/postgres/claim_lane.sql");
 const NEXT_DUE: &str = include_str!("../../../store/sql/postgres/next_due.sql");
+const FINISH_JOBS: &str = include_str!("../../../store/sql/postgres/finish_jobs.sql");
+const MARK_RUNS: &str = include_str!("../../../store/sql/postgres/mark_runs_running.sql");
 
 const SETTLE_TYPES: &str = "bigint[], bigint[], text[], text[], text[], text[], text[], bigint, \
                             text, bigint, bigint, text";
@@ -54,6 +56,41 @@ async fn queue_after_a_quiet_analyze(db: &TestDb, queued: usize) -> PgConnection
         "UPDATE jobs SET status = 'succeeded'".to_string(),
         "ANALYZE jobs".to_string(),
         "UPDATE jobs SET status = 'queued'".to_string(),
+        "SET plan_cache_mode = force_generic_plan".to_string(),
+    ] {
+        sqlx::query(AssertSqlSafe(statement))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    conn
+}
+
+/// A schema whose statistics were taken on a busy queue: `jobs` runs and their jobs, a fifth
+/// of the jobs running; and a connection on it. (Small tables, where a scan of the whole
+/// table is honestly the cheapest plan, would tell nothing.)
+async fn busy_queue_analyzed(db: &TestDb, jobs: usize) -> PgConnection {
+    let store = db.store().await;
+    for i in 0..jobs {
+        store
+            .enqueue(&NewRun::new("agent", format!("p{i}")))
+            .await
+            .unwrap();
+    }
+    let lease = std::time::Duration::from_secs(600);
+    let running = store.claim("w", None, jobs / 5, lease).await.unwrap();
+    assert_eq!(running.len(), jobs / 5);
+    store.close().await;
+    let schema = db
+        .config
+        .schema
+        .as_deref()
+        .expect("a PostgreSQL test schema");
+    let mut conn = PgConnection::connect(&db.config.url).await.unwrap();
+    for statement in [
+        format!("SET search_path = \"{schema}\""),
+        "ANALYZE jobs".to_string(),
+        "ANALYZE runs".to_string(),
         "SET plan_cache_mode = force_generic_plan".to_string(),
     ] {
         sqlx::query(AssertSqlSafe(statement))
@@ -149,6 +186,56 @@ async fn next_due_reads_jobs_next_due() {
     let mut conn = queue_after_a_quiet_analyze(&db, 50).await;
     let plan = generic_plan(&mut conn, "next_due", NEXT_DUE, "", "").await;
     assert!(plan.contains("jobs_next_due"), "{plan}");
+    conn.close().await.unwrap();
+    db.cleanup().await;
+}
+
+/// Every job and run a settle, an end or a claim writes is reached through its primary key,
+/// never by a scan of the whole table (which a join on the id got when the statistics made it
+/// look cheap) nor of every running job (`jobs_lease_expiry`, for the ends): so the generic
+/// plan, which the warm connection always uses, costs the same whatever the statistics.
+#[tokio::test]
+async fn writes_reach_their_rows_by_key_whatever_the_statistics() {
+    let Some(db) = TestDb::new(Backend::Postgres, "key_plans").await else {
+        return;
+    };
+    let mut conn = busy_queue_analyzed(&db, 2_000).await;
+    let finish_types = "bigint[], bigint[], text[], text[], text[], text[], text[], bigint";
+    let finish_args = "'{}', '{}', '{}', '{}', '{}', '{}', '{}', 1";
+    for (round, settings) in ["RESET enable_sort", POSTGRES_CLAIM_PLANNER_SETTINGS]
+        .into_iter()
+        .enumerate()
+    {
+        sqlx::query(AssertSqlSafe(settings))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let plans = [
+            ("settle", SETTLE, SETTLE_TYPES, SETTLE_ARGS),
+            ("finish_jobs", FINISH_JOBS, finish_types, finish_args),
+            ("claim", CLAIM, CLAIM_TYPES, "1, 'w', 30000, NULL, 4"),
+            (
+                "claim_lane",
+                CLAIM_LANE,
+                CLAIM_TYPES,
+                "1, 'w', 30000, 'default', 4",
+            ),
+            ("mark_runs", MARK_RUNS, "bigint, text[]", "1, '{}'"),
+        ];
+        for (name, sql, types, args) in plans {
+            let plan = generic_plan(&mut conn, &format!("{name}_{round}"), sql, types, args).await;
+            assert!(!plan.contains("Seq Scan"), "{name} scans a table:\n{plan}");
+            for ends_by_expiry in [
+                "Bitmap Index Scan on jobs_lease_expiry",
+                "using jobs_lease_expiry on jobs j ",
+            ] {
+                assert!(
+                    !plan.contains(ends_by_expiry),
+                    "{name} looks its jobs up among every running job:\n{plan}"
+                );
+            }
+        }
+    }
     conn.close().await.unwrap();
     db.cleanup().await;
 }
