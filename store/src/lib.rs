@@ -56,6 +56,9 @@ pub use notifications::{AttemptOutcome, DeliveryStatus, NewDelivery, Notificatio
 /// How PostgreSQL claims are planned (a session setting), for tests that read their plans.
 #[doc(hidden)]
 pub use postgres::CLAIM_PLANNER_SETTINGS as POSTGRES_CLAIM_PLANNER_SETTINGS;
+/// The settings of PostgreSQL's warm settle connection, for tests that read its plans.
+#[doc(hidden)]
+pub use postgres::WARM_SETTINGS as POSTGRES_WARM_SETTINGS;
 pub use schedules::{
     LeaderFence, LeaderLease, ScheduleAdvance, ScheduleDef, ScheduleRow, ScheduleSource,
 };

@@ -11,7 +11,7 @@
 //! sort), and with the settings the store's claiming connections use (that they do use them
 //! is a unit test in `postgres.rs`).
 
-use nightshift_store::{NewRun, POSTGRES_CLAIM_PLANNER_SETTINGS};
+use nightshift_store::{NewRun, POSTGRES_CLAIM_PLANNER_SETTINGS, POSTGRES_WARM_SETTINGS};
 use nightshift_tests::{Backend, TestDb};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
@@ -28,18 +28,21 @@ const SETTLE_ARGS: &str = "'{}', '{}', '{}', '{}', '{}', '{}', '{}', 99999999999
                            30000, 4, 'c'";
 const CLAIM_TYPES: &str = "bigint, text, bigint, text, bigint";
 
+/// The planner settings plans are read under: PostgreSQL's defaults, those of claiming
+/// transactions, and those of the warm connection that runs the pool's settles.
+const SETTINGS: [&str; 3] = [
+    "RESET enable_sort; RESET enable_seqscan",
+    POSTGRES_CLAIM_PLANNER_SETTINGS,
+    POSTGRES_WARM_SETTINGS,
+];
+
 /// A schema holding `queued` queued jobs whose statistics were taken while none was queued,
 /// and a connection on it.
 async fn queue_after_a_quiet_analyze(db: &TestDb, queued: usize) -> PgConnection {
     let store = db.store().await;
     store.enqueue(&NewRun::new("agent", "p")).await.unwrap();
     store.close().await;
-    let schema = db
-        .config
-        .schema
-        .as_deref()
-        .expect("a PostgreSQL test schema");
-    let mut conn = PgConnection::connect(&db.config.url).await.unwrap();
+    let mut conn = connect_in_schema(db).await;
     // Copies of the one enqueued job (plans read the jobs table only).
     let copies = format!(
         "INSERT INTO jobs (run_id, kind, lane, priority, payload, run_at, attempts, \
@@ -49,21 +52,38 @@ async fn queue_after_a_quiet_analyze(db: &TestDb, queued: usize) -> PgConnection
          FROM jobs j, generate_series(1, {}) g",
         queued - 1
     );
-    for statement in [
-        format!("SET search_path = \"{schema}\""),
+    let statements = [
         "ALTER TABLE jobs SET (autovacuum_enabled = false)".to_string(),
         copies,
         "UPDATE jobs SET status = 'succeeded'".to_string(),
         "ANALYZE jobs".to_string(),
         "UPDATE jobs SET status = 'queued'".to_string(),
         "SET plan_cache_mode = force_generic_plan".to_string(),
-    ] {
-        sqlx::query(AssertSqlSafe(statement))
-            .execute(&mut conn)
+    ];
+    execute_all(&mut conn, statements).await;
+    conn
+}
+
+/// A connection whose search path is the test's schema.
+async fn connect_in_schema(db: &TestDb) -> PgConnection {
+    let schema = db
+        .config
+        .schema
+        .as_deref()
+        .expect("a PostgreSQL test schema");
+    let mut conn = PgConnection::connect(&db.config.url).await.unwrap();
+    execute_all(&mut conn, [format!("SET search_path = \"{schema}\"")]).await;
+    conn
+}
+
+/// Runs `statements` in order on `conn`.
+async fn execute_all(conn: &mut PgConnection, statements: impl IntoIterator<Item = String>) {
+    for statement in statements {
+        sqlx::raw_sql(AssertSqlSafe(statement))
+            .execute(&mut *conn)
             .await
             .unwrap();
     }
-    conn
 }
 
 /// A schema whose statistics were taken on a busy queue: `jobs` runs and their jobs, a fifth
@@ -81,23 +101,13 @@ async fn busy_queue_analyzed(db: &TestDb, jobs: usize) -> PgConnection {
     let running = store.claim("w", None, jobs / 5, lease).await.unwrap();
     assert_eq!(running.len(), jobs / 5);
     store.close().await;
-    let schema = db
-        .config
-        .schema
-        .as_deref()
-        .expect("a PostgreSQL test schema");
-    let mut conn = PgConnection::connect(&db.config.url).await.unwrap();
-    for statement in [
-        format!("SET search_path = \"{schema}\""),
+    let mut conn = connect_in_schema(db).await;
+    let statements = [
         "ANALYZE jobs".to_string(),
         "ANALYZE runs".to_string(),
         "SET plan_cache_mode = force_generic_plan".to_string(),
-    ] {
-        sqlx::query(AssertSqlSafe(statement))
-            .execute(&mut conn)
-            .await
-            .unwrap();
-    }
+    ];
+    execute_all(&mut conn, statements).await;
     conn
 }
 
@@ -152,14 +162,8 @@ async fn claims_walk_the_claim_index_whatever_the_statistics() {
         return;
     };
     let mut conn = queue_after_a_quiet_analyze(&db, 5_000).await;
-    for (round, settings) in ["RESET enable_sort", POSTGRES_CLAIM_PLANNER_SETTINGS]
-        .into_iter()
-        .enumerate()
-    {
-        sqlx::query(AssertSqlSafe(settings))
-            .execute(&mut conn)
-            .await
-            .unwrap();
+    for (round, settings) in SETTINGS.into_iter().enumerate() {
+        execute_all(&mut conn, [settings.to_string()]).await;
         let name = |statement: &str| format!("{statement}_{round}");
         let settle_name = name("settle");
         let settle = generic_plan(&mut conn, &settle_name, SETTLE, SETTLE_TYPES, SETTLE_ARGS).await;
@@ -202,14 +206,8 @@ async fn writes_reach_their_rows_by_key_whatever_the_statistics() {
     let mut conn = busy_queue_analyzed(&db, 2_000).await;
     let finish_types = "bigint[], bigint[], text[], text[], text[], text[], text[], bigint";
     let finish_args = "'{}', '{}', '{}', '{}', '{}', '{}', '{}', 1";
-    for (round, settings) in ["RESET enable_sort", POSTGRES_CLAIM_PLANNER_SETTINGS]
-        .into_iter()
-        .enumerate()
-    {
-        sqlx::query(AssertSqlSafe(settings))
-            .execute(&mut conn)
-            .await
-            .unwrap();
+    for (round, settings) in SETTINGS.into_iter().enumerate() {
+        execute_all(&mut conn, [settings.to_string()]).await;
         let plans = [
             ("settle", SETTLE, SETTLE_TYPES, SETTLE_ARGS),
             ("finish_jobs", FINISH_JOBS, finish_types, finish_args),
@@ -236,6 +234,31 @@ async fn writes_reach_their_rows_by_key_whatever_the_statistics() {
             }
         }
     }
+    conn.close().await.unwrap();
+    db.cleanup().await;
+}
+
+/// A settle planned while the tables are empty (a new deployment, or one analyzed while
+/// idle) is planned the same: on the warm connection, whose generic plan is kept until the
+/// tables are analyzed again, it reaches rows by key and walks `jobs_claim`, and scans no
+/// table whole (which would be cheapest for the empty tables and slowest for the burst that
+/// fills them).
+#[tokio::test]
+async fn the_warm_settle_plan_made_on_empty_tables_scans_no_table() {
+    let Some(db) = TestDb::new(Backend::Postgres, "empty_plans").await else {
+        return;
+    };
+    db.store().await.close().await;
+    let mut conn = connect_in_schema(&db).await;
+    let statements = [
+        "ANALYZE jobs".to_string(),
+        "ANALYZE runs".to_string(),
+        POSTGRES_WARM_SETTINGS.to_string(),
+    ];
+    execute_all(&mut conn, statements).await;
+    let plan = generic_plan(&mut conn, "settle", SETTLE, SETTLE_TYPES, SETTLE_ARGS).await;
+    assert!(!plan.contains("Seq Scan"), "{plan}");
+    assert_walks_the_claim_index(&plan, "jobs_claim");
     conn.close().await.unwrap();
     db.cleanup().await;
 }
