@@ -15,7 +15,9 @@
 //!   `BEGIN` or `COMMIT`), is rolled back before the next holder gets the connection. The slot
 //!   remembers that a transaction may be open from before `BEGIN` is sent until `COMMIT` or
 //!   `ROLLBACK` has returned; the connection's thread runs statements in the order they were
-//!   sent, so the rollback comes after whatever the last owner left running.
+//!   sent, so the rollback comes after whatever the last owner left running. A dropped
+//!   [`WriteTx`] also rolls back at once, from a task holding the writer, so that other
+//!   processes writing the file do not wait for this one's next write.
 //! - After [`Writer::close`], `lock` fails with sqlx's `PoolClosed`.
 //!
 //! An in-memory database exists only on its one connection, so its reads go through the writer
@@ -82,7 +84,7 @@ impl Writer {
         let mut held = self.lock().await?;
         held.0.maybe_in_transaction = true;
         sqlx::query("BEGIN IMMEDIATE").execute(&mut *held).await?;
-        Ok(WriteTx { held })
+        Ok(WriteTx { held: Some(held) })
     }
 
     /// Closes the connection once its current holder let it go.
@@ -128,25 +130,52 @@ impl DerefMut for Held {
 }
 
 /// A write transaction on the held writer. Dropped without `commit` or `rollback`, it is
-/// rolled back before the writer's next use.
+/// rolled back at once by a task that keeps the writer until then, so the file's write lock
+/// is not held for other processes until this one writes again (and, should that task not
+/// run, before the writer's next use).
 #[derive(Debug)]
 pub(crate) struct WriteTx {
-    held: Held,
+    /// Always `Some` until dropped.
+    held: Option<Held>,
 }
 
 impl WriteTx {
     /// Commits; on success the writer is free of the transaction.
     pub(crate) async fn commit(mut self) -> std::result::Result<(), sqlx::Error> {
-        sqlx::query("COMMIT").execute(&mut *self.held).await?;
-        self.held.0.maybe_in_transaction = false;
-        Ok(())
+        self.finish("COMMIT").await
     }
 
     /// Rolls back.
     pub(crate) async fn rollback(mut self) -> std::result::Result<(), sqlx::Error> {
-        sqlx::query("ROLLBACK").execute(&mut *self.held).await?;
-        self.held.0.maybe_in_transaction = false;
+        self.finish("ROLLBACK").await
+    }
+
+    async fn finish(&mut self, statement: &'static str) -> std::result::Result<(), sqlx::Error> {
+        let held = self
+            .held
+            .as_mut()
+            .expect("a live transaction holds the writer");
+        sqlx::query(statement).execute(&mut **held).await?;
+        held.0.maybe_in_transaction = false;
         Ok(())
+    }
+}
+
+impl Drop for WriteTx {
+    fn drop(&mut self) {
+        let Some(mut held) = self.held.take() else {
+            return;
+        };
+        if !held.0.maybe_in_transaction {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if roll_back_if_open(&mut held).await.is_ok() {
+                    held.0.maybe_in_transaction = false;
+                }
+            });
+        }
     }
 }
 
@@ -154,13 +183,17 @@ impl Deref for WriteTx {
     type Target = SqliteConnection;
 
     fn deref(&self) -> &SqliteConnection {
-        &self.held
+        self.held
+            .as_ref()
+            .expect("a live transaction holds the writer")
     }
 }
 
 impl DerefMut for WriteTx {
     fn deref_mut(&mut self) -> &mut SqliteConnection {
-        &mut self.held
+        self.held
+            .as_mut()
+            .expect("a live transaction holds the writer")
     }
 }
 
@@ -286,6 +319,32 @@ mod tests {
             .unwrap();
         tx.rollback().await.unwrap();
         assert_eq!(committed(&options).await, vec![3, 4]);
+        writer.close().await;
+    }
+
+    /// A dropped transaction lets go of the file's write lock at once: another process can
+    /// write without this one touching the writer again.
+    #[tokio::test]
+    async fn a_dropped_transaction_frees_the_file_for_other_processes() {
+        let (writer, options, _file) = writer(Duration::from_secs(5)).await;
+        let mut tx = writer.begin().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES (1)")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        drop(tx);
+        let mut other = options
+            .clone()
+            .busy_timeout(Duration::from_secs(2))
+            .connect()
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO t VALUES (2)")
+            .execute(&mut other)
+            .await
+            .expect("the dropped transaction no longer holds the write lock");
+        drop(other);
+        assert_eq!(committed(&options).await, vec![2]);
         writer.close().await;
     }
 

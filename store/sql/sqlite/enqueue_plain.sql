@@ -6,4 +6,4 @@
 INSERT INTO enqueue_start (run_id, agent, trigger_kind, input, idempotency_key, now, lane,
                            priority, run_at, max_attempts)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10);
-SELECT id FROM jobs WHERE run_id = ?1
+SELECT id FROM jobs WHERE run_id = ?1 AND kind = 'start' ORDER BY id LIMIT 1
