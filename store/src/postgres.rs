@@ -169,12 +169,30 @@ impl PgBackend {
     }
 
     async fn begin(&self) -> Result<Tx> {
-        Ok(self.pool.begin().await?)
+        self.begin_with("BEGIN").await
     }
 
     /// A transaction that claims jobs, planned as [`CLAIM_PLANNER_SETTINGS`] says.
     async fn begin_claiming(&self) -> Result<Tx> {
-        Ok(self.pool.begin_with(BEGIN_CLAIMING).await?)
+        self.begin_with(BEGIN_CLAIMING).await
+    }
+
+    /// Begins a transaction with `statement` in a task of its own, so that a caller that goes
+    /// away while `BEGIN` is on the wire cannot leave the transaction open.
+    ///
+    /// sqlx 0.9 counts a transaction only once the server has answered `BEGIN`; dropped before
+    /// that, it queues no rollback, and its connection went back to the pool inside the
+    /// transaction: the next statements run there joined it and were never committed (seen in
+    /// `queue::enqueues_dropped_midway_never_wedge_the_writer`). The task always sees `BEGIN`
+    /// answered; a transaction nobody takes is dropped there, which queues its rollback.
+    async fn begin_with(&self, statement: &'static str) -> Result<Tx> {
+        let pool = self.pool.clone();
+        let begun = tokio::spawn(async move { pool.begin_with(statement).await });
+        let begun = begun.await.map_err(|e| {
+            let what = format!("the task beginning a transaction ended early: {e}");
+            Error::Database(sqlx::Error::Io(std::io::Error::other(what)))
+        })?;
+        Ok(begun?)
     }
 
     async fn notify_enqueued(&self, tx: &mut Tx, lane: &str) -> Result<()> {
