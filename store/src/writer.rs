@@ -257,6 +257,15 @@ mod tests {
         (Writer::new(conn, wait), options, File(dir))
     }
 
+    /// Writes `v` into `t` on `conn`.
+    async fn insert(conn: &mut SqliteConnection, v: i64) {
+        sqlx::query("INSERT INTO t VALUES (?1)")
+            .bind(v)
+            .execute(conn)
+            .await
+            .unwrap();
+    }
+
     /// What another connection (another process) sees committed.
     async fn committed(options: &SqliteConnectOptions) -> Vec<i64> {
         let mut other = options.connect().await.unwrap();
@@ -272,20 +281,14 @@ mod tests {
     async fn a_transaction_left_open_is_rolled_back_before_the_next_holder() {
         let (writer, options, _file) = writer(Duration::from_secs(5)).await;
         let mut tx = writer.begin().await.unwrap();
-        sqlx::query("INSERT INTO t VALUES (1)")
-            .execute(&mut *tx)
-            .await
-            .unwrap();
+        insert(&mut tx, 1).await;
         drop(tx);
         let (entered, mut inside) = tokio::sync::mpsc::channel(1);
         let stuck = {
             let writer = writer.clone();
             tokio::spawn(async move {
                 let mut tx = writer.begin().await.unwrap();
-                sqlx::query("INSERT INTO t VALUES (2)")
-                    .execute(&mut *tx)
-                    .await
-                    .unwrap();
+                insert(&mut tx, 2).await;
                 entered.send(()).await.unwrap();
                 std::future::pending::<()>().await;
                 tx.commit().await
@@ -300,23 +303,14 @@ mod tests {
             .await
             .unwrap();
         assert!(seen.is_empty(), "neither left transaction wrote: {seen:?}");
-        sqlx::query("INSERT INTO t VALUES (3)")
-            .execute(&mut *held)
-            .await
-            .unwrap();
+        insert(&mut held, 3).await;
         drop(held);
         assert_eq!(committed(&options).await, vec![3], "autocommit again");
         let mut tx = writer.begin().await.unwrap();
-        sqlx::query("INSERT INTO t VALUES (4)")
-            .execute(&mut *tx)
-            .await
-            .unwrap();
+        insert(&mut tx, 4).await;
         tx.commit().await.unwrap();
         let mut tx = writer.begin().await.unwrap();
-        sqlx::query("INSERT INTO t VALUES (5)")
-            .execute(&mut *tx)
-            .await
-            .unwrap();
+        insert(&mut tx, 5).await;
         tx.rollback().await.unwrap();
         assert_eq!(committed(&options).await, vec![3, 4]);
         writer.close().await;
@@ -328,10 +322,7 @@ mod tests {
     async fn a_dropped_transaction_frees_the_file_for_other_processes() {
         let (writer, options, _file) = writer(Duration::from_secs(5)).await;
         let mut tx = writer.begin().await.unwrap();
-        sqlx::query("INSERT INTO t VALUES (1)")
-            .execute(&mut *tx)
-            .await
-            .unwrap();
+        insert(&mut tx, 1).await;
         drop(tx);
         let mut other = options
             .clone()
