@@ -454,11 +454,6 @@ crate::notifications::notification_operations!(PgBackend, "postgres");
 mod tests {
     use super::*;
 
-    /// What `SHOW enable_sort` says on `conn`.
-    async fn enable_sort<'c, E: sqlx::PgExecutor<'c>>(conn: E) -> String {
-        show("enable_sort", conn).await
-    }
-
     /// What `SHOW <setting>` says on `conn`.
     async fn show<'c, E: sqlx::PgExecutor<'c>>(setting: &'static str, conn: E) -> String {
         let sql = format!("SHOW {setting}");
@@ -505,7 +500,7 @@ mod tests {
             .take()
             .await
             .expect("the warm connection opens");
-        assert_eq!(enable_sort(warm.conn()).await, "off");
+        assert_eq!(show("enable_sort", warm.conn()).await, "off");
         assert_eq!(
             show("plan_cache_mode", warm.conn()).await,
             "force_generic_plan"
@@ -513,17 +508,17 @@ mod tests {
         assert_eq!(show("enable_seqscan", warm.conn()).await, "off");
         warm.keep();
         let mut claiming = backend.begin_claiming().await.unwrap();
-        assert_eq!(enable_sort(&mut *claiming).await, "off");
+        assert_eq!(show("enable_sort", &mut *claiming).await, "off");
         assert_eq!(show("plan_cache_mode", &mut *claiming).await, "auto");
         assert_eq!(show("enable_seqscan", &mut *claiming).await, "on");
         claiming.commit().await.unwrap();
         assert_eq!(
-            enable_sort(&backend.pool).await,
+            show("enable_sort", &backend.pool).await,
             "on",
             "the pool's one connection, after the claiming transaction"
         );
         let mut other = backend.begin().await.unwrap();
-        assert_eq!(enable_sort(&mut *other).await, "on");
+        assert_eq!(show("enable_sort", &mut *other).await, "on");
         other.rollback().await.unwrap();
         backend.close().await;
     }

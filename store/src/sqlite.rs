@@ -50,7 +50,6 @@ impl SqliteBackend {
         };
         // Opening a new file switches it to WAL, which needs a lock another process creating
         // the same file may hold for a moment; retry "database is locked" for the busy timeout.
-        //
         let deadline = tokio::time::Instant::now() + Duration::from_millis(config.busy_timeout_ms);
         let writer = loop {
             match options.connect().await {

@@ -64,18 +64,15 @@ impl Writer {
 
     /// The connection, once every earlier caller let it go, with no transaction open.
     pub(crate) async fn lock(&self) -> Result<Held> {
-        let mut slot = tokio::time::timeout(self.wait, self.slot.clone().lock_owned())
+        let slot = tokio::time::timeout(self.wait, self.slot.clone().lock_owned())
             .await
             .map_err(|_| sqlx::Error::PoolTimedOut)?;
-        let slot_ref = &mut *slot;
-        let Some(conn) = slot_ref.conn.as_mut() else {
+        if slot.conn.is_none() {
             return Err(sqlx::Error::PoolClosed.into());
-        };
-        if slot_ref.maybe_in_transaction {
-            roll_back_if_open(conn).await?;
-            slot_ref.maybe_in_transaction = false;
         }
-        Ok(Held(slot))
+        let mut held = Held(slot);
+        held.roll_back_left_transaction().await?;
+        Ok(held)
     }
 
     /// Locks the connection and begins a write transaction (`BEGIN IMMEDIATE`: the write lock
@@ -96,18 +93,26 @@ impl Writer {
     }
 }
 
-/// Rolls back a transaction a previous holder left, if one is open.
-async fn roll_back_if_open(conn: &mut SqliteConnection) -> Result<()> {
-    match sqlx::query("ROLLBACK").execute(conn).await {
-        Ok(_) => Ok(()),
-        Err(sqlx::Error::Database(e)) if e.message().contains("no transaction is active") => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// The writing connection, held until dropped.
 #[derive(Debug)]
 pub(crate) struct Held(OwnedMutexGuard<Slot>);
+
+impl Held {
+    /// Rolls back the transaction a previous owner may have left open (if one is), and
+    /// forgets it.
+    async fn roll_back_left_transaction(&mut self) -> Result<()> {
+        if !self.0.maybe_in_transaction {
+            return Ok(());
+        }
+        match sqlx::query("ROLLBACK").execute(&mut **self).await {
+            Ok(_) => {}
+            Err(sqlx::Error::Database(e)) if e.message().contains("no transaction is active") => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.0.maybe_in_transaction = false;
+        Ok(())
+    }
+}
 
 impl Deref for Held {
     type Target = SqliteConnection;
@@ -170,10 +175,9 @@ impl Drop for WriteTx {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            // On failure the flag stays set, and the next `lock` tries again.
             runtime.spawn(async move {
-                if roll_back_if_open(&mut held).await.is_ok() {
-                    held.0.maybe_in_transaction = false;
-                }
+                let _ = held.roll_back_left_transaction().await;
             });
         }
     }

@@ -155,7 +155,7 @@ fn assert_walks_the_claim_index(plan: &str, index: &str) {
 /// The one-statement settle and the transactional claims, from every lane (`jobs_claim`) and
 /// from one (`jobs_claim_lane`), walk their index in claim order under statistics that
 /// expect an empty queue, with the default planner settings and with the store's settings
-/// for claims.
+/// for claiming transactions and for the warm connection.
 #[tokio::test]
 async fn claims_walk_the_claim_index_whatever_the_statistics() {
     let Some(db) = TestDb::new(Backend::Postgres, "claim_plans").await else {
