@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use nightshift_scheduler::cron::{self as schedules, FireOutcome, Timer, TimerConfig};
 use nightshift_scheduler::{RunRequest, submit};
-use nightshift_store::{CancelOutcome, Store, SystemClock, Trigger};
+use nightshift_store::{CancelOutcome, Store, Trigger};
 use nightshift_worker::{Pool, shutdown_on_signals};
 use tokio_util::sync::CancellationToken;
 
@@ -130,7 +130,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         slots,
     };
     let config = Config::load(cli.config.as_deref(), &overrides)?;
-    let store = Store::connect(&config.database, Arc::new(SystemClock)).await?;
+    let store = nightshift_runner::open_store(&config).await?;
     let result = match cli.command {
         Command::Migrate => migrate(&store).await,
         Command::Serve { .. } => serve(&store, &config).await,

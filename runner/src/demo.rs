@@ -4,13 +4,12 @@
 //! run's transcript as it happens, then the result and usage.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use nightshift_agent::AgentConfig;
 use nightshift_llm::{ProviderConfig, ProviderKind};
-use nightshift_store::{NewRun, Store, SystemClock, Trigger};
+use nightshift_store::{NewRun, Trigger};
 use nightshift_worker::{Pool, PoolConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -71,7 +70,7 @@ pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
     let config = config(&dir);
     config.validate()?;
     let runtime = crate::build_runtime(&config, None)?;
-    let store = Store::connect(&config.database, Arc::new(SystemClock)).await?;
+    let store = crate::open_store(&config).await?;
     store.migrate().await?;
     println!(
         "Nightshift demo — store {}, scripted model, real tools",

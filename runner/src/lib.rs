@@ -20,6 +20,7 @@ pub mod transcript;
 use std::sync::Arc;
 
 use nightshift_agent::AgentRuntime;
+use nightshift_store::{Store, SystemClock};
 
 use crate::config::Config;
 use crate::gateway::Gateway;
@@ -45,6 +46,25 @@ pub fn build_runtime(
         tools = tools.with_tasks(tasks);
     }
     Ok(AgentRuntime::new(defs, Arc::new(gateway), Arc::new(tools)))
+}
+
+/// Connects to the store `config` names and tells it which agents notify (those with
+/// `[[agents.notify]]` entries), so that a run this process enqueues leaves an outbox row
+/// when it ends exactly when its agent has somewhere to send the notice. Every command that
+/// opens the store opens it here.
+pub async fn open_store(config: &Config) -> nightshift_store::Result<Store> {
+    let store = Store::connect(&config.database, Arc::new(SystemClock)).await?;
+    store.set_notifying_agents(notifying_agents(&config.agents));
+    Ok(store)
+}
+
+/// The names of the agents that have notify URLs: the ones whose runs notify.
+pub fn notifying_agents(agents: &[nightshift_agent::AgentConfig]) -> Vec<String> {
+    agents
+        .iter()
+        .filter(|a| !a.notify.is_empty())
+        .map(|a| a.name.clone())
+        .collect()
 }
 
 /// Kills tool process groups that a daemon on the same data directory left running when it

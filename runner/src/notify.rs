@@ -2,12 +2,13 @@
 //!
 //! How a notice travels, and why none is lost:
 //! 1. The run's terminal transition writes an outbox row in the same transaction (a trigger
-//!    in the store; see `nightshift_store::notifications`). A crash before that commit loses
-//!    the transition too; after it, the row is durable.
+//!    in the store; see `nightshift_store::notifications`) when the run notifies: its agent
+//!    had URLs when it was enqueued ([`crate::open_store`] tells the store which agents do).
+//!    A crash before that commit loses the transition too; after it, the row is durable.
 //! 2. [`Notifier::tick`] expands each new outbox row of an agent this daemon knows into one
 //!    delivery per `[[agents.notify]]` URL (once, even with several daemons on one
-//!    PostgreSQL). Rows of agents without URLs expand into nothing, so adding a URL later
-//!    does not replay old runs.
+//!    PostgreSQL). Rows of agents whose URLs were removed since expand into nothing; runs
+//!    enqueued before an agent had URLs left no row, so adding a URL does not replay them.
 //!    The daemon that expands a row decides its URLs from its own config, so daemons sharing
 //!    a database should run the same `[[agents]]`; rows of agents a daemon does not know are
 //!    left for one that does.

@@ -45,10 +45,11 @@ macro_rules! queue_operations {
                 &self,
                 run_id: &str,
                 new: &$crate::model::NewRun,
+                notify: bool,
                 now: i64,
             ) -> $crate::Result<$crate::model::Enqueued> {
                 if new.concurrency_key.is_none() {
-                    return match self.enqueue_plain(run_id, new, now).await? {
+                    return match self.enqueue_plain(run_id, new, notify, now).await? {
                         Some(job_id) => Ok($crate::model::Enqueued {
                             run_id: run_id.to_string(),
                             job_id,
@@ -68,6 +69,7 @@ macro_rules! queue_operations {
                     .bind(&new.dedupe_key)
                     .bind(&new.concurrency_key)
                     .bind(now)
+                    .bind(notify)
                     .fetch_optional(&mut *tx)
                     .await?;
                 if inserted.is_none() {

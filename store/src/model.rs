@@ -22,6 +22,9 @@ pub struct Run {
     pub idempotency_key: Option<String>,
     pub concurrency_key: Option<String>,
     pub agent_hash: Option<String>,
+    /// Whether the run's end is written to the outbox, to be delivered to its agent's notify
+    /// URLs (set at enqueue; see [`Store::set_notifying_agents`](crate::Store::set_notifying_agents)).
+    pub notify: bool,
     pub turns: i64,
     pub input_tokens: i64,
     pub output_tokens: i64,

@@ -1,13 +1,18 @@
 //! Run notifications: the outbox of terminal runs and the deliveries made from it.
 //!
 //! What it guarantees:
-//! - **Every terminal transition leaves exactly one outbox row, atomically.** A database
-//!   trigger (`migrations/*/0005_notifications.sql`) on `UPDATE OF status ON runs` writes the
-//!   row in the same transaction as the status change, whichever of the many paths made it
-//!   (complete, retry into dead-letter, lease rescue, cancel, park racing a cancel,
-//!   supersession). A terminal run never changes status again, so there is never a second row;
-//!   non-terminal changes write none. No queue operation had to change for this, and a crash
-//!   can only lose the transition and its notice together.
+//! - **Every terminal transition of a run that notifies leaves exactly one outbox row,
+//!   atomically.** A database trigger (`migrations/*/0005_notifications.sql`, and `0011` for
+//!   its `notify` test) on `UPDATE OF status ON runs` writes the row in the same transaction
+//!   as the status change, whichever of the many paths made it (complete, retry into
+//!   dead-letter, lease rescue, cancel, park racing a cancel, supersession). A terminal run
+//!   never changes status again, so there is never a second row; non-terminal changes write
+//!   none. No queue operation had to change for this, and a crash can only lose the
+//!   transition and its notice together.
+//! - **Only runs that notify.** `runs.notify` is set at enqueue, from the agents the store
+//!   was told notify ([`Store::set_notifying_agents`]: the daemon's agents with notify URLs).
+//!   Runs of other agents leave no row: nobody would be told, and writing and expanding it
+//!   cost each such run two writes for nothing.
 //! - **Expansion is once.** A daemon turns an outbox row into one delivery per configured URL
 //!   ([`Store::expand_outbox`]) in one transaction that first takes the row; a second daemon
 //!   finds it taken and adds nothing. `(outbox row, url)` is unique as well.

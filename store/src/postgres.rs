@@ -256,6 +256,7 @@ impl PgBackend {
         &self,
         run_id: &str,
         new: &crate::model::NewRun,
+        notify: bool,
         now: i64,
     ) -> Result<Option<i64>> {
         let job_id: Option<i64> =

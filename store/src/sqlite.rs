@@ -118,6 +118,7 @@ impl SqliteBackend {
         &self,
         run_id: &str,
         new: &crate::model::NewRun,
+        notify: bool,
         now: i64,
     ) -> Result<Option<i64>> {
         let job_id: Option<i64> =
@@ -132,6 +133,7 @@ impl SqliteBackend {
                 .bind(new.job.priority)
                 .bind(new.job.run_at.unwrap_or(now))
                 .bind(new.job.max_attempts)
+                .bind(notify)
                 .fetch_optional(&mut *self.writer().await?)
                 .await?;
         Ok(job_id)
@@ -337,7 +339,7 @@ mod tests {
         for i in 0..50 {
             let new = crate::model::NewRun::new("agent", "p");
             backend
-                .enqueue_run(&format!("run-{i}"), &new, 1)
+                .enqueue_run(&format!("run-{i}"), &new, false, 1)
                 .await
                 .unwrap();
         }

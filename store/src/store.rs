@@ -3,6 +3,7 @@
 //! Enqueues and reads go through the `Store`; changes to a claimed job go only through the
 //! [`LeasedJob`] that `claim` returns, each guarded by the job's lease token.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,6 +50,8 @@ pub(crate) struct Inner {
     listener: Option<tokio::task::JoinHandle<()>>,
     /// When (by the clock) this store last returned expired leases to the queue.
     pub(crate) last_rescue: std::sync::atomic::AtomicI64,
+    /// The agents whose runs notify (see [`Store::set_notifying_agents`]).
+    notifying: std::sync::RwLock<Arc<BTreeSet<String>>>,
 }
 
 impl Drop for Inner {
@@ -102,6 +105,7 @@ impl Store {
                 wake,
                 listener,
                 last_rescue: std::sync::atomic::AtomicI64::new(i64::MIN),
+                notifying: std::sync::RwLock::default(),
             }),
         })
     }
@@ -144,8 +148,37 @@ impl Store {
         self.inner.wake.send_modify(|n| *n = n.wrapping_add(1));
     }
 
+    /// Tells the store which agents notify: a run of one of them enqueued from now on is
+    /// marked `notify`, and its end leaves an outbox row for the notifier to deliver to the
+    /// agent's notify URLs (`notifications.rs`). Runs of other agents leave none: nobody would
+    /// be told, and the row and its expansion would be written for nothing. Replaces the set
+    /// given before; a new store has none. The daemon and the CLI call this with the agents
+    /// that have notify URLs in their config.
+    pub fn set_notifying_agents<I, S>(&self, agents: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let agents: BTreeSet<String> = agents.into_iter().map(Into::into).collect();
+        *self
+            .inner
+            .notifying
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(agents);
+    }
+
+    /// Whether runs of `agent` notify (see [`Store::set_notifying_agents`]).
+    pub fn notifies(&self, agent: &str) -> bool {
+        self.inner
+            .notifying
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(agent)
+    }
+
     /// Creates a run and its start job. With a dedupe key already used, returns the existing
-    /// run and job with `duplicate: true` and enqueues nothing.
+    /// run and job with `duplicate: true` and enqueues nothing. The run is marked `notify`
+    /// when its agent is one of the notifying agents.
     pub async fn enqueue(&self, new: &NewRun) -> Result<Enqueued> {
         validate_job_options(&new.job)?;
         if new.agent.trim().is_empty() {
@@ -153,7 +186,8 @@ impl Store {
         }
         let run_id = uuid::Uuid::now_v7().to_string();
         let now = self.now();
-        let enqueued = dispatch!(self, b => b.enqueue_run(&run_id, new, now))?;
+        let notify = self.notifies(&new.agent);
+        let enqueued = dispatch!(self, b => b.enqueue_run(&run_id, new, notify, now))?;
         if !enqueued.duplicate {
             self.wake();
         }

@@ -1,6 +1,7 @@
--- ?1 id, ?2 agent, ?3 trigger_kind, ?4 input, ?5 idempotency_key, ?6 concurrency_key, ?7 now
+-- ?1 id, ?2 agent, ?3 trigger_kind, ?4 input, ?5 idempotency_key, ?6 concurrency_key, ?7 now,
+-- ?8 notify
 INSERT INTO runs (id, agent, status, trigger_kind, input, idempotency_key, concurrency_key,
-                  created_at, updated_at)
-VALUES (?1, ?2, 'queued', ?3, ?4, ?5, ?6, ?7, ?7)
+                  notify, created_at, updated_at)
+VALUES (?1, ?2, 'queued', ?3, ?4, ?5, ?6, ?8, ?7, ?7)
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING id

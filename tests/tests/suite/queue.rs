@@ -125,6 +125,17 @@ async fn both_enqueue_paths_write_the_same_rows(db: &TestDb) {
     let again = store.enqueue(&asked("plain")).await.unwrap();
     assert!(again.duplicate);
     assert_eq!((again.run_id, again.job_id), (plain.run_id, plain.job_id));
+    // Both paths write the notify flag: off while the agent does not notify, on once it does.
+    assert!(!plain_run.notify);
+    store.set_notifying_agents(["reviewer"]);
+    let plain = store.enqueue(&asked("plain, notifying")).await.unwrap();
+    let keyed = store
+        .enqueue(&asked("keyed, notifying").concurrency("repo", ConcurrencyPolicy::Queue))
+        .await
+        .unwrap();
+    for e in [plain, keyed] {
+        assert!(store.run(&e.run_id).await.unwrap().unwrap().notify);
+    }
 }
 
 async fn concurrent_enqueues_of_one_key_make_one_job(db: &TestDb) {

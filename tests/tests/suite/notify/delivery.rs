@@ -43,8 +43,10 @@ fn secrets() -> SecretSource {
     Arc::new(|name| (name == "NOTIFY_TEST_SECRET").then(|| SECRET.to_string()))
 }
 
-/// Starts the notifier for `agents`; cancel the token to stop it.
+/// Starts the notifier for `agents` and marks the runs of those with URLs for notification,
+/// as the daemon does; cancel the token to stop it.
 fn start(store: &Store, agents: &[AgentConfig]) -> CancellationToken {
+    store.set_notifying_agents(nightshift_runner::notifying_agents(agents));
     let notifier = Notifier::with_secrets(store.clone(), agents, secrets()).unwrap();
     let stop = CancellationToken::new();
     tokio::spawn(notifier.run(stop.clone()));
@@ -89,6 +91,11 @@ async fn signed_notices_reach_every_url_once(db: &TestDb) {
     let stop = start(&store, &agents);
     let run_id = succeeded_run(&store, "digest").await;
     let quiet_run = succeeded_run(&store, "quiet").await;
+    // A run enqueued while "quiet" still had a URL (removed from the config since): it
+    // notifies, and the notifier expands its outbox row into nothing.
+    store.set_notifying_agents(["digest", "quiet"]);
+    let was_loud = succeeded_run(&store, "quiet").await;
+    store.set_notifying_agents(nightshift_runner::notifying_agents(&agents));
     eventually(Duration::from_secs(20), "both notices", || async {
         (first.accepted().len() == 1 && second.accepted().len() == 1).then_some(())
     })
@@ -132,17 +139,24 @@ async fn signed_notices_reach_every_url_once(db: &TestDb) {
     .await;
     eventually(
         Duration::from_secs(10),
-        "the quiet run's outbox row expanded",
+        "the outbox row of the run that was to notify expanded",
         || async {
-            let row = store.run_outbox(&quiet_run).await.unwrap().pop()?;
+            let row = store.run_outbox(&was_loud).await.unwrap().pop()?;
             row.expanded_at.map(|_| ())
         },
     )
     .await;
     assert!(
-        deliveries(&store, &quiet_run).await.is_empty(),
-        "no URLs, no notices"
+        deliveries(&store, &was_loud).await.is_empty(),
+        "no URLs now, no notices"
     );
+    let quiet = store.run(&quiet_run).await.unwrap().unwrap();
+    assert!(
+        !quiet.notify,
+        "an agent without URLs: its runs do not notify"
+    );
+    assert!(store.run_outbox(&quiet_run).await.unwrap().is_empty());
+    assert!(deliveries(&store, &quiet_run).await.is_empty());
 
     // The API shows the deliveries, without the URLs' paths.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,12 +1,13 @@
-//! The notification outbox in the store: every terminal path leaves exactly one outbox row
-//! (and nothing else does), expansion happens once, and deliveries follow their lifecycle
-//! (claim, retry, dead, a dead claimant's lease running out) on both backends.
+//! The notification outbox in the store: every terminal path of a run that notifies leaves
+//! exactly one outbox row (and nothing else does, nor do runs of agents that do not notify),
+//! expansion happens once, and deliveries follow their lifecycle (claim, retry, dead, a dead
+//! claimant's lease running out) on both backends.
 
 use std::time::Duration;
 
 use nightshift_store::{
-    AttemptOutcome, CancelOutcome, ConcurrencyPolicy, DeliveryStatus, NewDelivery, NewRun,
-    RetryOutcome, RunEnd, RunProgress, RunStatus, Store,
+    AttemptOutcome, CancelOutcome, ConcurrencyPolicy, DeliveryStatus, ManualClock, NewDelivery,
+    NewRun, RetryOutcome, RunEnd, RunProgress, RunStatus, Store,
 };
 use nightshift_tests::{TestDb, on_both_backends};
 
@@ -15,9 +16,18 @@ const LEASE: Duration = Duration::from_secs(30);
 on_both_backends! {
     every_terminal_path_leaves_exactly_one_outbox_row => every_terminal_path_leaves_one_row;
     non_terminal_changes_leave_no_outbox_row => non_terminal_changes_leave_none;
+    runs_of_agents_that_do_not_notify_leave_no_outbox_row => quiet_agents_leave_none;
     outbox_rows_expand_once_and_only_for_known_agents => expansion_happens_once;
     deliveries_retry_then_die_keeping_the_last_error => deliveries_retry_then_die;
     a_dead_claimants_delivery_comes_back_and_its_stale_outcome_is_refused => dead_claimant;
+}
+
+/// A store whose runs of agents "a" and "b" notify (as the daemon's are for agents with
+/// notify URLs), and its manual clock.
+async fn notifying(db: &TestDb) -> (Store, ManualClock) {
+    let (store, clock) = db.manual().await;
+    store.set_notifying_agents(["a", "b"]);
+    (store, clock)
 }
 
 /// The run's outbox statuses.
@@ -32,7 +42,7 @@ async fn outbox(store: &Store, run_id: &str) -> Vec<RunStatus> {
 }
 
 async fn every_terminal_path_leaves_one_row(db: &TestDb) {
-    let (store, clock) = db.manual().await;
+    let (store, clock) = notifying(db).await;
 
     // complete (succeeded)
     let done = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
@@ -141,7 +151,7 @@ async fn every_terminal_path_leaves_one_row(db: &TestDb) {
 }
 
 async fn non_terminal_changes_leave_none(db: &TestDb) {
-    let (store, clock) = db.manual().await;
+    let (store, clock) = notifying(db).await;
     let e = store
         .enqueue(&NewRun::new("a", "p").max_attempts(3))
         .await
@@ -180,6 +190,75 @@ async fn non_terminal_changes_leave_none(db: &TestDb) {
     );
 }
 
+async fn quiet_agents_leave_none(db: &TestDb) {
+    let (store, clock) = notifying(db).await;
+    // "q" has no notify URLs: none of its runs' ends leaves a row, whichever path ends them
+    // (the one-statement enqueue and the keyed one; ack, dead letter by lease expiry, cancel,
+    // supersession). A run of "a" ended alongside each shows the flag is per run.
+    let plain = |agent: &str| NewRun::new(agent, "p");
+    let keyed = |agent: &str| {
+        NewRun::new(agent, "p").concurrency(format!("k-{agent}"), ConcurrencyPolicy::Supersede)
+    };
+    let mut quiet = Vec::new();
+    let mut loud = Vec::new();
+    for agent in ["q", "a"] {
+        let acked = store.enqueue(&plain(agent)).await.unwrap();
+        let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+        assert_eq!(lease.job().run_id, acked.run_id);
+        lease.ack(Some("ok".into())).await.unwrap();
+
+        let expired = store.enqueue(&plain(agent).max_attempts(1)).await.unwrap();
+        let _dead_worker = store
+            .claim("w", None, 1, Duration::from_secs(1))
+            .await
+            .unwrap();
+        clock.advance(Duration::from_secs(2));
+        assert!(store.claim("w2", None, 1, LEASE).await.unwrap().is_empty());
+
+        let cancelled = store.enqueue(&plain(agent)).await.unwrap();
+        store.cancel_run(&cancelled.run_id).await.unwrap();
+
+        let superseded = store.enqueue(&keyed(agent)).await.unwrap();
+        let newer = store.enqueue(&keyed(agent)).await.unwrap();
+        assert_eq!(newer.superseded, vec![superseded.run_id.clone()]);
+        store.cancel_run(&newer.run_id).await.unwrap();
+
+        let ids = [acked, expired, cancelled, superseded, newer].map(|e| e.run_id);
+        if agent == "q" {
+            quiet.extend(ids);
+        } else {
+            loud.extend(ids);
+        }
+    }
+    for id in &quiet {
+        let run = store.run(id).await.unwrap().unwrap();
+        assert!(run.status.is_terminal(), "{id}: {:?}", run.status);
+        assert!(!run.notify, "{id}");
+        assert_eq!(outbox(&store, id).await, [], "{id} ({:?})", run.status);
+    }
+    for id in &loud {
+        let run = store.run(id).await.unwrap().unwrap();
+        assert!(run.notify, "{id}");
+        assert_eq!(outbox(&store, id).await, [run.status], "{id}");
+    }
+    let offered = store
+        .unexpanded_outbox(&["a".to_string(), "q".to_string()], 100)
+        .await
+        .unwrap();
+    assert_eq!(offered.len(), loud.len());
+    assert!(offered.iter().all(|o| o.agent == "a"));
+
+    // The set applies to runs enqueued from then on: a run enqueued before "q" notified
+    // stays quiet, one enqueued after notifies.
+    let before = store.enqueue(&plain("q")).await.unwrap();
+    store.set_notifying_agents(["a", "q"]);
+    let after = store.enqueue(&plain("q")).await.unwrap();
+    store.cancel_run(&before.run_id).await.unwrap();
+    store.cancel_run(&after.run_id).await.unwrap();
+    assert_eq!(outbox(&store, &before.run_id).await, []);
+    assert_eq!(outbox(&store, &after.run_id).await, [RunStatus::Cancelled]);
+}
+
 fn target(url: &str, max_attempts: i64) -> NewDelivery {
     NewDelivery {
         url: url.into(),
@@ -197,7 +276,7 @@ async fn finished(store: &Store, agent: &str) -> (String, i64) {
 }
 
 async fn expansion_happens_once(db: &TestDb) {
-    let store = db.store().await;
+    let (store, _) = notifying(db).await;
     let (run_a, outbox_a) = finished(&store, "a").await;
     let (_, outbox_b) = finished(&store, "b").await;
     let known = ["a".to_string()];
@@ -237,7 +316,7 @@ async fn expansion_happens_once(db: &TestDb) {
 }
 
 async fn deliveries_retry_then_die(db: &TestDb) {
-    let (store, clock) = db.manual().await;
+    let (store, clock) = notifying(db).await;
     let (run_id, outbox_id) = finished(&store, "a").await;
     store
         .expand_outbox(outbox_id, &[target("http://127.0.0.1:1/x", 3)])
@@ -332,7 +411,7 @@ async fn deliveries_retry_then_die(db: &TestDb) {
 }
 
 async fn dead_claimant(db: &TestDb) {
-    let (store, clock) = db.manual().await;
+    let (store, clock) = notifying(db).await;
     let (run_id, outbox_id) = finished(&store, "a").await;
     store
         .expand_outbox(outbox_id, &[target("http://127.0.0.1:1/x", 2)])
@@ -402,6 +481,7 @@ async fn postgres_schemas_in_one_database_keep_their_own_outbox() {
     let (store_a, store_b) = (a.store().await, b.store().await);
     let agents = ["agent".to_string()];
     for (store, result) in [(&store_a, "from a"), (&store_b, "from b")] {
+        store.set_notifying_agents(&agents);
         let run = store.enqueue(&NewRun::new("agent", "p")).await.unwrap();
         let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
         lease.ack(Some(result.into())).await.unwrap();
