@@ -272,10 +272,17 @@ impl PgBackend {
                 .bind(new.job.run_at.unwrap_or(now))
                 .bind(new.job.max_attempts)
                 .bind(&self.channel)
+                .bind(notify)
                 .fetch_optional(&self.pool)
                 .await?;
         Ok(job_id)
     }
+    /// `settle.sql` with nothing to end or claim, on the warm connection (see
+    /// [`Store::warm_up`](crate::Store::warm_up)).
+    pub(crate) async fn warm_up(&self, now: i64) -> Result<()> {
+        self.settle_fast(&[], "", None, 1, now).await.map(|_| ())
+    }
+
     /// claim.sql marks the runs of claimed jobs without a concurrency key running itself.
     const MARKS_PLAIN_RUNS: bool = true;
 

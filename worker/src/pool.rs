@@ -70,6 +70,12 @@ impl<H: Handler> Pool<H> {
     /// Runs until `shutdown` fires, then drains. Returns what happened to its jobs.
     pub async fn run(self, shutdown: CancellationToken) -> nightshift_store::Result<PoolReport> {
         let host = hostname();
+        // The settle connection is readied meanwhile (see `Store::warm_up`); settles that
+        // come first take the transactional path, so no claim waits for it.
+        let warming = tokio::spawn({
+            let store = self.store.clone();
+            async move { store.warm_up().await }
+        });
         self.store
             .register_worker(&self.worker_id, &host, std::process::id())
             .await?;
@@ -146,6 +152,7 @@ impl<H: Handler> Pool<H> {
         }
 
         rescuer.abort();
+        warming.abort();
         tracing::info!(
             running = tasks.len(),
             grace_ms = self.config.shutdown_grace_ms,
@@ -278,12 +285,15 @@ impl<H: Handler> Pool<H> {
     }
 }
 
-/// Returns jobs whose lease expired to the queue every `RESCUE_INTERVAL`, apart from the
+/// Returns jobs whose lease expired to the queue every `RESCUE_INTERVAL` (from one interval
+/// after the start: the pool's first claim rescues), apart from the
 /// pool's claims: a claim then never has a rescue to do first, and on PostgreSQL stays one
 /// statement (no pickup waits for a rescue transaction). Runs until aborted; a failure is
 /// logged and tried again at the next tick (claims still rescue when none ran for a second).
 async fn rescue_expired_leases(store: Store) {
-    let mut tick = tokio::time::interval(nightshift_store::RESCUE_INTERVAL);
+    // The pool's first claim rescues (none ran yet); the first tick is one interval later.
+    let every = nightshift_store::RESCUE_INTERVAL;
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
