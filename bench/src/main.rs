@@ -9,7 +9,9 @@
 //!    transaction (N = 2,000 and 20,000), ours and apalis in alternating chunks;
 //! 2. claim+ack throughput: those N jobs drained by a worker running 4 at once (our pool of 4
 //!    slots; an apalis worker with `.concurrency(4)`), from worker start until all N are marked
-//!    done in the database;
+//!    done in the database; ours and apalis (default batch) drain 3 times (refilled, in
+//!    alternating order) when their first drains were quick, and the median counts, as one
+//!    drain varies by about ±15% on a busy 2-core machine;
 //! 3. pickup latency: an idle worker, one job enqueued, time from the enqueue call to the
 //!    handler's start, p50 and p99 over 200 samples;
 //! 4. the SQLite fsync bound: single-row INSERT commits per second with our pragmas (WAL,
@@ -78,6 +80,22 @@ struct Plan {
 
 /// A claim+ack cell, with the SQLite fsync rate measured around that drain.
 type Drained = (Cell, Option<f64>);
+
+/// How many times ours and apalis (default batch) drain each N, when their first drains
+/// took under [`REPEAT_UNDER_S`] seconds each.
+const DRAIN_ROUNDS: usize = 3;
+/// Drains slower than this are not repeated (apalis on SQLite at 20,000 jobs takes minutes).
+const REPEAT_UNDER_S: f64 = 10.0;
+
+/// The drain with the median rate (a failed drain counts as the slowest), with the fsync
+/// rate measured around that same drain.
+fn median(mut runs: Vec<Drained>) -> Drained {
+    runs.sort_by(|a, b| {
+        let rate = |d: &Drained| d.0.value().unwrap_or(f64::NEG_INFINITY);
+        rate(a).total_cmp(&rate(b))
+    });
+    runs.swap_remove(runs.len() / 2)
+}
 
 /// The run's state: what was measured so far.
 struct Bench {
@@ -171,10 +189,47 @@ impl Bench {
                 );
             }
         };
-        let ours = self.drain(env, Who::Ours, ours, n).await;
+        let mut ours_runs = vec![self.drain(env, Who::Ours, ours, n).await];
         let b1 = self.drain(env, Who::Apalis(Some(1)), b1, n).await;
-        let default = self.drain(env, Who::Apalis(None), default, n).await;
-        (enqueue, [ours, b1, default])
+        let mut default_runs = vec![self.drain(env, Who::Apalis(None), default, n).await];
+        // One drain varies by about ±15% on a busy 2-core machine: ours and apalis (default
+        // batch) drain again, on freshly filled queues and in alternating order, while the
+        // first drains were quick; each cell is the median.
+        let quick = |runs: &[Drained]| {
+            runs[0]
+                .0
+                .value()
+                .is_some_and(|rate| n as f64 / rate < REPEAT_UNDER_S)
+        };
+        if quick(&ours_runs) && quick(&default_runs) {
+            for round in 1..DRAIN_ROUNDS {
+                let order = if round % 2 == 1 {
+                    [Who::Apalis(None), Who::Ours]
+                } else {
+                    [Who::Ours, Who::Apalis(None)]
+                };
+                for who in order {
+                    let mut subject = match self.open(env, who).await {
+                        Ok(s) => s,
+                        Err(e) => {
+                            self.failed(&format!("{what} {}: setup", who.label()), &e);
+                            continue;
+                        }
+                    };
+                    if let Err(e) = subject.preload(n).await {
+                        self.failed(&format!("{what} {}: preload", who.label()), &e);
+                        let _ = subject.teardown().await;
+                        continue;
+                    }
+                    let drained = self.drain(env, who, subject, n).await;
+                    match who {
+                        Who::Ours => ours_runs.push(drained),
+                        _ => default_runs.push(drained),
+                    }
+                }
+            }
+        }
+        (enqueue, [median(ours_runs), b1, median(default_runs)])
     }
 
     /// Drains one filled queue; on SQLite also measures the fsync rate just before and just
@@ -194,7 +249,10 @@ impl Bench {
         let fsync = before.zip(after).map(|(b, a)| 2.0 / (1.0 / b + 1.0 / a));
         match drained {
             Ok(d) => {
-                let mut line = format!("{what}: drain {:.1} s", d.time.as_secs_f64());
+                let mut line = format!("{what}: drain {:.2} s", d.time.as_secs_f64());
+                if let Ok(rate) = &d.rate {
+                    line.push_str(&format!(" ({rate:.0} jobs/s)"));
+                }
                 if let (Some(b), Some(a), Some(f)) = (before, after, fsync) {
                     line.push_str(&format!(
                         " (fsync-bound commits/s before {b:.0}, after {a:.0}, combined {f:.0})"

@@ -39,7 +39,7 @@ impl Cell {
         }
     }
 
-    fn value(&self) -> Option<f64> {
+    pub(crate) fn value(&self) -> Option<f64> {
         match self {
             Cell::Value(v) | Cell::Shared(v) => Some(*v),
             Cell::Text(_) => None,
@@ -142,7 +142,9 @@ Ratios: above 1 means ours is better. Throughput rows (jobs/s): ours / apalis.
 Latency rows (ms, lower is better): apalis / ours, marked (inv).
 enqueue: N jobs, one at a time, one transaction each; ours and apalis in 10 alternating chunks.
 claim+ack: the same N jobs drained by 4 concurrent slots, from worker start until all N rows
-  are marked done in the database. The x-fsync rows divide it by the SQLite fsync-bound commit
+  are marked done in the database. Ours and apalis (default batch) drain 3 times (refilled,
+  alternating order) when their first drains took under 10 s; the cell is the median. The
+  x-fsync rows divide it by the SQLite fsync-bound commit
   rate measured around that drain (500 commits just before and 500 just after, combined).
 pickup: from the start of the enqueue call (so including its commit) to the handler's first
   line, on an idle worker; N is the number of samples. fsync row: N single-row commits.
