@@ -13,7 +13,7 @@
 //!    alternating order) when their first drains were quick, and the median counts, as one
 //!    drain varies by about ±15% on a busy 2-core machine;
 //! 3. pickup latency: an idle worker, one job enqueued, time from the enqueue call to the
-//!    handler's start, p50 and p99 over 200 samples;
+//!    handler's start, p50 and p99 over 1,000 samples (so that the p99 rests on ten of them);
 //! 4. the SQLite fsync bound: single-row INSERT commits per second with our pragmas (WAL,
 //!    `synchronous=FULL`), and claim+ack throughput as a multiple of it (measured again around
 //!    each drain, as the disk's speed drifts when the machine has other load).
@@ -481,7 +481,7 @@ async fn main() -> Result<()> {
     } else {
         Plan {
             sizes: [2_000, 20_000],
-            samples: 200,
+            samples: 1_000,
             fsync_commits: 2_000,
         }
     };
