@@ -20,7 +20,9 @@ END;
 
 -- Dropping the view drops its INSTEAD OF trigger; both come back with the new column. The
 -- trigger's two INSERTs must still write what insert_run.sql and insert_job.sql write for a
--- run without a concurrency key (see version 10).
+-- run without a concurrency key (see version 10). An INSERT that names no `notify` (a
+-- daemon of version 10 still running on the file while a newer one migrated it) gets TRUE,
+-- as the column's default gives on the other paths.
 DROP VIEW enqueue_start;
 CREATE VIEW enqueue_start AS
 SELECT NULL AS run_id, NULL AS agent, NULL AS trigger_kind, NULL AS input,
@@ -33,7 +35,7 @@ BEGIN
     INSERT INTO runs (id, agent, status, trigger_kind, input, idempotency_key, notify,
                       created_at, updated_at)
     VALUES (NEW.run_id, NEW.agent, 'queued', NEW.trigger_kind, NEW.input, NEW.idempotency_key,
-            NEW.notify, NEW.now, NEW.now)
+            COALESCE(NEW.notify, TRUE), NEW.now, NEW.now)
     ON CONFLICT (idempotency_key) DO NOTHING;
     -- changes() counts the rows of the INSERT just above: none when the key was taken.
     INSERT INTO jobs (run_id, kind, lane, priority, payload, run_at, max_attempts, status,

@@ -380,4 +380,52 @@ mod tests {
         backend.close().await;
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// A daemon of schema version 10 still running on a file that a newer binary migrated
+    /// inserts into `enqueue_start` without the `notify` column: its runs still enqueue, and
+    /// notify as every run did before version 11.
+    #[tokio::test]
+    async fn an_enqueue_written_for_version_10_still_works_and_notifies() {
+        let dir = std::env::temp_dir().join(format!(
+            "nightshift-enqueue-v10-{}-{}",
+            std::process::id(),
+            uuid::Uuid::now_v7()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("p.db").display());
+        let backend = SqliteBackend::connect(&StoreConfig::for_url(&url))
+            .await
+            .unwrap();
+        crate::migrate::apply_sqlite(&mut backend.writer().await.unwrap())
+            .await
+            .unwrap();
+        // enqueue_plain.sql as version 10 shipped it.
+        let job: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO enqueue_start (run_id, agent, trigger_kind, input, idempotency_key, now, \
+             lane, priority, run_at, max_attempts) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10); \
+             SELECT id FROM jobs WHERE run_id = ?1 AND kind = 'start' ORDER BY id LIMIT 1",
+        )
+        .bind("old-run")
+        .bind("agent")
+        .bind("api")
+        .bind("p")
+        .bind(None::<String>)
+        .bind(1_i64)
+        .bind("default")
+        .bind(0_i64)
+        .bind(1_i64)
+        .bind(3_i64)
+        .fetch_optional(&mut *backend.writer().await.unwrap())
+        .await
+        .unwrap();
+        assert!(job.is_some(), "the old statement enqueued its job");
+        let notify: bool = sqlx::query_scalar("SELECT notify FROM runs WHERE id = 'old-run'")
+            .fetch_one(&mut *backend.writer().await.unwrap())
+            .await
+            .unwrap();
+        assert!(notify);
+        backend.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -70,15 +70,15 @@ impl<H: Handler> Pool<H> {
     /// Runs until `shutdown` fires, then drains. Returns what happened to its jobs.
     pub async fn run(self, shutdown: CancellationToken) -> nightshift_store::Result<PoolReport> {
         let host = hostname();
+        self.store
+            .register_worker(&self.worker_id, &host, std::process::id())
+            .await?;
         // The settle connection is readied meanwhile (see `Store::warm_up`); settles that
         // come first take the transactional path, so no claim waits for it.
         let warming = tokio::spawn({
             let store = self.store.clone();
             async move { store.warm_up().await }
         });
-        self.store
-            .register_worker(&self.worker_id, &host, std::process::id())
-            .await?;
         tracing::info!(worker = %self.worker_id, slots = self.config.slots, "worker pool started");
         let timings = JobTimings {
             lease: self.config.lease(),
