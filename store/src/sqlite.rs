@@ -276,17 +276,35 @@ crate::notifications::notification_operations!(SqliteBackend, "sqlite");
 mod tests {
     use super::*;
 
-    /// The connection settings reach both pools: WAL, the configured sync level, and the
-    /// page cache (`database.cache_mib`, or the default when unset).
-    #[tokio::test]
-    async fn connections_carry_the_configured_pragmas() {
+    /// A fresh directory for one test's database file, and that file's URL.
+    fn scratch(name: &str) -> (std::path::PathBuf, String) {
         let dir = std::env::temp_dir().join(format!(
-            "nightshift-pragmas-{}-{}",
+            "nightshift-{name}-{}-{}",
             std::process::id(),
             uuid::Uuid::now_v7()
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let url = format!("sqlite://{}", dir.join("p.db").display());
+        (dir, url)
+    }
+
+    /// A migrated store on a fresh file, and the directory to remove afterwards.
+    async fn migrated(name: &str) -> (SqliteBackend, std::path::PathBuf) {
+        let (dir, url) = scratch(name);
+        let backend = SqliteBackend::connect(&StoreConfig::for_url(&url))
+            .await
+            .unwrap();
+        crate::migrate::apply_sqlite(&mut backend.writer().await.unwrap())
+            .await
+            .unwrap();
+        (backend, dir)
+    }
+
+    /// The connection settings reach both pools: WAL, the configured sync level, and the
+    /// page cache (`database.cache_mib`, or the default when unset).
+    #[tokio::test]
+    async fn connections_carry_the_configured_pragmas() {
+        let (dir, url) = scratch("pragmas");
         let default = -i64::from(crate::config::DEFAULT_CACHE_MIB) * 1024;
         for (cache_mib, expected) in [(Some(7), -7 * 1024), (None, default)] {
             let mut config = StoreConfig::for_url(&url);
@@ -323,19 +341,7 @@ mod tests {
     /// queue). Checked on the plan SQLite makes, with queued jobs in the table.
     #[tokio::test]
     async fn a_claim_walks_the_claim_index_and_never_sorts_the_queue() {
-        let dir = std::env::temp_dir().join(format!(
-            "nightshift-claim-plan-{}-{}",
-            std::process::id(),
-            uuid::Uuid::now_v7()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let url = format!("sqlite://{}", dir.join("p.db").display());
-        let backend = SqliteBackend::connect(&StoreConfig::for_url(&url))
-            .await
-            .unwrap();
-        crate::migrate::apply_sqlite(&mut backend.writer().await.unwrap())
-            .await
-            .unwrap();
+        let (backend, dir) = migrated("claim-plan").await;
         for i in 0..50 {
             let new = crate::model::NewRun::new("agent", "p");
             backend
@@ -386,19 +392,7 @@ mod tests {
     /// notify as every run did before version 11.
     #[tokio::test]
     async fn an_enqueue_written_for_version_10_still_works_and_notifies() {
-        let dir = std::env::temp_dir().join(format!(
-            "nightshift-enqueue-v10-{}-{}",
-            std::process::id(),
-            uuid::Uuid::now_v7()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let url = format!("sqlite://{}", dir.join("p.db").display());
-        let backend = SqliteBackend::connect(&StoreConfig::for_url(&url))
-            .await
-            .unwrap();
-        crate::migrate::apply_sqlite(&mut backend.writer().await.unwrap())
-            .await
-            .unwrap();
+        let (backend, dir) = migrated("enqueue-v10").await;
         // enqueue_plain.sql as version 10 shipped it.
         let job: Option<i64> = sqlx::query_scalar(
             "INSERT INTO enqueue_start (run_id, agent, trigger_kind, input, idempotency_key, now, \

@@ -51,7 +51,7 @@ pub(crate) struct Inner {
     /// When (by the clock) this store last returned expired leases to the queue.
     pub(crate) last_rescue: std::sync::atomic::AtomicI64,
     /// The agents whose runs notify (see [`Store::set_notifying_agents`]).
-    notifying: std::sync::RwLock<Arc<BTreeSet<String>>>,
+    notifying: std::sync::RwLock<BTreeSet<String>>,
 }
 
 impl Drop for Inner {
@@ -164,7 +164,7 @@ impl Store {
             .inner
             .notifying
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(agents);
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = agents;
     }
 
     /// Whether runs of `agent` notify (see [`Store::set_notifying_agents`]).

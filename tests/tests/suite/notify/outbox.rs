@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use nightshift_store::{
-    AttemptOutcome, CancelOutcome, ConcurrencyPolicy, DeliveryStatus, ManualClock, NewDelivery,
-    NewRun, RetryOutcome, RunEnd, RunProgress, RunStatus, Store,
+    AttemptOutcome, CancelOutcome, ConcurrencyPolicy, DeliveryStatus, Enqueued, ManualClock,
+    NewDelivery, NewRun, RetryOutcome, RunEnd, RunProgress, RunStatus, Store,
 };
 use nightshift_tests::{TestDb, on_both_backends};
 
@@ -28,6 +28,19 @@ async fn notifying(db: &TestDb) -> (Store, ManualClock) {
     let (store, clock) = db.manual().await;
     store.set_notifying_agents(["a", "b"]);
     (store, clock)
+}
+
+/// Enqueues `new` with one attempt, claims it for a worker that dies, and lets its lease
+/// expire: the next claim (which finds nothing else) dead-letters it.
+async fn dead_lettered_by_expiry(store: &Store, clock: &ManualClock, new: NewRun) -> Enqueued {
+    let e = store.enqueue(&new.max_attempts(1)).await.unwrap();
+    let _dead_worker = store
+        .claim("w", None, 1, Duration::from_secs(1))
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(2));
+    assert!(store.claim("w2", None, 1, LEASE).await.unwrap().is_empty());
+    e
 }
 
 /// The run's outbox statuses.
@@ -86,16 +99,7 @@ async fn every_terminal_path_leaves_one_row(db: &TestDb) {
     assert_eq!(outbox(&store, &retried.run_id).await, [RunStatus::Failed]);
 
     // lease expiry on the last attempt dead-letters (found by the next claim)
-    let expired = store
-        .enqueue(&NewRun::new("a", "p").max_attempts(1))
-        .await
-        .unwrap();
-    let _dead_worker = store
-        .claim("w", None, 1, Duration::from_secs(1))
-        .await
-        .unwrap();
-    clock.advance(Duration::from_secs(2));
-    assert!(store.claim("w2", None, 1, LEASE).await.unwrap().is_empty());
+    let expired = dead_lettered_by_expiry(&store, &clock, NewRun::new("a", "p")).await;
     assert_eq!(outbox(&store, &expired.run_id).await, [RunStatus::Failed]);
 
     // cancel of a queued run
@@ -207,13 +211,7 @@ async fn quiet_agents_leave_none(db: &TestDb) {
         assert_eq!(lease.job().run_id, acked.run_id);
         lease.ack(Some("ok".into())).await.unwrap();
 
-        let expired = store.enqueue(&plain(agent).max_attempts(1)).await.unwrap();
-        let _dead_worker = store
-            .claim("w", None, 1, Duration::from_secs(1))
-            .await
-            .unwrap();
-        clock.advance(Duration::from_secs(2));
-        assert!(store.claim("w2", None, 1, LEASE).await.unwrap().is_empty());
+        let expired = dead_lettered_by_expiry(&store, &clock, plain(agent)).await;
 
         let cancelled = store.enqueue(&plain(agent)).await.unwrap();
         store.cancel_run(&cancelled.run_id).await.unwrap();
