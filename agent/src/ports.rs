@@ -60,6 +60,18 @@ pub trait ToolBox: Send + Sync {
     /// The durability class of a call (it may depend on the input: an HTTP GET is
     /// read-only, a POST is not). Unknown tools count as side effects.
     fn durability(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> Durability;
+    /// Checks a call's input against the tool's JSON Schema before anything runs: `Err` says
+    /// what is wrong, in words the model can act on (the loop returns it as an `is_error`
+    /// result and never starts the call). Unknown tools are left to [`ToolBox::call`].
+    fn check_input(
+        &self,
+        agent: &AgentDef,
+        name: &str,
+        input: &serde_json::Value,
+    ) -> Result<(), String> {
+        let _ = (agent, name, input);
+        Ok(())
+    }
     /// Runs one call. Failures are replies with `is_error`, never panics.
     fn call<'a>(
         &'a self,
