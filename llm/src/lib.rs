@@ -59,6 +59,7 @@
 pub mod anthropic;
 pub mod client;
 pub mod config;
+pub mod conversation;
 pub mod http;
 pub mod message;
 pub mod openai;

@@ -1,0 +1,425 @@
+//! What makes a conversation valid to send, written once: [`check`] states the rules every
+//! provider enforces, and [`normalize`] turns a run's projected messages into a conversation
+//! that satisfies them.
+//!
+//! The rules (the strictest of the Anthropic Messages API and OpenAI chat completions):
+//! 1. There is at least one message, and the first is the user's.
+//! 2. Roles alternate: never two user or two assistant messages in a row.
+//! 3. Every message has content, except an optional final assistant message; no text block is
+//!    empty.
+//! 4. In a user message, `tool_result` blocks come first, and each answers a `tool_use` of the
+//!    assistant message just before it, at most once.
+//! 5. Every `tool_use` of an assistant message that is not the last one is answered in the
+//!    next message; the last message has no `tool_use` (nothing could answer it).
+//! 6. Tool-call ids are 1–64 of `A-Z a-z 0-9 _ -` and unique across the whole request.
+//!
+//! Guarantees of [`normalize`]: it is a pure function (the same messages always give the same
+//! conversation, so a resumed run sends the same bytes as an uninterrupted one), it only
+//! removes or merges, never invents content, and its output passes [`check`] whenever its
+//! input starts with a user message and its tool-call ids are well formed and unique — which
+//! the agent loop guarantees. Concretely it drops empty text blocks and empty messages (a
+//! reply cut off before any content, an empty `pause_turn`), merges neighbours of the same
+//! role (a reminder after tool results, the continuation of a paused turn), and drops tool
+//! calls that no result answers (the complete calls of a reply cut off at `max_tokens`, which
+//! were never run) together with results that answer nothing.
+
+use std::collections::HashSet;
+
+use crate::message::{ContentBlock, Message, ModelRequest, Role};
+
+/// A rule of the module doc that a request breaks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("message {index}: {rule}")]
+pub struct Violation {
+    /// The index of the offending message (0 when the list itself is wrong).
+    pub index: usize,
+    /// What is wrong, in words.
+    pub rule: String,
+}
+
+/// Whether `id` is a tool-call id every provider accepts.
+pub fn valid_call_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Checks `req.messages` against the rules of the module doc; the first broken rule is the
+/// error.
+pub fn check(req: &ModelRequest) -> Result<(), Violation> {
+    check_messages(&req.messages)
+}
+
+/// [`check`] on a bare message list.
+pub fn check_messages(messages: &[Message]) -> Result<(), Violation> {
+    let fail = |index: usize, rule: String| Err(Violation { index, rule });
+    let Some(first) = messages.first() else {
+        return fail(0, "the conversation has no messages".into());
+    };
+    if first.role != Role::User {
+        return fail(0, "the first message must be the user's".into());
+    }
+    let last = messages.len() - 1;
+    let mut ids = HashSet::new();
+    for (i, m) in messages.iter().enumerate() {
+        if i > 0 && messages[i - 1].role == m.role {
+            return fail(i, format!("two {:?} messages in a row", m.role));
+        }
+        if m.content.is_empty() && !(i == last && m.role == Role::Assistant) {
+            return fail(i, "the message has no content".into());
+        }
+        let mut results_done = false;
+        let mut answered = HashSet::new();
+        for block in &m.content {
+            match block {
+                ContentBlock::Text { text } => {
+                    if text.is_empty() {
+                        return fail(i, "an empty text block".into());
+                    }
+                    results_done = true;
+                }
+                ContentBlock::ToolUse { id, .. } => {
+                    if m.role != Role::Assistant {
+                        return fail(i, "a tool_use in a user message".into());
+                    }
+                    if i == last {
+                        return fail(i, format!("tool_use {id} in the last message is unanswered"));
+                    }
+                    if !valid_call_id(id) {
+                        return fail(i, format!("tool_use id {id:?} is not 1-64 of [A-Za-z0-9_-]"));
+                    }
+                    if !ids.insert(id.as_str()) {
+                        return fail(i, format!("tool_use id {id} is used twice"));
+                    }
+                }
+                ContentBlock::ToolResult { tool_use_id, .. } => {
+                    if m.role != Role::User {
+                        return fail(i, "a tool_result in an assistant message".into());
+                    }
+                    if results_done {
+                        return fail(i, "a tool_result after other content".into());
+                    }
+                    let asked = i > 0 && calls_of(&messages[i - 1]).any(|id| id == tool_use_id);
+                    if !asked {
+                        return fail(
+                            i,
+                            format!("tool_result {tool_use_id} answers no tool_use just before"),
+                        );
+                    }
+                    if !answered.insert(tool_use_id.as_str()) {
+                        return fail(i, format!("tool_use {tool_use_id} is answered twice"));
+                    }
+                }
+            }
+        }
+        if m.role == Role::Assistant && i < last {
+            let next = &messages[i + 1];
+            for id in calls_of(m) {
+                if !results_of(next).any(|r| r == id) {
+                    return fail(i, format!("tool_use {id} has no tool_result in the next message"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The conversation to send for a run's projected `messages`; see the module doc.
+pub fn normalize(messages: &[Message]) -> Vec<Message> {
+    let mut out = merge(messages.iter().cloned());
+    // Dropping an unanswered call can empty a message, and dropping that message can make
+    // two neighbours of one role meet: repeat until nothing changes (each pass only removes).
+    loop {
+        let paired = pair_calls_and_results(&out);
+        let merged = merge(paired.into_iter());
+        if merged == out {
+            return out;
+        }
+        out = merged;
+    }
+}
+
+/// Drops empty text blocks and empty messages and merges neighbours of the same role; in a
+/// merged user message the tool results go first.
+fn merge(messages: impl Iterator<Item = Message>) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::new();
+    for mut m in messages {
+        m.content
+            .retain(|b| !matches!(b, ContentBlock::Text { text } if text.is_empty()));
+        if m.content.is_empty() {
+            continue;
+        }
+        match out.last_mut() {
+            Some(prev) if prev.role == m.role => prev.content.extend(m.content),
+            _ => out.push(m),
+        }
+    }
+    for m in out.iter_mut().filter(|m| m.role == Role::User) {
+        // A stable partition: results first, in their order, then everything else.
+        let (mut results, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut m.content)
+            .into_iter()
+            .partition(|b| matches!(b, ContentBlock::ToolResult { .. }));
+        results.extend(rest);
+        m.content = results;
+    }
+    out
+}
+
+/// Keeps a tool call only when the next message answers it, and a result only when it answers
+/// a call of the message before (the first result per call).
+fn pair_calls_and_results(messages: &[Message]) -> Vec<Message> {
+    let mut out = Vec::with_capacity(messages.len());
+    for (i, m) in messages.iter().enumerate() {
+        let content = match m.role {
+            Role::Assistant => {
+                let next = messages.get(i + 1);
+                m.content
+                    .iter()
+                    .filter(|b| match b {
+                        ContentBlock::ToolUse { id, .. } => {
+                            next.is_some_and(|n| results_of(n).any(|r| r == id))
+                        }
+                        _ => true,
+                    })
+                    .cloned()
+                    .collect()
+            }
+            Role::User => {
+                let asked: Vec<&str> = match i.checked_sub(1).map(|p| &messages[p]) {
+                    Some(prev) if prev.role == Role::Assistant => calls_of(prev).collect(),
+                    _ => Vec::new(),
+                };
+                let mut seen = HashSet::new();
+                m.content
+                    .iter()
+                    .filter(|b| match b {
+                        ContentBlock::ToolResult { tool_use_id, .. } => {
+                            asked.contains(&tool_use_id.as_str())
+                                && seen.insert(tool_use_id.as_str())
+                        }
+                        _ => true,
+                    })
+                    .cloned()
+                    .collect()
+            }
+        };
+        out.push(Message {
+            role: m.role,
+            content,
+        });
+    }
+    out
+}
+
+fn calls_of(m: &Message) -> impl Iterator<Item = &str> {
+    m.content.iter().filter_map(|b| match b {
+        ContentBlock::ToolUse { id, .. } => Some(id.as_str()),
+        _ => None,
+    })
+}
+
+fn results_of(m: &Message) -> impl Iterator<Item = &str> {
+    m.content.iter().filter_map(|b| match b {
+        ContentBlock::ToolResult { tool_use_id, .. } => Some(tool_use_id.as_str()),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn user(text: &str) -> Message {
+        Message::user_text(text)
+    }
+
+    fn assistant(blocks: Vec<ContentBlock>) -> Message {
+        Message {
+            role: Role::Assistant,
+            content: blocks,
+        }
+    }
+
+    fn text(t: &str) -> ContentBlock {
+        ContentBlock::Text { text: t.into() }
+    }
+
+    fn call(id: &str) -> ContentBlock {
+        ContentBlock::ToolUse {
+            id: id.into(),
+            name: "read_file".into(),
+            input: json!({}),
+        }
+    }
+
+    fn result(id: &str) -> ContentBlock {
+        ContentBlock::ToolResult {
+            tool_use_id: id.into(),
+            content: "ok".into(),
+            is_error: false,
+        }
+    }
+
+    fn results(ids: &[&str]) -> Message {
+        Message {
+            role: Role::User,
+            content: ids.iter().map(|id| result(id)).collect(),
+        }
+    }
+
+    #[test]
+    fn a_well_formed_tool_round_passes() {
+        let msgs = vec![
+            user("go"),
+            assistant(vec![text("reading"), call("a"), call("b")]),
+            results(&["a", "b"]),
+            assistant(vec![text("done")]),
+        ];
+        assert_eq!(check_messages(&msgs), Ok(()));
+        assert_eq!(normalize(&msgs), msgs, "a valid conversation is left as it is");
+    }
+
+    #[test]
+    fn each_rule_is_checked() {
+        let cases: Vec<(Vec<Message>, &str)> = vec![
+            (vec![], "no messages"),
+            (vec![assistant(vec![text("hi")])], "first message"),
+            (vec![user("a"), user("b")], "in a row"),
+            (
+                vec![user("a"), assistant(vec![]), user("b")],
+                "has no content",
+            ),
+            (vec![user("")], "empty text block"),
+            (
+                vec![user("a"), assistant(vec![call("x")])],
+                "in the last message is unanswered",
+            ),
+            (
+                vec![user("a"), assistant(vec![call("x")]), user("b")],
+                "has no tool_result",
+            ),
+            (
+                vec![user("a"), assistant(vec![call("x y")]), results(&["x y"])],
+                "is not 1-64",
+            ),
+            (
+                vec![
+                    user("a"),
+                    assistant(vec![call("x"), call("x")]),
+                    results(&["x"]),
+                ],
+                "used twice",
+            ),
+            (
+                vec![user("a"), assistant(vec![call("x")]), results(&["x", "x"])],
+                "answered twice",
+            ),
+            (
+                vec![user("a"), assistant(vec![call("x")]), results(&["y", "x"])],
+                "answers no tool_use",
+            ),
+            (
+                vec![
+                    user("a"),
+                    assistant(vec![call("x")]),
+                    Message {
+                        role: Role::User,
+                        content: vec![text("note"), result("x")],
+                    },
+                ],
+                "after other content",
+            ),
+        ];
+        for (msgs, want) in cases {
+            let err = check_messages(&msgs).expect_err(want);
+            assert!(err.to_string().contains(want), "{err} (wanted {want})");
+        }
+        // The optional final assistant message may be empty (a prefill or a paused turn).
+        assert_eq!(check_messages(&[user("a"), assistant(vec![])]), Ok(()));
+    }
+
+    #[test]
+    fn empty_replies_vanish_and_neighbours_merge() {
+        // An empty max_tokens reply followed by the cut-off notice; two empty pause_turns.
+        let msgs = vec![
+            user("go"),
+            assistant(vec![]),
+            user("you were cut off"),
+            assistant(vec![text("")]),
+            assistant(vec![]),
+        ];
+        let got = normalize(&msgs);
+        assert_eq!(
+            got,
+            vec![Message {
+                role: Role::User,
+                content: vec![text("go"), text("you were cut off")],
+            }]
+        );
+        assert_eq!(check_messages(&got), Ok(()));
+    }
+
+    #[test]
+    fn unanswered_calls_of_a_cut_off_reply_are_dropped() {
+        // A max_tokens reply kept a complete call it never ran; the notice follows.
+        let msgs = vec![
+            user("go"),
+            assistant(vec![text("let me"), call("a")]),
+            user("you were cut off"),
+            assistant(vec![call("b")]), // only a call, never answered: vanishes whole
+            user("again"),
+        ];
+        let got = normalize(&msgs);
+        assert_eq!(
+            got,
+            vec![
+                user("go"),
+                assistant(vec![text("let me")]),
+                Message {
+                    role: Role::User,
+                    content: vec![text("you were cut off"), text("again")],
+                },
+            ]
+        );
+        assert_eq!(check_messages(&got), Ok(()));
+    }
+
+    #[test]
+    fn a_reminder_after_results_joins_them_and_a_paused_turn_continues() {
+        let msgs = vec![
+            user("go"),
+            assistant(vec![call("a")]),
+            results(&["a"]),
+            user("[woken up]"),
+            assistant(vec![text("part one")]),
+            assistant(vec![text("part two")]),
+        ];
+        let got = normalize(&msgs);
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[2].content, vec![result("a"), text("[woken up]")]);
+        assert_eq!(got[3].content, vec![text("part one"), text("part two")]);
+        assert_eq!(check_messages(&got), Ok(()));
+    }
+
+    #[test]
+    fn stray_and_repeated_results_are_dropped() {
+        let msgs = vec![
+            user("go"),
+            assistant(vec![call("a")]),
+            results(&["a", "a", "zzz"]),
+        ];
+        let got = normalize(&msgs);
+        assert_eq!(got[2], results(&["a"]));
+        assert_eq!(check_messages(&got), Ok(()));
+    }
+
+    #[test]
+    fn call_ids_are_checked_for_shape() {
+        assert!(valid_call_id("toolu_01A-b"));
+        assert!(!valid_call_id(""));
+        assert!(!valid_call_id("call 1"));
+        assert!(!valid_call_id(&"x".repeat(65)));
+    }
+}
