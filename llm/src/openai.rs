@@ -14,7 +14,8 @@
 //! Guarantees:
 //! - The request body is byte-stable ([`OpenAiProvider::request_body`]).
 //! - `finish_reason` maps stop→EndTurn, tool_calls→ToolUse, length→MaxTokens,
-//!   content_filter→Refusal; a `stop` that carries tool calls (Ollama) is ToolUse.
+//!   content_filter→Refusal; a `stop` (Ollama) or `end_turn` (a proxy) that carries complete
+//!   tool calls is ToolUse.
 //!   Any other reason is read like Anthropic's (`model_context_window_exceeded` from a proxy
 //!   is that stop reason), else kept verbatim as `Other`.
 //! - A streamed reply is returned only after `data: [DONE]`; a stream that ends before it is
@@ -42,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 use crate::http::{self, ApiKey, HttpTimeouts, header_str, header_u64};
 use crate::message::{ContentBlock, ModelRequest, ModelResponse, RateLimits, Role, Usage};
 use crate::provider::{Provider, ProviderError, says_context_too_long, with_cancel};
-use crate::reply::{Draft, finalize, stop_reason};
+use crate::reply::{Draft, finalize, settle_stop, stop_reason};
 use crate::sse::SseEvent;
 
 /// Used when neither the config nor `OPENAI_BASE_URL` names one.
@@ -364,11 +365,12 @@ fn parse_completion(body: &[u8]) -> Result<ModelResponse, ProviderError> {
             complete: true,
         });
     }
+    let content = finalize(drafts, &stop)?;
     Ok(ModelResponse {
         id: c.id,
         model: c.model,
-        content: finalize(drafts, &stop)?,
-        stop_reason: stop,
+        stop_reason: settle_stop(stop, &content),
+        content,
         usage: c.usage.map(|u| u.canonical()).unwrap_or_default(),
         rate_limits: RateLimits::default(),
     })
@@ -511,11 +513,12 @@ impl StreamState {
                 complete: true,
             });
         }
+        let content = finalize(drafts, &stop)?;
         Ok(ModelResponse {
             id: self.id,
             model: self.model,
-            content: finalize(drafts, &stop)?,
-            stop_reason: stop,
+            stop_reason: settle_stop(stop, &content),
+            content,
             usage: self.usage.map(|u| u.canonical()).unwrap_or_default(),
             rate_limits: RateLimits::default(),
         })
