@@ -7,10 +7,16 @@
 //! - Three `cache_control: {"type":"ephemeral"}` breakpoints: on the system block, on the last
 //!   tool, and on the last content block of the newest message (each only when it exists).
 //! - A streamed reply is returned only after `message_stop`; a stream that ends before it is
-//!   [`ProviderError::StreamBroken`] (retryable). An in-stream `error` event becomes the error
-//!   its type stands for (`overloaded_error` → HTTP 529, …). Tool input arrives as
-//!   `input_json_delta` fragments and is parsed at `content_block_stop`; cut-off tool calls in
-//!   a `max_tokens` reply are dropped (see [`crate::reply`]).
+//!   [`ProviderError::StreamBroken`] (retryable). An in-stream `error` event (or a 200 JSON
+//!   body that is an error object) becomes the error its type stands for (`overloaded_error`
+//!   → HTTP 529 with that type and message, …). Tool input arrives as `input_json_delta`
+//!   fragments and is parsed at `content_block_stop`; cut-off tool calls in a `max_tokens` or
+//!   `model_context_window_exceeded` reply are dropped (see [`crate::reply`]).
+//! - A 200 that cannot be read — not JSON, the wrong shape, garbage `data:` — is
+//!   [`ProviderError::Malformed`] (retryable), naming what was wrong and quoting the start of it.
+//! - A reply whose `stop_reason` is `end_turn` or `stop_sequence` but which carries complete
+//!   `tool_use` blocks is returned as `ToolUse` (some proxies and models do this).
+//! - A `tool_use` block without an `id` keeps an empty id; the caller assigns one.
 //! - Rate-limit headers (`anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`)
 //!   are read into the response's [`RateLimits`]; `retry-after` into the error.
 //! - The key goes only into the `x-api-key` header, marked sensitive; `Debug` redacts it.
@@ -26,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::http::{self, ApiKey, HttpTimeouts, header_str, header_u64};
 use crate::message::{ModelRequest, ModelResponse, RateLimits, Usage};
 use crate::provider::{Provider, ProviderError, says_context_too_long, with_cancel};
-use crate::reply::{Draft, finalize, stop_reason};
+use crate::reply::{Draft, finalize, settle_stop, stop_reason};
 use crate::sse::SseEvent;
 
 /// Used when neither the config nor `ANTHROPIC_BASE_URL` names one.
@@ -90,6 +96,12 @@ impl AnthropicProvider {
     }
 
     async fn call(&self, req: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        self.call_once(req)
+            .await
+            .map_err(|e| e.redact(self.key.expose()))
+    }
+
+    async fn call_once(&self, req: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let body = Self::request_body(req, self.stream);
         let resp = http::post(&self.http, &self.url, self.headers()?, body, rate_limits).await?;
         let limits = rate_limits(resp.headers());
@@ -236,12 +248,18 @@ struct WireMessage {
 
 /// Parses a non-streamed reply.
 fn parse_message(body: &[u8]) -> Result<ModelResponse, ProviderError> {
-    let msg: WireMessage = serde_json::from_slice(body).map_err(|e| {
+    let malformed = |e: serde_json::Error| {
         ProviderError::Malformed(format!(
             "Anthropic reply is not a valid message ({e}); body starts: {}",
             http::truncate(&String::from_utf8_lossy(body), 200)
         ))
-    })?;
+    };
+    let value: Value = serde_json::from_slice(body).map_err(malformed)?;
+    if value.get("type").and_then(Value::as_str) == Some("error") {
+        // A proxy that answers 200 with an error object: the error it stands for.
+        return Err(stream_error(&value["error"]));
+    }
+    let msg: WireMessage = serde_json::from_value(value).map_err(malformed)?;
     let stop = stop_reason(msg.stop_reason.as_deref().ok_or_else(|| {
         ProviderError::Malformed("Anthropic reply has no stop_reason".to_string())
     })?);
@@ -260,11 +278,12 @@ fn parse_message(body: &[u8]) -> Result<ModelResponse, ProviderError> {
         .collect();
     let mut usage = Usage::default();
     msg.usage.merge_into(&mut usage);
+    let content = finalize(drafts, &stop)?;
     Ok(ModelResponse {
         id: msg.id,
         model: msg.model,
-        content: finalize(drafts, &stop)?,
-        stop_reason: stop,
+        stop_reason: settle_stop(stop, &content),
+        content,
         usage,
         rate_limits: RateLimits::default(),
     })
@@ -414,11 +433,12 @@ impl StreamState {
                 Block::Ignored => None,
             })
             .collect();
+        let content = finalize(drafts, &stop)?;
         Ok(ModelResponse {
             id: self.id,
             model: self.model,
-            content: finalize(drafts, &stop)?,
-            stop_reason: stop,
+            stop_reason: settle_stop(stop, &content),
+            content,
             usage: self.usage,
             rate_limits: RateLimits::default(),
         })
@@ -449,6 +469,7 @@ fn stream_error(err: &Value) -> ProviderError {
         "timeout_error" => 504,
         "overloaded_error" => 529,
         _ => {
+            let ty = if ty.is_empty() { "(untyped)" } else { ty };
             return ProviderError::StreamBroken(format!("error event {ty}: {message}"));
         }
     };
@@ -457,6 +478,7 @@ fn stream_error(err: &Value) -> ProviderError {
     }
     ProviderError::Http {
         status,
+        error_type: Some(ty.to_string()),
         message,
         retry_after: None,
         rate_limits: None,

@@ -5,22 +5,32 @@
 //! - Retries wrap only the provider call, only for retryable errors
 //!   ([`ProviderError::is_retryable`]), at most `max_attempts` attempts in all, waiting
 //!   `retry-after` when the provider sent one, else `min(max_delay, base_delay·2^n)` with
-//!   jitter (a uniformly random point in its upper half). Giving up returns the last real
-//!   error. A `retry-after` longer than `max_retry_after` is not waited out: the error is
-//!   returned at once (so a fallback model can answer instead).
+//!   jitter (a uniformly random point in its upper half). Malformed 200 replies are retried
+//!   like broken streams, within the same budget. Giving up returns the last real error —
+//!   or, when the circuit is open by then, [`ProviderError::CircuitOpen`] carrying it. A
+//!   `retry-after` longer than `max_retry_after` is not waited out: the error is returned at
+//!   once (so a fallback model can answer instead).
 //! - A 429 pauses **every** caller of the client: no new attempt starts before the shared
 //!   `paused_until` (calls already in flight are not interrupted).
 //! - Circuit breaker: `failure_threshold` consecutive provider failures (5xx, 529, 408,
-//!   network, broken stream — not 429 or other 4xx) open it; while open, calls fail at once
-//!   with [`ProviderError::CircuitOpen`] without touching the network. After `cooldown` exactly
-//!   one call is let through as a probe (others keep failing fast); its success closes the
-//!   circuit, its failure reopens it for another cooldown, and a neutral outcome (4xx,
-//!   cancellation, the probe being dropped) frees the probe slot for the next caller.
+//!   network, broken stream, malformed reply — not 429 or other 4xx) open it; while open,
+//!   calls fail at once with [`ProviderError::CircuitOpen`] without touching the network. It
+//!   stays open for `cooldown`, or for the failure's `retry-after` when that is longer (capped
+//!   at `max_retry_after`); then exactly one call is let through as a probe (others keep
+//!   failing fast); its success closes the circuit, its failure reopens it, and a neutral
+//!   outcome (4xx, cancellation, the probe being dropped) frees the probe slot for the next
+//!   caller.
+//! - The breaker remembers the failure that opened it ([`ModelClient::opened_by`]) and the
+//!   latest one ([`ModelClient::last_failure`]); every `CircuitOpen` carries the latest as
+//!   `last_error` and `retry_in` (the time until the next probe; one cooldown while a probe is
+//!   in flight), so the real cause — "HTTP 529 overloaded_error: Overloaded" — is never lost
+//!   and a caller knows how long to wait ([`ProviderError::retry_hint`]).
 //! - Cancellation aborts the call in flight and any wait at once with
 //!   [`ProviderError::Cancelled`].
 //! - [`send_with_fallback`] moves to the next client only when one gives up with a
-//!   retryable error or an open circuit; 400/401/403, context-too-long, malformed replies and
-//!   cancellation end the chain at once. The reply's `model` says which model answered.
+//!   retryable error (malformed replies included) or an open circuit; 400/401/403,
+//!   context-too-long and cancellation end the chain at once. The reply's `model` says which
+//!   model answered.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -93,6 +103,10 @@ struct State {
     paused_until: Option<Instant>,
     breaker: Breaker,
     rate_limits: Option<RateLimits>,
+    /// The provider failure that last opened the circuit (cleared by a success).
+    opened_by: Option<ProviderError>,
+    /// The latest provider failure (cleared by a success).
+    last_failure: Option<ProviderError>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +149,8 @@ impl ModelClient {
                 paused_until: None,
                 breaker: Breaker::Closed { failures: 0 },
                 rate_limits: None,
+                opened_by: None,
+                last_failure: None,
             }),
         }
     }
@@ -162,6 +178,17 @@ impl ModelClient {
         let until = self.lock().paused_until?;
         let now = Instant::now();
         (until > now).then(|| until - now)
+    }
+
+    /// The provider failure that last opened the circuit, until a success closes it.
+    pub fn opened_by(&self) -> Option<ProviderError> {
+        self.lock().opened_by.clone()
+    }
+
+    /// The latest provider failure (5xx, 529, 408, network, broken stream, malformed reply),
+    /// until a success clears it.
+    pub fn last_failure(&self) -> Option<ProviderError> {
+        self.lock().last_failure.clone()
     }
 
     pub fn breaker_state(&self) -> BreakerState {
@@ -197,12 +224,7 @@ impl ModelClient {
             self.wait_while_paused(cancel).await?;
             let probe = match self.admit() {
                 Ok(probe) => probe,
-                Err(retry_in) => {
-                    return Err(last_err.unwrap_or_else(|| ProviderError::CircuitOpen {
-                        model: self.model.clone(),
-                        retry_in,
-                    }));
-                }
+                Err(retry_in) => return Err(self.circuit_open(retry_in)),
             };
             let mut guard = ProbeGuard {
                 client: self,
@@ -212,7 +234,7 @@ impl ModelClient {
             let result = with_cancel(cancel, self.provider.send(&req, cancel)).await;
             let err = match result {
                 Ok(mut resp) => {
-                    guard.finish(Outcome::Success);
+                    guard.finish(Outcome::Success, None);
                     if resp.model.is_empty() {
                         resp.model = self.model.clone();
                     }
@@ -223,11 +245,12 @@ impl ModelClient {
                 }
                 Err(e) => e,
             };
-            guard.finish(if err.is_provider_failure() {
+            let outcome = if err.is_provider_failure() {
                 Outcome::Failure
             } else {
                 Outcome::Neutral
-            });
+            };
+            guard.finish(outcome, Some(&err));
             if let ProviderError::Http {
                 rate_limits: Some(limits),
                 ..
@@ -237,6 +260,12 @@ impl ModelClient {
             }
             if !err.is_retryable() {
                 return Err(err);
+            }
+            if let Some(retry_in) = self.open_for() {
+                // This failure (or another caller's) opened the circuit: waiting and trying
+                // again would only fail fast, so say so now, with the real cause.
+                tracing::warn!(model = %self.model, error = %err, "model call failed; circuit open");
+                return Err(self.circuit_open(retry_in));
             }
             let delay = match err.retry_after() {
                 Some(d) if d > self.cfg.max_retry_after => {
@@ -300,7 +329,7 @@ impl ModelClient {
         }
     }
 
-    /// Lets a call through (`Ok(is_probe)`) or says how long the circuit stays open.
+    /// Lets a call through (`Ok(is_probe)`) or says how long until the next probe.
     fn admit(&self) -> Result<bool, Duration> {
         let mut st = self.lock();
         let now = Instant::now();
@@ -311,33 +340,57 @@ impl ModelClient {
                 st.breaker = Breaker::HalfOpen { probing: true };
                 Ok(true)
             }
-            Breaker::HalfOpen { probing: true } => Err(Duration::ZERO),
+            // The probe's outcome is unknown; if it fails, the next one is a cooldown away.
+            Breaker::HalfOpen { probing: true } => Err(self.cfg.cooldown),
         }
     }
 
-    fn record(&self, probe: bool, outcome: Outcome) {
+    /// How long the circuit stays open, if it is open now.
+    fn open_for(&self) -> Option<Duration> {
+        match self.lock().breaker {
+            Breaker::Open { until } => {
+                let now = Instant::now();
+                (until > now).then(|| until - now)
+            }
+            _ => None,
+        }
+    }
+
+    /// The fail-fast error, carrying the latest real failure.
+    fn circuit_open(&self, retry_in: Duration) -> ProviderError {
+        ProviderError::CircuitOpen {
+            model: self.model.clone(),
+            retry_in,
+            last_error: self.lock().last_failure.clone().map(Box::new),
+        }
+    }
+
+    fn record(&self, probe: bool, outcome: Outcome, err: Option<&ProviderError>) {
         let mut st = self.lock();
-        let open = Breaker::Open {
-            until: Instant::now() + self.cfg.cooldown,
-        };
-        st.breaker = match (outcome, st.breaker) {
-            (Outcome::Success, _) => Breaker::Closed { failures: 0 },
-            (Outcome::Failure, Breaker::Closed { failures }) => {
-                if failures + 1 >= self.cfg.failure_threshold {
-                    tracing::warn!(model = %self.model, "circuit opened");
-                    open
-                } else {
-                    Breaker::Closed {
-                        failures: failures + 1,
+        let until = Instant::now() + open_span(&self.cfg, err);
+        let prev = st.breaker;
+        st.breaker = next_breaker(prev, probe, outcome, self.cfg.failure_threshold, until);
+        match outcome {
+            Outcome::Success => {
+                st.opened_by = None;
+                st.last_failure = None;
+            }
+            Outcome::Failure => {
+                st.last_failure = err.cloned();
+                if matches!(st.breaker, Breaker::Open { .. })
+                    && !matches!(prev, Breaker::Open { .. })
+                {
+                    st.opened_by = err.cloned();
+                    match err {
+                        Some(e) => {
+                            tracing::warn!(model = %self.model, error = %e, "circuit opened")
+                        }
+                        None => tracing::warn!(model = %self.model, "circuit opened"),
                     }
                 }
             }
-            (Outcome::Failure, Breaker::HalfOpen { .. }) if probe => open,
-            (Outcome::Neutral, Breaker::HalfOpen { .. }) if probe => {
-                Breaker::HalfOpen { probing: false }
-            }
-            (_, unchanged) => unchanged,
-        };
+            Outcome::Neutral => {}
+        }
     }
 }
 
@@ -349,17 +402,51 @@ struct ProbeGuard<'a> {
 }
 
 impl ProbeGuard<'_> {
-    fn finish(&mut self, outcome: Outcome) {
+    fn finish(&mut self, outcome: Outcome, err: Option<&ProviderError>) {
         self.done = true;
-        self.client.record(self.probe, outcome);
+        self.client.record(self.probe, outcome, err);
     }
 }
 
 impl Drop for ProbeGuard<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.client.record(self.probe, Outcome::Neutral);
+            self.client.record(self.probe, Outcome::Neutral, None);
         }
+    }
+}
+
+/// How long a failure keeps the circuit open: the cooldown, or the failure's `retry-after`
+/// when that is longer (capped at `max_retry_after`), so a provider that asked for two
+/// minutes is not probed after thirty seconds.
+fn open_span(cfg: &ClientConfig, err: Option<&ProviderError>) -> Duration {
+    let asked = err
+        .and_then(ProviderError::retry_after)
+        .unwrap_or_default()
+        .min(cfg.max_retry_after);
+    cfg.cooldown.max(asked)
+}
+
+/// The breaker after an admitted call's outcome (`open_until` is used if it opens).
+fn next_breaker(
+    prev: Breaker,
+    probe: bool,
+    outcome: Outcome,
+    threshold: u32,
+    open_until: Instant,
+) -> Breaker {
+    let open = Breaker::Open { until: open_until };
+    match (outcome, prev) {
+        (Outcome::Success, _) => Breaker::Closed { failures: 0 },
+        (Outcome::Failure, Breaker::Closed { failures }) if failures + 1 >= threshold => open,
+        (Outcome::Failure, Breaker::Closed { failures }) => Breaker::Closed {
+            failures: failures + 1,
+        },
+        (Outcome::Failure, Breaker::HalfOpen { .. }) if probe => open,
+        (Outcome::Neutral, Breaker::HalfOpen { .. }) if probe => {
+            Breaker::HalfOpen { probing: false }
+        }
+        (_, unchanged) => unchanged,
     }
 }
 
@@ -466,5 +553,69 @@ mod tests {
         let got: Vec<u128> = (0..6).map(|n| cfg.backoff(n).as_millis()).collect();
         assert_eq!(got, vec![100, 200, 400, 800, 1000, 1000]);
         assert_eq!(cfg.backoff(u32::MAX), Duration::from_millis(1000));
+    }
+
+    fn e529(retry_after: Option<Duration>) -> ProviderError {
+        ProviderError::Http {
+            status: 529,
+            error_type: Some("overloaded_error".into()),
+            message: "Overloaded".into(),
+            retry_after,
+            rate_limits: None,
+        }
+    }
+
+    #[test]
+    fn the_circuit_stays_open_for_the_longer_of_cooldown_and_retry_after_capped() {
+        let cfg = ClientConfig {
+            cooldown: Duration::from_secs(30),
+            max_retry_after: Duration::from_secs(300),
+            ..ClientConfig::default()
+        };
+        let span = |d: Option<u64>| open_span(&cfg, Some(&e529(d.map(Duration::from_secs))));
+        assert_eq!(span(None), Duration::from_secs(30));
+        assert_eq!(span(Some(5)), Duration::from_secs(30));
+        assert_eq!(span(Some(120)), Duration::from_secs(120));
+        assert_eq!(span(Some(86_400)), Duration::from_secs(300));
+        assert_eq!(open_span(&cfg, None), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn breaker_transitions() {
+        let at = Instant::now();
+        let closed = |failures| Breaker::Closed { failures };
+        let step = |prev, probe, outcome| next_breaker(prev, probe, outcome, 3, at);
+        assert!(matches!(
+            step(closed(1), false, Outcome::Failure),
+            Breaker::Closed { failures: 2 }
+        ));
+        assert!(
+            matches!(step(closed(2), false, Outcome::Failure), Breaker::Open { until } if until == at)
+        );
+        assert!(matches!(
+            step(closed(2), false, Outcome::Neutral),
+            Breaker::Closed { failures: 2 }
+        ));
+        assert!(matches!(
+            step(closed(2), false, Outcome::Success),
+            Breaker::Closed { failures: 0 }
+        ));
+        let probing = Breaker::HalfOpen { probing: true };
+        assert!(matches!(
+            step(probing, true, Outcome::Failure),
+            Breaker::Open { .. }
+        ));
+        assert!(matches!(
+            step(probing, true, Outcome::Neutral),
+            Breaker::HalfOpen { probing: false }
+        ));
+        assert!(matches!(
+            step(probing, false, Outcome::Failure),
+            Breaker::HalfOpen { probing: true }
+        ));
+        assert!(matches!(
+            step(probing, true, Outcome::Success),
+            Breaker::Closed { failures: 0 }
+        ));
     }
 }

@@ -4,8 +4,9 @@
 //! - [`ApiKey`] never shows its value in `Debug` or `Display`, and the header carrying it is
 //!   marked sensitive so reqwest does not log it either.
 //! - `post` turns every failure into the right [`ProviderError`]: no response → `Network`;
-//!   non-2xx → `Http` with the provider's own message, `retry-after` and rate-limit headers,
-//!   or `ContextTooLong` when a 400 says the prompt is too long.
+//!   non-2xx → `Http` with the provider's own error type and message (Anthropic and OpenAI
+//!   error bodies; the start of the body otherwise), `retry-after` and rate-limit headers, or
+//!   `ContextTooLong` when a 400 says the prompt is too long.
 //! - `read_body` and `drive_sse` report a body that breaks off as `StreamBroken`.
 //! - [`canonical_bytes`] gives the same bytes for equal JSON values whatever order their
 //!   object keys were inserted in (even if a dependency turns on serde_json's `preserve_order`).
@@ -36,6 +37,11 @@ impl ApiKey {
             .ok()
             .filter(|v| !v.trim().is_empty())
             .map(|v| Self(v.trim().to_string()))
+    }
+
+    /// The key's value, for redacting it from error text (never for printing).
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
     }
 
     pub(crate) fn header_value(&self, prefix: &str) -> Result<HeaderValue, String> {
@@ -125,42 +131,77 @@ pub(crate) fn error_from_status(
     body: &[u8],
     rate_limits: fn(&HeaderMap) -> RateLimits,
 ) -> ProviderError {
-    let (message, code) = error_message(body);
+    let ErrorBody {
+        message,
+        error_type,
+        code,
+    } = error_body(body);
     if (status == 400 || status == 413) && says_context_too_long(&message, code.as_deref()) {
         return ProviderError::ContextTooLong { status, message };
     }
     let limits = rate_limits(headers);
     ProviderError::Http {
         status,
+        error_type: error_type.or(code),
         message,
         retry_after: retry_after(headers),
         rate_limits: (limits != RateLimits::default()).then(|| Box::new(limits)),
     }
 }
 
-/// The message (and machine-readable code) of an error body. Understands Anthropic's
-/// `{"error":{"type","message"}}`, OpenAI's `{"error":{"message","code"}}`, `{"error":"…"}`
-/// and `{"message":"…"}`; anything else gives the start of the body.
-pub(crate) fn error_message(body: &[u8]) -> (String, Option<String>) {
-    if let Ok(v) = serde_json::from_slice::<Value>(body) {
-        let err = v.get("error").unwrap_or(&v);
-        if let Some(s) = err.as_str() {
-            return (s.to_string(), None);
-        }
-        let code = ["code", "type"]
-            .iter()
-            .find_map(|k| err.get(*k).and_then(Value::as_str))
-            .map(str::to_string);
-        if let Some(m) = err.get("message").and_then(Value::as_str) {
-            return (m.to_string(), code);
-        }
+/// What an error body says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ErrorBody {
+    pub message: String,
+    /// `error.type` (Anthropic `overloaded_error`, OpenAI `invalid_request_error`).
+    pub error_type: Option<String>,
+    /// `error.code` when it is a string (OpenAI `context_length_exceeded`).
+    pub code: Option<String>,
+}
+
+/// Reads an error body. Understands Anthropic's `{"type":"error","error":{"type","message"}}`,
+/// OpenAI's `{"error":{"message","type","code"}}`, `{"error":"…"}` and `{"message":"…"}`;
+/// anything else gives the start of the body as the message.
+pub(crate) fn error_body(body: &[u8]) -> ErrorBody {
+    if let Ok(v) = serde_json::from_slice::<Value>(body)
+        && let Some(parsed) = error_object(&v)
+    {
+        return parsed;
     }
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
-    if text.is_empty() {
-        return ("(empty body)".to_string(), None);
+    ErrorBody {
+        message: if text.is_empty() {
+            "(empty body)".to_string()
+        } else {
+            truncate(text, 1000)
+        },
+        error_type: None,
+        code: None,
     }
-    (truncate(text, 1000), None)
+}
+
+/// The error a JSON value describes (see [`error_body`]), if it has a message.
+pub(crate) fn error_object(v: &Value) -> Option<ErrorBody> {
+    let err = v.get("error").unwrap_or(v);
+    if let Some(s) = err.as_str() {
+        return Some(ErrorBody {
+            message: s.to_string(),
+            error_type: None,
+            code: None,
+        });
+    }
+    let text = |k: &str| {
+        err.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    Some(ErrorBody {
+        message: text("message")?,
+        error_type: text("type"),
+        code: text("code"),
+    })
 }
 
 /// `retry-after-ms` (milliseconds) if present, else `retry-after` (seconds or an HTTP date).
@@ -302,26 +343,65 @@ mod tests {
     }
 
     #[test]
-    fn error_messages_of_each_shape() {
-        let anthropic = br#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
+    fn error_bodies_of_each_shape() {
+        let anthropic =
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         assert_eq!(
-            error_message(anthropic),
-            (
-                "invalid x-api-key".into(),
-                Some("authentication_error".into())
-            )
+            error_body(anthropic),
+            ErrorBody {
+                message: "Overloaded".into(),
+                error_type: Some("overloaded_error".into()),
+                code: None,
+            }
         );
         let openai = br#"{"error":{"message":"too long","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
         assert_eq!(
-            error_message(openai),
-            ("too long".into(), Some("context_length_exceeded".into()))
+            error_body(openai),
+            ErrorBody {
+                message: "too long".into(),
+                error_type: Some("invalid_request_error".into()),
+                code: Some("context_length_exceeded".into()),
+            }
         );
+        // vLLM sends a numeric code: it is not a type.
+        let vllm = br#"{"object":"error","message":"boom","type":"BadRequestError","code":400}"#;
         assert_eq!(
-            error_message(br#"{"error":"model not found"}"#).0,
+            error_body(vllm).error_type.as_deref(),
+            Some("BadRequestError")
+        );
+        assert_eq!(error_body(vllm).code, None);
+        assert_eq!(
+            error_body(br#"{"error":"model not found"}"#).message,
             "model not found"
         );
-        assert_eq!(error_message(b"Bad Gateway").0, "Bad Gateway");
-        assert_eq!(error_message(b"").0, "(empty body)");
+        assert_eq!(error_body(b"Bad Gateway").message, "Bad Gateway");
+        assert_eq!(error_body(b"").message, "(empty body)");
+        assert_eq!(
+            error_body(br#"{"error":{"code":1}}"#).message,
+            r#"{"error":{"code":1}}"#
+        );
+    }
+
+    #[test]
+    fn an_http_error_keeps_type_or_else_code() {
+        let h = HeaderMap::new();
+        let none = |_: &HeaderMap| RateLimits::default();
+        let e = error_from_status(
+            529,
+            &h,
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            none,
+        );
+        assert_eq!(e.to_string(), "HTTP 529 overloaded_error: Overloaded");
+        let e = error_from_status(
+            429,
+            &h,
+            br#"{"error":{"message":"slow","code":"rate_limit_exceeded"}}"#,
+            none,
+        );
+        assert_eq!(e.error_type(), Some("rate_limit_exceeded"));
+        let e = error_from_status(502, &h, b"<html>Bad Gateway</html>", none);
+        assert_eq!(e.to_string(), "HTTP 502: <html>Bad Gateway</html>");
     }
 
     #[test]

@@ -50,10 +50,17 @@
 //! How the loop should treat the outcome:
 //! - `Ok` with `stop_reason` `ToolUse`: run the tool calls (each is complete and parsed);
 //!   `MaxTokens`: never run anything from it (a cut-off call has already been dropped);
-//!   `PauseTurn`: resend; `Refusal`: finish with that outcome.
+//!   `ModelContextWindowExceeded` (any reason with [`StopReason::means_context_full`]):
+//!   likewise cut off, then compact and continue; `PauseTurn`: resend; `Refusal`: finish
+//!   with that outcome; `Other(name)`: a reason this crate does not know.
+//! - Tool-call ids in a reply are the provider's, may be empty (none given) and are not
+//!   unique: give every call a run-unique id before logging the reply.
 //! - `Err(ProviderError::ContextTooLong { .. })`: compact the conversation, then retry.
 //! - `Err(ProviderError::Cancelled)`: the run was cancelled; stop.
-//! - Any other `Err`: the chain gave up; fail or re-arm the job. Retrying here again is
+//! - `Err(e)` with `e.is_transient()` (an outage: 5xx/529, network, broken or malformed
+//!   replies, an open circuit): re-arm the job, waiting [`ProviderError::retry_hint`] when
+//!   it says; record [`ProviderError::root_cause`] (status, type, message) as the reason.
+//! - Any other `Err`: the chain gave up for good; fail the run. Retrying here again is
 //!   pointless, the client already did.
 
 pub mod anthropic;

@@ -53,7 +53,7 @@ impl Message {
     }
 }
 
-/// A borrowed view of a tool call.
+/// A borrowed view of a tool call. See [`ContentBlock::ToolUse`] for what `id` promises.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolUse<'a> {
     pub id: &'a str,
@@ -69,6 +69,12 @@ pub enum ContentBlock {
         text: String,
     },
     /// A tool call by the model. `input` is the parsed JSON arguments.
+    ///
+    /// `id` is the provider's id, verbatim, and the caller's to replace: providers and proxies
+    /// omit ids, hand out duplicates within one reply and reuse them across turns, so ids in a
+    /// reply are **not** guaranteed unique. An empty id means the provider gave none; the
+    /// caller (the agent loop) assigns every call a run-unique id before it logs the reply,
+    /// and the `tool_result` it sends back names that id.
     ToolUse {
         id: String,
         name: String,
@@ -101,9 +107,27 @@ pub enum StopReason {
     MaxTokens,
     PauseTurn,
     Refusal,
+    /// The reply was cut off because the conversation filled the model's context window
+    /// (Anthropic `model_context_window_exceeded`). Treated like `MaxTokens` for tool calls:
+    /// the call being written is dropped. The loop should compact, then continue.
+    ModelContextWindowExceeded,
     /// A reason this version does not know, kept verbatim.
     #[serde(untagged)]
     Other(String),
+}
+
+impl StopReason {
+    /// Whether the model stopped because the context window is full (so the conversation
+    /// must be compacted before it can go on).
+    pub fn means_context_full(&self) -> bool {
+        matches!(self, StopReason::ModelContextWindowExceeded)
+    }
+
+    /// Whether the reply was cut off mid-way (by `max_tokens` or a full context window), so
+    /// that its last tool call may be incomplete and is never run.
+    pub fn is_cut_off(&self) -> bool {
+        matches!(self, StopReason::MaxTokens) || self.means_context_full()
+    }
 }
 
 /// Token counts of one model call.

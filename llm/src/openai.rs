@@ -14,10 +14,19 @@
 //! Guarantees:
 //! - The request body is byte-stable ([`OpenAiProvider::request_body`]).
 //! - `finish_reason` maps stop→EndTurn, tool_calls→ToolUse, length→MaxTokens,
-//!   content_filter→Refusal; a `stop` that carries tool calls (Ollama) is ToolUse.
+//!   content_filter→Refusal; a `stop` (Ollama) or `end_turn` (a proxy) that carries complete
+//!   tool calls is ToolUse.
+//!   Any other reason is read like Anthropic's (`model_context_window_exceeded` from a proxy
+//!   is that stop reason), else kept verbatim as `Other`.
 //! - A streamed reply is returned only after `data: [DONE]`; a stream that ends before it is
 //!   [`ProviderError::StreamBroken`]. Tool arguments are accumulated per `tool_calls[index]`
 //!   and parsed at the end; cut-off calls in a `length` reply are dropped ([`crate::reply`]).
+//! - A 200 that cannot be read — not JSON, the wrong shape, garbage `data:` — is
+//!   [`ProviderError::Malformed`] (retryable), naming what was wrong and quoting the start of
+//!   it. An `{"error":{…}}` object, in a 200 body or inside the stream, becomes the HTTP error
+//!   its numeric `code` names, with its `type` and `message`.
+//! - A tool call without an `id` (some compatible servers omit it, in JSON or SSE) keeps an
+//!   empty id; the caller assigns one. Nothing like `call_0` is made up.
 //! - Usage: `input_tokens` = `prompt_tokens` − `prompt_tokens_details.cached_tokens`,
 //!   `cache_read_input_tokens` = the cached tokens, `output_tokens` = `completion_tokens`.
 //! - `x-ratelimit-*` headers are read into [`RateLimits`]. Without an API key no
@@ -34,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 use crate::http::{self, ApiKey, HttpTimeouts, header_str, header_u64};
 use crate::message::{ContentBlock, ModelRequest, ModelResponse, RateLimits, Role, Usage};
 use crate::provider::{Provider, ProviderError, says_context_too_long, with_cancel};
-use crate::reply::{Draft, finalize};
+use crate::reply::{Draft, finalize, settle_stop, stop_reason};
 use crate::sse::SseEvent;
 
 /// Used when neither the config nor `OPENAI_BASE_URL` names one.
@@ -88,6 +97,14 @@ impl OpenAiProvider {
     }
 
     async fn call(&self, req: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        let result = self.call_once(req).await;
+        match &self.key {
+            Some(k) => result.map_err(|e| e.redact(k.expose())),
+            None => result,
+        }
+    }
+
+    async fn call_once(&self, req: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let mut headers = HeaderMap::new();
         if let Some(k) = &self.key {
             let v = k.header_value("Bearer ").map_err(ProviderError::Network)?;
@@ -308,17 +325,23 @@ fn finish(reason: &str, has_tool_calls: bool) -> crate::StopReason {
         "stop" => S::EndTurn,
         "length" => S::MaxTokens,
         "content_filter" => S::Refusal,
-        other => S::Other(other.to_string()),
+        other => stop_reason(other),
     }
 }
 
 fn parse_completion(body: &[u8]) -> Result<ModelResponse, ProviderError> {
-    let c: Completion = serde_json::from_slice(body).map_err(|e| {
+    let malformed = |e: serde_json::Error| {
         ProviderError::Malformed(format!(
             "chat completion is not valid ({e}); body starts: {}",
             http::truncate(&String::from_utf8_lossy(body), 200)
         ))
-    })?;
+    };
+    let value: Value = serde_json::from_slice(body).map_err(malformed)?;
+    if let Some(err) = value.get("error").filter(|e| !e.is_null()) {
+        // A server or proxy that answers 200 with an error object.
+        return Err(stream_error(err));
+    }
+    let c: Completion = serde_json::from_value(value).map_err(malformed)?;
     let choice = c
         .choices
         .into_iter()
@@ -334,19 +357,20 @@ fn parse_completion(body: &[u8]) -> Result<ModelResponse, ProviderError> {
         drafts.push(Draft::Text(r));
         stop = crate::StopReason::Refusal;
     }
-    for (i, call) in calls.into_iter().enumerate() {
+    for call in calls {
         drafts.push(Draft::Tool {
-            id: call.id.unwrap_or_else(|| format!("call_{i}")),
+            id: call.id.unwrap_or_default(),
             name: call.function.name,
             raw: arguments_text(&call.function.arguments),
             complete: true,
         });
     }
+    let content = finalize(drafts, &stop)?;
     Ok(ModelResponse {
         id: c.id,
         model: c.model,
-        content: finalize(drafts, &stop)?,
-        stop_reason: stop,
+        stop_reason: settle_stop(stop, &content),
+        content,
         usage: c.usage.map(|u| u.canonical()).unwrap_or_default(),
         rate_limits: RateLimits::default(),
     })
@@ -481,36 +505,39 @@ impl StreamState {
             drafts.push(Draft::Text(self.refusal));
             stop = crate::StopReason::Refusal;
         }
-        for (index, t) in self.tools {
+        for t in self.tools.into_values() {
             drafts.push(Draft::Tool {
-                id: if t.id.is_empty() {
-                    format!("call_{index}")
-                } else {
-                    t.id
-                },
+                id: t.id,
                 name: t.name,
                 raw: t.args,
                 complete: true,
             });
         }
+        let content = finalize(drafts, &stop)?;
         Ok(ModelResponse {
             id: self.id,
             model: self.model,
-            content: finalize(drafts, &stop)?,
-            stop_reason: stop,
+            stop_reason: settle_stop(stop, &content),
+            content,
             usage: self.usage.map(|u| u.canonical()).unwrap_or_default(),
             rate_limits: RateLimits::default(),
         })
     }
 }
 
-/// An error object sent inside the stream (vLLM, OpenRouter).
+/// An error object sent with a 200: inside the stream (vLLM, OpenRouter) or as the body.
 fn stream_error(err: &Value) -> ProviderError {
-    let message = err
-        .get("message")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| err.to_string());
+    let text = |k: &str| {
+        err.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let message = text("message").unwrap_or_else(|| {
+        err.as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| http::truncate(&err.to_string(), 500))
+    });
     let code = err.get("code");
     if says_context_too_long(&message, code.and_then(Value::as_str)) {
         return ProviderError::ContextTooLong {
@@ -518,13 +545,18 @@ fn stream_error(err: &Value) -> ProviderError {
             message,
         };
     }
+    let error_type = text("type").or_else(|| text("code"));
     match code.and_then(Value::as_u64) {
         Some(status @ 400..=599) => ProviderError::Http {
             status: status as u16,
+            error_type,
             message,
             retry_after: None,
             rate_limits: None,
         },
-        _ => ProviderError::StreamBroken(format!("error in stream: {message}")),
+        _ => ProviderError::StreamBroken(match error_type {
+            Some(t) => format!("error in stream: {t}: {message}"),
+            None => format!("error in stream: {message}"),
+        }),
     }
 }

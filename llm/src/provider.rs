@@ -6,10 +6,19 @@
 //!   without waiting for the network.
 //! - A provider never returns a reply it did not receive completely: a body or stream that ends
 //!   early is [`ProviderError::StreamBroken`], never a partial [`ModelResponse`].
-//! - [`ProviderError::is_retryable`] is true only for HTTP 408/409/429/500/502/503/504/529 and
-//!   network or broken-stream failures; everything else (400, 401, 403, context too long,
-//!   malformed replies, an exhausted script, cancellation) must not be retried.
-//! - Errors carry the provider's own message, never the API key.
+//! - A 200 whose body cannot be read (not JSON, the wrong shape, truncated, garbage SSE `data:`,
+//!   a tool call whose input is not valid JSON outside a cut-off reply) is
+//!   [`ProviderError::Malformed`] with a message saying what was wrong — never a panic. A
+//!   broken proxy is as transient as a broken stream, so it is retried like one.
+//! - [`ProviderError::is_retryable`] is true only for HTTP 408/409/429/500/502/503/504/529,
+//!   network failures, broken streams and malformed replies; everything else (400, 401, 403,
+//!   context too long, an exhausted script, cancellation, configuration) must not be retried.
+//! - [`ProviderError::Http`] keeps the provider's real error as (status, type, message), shown
+//!   as `HTTP 529 overloaded_error: Overloaded`; [`ProviderError::CircuitOpen`] carries the
+//!   failure that keeps the circuit open and leads its message with it, so the real cause is
+//!   never hidden behind "circuit open". [`ProviderError::retry_hint`] says how long to wait.
+//! - Errors carry the provider's own message, never the API key (a key the provider echoes
+//!   back is replaced by `<redacted>`).
 
 use std::time::Duration;
 
@@ -35,12 +44,17 @@ pub trait Provider: Send + Sync {
 }
 
 /// Why a model call failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ProviderError {
-    /// The provider answered with a non-success HTTP status.
-    #[error("HTTP {status}: {message}")]
+    /// The provider answered with a non-success HTTP status (or an error event standing for
+    /// one inside a stream).
+    #[error("HTTP {status}{}: {message}", type_suffix(.error_type))]
     Http {
         status: u16,
+        /// The provider's machine-readable error type, e.g. `overloaded_error` (Anthropic's
+        /// `error.type`), `invalid_request_error` (OpenAI's `error.type`, else its
+        /// `error.code`). `None` when the body had none.
+        error_type: Option<String>,
         /// The provider's own error message (or the start of the body when it sent none).
         message: String,
         /// How long the provider asked us to wait (`retry-after-ms` / `retry-after`).
@@ -57,12 +71,22 @@ pub enum ProviderError {
     /// The response started but its body or event stream ended before the reply was complete.
     #[error("reply broke off mid-stream: {0}")]
     StreamBroken(String),
-    /// The provider answered, but not with something we can read.
+    /// The provider answered 200, but not with something we can read. Retryable: a broken
+    /// proxy or a garbled stream is as transient as a dropped connection.
     #[error("malformed reply: {0}")]
     Malformed(String),
-    /// The client's circuit breaker is open: the call was not attempted.
-    #[error("circuit open for model {model}: failing fast for another {retry_in:?}")]
-    CircuitOpen { model: String, retry_in: Duration },
+    /// The client's circuit breaker is open: the call was not attempted (or, if the circuit
+    /// opened during this call, not attempted again).
+    #[error("{}", circuit_open_message(.model, *.retry_in, .last_error.as_deref()))]
+    CircuitOpen {
+        model: String,
+        /// How long until the breaker lets its next probe through. While a probe is already
+        /// in flight this is one cooldown: the wait if that probe fails.
+        retry_in: Duration,
+        /// The latest provider failure the breaker saw (the one that opened the circuit, or
+        /// the failed probe since): the real cause of the outage.
+        last_error: Option<Box<ProviderError>>,
+    },
     /// The caller's cancellation token fired.
     #[error("cancelled")]
     Cancelled,
@@ -77,12 +101,46 @@ pub enum ProviderError {
     },
 }
 
+fn type_suffix(error_type: &Option<String>) -> String {
+    error_type
+        .as_deref()
+        .map(|t| format!(" {t}"))
+        .unwrap_or_default()
+}
+
+fn circuit_open_message(model: &str, retry_in: Duration, cause: Option<&ProviderError>) -> String {
+    let wait = human_duration(retry_in);
+    match cause {
+        Some(cause) => {
+            format!("model {model} is unavailable: {cause} (circuit open; next probe in {wait})")
+        }
+        None => format!("model {model} is unavailable: circuit open; next probe in {wait}"),
+    }
+}
+
+/// `25s`, `1m30s`, `200ms`: a wait as a person reads it (whole seconds from one second up).
+pub fn human_duration(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        return format!("{}ms", d.as_millis());
+    }
+    let secs = d.as_secs() + u64::from(d.subsec_millis() >= 500);
+    match (secs / 3600, secs % 3600 / 60, secs % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, 0, 0) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m}m"),
+    }
+}
+
 impl ProviderError {
     /// Whether the same request may succeed if sent again.
     pub fn is_retryable(&self) -> bool {
         match self {
             ProviderError::Http { status, .. } => is_retryable_status(*status),
-            ProviderError::Network(_) | ProviderError::StreamBroken(_) => true,
+            ProviderError::Network(_)
+            | ProviderError::StreamBroken(_)
+            | ProviderError::Malformed(_) => true,
             _ => false,
         }
     }
@@ -95,12 +153,14 @@ impl ProviderError {
     }
 
     /// Whether this failure says the provider is unhealthy (counts towards opening the
-    /// circuit): 5xx, 529, 408 (timeouts) and network or stream failures. A 429 or another
-    /// 4xx means the provider answered sensibly, so it does not count.
+    /// circuit): 5xx, 529, 408 (timeouts), network or stream failures and malformed replies.
+    /// A 429 or another 4xx means the provider answered sensibly, so it does not count.
     pub fn is_provider_failure(&self) -> bool {
         match self {
             ProviderError::Http { status, .. } => *status >= 500 || *status == 408,
-            ProviderError::Network(_) | ProviderError::StreamBroken(_) => true,
+            ProviderError::Network(_)
+            | ProviderError::StreamBroken(_)
+            | ProviderError::Malformed(_) => true,
             _ => false,
         }
     }
@@ -115,7 +175,15 @@ impl ProviderError {
         }
     }
 
-    /// How long the provider asked us to wait before the next call.
+    /// The provider's error type (`overloaded_error`, …), for `Http`.
+    pub fn error_type(&self) -> Option<&str> {
+        match self {
+            ProviderError::Http { error_type, .. } => error_type.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// How long the provider asked us to wait before the next call (its `retry-after`).
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ProviderError::Http { retry_after, .. } => *retry_after,
@@ -123,9 +191,64 @@ impl ProviderError {
         }
     }
 
+    /// How long a caller should wait before trying again, when anyone said: for an open
+    /// circuit, the time until the breaker's next probe (which already honours the
+    /// provider's `retry-after`); for an HTTP error, the provider's `retry-after`. `None`
+    /// means nobody said (use your own backoff) or the error is not worth retrying.
+    pub fn retry_hint(&self) -> Option<Duration> {
+        match self {
+            ProviderError::CircuitOpen { retry_in, .. } => Some(*retry_in),
+            _ => self.retry_after(),
+        }
+    }
+
+    /// The provider's real failure behind this error: for an open circuit, the latest
+    /// failure the breaker saw (if any); otherwise the error itself. Use it to record
+    /// (status, type, message) on a run.
+    pub fn root_cause(&self) -> &ProviderError {
+        match self {
+            ProviderError::CircuitOpen {
+                last_error: Some(e),
+                ..
+            } => e.root_cause(),
+            e => e,
+        }
+    }
+
     /// Whether this is a rate-limit answer (HTTP 429).
     pub fn is_rate_limited(&self) -> bool {
         self.status() == Some(429)
+    }
+
+    /// Replaces every occurrence of `secret` in the error's text with `<redacted>`.
+    pub(crate) fn redact(self, secret: &str) -> Self {
+        if secret.is_empty() {
+            return self;
+        }
+        let r = |s: String| s.replace(secret, "<redacted>");
+        match self {
+            ProviderError::Http {
+                status,
+                error_type,
+                message,
+                retry_after,
+                rate_limits,
+            } => ProviderError::Http {
+                status,
+                error_type: error_type.map(r),
+                message: r(message),
+                retry_after,
+                rate_limits,
+            },
+            ProviderError::ContextTooLong { status, message } => ProviderError::ContextTooLong {
+                status,
+                message: r(message),
+            },
+            ProviderError::Network(m) => ProviderError::Network(r(m)),
+            ProviderError::StreamBroken(m) => ProviderError::StreamBroken(r(m)),
+            ProviderError::Malformed(m) => ProviderError::Malformed(r(m)),
+            other => other,
+        }
     }
 }
 
@@ -170,20 +293,43 @@ mod tests {
     fn http(status: u16) -> ProviderError {
         ProviderError::Http {
             status,
+            error_type: None,
             message: "x".into(),
             retry_after: None,
             rate_limits: None,
         }
     }
 
+    fn overloaded() -> ProviderError {
+        ProviderError::Http {
+            status: 529,
+            error_type: Some("overloaded_error".into()),
+            message: "Overloaded".into(),
+            retry_after: Some(Duration::from_secs(7)),
+            rate_limits: None,
+        }
+    }
+
     #[test]
-    fn retryable_statuses_are_exactly_the_listed_ones() {
+    fn retryable_statuses_are_exactly_the_listed_ones_plus_network_stream_and_malformed() {
         let retryable: Vec<u16> = (100..600).filter(|s| http(*s).is_retryable()).collect();
         assert_eq!(retryable, vec![408, 409, 429, 500, 502, 503, 504, 529]);
         assert!(ProviderError::Network("reset".into()).is_retryable());
         assert!(ProviderError::StreamBroken("eof".into()).is_retryable());
-        assert!(!ProviderError::Malformed("x".into()).is_retryable());
+        assert!(ProviderError::Malformed("truncated JSON".into()).is_retryable());
         assert!(!ProviderError::Cancelled.is_retryable());
+        assert!(!ProviderError::Config("x".into()).is_retryable());
+        let open = ProviderError::CircuitOpen {
+            model: "m".into(),
+            retry_in: Duration::from_secs(1),
+            last_error: None,
+        };
+        assert!(
+            !open.is_retryable(),
+            "the client does not retry into an open circuit"
+        );
+        assert!(open.is_transient());
+        assert!(ProviderError::Malformed("x".into()).is_transient());
         let ctx = ProviderError::ContextTooLong {
             status: 400,
             message: "prompt is too long".into(),
@@ -200,6 +346,80 @@ mod tests {
         assert!(!http(400).is_provider_failure());
         assert!(!http(401).is_provider_failure());
         assert!(ProviderError::Network("timed out".into()).is_provider_failure());
+        assert!(ProviderError::StreamBroken("eof".into()).is_provider_failure());
+        assert!(ProviderError::Malformed("garbage".into()).is_provider_failure());
+        assert!(!ProviderError::Cancelled.is_provider_failure());
+    }
+
+    #[test]
+    fn http_errors_show_status_type_and_message() {
+        assert_eq!(
+            overloaded().to_string(),
+            "HTTP 529 overloaded_error: Overloaded"
+        );
+        assert_eq!(http(502).to_string(), "HTTP 502: x");
+        assert_eq!(overloaded().error_type(), Some("overloaded_error"));
+    }
+
+    #[test]
+    fn an_open_circuit_leads_with_the_real_cause_and_hints_its_probe() {
+        let open = ProviderError::CircuitOpen {
+            model: "claude-x".into(),
+            retry_in: Duration::from_millis(24_600),
+            last_error: Some(Box::new(overloaded())),
+        };
+        assert_eq!(
+            open.to_string(),
+            "model claude-x is unavailable: HTTP 529 overloaded_error: Overloaded \
+             (circuit open; next probe in 25s)"
+        );
+        assert_eq!(open.retry_hint(), Some(Duration::from_millis(24_600)));
+        assert_eq!(open.root_cause().status(), Some(529));
+        assert_eq!(open.root_cause().error_type(), Some("overloaded_error"));
+        assert_eq!(overloaded().retry_hint(), Some(Duration::from_secs(7)));
+        assert_eq!(ProviderError::Network("x".into()).retry_hint(), None);
+
+        let bare = ProviderError::CircuitOpen {
+            model: "m".into(),
+            retry_in: Duration::from_millis(200),
+            last_error: None,
+        };
+        assert_eq!(
+            bare.to_string(),
+            "model m is unavailable: circuit open; next probe in 200ms"
+        );
+        assert!(matches!(
+            bare.root_cause(),
+            ProviderError::CircuitOpen { .. }
+        ));
+    }
+
+    #[test]
+    fn durations_read_like_a_person_wrote_them() {
+        let d = |ms: u64| human_duration(Duration::from_millis(ms));
+        assert_eq!(d(0), "0ms");
+        assert_eq!(d(999), "999ms");
+        assert_eq!(d(1_000), "1s");
+        assert_eq!(d(59_400), "59s");
+        assert_eq!(d(90_000), "1m30s");
+        assert_eq!(d(120_000), "2m");
+        assert_eq!(d(3_600_000), "1h");
+        assert_eq!(d(5_430_000), "1h30m");
+    }
+
+    #[test]
+    fn redact_removes_the_key_from_every_message() {
+        let e = ProviderError::Http {
+            status: 401,
+            error_type: None,
+            message: "bad key sk-secret".into(),
+            retry_after: None,
+            rate_limits: None,
+        }
+        .redact("sk-secret");
+        assert_eq!(e.to_string(), "HTTP 401: bad key <redacted>");
+        let e = ProviderError::Malformed("body: sk-secret".into()).redact("sk-secret");
+        assert!(!e.to_string().contains("sk-secret"));
     }
 
     #[test]

@@ -3,13 +3,19 @@
 //!
 //! Guarantees:
 //! - A tool call is returned only with complete, parsed JSON input.
-//! - In a `max_tokens` reply, the tool call the model was writing when the limit hit is
+//! - In a cut-off reply (`max_tokens`, or `model_context_window_exceeded`: see
+//!   [`StopReason::is_cut_off`]), the tool call the model was writing when it stopped is
 //!   **dropped** (not marked): that is the trailing block if it is a tool call, and any tool
 //!   call whose input did not arrive complete. Complete calls before it and all text are kept,
-//!   and `stop_reason` stays `MaxTokens`, so the loop never runs a cut-off call and the
+//!   and `stop_reason` stays as sent, so the loop never runs a cut-off call and the
 //!   conversation stays valid to send again (no `tool_use` without its input).
-//! - In any other reply, a tool call whose input is not valid JSON is a
-//!   [`ProviderError::Malformed`] error.
+//! - In any other reply, a tool call whose input is not valid JSON, or that never finished,
+//!   is a [`ProviderError::Malformed`] error (retryable: the next attempt may be whole).
+//! - A reply that says `end_turn` or `stop_sequence` but carries complete tool calls is
+//!   `ToolUse` ([`settle_stop`]): the calls are there, so the loop must answer them.
+//! - Tool-call ids are passed through as the provider sent them; a missing id is left empty
+//!   (`""`), never invented, and duplicates are kept. Ids in a reply are not unique: the
+//!   caller assigns its own (see [`crate::ContentBlock::ToolUse`]).
 //! - Empty text blocks are dropped (the Messages API rejects them when sent back).
 
 use serde_json::Value;
@@ -42,7 +48,7 @@ pub(crate) fn finalize(
     drafts: Vec<Draft>,
     stop: &StopReason,
 ) -> Result<Vec<ContentBlock>, ProviderError> {
-    let cut_off = *stop == StopReason::MaxTokens;
+    let cut_off = stop.is_cut_off();
     let last = drafts.len().saturating_sub(1);
     let mut out = Vec::with_capacity(drafts.len());
     for (i, draft) in drafts.into_iter().enumerate() {
@@ -55,7 +61,7 @@ pub(crate) fn finalize(
             }
             Draft::ParsedTool { id, name, input } => {
                 if cut_off && trailing {
-                    dropped(&name);
+                    dropped(&name, stop);
                     continue;
                 }
                 out.push(ContentBlock::ToolUse { id, name, input });
@@ -75,15 +81,17 @@ pub(crate) fn finalize(
                     Ok(input) if complete && !(cut_off && trailing) => {
                         out.push(ContentBlock::ToolUse { id, name, input });
                     }
-                    _ if cut_off => dropped(&name),
+                    _ if cut_off => dropped(&name, stop),
                     Ok(_) => {
                         return Err(ProviderError::Malformed(format!(
-                            "tool call {name} ({id}) was never finished"
+                            "tool call {name} ({}) was never finished",
+                            shown_id(&id)
                         )));
                     }
                     Err(e) => {
                         return Err(ProviderError::Malformed(format!(
-                            "tool call {name} ({id}) has input that is not valid JSON ({e}): {}",
+                            "tool call {name} ({}) has input that is not valid JSON ({e}): {}",
+                            shown_id(&id),
                             crate::http::truncate(&raw, 200)
                         )));
                     }
@@ -94,11 +102,28 @@ pub(crate) fn finalize(
     Ok(out)
 }
 
-fn dropped(name: &str) {
+fn shown_id(id: &str) -> &str {
+    if id.is_empty() { "no id" } else { id }
+}
+
+fn dropped(name: &str, stop: &StopReason) {
     tracing::warn!(
         tool = name,
-        "dropped a tool call cut off by max_tokens; it will not run"
+        ?stop,
+        "dropped a tool call cut off before it was complete; it will not run"
     );
+}
+
+/// The stop reason the loop should act on, given the finished content: `end_turn` or
+/// `stop_sequence` with complete tool calls in it is `ToolUse`.
+pub(crate) fn settle_stop(stop: StopReason, content: &[ContentBlock]) -> StopReason {
+    let has_calls = content
+        .iter()
+        .any(|b| matches!(b, ContentBlock::ToolUse { .. }));
+    match stop {
+        StopReason::EndTurn | StopReason::StopSequence if has_calls => StopReason::ToolUse,
+        other => other,
+    }
 }
 
 /// Parses a provider's stop reason (`end_turn`, `tool_use`, …; unknown ones kept verbatim).
@@ -180,5 +205,104 @@ mod tests {
         );
         assert_eq!(stop_reason("pause_turn"), StopReason::PauseTurn);
         assert_eq!(stop_reason("new_one"), StopReason::Other("new_one".into()));
+        let full = stop_reason("model_context_window_exceeded");
+        assert_eq!(full, StopReason::ModelContextWindowExceeded);
+        assert!(full.means_context_full() && full.is_cut_off());
+        assert!(StopReason::MaxTokens.is_cut_off());
+        assert!(!StopReason::MaxTokens.means_context_full());
+        assert!(!StopReason::Other("new_one".into()).means_context_full());
+        assert_eq!(
+            serde_json::to_string(&full).unwrap(),
+            "\"model_context_window_exceeded\""
+        );
+    }
+
+    #[test]
+    fn a_full_context_window_drops_the_call_being_written_like_max_tokens() {
+        let got = finalize(
+            vec![
+                tool(r#"{"p":1}"#, true),
+                Draft::Text("and now".into()),
+                tool(r#"{"p":"#, false),
+            ],
+            &StopReason::ModelContextWindowExceeded,
+        )
+        .unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(matches!(&got[0], ContentBlock::ToolUse { input, .. } if *input == json!({"p":1})));
+        assert!(matches!(&got[1], ContentBlock::Text { .. }));
+    }
+
+    #[test]
+    fn end_turn_with_complete_tool_calls_is_tool_use() {
+        let call = ContentBlock::ToolUse {
+            id: String::new(),
+            name: "n".into(),
+            input: json!({}),
+        };
+        let text = ContentBlock::Text { text: "t".into() };
+        let with_call = [text.clone(), call];
+        assert_eq!(
+            settle_stop(StopReason::EndTurn, &with_call),
+            StopReason::ToolUse
+        );
+        assert_eq!(
+            settle_stop(StopReason::StopSequence, &with_call),
+            StopReason::ToolUse
+        );
+        assert_eq!(
+            settle_stop(StopReason::EndTurn, &[text]),
+            StopReason::EndTurn
+        );
+        assert_eq!(
+            settle_stop(StopReason::MaxTokens, &with_call),
+            StopReason::MaxTokens
+        );
+    }
+
+    #[test]
+    fn missing_and_duplicate_ids_are_kept_as_sent() {
+        let got = finalize(
+            vec![
+                Draft::Tool {
+                    id: String::new(),
+                    name: "a".into(),
+                    raw: "{}".into(),
+                    complete: true,
+                },
+                Draft::ParsedTool {
+                    id: "dup".into(),
+                    name: "b".into(),
+                    input: json!({}),
+                },
+                Draft::ParsedTool {
+                    id: "dup".into(),
+                    name: "c".into(),
+                    input: json!({}),
+                },
+            ],
+            &StopReason::ToolUse,
+        )
+        .unwrap();
+        let ids: Vec<&str> = got
+            .iter()
+            .map(|b| match b {
+                ContentBlock::ToolUse { id, .. } => id.as_str(),
+                _ => panic!("only calls"),
+            })
+            .collect();
+        assert_eq!(ids, ["", "dup", "dup"]);
+        let err = finalize(
+            vec![Draft::Tool {
+                id: String::new(),
+                name: "a".into(),
+                raw: "{".into(),
+                complete: true,
+            }],
+            &StopReason::EndTurn,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("tool call a (no id)"), "{err}");
+        assert!(err.is_retryable());
     }
 }

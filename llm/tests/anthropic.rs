@@ -267,6 +267,8 @@ async fn an_in_stream_overloaded_error_is_a_retryable_529() {
         matches!(&err, ProviderError::Http { status: 529, message, .. } if message == "Overloaded"),
         "{err:?}"
     );
+    assert_eq!(err.error_type(), Some("overloaded_error"));
+    assert_eq!(err.to_string(), "HTTP 529 overloaded_error: Overloaded");
     assert!(err.is_retryable());
 }
 
@@ -312,29 +314,34 @@ async fn max_tokens_drops_the_partial_tool_call_streamed_and_json() {
 }
 
 #[tokio::test]
-async fn pause_turn_and_unknown_stop_reasons_pass_through() {
+async fn pause_turn_context_window_and_unknown_stop_reasons_pass_through() {
     let server = FakeServer::start().await;
     let text = json!([{"type": "text", "text": "Still searching"}]);
     server.push([
         Canned::json(200, &a_message(MODEL, text.clone(), "pause_turn")),
         Canned::json(
             200,
-            &a_message(MODEL, text, "model_context_window_exceeded"),
+            &a_message(MODEL, text.clone(), "model_context_window_exceeded"),
         ),
+        Canned::json(200, &a_message(MODEL, text, "brand_new_reason")),
     ]);
     let p = provider(&server, false);
     let resp = send(&p, &request(MODEL)).await.unwrap();
     assert_eq!(resp.stop_reason, StopReason::PauseTurn);
     assert_eq!(resp.message().text(), "Still searching");
     let resp = send(&p, &request(MODEL)).await.unwrap();
+    assert_eq!(resp.stop_reason, StopReason::ModelContextWindowExceeded);
+    assert!(resp.stop_reason.means_context_full());
+    let resp = send(&p, &request(MODEL)).await.unwrap();
     assert_eq!(
         resp.stop_reason,
-        StopReason::Other("model_context_window_exceeded".into())
+        StopReason::Other("brand_new_reason".into())
     );
+    assert!(!resp.stop_reason.means_context_full());
 }
 
 #[tokio::test]
-async fn malformed_replies_are_clear_non_retryable_errors() {
+async fn malformed_replies_are_clear_retryable_errors() {
     let server = FakeServer::start().await;
     server.push([
         Canned::raw(200, "{\"id\": \"msg_1\", \"content\": [tru"),
@@ -350,7 +357,7 @@ async fn malformed_replies_are_clear_non_retryable_errors() {
         matches!(&err, ProviderError::Malformed(m) if m.contains("not a valid message") && m.contains("msg_1")),
         "{err}"
     );
-    assert!(!err.is_retryable());
+    assert!(err.is_retryable());
     let err = send(&provider(&server, true), &request(MODEL))
         .await
         .unwrap_err();
@@ -358,6 +365,7 @@ async fn malformed_replies_are_clear_non_retryable_errors() {
         matches!(&err, ProviderError::Malformed(m) if m.contains("content_block_start") && m.contains("not JSON")),
         "{err}"
     );
+    assert!(err.is_retryable());
 }
 
 #[tokio::test]
@@ -388,6 +396,7 @@ async fn http_errors_carry_the_providers_message_and_retry_after() {
         matches!(&err, ProviderError::Http { status: 401, message, .. } if message == "invalid x-api-key"),
         "{err:?}"
     );
+    assert_eq!(err.error_type(), Some("authentication_error"));
     assert!(!err.is_retryable());
     let err = send(&p, &request(MODEL)).await.unwrap_err();
     assert!(
@@ -406,14 +415,28 @@ async fn http_errors_carry_the_providers_message_and_retry_after() {
 #[tokio::test]
 async fn the_key_never_shows_in_debug_output_or_errors() {
     let server = FakeServer::start().await;
-    server.push([Canned::json(
-        401,
-        &a_error("authentication_error", "invalid x-api-key"),
-    )]);
+    server.push([
+        Canned::json(401, &a_error("authentication_error", "invalid x-api-key")),
+        // A proxy that echoes the key back, in an error and in a 200 it cannot make sense of.
+        Canned::json(
+            401,
+            &a_error("authentication_error", &format!("bad key {KEY}")),
+        ),
+        Canned::raw(200, &format!("{{\"echo\": \"{KEY}\"")),
+    ]);
     let p = provider(&server, false);
     assert!(!format!("{p:?}").contains(KEY));
-    let err = send(&p, &request(MODEL)).await.unwrap_err();
-    assert!(!format!("{err:?} {err}").contains(KEY));
+    let mut errors = Vec::new();
+    for _ in 0..3 {
+        let err = send(&p, &request(MODEL)).await.unwrap_err();
+        assert!(!format!("{err:?} {err}").contains(KEY), "{err:?}");
+        errors.push(err.to_string());
+    }
+    assert_eq!(
+        errors[1],
+        "HTTP 401 authentication_error: bad key <redacted>"
+    );
+    assert!(errors[2].contains("malformed reply") && errors[2].contains("<redacted>"));
 }
 
 #[tokio::test]

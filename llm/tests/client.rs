@@ -178,7 +178,8 @@ async fn breaker_opens_after_k_failures_fails_fast_and_lets_exactly_one_probe_th
     let c = client(&server, "m", config);
     server.push((0..3).map(|_| status(500, "api_error", "boom")));
     for _ in 0..3 {
-        assert_eq!(call(&c).await.unwrap_err().status(), Some(500));
+        let err = call(&c).await.unwrap_err();
+        assert_eq!(err.root_cause().status(), Some(500), "{err:?}");
     }
     let BreakerState::Open { retry_in } = c.breaker_state() else {
         panic!("breaker should be open: {:?}", c.breaker_state())
@@ -262,7 +263,8 @@ async fn a_failed_probe_reopens_the_circuit_and_4xx_or_429_never_open_it() {
     };
     tokio::time::sleep(retry_in + Duration::from_millis(10)).await;
     let err = call(&c).await.unwrap_err();
-    assert_eq!(err.status(), Some(503), "the probe went out");
+    assert!(matches!(err, ProviderError::CircuitOpen { .. }), "{err:?}");
+    assert_eq!(err.root_cause().status(), Some(503), "the probe went out");
     let reopened = c.breaker_state();
     assert!(
         matches!(reopened, BreakerState::Open { .. }),
@@ -378,4 +380,125 @@ async fn the_registry_shares_one_client_per_key_and_exposes_rate_limits() {
     let sent = &server.requests()[0];
     assert_eq!(sent.header("x-api-key"), std::env::var("PATH").ok());
     assert_eq!(sent.json()["stream"], false);
+}
+
+#[tokio::test]
+async fn malformed_200s_are_retried_within_the_budget_then_succeed() {
+    let server = FakeServer::start().await;
+    server.push([
+        Canned::raw(200, "{\"id\": \"msg_1\", \"content\": [tru"),
+        Canned::sse(vec![
+            a_message_start("m"),
+            "event: content_block_delta\ndata: garbage from a proxy\n\n".into(),
+        ]),
+        Canned::sse(a_stream_with_tool("m")),
+    ]);
+    let resp = call(&client(&server, "m", cfg())).await.unwrap();
+    assert_eq!(server.request_count(), 3);
+    assert_eq!(resp.message().tool_uses().count(), 1);
+}
+
+#[tokio::test]
+async fn malformed_200s_past_the_budget_give_up_with_what_was_wrong() {
+    let server = FakeServer::start().await;
+    server.push((0..3).map(|_| Canned::raw(200, "<html>proxy error</html>")));
+    let err = call(&client(&server, "m", cfg())).await.unwrap_err();
+    assert_eq!(server.request_count(), 3, "max_attempts is 3");
+    assert!(
+        matches!(&err, ProviderError::Malformed(m) if m.contains("not a valid message") && m.contains("<html>proxy error")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_529_outage_opens_the_breaker_and_later_calls_name_http_529_and_its_message() {
+    let server = FakeServer::start().await;
+    let cooldown = Duration::from_secs(25);
+    let config = ClientConfig {
+        max_attempts: 5,
+        failure_threshold: 5,
+        cooldown,
+        ..cfg()
+    };
+    let c = client(&server, "claude-x", config);
+    server.push((0..5).map(|_| status(529, "overloaded_error", "Overloaded")));
+
+    // The fifth failure opens the circuit: the call says so, with the real cause.
+    let first = call(&c).await.unwrap_err();
+    assert_eq!(server.request_count(), 5);
+    assert!(
+        matches!(first, ProviderError::CircuitOpen { .. }),
+        "{first:?}"
+    );
+    assert_eq!(first.root_cause().status(), Some(529));
+
+    // Later calls fail fast, without a request, and still lead with HTTP 529.
+    let later = call(&c).await.unwrap_err();
+    assert_eq!(
+        server.request_count(),
+        5,
+        "an open circuit makes no request"
+    );
+    let text = later.to_string();
+    assert!(
+        text.starts_with(
+            "model claude-x is unavailable: HTTP 529 overloaded_error: Overloaded \
+             (circuit open; next probe in "
+        ),
+        "{text}"
+    );
+    let ProviderError::CircuitOpen {
+        model,
+        retry_in,
+        last_error: Some(cause),
+    } = &later
+    else {
+        panic!("expected an open circuit with its cause: {later:?}")
+    };
+    assert_eq!(model, "claude-x");
+    assert!(
+        *retry_in > Duration::ZERO && *retry_in <= cooldown,
+        "{retry_in:?}"
+    );
+    assert_eq!(later.retry_hint(), Some(*retry_in));
+    assert!(
+        matches!(&**cause, ProviderError::Http { status: 529, error_type: Some(t), message, .. }
+            if t == "overloaded_error" && message == "Overloaded"),
+        "{cause:?}"
+    );
+    assert!(later.is_transient() && !later.is_retryable());
+    assert_eq!(c.opened_by().and_then(|e| e.status()), Some(529));
+    assert_eq!(c.last_failure().and_then(|e| e.status()), Some(529));
+}
+
+#[tokio::test]
+async fn an_open_circuit_waits_out_a_longer_retry_after_before_probing() {
+    let server = FakeServer::start().await;
+    let config = ClientConfig {
+        max_attempts: 1,
+        failure_threshold: 1,
+        ..cfg() // cooldown 200 ms, max_retry_after 5 s
+    };
+    let c = client(&server, "m", config);
+    server.push([status(529, "overloaded_error", "Overloaded").header("retry-after", "4")]);
+    let err = call(&c).await.unwrap_err();
+    let hint = err
+        .retry_hint()
+        .expect("an open circuit says when to come back");
+    assert!(
+        hint > Duration::from_secs(1) && hint <= Duration::from_secs(4),
+        "the probe waits for the provider's retry-after, not the 200 ms cooldown: {hint:?}"
+    );
+    assert_eq!(err.root_cause().retry_after(), Some(Duration::from_secs(4)));
+}
+
+#[tokio::test]
+async fn a_success_clears_the_remembered_failure() {
+    let server = FakeServer::start().await;
+    server.push([status(503, "api_error", "down"), ok("m")]);
+    let c = client(&server, "m", cfg());
+    call(&c).await.unwrap();
+    assert_eq!(server.request_count(), 2);
+    assert!(c.last_failure().is_none());
+    assert!(c.opened_by().is_none());
 }

@@ -217,6 +217,10 @@ async fn a_stream_without_done_is_broken_and_malformed_chunks_are_clear() {
         matches!(&err, ProviderError::Malformed(m) if m.contains("stream chunk")),
         "{err:?}"
     );
+    assert!(
+        err.is_retryable(),
+        "a garbled stream is as transient as a broken one"
+    );
 }
 
 #[tokio::test]
@@ -239,6 +243,7 @@ async fn context_length_exceeded_and_auth_errors() {
         matches!(&err, ProviderError::Http { status: 401, message, .. } if message.starts_with("Incorrect API key")),
         "{err:?}"
     );
+    assert_eq!(err.error_type(), Some("invalid_request_error"));
     let err = send(&p, &request(MODEL)).await.unwrap_err();
     assert_eq!(
         err.retry_after(),
