@@ -432,6 +432,18 @@ macro_rules! queue_operations {
                 progress: &$crate::model::RunProgress,
                 now: i64,
             ) -> $crate::Result<()> {
+                // One transaction: the totals and the mark that this attempt made progress
+                // (which keeps a later lease expiry from counting it), both fenced.
+                let mut tx = self.begin().await?;
+                let marked: Option<String> = sqlx::query_scalar(sql!("mark_progress"))
+                    .bind(job_id)
+                    .bind(token)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if marked.is_none() {
+                    tx.rollback().await?;
+                    return Err(self.lost(job_id, token).await);
+                }
                 let updated: Option<String> = sqlx::query_scalar(sql!("record_progress"))
                     .bind(job_id)
                     .bind(token)
@@ -443,17 +455,26 @@ macro_rules! queue_operations {
                     .bind(progress.cost_usd)
                     .bind(&progress.agent_hash)
                     .bind(now)
-                    .fetch_optional(&mut *self.writer().await?)
+                    .fetch_optional(&mut *tx)
                     .await?;
-                self.fenced(job_id, token, updated).await.map(|_| ())
+                if updated.is_none() {
+                    tx.rollback().await?;
+                    return Err(self.lost(job_id, token).await);
+                }
+                tx.commit().await?;
+                Ok(())
             }
 
+            /// Re-queues the leased job at `run_at`. `counted`: the attempt counts (a
+            /// retry: dead-letters on the last attempt); otherwise it is given back and
+            /// never dead-letters (a deferral).
             pub(crate) async fn retry(
                 &self,
                 job_id: i64,
                 token: i64,
                 run_at: i64,
                 error: &str,
+                counted: bool,
                 now: i64,
             ) -> $crate::Result<$crate::model::RetryOutcome> {
                 let mut tx = self.begin().await?;
@@ -463,6 +484,7 @@ macro_rules! queue_operations {
                     .bind(run_at)
                     .bind(error)
                     .bind(now)
+                    .bind(counted)
                     .fetch_optional(&mut *tx)
                     .await?;
                 let Some((run_id, job_status)) = done else {

@@ -395,7 +395,9 @@ impl LeasedJob {
         dispatch!(s, b => b.write_checkpoint(self.job.id, self.token, through_seq, format_version, body, now))
     }
 
-    /// Copies the run's usage totals onto the run row (for the API and budgets).
+    /// Copies the run's usage totals onto the run row (for the API and budgets), and marks
+    /// this attempt as having made progress: if its lease later expires (the worker died),
+    /// the attempt is given back instead of counting towards `max_attempts`.
     pub async fn record_progress(&self, progress: &RunProgress) -> Result<()> {
         let s = &self.store;
         let now = s.now();
@@ -427,7 +429,20 @@ impl LeasedJob {
         let s = &self.store;
         let now = s.now();
         let run_at = now.saturating_add(duration_millis(delay));
-        dispatch!(s, b => b.retry(self.job.id, self.token, run_at, error, now))
+        dispatch!(s, b => b.retry(self.job.id, self.token, run_at, error, true, now))
+    }
+
+    /// Re-queues the job at `until` without counting this attempt (it is given back, as at a
+    /// release), keeping `error` as the job's last error; never dead-letters, however often
+    /// the job is deferred. The run goes back to `queued` as for a retry. When cancellation
+    /// was requested the job and run are cancelled instead
+    /// ([`RetryOutcome::DeadLettered`], as [`retry_after`](Self::retry_after) reports it).
+    /// For waits that are not the job's fault, such as a model provider's outage: the job
+    /// holds no worker slot meanwhile.
+    pub async fn defer_until(&self, until: Millis, error: &str) -> Result<RetryOutcome> {
+        let s = &self.store;
+        let now = s.now();
+        dispatch!(s, b => b.retry(self.job.id, self.token, until, error, false, now))
     }
 
     /// Re-queues the job after the backoff for this attempt (see [`Backoff`]).

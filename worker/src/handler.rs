@@ -68,6 +68,12 @@ pub enum Outcome {
         error: String,
         after: Option<Duration>,
     },
+    /// Requeue the job at `until` without counting this attempt; never dead-letters, however
+    /// often it comes back (for waits that are not the job's fault, such as a model
+    /// provider's outage). `error` becomes the job's last error; the run is `queued` again,
+    /// as for a retry, and the job holds no slot meanwhile. Cancels the run instead when
+    /// cancellation was requested.
+    Defer { until: Millis, error: String },
     /// Park the run until `until` (a wakeup); a resume job carrying `payload` is armed.
     Park { until: Millis, payload: String },
     /// Park the run as `awaiting_approval` for tool call `call_id`; a resume job carrying

@@ -4,7 +4,8 @@
 //!
 //! A run's end ([`Outcome::Done`]) is not written here: it goes back to the pool as
 //! [`Exit::Ack`], and the pool writes the ends of all jobs that finished close together in
-//! one transaction (see `Store::settle`). Retries and parks are written here, one by one.
+//! one transaction (see `Store::settle`). Retries, deferrals and parks are written here, one by
+//! one.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,7 +109,7 @@ pub(crate) async fn run_job<H: Handler>(
 }
 
 /// Writes a handler's outcome under `lease`: complete, retry (after the outcome's delay or
-/// `backoff`'s), or park. The pool writes retries and parks with it (and ends in batches, to
+/// `backoff`'s), defer (requeue without counting the attempt), or park. The pool writes retries and parks with it (and ends in batches, to
 /// the same effect); it is public so that tools and tests driving a handler by hand record
 /// outcomes exactly as the pool does.
 pub async fn apply_outcome(
@@ -122,6 +123,7 @@ pub async fn apply_outcome(
             let delay = after.unwrap_or_else(|| backoff.delay(lease.job().attempts));
             lease.retry_after(delay, error).await.map(|_| ())
         }
+        Outcome::Defer { until, error } => lease.defer_until(*until, error).await.map(|_| ()),
         Outcome::Park { until, payload } => lease.park_until(*until, payload).await.map(|_| ()),
         Outcome::AwaitApproval {
             call_id,

@@ -9,7 +9,8 @@
 //! - Every running job's lease is extended every `heartbeat_ms`; its [`CancellationToken`]
 //!   fires within one heartbeat of a cancel request or a lost lease.
 //! - The handler's [`Outcome`] is written under the job's lease (ack, retry with backoff,
-//!   park, fail); a stale worker's outcome is dropped, never written.
+//!   defer without spending an attempt, park, fail); a stale worker's outcome is dropped,
+//!   never written.
 //! - Ends of jobs that finish close together are written in one transaction, together with
 //!   the claims that refill their slots (group commit, `Store::settle`); each end is still
 //!   fenced by its own lease and counted on its own, and a slot is reused only once the end

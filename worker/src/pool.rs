@@ -396,8 +396,12 @@ impl Book {
         match finished {
             Finished::Recorded(outcome) => {
                 report.recorded += 1;
-                if let Outcome::Retry { error, .. } = outcome {
-                    tracing::info!(%error, "job will be retried");
+                match outcome {
+                    Outcome::Retry { error, .. } => tracing::info!(%error, "job will be retried"),
+                    Outcome::Defer { until, error } => {
+                        tracing::info!(%error, until, "job deferred; the attempt is not counted");
+                    }
+                    _ => {}
                 }
             }
             Finished::Released => report.released += 1,

@@ -1,6 +1,7 @@
 //! The Nightshift test suite: one binary, so the heavy link happens once.
 //!
 //! - `queue`: the queue conformance suite, run against SQLite and PostgreSQL.
+//! - `attempts`: how attempts are counted: lease expiry after progress, deferrals, retries.
 //! - `batch`: group commit: many ends and the claims refilling their slots in one
 //!   transaction, each end fenced by its own token.
 //! - `concurrency`: concurrency keys and policies, the side-effect fence, resume rules.
@@ -32,6 +33,7 @@
 mod agent;
 mod api;
 mod approval;
+mod attempts;
 mod batch;
 mod cli;
 mod concurrency;
