@@ -91,7 +91,10 @@ pub fn decode(body: &[u8]) -> Result<RunState, CheckpointError> {
         )));
     }
     let state = migrate(envelope.version, envelope.state)?;
-    serde_json::from_value(state).map_err(|e| CheckpointError::Corrupt(format!("state: {e}")))
+    let mut state: RunState = serde_json::from_value(state)
+        .map_err(|e| CheckpointError::Corrupt(format!("state: {e}")))?;
+    state.seed_call_ids();
+    Ok(state)
 }
 
 /// Brings a state document of `version` up to [`FORMAT_VERSION`]. Each future format change

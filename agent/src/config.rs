@@ -56,10 +56,30 @@ pub struct AgentConfig {
     /// Left out of the definition's hash when empty, so adding the field changed no hash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notify: Vec<crate::notify::NotifyTarget>,
+    /// How long the model may stay unreachable (retries used up, circuit open) before a run
+    /// fails, in seconds. Until then a run waits, holding no worker slot and spending no job
+    /// attempt, and tries again when the provider is expected back. Default 3600 (left out
+    /// of the definition's hash at the default, so adding the field changed no hash).
+    #[serde(
+        default = "default_outage_limit",
+        skip_serializing_if = "is_default_outage_limit"
+    )]
+    pub outage_limit_seconds: u64,
 }
 
 fn default_max_tokens() -> u32 {
     4096
+}
+
+/// An hour: a provider outage shorter than this never fails a run.
+pub const DEFAULT_OUTAGE_LIMIT_SECONDS: u64 = 3600;
+
+fn default_outage_limit() -> u64 {
+    DEFAULT_OUTAGE_LIMIT_SECONDS
+}
+
+fn is_default_outage_limit(v: &u64) -> bool {
+    *v == DEFAULT_OUTAGE_LIMIT_SECONDS
 }
 
 /// Limits that end a run. All are counted durably in the run, so they hold across resumes
@@ -160,6 +180,12 @@ impl AgentConfig {
         self.wakeups.validate(name)?;
         self.approvals.validate(name)?;
         crate::notify::validate(name, &self.notify)?;
+        if self.outage_limit_seconds == 0 {
+            return Err(format!(
+                "agents.{name}.outage_limit_seconds must be at least 1 (it is how long a model \
+                 outage may last before runs fail; the default is {DEFAULT_OUTAGE_LIMIT_SECONDS})"
+            ));
+        }
         if self.budgets.max_turns == 0 {
             return Err(format!(
                 "agents.{name}.budgets.max_turns must be at least 1"

@@ -94,6 +94,14 @@ pub enum RunEvent {
         reason: Option<String>,
         by: String,
     },
+    /// The model could not be reached (retries used up, or its circuit is open): the job
+    /// waits until `until` without spending an attempt. `error` is the provider's real last
+    /// error (status, type, message); `since` is when the outage began for this run.
+    ModelUnavailable {
+        error: String,
+        since: i64,
+        until: i64,
+    },
     /// The run ended (its final state is also on the run row).
     Finished {
         status: String,
@@ -116,6 +124,7 @@ impl RunEvent {
             RunEvent::TaskEnded { .. } => "task_ended",
             RunEvent::ApprovalRequested { .. } => "approval_requested",
             RunEvent::ApprovalDecided { .. } => "approval_decided",
+            RunEvent::ModelUnavailable { .. } => "model_unavailable",
             RunEvent::Finished { .. } => "finished",
         }
     }

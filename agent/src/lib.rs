@@ -21,6 +21,7 @@
 //! the run with the provider's message.
 
 pub mod approval;
+pub mod calls;
 pub mod checkpoint;
 pub mod config;
 pub mod events;

@@ -12,9 +12,15 @@ use crate::events::Durability;
 /// Why a model call failed, as the loop needs to know it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelFailure {
-    /// Retries and fallbacks were used up on errors that may pass (rate limits, overload,
-    /// network): the job is retried later by the queue.
-    Retryable(String),
+    /// The model cannot be reached for now: retries and fallbacks were used up on errors
+    /// that may pass (rate limits, overload, network, malformed replies), or its circuit is
+    /// open. The run waits without spending an attempt, up to the agent's outage limit.
+    /// `error` is the provider's real last error; `retry_in` says when it is worth trying
+    /// again (the breaker's next probe, or the provider's `retry-after`), when known.
+    Unavailable {
+        error: String,
+        retry_in: Option<std::time::Duration>,
+    },
     /// The request can never succeed as is (bad request, auth, refused model): the run fails.
     Fatal(String),
     /// The conversation is longer than the model's window: compact once, then fail.
@@ -42,7 +48,8 @@ pub struct ToolCall<'a> {
     pub call_id: &'a str,
     pub name: &'a str,
     pub input: &'a serde_json::Value,
-    /// Stable across re-runs of the same call: `{run_id}:{call_id}`.
+    /// Unique per call across the run and stable across re-runs of the same call:
+    /// `{run_id}:{turn}:{call_id}` (see [`crate::calls`]).
     pub idempotency_key: &'a str,
 }
 

@@ -6,6 +6,8 @@
 //! request bytes, whether the run was interrupted or not.
 
 use nightshift_llm::{ContentBlock, Message, Role, StopReason, Usage};
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 use crate::events::{Durability, RunEvent};
@@ -64,6 +66,25 @@ pub struct Ending {
     pub detail: Option<String>,
 }
 
+/// An outage of the model that the run is waiting out (set by `model_unavailable`, cleared
+/// by the next reply).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outage {
+    /// When the outage began for this run.
+    pub since: i64,
+    /// How many times the run has waited for it.
+    pub deferrals: u32,
+    /// The provider's real last error.
+    pub last_error: String,
+}
+
+/// Whether a stop reason says the model ran out of context window.
+/// (Also the name as an older version logged it, before it knew this reason.)
+pub fn means_context_full(stop: &StopReason) -> bool {
+    stop.means_context_full()
+        || matches!(stop, StopReason::Other(s) if s == "model_context_window_exceeded")
+}
+
 /// The projected state of a run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunState {
@@ -111,6 +132,18 @@ pub struct RunState {
     /// Background tasks whose ending the conversation holds.
     #[serde(default)]
     pub reported_tasks: std::collections::BTreeSet<String>,
+    /// Every tool-call id used so far in the run: ids are unique within a run.
+    #[serde(default)]
+    pub call_ids: BTreeSet<String>,
+    /// The model outage the run is waiting out, if any.
+    #[serde(default)]
+    pub outage: Option<Outage>,
+    /// How many replies in a row stopped because the context window was full.
+    #[serde(default)]
+    pub context_full_streak: u32,
+    /// Whether the conversation was compacted since the newest reply.
+    #[serde(default)]
+    pub compacted_since_reply: bool,
     /// The sequence number of the last event folded in.
     pub through_seq: i64,
 }
@@ -150,6 +183,21 @@ impl RunState {
                     return Err(format!(
                         "event {seq}: a reply while tool calls of the previous one lack results"
                     ));
+                }
+                let mut ids = BTreeSet::new();
+                if let Some(dup) = message.tool_uses().find(|t| !ids.insert(t.id)) {
+                    return Err(format!(
+                        "event {seq}: two tool calls of one reply share the id {}",
+                        dup.id
+                    ));
+                }
+                self.call_ids.extend(ids.into_iter().map(str::to_string));
+                self.outage = None;
+                self.compacted_since_reply = false;
+                if means_context_full(stop_reason) {
+                    self.context_full_streak += 1;
+                } else {
+                    self.context_full_streak = 0;
                 }
                 self.messages.push(message.clone());
                 self.usage.add(usage);
@@ -300,6 +348,16 @@ impl RunState {
                 self.messages.extend(kept);
                 self.compactions += 1;
                 self.last_input_tokens = 0;
+                self.compacted_since_reply = true;
+                self.outage = None;
+            }
+            RunEvent::ModelUnavailable { error, since, .. } => {
+                let deferrals = self.outage.as_ref().map_or(0, |o| o.deferrals);
+                self.outage = Some(Outage {
+                    since: *since,
+                    deferrals: deferrals + 1,
+                    last_error: error.clone(),
+                });
             }
             RunEvent::Finished { status, detail } => {
                 self.ending = Some(Ending {
@@ -310,6 +368,19 @@ impl RunState {
         }
         self.through_seq = seq;
         Ok(())
+    }
+
+    /// Fills [`RunState::call_ids`] from the conversation for a state written before it
+    /// existed (a checkpoint of an older version).
+    pub(crate) fn seed_call_ids(&mut self) {
+        if self.call_ids.is_empty() {
+            let ids = self
+                .messages
+                .iter()
+                .flat_map(|m| m.tool_uses())
+                .map(|t| t.id);
+            self.call_ids = ids.map(str::to_string).collect();
+        }
     }
 
     fn pending_mut(&mut self, seq: i64, call_id: &str) -> Result<&mut PendingCall, String> {

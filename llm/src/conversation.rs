@@ -84,10 +84,16 @@ pub fn check_messages(messages: &[Message]) -> Result<(), Violation> {
                         return fail(i, "a tool_use in a user message".into());
                     }
                     if i == last {
-                        return fail(i, format!("tool_use {id} in the last message is unanswered"));
+                        return fail(
+                            i,
+                            format!("tool_use {id} in the last message is unanswered"),
+                        );
                     }
                     if !valid_call_id(id) {
-                        return fail(i, format!("tool_use id {id:?} is not 1-64 of [A-Za-z0-9_-]"));
+                        return fail(
+                            i,
+                            format!("tool_use id {id:?} is not 1-64 of [A-Za-z0-9_-]"),
+                        );
                     }
                     if !ids.insert(id.as_str()) {
                         return fail(i, format!("tool_use id {id} is used twice"));
@@ -117,7 +123,10 @@ pub fn check_messages(messages: &[Message]) -> Result<(), Violation> {
             let next = &messages[i + 1];
             for id in calls_of(m) {
                 if !results_of(next).any(|r| r == id) {
-                    return fail(i, format!("tool_use {id} has no tool_result in the next message"));
+                    return fail(
+                        i,
+                        format!("tool_use {id} has no tool_result in the next message"),
+                    );
                 }
             }
         }
@@ -278,7 +287,11 @@ mod tests {
             assistant(vec![text("done")]),
         ];
         assert_eq!(check_messages(&msgs), Ok(()));
-        assert_eq!(normalize(&msgs), msgs, "a valid conversation is left as it is");
+        assert_eq!(
+            normalize(&msgs),
+            msgs,
+            "a valid conversation is left as it is"
+        );
     }
 
     #[test]

@@ -91,7 +91,12 @@ fn failure(e: ProviderError) -> ModelFailure {
     match e {
         ProviderError::Cancelled => ModelFailure::Cancelled,
         ProviderError::ContextTooLong { message, .. } => ModelFailure::ContextTooLong(message),
-        e if e.is_transient() => ModelFailure::Retryable(e.to_string()),
+        // The message leads with the real cause (status, type, message), also when the
+        // circuit is open; the hint is the breaker's next probe or the provider's retry-after.
+        e if e.is_transient() => ModelFailure::Unavailable {
+            retry_in: e.retry_hint(),
+            error: e.to_string(),
+        },
         e => ModelFailure::Fatal(e.to_string()),
     }
 }

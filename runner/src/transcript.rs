@@ -86,6 +86,12 @@ pub fn render(event: &Event) -> Vec<String> {
         RunEvent::Resumed { reminder, .. } | RunEvent::TaskEnded { reminder, .. } => {
             reminder.lines().map(|l| format!("» {l}")).collect()
         }
+        RunEvent::ModelUnavailable { error, until, .. } => vec![format!(
+            "── the model is unreachable ({error}); waiting until {}",
+            chrono::DateTime::from_timestamp_millis(until)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .unwrap_or_default()
+        )],
         RunEvent::Finished { status, .. } => vec![format!("── run {status}")],
     }
 }

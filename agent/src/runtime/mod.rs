@@ -9,28 +9,40 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use nightshift_llm::{Message, ModelRequest, Role, StopReason};
+use nightshift_llm::{Message, ModelRequest, ModelResponse, Role, conversation};
 use nightshift_store::{
     Error as StoreError, JobKind, ResumeReason, RunEnd, RunProgress, RunStatus,
 };
 use nightshift_worker::{Handler, JobContext, Outcome};
 
 use crate::approval;
+use crate::calls;
 use crate::checkpoint;
 use crate::config::AgentDef;
 use crate::events::{Durability, RunEvent};
 use crate::ports::{ModelFailure, ModelGateway, ToolBox, ToolCall};
-use crate::state::RunState;
+use crate::state::{RunState, means_context_full};
 use crate::tasks;
-use crate::wakeup::{self, ArmedWakeup};
+use crate::wakeup;
 
 mod approvals;
 mod background;
+mod outage;
+mod step;
+
+pub use step::{Step, next_step};
 
 use background::TaskCheck;
 
-/// Replies cut off at `max_tokens` in a row before the run fails.
-const MAX_TOKENS_STREAK_LIMIT: u32 = 3;
+/// Steps a job may take without calling the model. A tool round, a notice and a report of
+/// ended tasks take one each; more than this means the loop is not making progress (a bug),
+/// and the run is stopped rather than left to repeat work.
+const MAX_STEPS_WITHOUT_MODEL_CALL: u32 = 16;
+
+/// What the model is told when its reply stopped because the context window was full.
+pub const CONTEXT_FULL_NOTICE: &str = "Your previous reply stopped because the context window \
+    was full, so any tool call in it was not run. The conversation has been compacted; \
+    continue from where you stopped.";
 
 /// What the model is told when its reply was cut off.
 pub const CUT_OFF_NOTICE: &str = "Your previous reply was cut off by the max_tokens limit, so \
@@ -126,82 +138,6 @@ enum Stop {
 impl From<StoreError> for Stop {
     fn from(e: StoreError) -> Self {
         Stop::Store(e)
-    }
-}
-
-/// What to do next, decided from the state alone.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Step {
-    /// Run (or recover) the tool calls of the newest reply.
-    RunTools,
-    /// Tell the model its reply was cut off, then call it again.
-    NoticeCutOff,
-    /// Call the model.
-    CallModel,
-    /// Park the run until its wakeup is due.
-    Sleep(ArmedWakeup),
-    /// End the run.
-    Finish(RunEnd),
-}
-
-/// The next step for a run in `state`.
-pub fn next_step(state: &RunState) -> Step {
-    if let Some(ending) = &state.ending {
-        return Step::Finish(ending_to_run_end(
-            &ending.status,
-            ending.detail.clone(),
-            state,
-        ));
-    }
-    if !state.pending.is_empty() {
-        return Step::RunTools;
-    }
-    if let Some(w) = &state.wakeup {
-        return Step::Sleep(w.clone());
-    }
-    let Some(last) = state.messages.last() else {
-        return Step::CallModel;
-    };
-    if last.role == Role::User {
-        return Step::CallModel;
-    }
-    match state.last_stop.clone().unwrap_or(StopReason::EndTurn) {
-        StopReason::MaxTokens if state.max_tokens_streak >= MAX_TOKENS_STREAK_LIMIT => {
-            Step::Finish(RunEnd::Failed {
-                error: format!(
-                    "the model's reply was cut off at max_tokens {} times in a row; raise the \
-                     agent's max_tokens",
-                    state.max_tokens_streak
-                ),
-            })
-        }
-        StopReason::MaxTokens => Step::NoticeCutOff,
-        StopReason::PauseTurn => Step::CallModel,
-        StopReason::Refusal => Step::Finish(RunEnd::Failed {
-            error: format!("the model refused: {}", last.text()),
-        }),
-        _ => Step::Finish(RunEnd::Succeeded {
-            result: Some(last.text()),
-        }),
-    }
-}
-
-fn ending_to_run_end(status: &str, detail: Option<String>, state: &RunState) -> RunEnd {
-    let detail_or = |d: &str| detail.clone().unwrap_or_else(|| d.to_string());
-    match status {
-        "succeeded" => RunEnd::Succeeded {
-            result: detail.or_else(|| state.final_text()),
-        },
-        "cancelled" | "superseded" => RunEnd::Cancelled,
-        "budget_exhausted" => RunEnd::BudgetExhausted {
-            detail: detail_or("a budget ran out"),
-        },
-        "max_rounds" => RunEnd::MaxRounds {
-            detail: detail_or("the round cap was reached"),
-        },
-        _ => RunEnd::Failed {
-            error: detail_or("the run failed"),
-        },
     }
 }
 
@@ -304,8 +240,21 @@ impl AgentRuntime {
 
     /// The loop: one step at a time until the run ends or must wait.
     async fn drive(&self, s: &mut Session<'_>) -> Result<Outcome, Stop> {
+        let mut steps_without_model_call = 0;
         loop {
             let step = next_step(&s.state);
+            if matches!(step, Step::CallModel | Step::Compact) {
+                steps_without_model_call = 0;
+            } else {
+                steps_without_model_call += 1;
+            }
+            if steps_without_model_call > MAX_STEPS_WITHOUT_MODEL_CALL {
+                return s
+                    .finish(RunEnd::Failed {
+                        error: no_progress_error(&step, &s.state),
+                    })
+                    .await;
+            }
             if let Step::Finish(end) = step {
                 if s.state.ending.is_none()
                     && matches!(end, RunEnd::Succeeded { .. })
@@ -351,10 +300,19 @@ impl AgentRuntime {
                     });
                 }
                 Step::NoticeCutOff => {
+                    let notice = match &s.state.last_stop {
+                        Some(stop) if means_context_full(stop) => CONTEXT_FULL_NOTICE,
+                        _ => CUT_OFF_NOTICE,
+                    };
                     s.log(RunEvent::UserMessage {
-                        message: Message::user_text(CUT_OFF_NOTICE),
+                        message: Message::user_text(notice),
                     })
                     .await?;
+                }
+                Step::Compact => {
+                    if let Some(outcome) = self.compact(s).await? {
+                        return Ok(outcome);
+                    }
                 }
                 Step::CallModel => {
                     if tasks::may_start_tasks(&s.agent.config) {
@@ -392,6 +350,14 @@ impl AgentRuntime {
             }
             if s.ctx.cancel.is_cancelled() {
                 return Ok(ToolsEnd::Done);
+            }
+            if call.started.is_none()
+                && !self.is_control(s.agent, &call.name)
+                && let Err(violation) = self.tools.check_input(s.agent, &call.name, &call.input)
+            {
+                // Refused before anything runs (and before a person is asked to approve it).
+                s.log_result(&call.call_id, violation, true).await?;
+                continue;
             }
             if call.started.is_none() && self.needs_approval(s.agent, &call.name, &call.input) {
                 match s.state.decisions.get(&call.call_id).cloned() {
@@ -432,7 +398,7 @@ impl AgentRuntime {
                 }
                 Some(started) => started.idempotency_key.clone(),
                 None => {
-                    let key = format!("{}:{}", s.run_id, call.call_id);
+                    let key = calls::idempotency_key(&s.run_id, s.state.turns, &call.call_id);
                     let durability = self.durability(s.agent, &call.name, &call.input);
                     let started = RunEvent::ToolStarted {
                         call_id: call.call_id.clone(),
@@ -476,13 +442,8 @@ impl AgentRuntime {
                     &s.ctx.cancel,
                 )
                 .await;
-            s.log(RunEvent::ToolResult {
-                call_id: call.call_id.clone(),
-                content: reply.content,
-                is_error: reply.is_error,
-                interrupted: false,
-            })
-            .await?;
+            s.log_result(&call.call_id, reply.content, reply.is_error)
+                .await?;
         }
         Ok(ToolsEnd::Done)
     }
@@ -555,19 +516,18 @@ impl AgentRuntime {
 
     /// One model call. Returns an outcome when the run must stop or wait.
     async fn call_model(&self, s: &mut Session<'_>) -> Result<Option<Outcome>, Stop> {
-        let req = s.request(self.specs(s.agent));
+        let req = s.request(self.specs(s.agent), None);
+        if let Err(violation) = conversation::check(&req) {
+            return s.finish(invalid_request(violation)).await.map(Some);
+        }
         match self.models.call(s.agent, &req, &s.ctx.cancel).await {
-            Ok(resp) => {
-                let cost_usd = s.agent.config.pricing.cost(&resp.usage);
-                s.log(RunEvent::AssistantMessage {
-                    message: resp.message(),
-                    stop_reason: resp.stop_reason.clone(),
-                    usage: resp.usage,
-                    model: resp.model.clone(),
-                    cost_usd,
-                })
-                .await?;
-                s.record_progress().await?;
+            Ok(mut resp) => {
+                let replaced =
+                    calls::assign_ids(&mut resp.content, s.state.turns + 1, &s.state.call_ids);
+                if replaced > 0 {
+                    tracing::info!(run_id = %s.run_id, replaced, "gave tool calls of the reply runtime ids (the provider's were missing, malformed or already used)");
+                }
+                s.log_reply(&resp).await?;
                 Ok(None)
             }
             Err(ModelFailure::Cancelled) => s.finish(RunEnd::Cancelled).await.map(Some),
@@ -582,12 +542,8 @@ impl AgentRuntime {
                 })
                 .await
                 .map(Some),
-            Err(ModelFailure::Retryable(msg)) => {
-                s.checkpoint().await?;
-                Ok(Some(Outcome::Retry {
-                    error: format!("model call failed: {msg}"),
-                    after: None,
-                }))
+            Err(ModelFailure::Unavailable { error, retry_in }) => {
+                s.wait_out_outage(error, retry_in).await.map(Some)
             }
         }
     }
@@ -603,8 +559,13 @@ impl AgentRuntime {
             .unwrap_or(n);
         // The whole conversation, tools and system prompt unchanged (so the prompt cache
         // still hits), plus the request for a summary at the bottom.
-        let mut req = s.request(self.specs(s.agent));
-        req.messages.push(Message::user_text(SUMMARY_REQUEST));
+        let req = s.request(
+            self.specs(s.agent),
+            Some(Message::user_text(SUMMARY_REQUEST)),
+        );
+        if let Err(violation) = conversation::check(&req) {
+            return s.finish(invalid_request(violation)).await.map(Some);
+        }
         match self.models.call(s.agent, &req, &s.ctx.cancel).await {
             Ok(resp) => {
                 let cost_usd = s.agent.config.pricing.cost(&resp.usage);
@@ -623,10 +584,9 @@ impl AgentRuntime {
                 Ok(None)
             }
             Err(ModelFailure::Cancelled) => s.finish(RunEnd::Cancelled).await.map(Some),
-            Err(ModelFailure::Retryable(msg)) => Ok(Some(Outcome::Retry {
-                error: format!("compaction call failed: {msg}"),
-                after: None,
-            })),
+            Err(ModelFailure::Unavailable { error, retry_in }) => {
+                s.wait_out_outage(error, retry_in).await.map(Some)
+            }
             Err(ModelFailure::Fatal(msg)) | Err(ModelFailure::ContextTooLong(msg)) => s
                 .finish(RunEnd::Failed {
                     error: format!("compaction failed: {msg}"),
@@ -635,6 +595,26 @@ impl AgentRuntime {
                 .map(Some),
         }
     }
+}
+
+/// The end of a run whose next request would break the rules every provider enforces.
+fn invalid_request(violation: conversation::Violation) -> RunEnd {
+    RunEnd::Failed {
+        error: format!(
+            "Nightshift built a request that no provider would accept ({violation}); this is \
+             a bug in Nightshift, and the run was stopped instead of sending it"
+        ),
+    }
+}
+
+/// Why the loop stopped for taking too many steps without a model call.
+fn no_progress_error(step: &Step, state: &RunState) -> String {
+    format!(
+        "the agent loop took {MAX_STEPS_WITHOUT_MODEL_CALL} steps without calling the model \
+         (next step {step:?}, {} tool call(s) pending); this is a bug in Nightshift, and the \
+         run was stopped so that no work is repeated",
+        state.pending.len()
+    )
 }
 
 impl AgentRuntime {
@@ -752,15 +732,113 @@ impl Session<'_> {
         Ok(Outcome::Done(end))
     }
 
-    /// The request for the next call: the same state always gives the same request.
-    fn request(&self, tools: Vec<nightshift_llm::ToolSpec>) -> ModelRequest {
+    /// The request for the next call, with `extra` appended at the bottom: the same state
+    /// always gives the same request, and it keeps the rules of [`conversation`].
+    fn request(
+        &self,
+        tools: Vec<nightshift_llm::ToolSpec>,
+        extra: Option<Message>,
+    ) -> ModelRequest {
+        let messages = match extra {
+            Some(m) => {
+                let mut all = self.state.messages.clone();
+                all.push(m);
+                conversation::normalize(&all)
+            }
+            None => conversation::normalize(&self.state.messages),
+        };
         ModelRequest {
             model: self.agent.config.model.clone(),
             system: self.agent.system.clone(),
-            messages: self.state.messages.clone(),
+            messages,
             tools,
             max_tokens: self.agent.config.max_tokens,
             stop_sequences: Vec::new(),
+        }
+    }
+
+    /// Logs a model reply (its tool calls already carry run-unique ids) and its usage.
+    async fn log_reply(&mut self, resp: &ModelResponse) -> Result<(), Stop> {
+        let cost_usd = self.agent.config.pricing.cost(&resp.usage);
+        self.log(RunEvent::AssistantMessage {
+            message: resp.message(),
+            stop_reason: resp.stop_reason.clone(),
+            usage: resp.usage,
+            model: resp.model.clone(),
+            cost_usd,
+        })
+        .await?;
+        self.record_progress().await
+    }
+
+    /// Logs the result of pending call `call_id`, and checks that it answered that call: a
+    /// result that registers nowhere would let the loop run the call again.
+    async fn log_result(
+        &mut self,
+        call_id: &str,
+        content: String,
+        is_error: bool,
+    ) -> Result<(), Stop> {
+        self.log(RunEvent::ToolResult {
+            call_id: call_id.to_string(),
+            content,
+            is_error,
+            interrupted: false,
+        })
+        .await?;
+        let unanswered = self
+            .state
+            .pending
+            .iter()
+            .any(|c| c.call_id == call_id && c.result.is_none());
+        if unanswered {
+            return Err(Stop::Corrupt(format!(
+                "run {}: the result of tool call {call_id} did not register; the run was \
+                 stopped so that the call is not run again",
+                self.run_id
+            )));
+        }
+        Ok(())
+    }
+
+    /// The model is unreachable: wait (holding no slot, spending no attempt) until it is
+    /// expected back, or fail the run once the outage has lasted past the agent's limit.
+    async fn wait_out_outage(
+        &mut self,
+        error: String,
+        retry_in: Option<std::time::Duration>,
+    ) -> Result<Outcome, Stop> {
+        let now = self.ctx.lease.store().now();
+        let limit_ms = i64::try_from(self.agent.config.outage_limit_seconds.saturating_mul(1000))
+            .unwrap_or(i64::MAX);
+        let plan = outage::plan(self.state.outage.as_ref(), now, limit_ms, retry_in);
+        match plan {
+            outage::Plan::Fail { lasted_ms } => {
+                self.finish(RunEnd::Failed {
+                    error: format!(
+                        "the model was unreachable for {}s, past the agent's outage limit of \
+                         {}s (outage_limit_seconds); last error: {error}",
+                        lasted_ms / 1000,
+                        self.agent.config.outage_limit_seconds
+                    ),
+                })
+                .await
+            }
+            outage::Plan::Wait { since, until } => {
+                tracing::warn!(run_id = %self.run_id, %error, wait_ms = until - now,
+                    "the model is unreachable; the run waits without spending an attempt");
+                self.log(RunEvent::ModelUnavailable {
+                    error: error.clone(),
+                    since,
+                    until,
+                })
+                .await?;
+                self.checkpoint().await?;
+                Ok(Outcome::Defer {
+                    until,
+                    error: format!("waiting for the model: {error}"),
+                })
+            }
         }
     }
 

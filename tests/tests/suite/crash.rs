@@ -297,7 +297,7 @@ async fn sigkill_mid_tool_call(db: &TestDb) {
         assert_eq!(run.status, RunStatus::Succeeded, "{class}: {:?}", run.error);
         assert_eq!(run.result, Some(format!("{class} finished")));
         let call_id = format!("call_{class}");
-        let key = format!("{run_id}:{call_id}");
+        let key = format!("{run_id}:1:{call_id}");
         let ran = lines(&d.join(format!("{class}.log")));
         let times = if *durability == Durability::SideEffect {
             1

@@ -84,6 +84,13 @@ impl ScriptModel {
     }
 }
 
+/// Whether `req` is a compaction's request: its last block is the summary request (joined to
+/// the last user message when the conversation ends with one, so that roles alternate).
+pub(crate) fn asks_for_summary(req: &ModelRequest) -> bool {
+    let last_block = req.messages.last().and_then(|m| m.content.last());
+    matches!(last_block, Some(ContentBlock::Text { text }) if text == SUMMARY_REQUEST)
+}
+
 impl ModelGateway for ScriptModel {
     fn call<'a>(
         &'a self,
@@ -100,8 +107,7 @@ impl ModelGateway for ScriptModel {
                 cancel.cancelled().await;
                 return Err(ModelFailure::Cancelled);
             }
-            let last_text = req.messages.last().map(Message::text).unwrap_or_default();
-            if last_text == SUMMARY_REQUEST {
+            if asks_for_summary(req) {
                 let summary = self.summary.clone().unwrap_or_else(|| "summary".into());
                 return Ok(reply(vec![text(&summary)], StopReason::EndTurn));
             }

@@ -1,0 +1,257 @@
+//! Deciding the next step of a run from its projected state alone — no I/O — so that a run
+//! resumed after a crash at any instant takes exactly the step the uninterrupted run would
+//! have taken.
+//!
+//! By the newest reply's stop reason: `end_turn`, `stop_sequence` and `tool_use` (once its
+//! calls are answered) finish the run; `max_tokens` gets a cut-off notice (never running its
+//! calls), and fails the run after a few in a row; `pause_turn` is resent; `refusal` fails the
+//! run; a full context window (`model_context_window_exceeded`) compacts the conversation and
+//! then continues with a notice, and fails after a few in a row; any reason this version does
+//! not know fails the run, naming it.
+
+use nightshift_llm::{Role, StopReason};
+use nightshift_store::RunEnd;
+
+use crate::state::{RunState, means_context_full};
+use crate::wakeup::ArmedWakeup;
+
+/// Replies cut off at `max_tokens` in a row before the run fails.
+const MAX_TOKENS_STREAK_LIMIT: u32 = 3;
+
+/// Replies in a row that filled the context window (each followed by a compaction) before
+/// the run fails.
+const CONTEXT_FULL_STREAK_LIMIT: u32 = 3;
+
+/// What to do next, decided from the state alone.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Run (or recover) the tool calls of the newest reply.
+    RunTools,
+    /// Tell the model its reply was cut off, then call it again.
+    NoticeCutOff,
+    /// Compact the conversation (the newest reply filled the context window).
+    Compact,
+    /// Call the model.
+    CallModel,
+    /// Park the run until its wakeup is due.
+    Sleep(ArmedWakeup),
+    /// End the run.
+    Finish(RunEnd),
+}
+
+/// The next step for a run in `state`.
+pub fn next_step(state: &RunState) -> Step {
+    if let Some(ending) = &state.ending {
+        return Step::Finish(ending_to_run_end(
+            &ending.status,
+            ending.detail.clone(),
+            state,
+        ));
+    }
+    if !state.pending.is_empty() {
+        return Step::RunTools;
+    }
+    if let Some(w) = &state.wakeup {
+        return Step::Sleep(w.clone());
+    }
+    let Some(last) = state.messages.last() else {
+        return Step::CallModel;
+    };
+    if last.role == Role::User {
+        return Step::CallModel;
+    }
+    let stop = state.last_stop.clone().unwrap_or(StopReason::EndTurn);
+    if means_context_full(&stop) {
+        return if state.context_full_streak >= CONTEXT_FULL_STREAK_LIMIT {
+            Step::Finish(RunEnd::Failed {
+                error: format!(
+                    "the model's context window filled up {} times in a row, even after \
+                     compacting; raise the agent's context.window_tokens or lower \
+                     context.keep_last",
+                    state.context_full_streak
+                ),
+            })
+        } else if state.compacted_since_reply {
+            Step::NoticeCutOff
+        } else {
+            Step::Compact
+        };
+    }
+    match stop {
+        StopReason::MaxTokens if state.max_tokens_streak >= MAX_TOKENS_STREAK_LIMIT => {
+            Step::Finish(RunEnd::Failed {
+                error: format!(
+                    "the model's reply was cut off at max_tokens {} times in a row; raise the \
+                     agent's max_tokens",
+                    state.max_tokens_streak
+                ),
+            })
+        }
+        StopReason::MaxTokens => Step::NoticeCutOff,
+        StopReason::PauseTurn => Step::CallModel,
+        StopReason::Refusal => Step::Finish(RunEnd::Failed {
+            error: format!("the model refused: {}", last.text()),
+        }),
+        StopReason::EndTurn | StopReason::StopSequence | StopReason::ToolUse => {
+            Step::Finish(RunEnd::Succeeded {
+                result: Some(last.text()),
+            })
+        }
+        other => Step::Finish(RunEnd::Failed {
+            error: format!(
+                "the model stopped with a stop reason this version of Nightshift does not \
+                 know: {}; its reply was kept in the run's events",
+                stop_reason_name(&other)
+            ),
+        }),
+    }
+}
+
+/// The wire name of a stop reason (`end_turn`, or the unknown name as received).
+fn stop_reason_name(stop: &StopReason) -> String {
+    match serde_json::to_value(stop) {
+        Ok(serde_json::Value::String(name)) => name,
+        _ => format!("{stop:?}"),
+    }
+}
+
+fn ending_to_run_end(status: &str, detail: Option<String>, state: &RunState) -> RunEnd {
+    let detail_or = |d: &str| detail.clone().unwrap_or_else(|| d.to_string());
+    match status {
+        "succeeded" => RunEnd::Succeeded {
+            result: detail.or_else(|| state.final_text()),
+        },
+        "cancelled" | "superseded" => RunEnd::Cancelled,
+        "budget_exhausted" => RunEnd::BudgetExhausted {
+            detail: detail_or("a budget ran out"),
+        },
+        "max_rounds" => RunEnd::MaxRounds {
+            detail: detail_or("the round cap was reached"),
+        },
+        _ => RunEnd::Failed {
+            error: detail_or("the run failed"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::RunEvent;
+    use crate::runtime::CONTEXT_FULL_NOTICE;
+    use nightshift_llm::{ContentBlock, Message, Usage};
+
+    fn fold(events: &[RunEvent]) -> RunState {
+        let mut state = RunState::default();
+        for (i, e) in events.iter().enumerate() {
+            state.apply(i as i64 + 1, e).unwrap();
+        }
+        state
+    }
+
+    fn prompt() -> RunEvent {
+        RunEvent::UserMessage {
+            message: Message::user_text("go"),
+        }
+    }
+
+    fn reply(text: &str, stop: StopReason) -> RunEvent {
+        let content = if text.is_empty() {
+            vec![]
+        } else {
+            vec![ContentBlock::Text { text: text.into() }]
+        };
+        RunEvent::AssistantMessage {
+            message: Message {
+                role: Role::Assistant,
+                content,
+            },
+            stop_reason: stop,
+            usage: Usage::default(),
+            model: "m".into(),
+            cost_usd: 0.0,
+        }
+    }
+
+    fn compacted() -> RunEvent {
+        RunEvent::Compacted {
+            summary: "summary".into(),
+            kept_from: 1,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+        }
+    }
+
+    fn context_full() -> StopReason {
+        StopReason::ModelContextWindowExceeded
+    }
+
+    #[test]
+    fn an_unknown_stop_reason_fails_the_run_naming_it() {
+        let state = fold(&[
+            prompt(),
+            reply("hm", StopReason::Other("weird_new_reason".into())),
+        ]);
+        match next_step(&state) {
+            Step::Finish(RunEnd::Failed { error }) => {
+                assert!(error.contains("weird_new_reason"), "{error}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_full_context_window_compacts_then_continues_with_a_notice() {
+        let mut events = vec![prompt(), reply("long answer", context_full())];
+        assert_eq!(next_step(&fold(&events)), Step::Compact);
+        events.push(compacted());
+        assert_eq!(next_step(&fold(&events)), Step::NoticeCutOff);
+        events.push(RunEvent::UserMessage {
+            message: Message::user_text(CONTEXT_FULL_NOTICE),
+        });
+        assert_eq!(next_step(&fold(&events)), Step::CallModel);
+        events.push(reply("done", StopReason::EndTurn));
+        assert!(matches!(
+            next_step(&fold(&events)),
+            Step::Finish(RunEnd::Succeeded { .. })
+        ));
+    }
+
+    #[test]
+    fn a_context_window_full_again_and_again_fails_the_run() {
+        let mut events = vec![prompt()];
+        for _ in 0..CONTEXT_FULL_STREAK_LIMIT {
+            events.push(reply("x", context_full()));
+            events.push(compacted());
+            events.push(RunEvent::UserMessage {
+                message: Message::user_text(CONTEXT_FULL_NOTICE),
+            });
+        }
+        events.truncate(events.len() - 2); // the last reply, not yet compacted
+        match next_step(&fold(&events)) {
+            Step::Finish(RunEnd::Failed { error }) => {
+                assert!(error.contains("context window"), "{error}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_empty_cut_off_reply_gets_the_notice_and_an_empty_pause_is_resent() {
+        let cut = fold(&[prompt(), reply("", StopReason::MaxTokens)]);
+        assert_eq!(next_step(&cut), Step::NoticeCutOff);
+        let paused = fold(&[prompt(), reply("", StopReason::PauseTurn)]);
+        assert_eq!(next_step(&paused), Step::CallModel);
+    }
+
+    #[test]
+    fn tool_use_without_calls_ends_the_turn() {
+        let state = fold(&[prompt(), reply("all done", StopReason::ToolUse)]);
+        assert_eq!(
+            next_step(&state),
+            Step::Finish(RunEnd::Succeeded {
+                result: Some("all done".into())
+            })
+        );
+    }
+}
