@@ -39,6 +39,7 @@ mod output;
 mod paths;
 mod process;
 mod registry;
+mod schema;
 mod secrets;
 
 pub use background::{
@@ -56,6 +57,7 @@ pub use command_tool::{CommandTool, CommandToolConfig};
 pub use context::{HttpAllowlist, Limits, ToolContext};
 pub use orphans::ProcessRegistry;
 pub use registry::{Approval, Registry, RegistryConfig, RegistryError, ToolOverride};
+pub use schema::InputSchema;
 pub use secrets::{SecretError, SecretResolver};
 
 use std::fmt;
