@@ -329,6 +329,69 @@ mod tests {
     }
 
     #[test]
+    fn command_tool_schemas_must_be_valid_json_schema() {
+        let tool = |schema: &str| {
+            format!(
+                "[[command_tools]]\nname = \"pay\"\ndescription = \"Pay\"\n\
+                 command = [\"/bin/true\"]\ninput_schema = {schema}\n"
+            )
+        };
+        let valid = tool(
+            "{ type = \"object\", required = [\"amount\"], additionalProperties = false, \
+             properties = { amount = { type = \"integer\" }, memo = { type = \"string\", \
+             maxLength = 40 } } }",
+        );
+        let config = Config::parse(&valid, "x.toml").unwrap();
+        config.validate().unwrap();
+        assert_eq!(
+            config.command_tools[0].input_schema["required"][0],
+            "amount"
+        );
+
+        for (schema, expect) in [
+            (
+                "{ type = \"object\", properties = { amount = { type = \"integr\" } } }",
+                "at /properties/amount/type: \"integr\" is not valid",
+            ),
+            (
+                "{ type = \"object\", required = \"amount\" }",
+                "at /required: \"amount\" is not of type \"array\"",
+            ),
+            (
+                "{ type = \"object\", properties = { x = { \"$ref\" = \"https://example.invalid/s\" } } }",
+                "is never fetched",
+            ),
+        ] {
+            let err = Config::parse(&tool(schema), "x.toml")
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(
+                    "invalid config: command tool `pay`: input_schema is not a valid JSON Schema: "
+                ),
+                "{err}"
+            );
+            assert!(err.contains(expect), "{expect}: {err}");
+            assert!(
+                err.ends_with("fix `command_tools.pay.input_schema`"),
+                "{err}"
+            );
+        }
+        let err = Config::parse(&tool("{ type = \"array\" }"), "x.toml")
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("must be a JSON object schema")
+                && err.contains("command_tools.pay.input_schema"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn bad_schedules_name_the_schedule_and_key() {
         let base = "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n[[agents]]\nname = \"reporter\"\n\
                     provider = \"p\"\nmodel = \"m\"\nsystem = \"s\"\n";

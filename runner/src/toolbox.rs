@@ -1,7 +1,9 @@
 //! The runtime's [`ToolBox`], made of the real tools: one [`Registry`] per agent, and per
 //! call a [`ToolContext`] rooted in the run's own workspace directory
 //! (`<data_dir>/workspaces/<run id>`), with its artifacts beside it, and, in the daemon, the
-//! supervisor of background commands (logs in `<data_dir>/tasks/`).
+//! supervisor of background commands (logs in `<data_dir>/tasks/`). [`ToolBox::check_input`]
+//! checks a call's input against the tool's compiled JSON Schema (the agent's registry), and
+//! [`ToolBox::call`] checks it again before anything runs.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -145,6 +147,18 @@ impl ToolBox for Tools {
         }
     }
 
+    fn check_input(
+        &self,
+        agent: &AgentDef,
+        name: &str,
+        input: &serde_json::Value,
+    ) -> Result<(), String> {
+        match self.registries.get(&agent.config.name) {
+            Some(registry) => registry.check_input(name, input),
+            None => Ok(()), // `call` answers an agent without tools
+        }
+    }
+
     fn call<'a>(
         &'a self,
         agent: &'a AgentDef,
@@ -173,5 +187,89 @@ impl ToolBox for Tools {
                 is_error: out.is_error,
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A scratch directory, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A config with agent `a` and a `side_effect` command tool `pay` that appends its input
+    /// to `<dir>/ledger`.
+    fn config(dir: &std::path::Path) -> Config {
+        let text = format!(
+            "[runtime]\ndata_dir = \"{data}\"\n\
+             [providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
+             [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\nsystem = \"s\"\n\
+             tools = [\"pay\", \"read_file\"]\n\
+             [[command_tools]]\nname = \"pay\"\ndescription = \"Pay\"\n\
+             command = [\"sh\", \"-c\", \"cat >> {ledger}\"]\n\
+             input_schema = {{ type = \"object\", required = [\"amount\"], \
+             additionalProperties = false, properties = {{ amount = {{ type = \"integer\" }} }} }}\n",
+            data = dir.join("data").display(),
+            ledger = dir.join("ledger").display(),
+        );
+        let config = Config::parse(&text, "test").unwrap();
+        config.validate().unwrap();
+        config
+    }
+
+    fn pay<'a>(input: &'a serde_json::Value) -> ToolCall<'a> {
+        ToolCall {
+            run_id: "run-1",
+            call_id: "call-1",
+            name: "pay",
+            input,
+            idempotency_key: "run-1:call-1",
+        }
+    }
+
+    #[tokio::test]
+    async fn inputs_are_checked_against_the_tool_schema_before_anything_runs() {
+        let dir = Scratch(
+            std::env::temp_dir().join(format!("nightshift-toolbox-{}", uuid::Uuid::new_v4())),
+        );
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let ledger = dir.0.join("ledger");
+        let config = config(&dir.0);
+        let tools = Tools::build(&config).unwrap();
+        let agent = config.agents[0].resolve(&dir.0).unwrap();
+
+        let bad = json!({"amount": "5", "memo": "x"});
+        let err = tools.check_input(&agent, "pay", &bad).unwrap_err();
+        assert!(
+            err.starts_with("input for `pay` does not match its schema: ")
+                && err.contains(r#"at /amount: "5" is not of type "integer""#)
+                && err.contains("'memo' was unexpected")
+                && err.ends_with("Fix the input and call the tool again."),
+            "{err}"
+        );
+        let err_builtin = tools
+            .check_input(&agent, "read_file", &json!({"path": 1}))
+            .unwrap_err();
+        assert!(err_builtin.contains("at /path: "), "{err_builtin}");
+        assert_eq!(tools.check_input(&agent, "nope", &json!([])), Ok(()));
+
+        let cancel = CancellationToken::new();
+        let reply = tools.call(&agent, pay(&bad), &cancel).await;
+        assert!(reply.is_error, "{}", reply.content);
+        assert_eq!(reply.content, err, "call refuses it the same way");
+        assert!(!ledger.exists(), "a refused input never runs");
+
+        let good = json!({"amount": 5});
+        assert_eq!(tools.check_input(&agent, "pay", &good), Ok(()));
+        let reply = tools.call(&agent, pay(&good), &cancel).await;
+        assert!(!reply.is_error, "{}", reply.content);
+        assert_eq!(std::fs::read_to_string(&ledger).unwrap(), r#"{"amount":5}"#);
     }
 }

@@ -2,7 +2,12 @@
 //!
 //! Guarantees: a config is accepted only if [`CommandToolConfig::validate`] passes (and
 //! unknown fields are refused when it is deserialised), so a typo fails at startup rather than
-//! at call time. A call runs `command` (argv, no shell) in the run's workspace under the same
+//! at call time; that includes `input_schema`, which must be a valid, self-contained JSON
+//! Schema of an object (checked against its meta-schema; the error names the place in the
+//! schema and the config key). The schema is enforced: through the [`Registry`](crate::Registry)
+//! an input that breaks it (a missing or extra property, a wrong type, a string too long, a
+//! non-object) is an `is_error` result naming each violation, and the program never starts.
+//! A call runs `command` (argv, no shell) in the run's workspace under the same
 //! confinement as `run_command` (cleared environment, own process group, killed on timeout or
 //! cancellation); the input JSON is written to its stdin; stdout is the result (cut at the
 //! output cap, full text as an artifact); a non-zero exit, a signal, a timeout or cancellation
@@ -17,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::context::ToolContext;
 use crate::process::{self, Ending, ProcessSpec};
+use crate::schema::InputSchema;
 use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
 
 /// Longest timeout a command tool may configure (a day).
@@ -39,7 +45,9 @@ pub struct CommandToolConfig {
     pub description: String,
     /// Program and arguments (no shell). Use an absolute path or a name found on PATH.
     pub command: Vec<String>,
-    /// JSON Schema of the input; must be an object schema. Default `{"type": "object"}`.
+    /// JSON Schema of the input; must be a valid JSON Schema (draft 2020-12 unless `$schema`
+    /// names another) with `"type": "object"`, self-contained (no remote `$ref`). Every call's
+    /// input is checked against it before the program starts. Default `{"type": "object"}`.
     #[serde(default = "default_schema")]
     pub input_schema: Value,
     /// Durability class. Default `side_effect`, the only safe guess.
@@ -96,9 +104,15 @@ impl CommandToolConfig {
             _ => {
                 return Err(format!(
                     "command tool `{name}`: input_schema must be a JSON object schema with \
-                     \"type\": \"object\""
+                     \"type\": \"object\"; fix `command_tools.{name}.input_schema`"
                 ));
             }
+        }
+        if let Err(reason) = InputSchema::compile(&self.input_schema) {
+            return Err(format!(
+                "command tool `{name}`: input_schema is not a valid JSON Schema: {reason}; fix \
+                 `command_tools.{name}.input_schema`"
+            ));
         }
         match self.timeout_seconds {
             Some(0) => Err(format!(

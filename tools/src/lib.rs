@@ -9,6 +9,10 @@
 //! - **Errors are outputs, never panics**: bad input, a missing file, a failing command or a
 //!   refused request all become a [`ToolOutput`] with `is_error: true` and a message the model
 //!   can act on.
+//! - **Inputs match their schema**: every tool's input schema is compiled once when the
+//!   [`Registry`] is built (an invalid schema is refused then); [`Registry::check_input`] and
+//!   [`Registry::call`] refuse an input that breaks it, naming each violation, before the tool
+//!   runs. No schema is ever fetched from outside ([`InputSchema`]).
 //! - **Confinement**: file tools never read or write outside the run's workspace (absolute
 //!   paths, `..` escapes and symlinks resolving outside are refused); commands run in the
 //!   workspace with a cleared environment, in their own process group, and the whole group is
@@ -23,7 +27,7 @@
 //!   of a model request never breaks the prompt cache.
 //!
 //! Entry points: build a [`Registry`] from a [`RegistryConfig`], make a [`ToolContext`] for
-//! each call, then [`Registry::call`] and [`Registry::class_for`].
+//! each call, then [`Registry::check_input`], [`Registry::call`] and [`Registry::class_for`].
 //!
 //! This file holds the contract between the agent loop and a tool: [`Tool`] is
 //! dyn-compatible (`Arc<dyn Tool>`), its futures are boxed and `Send`; [`ToolClass`]
@@ -39,6 +43,7 @@ mod output;
 mod paths;
 mod process;
 mod registry;
+mod schema;
 mod secrets;
 
 pub use background::{
@@ -56,6 +61,7 @@ pub use command_tool::{CommandTool, CommandToolConfig};
 pub use context::{HttpAllowlist, Limits, ToolContext};
 pub use orphans::ProcessRegistry;
 pub use registry::{Approval, Registry, RegistryConfig, RegistryError, ToolOverride};
+pub use schema::InputSchema;
 pub use secrets::{SecretError, SecretResolver};
 
 use std::fmt;

@@ -2,7 +2,12 @@
 //!
 //! Guarantees: building fails with a clear [`RegistryError`] — never a silently smaller tool
 //! set — for an unknown tool name (naming it and listing the known ones), a name defined
-//! twice, an invalid command tool or an override of a tool that is not enabled.
+//! twice, an invalid command tool, a tool whose input schema is not a valid JSON Schema or an
+//! override of a tool that is not enabled. Every tool's input schema (built-ins and command
+//! tools alike) is compiled once, when the tool is added, and kept with it.
+//! [`Registry::check_input`] checks a call's input against that schema and names every
+//! violation; [`Registry::call`] checks it too and answers a bad input with that `is_error`
+//! message without running the tool.
 //! [`Registry::specs`] is sorted by name and every JSON object in it has sorted keys, so
 //! [`Registry::specs_json`] gives identical bytes for identical registries. [`Registry::call`]
 //! never panics on a bad name or input, refuses to start a call whose run is already
@@ -20,6 +25,7 @@ use serde_json::{Map, Value};
 use crate::builtins::{self, BUILTIN_TOOLS};
 use crate::command_tool::{CommandTool, CommandToolConfig};
 use crate::context::ToolContext;
+use crate::schema::InputSchema;
 use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
 
 /// Per-tool changes an agent config may make.
@@ -70,6 +76,8 @@ pub enum RegistryError {
     Duplicate(String),
     #[error("{0}")]
     InvalidCommandTool(String),
+    #[error("tool `{name}`: input_schema is not a valid JSON Schema: {reason}")]
+    InvalidSchema { name: String, reason: String },
     #[error("override for tool `{name}`, which is not enabled for this agent; enabled tools: {}", .enabled.join(", "))]
     OverrideForDisabledTool { name: String, enabled: Vec<String> },
     #[error("override for tool `{name}`: {reason}")]
@@ -79,6 +87,7 @@ pub enum RegistryError {
 struct Entry {
     tool: Arc<dyn Tool>,
     definition: ToolDefinition,
+    schema: InputSchema,
     class_override: Option<ToolClass>,
     timeout: Option<Duration>,
 }
@@ -149,7 +158,8 @@ impl Registry {
         Ok(registry)
     }
 
-    /// Add a tool. Fails if a tool of that name is already there.
+    /// Add a tool and compile its input schema. Fails if a tool of that name is already there
+    /// or its schema is not a valid JSON Schema.
     pub fn insert(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
         let mut definition = tool.definition();
         definition.input_schema = canonical(&definition.input_schema);
@@ -157,11 +167,18 @@ impl Registry {
         if self.entries.contains_key(&name) {
             return Err(RegistryError::Duplicate(name));
         }
+        let schema = InputSchema::compile(&definition.input_schema).map_err(|reason| {
+            RegistryError::InvalidSchema {
+                name: name.clone(),
+                reason,
+            }
+        })?;
         self.entries.insert(
             name,
             Entry {
                 tool,
                 definition,
+                schema,
                 class_override: None,
                 timeout: None,
             },
@@ -232,7 +249,21 @@ impl Registry {
         )
     }
 
-    /// Run one tool call. Unknown tools and bad input are `is_error` outputs.
+    /// Check a call's input against the tool's input schema. `Err` names every violation
+    /// (instance path and what was wrong, at most a few) in words the model can act on, e.g.
+    /// ``input for `pay` does not match its schema: at /amount: "5" is not of type "integer";
+    /// at (root): Additional properties are not allowed ('memo' was unexpected). Fix the input
+    /// and call the tool again.`` An unknown tool is `Ok` ([`call`](Self::call) answers it).
+    pub fn check_input(&self, name: &str, input: &Value) -> Result<(), String> {
+        match self.entries.get(name) {
+            Some(entry) => entry.schema.check(name, input),
+            None => Ok(()),
+        }
+    }
+
+    /// Run one tool call. Unknown tools and bad input are `is_error` outputs; an input that
+    /// breaks the tool's schema is answered with [`check_input`](Self::check_input)'s message
+    /// and the tool does not run.
     pub async fn call(&self, ctx: &ToolContext, name: &str, input: Value) -> ToolOutput {
         let Some(entry) = self.entries.get(name) else {
             return ToolOutput::error(format!(
@@ -240,6 +271,14 @@ impl Registry {
                 self.names().join(", ")
             ));
         };
+        if let Err(message) = entry.schema.check(name, &input) {
+            tracing::debug!(
+                tool = name,
+                call = ctx.tool_call_id(),
+                "input refused by its schema"
+            );
+            return ToolOutput::error(ctx.secrets().redact(&message));
+        }
         if ctx.cancel().is_cancelled() {
             return ToolOutput::error(format!("{name} was not run: the run is cancelled"));
         }

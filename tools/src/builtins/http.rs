@@ -43,6 +43,16 @@ struct HttpInput {
     body: Option<String>,
 }
 
+/// The method names the schema accepts: each of [`METHODS`] in upper and in lower case (the
+/// tool itself is case-insensitive, and models send `post` as often as `POST`).
+fn method_names() -> Vec<String> {
+    METHODS
+        .iter()
+        .map(|m| m.to_string())
+        .chain(METHODS.iter().map(|m| m.to_ascii_lowercase()))
+        .collect()
+}
+
 fn is_read_only(method: &str) -> bool {
     method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD")
 }
@@ -81,7 +91,7 @@ impl Tool for HttpRequest {
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "method": {"type": "string", "enum": METHODS},
+                    "method": {"type": "string", "enum": method_names(), "description": "HTTP method (upper or lower case)."},
                     "url": {"type": "string", "description": "Absolute http(s) URL."},
                     "headers": {"type": "object", "additionalProperties": {"type": "string"}},
                     "body": {"type": "string"}

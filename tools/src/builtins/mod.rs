@@ -93,6 +93,57 @@ mod tests {
     }
 
     #[test]
+    fn every_builtin_schema_is_a_valid_json_schema_of_an_object() {
+        for name in BUILTIN_TOOLS {
+            let schema = by_name(name).expect(name).definition().input_schema;
+            assert_eq!(schema["type"], "object", "{name}");
+            if let Err(e) = crate::InputSchema::compile(&schema) {
+                panic!("the input schema of {name} is not a valid JSON Schema: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn builtin_schemas_refuse_what_their_tools_refuse() {
+        let cases = [
+            ("read_file", serde_json::json!({})),
+            ("read_file", serde_json::json!({"path": "a", "offset": "2"})),
+            (
+                "write_file",
+                serde_json::json!({"path": "a", "content": "x", "mode": 1}),
+            ),
+            ("run_command", serde_json::json!({"command": ["ls"]})),
+            (
+                "http_request",
+                serde_json::json!({"method": "BREW", "url": "http://x"}),
+            ),
+            (
+                "todo_write",
+                serde_json::json!({"todos": [{"content": "a", "status": "done"}]}),
+            ),
+            ("grep", serde_json::json!("pattern")),
+        ];
+        for (name, input) in cases {
+            let schema =
+                crate::InputSchema::compile(&by_name(name).unwrap().definition().input_schema)
+                    .unwrap();
+            let err = schema.check(name, &input).expect_err(name);
+            assert!(
+                err.starts_with(&format!("input for `{name}` does not match")),
+                "{err}"
+            );
+        }
+        let http = crate::InputSchema::compile(
+            &by_name("http_request").unwrap().definition().input_schema,
+        )
+        .unwrap();
+        for method in ["GET", "post", "DELETE", "options"] {
+            let input = serde_json::json!({"method": method, "url": "http://x"});
+            assert_eq!(http.check("http_request", &input), Ok(()), "{method}");
+        }
+    }
+
+    #[test]
     fn helpers_format_and_report() {
         assert_eq!(numbered(["a", "b"], 9), "     9\ta\n    10\tb\n");
         #[derive(serde::Deserialize, Debug)]

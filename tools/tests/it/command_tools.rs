@@ -141,6 +141,13 @@ fn validation_names_the_problem() {
         ),
         (
             CommandToolConfig {
+                input_schema: json!({"type": "object", "properties": {"n": {"type": "int"}}}),
+                ..config("bad_schema", &["true"])
+            },
+            "input_schema is not a valid JSON Schema: at /properties/n/type: ",
+        ),
+        (
+            CommandToolConfig {
                 timeout_seconds: Some(0),
                 ..config("zero", &["true"])
             },

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nightshift_tools::{Limits, Registry, Tool, ToolContext, ToolOutput};
+use nightshift_tools::{InputSchema, Limits, Registry, Tool, ToolContext, ToolOutput};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -66,13 +66,26 @@ pub fn small_cap(cap: usize) -> Limits {
     }
 }
 
+/// Call `tool` directly (not through a registry), and check that its input schema agrees:
+/// an input the tool accepts must pass the schema, or the registry (which checks the schema
+/// first) would refuse a call that works. Panics if it does not.
 pub async fn call(tool: &dyn Tool, ctx: &ToolContext, input: Value) -> ToolOutput {
-    tool.call(ctx, input).await
+    let definition = tool.definition();
+    let schema = InputSchema::compile(&definition.input_schema)
+        .unwrap_or_else(|e| panic!("schema of {}: {e}", definition.name));
+    let verdict = schema.check(&definition.name, &input);
+    let output = tool.call(ctx, input.clone()).await;
+    if let Err(e) = verdict
+        && !output.is_error
+    {
+        panic!("the schema refuses an input the tool accepts ({input}): {e}");
+    }
+    output
 }
 
 pub async fn call_builtin(name: &str, ctx: &ToolContext, input: Value) -> ToolOutput {
     let tool = Registry::builtin(name).expect("built-in exists");
-    tool.call(ctx, input).await
+    call(tool.as_ref(), ctx, input).await
 }
 
 /// Whether process `pid` is gone (no entry, or a zombie: dead but not yet reaped by init).

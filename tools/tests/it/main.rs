@@ -7,6 +7,7 @@ mod command_tools;
 mod common;
 mod files;
 mod http;
+mod input_schema;
 mod registry;
 mod run_command;
 mod search;
