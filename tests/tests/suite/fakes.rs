@@ -99,6 +99,9 @@ impl ModelGateway for ScriptModel {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelFailure>> {
         Box::pin(async move {
+            if let Err(v) = nightshift_llm::conversation::check(req) {
+                return Err(ModelFailure::Fatal(format!("invalid request: {v}")));
+            }
             let bytes = serde_json::to_string(req).unwrap();
             let index = self.requests.lock().unwrap().len();
             self.requests.lock().unwrap().push(bytes);
@@ -162,6 +165,22 @@ impl ToolBox for FakeTools {
             "read" => Durability::ReadOnly,
             "put" => Durability::Idempotent,
             _ => Durability::SideEffect,
+        }
+    }
+
+    /// An input with a `bad` key breaks every tool's schema.
+    fn check_input(
+        &self,
+        _agent: &AgentDef,
+        name: &str,
+        input: &serde_json::Value,
+    ) -> Result<(), String> {
+        match input.get("bad") {
+            Some(_) => Err(format!(
+                "input for `{name}` does not match its schema: at (root): additional property \
+                 \"bad\" is not allowed"
+            )),
+            None => Ok(()),
         }
     }
 

@@ -26,6 +26,9 @@
 //!   retries to a real receiver, and the daemon SIGKILLed around them.
 //! - `tasks`: background commands: task rows, a run waiting for and woken by its task, lost
 //!   tasks, and a real `nightshift serve` SIGKILLed with a task running.
+//! - `hostile_loop`: the agent loop in process against duplicate, missing and reused tool-call
+//!   ids, empty replies, schema violations, outages and old logs; a property test over
+//!   generated replies and crash points.
 //! - `plans`: PostgreSQL's plans for the claim, under statistics that expect an empty queue.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
@@ -40,6 +43,7 @@ mod concurrency;
 mod crash;
 mod fakes;
 mod hooks;
+mod hostile_loop;
 mod notify;
 mod plans;
 mod pool;
