@@ -26,6 +26,8 @@
 //!   retries to a real receiver, and the daemon SIGKILLed around them.
 //! - `tasks`: background commands: task rows, a run waiting for and woken by its task, lost
 //!   tasks, and a real `nightshift serve` SIGKILLed with a task running.
+//! - `nul_text`: text holding NUL bytes round-trips on both backends (prompts, results,
+//!   errors, events, keys, approvals, tasks).
 //! - `plans`: PostgreSQL's plans for the claim, under statistics that expect an empty queue.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
@@ -41,6 +43,7 @@ mod crash;
 mod fakes;
 mod hooks;
 mod notify;
+mod nul_text;
 mod plans;
 mod pool;
 mod process;
