@@ -3,6 +3,7 @@
 //! errors, event payloads, keys, approvals and tasks. PostgreSQL's `TEXT` cannot hold a NUL;
 //! the store escapes it there and reads back exactly what was written.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use nightshift_store::{
@@ -23,6 +24,7 @@ on_both_backends! {
     idempotency_keys_with_nul_dedupe_exactly => idempotency_keys_dedupe;
     concurrency_keys_with_nul_hold_and_find => concurrency_keys_work;
     approvals_and_tasks_with_nul_round_trip => approvals_and_tasks_round_trip;
+    a_prompt_with_nul_is_accepted_over_http => prompt_over_http;
 }
 
 /// A text dense in what an escape could confuse: NULs, the escape character, and the
@@ -292,4 +294,49 @@ async fn approvals_and_tasks_round_trip(db: &TestDb) {
     );
     assert_eq!(task.detail.as_deref(), Some(detail.as_str()));
     assert_eq!(task.output_tail.as_deref(), Some(tail.as_str()));
+}
+
+/// The symptom of the issue, from outside: `POST /v1/runs` with a `\u0000` in the prompt
+/// answered 500 with the raw PostgreSQL error. Now it is accepted and read back identical.
+async fn prompt_over_http(db: &TestDb) {
+    let store = db.store().await;
+    let state = nightshift_runner::api::ApiState {
+        store: store.clone(),
+        agents: Arc::new(vec!["helper".to_string()]),
+        token: Arc::new("t0ken".to_string()),
+        hooks: nightshift_runner::hooks::none(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        axum::serve(listener, nightshift_runner::api::router(state))
+            .await
+            .unwrap();
+    });
+    let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
+    let prompt = nasty("review");
+    let body = serde_json::json!({"agent": "helper", "prompt": prompt, "idempotency_key": "k\0"});
+    let resp = http
+        .post(format!("{base}/v1/runs"))
+        .bearer_auth("t0ken")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let created: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{created}");
+    let run_id = created["run_id"].as_str().unwrap();
+    let run: serde_json::Value = http
+        .get(format!("{base}/v1/runs/{run_id}"))
+        .bearer_auth("t0ken")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(run["input"], prompt.as_str());
+    assert_eq!(store.run(run_id).await.unwrap().unwrap().input, prompt);
+    server.abort();
 }
