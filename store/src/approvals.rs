@@ -18,13 +18,17 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
 pub struct Approval {
     pub run_id: String,
+    #[sqlx(try_from = "crate::text::DbText")]
     pub call_id: String,
+    #[sqlx(try_from = "crate::text::DbText")]
     pub tool: String,
     /// The call's input, as JSON.
+    #[sqlx(try_from = "crate::text::DbText")]
     pub input: String,
     pub input_hash: String,
     /// `pending`, `approved`, `denied` or `expired`.
     pub status: String,
+    #[sqlx(try_from = "crate::text::DbOptText")]
     pub reason: Option<String>,
     pub requested_at: Millis,
     pub expires_at: Millis,
@@ -58,9 +62,9 @@ macro_rules! approval_operations {
             ) -> $crate::Result<()> {
                 sqlx::query(approval_sql!("request"))
                     .bind(new.run_id)
-                    .bind(new.call_id)
-                    .bind(new.tool)
-                    .bind(new.input)
+                    .bind($crate::text::Text(new.call_id))
+                    .bind($crate::text::Text(new.tool))
+                    .bind($crate::text::Text(new.input))
                     .bind(new.input_hash)
                     .bind(now)
                     .bind(new.expires_at)
@@ -76,7 +80,7 @@ macro_rules! approval_operations {
             ) -> $crate::Result<Option<$crate::approvals::Approval>> {
                 Ok(sqlx::query_as(approval_sql!("get"))
                     .bind(run_id)
-                    .bind(call_id)
+                    .bind($crate::text::Text(call_id))
                     .fetch_optional(&mut *self.writer().await?)
                     .await?)
             }
@@ -102,14 +106,14 @@ macro_rules! approval_operations {
             ) -> $crate::Result<bool> {
                 let mut tx = self.begin().await?;
                 sqlx::query(include_str!(concat!("../sql/", $dir, "/lock_key.sql")))
-                    .bind(format!("approval:{run_id}"))
+                    .bind($crate::text::Text(&format!("approval:{run_id}")))
                     .execute(&mut *tx)
                     .await?;
                 let decided: Option<String> = sqlx::query_scalar(approval_sql!("decide"))
                     .bind(run_id)
-                    .bind(call_id)
+                    .bind($crate::text::Text(call_id))
                     .bind(status)
-                    .bind(reason)
+                    .bind($crate::text::Text::opt(reason))
                     .bind(now)
                     .fetch_optional(&mut *tx)
                     .await?;
@@ -135,7 +139,7 @@ macro_rules! approval_operations {
             ) -> $crate::Result<bool> {
                 let expired: Option<String> = sqlx::query_scalar(approval_sql!("expire"))
                     .bind(run_id)
-                    .bind(call_id)
+                    .bind($crate::text::Text(call_id))
                     .bind(now)
                     .fetch_optional(&mut *self.writer().await?)
                     .await?;

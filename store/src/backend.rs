@@ -32,8 +32,8 @@ macro_rules! queue_operations {
                 sqlx::query(sql!("set_run_status"))
                     .bind(run_id)
                     .bind(update.status.as_str())
-                    .bind(update.result)
-                    .bind(update.error)
+                    .bind($crate::text::Text::opt(update.result))
+                    .bind($crate::text::Text::opt(update.error))
                     .bind(update.finished_at)
                     .bind(now)
                     .execute(conn)
@@ -65,9 +65,9 @@ macro_rules! queue_operations {
                     .bind(run_id)
                     .bind(&new.agent)
                     .bind(new.trigger.as_str())
-                    .bind(&new.input)
-                    .bind(&new.dedupe_key)
-                    .bind(&new.concurrency_key)
+                    .bind($crate::text::Text(&new.input))
+                    .bind($crate::text::Text::opt(new.dedupe_key.as_deref()))
+                    .bind($crate::text::Text::opt(new.concurrency_key.as_deref()))
                     .bind(now)
                     .bind(notify)
                     .fetch_optional(&mut *tx)
@@ -80,12 +80,12 @@ macro_rules! queue_operations {
                 let mut superseded = Vec::new();
                 if let Some(key) = &new.concurrency_key {
                     sqlx::query(sql!("lock_key"))
-                        .bind(key)
+                        .bind($crate::text::Text(key))
                         .execute(&mut *tx)
                         .await?;
                     let active: Vec<(String, String, Option<i64>)> =
                         sqlx::query_as(sql!("active_runs_of_key"))
-                            .bind(key)
+                            .bind($crate::text::Text(key))
                             .bind(run_id)
                             .fetch_all(&mut *tx)
                             .await?;
@@ -142,7 +142,7 @@ macro_rules! queue_operations {
                     .bind($crate::states::JobKind::Start.as_str())
                     .bind(&new.job.lane)
                     .bind(new.job.priority)
-                    .bind(&new.input)
+                    .bind($crate::text::Text(&new.input))
                     .bind(run_at)
                     .bind(new.job.max_attempts)
                     .bind(None::<String>)
@@ -168,7 +168,7 @@ macro_rules! queue_operations {
                 let key = new.dedupe_key.as_deref().unwrap_or_default();
                 let (run_id, job_id): (String, Option<i64>) =
                     sqlx::query_as(sql!("find_run_by_key"))
-                        .bind(key)
+                        .bind($crate::text::Text(key))
                         .fetch_one(&mut *self.writer().await?)
                         .await?;
                 let job_id = job_id.ok_or_else(|| {
@@ -199,10 +199,10 @@ macro_rules! queue_operations {
                     .bind($crate::states::JobKind::Resume.as_str())
                     .bind(&new.job.lane)
                     .bind(new.job.priority)
-                    .bind(&new.payload)
+                    .bind($crate::text::Text(&new.payload))
                     .bind(new.job.run_at.unwrap_or(now))
                     .bind(new.job.max_attempts)
-                    .bind(&new.dedupe_key)
+                    .bind($crate::text::Text::opt(new.dedupe_key.as_deref()))
                     .bind(now)
                     .fetch_optional(&mut *tx)
                     .await?;
@@ -210,7 +210,7 @@ macro_rules! queue_operations {
                     tx.rollback().await?;
                     let key = new.dedupe_key.as_deref().unwrap_or_default();
                     let (run_id, job_id): (String, i64) = sqlx::query_as(sql!("find_job_by_key"))
-                        .bind(key)
+                        .bind($crate::text::Text(key))
                         .fetch_one(&mut *self.writer().await?)
                         .await?;
                     return Ok($crate::model::Enqueued {
@@ -371,8 +371,8 @@ macro_rules! queue_operations {
                 let seq: Option<i64> = sqlx::query_scalar(sql!("append_event"))
                     .bind(job_id)
                     .bind(token)
-                    .bind(event_type)
-                    .bind(payload)
+                    .bind($crate::text::Text(event_type))
+                    .bind($crate::text::Text(payload))
                     .bind(now)
                     .fetch_optional(&mut *self.writer().await?)
                     .await?;
@@ -390,8 +390,8 @@ macro_rules! queue_operations {
                 let seq: Option<i64> = sqlx::query_scalar(sql!("append_event_live"))
                     .bind(job_id)
                     .bind(token)
-                    .bind(event_type)
-                    .bind(payload)
+                    .bind($crate::text::Text(event_type))
+                    .bind($crate::text::Text(payload))
                     .bind(now)
                     .fetch_optional(&mut *self.writer().await?)
                     .await?;
@@ -482,7 +482,7 @@ macro_rules! queue_operations {
                     .bind(job_id)
                     .bind(token)
                     .bind(run_at)
-                    .bind(error)
+                    .bind($crate::text::Text(error))
                     .bind(now)
                     .bind(counted)
                     .fetch_optional(&mut *tx)
@@ -559,7 +559,7 @@ macro_rules! queue_operations {
                     // Serialised with decide_approval: a decision that landed before this park
                     // makes the resume due now instead of at the timeout.
                     sqlx::query(sql!("lock_key"))
-                        .bind(format!("approval:{run_id}"))
+                        .bind($crate::text::Text(&format!("approval:{run_id}")))
                         .execute(&mut *tx)
                         .await?;
                     let decided: i64 = sqlx::query_scalar(include_str!(concat!(
@@ -568,7 +568,7 @@ macro_rules! queue_operations {
                         "/approvals/decided.sql"
                     )))
                     .bind(&run_id)
-                    .bind(call_id)
+                    .bind($crate::text::Text(call_id))
                     .fetch_one(&mut *tx)
                     .await?;
                     if decided > 0 {
@@ -580,7 +580,7 @@ macro_rules! queue_operations {
                     .bind($crate::states::JobKind::Resume.as_str())
                     .bind(&resume.lane)
                     .bind(resume.priority)
-                    .bind(payload)
+                    .bind($crate::text::Text(payload))
                     .bind(run_at)
                     .bind(resume.max_attempts)
                     .bind(None::<String>)
@@ -615,7 +615,7 @@ macro_rules! queue_operations {
                 let done: Option<String> = sqlx::query_scalar(sql!("release_job"))
                     .bind(job_id)
                     .bind(token)
-                    .bind(reason)
+                    .bind($crate::text::Text(reason))
                     .bind(now)
                     .fetch_optional(&mut *tx)
                     .await?;
@@ -696,7 +696,7 @@ macro_rules! queue_operations {
                 key: &str,
             ) -> $crate::Result<Option<$crate::model::Run>> {
                 Ok(sqlx::query_as(sql!("find_active_run_by_concurrency_key"))
-                    .bind(key)
+                    .bind($crate::text::Text(key))
                     .fetch_optional(&mut *self.reader().await?)
                     .await?)
             }

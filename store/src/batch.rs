@@ -301,7 +301,8 @@ macro_rules! settle_operations {
                 tx: &mut Tx,
                 now: i64,
             ) -> $crate::Result<usize> {
-                let rescued: Vec<(String, String, Option<String>)> =
+                // The error is read decoded and bound through `Text` (it names the worker).
+                let rescued: Vec<(String, String, $crate::text::DbOptText)> =
                     sqlx::query_as(settle_sql!("rescue_expired"))
                         .bind(now)
                         .fetch_all(&mut **tx)
@@ -314,7 +315,7 @@ macro_rules! settle_operations {
                         $crate::store::RunUpdate {
                             status,
                             result: None,
-                            error: finished.and(error.as_deref()),
+                            error: finished.and(error.0.as_deref()),
                             finished_at: finished,
                         },
                         now,
@@ -363,12 +364,12 @@ macro_rules! settle_operations {
                 for job in keyed {
                     let key = job.concurrency_key.as_deref().unwrap_or_default();
                     let locked: bool = sqlx::query_scalar(settle_sql!("try_lock_key"))
-                        .bind(key)
+                        .bind($crate::text::Text(key))
                         .fetch_one(&mut **tx)
                         .await?;
                     let holder: Option<i64> = if locked {
                         sqlx::query_scalar(settle_sql!("key_holder"))
-                            .bind(key)
+                            .bind($crate::text::Text(key))
                             .bind(job.id)
                             .fetch_optional(&mut **tx)
                             .await?

@@ -14,7 +14,12 @@
 //!   statement or transaction guarded by that token. A stale writer gets
 //!   [`Error::LeaseLost`] and changes nothing.
 //! - **Dead workers' jobs come back.** A job whose lease expired is claimable again (with a
-//!   new token), or dead-lettered when that was its last attempt.
+//!   new token), or dead-lettered when that was its last attempt. An attempt that recorded
+//!   progress before its worker died is not counted, so crashes alone never dead-letter a
+//!   job that keeps making progress (`docs/states.md`, "How attempts are counted").
+//! - **Any text round-trips.** Text holding NUL bytes (which PostgreSQL's `TEXT` cannot
+//!   hold) is stored through a reversible escape on PostgreSQL and read back unchanged
+//!   (`text.rs`); SQLite stores it as it is.
 //! - **Time is injected.** Every timestamp comes from a [`Clock`] bound into SQL, so tests
 //!   move time instead of sleeping.
 //!
@@ -37,6 +42,7 @@ mod sqlite;
 pub mod states;
 mod store;
 pub mod tasks;
+mod text;
 pub mod wakeups;
 mod warm;
 mod webhooks;

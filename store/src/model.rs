@@ -18,8 +18,11 @@ pub struct Run {
     pub status: RunStatus,
     #[sqlx(try_from = "String")]
     pub trigger_kind: Trigger,
+    #[sqlx(try_from = "crate::text::DbText")]
     pub input: String,
+    #[sqlx(try_from = "crate::text::DbOptText")]
     pub idempotency_key: Option<String>,
+    #[sqlx(try_from = "crate::text::DbOptText")]
     pub concurrency_key: Option<String>,
     pub agent_hash: Option<String>,
     /// Whether the run's end is written to the outbox, to be delivered to its agent's notify
@@ -31,7 +34,9 @@ pub struct Run {
     pub cache_read_tokens: i64,
     pub cache_write_tokens: i64,
     pub cost_usd: f64,
+    #[sqlx(try_from = "crate::text::DbOptText")]
     pub result: Option<String>,
+    #[sqlx(try_from = "crate::text::DbOptText")]
     pub error: Option<String>,
     pub cancel_requested_at: Option<Millis>,
     pub created_at: Millis,
@@ -49,10 +54,12 @@ pub struct Job {
     pub kind: JobKind,
     pub lane: String,
     pub priority: i64,
+    #[sqlx(try_from = "crate::text::DbText")]
     pub payload: String,
     pub run_at: Millis,
     pub attempts: i64,
     pub max_attempts: i64,
+    #[sqlx(try_from = "crate::text::DbOptText")]
     pub dedupe_key: Option<String>,
     #[sqlx(try_from = "String")]
     pub status: JobState,
@@ -60,11 +67,13 @@ pub struct Job {
     pub lease_token: i64,
     pub lease_expires_at: Option<Millis>,
     pub cancel_requested_at: Option<Millis>,
+    #[sqlx(try_from = "crate::text::DbOptText")]
     pub last_error: Option<String>,
     pub created_at: Millis,
     pub updated_at: Millis,
     pub finished_at: Option<Millis>,
     /// The run's concurrency key: at most one job per key runs at a time.
+    #[sqlx(try_from = "crate::text::DbOptText")]
     pub concurrency_key: Option<String>,
 }
 
@@ -76,7 +85,9 @@ pub struct Event {
     pub job_id: i64,
     pub lease_token: i64,
     #[sqlx(rename = "type")]
+    #[sqlx(try_from = "crate::text::DbText")]
     pub event_type: String,
+    #[sqlx(try_from = "crate::text::DbText")]
     pub payload: String,
     pub created_at: Millis,
 }

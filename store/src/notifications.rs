@@ -124,6 +124,7 @@ pub struct Notification {
     pub max_attempts: i64,
     pub next_attempt_at: Millis,
     pub claim_token: i64,
+    #[sqlx(try_from = "crate::text::DbOptText")]
     pub last_error: Option<String>,
     pub last_status_code: Option<i64>,
     pub created_at: Millis,
@@ -245,7 +246,7 @@ macro_rules! notification_operations {
                     .bind(token)
                     .bind(status)
                     .bind(next_attempt_at)
-                    .bind(error)
+                    .bind($crate::text::Text::opt(error))
                     .bind(status_code)
                     .bind(delivered_at)
                     .bind(now)

@@ -12,6 +12,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, Postgres, Transaction};
 
 use crate::config::{StoreConfig, redact_url};
+use crate::text::Text;
 use crate::warm::{PING_AFTER, Warm};
 use crate::{Error, Result};
 
@@ -264,8 +265,8 @@ impl PgBackend {
                 .bind(run_id)
                 .bind(&new.agent)
                 .bind(new.trigger.as_str())
-                .bind(&new.input)
-                .bind(&new.dedupe_key)
+                .bind(Text(&new.input))
+                .bind(Text::opt(new.dedupe_key.as_deref()))
                 .bind(now)
                 .bind(&new.job.lane)
                 .bind(new.job.priority)
@@ -428,10 +429,10 @@ struct Ends<'a> {
     ids: Vec<i64>,
     tokens: Vec<i64>,
     job_states: Vec<&'static str>,
-    job_errors: Vec<Option<&'a str>>,
+    job_errors: Vec<Option<Text<'a>>>,
     statuses: Vec<&'static str>,
-    results: Vec<Option<&'a str>>,
-    errors: Vec<Option<&'a str>>,
+    results: Vec<Option<Text<'a>>>,
+    errors: Vec<Option<Text<'a>>>,
 }
 
 impl<'a> Ends<'a> {
@@ -441,10 +442,10 @@ impl<'a> Ends<'a> {
             ids: done.iter().map(|(id, _, _)| *id).collect(),
             tokens: done.iter().map(|(_, token, _)| *token).collect(),
             job_states: ends().map(|e| e.job_state().as_str()).collect(),
-            job_errors: ends().map(crate::model::RunEnd::job_error).collect(),
+            job_errors: ends().map(|e| Text::opt(e.job_error())).collect(),
             statuses: ends().map(|e| e.run_status().as_str()).collect(),
-            results: ends().map(|e| e.result()).collect(),
-            errors: ends().map(|e| e.error()).collect(),
+            results: ends().map(|e| Text::opt(e.result())).collect(),
+            errors: ends().map(|e| Text::opt(e.error())).collect(),
         }
     }
 }

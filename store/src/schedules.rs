@@ -61,6 +61,7 @@ pub struct ScheduleRow {
     pub cron: String,
     pub timezone: String,
     pub agent: String,
+    #[sqlx(try_from = "crate::text::DbText")]
     pub prompt: String,
     pub overlap: String,
     pub missed: String,
@@ -157,7 +158,7 @@ macro_rules! schedule_operations {
                     .bind(&def.cron)
                     .bind(&def.timezone)
                     .bind(&def.agent)
-                    .bind(&def.prompt)
+                    .bind($crate::text::Text(&def.prompt))
                     .bind(&def.overlap)
                     .bind(&def.missed)
                     .bind(def.enabled)
@@ -178,7 +179,7 @@ macro_rules! schedule_operations {
                     .bind(&def.cron)
                     .bind(&def.timezone)
                     .bind(&def.agent)
-                    .bind(&def.prompt)
+                    .bind($crate::text::Text(&def.prompt))
                     .bind(&def.overlap)
                     .bind(&def.missed)
                     .bind(def.enabled)

@@ -28,8 +28,10 @@ pub struct Task {
     pub id: String,
     pub run_id: String,
     /// The `run_command` call that started it.
+    #[sqlx(try_from = "crate::text::DbText")]
     pub call_id: String,
     /// The command line (secrets redacted).
+    #[sqlx(try_from = "crate::text::DbText")]
     pub command: String,
     /// The daemon running the process.
     pub owner: String,
@@ -37,8 +39,10 @@ pub struct Task {
     pub status: TaskStatus,
     pub exit_code: Option<i64>,
     /// How it ended, in words.
+    #[sqlx(try_from = "crate::text::DbOptText")]
     pub detail: Option<String>,
     /// The last part of its output (redacted), once it ended.
+    #[sqlx(try_from = "crate::text::DbOptText")]
     pub output_tail: Option<String>,
     /// Bytes of output it wrote in total.
     pub output_bytes: i64,
@@ -91,8 +95,8 @@ macro_rules! task_operations {
                 sqlx::query(task_sql!("insert"))
                     .bind(new.id)
                     .bind(new.run_id)
-                    .bind(new.call_id)
-                    .bind(new.command)
+                    .bind($crate::text::Text(new.call_id))
+                    .bind($crate::text::Text(new.command))
                     .bind(new.owner)
                     .bind(now)
                     .bind(new.deadline_at)
@@ -111,8 +115,8 @@ macro_rules! task_operations {
                     .bind(id)
                     .bind(end.status.as_str())
                     .bind(end.exit_code)
-                    .bind(end.detail)
-                    .bind(end.output_tail)
+                    .bind($crate::text::Text(end.detail))
+                    .bind($crate::text::Text(end.output_tail))
                     .bind(end.output_bytes)
                     .bind(now)
                     .fetch_optional(&mut *self.writer().await?)

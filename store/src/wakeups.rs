@@ -17,6 +17,7 @@ pub struct PendingWakeup {
     pub due_at: Millis,
     /// Why the run resumes (the agent's reason for a wakeup it set).
     #[serde(skip)]
+    #[sqlx(try_from = "crate::text::DbText")]
     pub payload: String,
 }
 

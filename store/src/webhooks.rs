@@ -45,11 +45,14 @@ impl TryFrom<String> for DeliveryStatus {
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
 pub struct WebhookDelivery {
     pub hook: String,
+    #[sqlx(try_from = "crate::text::DbText")]
     pub delivery_id: String,
+    #[sqlx(try_from = "crate::text::DbText")]
     pub event: String,
     #[sqlx(try_from = "String")]
     pub status: DeliveryStatus,
     /// What the delivery enqueued (a JSON array the intake wrote), once `done`.
+    #[sqlx(try_from = "crate::text::DbOptText")]
     pub runs: Option<String>,
     /// How many times the delivery arrived.
     pub received: i64,
@@ -71,7 +74,7 @@ macro_rules! webhook_operations {
                 let sql = include_str!(concat!("../sql/", $dir, "/webhooks/redelivery.sql"));
                 Ok(sqlx::query_as(sql)
                     .bind(hook)
-                    .bind(delivery_id)
+                    .bind($crate::text::Text(delivery_id))
                     .bind(now)
                     .fetch_optional(&mut *self.writer().await?)
                     .await?)
@@ -87,8 +90,8 @@ macro_rules! webhook_operations {
                 let sql = include_str!(concat!("../sql/", $dir, "/webhooks/claim.sql"));
                 Ok(sqlx::query_as(sql)
                     .bind(hook)
-                    .bind(delivery_id)
-                    .bind(event)
+                    .bind($crate::text::Text(delivery_id))
+                    .bind($crate::text::Text(event))
                     .bind(now)
                     .fetch_one(&mut *self.writer().await?)
                     .await?)
@@ -104,8 +107,8 @@ macro_rules! webhook_operations {
                 let sql = include_str!(concat!("../sql/", $dir, "/webhooks/finish.sql"));
                 let done = sqlx::query(sql)
                     .bind(hook)
-                    .bind(delivery_id)
-                    .bind(runs)
+                    .bind($crate::text::Text(delivery_id))
+                    .bind($crate::text::Text(runs))
                     .bind(now)
                     .execute(&mut *self.writer().await?)
                     .await?;
@@ -120,7 +123,7 @@ macro_rules! webhook_operations {
                 let sql = include_str!(concat!("../sql/", $dir, "/webhooks/release.sql"));
                 let gone = sqlx::query(sql)
                     .bind(hook)
-                    .bind(delivery_id)
+                    .bind($crate::text::Text(delivery_id))
                     .execute(&mut *self.writer().await?)
                     .await?;
                 Ok(gone.rows_affected() == 1)
@@ -134,7 +137,7 @@ macro_rules! webhook_operations {
                 let sql = include_str!(concat!("../sql/", $dir, "/webhooks/get.sql"));
                 Ok(sqlx::query_as(sql)
                     .bind(hook)
-                    .bind(delivery_id)
+                    .bind($crate::text::Text(delivery_id))
                     .fetch_optional(&mut *self.reader().await?)
                     .await?)
             }

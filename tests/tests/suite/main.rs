@@ -29,6 +29,8 @@
 //! - `hostile_loop`: the agent loop in process against duplicate, missing and reused tool-call
 //!   ids, empty replies, schema violations, outages and old logs; a property test over
 //!   generated replies and crash points.
+//! - `nul_text`: text holding NUL bytes round-trips on both backends (prompts, results,
+//!   errors, events, keys, approvals, tasks).
 //! - `plans`: PostgreSQL's plans for the claim, under statistics that expect an empty queue.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
@@ -45,6 +47,7 @@ mod fakes;
 mod hooks;
 mod hostile_loop;
 mod notify;
+mod nul_text;
 mod plans;
 mod pool;
 mod process;
