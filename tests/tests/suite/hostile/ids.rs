@@ -147,9 +147,12 @@ async fn reused_id_anthropic(db: &TestDb) {
     same_provider_id_in_two_turns(db, Wire::Anthropic, false, Some("toolu_same")).await;
 }
 
-/// What the payment receiver saw: (Idempotency-Key, body) per request.
+/// One POST the payment receiver saw: its Idempotency-Key and body.
+type Post = (Option<String>, String);
+
+/// What the payment receiver saw, in order.
 #[derive(Clone, Default)]
-struct Received(Arc<Mutex<Vec<(Option<String>, String)>>>);
+struct Received(Arc<Mutex<Vec<Post>>>);
 
 async fn receive(State(r): State<Received>, headers: HeaderMap, body: String) -> &'static str {
     let key = headers
