@@ -15,6 +15,10 @@
 //! - `hooks`: webhook intake: signatures, routing, templates, dedupe, refusals, a real daemon.
 //! - `crash`: real `nightshift serve` SIGKILLed mid-tool-call and between turns; cancellation.
 //! - `provider`: the daemon against a fake Anthropic Messages API on loopback.
+//! - `hostile`: the daemon against a hostile provider speaking both wire formats: duplicate
+//!   and reused tool-call ids, schema violations, empty and cut-off replies, outages,
+//!   malformed 200s, NUL bytes and unknown stop reasons; every request checked like the real
+//!   APIs check it.
 //! - `wakeup`: wakeups the agent sets (park, resume in the same session, crash) and the
 //!   fence that keeps a superseded run from starting side effects.
 //! - `schedules`: cron schedules with a manual clock: DST, missed fires, overlap, config
@@ -45,6 +49,7 @@ mod concurrency;
 mod crash;
 mod fakes;
 mod hooks;
+mod hostile;
 mod hostile_loop;
 mod notify;
 mod nul_text;
