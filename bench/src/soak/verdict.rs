@@ -169,8 +169,21 @@ fn shortfall(agent: &AgentScript, log: &RunLog, result: Option<&str>) -> Option<
     (!missing.is_empty()).then(|| missing.join("; "))
 }
 
+/// The first line of an error with every word holding a digit (worker ids, attempt numbers)
+/// replaced by `N`, so that failures of one kind count as one row.
 fn short_reason(e: &str) -> String {
     let e = e.lines().next().unwrap_or_default();
+    let e: Vec<&str> = e
+        .split(' ')
+        .map(|w| {
+            if w.contains(|c: char| c.is_ascii_digit()) {
+                "N"
+            } else {
+                w
+            }
+        })
+        .collect();
+    let e = e.join(" ");
     let cut: String = e.chars().take(90).collect();
     if cut.len() < e.len() {
         format!("{cut}…")
@@ -693,6 +706,10 @@ mod tests {
         truth.ledger.retain(|l| l.call_id != "t1_side_effect");
         let r = judge(Context::default(), &accepted, &truth);
         assert_eq!((r.outcome_unknown, r.outcome_unknown_ran), (1, 0));
+        assert_eq!(
+            short_reason("lease expired: worker vm:1:ab stopped during attempt 5 of 5\nmore"),
+            "lease expired: worker N stopped during attempt N of N"
+        );
         assert_eq!(r.side_effect_never_ran, 1);
         assert_eq!(r.broken(), Vec::<String>::new(), "reported, not repeated");
     }
