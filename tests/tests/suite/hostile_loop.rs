@@ -61,13 +61,16 @@ impl ModelGateway for SequenceModel {
             self.requests.lock().unwrap().push(req.clone());
             if let Err(v) = nightshift_llm::conversation::check(req) {
                 self.invalid.lock().unwrap().push(v.to_string());
-                return Err(ModelFailure::Fatal(format!("HTTP 400: invalid request: {v}")));
+                return Err(ModelFailure::Fatal(format!(
+                    "HTTP 400: invalid request: {v}"
+                )));
             }
-            self.answers
-                .lock()
-                .unwrap()
-                .pop_front()
-                .unwrap_or_else(|| Ok(reply(vec![text("nothing more to say")], StopReason::EndTurn)))
+            self.answers.lock().unwrap().pop_front().unwrap_or_else(|| {
+                Ok(reply(
+                    vec![text("nothing more to say")],
+                    StopReason::EndTurn,
+                ))
+            })
         })
     }
 }
@@ -102,12 +105,7 @@ impl Loop {
 
     /// Claims the next due job (if any) and runs it to its outcome, recorded as the pool does.
     pub(crate) async fn step(&self) -> Option<Outcome> {
-        let lease = self
-            .store
-            .claim("w", None, 1, LEASE)
-            .await
-            .unwrap()
-            .pop()?;
+        let lease = self.store.claim("w", None, 1, LEASE).await.unwrap().pop()?;
         let outcome = self.runtime.handle(JobContext::new(lease.clone())).await;
         apply_outcome(&lease, &outcome, &Default::default())
             .await
@@ -170,7 +168,11 @@ async fn duplicate_ids_in_one_reply(db: &TestDb) {
     let run = l.run(&run_id).await;
     assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
     let calls = l.tools.calls();
-    assert_eq!(calls.len(), 2, "each side effect ran exactly once: {calls:?}");
+    assert_eq!(
+        calls.len(),
+        2,
+        "each side effect ran exactly once: {calls:?}"
+    );
     assert_ne!(calls[0].1, calls[1].1, "each call has its own key");
     let events = l.events(&run_id).await;
     let ids = started_ids(&events);
@@ -281,7 +283,10 @@ async fn schema_violation(db: &TestDb) {
         _ => None,
     });
     let (content, is_error) = refused.expect("the refused call has a result");
-    assert!(is_error && content.contains("does not match its schema"), "{content}");
+    assert!(
+        is_error && content.contains("does not match its schema"),
+        "{content}"
+    );
 }
 
 fn overloaded() -> Result<ModelResponse, ModelFailure> {
@@ -307,7 +312,11 @@ async fn outage_resumes(db: &TestDb) {
         let run = l.run(&run_id).await;
         assert_eq!(run.status, RunStatus::Queued);
         let job = &l.store.jobs_of_run(&run_id).await.unwrap()[0];
-        assert_eq!((job.status, job.attempts), (JobState::Queued, 0), "no attempt spent");
+        assert_eq!(
+            (job.status, job.attempts),
+            (JobState::Queued, 0),
+            "no attempt spent"
+        );
         assert!(l.step().await.is_none(), "nothing is due before the probe");
         l.clock.advance(Duration::from_secs(30));
     }
@@ -346,7 +355,10 @@ async fn outage_past_limit(db: &TestDb) {
         }
         assert!(deferrals < 10, "the limit ends the waiting");
     }
-    assert_eq!(deferrals, 4, "waits at 0, 30, 60 and 90 s; the limit at 100 s");
+    assert_eq!(
+        deferrals, 4,
+        "waits at 0, 30, 60 and 90 s; the limit at 100 s"
+    );
     let run = l.run(&run_id).await;
     assert_eq!(run.status, RunStatus::Failed);
     let error = run.error.unwrap();
