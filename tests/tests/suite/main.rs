@@ -31,10 +31,11 @@
 //! - `tasks`: background commands: task rows, a run waiting for and woken by its task, lost
 //!   tasks, and a real `nightshift serve` SIGKILLed with a task running.
 //! - `hostile_loop`: the agent loop in process against duplicate, missing and reused tool-call
-//!   ids, empty replies, schema violations, outages and old logs; a property test over
-//!   generated replies and crash points.
+//!   ids, empty replies, schema violations, outages and old logs.
 //! - `nul_text`: text holding NUL bytes round-trips on both backends (prompts, results,
 //!   errors, events, keys, approvals, tasks).
+//! - `loop_property`: the loop through generated hostile replies and crash points, with its
+//!   promises checked after each case.
 //! - `plans`: PostgreSQL's plans for the claim, under statistics that expect an empty queue.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
@@ -51,6 +52,7 @@ mod fakes;
 mod hooks;
 mod hostile;
 mod hostile_loop;
+mod loop_property;
 mod notify;
 mod nul_text;
 mod plans;
