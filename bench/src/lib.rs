@@ -4,12 +4,6 @@
 //! and PostgreSQL from `NIGHTSHIFT_BENCH_PG_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`) in a schema of its own, unless `--sqlite-only`
 //! is passed or the server cannot be reached (then a note says its rows are skipped).
-//!
-//! [`soak`] is the crash soak of the `crash-soak` binary: real `nightshift serve` daemons
-//! SIGKILLed at random, and what it guarantees to measure afterwards from the database and the
-//! tools' ledger (lost runs, side effects executed twice, succeeded runs short of their script).
-
-pub mod soak;
 
 use std::path::Path;
 use std::sync::Arc;

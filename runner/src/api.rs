@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `POST` | `/v1/runs` | enqueue a run: `{agent, prompt, idempotency_key?, priority?, lane?, delay_seconds?, run_at?, max_attempts?, concurrency_key?, concurrency_policy?, debounce_seconds?}` → 202 with its id (200 and the first run's id for a repeated idempotency key, or the active run's with `skipped` under the skip policy) |
 //! | `GET` | `/v1/runs?status=&limit=` | runs, newest first |
-//! | `GET` | `/v1/runs/{id}` | a run: status, usage, cost, result, error |
+//! | `GET` | `/v1/runs/{id}` | a run: status, usage, cost, result, error, and `last_error`: why its newest job was last retried or is waiting (a model outage's real cause) |
 //! | `GET` | `/v1/runs/{id}/events?after=N` | its event log |
 //! | `POST` | `/v1/runs/{id}/cancel` | cancel it |
 //! | `POST` | `/v1/runs/{id}/wake` | wake a sleeping run now |
@@ -297,11 +297,23 @@ async fn list_runs(
 }
 
 async fn show_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
-    match state.store.run(&id).await {
-        Ok(Some(run)) => Json(run).into_response(),
-        Ok(None) => error(StatusCode::NOT_FOUND, format!("run {id} not found")),
-        Err(e) => store_error(e),
-    }
+    let run = match state.store.run(&id).await {
+        Ok(Some(run)) => run,
+        Ok(None) => return error(StatusCode::NOT_FOUND, format!("run {id} not found")),
+        Err(e) => return store_error(e),
+    };
+    // Why the newest job was last retried or is waiting (a model outage's real cause, a lost
+    // lease), also while the run has not ended.
+    let last_error = match state.store.jobs_of_run(&id).await {
+        Ok(jobs) => jobs
+            .into_iter()
+            .max_by_key(|j| j.id)
+            .and_then(|j| j.last_error),
+        Err(e) => return store_error(e),
+    };
+    let mut body = serde_json::to_value(&run).expect("a run serialises");
+    body["last_error"] = json!(last_error);
+    Json(body).into_response()
 }
 
 #[derive(Debug, Deserialize)]

@@ -63,6 +63,21 @@ async fn outage_pauses(db: &TestDb) {
         "an outage longer than the retries does not end the run: {}",
         describe(&run, &events)
     );
+    // While it waits, the run's API view names the real cause too.
+    let waiting = eventually(
+        Duration::from_secs(20),
+        "the run's last_error to name the outage",
+        || async {
+            let run = d.run(&run_id).await;
+            let last = run["last_error"].as_str().unwrap_or_default().to_string();
+            (last.contains("529") && last.contains("Overloaded")).then_some(run)
+        },
+    )
+    .await;
+    assert!(
+        !is_terminal(waiting["status"].as_str().unwrap_or_default()),
+        "{waiting}"
+    );
     gate.release();
     let run = d.finished(&run_id).await;
     let events = d.events(&run_id).await;

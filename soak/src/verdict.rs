@@ -532,8 +532,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::soak::script::{AGENTS, final_text, turn_text};
-    use crate::soak::truth::{EventRow, LedgerLine, RunRow};
+    use crate::script::{AGENTS, final_text, turn_text};
+    use crate::truth::{EventRow, LedgerLine, RunRow};
 
     const RUN: &str = "run-1";
 

@@ -1,7 +1,7 @@
 //! `crash-soak`: starts the real `nightshift serve` (one daemon on SQLite, two on one
 //! PostgreSQL schema), enqueues scripted runs whose tools write a ledger, SIGKILLs the
 //! daemons at random `--kills` times, lets every run finish, and prints one markdown table per
-//! backend (what it measures: `nightshift_bench::soak`). Exits 1 when an invariant broke
+//! backend (what it measures: `nightshift_soak`). Exits 1 when an invariant broke
 //! (the tables are printed first), 2 when the soak itself could not run or hit its time limit.
 //!
 //! `crash-soak tool --ledger PATH --class CLASS` is the soak's own command tool: it reads the
@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use nightshift_bench::soak::{daemon, run, truth};
+use nightshift_soak::{daemon, run, truth};
 use tokio::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
