@@ -79,10 +79,8 @@ pub struct Outage {
 }
 
 /// Whether a stop reason says the model ran out of context window.
-/// (Also the name as an older version logged it, before it knew this reason.)
 pub fn means_context_full(stop: &StopReason) -> bool {
     stop.means_context_full()
-        || matches!(stop, StopReason::Other(s) if s == "model_context_window_exceeded")
 }
 
 /// The projected state of a run.

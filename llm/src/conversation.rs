@@ -6,22 +6,26 @@
 //! 1. There is at least one message, and the first is the user's.
 //! 2. Roles alternate: never two user or two assistant messages in a row.
 //! 3. Every message has content, except an optional final assistant message; no text block is
-//!    empty.
+//!    empty or only whitespace.
 //! 4. In a user message, `tool_result` blocks come first, and each answers a `tool_use` of the
 //!    assistant message just before it, at most once.
 //! 5. Every `tool_use` of an assistant message that is not the last one is answered in the
 //!    next message; the last message has no `tool_use` (nothing could answer it).
-//! 6. Tool-call ids are 1–64 of `A-Z a-z 0-9 _ -` and unique across the whole request.
+//! 6. Tool-call ids are 1–40 of `A-Z a-z 0-9 _ -` (OpenAI allows 40 characters, Anthropic
+//!    that alphabet) and unique across the whole request.
 //!
 //! Guarantees of [`normalize`]: it is a pure function (the same messages always give the same
 //! conversation, so a resumed run sends the same bytes as an uninterrupted one), it only
 //! removes or merges, never invents content, and its output passes [`check`] whenever its
 //! input starts with a user message and its tool-call ids are well formed and unique — which
-//! the agent loop guarantees. Concretely it drops empty text blocks and empty messages (a
-//! reply cut off before any content, an empty `pause_turn`), merges neighbours of the same
-//! role (a reminder after tool results, the continuation of a paused turn), and drops tool
-//! calls that no result answers (the complete calls of a reply cut off at `max_tokens`, which
-//! were never run) together with results that answer nothing.
+//! the agent loop guarantees for every new reply. Concretely it drops empty and
+//! whitespace-only text blocks and empty messages (a reply cut off before any content, an
+//! empty `pause_turn`), merges neighbours of the same role (a reminder after tool results, the
+//! continuation of a paused turn), drops tool calls that no result answers (the complete calls
+//! of a reply cut off at `max_tokens`, which were never run) together with results that answer
+//! nothing, and gives a call whose id is malformed or already used earlier in the request a
+//! fresh id (`ns_m<message>_<index>`), renaming its result with it — for logs written before
+//! the loop made ids unique (an OpenAI-compatible server's `call_0` in every turn).
 
 use std::collections::HashSet;
 
@@ -39,7 +43,7 @@ pub struct Violation {
 
 /// Whether `id` is a tool-call id every provider accepts.
 pub fn valid_call_id(id: &str) -> bool {
-    (1..=64).contains(&id.len())
+    (1..=40).contains(&id.len())
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
@@ -74,8 +78,8 @@ pub fn check_messages(messages: &[Message]) -> Result<(), Violation> {
         for block in &m.content {
             match block {
                 ContentBlock::Text { text } => {
-                    if text.is_empty() {
-                        return fail(i, "an empty text block".into());
+                    if text.trim().is_empty() {
+                        return fail(i, "an empty or whitespace-only text block".into());
                     }
                     results_done = true;
                 }
@@ -92,7 +96,7 @@ pub fn check_messages(messages: &[Message]) -> Result<(), Violation> {
                     if !valid_call_id(id) {
                         return fail(
                             i,
-                            format!("tool_use id {id:?} is not 1-64 of [A-Za-z0-9_-]"),
+                            format!("tool_use id {id:?} is not 1-40 of [A-Za-z0-9_-]"),
                         );
                     }
                     if !ids.insert(id.as_str()) {
@@ -137,6 +141,7 @@ pub fn check_messages(messages: &[Message]) -> Result<(), Violation> {
 /// The conversation to send for a run's projected `messages`; see the module doc.
 pub fn normalize(messages: &[Message]) -> Vec<Message> {
     let mut out = merge(messages.iter().cloned());
+    rename_taken_ids(&mut out);
     // Dropping an unanswered call can empty a message, and dropping that message can make
     // two neighbours of one role meet: repeat until nothing changes (each pass only removes).
     loop {
@@ -155,7 +160,7 @@ fn merge(messages: impl Iterator<Item = Message>) -> Vec<Message> {
     let mut out: Vec<Message> = Vec::new();
     for mut m in messages {
         m.content
-            .retain(|b| !matches!(b, ContentBlock::Text { text } if text.is_empty()));
+            .retain(|b| !matches!(b, ContentBlock::Text { text } if text.trim().is_empty()));
         if m.content.is_empty() {
             continue;
         }
@@ -173,6 +178,46 @@ fn merge(messages: impl Iterator<Item = Message>) -> Vec<Message> {
         m.content = results;
     }
     out
+}
+
+/// Gives every tool call whose id is malformed or used earlier in the conversation a fresh id,
+/// and the results of the next message that answer it the same id (in order, when one reply
+/// used an id twice).
+fn rename_taken_ids(messages: &mut [Message]) {
+    let mut seen: HashSet<String> = HashSet::new();
+    for i in 0..messages.len() {
+        if messages[i].role != Role::Assistant {
+            continue;
+        }
+        let mut renamed: Vec<(String, String)> = Vec::new();
+        let mut index = 0;
+        for block in &mut messages[i].content {
+            let ContentBlock::ToolUse { id, .. } = block else {
+                continue;
+            };
+            if !valid_call_id(id) || seen.contains(id.as_str()) {
+                let mut fresh = format!("ns_m{i}_{index}");
+                while seen.contains(&fresh) {
+                    fresh.push('x');
+                }
+                renamed.push((std::mem::replace(id, fresh.clone()), fresh));
+            }
+            seen.insert(id.clone());
+            index += 1;
+        }
+        if renamed.is_empty() {
+            continue;
+        }
+        if let Some(next) = messages.get_mut(i + 1) {
+            for block in &mut next.content {
+                if let ContentBlock::ToolResult { tool_use_id, .. } = block
+                    && let Some(at) = renamed.iter().position(|(old, _)| old == tool_use_id)
+                {
+                    *tool_use_id = renamed.remove(at).1;
+                }
+            }
+        }
+    }
 }
 
 /// Keeps a tool call only when the next message answers it, and a result only when it answers
@@ -304,7 +349,7 @@ mod tests {
                 vec![user("a"), assistant(vec![]), user("b")],
                 "has no content",
             ),
-            (vec![user("")], "empty text block"),
+            (vec![user("")], "whitespace-only text block"),
             (
                 vec![user("a"), assistant(vec![call("x")])],
                 "in the last message is unanswered",
@@ -315,7 +360,7 @@ mod tests {
             ),
             (
                 vec![user("a"), assistant(vec![call("x y")]), results(&["x y"])],
-                "is not 1-64",
+                "is not 1-40",
             ),
             (
                 vec![
@@ -433,6 +478,34 @@ mod tests {
         assert!(valid_call_id("toolu_01A-b"));
         assert!(!valid_call_id(""));
         assert!(!valid_call_id("call 1"));
-        assert!(!valid_call_id(&"x".repeat(65)));
+        assert!(valid_call_id(&"x".repeat(40)));
+        assert!(!valid_call_id(&"x".repeat(41)));
+    }
+
+    #[test]
+    fn an_old_log_with_one_id_in_every_turn_gets_fresh_ids_with_their_results() {
+        // What an OpenAI-compatible server without ids left in logs of older versions.
+        let msgs = vec![
+            user("go"),
+            assistant(vec![call("call_0")]),
+            results(&["call_0"]),
+            assistant(vec![call("call_0"), call("bad id")]),
+            results(&["call_0", "bad id"]),
+            assistant(vec![text("done")]),
+        ];
+        let got = normalize(&msgs);
+        assert_eq!(check_messages(&got), Ok(()), "{got:?}");
+        assert_eq!(got[1], msgs[1], "the first use keeps its id");
+        assert_eq!(got[3].content, vec![call("ns_m3_0"), call("ns_m3_1")]);
+        assert_eq!(got[4], results(&["ns_m3_0", "ns_m3_1"]));
+        assert_eq!(normalize(&got), got, "normalising again changes nothing");
+    }
+
+    #[test]
+    fn whitespace_only_text_is_dropped_and_refused() {
+        let got = normalize(&[user("go"), assistant(vec![text(" \n")]), user("on")]);
+        assert_eq!(got.len(), 1);
+        let err = check_messages(&[user("  ")]).unwrap_err();
+        assert!(err.to_string().contains("whitespace-only"), "{err}");
     }
 }

@@ -325,6 +325,10 @@ fn finish(reason: &str, has_tool_calls: bool) -> crate::StopReason {
         "stop" => S::EndTurn,
         "length" => S::MaxTokens,
         "content_filter" => S::Refusal,
+        // Text Generation Inference ends a turn with `eos_token`; Mistral says
+        // `model_length` when the context window is full.
+        "eos_token" => S::EndTurn,
+        "model_length" => S::ModelContextWindowExceeded,
         other => stop_reason(other),
     }
 }
@@ -558,5 +562,28 @@ fn stream_error(err: &Value) -> ProviderError {
             Some(t) => format!("error in stream: {t}: {message}"),
             None => format!("error in stream: {message}"),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::StopReason as S;
+
+    #[test]
+    fn finish_reasons_of_compatible_servers_map_to_what_they_mean() {
+        let cases = [
+            ("stop", false, S::EndTurn),
+            ("stop", true, S::ToolUse),
+            ("tool_calls", true, S::ToolUse),
+            ("length", false, S::MaxTokens),
+            ("content_filter", false, S::Refusal),
+            ("eos_token", false, S::EndTurn),
+            ("model_length", false, S::ModelContextWindowExceeded),
+            ("brand_new", false, S::Other("brand_new".into())),
+        ];
+        for (reason, tools, want) in cases {
+            assert_eq!(finish(reason, tools), want, "{reason}");
+        }
     }
 }

@@ -9,8 +9,9 @@
 //!   call whose input did not arrive complete. Complete calls before it and all text are kept,
 //!   and `stop_reason` stays as sent, so the loop never runs a cut-off call and the
 //!   conversation stays valid to send again (no `tool_use` without its input).
-//! - In any other reply, a tool call whose input is not valid JSON, or that never finished,
-//!   is a [`ProviderError::Malformed`] error (retryable: the next attempt may be whole).
+//! - In any other reply, a tool call that never finished is a [`ProviderError::Malformed`]
+//!   error, and one whose input is not valid JSON a [`ProviderError::BadToolCall`] (both
+//!   retryable: the next attempt may be whole).
 //! - A reply that says `end_turn` or `stop_sequence` but carries complete tool calls is
 //!   `ToolUse` ([`settle_stop`]): the calls are there, so the loop must answer them.
 //! - Tool-call ids are passed through as the provider sent them; a missing id is left empty
@@ -89,7 +90,7 @@ pub(crate) fn finalize(
                         )));
                     }
                     Err(e) => {
-                        return Err(ProviderError::Malformed(format!(
+                        return Err(ProviderError::BadToolCall(format!(
                             "tool call {name} ({}) has input that is not valid JSON ({e}): {}",
                             shown_id(&id),
                             crate::http::truncate(&raw, 200)
@@ -191,7 +192,7 @@ mod tests {
     #[test]
     fn broken_input_outside_max_tokens_is_malformed() {
         let err = finalize(vec![tool("{\"p\":", true)], &StopReason::ToolUse).unwrap_err();
-        assert!(matches!(err, ProviderError::Malformed(m) if m.contains("not valid JSON")));
+        assert!(matches!(err, ProviderError::BadToolCall(m) if m.contains("not valid JSON")));
         let err = finalize(vec![tool("{}", false)], &StopReason::ToolUse).unwrap_err();
         assert!(matches!(err, ProviderError::Malformed(m) if m.contains("never finished")));
     }

@@ -425,6 +425,20 @@ macro_rules! queue_operations {
                 self.fenced(job_id, token, written).await.map(|_| ())
             }
 
+            /// Marks the leased attempt as having made progress (see `record_progress`).
+            pub(crate) async fn mark_progress(
+                &self,
+                job_id: i64,
+                token: i64,
+            ) -> $crate::Result<()> {
+                let marked: Option<String> = sqlx::query_scalar(sql!("mark_progress"))
+                    .bind(job_id)
+                    .bind(token)
+                    .fetch_optional(&mut *self.writer().await?)
+                    .await?;
+                self.fenced(job_id, token, marked).await.map(|_| ())
+            }
+
             pub(crate) async fn record_progress(
                 &self,
                 job_id: i64,

@@ -395,6 +395,14 @@ impl LeasedJob {
         dispatch!(s, b => b.write_checkpoint(self.job.id, self.token, through_seq, format_version, body, now))
     }
 
+    /// Marks this attempt as having made progress (one fenced statement), without touching
+    /// the run's totals: the agent loop calls it when it logs a tool result. Like
+    /// [`LeasedJob::record_progress`], it keeps a later lease expiry from counting the attempt.
+    pub async fn mark_progress(&self) -> Result<()> {
+        let s = &self.store;
+        dispatch!(s, b => b.mark_progress(self.job.id, self.token))
+    }
+
     /// Copies the run's usage totals onto the run row (for the API and budgets), and marks
     /// this attempt as having made progress: if its lease later expires (the worker died),
     /// the attempt is given back instead of counting towards `max_attempts`.

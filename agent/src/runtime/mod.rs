@@ -199,10 +199,21 @@ impl AgentRuntime {
                 JobKind::Start => lease.job().payload.clone(),
                 JobKind::Resume => run.input.clone(),
             };
+            let empty = prompt.trim().is_empty();
             s.log(RunEvent::UserMessage {
                 message: Message::user_text(prompt),
             })
             .await?;
+            if empty {
+                // The intake refuses these; a run enqueued around it fails saying so.
+                return s
+                    .finish(RunEnd::Failed {
+                        error: "the run's prompt is empty: there is nothing to ask the model; \
+                                enqueue it again with a prompt"
+                            .into(),
+                    })
+                    .await;
+            }
         } else if s.state.agent_hash.as_deref() != Some(agent.hash.as_str()) {
             tracing::warn!(
                 run_id = %s.run_id,
@@ -310,6 +321,9 @@ impl AgentRuntime {
                     .await?;
                 }
                 Step::Compact => {
+                    if let Some(end) = s.over_budget() {
+                        return s.finish(end).await;
+                    }
                     if let Some(outcome) = self.compact(s).await? {
                         return Ok(outcome);
                     }
@@ -557,9 +571,12 @@ impl AgentRuntime {
         let kept_from = (n.saturating_sub(keep)..n)
             .find(|&i| s.state.messages[i].role == Role::Assistant)
             .unwrap_or(n);
-        // The whole conversation, tools and system prompt unchanged (so the prompt cache
-        // still hits), plus the request for a summary at the bottom.
-        let req = s.request(
+        // The part to summarise — a prefix of what was sent before, tools and system prompt
+        // unchanged, so the prompt cache still hits — plus the request for a summary at the
+        // bottom. Never the kept part: after a reply that filled the window, the whole
+        // conversation would not fit.
+        let req = s.request_over(
+            &s.state.messages[..kept_from],
             self.specs(s.agent),
             Some(Message::user_text(SUMMARY_REQUEST)),
         );
@@ -739,13 +756,23 @@ impl Session<'_> {
         tools: Vec<nightshift_llm::ToolSpec>,
         extra: Option<Message>,
     ) -> ModelRequest {
+        self.request_over(&self.state.messages, tools, extra)
+    }
+
+    /// [`Session::request`] over `messages` instead of the whole conversation.
+    fn request_over(
+        &self,
+        messages: &[Message],
+        tools: Vec<nightshift_llm::ToolSpec>,
+        extra: Option<Message>,
+    ) -> ModelRequest {
         let messages = match extra {
             Some(m) => {
-                let mut all = self.state.messages.clone();
+                let mut all = messages.to_vec();
                 all.push(m);
                 conversation::normalize(&all)
             }
-            None => conversation::normalize(&self.state.messages),
+            None => conversation::normalize(messages),
         };
         ModelRequest {
             model: self.agent.config.model.clone(),
@@ -786,6 +813,8 @@ impl Session<'_> {
             interrupted: false,
         })
         .await?;
+        // A logged result is progress: a crash after it does not count the attempt.
+        self.ctx.lease.mark_progress().await?;
         let unanswered = self
             .state
             .pending

@@ -148,24 +148,56 @@ impl FakeTools {
     }
 }
 
+/// The fake tools' specs: `put`, `read` and `send`, each taking any object.
+pub(crate) fn fake_specs() -> Vec<ToolSpec> {
+    ["put", "read", "send"]
+        .iter()
+        .map(|n| ToolSpec {
+            name: n.to_string(),
+            description: format!("the {n} tool"),
+            input_schema: json!({"type": "object"}),
+        })
+        .collect()
+}
+
+/// `read` is read-only, `put` idempotent, anything else a side effect.
+pub(crate) fn fake_durability(name: &str) -> Durability {
+    match name {
+        "read" => Durability::ReadOnly,
+        "put" => Durability::Idempotent,
+        _ => Durability::SideEffect,
+    }
+}
+
+/// A run's log, parsed.
+pub(crate) async fn logged_events(store: &Store, run_id: &str) -> Vec<RunEvent> {
+    store
+        .events(run_id, 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| RunEvent::parse(&e.event_type, &e.payload).unwrap())
+        .collect()
+}
+
+/// Records an invalid request in `invalid` and answers it as a provider would (a 400).
+pub(crate) fn refuse_invalid(
+    req: &ModelRequest,
+    invalid: &Mutex<Vec<String>>,
+) -> Result<(), ModelFailure> {
+    nightshift_llm::conversation::check(req).map_err(|v| {
+        invalid.lock().unwrap().push(v.to_string());
+        ModelFailure::Fatal(format!("HTTP 400: invalid request: {v}"))
+    })
+}
+
 impl ToolBox for FakeTools {
     fn specs(&self, _agent: &AgentDef) -> Vec<ToolSpec> {
-        ["put", "read", "send"]
-            .iter()
-            .map(|n| ToolSpec {
-                name: n.to_string(),
-                description: format!("the {n} tool"),
-                input_schema: json!({"type": "object"}),
-            })
-            .collect()
+        fake_specs()
     }
 
     fn durability(&self, _agent: &AgentDef, name: &str, _input: &serde_json::Value) -> Durability {
-        match name {
-            "read" => Durability::ReadOnly,
-            "put" => Durability::Idempotent,
-            _ => Durability::SideEffect,
-        }
+        fake_durability(name)
     }
 
     /// An input with a `bad` key breaks every tool's schema.
@@ -283,13 +315,7 @@ impl Harness {
     }
 
     pub(crate) async fn events(&self, run_id: &str) -> Vec<RunEvent> {
-        self.store
-            .events(run_id, 0)
-            .await
-            .unwrap()
-            .iter()
-            .map(|e| RunEvent::parse(&e.event_type, &e.payload).unwrap())
-            .collect()
+        logged_events(&self.store, run_id).await
     }
 
     pub(crate) async fn kinds(&self, run_id: &str) -> Vec<&'static str> {

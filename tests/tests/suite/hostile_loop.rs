@@ -30,6 +30,7 @@ on_both_backends! {
     an_outage_waits_without_spending_attempts_and_resumes => outage_resumes;
     an_outage_past_the_limit_fails_with_the_real_cause => outage_past_limit;
     a_log_with_duplicate_ids_from_an_older_version_fails_instead_of_spinning => old_duplicate_log;
+    a_log_with_one_id_in_every_turn_from_an_older_version_resumes => old_reused_id_log;
 }
 
 /// Answers each call with the next scripted answer, whatever the request; refuses (as a
@@ -410,4 +411,58 @@ async fn old_duplicate_log(db: &TestDb) {
     assert_eq!(run.status, RunStatus::Failed);
     assert!(run.error.unwrap().contains("share the id dup"));
     assert!(l.tools.calls().is_empty(), "nothing ran, nothing repeated");
+}
+
+async fn old_reused_id_log(db: &TestDb) {
+    let model = SequenceModel::new(vec![Ok(reply(vec![text("resumed")], StopReason::EndTurn))]);
+    let l = Loop::new(db, agent(json!({})), model).await;
+    let run_id = l.enqueue(3).await;
+    // A log as an older version wrote it for a server without ids: `call_0` in every turn.
+    let lease = l
+        .store
+        .claim("old", None, 1, LEASE)
+        .await
+        .unwrap()
+        .remove(0);
+    let turn = |n: u32| RunEvent::AssistantMessage {
+        message: nightshift_llm::Message {
+            role: nightshift_llm::Role::Assistant,
+            content: vec![tool_use("call_0", "read", json!({"arg": n}))],
+        },
+        stop_reason: StopReason::ToolUse,
+        usage: Default::default(),
+        model: "m".into(),
+        cost_usd: 0.0,
+    };
+    let result = RunEvent::ToolResult {
+        call_id: "call_0".into(),
+        content: "ok".into(),
+        is_error: false,
+        interrupted: false,
+    };
+    let old = [
+        RunEvent::RunStarted {
+            agent: "helper".into(),
+            agent_hash: "old".into(),
+        },
+        RunEvent::UserMessage {
+            message: nightshift_llm::Message::user_text("go"),
+        },
+        turn(1),
+        result.clone(),
+        turn(2),
+        result,
+    ];
+    for e in &old {
+        lease.append_event(e.kind(), &e.payload()).await.unwrap();
+    }
+    l.clock.advance(LEASE + Duration::from_secs(1)); // the old daemon died
+    l.step().await.expect("reclaimed");
+    let run = l.run(&run_id).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    assert!(
+        l.model.invalid.lock().unwrap().is_empty(),
+        "the resumed request is valid: {:?}",
+        l.model.invalid.lock().unwrap()
+    );
 }

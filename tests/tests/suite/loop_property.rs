@@ -1,7 +1,8 @@
 //! A property test of the agent loop: the real runtime on a real store, driven through
 //! generated sequences of hostile replies (tool calls with fresh, duplicate, missing and reused
 //! ids; replies cut off at `max_tokens` with or without calls; empty and non-empty
-//! `pause_turn`s; outages) and generated crash points (a model call or a tool execution that
+//! `pause_turn`s; replies that filled the context window, which compact; unknown stop
+//! reasons; outages) and generated crash points (a model call or a tool execution that
 //! never returns; the job is aborted and reclaimed after its lease, as when a daemon dies).
 //!
 //! After each case it checks the loop's promises:
@@ -34,7 +35,9 @@ use serde_json::json;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::fakes::{LEASE, agent, reply, text};
+use super::fakes::{
+    LEASE, agent, fake_durability, fake_specs, logged_events, refuse_invalid, reply, text,
+};
 
 #[derive(Debug, Clone, Copy)]
 enum Id {
@@ -49,6 +52,8 @@ enum Answer {
     Tools(Vec<(Id, &'static str)>),
     CutOff { text: bool, calls: usize },
     Pause { text: bool },
+    ContextFull,
+    UnknownStop,
     Unavailable,
 }
 
@@ -71,6 +76,8 @@ fn answer() -> impl Strategy<Value = Answer> {
         4 => prop::collection::vec((id, tool), 1..4).prop_map(Answer::Tools),
         1 => (any::<bool>(), 0..3usize).prop_map(|(text, calls)| Answer::CutOff { text, calls }),
         1 => any::<bool>().prop_map(|text| Answer::Pause { text }),
+        1 => Just(Answer::ContextFull),
+        1 => Just(Answer::UnknownStop),
         1 => Just(Answer::Unavailable),
     ]
 }
@@ -119,6 +126,15 @@ fn render(i: usize, answer: &Answer) -> Result<ModelResponse, ModelFailure> {
             let blocks = if *t { vec![text("thinking")] } else { vec![] };
             reply(blocks, StopReason::PauseTurn)
         }
+        // It is followed by the compaction's summary call, which takes the next answer.
+        Answer::ContextFull => reply(
+            vec![text("a long answer"), call(0, format!("full_{i}"), "send")],
+            StopReason::ModelContextWindowExceeded,
+        ),
+        Answer::UnknownStop => reply(
+            vec![text("hm")],
+            StopReason::Other("weird_new_reason".into()),
+        ),
         Answer::Unavailable => {
             return Err(ModelFailure::Unavailable {
                 error: "HTTP 529 overloaded_error: Overloaded".into(),
@@ -160,10 +176,7 @@ impl ModelGateway for CrashModel {
         _cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelFailure>> {
         Box::pin(async move {
-            if let Err(v) = nightshift_llm::conversation::check(req) {
-                self.invalid.lock().unwrap().push(v.to_string());
-                return Err(ModelFailure::Fatal(format!("HTTP 400: {v}")));
-            }
+            refuse_invalid(req, &self.invalid)?;
             self.ops.step().await; // a crash here loses the reply: it is asked for again
             self.answers
                 .lock()
@@ -183,22 +196,11 @@ struct LedgerTools {
 
 impl ToolBox for LedgerTools {
     fn specs(&self, _agent: &AgentDef) -> Vec<ToolSpec> {
-        ["put", "read", "send"]
-            .iter()
-            .map(|n| ToolSpec {
-                name: n.to_string(),
-                description: format!("the {n} tool"),
-                input_schema: json!({"type": "object"}),
-            })
-            .collect()
+        fake_specs()
     }
 
     fn durability(&self, _agent: &AgentDef, name: &str, _input: &serde_json::Value) -> Durability {
-        match name {
-            "read" => Durability::ReadOnly,
-            "put" => Durability::Idempotent,
-            _ => Durability::SideEffect,
-        }
+        fake_durability(name)
     }
 
     fn call<'a>(
@@ -319,13 +321,7 @@ async fn check_case(db: &TestDb, case: &Case) -> Result<(), TestCaseError> {
         }
     };
 
-    let events: Vec<RunEvent> = store
-        .events(&run_id, 0)
-        .await
-        .unwrap()
-        .iter()
-        .map(|e| RunEvent::parse(&e.event_type, &e.payload).unwrap())
-        .collect();
+    let events = logged_events(&store, &run_id).await;
     let invalid = model.invalid.lock().unwrap().clone();
     prop_assert!(invalid.is_empty(), "invalid requests: {invalid:?}");
     let bound = 12 + 10 * (case.answers.len() + 1) + 2 * case.crashes.len();

@@ -85,8 +85,8 @@ async fn context_window_exceeded(db: &TestDb) {
         hostile
             .requests()
             .iter()
-            .any(|r| r.last_user_text() == SUMMARY_REQUEST),
-        "the fake was asked for a summary"
+            .any(|r| r.last_user_text().ends_with(SUMMARY_REQUEST)),
+        "the fake was asked for a summary (at the bottom of the last user message)"
     );
     assert_all_valid(&hostile);
     assert_succeeded(&run, &events, "Finished after compaction.");
