@@ -93,6 +93,15 @@ pub fn decode(body: &[u8]) -> Result<RunState, CheckpointError> {
     let state = migrate(envelope.version, envelope.state)?;
     let mut state: RunState = serde_json::from_value(state)
         .map_err(|e| CheckpointError::Corrupt(format!("state: {e}")))?;
+    let mut pending = std::collections::BTreeSet::new();
+    if let Some(dup) = state.pending.iter().find(|c| !pending.insert(&c.call_id)) {
+        // Written by a version before ids were made unique: running its calls could answer
+        // the wrong one, so the run fails instead of repeating work.
+        return Err(CheckpointError::Corrupt(format!(
+            "two pending tool calls share the id {}",
+            dup.call_id
+        )));
+    }
     state.seed_call_ids();
     Ok(state)
 }
@@ -141,5 +150,44 @@ mod tests {
             gz.finish().unwrap()
         };
         assert_eq!(decode(&newer), Err(CheckpointError::TooNew { found: 99 }));
+    }
+
+    fn with_call(state: &mut RunState, id: &str) {
+        state.messages.push(Message {
+            role: nightshift_llm::Role::Assistant,
+            content: vec![nightshift_llm::ContentBlock::ToolUse {
+                id: id.into(),
+                name: "send".into(),
+                input: serde_json::json!({}),
+            }],
+        });
+    }
+
+    #[test]
+    fn an_older_checkpoint_gets_its_call_ids_from_the_conversation() {
+        let mut state = RunState::default();
+        state.messages.push(Message::user_text("go"));
+        with_call(&mut state, "toolu_a");
+        assert!(state.call_ids.is_empty(), "as an older version wrote it");
+        let decoded = decode(&encode(&state).body).unwrap();
+        assert_eq!(decoded.call_ids, ["toolu_a".to_string()].into());
+    }
+
+    #[test]
+    fn a_checkpoint_whose_pending_calls_share_an_id_is_refused() {
+        let mut state = RunState::default();
+        let call = crate::state::PendingCall {
+            call_id: "dup".into(),
+            name: "send".into(),
+            input: serde_json::json!({}),
+            started: None,
+            result: None,
+        };
+        state.pending = vec![call.clone(), call];
+        let err = decode(&encode(&state).body).unwrap_err();
+        assert!(
+            matches!(&err, CheckpointError::Corrupt(m) if m.contains("share the id dup")),
+            "{err:?}"
+        );
     }
 }
