@@ -16,9 +16,16 @@
 //! - **Budgets hold across crashes.** Turns, tokens, cost and wall-clock time are counted
 //!   from the log and the run row, never from process memory.
 //!
+//! - **Whatever the model sends, the loop holds.** Tool calls get run-unique ids before a
+//!   reply is logged ([`calls`]); every call is answered exactly once; inputs are checked
+//!   against the tool's schema before anything runs; every request is normalised and checked
+//!   against the rules providers enforce (`nightshift_llm::conversation`); a job that takes
+//!   many steps without a model call is stopped.
+//!
 //! How it fails: a run whose log or checkpoint cannot be read fails with an error naming
-//! the run (no crash loop); model errors that may pass are retried by the queue; others fail
-//! the run with the provider's message.
+//! the run (no crash loop); an unreachable model makes the run wait (no slot, no attempt
+//! spent) up to the agent's `outage_limit_seconds`, then fail with the provider's real
+//! error; other model errors fail the run with the provider's message.
 
 pub mod approval;
 pub mod calls;
