@@ -206,6 +206,11 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
         })?;
     let shutdown = shutdown_on_signals().context("cannot install signal handlers")?;
     let report = store.migrate().await?;
+    nightshift_runner::private::tighten(
+        &data_dir,
+        nightshift_runner::private::sqlite_file(&config.database.url).as_deref(),
+    )
+    .context("cannot make the data directory and the database private (0700/0600)")?;
     tracing::info!(
         backend = ?store.backend_kind(),
         schema_version = report.version,

@@ -76,17 +76,12 @@ async fn receive(
 ) -> Response {
     let Some(hook) = state.hooks.get(&name) else {
         state.hooks.unknown.fetch_add(1, Ordering::Relaxed);
-        let known: Vec<&str> = state.hooks.iter().map(|h| h.name.as_str()).collect();
+        // The caller is not authenticated: the answer never names the hooks that exist
+        // (`GET /v1/hooks`, behind the API token, lists them).
         return error(
             StatusCode::NOT_FOUND,
             format!(
-                "no webhook named '{name}' is configured ({}); check the URL or add a [[hooks]] \
-                 entry",
-                if known.is_empty() {
-                    "none are".to_string()
-                } else {
-                    format!("configured: {}", known.join(", "))
-                }
+                "no webhook named '{name}' is configured; check the URL or add a [[hooks]] entry"
             ),
         );
     };

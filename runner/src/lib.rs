@@ -11,6 +11,7 @@ pub mod demo;
 pub mod gateway;
 pub mod hooks;
 pub mod notify;
+pub mod private;
 pub mod schedules_api;
 pub mod tasks;
 pub mod tasks_api;

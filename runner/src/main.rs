@@ -81,6 +81,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Before anything is created: the database, data directory and logs are private.
+    nightshift_runner::private::restrict_umask();
     let cli = Cli::parse();
     // The demo prints a transcript; the daemon's progress logs would interleave with it.
     let default_filter = match cli.command {

@@ -167,6 +167,10 @@ async fn refusals_enqueue_nothing(db: &TestDb) {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "unknown hook");
     assert!(error(&body).contains("no webhook named 'gitlab'"), "{body}");
+    assert!(
+        !body.to_string().contains("github"),
+        "an unauthenticated caller is not told which hooks exist: {body}"
+    );
 
     let wrong = github_signature(&opened, "not-the-secret");
     let (status, body) = intake

@@ -12,6 +12,7 @@ on_both_backends! {
     sigterm_lets_the_running_job_finish => sigterm_lets_the_running_job_finish;
     sigterm_past_the_grace_period_releases_the_lease => sigterm_past_grace_releases;
     nightshift_serve_runs_a_job_and_drains_on_sigterm => nightshift_serve_end_to_end;
+    serve_keeps_the_database_and_data_directory_private => serve_keeps_what_it_writes_private;
 }
 
 /// A child process that is killed if the test ends without waiting for it.
@@ -252,6 +253,63 @@ fn config_file(db: &TestDb, dir: &std::path::Path) -> (std::path::PathBuf, Strin
     let path = dir.join("nightshift.toml");
     std::fs::write(&path, text).unwrap();
     (path, format!("http://127.0.0.1:{port}"))
+}
+
+/// The group's and others' permission bits of `path`.
+fn shared_bits(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o077
+}
+
+async fn serve_keeps_what_it_writes_private(db: &TestDb) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, api) = config_file(db, dir.path());
+    // What an older version (or a wide umask) left behind.
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("artifacts")).unwrap();
+    std::fs::write(data.join("old-task.log"), "x").unwrap();
+    for (p, m) in [
+        (&data, 0o755),
+        (&data.join("artifacts"), 0o755),
+        (&data.join("old-task.log"), 0o644),
+    ] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    }
+    let mut serve = Proc {
+        child: Command::new(nightshift_bin())
+            .arg("--config")
+            .arg(&cfg)
+            .arg("serve")
+            .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn nightshift serve"),
+    };
+    let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
+    eventually(Duration::from_secs(30), "the API to answer", || async {
+        let r = http.get(format!("{api}/healthz")).send().await.ok()?;
+        r.status().is_success().then_some(())
+    })
+    .await;
+    for p in [&data, &data.join("artifacts"), &data.join("old-task.log")] {
+        assert_eq!(shared_bits(p), 0, "{} is private", p.display());
+    }
+    for entry in std::fs::read_dir(&data).unwrap() {
+        let p = entry.unwrap().path();
+        assert_eq!(shared_bits(&p), 0, "{} is private", p.display());
+    }
+    if let Some(file) = nightshift_runner::private::sqlite_file(&db.config.url) {
+        for suffix in ["", "-wal", "-shm"] {
+            let p = std::path::PathBuf::from(format!("{}{suffix}", file.display()));
+            if p.exists() {
+                assert_eq!(shared_bits(&p), 0, "{} is private", p.display());
+            }
+        }
+    }
+    serve.signal("TERM");
+    serve.wait_exit(Duration::from_secs(20)).await;
 }
 
 async fn nightshift_serve_end_to_end(db: &TestDb) {
