@@ -78,11 +78,6 @@ pub struct Outage {
     pub last_error: String,
 }
 
-/// Whether a stop reason says the model ran out of context window.
-pub fn means_context_full(stop: &StopReason) -> bool {
-    stop.means_context_full()
-}
-
 /// The projected state of a run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunState {
@@ -192,7 +187,7 @@ impl RunState {
                 self.call_ids.extend(ids.into_iter().map(str::to_string));
                 self.outage = None;
                 self.compacted_since_reply = false;
-                if means_context_full(stop_reason) {
+                if stop_reason.means_context_full() {
                     self.context_full_streak += 1;
                 } else {
                     self.context_full_streak = 0;

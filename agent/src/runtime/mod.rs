@@ -19,7 +19,7 @@ use crate::checkpoint;
 use crate::config::AgentDef;
 use crate::events::{Durability, RunEvent};
 use crate::ports::{ModelFailure, ModelGateway, ToolBox, ToolCall};
-use crate::state::{RunState, means_context_full};
+use crate::state::RunState;
 use crate::tasks;
 use crate::wakeup;
 
@@ -303,7 +303,7 @@ impl AgentRuntime {
                 }
                 Step::NoticeCutOff => {
                     let notice = match &s.state.last_stop {
-                        Some(stop) if means_context_full(stop) => CONTEXT_FULL_NOTICE,
+                        Some(stop) if stop.means_context_full() => CONTEXT_FULL_NOTICE,
                         _ => CUT_OFF_NOTICE,
                     };
                     s.log(RunEvent::UserMessage {

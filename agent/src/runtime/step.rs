@@ -12,7 +12,7 @@
 use nightshift_llm::{Role, StopReason};
 use nightshift_store::RunEnd;
 
-use crate::state::{RunState, means_context_full};
+use crate::state::RunState;
 use crate::wakeup::ArmedWakeup;
 
 /// Replies cut off at `max_tokens` in a row before the run fails.
@@ -61,7 +61,7 @@ pub fn next_step(state: &RunState) -> Step {
         return Step::CallModel;
     }
     let stop = state.last_stop.clone().unwrap_or(StopReason::EndTurn);
-    if means_context_full(&stop) {
+    if stop.means_context_full() {
         return if state.context_full_streak >= CONTEXT_FULL_STREAK_LIMIT {
             Step::Finish(RunEnd::Failed {
                 error: format!(

@@ -20,7 +20,7 @@ use nightshift_worker::{Handler, JobContext, Outcome, apply_outcome};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::fakes::{FakeTools, LEASE, agent, reply, text};
+use super::fakes::{FakeTools, LEASE, agent, logged_events, refuse_invalid, reply, text};
 
 on_both_backends! {
     two_calls_with_one_id_in_a_reply_each_run_once => duplicate_ids_in_one_reply;
@@ -60,12 +60,7 @@ impl ModelGateway for SequenceModel {
     ) -> BoxFuture<'a, Result<ModelResponse, ModelFailure>> {
         Box::pin(async move {
             self.requests.lock().unwrap().push(req.clone());
-            if let Err(v) = nightshift_llm::conversation::check(req) {
-                self.invalid.lock().unwrap().push(v.to_string());
-                return Err(ModelFailure::Fatal(format!(
-                    "HTTP 400: invalid request: {v}"
-                )));
-            }
+            refuse_invalid(req, &self.invalid)?;
             self.answers.lock().unwrap().pop_front().unwrap_or_else(|| {
                 Ok(reply(
                     vec![text("nothing more to say")],
@@ -115,13 +110,31 @@ impl Loop {
     }
 
     pub(crate) async fn events(&self, run_id: &str) -> Vec<RunEvent> {
-        self.store
-            .events(run_id, 0)
+        logged_events(&self.store, run_id).await
+    }
+
+    /// Writes `events` after a prompt of "go", as an older version did under a lease of its
+    /// own, then lets that daemon die: its lease expires.
+    async fn write_as_an_older_version(&self, events: Vec<RunEvent>) {
+        let lease = self
+            .store
+            .claim("old", None, 1, LEASE)
             .await
             .unwrap()
-            .iter()
-            .map(|e| RunEvent::parse(&e.event_type, &e.payload).unwrap())
-            .collect()
+            .remove(0);
+        let start = [
+            RunEvent::RunStarted {
+                agent: "helper".into(),
+                agent_hash: "old".into(),
+            },
+            RunEvent::UserMessage {
+                message: nightshift_llm::Message::user_text("go"),
+            },
+        ];
+        for e in start.iter().chain(&events) {
+            lease.append_event(e.kind(), &e.payload()).await.unwrap();
+        }
+        self.clock.advance(LEASE + Duration::from_secs(1));
     }
 
     async fn run(&self, run_id: &str) -> nightshift_store::Run {
@@ -373,38 +386,20 @@ async fn old_duplicate_log(db: &TestDb) {
     let l = Loop::new(db, agent(json!({})), SequenceModel::new(vec![])).await;
     let run_id = l.enqueue(3).await;
     // A log as an older version wrote it: one reply with two calls sharing an id.
-    let lease = l
-        .store
-        .claim("old", None, 1, LEASE)
-        .await
-        .unwrap()
-        .remove(0);
-    let old = [
-        RunEvent::RunStarted {
-            agent: "helper".into(),
-            agent_hash: "old".into(),
+    l.write_as_an_older_version(vec![RunEvent::AssistantMessage {
+        message: nightshift_llm::Message {
+            role: nightshift_llm::Role::Assistant,
+            content: vec![
+                tool_use("dup", "send", json!({})),
+                tool_use("dup", "send", json!({})),
+            ],
         },
-        RunEvent::UserMessage {
-            message: nightshift_llm::Message::user_text("go"),
-        },
-        RunEvent::AssistantMessage {
-            message: nightshift_llm::Message {
-                role: nightshift_llm::Role::Assistant,
-                content: vec![
-                    tool_use("dup", "send", json!({})),
-                    tool_use("dup", "send", json!({})),
-                ],
-            },
-            stop_reason: StopReason::ToolUse,
-            usage: Default::default(),
-            model: "m".into(),
-            cost_usd: 0.0,
-        },
-    ];
-    for e in &old {
-        lease.append_event(e.kind(), &e.payload()).await.unwrap();
-    }
-    l.clock.advance(LEASE + Duration::from_secs(1)); // the old daemon died
+        stop_reason: StopReason::ToolUse,
+        usage: Default::default(),
+        model: "m".into(),
+        cost_usd: 0.0,
+    }])
+    .await;
     let outcome = l.step().await.expect("reclaimed");
     assert!(matches!(outcome, Outcome::Done(_)), "{outcome:?}");
     let run = l.run(&run_id).await;
@@ -418,12 +413,6 @@ async fn old_reused_id_log(db: &TestDb) {
     let l = Loop::new(db, agent(json!({})), model).await;
     let run_id = l.enqueue(3).await;
     // A log as an older version wrote it for a server without ids: `call_0` in every turn.
-    let lease = l
-        .store
-        .claim("old", None, 1, LEASE)
-        .await
-        .unwrap()
-        .remove(0);
     let turn = |n: u32| RunEvent::AssistantMessage {
         message: nightshift_llm::Message {
             role: nightshift_llm::Role::Assistant,
@@ -440,23 +429,8 @@ async fn old_reused_id_log(db: &TestDb) {
         is_error: false,
         interrupted: false,
     };
-    let old = [
-        RunEvent::RunStarted {
-            agent: "helper".into(),
-            agent_hash: "old".into(),
-        },
-        RunEvent::UserMessage {
-            message: nightshift_llm::Message::user_text("go"),
-        },
-        turn(1),
-        result.clone(),
-        turn(2),
-        result,
-    ];
-    for e in &old {
-        lease.append_event(e.kind(), &e.payload()).await.unwrap();
-    }
-    l.clock.advance(LEASE + Duration::from_secs(1)); // the old daemon died
+    l.write_as_an_older_version(vec![turn(1), result.clone(), turn(2), result])
+        .await;
     l.step().await.expect("reclaimed");
     let run = l.run(&run_id).await;
     assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);

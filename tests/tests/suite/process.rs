@@ -255,6 +255,21 @@ fn config_file(db: &TestDb, dir: &std::path::Path) -> (std::path::PathBuf, Strin
     (path, format!("http://127.0.0.1:{port}"))
 }
 
+/// `nightshift serve` with the config at `cfg` and the test's API token.
+fn serve(cfg: &std::path::Path) -> Proc {
+    Proc {
+        child: Command::new(nightshift_bin())
+            .arg("--config")
+            .arg(cfg)
+            .arg("serve")
+            .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn nightshift serve"),
+    }
+}
+
 /// The group's and others' permission bits of `path`.
 fn shared_bits(path: &std::path::Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
@@ -276,17 +291,7 @@ async fn serve_keeps_what_it_writes_private(db: &TestDb) {
     ] {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
     }
-    let mut serve = Proc {
-        child: Command::new(nightshift_bin())
-            .arg("--config")
-            .arg(&cfg)
-            .arg("serve")
-            .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn nightshift serve"),
-    };
+    let mut serve = serve(&cfg);
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
     eventually(Duration::from_secs(30), "the API to answer", || async {
         let r = http.get(format!("{api}/healthz")).send().await.ok()?;
@@ -316,17 +321,7 @@ async fn nightshift_serve_end_to_end(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let (cfg, api) = config_file(db, dir.path());
     let bin = nightshift_bin();
-    let mut serve = Proc {
-        child: Command::new(&bin)
-            .arg("--config")
-            .arg(&cfg)
-            .arg("serve")
-            .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn nightshift serve"),
-    };
+    let mut serve = serve(&cfg);
     let store = db.store().await;
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
     eventually(Duration::from_secs(30), "the API to answer", || async {
