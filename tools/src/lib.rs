@@ -14,7 +14,9 @@
 //!   [`Registry::call`] refuse an input that breaks it, naming each violation, before the tool
 //!   runs. No schema is ever fetched from outside ([`InputSchema`]).
 //! - **Confinement**: file tools never read or write outside the run's workspace (absolute
-//!   paths, `..` escapes and symlinks resolving outside are refused); commands run in the
+//!   paths, `..` escapes and symlinks resolving outside are refused, and the kernel resolves
+//!   every path beneath a handle on the workspace as it opens it, so a symlink swapped in
+//!   concurrently cannot lead out); commands run in the
 //!   workspace with a cleared environment, in their own process group, and the whole group is
 //!   killed on timeout or cancellation; HTTP goes only to allow-listed hosts.
 //! - **Secrets by name**: `{{secret:NAME}}` placeholders are filled from a

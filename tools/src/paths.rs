@@ -1,32 +1,38 @@
-//! Confinement of file tools to the run's workspace.
+//! Confinement of file tools to the run's workspace, enforced by the kernel at open time.
 //!
-//! Guarantees: a path returned by [`resolve`] lies inside the (canonical) workspace after all
-//! symlinks are resolved. Refused: absolute paths, `..` that climbs above the workspace, paths
-//! whose existing part resolves outside through a symlink, and dangling symlinks (writing
-//! through one could create a file anywhere). For a file that does not exist yet the nearest
-//! existing ancestor is checked, and the remaining components are plain names, so creating
-//! them stays inside. (A concurrent process swapping a directory for a symlink between check
-//! and use is outside this model: the workspace belongs to the run.)
+//! Guarantees: every file or directory a file tool reads, writes, creates or lists is opened
+//! through a handle on the workspace directory with `openat2(RESOLVE_BENEATH |
+//! RESOLVE_NO_MAGICLINKS)`, so the kernel resolves the whole path — symlinks included —
+//! beneath the workspace in the same step that opens it. There is no check-then-open gap: a
+//! process swapping a directory for a symlink to outside at any moment makes the open fail
+//! (the tool says the path leads outside), never succeed outside. Parent directories for a
+//! new file are made one level at a time with `mkdirat` in a directory opened beneath the
+//! workspace; walks open each directory beneath the workspace and never follow a symlinked
+//! directory. Symlinks that stay inside the workspace keep working (an absolute one that
+//! points into the workspace too: the path is rewritten without it and opened beneath the
+//! workspace again); ones that lead out (absolute targets elsewhere, `..` above the
+//! workspace, `/proc` magic links) are refused.
+//!
+//! Refused before touching the disk ([`lexical`]): empty paths, NUL bytes, absolute paths and
+//! `..` that climbs above the workspace. A kernel without `openat2` (Linux before 5.6, or a
+//! seccomp filter that hides it) makes every file tool fail with a message saying so: there
+//! is no unconfined fallback.
 
-use std::io;
+use std::fs::{File, Metadata};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
-/// What the caller is about to do with the path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// Read or list something that must already exist.
-    Existing,
-    /// Write a file that may or may not exist yet.
-    Create,
-}
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2, readlinkat};
+use nix::sys::stat::{Mode, SFlag, fstat, mkdirat};
 
-/// Resolve `user_path` (relative to `workspace`, which must be canonical) for `access`.
-/// The error is a message for the model.
-pub(crate) fn resolve(
-    workspace: &Path,
-    user_path: &str,
-    access: Access,
-) -> Result<PathBuf, String> {
+/// How often an open that the kernel aborted because of a concurrent rename (`EAGAIN`) is
+/// tried again before giving up.
+const EAGAIN_RETRIES: usize = 32;
+
+/// `user_path` as a plain relative path below the workspace (empty for the workspace itself),
+/// with `.` dropped and `..` applied lexically. The error is a message for the model.
+pub(crate) fn lexical(user_path: &str) -> Result<PathBuf, String> {
     if user_path.is_empty() {
         return Err("path is empty; give a path relative to the workspace".to_string());
     }
@@ -56,92 +62,331 @@ pub(crate) fn resolve(
             }
         }
     }
-    let joined = workspace.join(&normal);
-    match access {
-        Access::Existing => {
-            let canonical = joined.canonicalize().map_err(|e| match e.kind() {
-                io::ErrorKind::NotFound => {
-                    if joined.symlink_metadata().is_ok() {
-                        format!("`{user_path}` is a symlink to a missing target")
-                    } else {
-                        format!("`{user_path}` does not exist; use list_files to see what is there")
-                    }
-                }
-                _ => format!("`{user_path}`: {e}"),
-            })?;
-            inside(workspace, &canonical, user_path)?;
-            Ok(canonical)
-        }
-        Access::Create => resolve_for_create(workspace, &joined, user_path),
-    }
+    Ok(normal)
 }
 
-fn resolve_for_create(workspace: &Path, joined: &Path, user_path: &str) -> Result<PathBuf, String> {
-    if joined.symlink_metadata().is_ok() {
-        let canonical = joined.canonicalize().map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => format!(
-                "`{user_path}` is a symlink to a missing target; refusing to write through it"
-            ),
-            _ => format!("`{user_path}`: {e}"),
-        })?;
-        inside(workspace, &canonical, user_path)?;
-        if canonical.is_dir() {
-            return Err(format!("`{user_path}` is a directory, not a file"));
-        }
-        return Ok(canonical);
-    }
-    // Walk up to the nearest ancestor that exists; everything below it is plain names.
-    let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
-    let mut current = joined;
-    loop {
-        match current.file_name() {
-            Some(name) => missing.push(name),
-            None => return Err(format!("`{user_path}` has no file name")),
-        }
-        current = match current.parent() {
-            Some(parent) => parent,
-            None => return Err(format!("`{user_path}` has no existing ancestor")),
-        };
-        if current.symlink_metadata().is_ok() {
-            break;
-        }
-    }
-    let base = current.canonicalize().map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => format!(
-            "`{user_path}` goes through a symlink to a missing target; refusing to write through it"
-        ),
-        _ => format!("`{user_path}`: {e}"),
-    })?;
-    inside(workspace, &base, user_path)?;
-    if !base.is_dir() {
-        return Err(format!(
-            "`{user_path}`: `{}` is not a directory",
-            relative(workspace, &base)
-        ));
-    }
-    let mut out = base;
-    for name in missing.iter().rev() {
-        out.push(name);
-    }
-    Ok(out)
-}
-
-fn inside(workspace: &Path, canonical: &Path, user_path: &str) -> Result<(), String> {
-    if canonical.starts_with(workspace) {
-        Ok(())
+/// A relative path for messages and listings (`.` for the workspace itself).
+pub(crate) fn shown(rel: &Path) -> String {
+    if rel.as_os_str().is_empty() {
+        ".".to_string()
     } else {
-        Err(format!(
-            "`{user_path}` resolves outside the workspace (through a symlink); refusing to follow it"
-        ))
+        rel.to_string_lossy().into_owned()
     }
 }
 
-/// `path` relative to the workspace, for messages (`.` for the workspace itself).
-pub(crate) fn relative(workspace: &Path, path: &Path) -> String {
-    match path.strip_prefix(workspace) {
-        Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
-        Ok(rel) => rel.to_string_lossy().into_owned(),
-        Err(_) => path.to_string_lossy().into_owned(),
+/// What an open is for; decides the flags and the wording of errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    /// Read a file or list a directory that must exist.
+    Read,
+    /// Read and rewrite an existing file in place.
+    Edit,
+    /// Create or truncate a file for writing.
+    Write,
+    /// A directory on the way to a file being written.
+    Parent,
+}
+
+/// A file or directory opened beneath the workspace.
+#[derive(Debug)]
+pub(crate) struct Opened {
+    pub file: File,
+    pub metadata: Metadata,
+    /// The path below the workspace it was opened by (lexically normalised).
+    pub rel: PathBuf,
+}
+
+/// A handle on the workspace directory; every open goes through it.
+#[derive(Debug)]
+pub(crate) struct Workspace {
+    dir: OwnedFd,
+    /// The canonical path the handle was opened at, to recognise absolute symlinks that
+    /// point back inside.
+    root: PathBuf,
+}
+
+impl Workspace {
+    /// Opens the workspace directory itself (a canonical path from the context).
+    pub(crate) fn open(root: &Path) -> Result<Workspace, String> {
+        nix::fcntl::open(
+            root,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map(|dir| Workspace {
+            dir,
+            root: root.to_path_buf(),
+        })
+        .map_err(|e| format!("cannot open the workspace: {}", e.desc()))
+    }
+
+    /// `openat2` beneath the workspace, retried while a concurrent rename aborts it. The
+    /// kernel refuses every absolute symlink under `RESOLVE_BENEATH`; when one on the way
+    /// points back inside the workspace, the path is rewritten without it
+    /// ([`Self::without_absolute_links`]) and opened again, still beneath the workspace.
+    fn raw(&self, rel: &Path, flags: OFlag, mode: Mode) -> Result<OwnedFd, Errno> {
+        match self.beneath(rel, flags, mode) {
+            Err(Errno::EXDEV) => {
+                let follow_last = !flags.contains(OFlag::O_NOFOLLOW);
+                let rewritten = self.without_absolute_links(rel, follow_last)?;
+                self.beneath(&rewritten, flags, mode)
+            }
+            other => other,
+        }
+    }
+
+    fn beneath(&self, rel: &Path, flags: OFlag, mode: Mode) -> Result<OwnedFd, Errno> {
+        let path: &Path = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        let how = OpenHow::new()
+            .flags(flags | OFlag::O_CLOEXEC)
+            .mode(mode)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let mut tries = 0;
+        loop {
+            match openat2(self.dir.as_fd(), path, how) {
+                Err(Errno::EAGAIN | Errno::EINTR) if tries < EAGAIN_RETRIES => tries += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// `rel` with its symlinks resolved one by one (each looked at beneath the workspace,
+    /// never followed by this step), an absolute target inside the workspace taken as the
+    /// path below it. `EXDEV` if a symlink leads outside, `ELOOP` after 40 symlinks. The
+    /// result is only a better path to open beneath the workspace, never trusted by itself:
+    /// if something is swapped meanwhile, that open fails instead of leading out.
+    fn without_absolute_links(&self, rel: &Path, follow_last: bool) -> Result<PathBuf, Errno> {
+        const MAX_LINKS: usize = 40;
+        let mut resolved = PathBuf::new();
+        let mut rest: Vec<std::ffi::OsString> =
+            rel.iter().rev().map(|c| c.to_os_string()).collect();
+        let mut links = 0;
+        while let Some(name) = rest.pop() {
+            if name == "." {
+                continue;
+            }
+            if name == ".." {
+                if !resolved.pop() {
+                    return Err(Errno::EXDEV);
+                }
+                continue;
+            }
+            let candidate = resolved.join(&name);
+            if rest.is_empty() && !follow_last {
+                resolved = candidate;
+                break;
+            }
+            let fd =
+                match self.beneath(&candidate, OFlag::O_PATH | OFlag::O_NOFOLLOW, Mode::empty()) {
+                    Ok(fd) => fd,
+                    // Missing from here on: the real open reports (or creates) it.
+                    Err(Errno::ENOENT) => {
+                        resolved = candidate;
+                        resolved.extend(rest.iter().rev());
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                };
+            let kind = SFlag::from_bits_truncate(fstat(fd.as_fd())?.st_mode) & SFlag::S_IFMT;
+            let is_link = kind == SFlag::S_IFLNK;
+            if !is_link {
+                resolved = candidate;
+                continue;
+            }
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(Errno::ELOOP);
+            }
+            let target = PathBuf::from(readlinkat(fd.as_fd(), "")?);
+            let below = if target.is_absolute() {
+                resolved = PathBuf::new();
+                target
+                    .strip_prefix(&self.root)
+                    .map_err(|_| Errno::EXDEV)?
+                    .to_path_buf()
+            } else {
+                target
+            };
+            rest.extend(below.iter().rev().map(|c| c.to_os_string()));
+        }
+        Ok(resolved)
+    }
+
+    fn opened(fd: OwnedFd, rel: &Path, user_path: &str) -> Result<Opened, String> {
+        let file = File::from(fd);
+        let metadata = file
+            .metadata()
+            .map_err(|e| format!("cannot inspect `{user_path}`: {e}"))?;
+        Ok(Opened {
+            file,
+            metadata,
+            rel: rel.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing file or directory for reading (never blocks on a FIFO).
+    pub(crate) fn open_existing(&self, user_path: &str) -> Result<Opened, String> {
+        let rel = lexical(user_path)?;
+        let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
+        let fd = self
+            .raw(&rel, flags, Mode::empty())
+            .map_err(|e| self.explain(e, &rel, user_path, Purpose::Read))?;
+        Self::opened(fd, &rel, user_path)
+    }
+
+    /// Opens an existing regular file for reading and writing in place.
+    pub(crate) fn open_for_edit(&self, user_path: &str) -> Result<Opened, String> {
+        let rel = lexical(user_path)?;
+        let flags = OFlag::O_RDWR | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
+        let fd = self
+            .raw(&rel, flags, Mode::empty())
+            .map_err(|e| self.explain(e, &rel, user_path, Purpose::Edit))?;
+        let opened = Self::opened(fd, &rel, user_path)?;
+        if !opened.metadata.is_file() {
+            return Err(format!(
+                "`{user_path}` is not a regular file; cannot edit it"
+            ));
+        }
+        Ok(opened)
+    }
+
+    /// Creates (or truncates) a regular file for writing, making its parent directories
+    /// beneath the workspace first.
+    pub(crate) fn create_file(&self, user_path: &str) -> Result<Opened, String> {
+        let rel = lexical(user_path)?;
+        if rel.as_os_str().is_empty() {
+            return Err(format!("`{user_path}` is the workspace itself, not a file"));
+        }
+        if let Some(parent) = rel.parent() {
+            self.make_dirs(parent, user_path)?;
+        }
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
+        let fd = self
+            .raw(&rel, flags, Mode::from_bits_truncate(0o666))
+            .map_err(|e| self.explain(e, &rel, user_path, Purpose::Write))?;
+        let opened = Self::opened(fd, &rel, user_path)?;
+        if !opened.metadata.is_file() {
+            return Err(format!(
+                "`{user_path}` is not a regular file; refusing to write to it"
+            ));
+        }
+        Ok(opened)
+    }
+
+    /// Makes every missing directory of `dirs` (relative, plain names), each with `mkdirat`
+    /// in its parent opened beneath the workspace.
+    fn make_dirs(&self, dirs: &Path, user_path: &str) -> Result<(), String> {
+        let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY;
+        let mut current = PathBuf::new();
+        let mut parent = self
+            .raw(&current, dir_flags, Mode::empty())
+            .map_err(|e| self.explain(e, &current, user_path, Purpose::Parent))?;
+        for name in dirs.iter() {
+            current.push(name);
+            let fd = match self.raw(&current, dir_flags, Mode::empty()) {
+                Err(Errno::ENOENT) => {
+                    match mkdirat(parent.as_fd(), name, Mode::from_bits_truncate(0o777)) {
+                        Ok(()) | Err(Errno::EEXIST) => {}
+                        Err(e) => {
+                            return Err(format!(
+                                "cannot create the directory `{}` for `{user_path}`: {}",
+                                shown(&current),
+                                e.desc()
+                            ));
+                        }
+                    }
+                    self.raw(&current, dir_flags, Mode::empty())
+                }
+                other => other,
+            }
+            .map_err(|e| self.explain(e, &current, user_path, Purpose::Parent))?;
+            parent = fd;
+        }
+        Ok(())
+    }
+
+    /// Opens the directory `rel` (found by a walk) without following a symlink in its last
+    /// component; `None` if it is gone, swapped for something else, or not allowed.
+    pub(crate) fn open_walk_dir(&self, rel: &Path) -> Option<OwnedFd> {
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
+        self.raw(rel, flags, Mode::empty()).ok()
+    }
+
+    /// Opens the file `rel` (found by a walk) for reading: a symlink inside the workspace is
+    /// followed, one leading out is not; `None` if it cannot be opened beneath the workspace
+    /// or is not a regular file.
+    pub(crate) fn open_walk_file(&self, rel: &Path) -> Option<Opened> {
+        let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
+        let fd = self.raw(rel, flags, Mode::empty()).ok()?;
+        let opened = Self::opened(fd, rel, "").ok()?;
+        opened.metadata.is_file().then_some(opened)
+    }
+
+    /// Whether `rel` is itself a symlink (looked at beneath the workspace, not followed).
+    fn is_symlink(&self, rel: &Path) -> bool {
+        self.raw(rel, OFlag::O_PATH | OFlag::O_NOFOLLOW, Mode::empty())
+            .ok()
+            .and_then(|fd| File::from(fd).metadata().ok())
+            .is_some_and(|m| m.file_type().is_symlink())
+    }
+
+    /// A message for the model saying why opening `rel` failed.
+    fn explain(&self, errno: Errno, rel: &Path, user_path: &str, purpose: Purpose) -> String {
+        let writing = matches!(purpose, Purpose::Write | Purpose::Parent);
+        match errno {
+            Errno::EXDEV => format!(
+                "`{user_path}` resolves outside the workspace (through a symlink); refusing to \
+                 follow it"
+            ),
+            Errno::ELOOP => format!(
+                "`{user_path}` goes through a symlink that loops or points into /proc; refusing \
+                 to follow it"
+            ),
+            Errno::ENOENT if self.is_symlink(rel) => {
+                if writing {
+                    format!(
+                        "`{user_path}` goes through a symlink to a missing target; refusing to \
+                         write through it"
+                    )
+                } else {
+                    format!("`{user_path}` is a symlink to a missing target")
+                }
+            }
+            Errno::ENOENT => {
+                format!("`{user_path}` does not exist; use list_files to see what is there")
+            }
+            Errno::ENOTDIR if purpose == Purpose::Parent => {
+                format!("`{user_path}`: `{}` is not a directory", shown(rel))
+            }
+            Errno::ENOTDIR => {
+                format!("`{user_path}`: a part of the path before the last is not a directory")
+            }
+            Errno::EISDIR => format!("`{user_path}` is a directory, not a file"),
+            Errno::ENXIO => format!(
+                "`{user_path}` is not a regular file (a FIFO or socket); refusing to open it"
+            ),
+            Errno::ENOSYS => "file tools need the openat2 system call (Linux 5.6 or later) to \
+                              keep paths inside the workspace, and this kernel refused it; no \
+                              file was opened"
+                .to_string(),
+            Errno::EAGAIN => format!(
+                "`{user_path}` kept changing while it was opened (a concurrent rename); try again"
+            ),
+            e => {
+                let verb = match purpose {
+                    Purpose::Read => "open",
+                    Purpose::Edit => "open for editing",
+                    Purpose::Write => "write",
+                    Purpose::Parent => "create the directory for",
+                };
+                format!("cannot {verb} `{user_path}`: {}", e.desc())
+            }
+        }
     }
 }
 
@@ -151,9 +396,11 @@ mod tests {
 
     #[test]
     fn lexical_checks_happen_before_touching_the_disk() {
-        let ws = Path::new("/nonexistent-workspace");
-        for bad in ["/etc/passwd", "../x", "a/../../x", ""] {
-            assert!(resolve(ws, bad, Access::Create).is_err(), "{bad} accepted");
+        for bad in ["/etc/passwd", "../x", "a/../../x", "", "a\0b"] {
+            assert!(lexical(bad).is_err(), "{bad:?} accepted");
         }
+        assert_eq!(lexical("./a/../b/c").unwrap(), PathBuf::from("b/c"));
+        assert_eq!(lexical(".").unwrap(), PathBuf::new());
+        assert_eq!(shown(&lexical("a/..").unwrap()), ".");
     }
 }

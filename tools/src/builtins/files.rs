@@ -1,6 +1,8 @@
 //! `read_file`, `write_file` and `edit_file`: text files inside the run's workspace.
 //!
-//! Guarantees: no path outside the workspace is ever read or written (see `paths`);
+//! Guarantees: no path outside the workspace is ever read or written: every file is opened
+//! beneath a handle on the workspace, resolved by the kernel (see `paths`), and then read or
+//! written through that same open file;
 //! `read_file` streams the file (memory bounded by the lines shown), numbers lines from 1 and
 //! says how to read on; `write_file` writes exactly `content`, creating parent directories;
 //! `edit_file` changes the file only when `old_string` occurs exactly once (overlapping
@@ -8,8 +10,7 @@
 //! untouched. Running `write_file` or `edit_file` twice has the effect of running it once
 //! (an edit already applied reports so instead of failing), hence class `idempotent`.
 
-use std::fs;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Seek, Write};
 
 use futures::future::BoxFuture;
 use serde::Deserialize;
@@ -18,7 +19,7 @@ use serde_json::{Value, json};
 use super::{blocking, numbered, parse_input};
 use crate::context::ToolContext;
 use crate::output::cap_text;
-use crate::paths::{Access, relative, resolve};
+use crate::paths::{Workspace, shown};
 use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
 
 const DEFAULT_LINES: usize = 2000;
@@ -72,22 +73,26 @@ impl Tool for ReadFile {
 }
 
 fn read_file(ctx: &ToolContext, input: ReadInput) -> ToolOutput {
-    let path = match resolve(ctx.workspace(), &input.path, Access::Existing) {
-        Ok(p) => p,
+    let opened = match Workspace::open(ctx.workspace()).and_then(|ws| ws.open_existing(&input.path))
+    {
+        Ok(o) => o,
         Err(e) => return ToolOutput::error(e),
     };
-    if path.is_dir() {
+    if opened.metadata.is_dir() {
         return ToolOutput::error(format!(
             "`{}` is a directory; use list_files to see what is in it",
             input.path
         ));
     }
+    if !opened.metadata.is_file() {
+        return ToolOutput::error(format!(
+            "`{}` is not a regular file; read_file reads files only",
+            input.path
+        ));
+    }
     let offset = input.offset.unwrap_or(1).max(1);
     let limit = input.limit.unwrap_or(DEFAULT_LINES).max(1);
-    let file = match fs::File::open(&path) {
-        Ok(f) => f,
-        Err(e) => return ToolOutput::error(format!("cannot open `{}`: {e}", input.path)),
-    };
+    let file = opened.file;
     let mut reader = BufReader::new(file);
     let mut probe = Vec::new();
     if let Err(e) = reader.by_ref().take(8192).read_to_end(&mut probe) {
@@ -197,24 +202,17 @@ impl Tool for WriteFile {
 }
 
 fn write_file(ctx: &ToolContext, input: WriteInput) -> ToolOutput {
-    let path = match resolve(ctx.workspace(), &input.path, Access::Create) {
-        Ok(p) => p,
+    let opened = match Workspace::open(ctx.workspace()).and_then(|ws| ws.create_file(&input.path)) {
+        Ok(o) => o,
         Err(e) => return ToolOutput::error(e),
     };
-    if let Some(parent) = path.parent()
-        && let Err(e) = fs::create_dir_all(parent)
-    {
-        return ToolOutput::error(format!(
-            "cannot create the directory for `{}`: {e}",
-            input.path
-        ));
-    }
-    match fs::write(&path, input.content.as_bytes()) {
+    let mut file = opened.file;
+    match file.write_all(input.content.as_bytes()) {
         Ok(()) => ToolOutput::ok(format!(
             "wrote {} bytes ({} lines) to {}",
             input.content.len(),
             input.content.lines().count(),
-            relative(ctx.workspace(), &path)
+            shown(&opened.rel)
         )),
         Err(e) => ToolOutput::error(format!("cannot write `{}`: {e}", input.path)),
     }
@@ -288,21 +286,23 @@ fn edit_file(ctx: &ToolContext, input: EditInput) -> ToolOutput {
     if input.old_string == input.new_string {
         return ToolOutput::error("old_string and new_string are identical; nothing would change");
     }
-    let path = match resolve(ctx.workspace(), &input.path, Access::Existing) {
-        Ok(p) => p,
-        Err(e) => return ToolOutput::error(e),
-    };
-    let content = match fs::read(&path) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(s) => s,
-            Err(_) => {
-                return ToolOutput::error(format!(
-                    "`{}` is not UTF-8 text; cannot edit it",
-                    input.path
-                ));
-            }
-        },
-        Err(e) => return ToolOutput::error(format!("cannot read `{}`: {e}", input.path)),
+    let mut file =
+        match Workspace::open(ctx.workspace()).and_then(|ws| ws.open_for_edit(&input.path)) {
+            Ok(o) => o.file,
+            Err(e) => return ToolOutput::error(e),
+        };
+    let mut bytes = Vec::new();
+    if let Err(e) = file.read_to_end(&mut bytes) {
+        return ToolOutput::error(format!("cannot read `{}`: {e}", input.path));
+    }
+    let content = match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(_) => {
+            return ToolOutput::error(format!(
+                "`{}` is not UTF-8 text; cannot edit it",
+                input.path
+            ));
+        }
     };
     match count_occurrences(&content, &input.old_string) {
         0 if !input.new_string.is_empty() && content.contains(&input.new_string) => {
@@ -320,7 +320,7 @@ fn edit_file(ctx: &ToolContext, input: EditInput) -> ToolOutput {
         1 => {
             let start = content.find(&input.old_string).unwrap_or(0);
             let updated = content.replacen(&input.old_string, &input.new_string, 1);
-            if let Err(e) = fs::write(&path, updated.as_bytes()) {
+            if let Err(e) = rewrite(&mut file, updated.as_bytes()) {
                 return ToolOutput::error(format!("cannot write `{}`: {e}", input.path));
             }
             let first_line = content[..start].matches('\n').count() + 1;
@@ -342,6 +342,13 @@ fn edit_file(ctx: &ToolContext, input: EditInput) -> ToolOutput {
             input.path
         )),
     }
+}
+
+/// Replaces the whole content of the open `file` with `bytes`.
+fn rewrite(file: &mut std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
+    file.set_len(0)?;
+    file.rewind()?;
+    file.write_all(bytes)
 }
 
 #[cfg(test)]

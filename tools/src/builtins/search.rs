@@ -1,17 +1,23 @@
 //! `list_files` and `grep`: finding things in the run's workspace (both read_only).
 //!
-//! Guarantees: the walk starts at a path confined to the workspace, never descends into a
-//! symlinked directory, and never reads a file whose symlink points outside the workspace;
+//! Guarantees: the walk starts at a directory opened beneath the workspace, opens every
+//! directory and file beneath it too (see `paths`), never descends into a symlinked directory,
+//! and never reads a file whose symlink points outside the workspace;
 //! `.git` directories are skipped; results are sorted by path and listed relative to the
 //! workspace (so they can be passed to `read_file` as they are); counts are capped with a
 //! note saying so; a bad regex or glob is an `is_error` output quoting the parser's message.
 
-use std::fs;
+use std::ffi::{OsStr, OsString};
 use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use futures::future::BoxFuture;
 use globset::{GlobBuilder, GlobMatcher};
+use nix::dir::{Dir, Type};
+use nix::fcntl::AtFlags;
+use nix::sys::stat::{SFlag, fstatat};
 use regex::RegexBuilder;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -19,7 +25,7 @@ use serde_json::{Value, json};
 use super::{blocking, parse_input};
 use crate::context::ToolContext;
 use crate::output::cap_text;
-use crate::paths::{Access, relative, resolve};
+use crate::paths::{Opened, Workspace, shown};
 use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
 
 const MAX_ENTRIES: usize = 1000;
@@ -27,30 +33,65 @@ const MAX_MATCHES: usize = 500;
 const MAX_MATCH_LINE_CHARS: usize = 500;
 const MAX_GREP_FILE_BYTES: u64 = 20 * 1024 * 1024;
 
-/// Files under `root` (itself included when it is a file), sorted, skipping `.git` and not
-/// following symlinked directories. Directories are reported with `is_dir = true`.
-fn walk(root: &Path) -> Vec<(PathBuf, bool)> {
+/// Entries under `root` (itself included when it is not a directory), as paths below the
+/// workspace, sorted, skipping `.git` and not following symlinked directories: each directory
+/// is opened beneath the workspace without following a symlink in its last component, so a
+/// directory swapped for a symlink mid-walk is skipped, not entered. `is_dir = true` marks
+/// directories.
+fn walk(ws: &Workspace, root: &Opened) -> Vec<(PathBuf, bool)> {
     let mut out = Vec::new();
-    if !root.is_dir() {
-        out.push((root.to_path_buf(), false));
+    if !root.metadata.is_dir() {
+        out.push((root.rel.clone(), false));
         return out;
     }
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&dir) else {
+    // The root itself may be reached through a symlink that stays inside: use its open file.
+    let root_fd = root.file.try_clone().ok().map(OwnedFd::from);
+    let mut stack = vec![(root.rel.clone(), root_fd)];
+    while let Some((dir, fd)) = stack.pop() {
+        let fd = match fd {
+            Some(fd) => fd,
+            None => match ws.open_walk_dir(&dir) {
+                Some(fd) => fd,
+                None => continue,
+            },
+        };
+        let Ok(mut handle) = Dir::from_fd(fd) else {
             continue;
         };
-        let mut children: Vec<_> = entries.filter_map(Result::ok).collect();
-        children.sort_by_key(|e| e.file_name());
-        for entry in children.into_iter().rev() {
-            let path = entry.path();
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if kind.is_dir() {
-                if entry.file_name() != ".git" {
+        let entries: Vec<(OsString, Option<Type>)> = handle
+            .iter()
+            .filter_map(Result::ok)
+            .map(|e| {
+                let name = OsStr::from_bytes(e.file_name().to_bytes()).to_os_string();
+                (name, e.file_type())
+            })
+            .filter(|(name, _)| name != "." && name != "..")
+            .collect();
+        let mut children: Vec<(OsString, bool)> = entries
+            .into_iter()
+            .map(|(name, kind)| {
+                let is_dir = match kind {
+                    Some(kind) => kind == Type::Directory,
+                    // The file system did not say: look without following a symlink.
+                    None => fstatat(
+                        handle.as_fd(),
+                        name.as_os_str(),
+                        AtFlags::AT_SYMLINK_NOFOLLOW,
+                    )
+                    .is_ok_and(|st| {
+                        SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
+                    }),
+                };
+                (name, is_dir)
+            })
+            .collect();
+        children.sort();
+        for (name, is_dir) in children.into_iter().rev() {
+            let path = dir.join(&name);
+            if is_dir {
+                if name != ".git" {
                     out.push((path.clone(), true));
-                    stack.push(path);
+                    stack.push((path, None));
                 }
             } else {
                 out.push((path, false));
@@ -120,8 +161,8 @@ impl Tool for ListFiles {
 
 fn list_files(ctx: &ToolContext, input: ListInput) -> ToolOutput {
     let shown_path = input.path.as_deref().unwrap_or(".");
-    let root = match resolve(ctx.workspace(), shown_path, Access::Existing) {
-        Ok(p) => p,
+    let (ws, root) = match open_root(ctx, shown_path) {
+        Ok(r) => r,
         Err(e) => return ToolOutput::error(e),
     };
     let matcher = match glob_matcher(input.pattern.as_deref()) {
@@ -130,12 +171,12 @@ fn list_files(ctx: &ToolContext, input: ListInput) -> ToolOutput {
     };
     let mut lines = Vec::new();
     let mut more = 0usize;
-    for (path, is_dir) in walk(&root) {
-        if path == root && is_dir {
+    for (path, is_dir) in walk(&ws, &root) {
+        if path == root.rel && is_dir {
             continue;
         }
         if let Some(m) = &matcher {
-            let below = path.strip_prefix(&root).unwrap_or(&path);
+            let below = path.strip_prefix(&root.rel).unwrap_or(&path);
             let name_only = path.file_name().map(Path::new).unwrap_or(below);
             if is_dir || !(m.is_match(below) || m.is_match(name_only)) {
                 continue;
@@ -145,7 +186,7 @@ fn list_files(ctx: &ToolContext, input: ListInput) -> ToolOutput {
             more += 1;
             continue;
         }
-        let rel = relative(ctx.workspace(), &path);
+        let rel = shown(&path);
         lines.push(if is_dir { format!("{rel}/") } else { rel });
     }
     if lines.is_empty() {
@@ -213,18 +254,24 @@ impl Tool for Grep {
     }
 }
 
-/// The text of `path` if it is a searchable text file inside the workspace.
-fn searchable_text(ctx: &ToolContext, path: &Path) -> Option<String> {
-    let real = path.canonicalize().ok()?;
-    if !real.starts_with(ctx.workspace()) || !real.is_file() {
-        return None;
-    }
-    let file = fs::File::open(&real).ok()?;
-    if file.metadata().ok()?.len() > MAX_GREP_FILE_BYTES {
+/// The directory or file a search starts at, opened beneath the workspace.
+fn open_root(ctx: &ToolContext, shown_path: &str) -> Result<(Workspace, Opened), String> {
+    let ws = Workspace::open(ctx.workspace())?;
+    let root = ws.open_existing(shown_path)?;
+    Ok((ws, root))
+}
+
+/// The text of `rel` if it is a searchable text file: opened beneath the workspace (a symlink
+/// leading out is not followed), a regular file, not too large, not binary.
+fn searchable_text(ws: &Workspace, rel: &Path) -> Option<String> {
+    let opened = ws.open_walk_file(rel)?;
+    if opened.metadata.len() > MAX_GREP_FILE_BYTES {
         return None;
     }
     let mut bytes = Vec::new();
-    file.take(MAX_GREP_FILE_BYTES)
+    opened
+        .file
+        .take(MAX_GREP_FILE_BYTES)
         .read_to_end(&mut bytes)
         .ok()?;
     if bytes[..bytes.len().min(8192)].contains(&0) {
@@ -242,8 +289,8 @@ fn grep(ctx: &ToolContext, input: GrepInput) -> ToolOutput {
         Err(e) => return ToolOutput::error(format!("invalid regex `{}`: {e}", input.pattern)),
     };
     let shown_path = input.path.as_deref().unwrap_or(".");
-    let root = match resolve(ctx.workspace(), shown_path, Access::Existing) {
-        Ok(p) => p,
+    let (ws, root) = match open_root(ctx, shown_path) {
+        Ok(r) => r,
         Err(e) => return ToolOutput::error(e),
     };
     let matcher = match glob_matcher(input.glob.as_deref()) {
@@ -253,21 +300,21 @@ fn grep(ctx: &ToolContext, input: GrepInput) -> ToolOutput {
     let mut lines = Vec::new();
     let mut more = 0usize;
     let mut files = 0usize;
-    for (path, is_dir) in walk(&root) {
+    for (path, is_dir) in walk(&ws, &root) {
         if is_dir {
             continue;
         }
         if let Some(m) = &matcher {
-            let below = path.strip_prefix(&root).unwrap_or(&path);
+            let below = path.strip_prefix(&root.rel).unwrap_or(&path);
             let name_only = path.file_name().map(Path::new).unwrap_or(below);
             if !(m.is_match(below) || m.is_match(name_only)) {
                 continue;
             }
         }
-        let Some(text) = searchable_text(ctx, &path) else {
+        let Some(text) = searchable_text(&ws, &path) else {
             continue;
         };
-        let rel = relative(ctx.workspace(), &path);
+        let rel = shown(&path);
         let mut hit = false;
         for (i, line) in text.lines().enumerate() {
             if !regex.is_match(line) {
