@@ -11,7 +11,7 @@ use nightshift_llm::ProviderConfig;
 use nightshift_scheduler::cron::{Schedule, ScheduleSpec};
 use nightshift_scheduler::hooks::HookConfig;
 use nightshift_store::StoreConfig;
-use nightshift_tools::CommandToolConfig;
+use nightshift_tools::{CommandToolConfig, SecretSpec};
 use nightshift_worker::PoolConfig;
 use serde::Deserialize;
 
@@ -74,11 +74,13 @@ impl Default for ServerConfig {
 pub struct RuntimeConfig {
     /// Where runs' workspaces, artifacts and the API token live. Default `./nightshift-data`.
     pub data_dir: PathBuf,
-    /// Hosts `http_request` may reach (`api.github.com`, `*.example.com`, `host:port`).
+    /// Hosts `http_request` may reach (`api.github.com`, `*.example.com`, `host:port`); an
+    /// entry without a port allows only the scheme's default port (443 / 80).
     pub http_allowlist: Vec<String>,
-    /// Names of environment variables tools may use as `{{secret:NAME}}`; their values are
-    /// redacted from every tool output.
-    pub secrets: Vec<String>,
+    /// Environment variables tools may use as `{{secret:NAME}}`; their values are redacted
+    /// from every tool output. Each is `"NAME"` (may go to any allow-listed host) or
+    /// `{ name = "NAME", hosts = ["api.github.com"] }` (only to those hosts; recommended).
+    pub secrets: Vec<SecretSpec>,
     /// Extra environment variables passed to commands (besides PATH, HOME, LANG, TERM).
     pub command_env: Vec<String>,
     /// Tool outputs longer than this are cut, the full text kept as an artifact. Default 32768.
@@ -100,6 +102,29 @@ impl Default for RuntimeConfig {
             command_timeout_seconds: 120,
             background: crate::tasks::BackgroundConfig::default(),
         }
+    }
+}
+
+impl RuntimeConfig {
+    /// The names in `secrets` (the environment variables read), in order.
+    pub fn secret_names(&self) -> Vec<String> {
+        self.secrets.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// Checks `secrets`: usable names, each once, and well-formed hosts.
+    pub fn validate_secrets(&self) -> Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for spec in &self.secrets {
+            spec.validate()
+                .map_err(|e| format!("runtime.secrets: {e}"))?;
+            if !seen.insert(spec.name.as_str()) {
+                return Err(format!(
+                    "runtime.secrets: `{}` is listed twice; list each secret once",
+                    spec.name
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -167,6 +192,7 @@ impl Config {
         self.database.validate().map_err(invalid)?;
         self.worker.validate().map_err(invalid)?;
         self.runtime.background.validate().map_err(invalid)?;
+        self.runtime.validate_secrets().map_err(invalid)?;
         for (name, provider) in &self.providers {
             provider
                 .validate()
@@ -301,6 +327,59 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("lost_after_seconds"), "lists the keys: {err}");
+    }
+
+    #[test]
+    fn secrets_are_names_or_tables_bound_to_hosts_and_a_bad_form_says_both() {
+        let c = Config::parse(
+            "[runtime]\nsecrets = [\"PLAIN\", { name = \"GITHUB_TOKEN\", hosts = [\"api.github.com\"] }]\n",
+            "x.toml",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.runtime.secrets,
+            [
+                SecretSpec::unbound("PLAIN"),
+                SecretSpec::bound("GITHUB_TOKEN", ["api.github.com"]),
+            ]
+        );
+        assert_eq!(c.runtime.secret_names(), ["PLAIN", "GITHUB_TOKEN"]);
+
+        let err = Config::parse("[runtime]\nsecrets = [42]\n", "x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("x.toml (line 2)")
+                && err.contains("the name of an environment variable")
+                && err.contains("hosts = [\"api.github.com\"]"),
+            "{err}"
+        );
+        let err = Config::parse(
+            "[runtime]\nsecrets = [{ name = \"T\", host = \"api.github.com\" }]\n",
+            "x.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("unknown field `host`") && err.contains("`hosts`"),
+            "{err}"
+        );
+        for (secrets, expected) in [
+            (
+                "[{ name = \"T\", hosts = [] }]",
+                "runtime.secrets: secret `T` has an empty `hosts` list",
+            ),
+            (
+                "[{ name = \"T\", hosts = [\"https://api.github.com\"] }]",
+                "without scheme or path",
+            ),
+            ("[\"T\", \"T\"]", "`T` is listed twice"),
+        ] {
+            let c = Config::parse(&format!("[runtime]\nsecrets = {secrets}\n"), "x").unwrap();
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains(expected), "{secrets}: {err}");
+        }
     }
 
     #[test]

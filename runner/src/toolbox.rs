@@ -13,8 +13,8 @@ use futures::future::BoxFuture;
 use nightshift_agent::{AgentDef, Durability, ToolBox, ToolCall, ToolReply};
 use nightshift_llm::ToolSpec;
 use nightshift_tools::{
-    HttpAllowlist, Limits, ProcessRegistry, Registry, RegistryConfig, SecretResolver,
-    TaskSupervisor, ToolClass, ToolContext,
+    HttpAllowlist, Limits, ProcessRegistry, Registry, RegistryConfig, SecretBindings,
+    SecretResolver, TaskSupervisor, ToolClass, ToolContext,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +25,7 @@ pub struct Tools {
     registries: HashMap<String, Registry>,
     data_dir: PathBuf,
     secrets: SecretResolver,
+    bindings: SecretBindings,
     allowlist: HttpAllowlist,
     limits: Limits,
     env_allow: Vec<String>,
@@ -69,7 +70,8 @@ impl Tools {
         Ok(Tools {
             registries,
             data_dir: config.resolve_path(&rt.data_dir),
-            secrets: SecretResolver::from_env(&rt.secrets),
+            secrets: SecretResolver::from_env(rt.secret_names()),
+            bindings: SecretBindings::from_specs(&rt.secrets),
             allowlist: HttpAllowlist::new(rt.http_allowlist.iter()),
             limits: Limits {
                 output_cap_bytes: rt.output_cap_bytes,
@@ -106,6 +108,7 @@ impl Tools {
         let ctx = ToolContext::new(call.run_id, call.call_id, workspace, artifacts)?
             .with_cancel(cancel.clone())
             .with_secrets(self.secrets.clone())
+            .with_secret_bindings(self.bindings.clone())
             .with_http_allowlist(self.allowlist.clone())
             .with_limits(self.limits.clone())
             .with_env_allow(self.env_allow.iter())
@@ -271,5 +274,78 @@ mod tests {
         let reply = tools.call(&agent, pay(&good), &cancel).await;
         assert!(!reply.is_error, "{}", reply.content);
         assert_eq!(std::fs::read_to_string(&ledger).unwrap(), r#"{"amount":5}"#);
+    }
+
+    /// A loopback HTTP server answering `200 ok` to every request; counts connections.
+    async fn counting_server() -> (
+        std::net::SocketAddr,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = connections.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                let _ = socket
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                    )
+                    .await;
+            }
+        });
+        (addr, connections)
+    }
+
+    #[tokio::test]
+    async fn secrets_bound_in_the_config_reach_http_request() {
+        let dir = Scratch(
+            std::env::temp_dir().join(format!("nightshift-toolbox-{}", uuid::Uuid::new_v4())),
+        );
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let (addr, connections) = counting_server().await;
+        let text = format!(
+            "[runtime]\ndata_dir = \"{data}\"\nhttp_allowlist = [\"{addr}\"]\n\
+             secrets = [{{ name = \"NIGHTSHIFT_TEST_BOUND\", hosts = [\"api.github.com\"] }}]\n\
+             [providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
+             [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\nsystem = \"s\"\n\
+             tools = [\"http_request\"]\n",
+            data = dir.0.join("data").display(),
+        );
+        let config = Config::parse(&text, "test").unwrap();
+        config.validate().unwrap();
+        let tools = Tools::build(&config).unwrap();
+        let agent = config.agents[0].resolve(&dir.0).unwrap();
+        let cancel = CancellationToken::new();
+        let request = |headers: serde_json::Value| json!({"method": "GET", "url": format!("http://{addr}/"), "headers": headers});
+        let call = |input| ToolCall {
+            run_id: "run-1",
+            call_id: "call-1",
+            name: "http_request",
+            input,
+            idempotency_key: "run-1:call-1",
+        };
+
+        let bound = request(json!({"Authorization": "{{secret:NIGHTSHIFT_TEST_BOUND}}"}));
+        let reply = tools.call(&agent, call(&bound), &cancel).await;
+        assert!(reply.is_error, "{}", reply.content);
+        assert!(
+            reply.content.starts_with(&format!(
+                "secret `NIGHTSHIFT_TEST_BOUND` may only be sent to api.github.com, not to \
+                 `{addr}`; the request was not sent"
+            )),
+            "{}",
+            reply.content
+        );
+        // Positive control: a request without the secret reaches the server, and it is the
+        // first connection the server ever saw.
+        let plain = request(json!({}));
+        let reply = tools.call(&agent, call(&plain), &cancel).await;
+        assert!(!reply.is_error, "{}", reply.content);
+        assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::secret_hosts::SecretBindings;
 use crate::secrets::SecretResolver;
 
 /// Caps and timeouts applied to tool calls.
@@ -56,7 +57,9 @@ impl Default for Limits {
 ///
 /// An entry is a host name (`api.github.com`), a wildcard for its subdomains
 /// (`*.example.com`, which does not match `example.com` itself), an IP address (`127.0.0.1`,
-/// `[::1]`), optionally followed by `:port` to allow only that port. Matching ignores case.
+/// `[::1]`), optionally followed by `:port` to allow only that port. An entry without a port
+/// allows only the URL scheme's default port (443 for https, 80 for http), never every port.
+/// Matching ignores case.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HttpAllowlist {
     entries: Vec<String>,
@@ -81,14 +84,26 @@ impl HttpAllowlist {
         &self.entries
     }
 
-    /// Whether `host` (as in a URL, IPv6 in brackets) on `port` is allowed.
-    pub fn allows(&self, host: &str, port: Option<u16>) -> bool {
+    /// Whether `url` (http or https) may be requested: its host and its port (explicit or
+    /// the scheme's default) match an entry.
+    pub fn allows(&self, url: &reqwest::Url) -> bool {
+        match (
+            url.host_str(),
+            url.port_or_known_default(),
+            default_port(url.scheme()),
+        ) {
+            (Some(host), Some(port), Some(default)) => self.matches(host, port, default),
+            _ => false,
+        }
+    }
+
+    /// Whether `host` (as in a URL, IPv6 in brackets) on `port` matches an entry, where
+    /// `default_port` is the URL scheme's: a port-less entry matches only that port.
+    pub fn matches(&self, host: &str, port: u16, default_port: u16) -> bool {
         let host = host.to_ascii_lowercase();
         self.entries.iter().any(|entry| {
             let (pattern, entry_port) = split_port(entry);
-            if let Some(p) = entry_port
-                && Some(p) != port
-            {
+            if entry_port.unwrap_or(default_port) != port {
                 return false;
             }
             match pattern.strip_prefix("*.") {
@@ -98,6 +113,15 @@ impl HttpAllowlist {
                 None => host == pattern,
             }
         })
+    }
+}
+
+/// The default port of an http(s) scheme.
+pub(crate) fn default_port(scheme: &str) -> Option<u16> {
+    match scheme {
+        "https" => Some(443),
+        "http" => Some(80),
+        _ => None,
     }
 }
 
@@ -130,6 +154,7 @@ pub struct ToolContext {
     artifacts_dir: PathBuf,
     cancel: CancellationToken,
     secrets: SecretResolver,
+    secret_bindings: SecretBindings,
     http_allowlist: HttpAllowlist,
     limits: Limits,
     env_allow: Vec<String>,
@@ -166,6 +191,7 @@ impl ToolContext {
             artifacts_dir: artifacts_dir.into(),
             cancel: CancellationToken::new(),
             secrets: SecretResolver::default(),
+            secret_bindings: SecretBindings::default(),
             http_allowlist: HttpAllowlist::default(),
             limits: Limits::default(),
             env_allow: Vec::new(),
@@ -182,6 +208,13 @@ impl ToolContext {
 
     pub fn with_secrets(mut self, secrets: SecretResolver) -> Self {
         self.secrets = secrets;
+        self
+    }
+
+    /// Binds secrets to the hosts `http_request` may send them to (unbound secrets may go to
+    /// any allow-listed host).
+    pub fn with_secret_bindings(mut self, bindings: SecretBindings) -> Self {
+        self.secret_bindings = bindings;
         self
     }
 
@@ -277,6 +310,10 @@ impl ToolContext {
         &self.secrets
     }
 
+    pub fn secret_bindings(&self) -> &SecretBindings {
+        &self.secret_bindings
+    }
+
     pub fn http_allowlist(&self) -> &HttpAllowlist {
         &self.http_allowlist
     }
@@ -301,15 +338,36 @@ mod tests {
     #[test]
     fn allowlist_matches_hosts_wildcards_and_ports() {
         let list = HttpAllowlist::new(["API.example.com", "*.svc.test", "127.0.0.1:8080", "[::1]"]);
-        assert!(list.allows("api.example.com", Some(443)));
-        assert!(!list.allows("evil-api.example.com", Some(443)));
-        assert!(list.allows("a.svc.test", Some(80)));
-        assert!(!list.allows("svc.test", Some(80)));
-        assert!(!list.allows("xsvc.test", Some(80)));
-        assert!(list.allows("127.0.0.1", Some(8080)));
-        assert!(!list.allows("127.0.0.1", Some(8081)));
-        assert!(list.allows("[::1]", Some(1)));
-        assert!(!HttpAllowlist::default().allows("localhost", Some(80)));
+        assert!(list.matches("api.example.com", 443, 443));
+        assert!(!list.matches("evil-api.example.com", 443, 443));
+        assert!(list.matches("a.svc.test", 80, 80));
+        assert!(!list.matches("svc.test", 80, 80));
+        assert!(!list.matches("xsvc.test", 80, 80));
+        assert!(list.matches("127.0.0.1", 8080, 80));
+        assert!(!list.matches("127.0.0.1", 8081, 80));
+        assert!(list.matches("[::1]", 443, 443));
+        assert!(!HttpAllowlist::default().matches("localhost", 80, 80));
+    }
+
+    #[test]
+    fn a_port_less_entry_means_the_default_port_only() {
+        let list = HttpAllowlist::new(["api.example.com", "[::1]", "*.svc.test"]);
+        let allows = |url: &str| list.allows(&reqwest::Url::parse(url).unwrap());
+        assert!(allows("https://api.example.com/x"));
+        assert!(allows("http://api.example.com/x"));
+        assert!(allows("https://api.example.com:443/x"));
+        assert!(!allows("https://api.example.com:8443/x"));
+        assert!(
+            !allows("http://api.example.com:443/x"),
+            "443 is not http's default"
+        );
+        assert!(!allows("http://[::1]:8080/"));
+        assert!(allows("http://[::1]/"));
+        assert!(!allows("https://a.svc.test:444/"));
+        assert!(!allows("ftp://api.example.com/"));
+        let with_port = HttpAllowlist::new(["api.example.com:8443"]);
+        assert!(with_port.allows(&reqwest::Url::parse("https://api.example.com:8443/").unwrap()));
+        assert!(!with_port.allows(&reqwest::Url::parse("https://api.example.com/").unwrap()));
     }
 
     #[test]

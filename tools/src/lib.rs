@@ -18,7 +18,9 @@
 //!   every path beneath a handle on the workspace as it opens it, so a symlink swapped in
 //!   concurrently cannot lead out); commands run in the
 //!   workspace with a cleared environment, in their own process group, and the whole group is
-//!   killed on timeout or cancellation; HTTP goes only to allow-listed hosts.
+//!   killed on timeout or cancellation; HTTP goes only to allow-listed hosts (a port-less
+//!   entry allows only the scheme's default port), a secret bound to hosts ([`SecretSpec`])
+//!   only to those, and the model cannot set `Host` or hop-by-hop headers.
 //! - **Secrets by name**: `{{secret:NAME}}` placeholders are filled from a
 //!   [`SecretResolver`], and every secret value is redacted from every output the
 //!   [`Registry`] returns (and from artifacts written for it).
@@ -46,6 +48,7 @@ mod paths;
 mod process;
 mod registry;
 mod schema;
+mod secret_hosts;
 mod secrets;
 
 pub use background::{
@@ -64,6 +67,7 @@ pub use context::{HttpAllowlist, Limits, ToolContext};
 pub use orphans::ProcessRegistry;
 pub use registry::{Approval, Registry, RegistryConfig, RegistryError, ToolOverride};
 pub use schema::InputSchema;
+pub use secret_hosts::{SecretBindings, SecretSpec};
 pub use secrets::{SecretError, SecretResolver};
 
 use std::fmt;

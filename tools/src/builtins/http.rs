@@ -1,7 +1,11 @@
 //! `http_request {method, url, headers?, body?}`: HTTP to allow-listed hosts.
 //!
-//! Guarantees: nothing is sent to a host that is not on the context's allowlist (redirects are
-//! not followed: a 3xx is returned with its `Location` so the model can decide); GET and HEAD
+//! Guarantees: nothing is sent to a host that is not on the context's allowlist (a port-less
+//! entry allows only the scheme's default port; redirects are not followed: a 3xx is returned
+//! with its `Location` so the model can decide, and a new request is checked again), and a
+//! secret bound to hosts is never placed in a request to another host (checked before
+//! anything is sent); the model cannot set `Host`, pseudo-headers, hop-by-hop or framing
+//! headers, or method overrides, so the request goes where its URL says, as it says; GET and HEAD
 //! are `read_only`, every other method is `side_effect` and carries
 //! `Idempotency-Key: <run id>:<tool call id>` (the same key on a re-run); `{{secret:NAME}}`
 //! placeholders are filled in headers and body only (a URL with one is refused, so secrets do
@@ -19,13 +23,38 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::parse_input;
-use crate::context::ToolContext;
+use crate::context::{ToolContext, default_port};
 use crate::output::Capture;
 use crate::secrets::SecretResolver;
 use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
 
 const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 const SHOWN_HEADERS: [&str; 4] = ["content-type", "content-length", "location", "retry-after"];
+
+/// Why the model may not set header `name` (any case), or `None` if it may.
+fn refused_header(name: &str) -> Option<String> {
+    let lower = name.to_ascii_lowercase();
+    let why = match lower.as_str() {
+        n if n.starts_with(':') => "pseudo-headers are set from the URL",
+        "host" => {
+            "the Host header is set from the URL, so the request goes only where the URL says"
+        }
+        "forwarded" | "x-forwarded-host" | "x-original-url" | "x-rewrite-url" => {
+            "routing headers could make a proxy send the request to another host or path"
+        }
+        "connection" | "keep-alive" | "proxy-connection" | "te" | "trailer" | "upgrade"
+        | "transfer-encoding" | "content-length" | "expect" => {
+            "hop-by-hop and framing headers are managed by the HTTP client"
+        }
+        "x-http-method-override" | "x-http-method" | "x-method-override" => {
+            "method overrides would change what the request does; set `method` instead"
+        }
+        _ => return None,
+    };
+    Some(format!(
+        "header `{name}` cannot be set: {why}; remove it (the request was not sent)"
+    ))
+}
 
 /// `http_request`: see the module documentation. One connection pool per value.
 #[derive(Debug, Default)]
@@ -84,8 +113,9 @@ impl Tool for HttpRequest {
             name: "http_request".into(),
             description: "Send an HTTP request to an allowed host and return the status, main \
                           headers and body. Use `{{secret:NAME}}` in header values or the body to \
-                          insert a configured secret (its value is never shown). Redirects are \
-                          not followed. Requests other than GET/HEAD carry an Idempotency-Key \
+                          insert a configured secret (its value is never shown; a secret bound \
+                          to hosts can only be sent to those). Host, hop-by-hop and routing \
+                          headers cannot be set. Redirects are not followed. Requests other than GET/HEAD carry an Idempotency-Key \
                           header that stays the same if this call is retried."
                 .into(),
             input_schema: json!({
@@ -159,21 +189,36 @@ impl HttpRequest {
             ));
         }
         let host = url.host_str().unwrap_or_default();
-        if !ctx
-            .http_allowlist()
-            .allows(host, url.port_or_known_default())
-        {
+        let default_port = default_port(url.scheme()).unwrap_or_default();
+        let port = url.port_or_known_default().unwrap_or(default_port);
+        if !ctx.http_allowlist().allows(&url) {
             let allowed = ctx.http_allowlist().entries();
+            let target = if port == default_port {
+                format!("host `{host}`")
+            } else {
+                format!("`{host}:{port}`")
+            };
             return Err(format!(
-                "host `{host}` is not on this agent's HTTP allowlist (allowed: {}); the request \
-                 was not sent",
+                "{target} is not on this agent's HTTP allowlist (allowed: {}; an entry without \
+                 a port allows only port {default_port} for {}); the request was not sent",
                 if allowed.is_empty() {
                     "none".to_string()
                 } else {
                     allowed.join(", ")
-                }
+                },
+                url.scheme()
             ));
         }
+        if let Some(refusal) = input.headers.keys().find_map(|n| refused_header(n)) {
+            return Err(refusal);
+        }
+        let texts = input
+            .headers
+            .values()
+            .chain(&input.body)
+            .map(String::as_str);
+        ctx.secret_bindings()
+            .check(texts, host, port, default_port)?;
         let secrets = ctx.secrets();
         let mut headers = HeaderMap::new();
         for (name, value) in &input.headers {

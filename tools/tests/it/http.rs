@@ -20,18 +20,18 @@ use crate::common::{Fixture, call, small_cap};
 const SECRET: &str = "s3cr3t-t0ken-value";
 
 #[derive(Debug, Clone)]
-struct Received {
-    method: String,
-    path: String,
-    headers: HeaderMap,
-    body: String,
+pub(crate) struct Received {
+    pub method: String,
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: String,
 }
 
 #[derive(Clone, Default)]
-struct Seen(Arc<Mutex<Vec<Received>>>);
+pub(crate) struct Seen(Arc<Mutex<Vec<Received>>>);
 
 impl Seen {
-    fn all(&self) -> Vec<Received> {
+    pub(crate) fn all(&self) -> Vec<Received> {
         self.0.lock().unwrap().clone()
     }
 }
@@ -58,6 +58,12 @@ async fn handle(
         "/echo" => format!("auth={auth}\nbody={body}\n").into_response(),
         "/big" => format!("{}\n{auth}\n{}\n", "x".repeat(3000), "y".repeat(3000)).into_response(),
         "/fail" => (StatusCode::INTERNAL_SERVER_ERROR, "broken").into_response(),
+        // `/goto?<url>`: a redirect to `<url>`.
+        "/goto" => (
+            StatusCode::FOUND,
+            [("location", uri.query().unwrap_or("/").to_string())],
+        )
+            .into_response(),
         "/redirect" => {
             (StatusCode::FOUND, [("location", "http://example.invalid/")]).into_response()
         }
@@ -65,10 +71,15 @@ async fn handle(
     }
 }
 
-async fn server() -> (SocketAddr, Seen) {
+pub(crate) async fn server() -> (SocketAddr, Seen) {
+    server_on("127.0.0.1").await
+}
+
+/// A recording server on `ip` (any loopback address), port chosen by the kernel.
+pub(crate) async fn server_on(ip: &str) -> (SocketAddr, Seen) {
     let seen = Seen::default();
     let app = Router::new().fallback(handle).with_state(seen.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let listener = tokio::net::TcpListener::bind((ip, 0))
         .await
         .expect("bind loopback");
     let addr = listener.local_addr().expect("addr");
@@ -86,7 +97,7 @@ fn ctx(fx: &Fixture, allow: &[&str]) -> ToolContext {
 async fn get_is_read_only_and_carries_no_idempotency_key() {
     let (addr, seen) = server().await;
     let fx = Fixture::new();
-    let ctx = ctx(&fx, &["127.0.0.1"]);
+    let ctx = ctx(&fx, &[&addr.to_string()]);
     let tool = HttpRequest::new();
     let input = json!({"method": "GET", "url": format!("http://{addr}/hello")});
     assert_eq!(
@@ -110,7 +121,7 @@ async fn get_is_read_only_and_carries_no_idempotency_key() {
 async fn post_fills_secrets_sends_the_idempotency_key_and_redacts_the_echo() {
     let (addr, seen) = server().await;
     let fx = Fixture::new();
-    let ctx = ctx(&fx, &["127.0.0.1"]);
+    let ctx = ctx(&fx, &[&addr.to_string()]);
     let registry = Registry::build(&nightshift_tools::RegistryConfig {
         tools: vec!["http_request".into()],
         ..Default::default()
@@ -161,7 +172,13 @@ async fn hosts_off_the_allowlist_are_never_contacted() {
     let (addr, seen) = server().await;
     let fx = Fixture::new();
     let wrong_port = format!("127.0.0.1:{}", addr.port().wrapping_add(1).max(1));
-    for allow in [vec![], vec!["example.com"], vec![wrong_port.as_str()]] {
+    // A port-less entry means the scheme's default port (80 here), not every port.
+    for allow in [
+        vec![],
+        vec!["example.com"],
+        vec![wrong_port.as_str()],
+        vec!["127.0.0.1"],
+    ] {
         let ctx = ctx(&fx, &allow);
         let out = call(
             &HttpRequest::new(),
@@ -197,7 +214,7 @@ async fn hosts_off_the_allowlist_are_never_contacted() {
 async fn bad_secrets_and_bad_input_send_nothing() {
     let (addr, seen) = server().await;
     let fx = Fixture::new();
-    let ctx = ctx(&fx, &["127.0.0.1"]);
+    let ctx = ctx(&fx, &[&addr.to_string()]);
     let url = format!("http://{addr}/echo");
     let cases: [(Value, &str); 4] = [
         (
@@ -226,7 +243,7 @@ async fn bad_secrets_and_bad_input_send_nothing() {
 async fn error_statuses_and_redirects_are_reported_not_followed() {
     let (addr, seen) = server().await;
     let fx = Fixture::new();
-    let ctx = ctx(&fx, &["127.0.0.1"]);
+    let ctx = ctx(&fx, &[&addr.to_string()]);
     let fail = call(
         &HttpRequest::new(),
         &ctx,
@@ -267,7 +284,7 @@ async fn error_statuses_and_redirects_are_reported_not_followed() {
 async fn a_cut_response_is_redacted_in_the_artifact_too() {
     let (addr, _seen) = server().await;
     let fx = Fixture::new();
-    let ctx = ctx(&fx, &["127.0.0.1"]).with_limits(small_cap(400));
+    let ctx = ctx(&fx, &[&addr.to_string()]).with_limits(small_cap(400));
     let out = call(
         &HttpRequest::new(),
         &ctx,

@@ -12,4 +12,5 @@ mod input_schema;
 mod registry;
 mod run_command;
 mod search;
+mod secret_hosts;
 mod todo;
