@@ -65,6 +65,35 @@ pub struct AgentConfig {
         skip_serializing_if = "is_default_outage_limit"
     )]
     pub outage_limit_seconds: u64,
+    /// How this agent's commands are sandboxed (`[agents.sandbox]`). Left out of the
+    /// definition's hash at the default, so adding the field changed no hash.
+    #[serde(default, skip_serializing_if = "AgentSandbox::is_default")]
+    pub sandbox: AgentSandbox,
+}
+
+/// `[agents.sandbox]`: what this agent's commands (`run_command`, background tasks, command
+/// tools) may reach besides the daemon-wide `[sandbox]` settings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentSandbox {
+    /// `on` (default): the host's network. `off`: a network namespace of their own, with
+    /// nothing reachable (`http_request` still works: the daemon makes those requests).
+    pub network: SandboxNetwork,
+}
+
+impl AgentSandbox {
+    pub fn is_default(&self) -> bool {
+        *self == AgentSandbox::default()
+    }
+}
+
+/// Whether an agent's commands may use the network.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxNetwork {
+    #[default]
+    On,
+    Off,
 }
 
 fn default_max_tokens() -> u32 {
@@ -267,6 +296,17 @@ mod tests {
         let mut changed = agent();
         changed.system = Some("be verbose".into());
         assert_ne!(a.hash, changed.resolve(Path::new(".")).unwrap().hash);
+        let explicit_default = toml_like(
+            r#"{"name":"a","provider":"p","model":"m","system":"be brief","sandbox":{"network":"on"}}"#,
+        );
+        assert_eq!(
+            a.hash,
+            explicit_default.resolve(Path::new(".")).unwrap().hash,
+            "the default sandbox is not hashed"
+        );
+        let mut offline = agent();
+        offline.sandbox.network = SandboxNetwork::Off;
+        assert_ne!(a.hash, offline.resolve(Path::new(".")).unwrap().hash);
         assert_eq!(a.config.budgets.max_turns, 50);
     }
 

@@ -39,7 +39,9 @@ pub mod state;
 pub mod tasks;
 pub mod wakeup;
 
-pub use config::{AgentConfig, AgentDef, Budgets, ContextPolicy, Pricing};
+pub use config::{
+    AgentConfig, AgentDef, AgentSandbox, Budgets, ContextPolicy, Pricing, SandboxNetwork,
+};
 pub use events::{Durability, RunEvent};
 pub use notify::NotifyTarget;
 pub use ports::{ModelFailure, ModelGateway, ToolBox, ToolCall, ToolReply};

@@ -171,6 +171,9 @@ async fn migrate(store: &Store) -> anyhow::Result<()> {
 }
 
 async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
+    // Not dumpable: processes of the daemon's user cannot read its memory or environment.
+    nightshift_sandbox::harden_daemon()
+        .map_err(|e| anyhow::anyhow!("cannot harden the daemon: {e}"))?;
     // Everything the config names (agents, tools, providers) is checked before the database
     // is touched.
     let daemon_id = format!(

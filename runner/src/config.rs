@@ -32,6 +32,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// `[runtime]`: where runs work and what their tools may reach.
     pub runtime: RuntimeConfig,
+    /// `[sandbox]`: how the commands tools start are confined.
+    pub sandbox: crate::sandbox::SandboxConfig,
     /// `[providers.NAME]`: model providers agents refer to by name.
     pub providers: BTreeMap<String, ProviderConfig>,
     /// `[[agents]]`: the agents runs are started for.
@@ -193,6 +195,7 @@ impl Config {
         self.worker.validate().map_err(invalid)?;
         self.runtime.background.validate().map_err(invalid)?;
         self.runtime.validate_secrets().map_err(invalid)?;
+        crate::sandbox::validate(self).map_err(invalid)?;
         for (name, provider) in &self.providers {
             provider
                 .validate()

@@ -12,6 +12,7 @@ pub mod gateway;
 pub mod hooks;
 pub mod notify;
 pub mod private;
+pub mod sandbox;
 pub mod schedules_api;
 pub mod tasks;
 pub mod tasks_api;

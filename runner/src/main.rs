@@ -2,7 +2,8 @@
 //!
 //! The `nightshift` binary: reads the configuration, opens the store and runs one command.
 //! `serve` is the daemon (migrations, then the worker pool until SIGTERM); the other commands
-//! are one-shot operations on the same store.
+//! are one-shot operations on the same store. The hidden `sandbox-exec` is the launcher that
+//! confines a tool's command (see `nightshift_sandbox::launch`).
 
 mod commands;
 
@@ -81,6 +82,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `nightshift sandbox-exec …` is the launcher of sandboxed commands: handled first, while
+    // this process is still single-threaded (no runtime, no logging), and never returns when
+    // it runs the command.
+    if let Some(code) = nightshift_sandbox::launch::dispatch(std::env::args_os().collect()) {
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     // Before anything is created: the database, data directory and logs are private.
     nightshift_runner::private::restrict_umask();
     let cli = Cli::parse();

@@ -1,7 +1,9 @@
 //! The runtime's [`ToolBox`], made of the real tools: one [`Registry`] per agent, and per
 //! call a [`ToolContext`] rooted in the run's own workspace directory
 //! (`<data_dir>/workspaces/<run id>`), with its artifacts beside it, and, in the daemon, the
-//! supervisor of background commands (logs in `<data_dir>/tasks/`). [`ToolBox::check_input`]
+//! supervisor of background commands (logs in `<data_dir>/tasks/`) and, unless `[sandbox]
+//! mode = "off"`, the sandbox its commands run in (the agent's network setting, the run's
+//! private temp dir; see `sandbox`). [`ToolBox::check_input`]
 //! checks a call's input against the tool's compiled JSON Schema (the agent's registry), and
 //! [`ToolBox::call`] checks it again before anything runs.
 
@@ -19,6 +21,7 @@ use nightshift_tools::{
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::sandbox::Confinement;
 
 /// Tool registries by agent name, and what every call shares.
 pub struct Tools {
@@ -31,6 +34,7 @@ pub struct Tools {
     env_allow: Vec<String>,
     processes: ProcessRegistry,
     tasks: Option<TaskSupervisor>,
+    confinement: Option<Confinement>,
 }
 
 impl std::fmt::Debug for Tools {
@@ -43,6 +47,8 @@ impl std::fmt::Debug for Tools {
 
 impl Tools {
     /// Builds every agent's registry; an unknown tool name is an error naming the agent.
+    /// Probes the kernel for the sandbox (see [`Confinement::start`]): where it cannot be
+    /// enforced this is an error, unless `[sandbox] mode = "off"`.
     pub fn build(config: &Config) -> anyhow::Result<Tools> {
         let mut registries = HashMap::new();
         for agent in &config.agents {
@@ -67,6 +73,7 @@ impl Tools {
             registries.insert(agent.name.clone(), registry);
         }
         let rt = &config.runtime;
+        let confinement = Confinement::start(config)?;
         Ok(Tools {
             registries,
             data_dir: config.resolve_path(&rt.data_dir),
@@ -83,6 +90,7 @@ impl Tools {
             env_allow: rt.command_env.clone(),
             processes: ProcessRegistry::new(config.resolve_path(&rt.data_dir).join("procs")),
             tasks: None,
+            confinement,
         })
     }
 
@@ -99,13 +107,20 @@ impl Tools {
 
     fn context(
         &self,
+        agent: &AgentDef,
         call: &ToolCall<'_>,
         cancel: &CancellationToken,
     ) -> std::io::Result<ToolContext> {
         let workspace = self.workspace(call.run_id);
         std::fs::create_dir_all(&workspace)?;
         let artifacts = self.data_dir.join("artifacts").join(call.run_id);
-        let ctx = ToolContext::new(call.run_id, call.call_id, workspace, artifacts)?
+        let mut ctx = ToolContext::new(call.run_id, call.call_id, &workspace, artifacts)?;
+        if let Some(confinement) = &self.confinement {
+            let sandbox =
+                confinement.for_run(call.run_id, ctx.workspace(), agent.config.sandbox.network)?;
+            ctx = ctx.with_sandbox(sandbox);
+        }
+        let ctx = ctx
             .with_cancel(cancel.clone())
             .with_secrets(self.secrets.clone())
             .with_secret_bindings(self.bindings.clone())
@@ -175,7 +190,7 @@ impl ToolBox for Tools {
                     is_error: true,
                 };
             };
-            let ctx = match self.context(&call, cancel) {
+            let ctx = match self.context(agent, &call, cancel) {
                 Ok(ctx) => ctx,
                 Err(e) => {
                     return ToolReply {
@@ -208,10 +223,12 @@ mod tests {
     }
 
     /// A config with agent `a` and a `side_effect` command tool `pay` that appends its input
-    /// to `<dir>/ledger`.
+    /// to `<dir>/ledger`. Unsandboxed: the ledger is outside the workspace, and this unit
+    /// test's binary is no launcher (the sandboxed tools are tested in `tests/`).
     fn config(dir: &std::path::Path) -> Config {
         let text = format!(
             "[runtime]\ndata_dir = \"{data}\"\n\
+             [sandbox]\nmode = \"off\"\n\
              [providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
              [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\nsystem = \"s\"\n\
              tools = [\"pay\", \"read_file\"]\n\

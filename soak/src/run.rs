@@ -52,7 +52,10 @@ struct Soak<'a> {
 
 /// Runs the soak for one backend and returns its report (the table is not printed here).
 pub async fn soak(s: &Settings, deadline: Instant) -> anyhow::Result<Report> {
-    let ledger = s.dir.join("ledger.txt");
+    // Beside the daemons' data directories, not above them: the tools' sandbox may write here.
+    let shared = s.dir.join("shared");
+    std::fs::create_dir_all(&shared)?;
+    let ledger = shared.join("ledger.txt");
     for agent in &AGENTS {
         let path = s.dir.join(format!("script-{}.json", agent.name));
         std::fs::write(

@@ -118,7 +118,8 @@ fn path(p: &Path) -> String {
 }
 
 /// The `nightshift.toml` text of one daemon: short leases and heartbeats so that a killed
-/// daemon's jobs are rescued within about two seconds, quick retries, three tools, two agents.
+/// daemon's jobs are rescued within about two seconds, quick retries, three tools, two agents;
+/// the tools run sandboxed, allowed to run the soak binary and to write the ledger's directory.
 pub fn config_toml(c: &DaemonConfig<'_>) -> String {
     let mut out = format!("[database]\nurl = {}\n", q(c.database_url));
     if let Some(schema) = c.schema {
@@ -128,9 +129,11 @@ pub fn config_toml(c: &DaemonConfig<'_>) -> String {
         "\n[server]\naddress = \"127.0.0.1:{}\"\n\n\
          [worker]\nslots = 3\nlease_ms = 1500\nheartbeat_ms = 300\npoll_interval_ms = 100\n\
          shutdown_grace_ms = 5000\nretry_base_ms = 200\nretry_cap_ms = 2000\n\n\
-         [runtime]\ndata_dir = {}\n\n",
+         [runtime]\ndata_dir = {}\n\n[sandbox]\nread = [{}]\nwrite = [{}]\n\n",
         c.port,
-        path(c.data_dir)
+        path(c.data_dir),
+        path(c.tool_exe.parent().unwrap_or(Path::new("/"))),
+        path(c.ledger.parent().unwrap_or(Path::new("/"))),
     );
     let schema = "{ type = \"object\", properties = { turn = { type = \"integer\", minimum = 0 } }, \
                   required = [\"turn\"], additionalProperties = false }";
@@ -204,10 +207,10 @@ mod tests {
             database_url: "sqlite:///tmp/soak/db.sqlite",
             schema: None,
             port: 1234,
-            data_dir: dir,
+            data_dir: &dir.join("data"),
             script_dir: dir,
             tool_exe: Path::new("/bin/crash-soak"),
-            ledger: &dir.join("ledger"),
+            ledger: &dir.join("shared/ledger"),
             tool_sleep_ms: 3,
         });
         let config = nightshift_runner::config::Config::parse(&text, "soak config").expect(&text);

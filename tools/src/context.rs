@@ -7,7 +7,10 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+use nightshift_sandbox::Sandbox;
 
 use tokio_util::sync::CancellationToken;
 
@@ -161,6 +164,7 @@ pub struct ToolContext {
     idempotency_key: Option<String>,
     processes: Option<crate::orphans::ProcessRegistry>,
     tasks: Option<crate::background::TaskSupervisor>,
+    sandbox: Option<Arc<Sandbox>>,
 }
 
 impl ToolContext {
@@ -198,6 +202,7 @@ impl ToolContext {
             idempotency_key: None,
             processes: None,
             tasks: None,
+            sandbox: None,
         })
     }
 
@@ -276,6 +281,19 @@ impl ToolContext {
     /// The supervisor of background commands, if this daemon runs them.
     pub fn tasks(&self) -> Option<&crate::background::TaskSupervisor> {
         self.tasks.as_ref()
+    }
+
+    /// Runs this call's commands (`run_command`, background tasks, command tools) through
+    /// `sandbox`'s launcher, confined to its policy (with this context's workspace). Without
+    /// one they run unconfined, as the daemon's user.
+    pub fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// The sandbox commands run in, if any.
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        self.sandbox.as_deref()
     }
 
     /// Sets the idempotency key explicitly: the agent loop passes the key it logged in the

@@ -2,7 +2,9 @@
 //!
 //! Guarantees: the child runs in the run's workspace with an environment holding only PATH,
 //! HOME, LANG, TERM, the context's allowed variables and what the caller adds (so the
-//! daemon's secrets never reach it); it leads its own process group, and that whole group is
+//! daemon's secrets never reach it); with a sandbox in the context it is started through the
+//! sandbox's launcher and confined to its policy (HOME and TMPDIR are then its temp dir), and
+//! a launch that cannot be confined runs nothing (exit code 126, the reason on stderr); it leads its own process group, and that whole group is
 //! stopped on timeout or cancellation (SIGTERM, then SIGKILL after `kill_grace`, so a process
 //! ignoring SIGTERM dies too), when the main process exits (leftover background processes),
 //! and if the future running it is dropped; while it runs, the group is recorded in the
@@ -63,7 +65,7 @@ pub(crate) struct ProcessResult {
     pub pipe_left_open: bool,
 }
 
-/// The environment a tool process gets.
+/// The environment a tool process gets. In a sandbox, HOME and TMPDIR are its temp dir.
 pub(crate) fn base_env(ctx: &ToolContext) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = BASE_ENV
         .iter()
@@ -74,7 +76,37 @@ pub(crate) fn base_env(ctx: &ToolContext) -> Vec<(String, String)> {
     if !env.iter().any(|(k, _)| k == "PATH") {
         env.push(("PATH".to_string(), DEFAULT_PATH.to_string()));
     }
+    if let Some(sandbox) = ctx.sandbox() {
+        for (name, value) in sandbox.env() {
+            env.retain(|(k, _)| *k != name);
+            env.push((name, value));
+        }
+    }
     env
+}
+
+/// `program args`, or, when the context has a sandbox, the launcher that runs them in it
+/// (it executes the program in place: the pid and process group are the program's).
+pub(crate) fn command(
+    ctx: &ToolContext,
+    program: &str,
+    args: &[String],
+) -> Result<tokio::process::Command, String> {
+    match ctx.sandbox() {
+        None => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            Ok(cmd)
+        }
+        Some(sandbox) => {
+            let (launcher, argv) = sandbox
+                .command(ctx.workspace(), program, args)
+                .map_err(|e| format!("failed to start `{program}`: {e}"))?;
+            let mut cmd = tokio::process::Command::new(launcher);
+            cmd.args(argv);
+            Ok(cmd)
+        }
+    }
 }
 
 /// Kills the group with SIGKILL when dropped while armed (e.g. the call's future is dropped).
@@ -95,9 +127,8 @@ pub(crate) async fn run(ctx: &ToolContext, spec: ProcessSpec) -> Result<ProcessR
     let started = Instant::now();
     let spawn_err = |e: std::io::Error| format!("failed to start `{}`: {e}", spec.program);
     let (reader, writer) = std::io::pipe().map_err(spawn_err)?;
-    let mut cmd = tokio::process::Command::new(&spec.program);
-    cmd.args(&spec.args)
-        .current_dir(ctx.workspace())
+    let mut cmd = command(ctx, &spec.program, &spec.args)?;
+    cmd.current_dir(ctx.workspace())
         .env_clear()
         .envs(base_env(ctx))
         .envs(spec.extra_env.iter().cloned())

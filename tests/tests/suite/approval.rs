@@ -188,7 +188,7 @@ async fn sigkilled_daemon_loses_no_approval(db: &TestDb) {
     use super::crash::*;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let log = d.join("deploys.log");
+    let log = out(d).join("deploys.log");
     let body = command_tool(
         "deploy",
         "side_effect",

@@ -39,9 +39,16 @@ fn sh_path(p: &Path) -> String {
     format!("'{s}'")
 }
 
+/// The directory beside the data directory that the tests' commands may write (granted in
+/// `[sandbox] write` by [`write_config`]): logs, pid files and gates shared with the test.
+pub(crate) fn out(dir: &Path) -> PathBuf {
+    dir.join("out")
+}
+
 /// Writes `nightshift.toml` in `dir`: the test's database, `worker`, data under `dir/data`,
-/// and `body` (providers, agents, command tools).
+/// commands sandboxed with [`out`] writable, and `body` (providers, agents, command tools).
 pub(crate) fn write_config(db: &TestDb, dir: &Path, worker: &str, body: &str) -> PathBuf {
+    std::fs::create_dir_all(out(dir)).unwrap();
     let schema = db
         .config
         .schema
@@ -49,9 +56,11 @@ pub(crate) fn write_config(db: &TestDb, dir: &Path, worker: &str, body: &str) ->
         .map(|s| format!("schema = {}\n", q(s)));
     let text = format!(
         "[database]\nurl = {}\n{}\n[worker]\n{worker}\n\
-         [server]\naddress = \"127.0.0.1:0\"\n\n[runtime]\ndata_dir = \"data\"\n\n{body}",
+         [server]\naddress = \"127.0.0.1:0\"\n\n[runtime]\ndata_dir = \"data\"\n\n\
+         [sandbox]\nwrite = [{}]\n\n{body}",
         q(&db.config.url),
         schema.unwrap_or_default(),
+        q(out(dir).to_str().unwrap()),
     );
     let path = dir.join("nightshift.toml");
     std::fs::write(&path, text).unwrap();
@@ -246,7 +255,7 @@ async fn sigkill_mid_tool_call(db: &TestDb) {
     let d = dir.path();
     // The tools block until the test creates this file (for at most ~30 s), so the kill
     // surely lands between tool_started and tool_result however slow the machine is.
-    let gate = d.join("gate");
+    let gate = out(d).join("gate");
     let mut body = String::new();
     for (class, _) in CLASSES {
         let tool = format!("tool_{class}");
@@ -254,7 +263,7 @@ async fn sigkill_mid_tool_call(db: &TestDb) {
             "echo \"$NIGHTSHIFT_IDEMPOTENCY_KEY\" >> {log}; i=0; \
              while [ ! -e {gate} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; \
              echo \"done $NIGHTSHIFT_IDEMPOTENCY_KEY\"",
-            log = sh_path(&d.join(format!("{class}.log"))),
+            log = sh_path(&out(d).join(format!("{class}.log"))),
             gate = sh_path(&gate),
         );
         body += &command_tool(&tool, class, &program);
@@ -274,7 +283,7 @@ async fn sigkill_mid_tool_call(db: &TestDb) {
         || async {
             CLASSES
                 .iter()
-                .all(|(c, _)| !lines(&d.join(format!("{c}.log"))).is_empty())
+                .all(|(c, _)| !lines(&out(d).join(format!("{c}.log"))).is_empty())
                 .then_some(())
         },
     )
@@ -298,7 +307,7 @@ async fn sigkill_mid_tool_call(db: &TestDb) {
         assert_eq!(run.result, Some(format!("{class} finished")));
         let call_id = format!("call_{class}");
         let key = format!("{run_id}:1:{call_id}");
-        let ran = lines(&d.join(format!("{class}.log")));
+        let ran = lines(&out(d).join(format!("{class}.log")));
         let times = if *durability == Durability::SideEffect {
             1
         } else {
@@ -395,7 +404,7 @@ async fn sigkill_mid_tool_call(db: &TestDb) {
 async fn sigkill_between_model_turns(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let calls = d.join("calls.log");
+    let calls = out(d).join("calls.log");
     let program = format!(
         "echo \"$NIGHTSHIFT_TOOL_CALL_ID\" >> {log}; echo \"probed $NIGHTSHIFT_TOOL_CALL_ID\"",
         log = sh_path(&calls)
@@ -484,7 +493,7 @@ fn read_pid(path: &Path) -> Option<u32> {
 async fn cancel_stops_a_running_command(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (sh_pid, sleep_pid) = (d.join("sh.pid"), d.join("sleep.pid"));
+    let (sh_pid, sleep_pid) = (out(d).join("sh.pid"), out(d).join("sleep.pid"));
     let command = format!(
         "echo $$ > {}; sleep 30 & echo $! > {}; wait; echo late",
         sh_path(&sh_pid),
@@ -556,7 +565,7 @@ async fn cancel_stops_a_running_command(db: &TestDb) {
 async fn restart_reaps_orphans(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let pid_file = d.join("tool.pid");
+    let pid_file = out(d).join("tool.pid");
     let program = format!("echo $$ > {}; exec sleep 60", sh_path(&pid_file));
     let body = agent(
         d,

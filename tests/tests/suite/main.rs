@@ -36,6 +36,8 @@
 //!   errors, events, keys, approvals, tasks).
 //! - `loop_property`: the loop through generated hostile replies and crash points, with its
 //!   promises checked after each case.
+//! - `sandbox`: the command sandbox through the real daemon: attacks on its environment,
+//!   memory, token, database and other runs fail; `serve` refuses where it cannot be enforced.
 //! - `plans`: PostgreSQL's plans for the claim, under statistics that expect an empty queue.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
@@ -60,6 +62,7 @@ mod pool;
 mod process;
 mod provider;
 mod queue;
+mod sandbox;
 mod schedules;
 mod schedules_ha;
 mod schedules_http;

@@ -180,10 +180,13 @@ async fn task_rows(db: &TestDb) {
 /// A runtime with the real tool box (run_command, task_output) under `supervisor`, and the
 /// scripted `model`.
 fn runtime(dir: &Path, model: Arc<ScriptModel>, tasks: TaskSupervisor) -> Arc<AgentRuntime> {
+    // Sandboxed like the daemon's; this test binary is no launcher, the nightshift binary is.
     let text = format!(
-        "[runtime]\ndata_dir = {}\n\n[[agents]]\nname = \"builder\"\nprovider = \"scripted\"\n\
+        "[runtime]\ndata_dir = {}\n\n[sandbox]\nlauncher = {}\n\n\
+         [[agents]]\nname = \"builder\"\nprovider = \"scripted\"\n\
          model = \"scripted-1\"\ntools = [\"run_command\", \"task_output\"]\n",
-        json!(dir.join("data").to_str().unwrap())
+        json!(dir.join("data").to_str().unwrap()),
+        json!(super::process::nightshift_bin().to_str().unwrap())
     );
     let mut config = Config::parse(&text, "test config").unwrap();
     config.base_dir = dir.to_path_buf();
@@ -693,7 +696,7 @@ async fn daemon_with_waiting_task(
     last: &str,
 ) -> (std::path::PathBuf, Store, super::process::Proc, String, u32) {
     use super::crash::*;
-    let pid_file = d.join("task.pid");
+    let pid_file = out(d).join("task.pid");
     let command = format!("echo $$ > '{}'; exec sleep 300", pid_file.to_str().unwrap());
     let cfg = write_config(db, d, FAST_WORKER, &builder(d, &command, last));
     let store = db.store().await;

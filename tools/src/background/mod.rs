@@ -6,8 +6,8 @@
 //! - **Recorded before it is announced.** [`TaskSupervisor::start`] returns a task id only
 //!   after [`TaskLedger::started`] accepted it; a ledger refusal (e.g. too many running
 //!   tasks) is the model's error message and nothing runs.
-//! - **Confined like any command.** `sh -c` in the run's workspace, the cleared environment
-//!   of `process`, its own process group, recorded in the context's process registry (so a
+//! - **Confined like any command.** `sh -c` in the run's workspace, in the context's sandbox
+//!   when it has one, the cleared environment of `process`, its own process group, recorded in the context's process registry (so a
 //!   daemon restarted after a crash kills it while its leader still runs). The whole group is stopped (SIGTERM, then
 //!   SIGKILL after `kill_grace`) at its deadline, on `task_stop` (here, or requested through
 //!   the ledger from another daemon), when its run ends, when another daemon has marked it
@@ -285,10 +285,8 @@ impl TaskSupervisor {
             .open(&log)
             .map_err(spawn_err)?;
         let (reader, writer) = std::io::pipe().map_err(spawn_err)?;
-        let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c")
-            .arg(command)
-            .current_dir(ctx.workspace())
+        let mut cmd = crate::process::command(ctx, "sh", &["-c".to_string(), command.to_string()])?;
+        cmd.current_dir(ctx.workspace())
             .env_clear()
             .envs(base_env(ctx))
             .env("NIGHTSHIFT_RUN_ID", &record.run_id)

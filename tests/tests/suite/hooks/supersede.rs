@@ -16,12 +16,13 @@ use serde_json::{Value, json};
 use super::harness::{SECRET, fixture, github_signature, run_id};
 
 pub(super) async fn two_pushes_supersede_the_first_review(db: &TestDb) {
-    use crate::crash::{agent, command_tool, events, q, sigterm, text_turn, wait_finished};
+    use crate::crash::{agent, command_tool, events, out, q, sigterm, text_turn, wait_finished};
     use crate::process::{API_TOKEN, Proc, free_port, nightshift_bin};
     use std::process::{Command, Stdio};
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let posted = d.join("posted.log");
+    std::fs::create_dir_all(out(d)).unwrap();
+    let posted = out(d).join("posted.log");
     // The review takes 2.5 s to think, then posts with a side-effect tool. Heartbeats are 10 s
     // apart, so the stop request reaches the old review only through the fence in front of
     // its post, not by cancelling its model call.
@@ -63,8 +64,9 @@ concurrency_policy = "supersede"
     let text = format!(
         "[database]\nurl = {}\n{schema}\n[server]\naddress = \"127.0.0.1:{port}\"\n\n\
          [worker]\nslots = 2\nheartbeat_ms = 10000\nlease_ms = 30000\npoll_interval_ms = 100\n\n\
-         [runtime]\ndata_dir = \"data\"\n\n{body}",
-        q(&db.config.url)
+         [runtime]\ndata_dir = \"data\"\n\n[sandbox]\nwrite = [{}]\n\n{body}",
+        q(&db.config.url),
+        q(out(d).to_str().unwrap())
     );
     let cfg = d.join("nightshift.toml");
     std::fs::write(&cfg, text).unwrap();

@@ -33,6 +33,8 @@ pub struct Setup {
     pub breaker: String,
     /// `runtime.http_allowlist`.
     pub allow: Vec<String>,
+    /// `sandbox.write`: where the command tools may write (e.g. a ledger's directory).
+    pub sandbox_write: Vec<PathBuf>,
 }
 
 impl Setup {
@@ -45,6 +47,7 @@ impl Setup {
             agent_keys: String::new(),
             retry: "{ max_attempts = 2, base_delay_ms = 10, max_delay_ms = 20 }".into(),
             breaker: "{ failure_threshold = 5, cooldown_ms = 300 }".into(),
+            sandbox_write: Vec::new(),
             allow: Vec::new(),
         }
     }
@@ -141,6 +144,7 @@ impl Daemon {
              [worker]\nslots = 2\nheartbeat_ms = 200\nlease_ms = 2000\npoll_interval_ms = 50\n\
              retry_base_ms = 50\nretry_cap_ms = 200\n\n\
              [runtime]\ndata_dir = \"data\"\nhttp_allowlist = {allow}\ncommand_timeout_seconds = 20\n\n\
+             [sandbox]\nwrite = {write}\n\n\
              [providers.fake]\nkind = \"{kind}\"\nbase_url = {base}\napi_key_env = \"FAKE_PROVIDER_KEY\"\n\
              stream = {stream}\nretry = {retry}\nbreaker = {breaker}\n\
              timeouts = {{ connect_ms = 2000, read_idle_ms = 5000, total_ms = 10000 }}\n\n\
@@ -149,6 +153,7 @@ impl Daemon {
              {command_tools}",
             url = json!(db.config.url),
             allow = json!(setup.allow),
+            write = json!(setup.sandbox_write),
             base = json!(hostile.base_url(setup.wire)),
             stream = setup.stream,
             retry = setup.retry,

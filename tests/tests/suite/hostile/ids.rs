@@ -46,6 +46,7 @@ async fn duplicate_ids(db: &TestDb, wire: Wire, stream: bool) {
     let mut setup = Setup::new(wire, stream);
     setup.tools = vec!["pay".into()];
     setup.command_tools = ledger_tool("pay", &book, None);
+    setup.sandbox_write.push(dir.path().to_path_buf());
     let d = Daemon::start(db, &hostile, setup).await;
     let run_id = d.enqueue(key, 3).await;
     let (run, events) = settle(&d, &run_id, |ev| ev.len() >= 30 || ledger(&book).len() > 2).await;
@@ -119,6 +120,7 @@ async fn same_provider_id_in_two_turns(db: &TestDb, wire: Wire, stream: bool, id
     let mut setup = Setup::new(wire, stream);
     setup.tools = vec!["pay".into()];
     setup.command_tools = ledger_tool("pay", &book, None);
+    setup.sandbox_write.push(dir.path().to_path_buf());
     let d = Daemon::start(db, &hostile, setup).await;
     let run_id = d.enqueue(key, 3).await;
     let (run, events) = settle(&d, &run_id, |ev| ev.len() >= 40 || ledger(&book).len() > 2).await;

@@ -46,6 +46,7 @@ async fn schema_enforced(db: &TestDb) {
     let mut setup = Setup::new(Wire::Anthropic, true);
     setup.tools = vec!["pay".into()];
     setup.command_tools = ledger_tool("pay", &book, Some(schema));
+    setup.sandbox_write.push(dir.path().to_path_buf());
     let d = Daemon::start(db, &hostile, setup).await;
     let run_id = d.enqueue(key, 3).await;
     let (run, events) = settle(&d, &run_id, |ev| ev.len() >= 40).await;

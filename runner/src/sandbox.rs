@@ -1,0 +1,271 @@
+//! `[sandbox]`: how the daemon confines the commands its tools start, and the
+//! [`Confinement`] every tool call's context gets.
+//!
+//! Guarantees: with `mode = "required"` (the default) [`Confinement::start`] probes the kernel
+//! through the launcher once and refuses, naming what is missing and the opt-out, when the
+//! sandbox cannot be enforced; every command then runs through the launcher with its run's
+//! workspace and private temp dir (`<data_dir>/tmp/<run id>`, 0700). [`validate`] refuses any
+//! grant (`read`, `write`, and the system directories the sandbox always grants) that
+//! contains or lies inside the data directory or the SQLite database, a relative grant, and
+//! `network = "off"` for an agent while the sandbox is off. `mode = "off"` is the explicit
+//! opt-out: one WARN line at start, and commands run unconfined.
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nightshift_agent::SandboxNetwork;
+use nightshift_sandbox::policy::{SYSTEM_READ, check_exposure};
+use nightshift_sandbox::probe::{Needs, decide, probe};
+use nightshift_sandbox::{Network, Policy, Sandbox};
+use serde::Deserialize;
+
+use crate::config::Config;
+
+/// The `[sandbox]` settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// `required` (default): commands run sandboxed, and `serve` refuses to start where the
+    /// kernel cannot enforce it. `off`: commands run unsandboxed, as the daemon's user.
+    pub mode: SandboxMode,
+    /// Extra absolute paths commands may read and execute beneath. Default none.
+    pub read: Vec<PathBuf>,
+    /// Extra absolute paths commands may read, write and execute beneath. Default none.
+    pub write: Vec<PathBuf>,
+    /// Advanced: the program that applies the sandbox (it must be a `nightshift` binary).
+    /// Default: the running `nightshift` binary.
+    pub launcher: Option<PathBuf>,
+}
+
+/// `[sandbox] mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    #[default]
+    Required,
+    Off,
+}
+
+/// A path as the kernel sees it: canonical when it exists, else absolute.
+fn real(path: &Path) -> PathBuf {
+    path.canonicalize()
+        .or_else(|_| std::path::absolute(path))
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The checks of `[sandbox]` and `[agents.sandbox]` that need the rest of the config.
+pub fn validate(config: &Config) -> Result<(), String> {
+    let sandbox = &config.sandbox;
+    if sandbox.mode == SandboxMode::Off {
+        if let Some(agent) = config
+            .agents
+            .iter()
+            .find(|a| a.sandbox.network == SandboxNetwork::Off)
+        {
+            return Err(format!(
+                "agents.{}.sandbox.network = \"off\" needs the sandbox, and [sandbox] mode is \
+                 \"off\"; set mode = \"required\" or the agent's network to \"on\"",
+                agent.name
+            ));
+        }
+        return Ok(());
+    }
+    for (key, paths) in [
+        ("sandbox.read", &sandbox.read),
+        ("sandbox.write", &sandbox.write),
+    ] {
+        if let Some(p) = paths.iter().find(|p| !p.is_absolute()) {
+            return Err(format!(
+                "{key}: `{}` is not an absolute path; grants are absolute",
+                p.display()
+            ));
+        }
+    }
+    let data = real(&config.resolve_path(&config.runtime.data_dir));
+    let db = crate::private::sqlite_file(&config.database.url).map(|f| real(&f));
+    let mut protected = vec![("the data directory", data.as_path())];
+    if let Some(db) = &db {
+        protected.push(("the database", db.as_path()));
+    }
+    let system: Vec<PathBuf> = SYSTEM_READ
+        .iter()
+        .map(Path::new)
+        .filter(|p| p.exists())
+        .map(real)
+        .collect();
+    let read: Vec<PathBuf> = sandbox.read.iter().map(|p| real(p)).collect();
+    let write: Vec<PathBuf> = sandbox.write.iter().map(|p| real(p)).collect();
+    let grants = system
+        .iter()
+        .map(|p| ("the sandbox (system directories are readable)", p.as_path()))
+        .chain(read.iter().map(|p| ("sandbox.read", p.as_path())))
+        .chain(write.iter().map(|p| ("sandbox.write", p.as_path())));
+    check_exposure(grants, &protected)
+}
+
+/// What every sandboxed command of this daemon shares: the launcher, the enforced ABI, the
+/// grants and where temp dirs go.
+#[derive(Debug, Clone)]
+pub struct Confinement {
+    launcher: PathBuf,
+    abi: u32,
+    read: Vec<PathBuf>,
+    write: Vec<PathBuf>,
+    temp_root: PathBuf,
+}
+
+impl Confinement {
+    /// Probes the kernel and decides, for `config`: `Ok(None)` with `mode = "off"` (logged
+    /// once as a warning), the confinement, or an error saying what is missing.
+    pub fn start(config: &Config) -> anyhow::Result<Option<Confinement>> {
+        let sandbox = &config.sandbox;
+        if sandbox.mode == SandboxMode::Off {
+            tracing::warn!(
+                "[sandbox] mode = \"off\": commands run unsandboxed, as the daemon's user, and \
+                 can read what it can (its environment, the API token, the database)"
+            );
+            return Ok(None);
+        }
+        let launcher = match &sandbox.launcher {
+            Some(p) => config.resolve_path(p),
+            None => std::env::current_exe()
+                .map_err(|e| anyhow::anyhow!("cannot find the nightshift binary to launch sandboxed commands: {e}; set [sandbox] launcher"))?,
+        };
+        for (key, p) in sandbox
+            .read
+            .iter()
+            .map(|p| ("sandbox.read", p))
+            .chain(sandbox.write.iter().map(|p| ("sandbox.write", p)))
+        {
+            if !p.exists() {
+                anyhow::bail!(
+                    "invalid config: {key}: `{}` does not exist; create it or remove the grant",
+                    p.display()
+                );
+            }
+        }
+        let support = probe(&launcher).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let needs = Needs {
+            network_off: config
+                .agents
+                .iter()
+                .filter(|a| a.sandbox.network == SandboxNetwork::Off)
+                .map(|a| a.name.clone())
+                .collect(),
+        };
+        let enforcement = decide(&support, &needs).map_err(|r| anyhow::anyhow!("{r}"))?;
+        tracing::info!(
+            landlock_abi = enforcement.abi,
+            launcher = %launcher.display(),
+            "commands run sandboxed"
+        );
+        Ok(Some(Confinement {
+            launcher,
+            abi: enforcement.abi,
+            read: sandbox.read.iter().map(|p| real(p)).collect(),
+            write: sandbox.write.iter().map(|p| real(p)).collect(),
+            temp_root: config.resolve_path(&config.runtime.data_dir).join("tmp"),
+        }))
+    }
+
+    /// The sandbox of a command of run `run_id` in `workspace`, with `network`; creates the
+    /// run's private temp dir (0700) when it is missing.
+    pub fn for_run(
+        &self,
+        run_id: &str,
+        workspace: &Path,
+        network: SandboxNetwork,
+    ) -> std::io::Result<Arc<Sandbox>> {
+        let temp = self.temp_root.join(run_id);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&temp)?;
+        let network = match network {
+            SandboxNetwork::On => Network::On,
+            SandboxNetwork::Off => Network::Off,
+        };
+        let policy = Policy::standard(
+            real(workspace),
+            real(&temp),
+            &self.read,
+            &self.write,
+            network,
+            self.abi,
+        );
+        Ok(Arc::new(Sandbox::new(&self.launcher, policy)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> Config {
+        let text = format!(
+            "[database]\nurl = \"sqlite:///srv/state/nightshift.db\"\n\
+             [runtime]\ndata_dir = \"/var/lib/nightshift\"\n\
+             [providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
+             [[agents]]\nname = \"reviewer\"\nprovider = \"p\"\nmodel = \"m\"\n{extra}"
+        );
+        Config::parse(&text, "x.toml").unwrap()
+    }
+
+    #[test]
+    fn grants_that_expose_the_data_or_the_database_are_refused() {
+        let ok = config("[sandbox]\nread = [\"/opt/tools\"]\nwrite = [\"/srv/cache\"]\n");
+        ok.validate().unwrap();
+        for (extra, expect) in [
+            (
+                "[sandbox]\nread = [\"/var\"]\n",
+                "sandbox.read grants sandboxed commands `/var`, which contains the data directory `/var/lib/nightshift`",
+            ),
+            (
+                "[sandbox]\nwrite = [\"/var/lib/nightshift/workspaces\"]\n",
+                "is inside the data directory",
+            ),
+            (
+                "[sandbox]\nread = [\"/srv/state\"]\n",
+                "contains the database `/srv/state/nightshift.db`",
+            ),
+            (
+                "[sandbox]\nread = [\"opt\"]\n",
+                "sandbox.read: `opt` is not an absolute path",
+            ),
+            (
+                "[sandbox]\nmode = \"off\"\n[agents.sandbox]\nnetwork = \"off\"\n",
+                "agents.reviewer.sandbox.network = \"off\" needs the sandbox",
+            ),
+        ] {
+            let err = config(extra).validate().unwrap_err().to_string();
+            assert!(err.contains(expect), "{expect}: {err}");
+        }
+        let err = Config::parse("[sandbox]\nmode = \"maybe\"\n", "x")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`required`") && err.contains("`off`"), "{err}");
+        let err = Config::parse("[sandbox]\nreads = []\n", "x")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `reads`"), "{err}");
+        // With the sandbox off, grants are not checked (nothing is granted).
+        config("[sandbox]\nmode = \"off\"\nread = [\"/var\"]\n")
+            .validate()
+            .unwrap();
+    }
+
+    #[test]
+    fn a_data_directory_under_a_system_directory_is_refused() {
+        let text = "[runtime]\ndata_dir = \"/etc/nightshift-data\"\n";
+        let err = Config::parse(text, "x")
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`/etc`, which contains the data directory `/etc/nightshift-data`"),
+            "{err}"
+        );
+    }
+}

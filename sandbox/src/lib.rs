@@ -1,0 +1,120 @@
+//! # nightshift-sandbox
+//!
+//! The command sandbox: a tool's process (`run_command`, a background task, a command tool)
+//! reaches only its workspace, a private temp dir, the system directories (read-only) and the
+//! paths the config grants; it cannot read or trace another process (`/proc/<pid>/environ`,
+//! `/proc/<pid>/mem`, ptrace), cannot signal processes outside its sandbox, and, with network
+//! off, has no network at all. It holds for root too: Landlock restricts regardless of
+//! capabilities.
+//!
+//! - [`policy`]: what a command may reach, as data (validated, an allowlist).
+//! - [`probe`]: what this kernel enforces, and the pure decision whether that is enough.
+//! - [`launch`]: the launcher process (`nightshift sandbox-exec`) that applies a policy to
+//!   itself and then executes the command; no `unsafe`, no `pre_exec`.
+//!
+//! How it fails: a launch that cannot enforce its whole policy runs nothing and exits 126
+//! with a message on stderr; a kernel without what the config needs makes [`probe::decide`]
+//! a [`probe::Refusal`] that names what is missing and the opt-out setting. Nothing here ever
+//! falls back to a weaker sandbox.
+
+pub mod launch;
+pub mod policy;
+pub mod probe;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+pub use policy::{Network, Policy};
+
+/// How the tools start a sandboxed command: the launcher program and the policy for one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
+    launcher: PathBuf,
+    policy: Policy,
+}
+
+impl Sandbox {
+    /// Commands run through `launcher` (the `nightshift` binary) under `policy`.
+    pub fn new(launcher: impl Into<PathBuf>, policy: Policy) -> Self {
+        Sandbox {
+            launcher: launcher.into(),
+            policy,
+        }
+    }
+
+    pub fn launcher(&self) -> &Path {
+        &self.launcher
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The program and arguments that run `program args` in `workspace` under this sandbox:
+    /// `launcher sandbox-exec <policy> -- program args…`. `Err` when the policy cannot be
+    /// written (a path that is not UTF-8).
+    pub fn command(
+        &self,
+        workspace: &Path,
+        program: &str,
+        args: &[String],
+    ) -> Result<(PathBuf, Vec<OsString>), String> {
+        let policy = self.policy.with_workspace(workspace);
+        let json = serde_json::to_string(&policy)
+            .map_err(|e| format!("cannot encode the sandbox policy: {e}"))?;
+        let mut argv: Vec<OsString> = vec![launch::SUBCOMMAND.into(), json.into(), "--".into()];
+        argv.push(program.into());
+        argv.extend(args.iter().map(OsString::from));
+        Ok((self.launcher.clone(), argv))
+    }
+
+    /// Variables a sandboxed command gets: HOME and TMPDIR are its private temp dir (the
+    /// daemon's HOME is not readable inside).
+    pub fn env(&self) -> Vec<(String, String)> {
+        let dir = self.policy.temp_dir.display().to_string();
+        vec![("HOME".into(), dir.clone()), ("TMPDIR".into(), dir)]
+    }
+}
+
+/// Hardens the daemon itself: not dumpable, so its memory and `/proc` files are closed to
+/// processes of the same user that are not sandboxed (root is kept out by Landlock).
+pub fn harden_daemon() -> Result<(), String> {
+    nix::sys::prctl::set_dumpable(false).map_err(|e| format!("prctl(PR_SET_DUMPABLE, 0): {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_is_the_launcher_with_the_policy_for_its_workspace() {
+        let policy = Policy::standard(
+            "/template",
+            "/data/tmp/run-1",
+            &[],
+            &[],
+            Network::On,
+            policy::MIN_ABI,
+        );
+        let sandbox = Sandbox::new("/usr/bin/nightshift", policy);
+        let (program, args) = sandbox
+            .command(
+                Path::new("/data/workspaces/run-1"),
+                "sh",
+                &["-c".into(), "ls".into()],
+            )
+            .unwrap();
+        assert_eq!(program, PathBuf::from("/usr/bin/nightshift"));
+        assert_eq!(args[0], "sandbox-exec");
+        let sent: Policy = serde_json::from_str(args[1].to_str().unwrap()).unwrap();
+        assert_eq!(sent.workspace, PathBuf::from("/data/workspaces/run-1"));
+        assert_eq!(&args[2..], ["--", "sh", "-c", "ls"]);
+        assert_eq!(
+            sandbox.env(),
+            [
+                ("HOME".to_string(), "/data/tmp/run-1".to_string()),
+                ("TMPDIR".to_string(), "/data/tmp/run-1".to_string())
+            ]
+        );
+    }
+}

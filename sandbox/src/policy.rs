@@ -1,0 +1,301 @@
+//! What a sandboxed command may reach: a [`Policy`], pure data handed to the launcher as JSON.
+//!
+//! Guarantees: a policy is an allowlist. Its command may read, write and execute beneath its
+//! workspace, its private temp dir and the `write` grants; read and execute beneath the
+//! `read` grants (the system directories and a few `/proc` files by default: see
+//! [`SYSTEM_READ`] and [`PROC_READ`]); read and write the
+//! device files in `devices`; nothing else on the filesystem. [`Policy::validate`] refuses
+//! relative paths, `..`, NUL bytes, a grant of `/` and an ABI below [`MIN_ABI`], so a malformed
+//! policy never becomes a wide one. [`check_exposure`] tells whether granted paths would
+//! expose something the daemon must keep (the data directory, the database): a grant that
+//! contains such a path, or lies inside it, is refused.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The lowest Landlock ABI the sandbox accepts: 6 (Linux 6.12), the first that scopes signals
+/// and abstract UNIX sockets, so a command can neither signal the daemon nor reach its
+/// abstract sockets. Filesystem rules and the ptrace restriction are older (ABI 1).
+pub const MIN_ABI: u32 = 6;
+
+/// The highest Landlock ABI this build knows. A newer kernel is used at this ABI.
+pub const MAX_ABI: u32 = 10;
+
+/// System directories a command may read and execute from, when they exist. Not granted:
+/// `/tmp`, `/home`, `/root`, `/var`, `/opt`, `/srv`, `/mnt`, `/run`, `/sys`, `/proc` and `/dev`
+/// (but the files of [`PROC_READ`] and [`DEVICES`]).
+pub const SYSTEM_READ: [&str; 7] = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc"];
+
+/// What a command may read of `/proc`: machine-wide facts, the kernel's settings, and
+/// `/proc/self` as the launcher resolves it (the directory of the launched program's own
+/// process). Not the rest of `/proc`: Landlock's ptrace restriction closes another process's
+/// `mem` but (kernel 6.18) not its `environ`, `cmdline` or `fd`, so `/proc/<pid>` stays closed.
+pub const PROC_READ: [&str; 9] = [
+    "/proc/self",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/loadavg",
+    "/proc/uptime",
+    "/proc/version",
+    "/proc/filesystems",
+    "/proc/sys",
+];
+
+/// Device files a command may read and write, when they exist.
+pub const DEVICES: [&str; 6] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+/// Whether a command may use the network.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// The daemon's network, as it is.
+    #[default]
+    On,
+    /// A network namespace of its own: only a loopback interface, down. Nothing is reachable,
+    /// not even the host's loopback.
+    Off,
+}
+
+/// What one command may reach.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Read, write and execute beneath it; the command starts here.
+    pub workspace: PathBuf,
+    /// Read, write and execute beneath it; HOME and TMPDIR point here.
+    pub temp_dir: PathBuf,
+    /// Read and execute beneath each (each must exist).
+    pub read: Vec<PathBuf>,
+    /// Read, write and execute beneath each (each must exist).
+    pub write: Vec<PathBuf>,
+    /// Device files to read and write (missing ones are skipped).
+    pub devices: Vec<PathBuf>,
+    pub network: Network,
+    /// The Landlock ABI the launcher enforces in full (an error if the kernel has less).
+    pub abi: u32,
+}
+
+impl Policy {
+    /// The standard policy: `workspace` and `temp_dir`, the system directories that exist
+    /// plus `read`, `write`, the standard devices, `network`, enforced at `abi`.
+    pub fn standard(
+        workspace: impl Into<PathBuf>,
+        temp_dir: impl Into<PathBuf>,
+        read: &[PathBuf],
+        write: &[PathBuf],
+        network: Network,
+        abi: u32,
+    ) -> Policy {
+        let system = SYSTEM_READ
+            .iter()
+            .chain(PROC_READ.iter())
+            .map(PathBuf::from)
+            .filter(|p| p.exists());
+        // `/etc/resolv.conf` is often a link into `/run` (systemd-resolved): name resolution
+        // needs the one file it points to, and nothing else there.
+        let resolver = Path::new("/etc/resolv.conf")
+            .canonicalize()
+            .ok()
+            .filter(|p| !SYSTEM_READ.iter().any(|dir| p.starts_with(dir)));
+        let system = system.chain(resolver);
+        Policy {
+            workspace: workspace.into(),
+            temp_dir: temp_dir.into(),
+            read: system.chain(read.iter().cloned()).collect(),
+            write: write.to_vec(),
+            devices: DEVICES.iter().map(PathBuf::from).collect(),
+            network,
+            abi,
+        }
+    }
+
+    /// The same policy for another workspace.
+    pub fn with_workspace(&self, workspace: impl Into<PathBuf>) -> Policy {
+        Policy {
+            workspace: workspace.into(),
+            ..self.clone()
+        }
+    }
+
+    /// Every path with its role, for checks and messages.
+    pub fn grants(&self) -> impl Iterator<Item = (&'static str, &Path)> {
+        [
+            ("workspace", self.workspace.as_path()),
+            ("temp dir", self.temp_dir.as_path()),
+        ]
+        .into_iter()
+        .chain(self.read.iter().map(|p| ("read", p.as_path())))
+        .chain(self.write.iter().map(|p| ("write", p.as_path())))
+        .chain(self.devices.iter().map(|p| ("device", p.as_path())))
+    }
+
+    /// Refuses a policy that is malformed or wider than the sandbox allows.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(MIN_ABI..=MAX_ABI).contains(&self.abi) {
+            return Err(format!(
+                "the policy asks for Landlock ABI {}; the sandbox enforces ABI {MIN_ABI} to {MAX_ABI}",
+                self.abi
+            ));
+        }
+        for (role, path) in self.grants() {
+            check_path(role, path)?;
+        }
+        Ok(())
+    }
+}
+
+/// A granted path must be absolute, normal (no `..`), not `/`, without NUL bytes.
+fn check_path(role: &str, path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    if !path.is_absolute() {
+        return Err(format!("{role} path `{shown}` is not absolute"));
+    }
+    if path
+        .components()
+        .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+    {
+        return Err(format!(
+            "{role} path `{shown}` contains `.` or `..`; give it without them"
+        ));
+    }
+    if path.components().count() < 2 {
+        return Err(format!(
+            "{role} path `/` would grant the whole filesystem; grant narrower directories"
+        ));
+    }
+    if path.as_os_str().as_encoded_bytes().contains(&0) {
+        return Err(format!("{role} path `{shown}` contains a NUL byte"));
+    }
+    Ok(())
+}
+
+/// Refuses any grant that would let a command reach a protected path: a grant that contains
+/// it (granting `/var` exposes `/var/lib/nightshift`) or lies inside it (granting
+/// `<data dir>/workspaces` exposes every run's workspace). `grants` are (config key, path);
+/// `protected` are (what it is, path). Compare canonical paths: this function does no I/O.
+pub fn check_exposure<'a>(
+    grants: impl IntoIterator<Item = (&'a str, &'a Path)>,
+    protected: &[(&str, &Path)],
+) -> Result<(), String> {
+    for (key, grant) in grants {
+        for (what, path) in protected {
+            if path.starts_with(grant) {
+                return Err(format!(
+                    "{key} grants sandboxed commands `{}`, which contains {what} `{}`: a command \
+                     could read it. Grant narrower paths (or move {what})",
+                    grant.display(),
+                    path.display()
+                ));
+            }
+            if grant.starts_with(path) {
+                return Err(format!(
+                    "{key} grants sandboxed commands `{}`, which is inside {what} `{}`: a command \
+                     could read what the daemon keeps there. Grant a path outside it",
+                    grant.display(),
+                    path.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> Policy {
+        Policy::standard(
+            "/data/workspaces/run-1",
+            "/data/tmp/run-1",
+            &[PathBuf::from("/opt/tools")],
+            &[PathBuf::from("/srv/cache")],
+            Network::Off,
+            MIN_ABI,
+        )
+    }
+
+    #[test]
+    fn the_standard_policy_grants_existing_system_dirs_and_the_extras() {
+        let p = policy();
+        assert!(p.read.contains(&PathBuf::from("/usr")));
+        assert!(p.read.contains(&PathBuf::from("/proc/self")));
+        assert!(p.read.contains(&PathBuf::from("/opt/tools")));
+        assert!(
+            p.read
+                .iter()
+                .all(|r| r.exists() || r == Path::new("/opt/tools"))
+        );
+        for never in ["/tmp", "/home", "/root", "/var", "/proc", "/"] {
+            assert!(
+                p.grants().all(|(_, g)| g != Path::new(never)),
+                "{never} is not granted"
+            );
+        }
+        assert_eq!(p.write, vec![PathBuf::from("/srv/cache")]);
+        assert!(p.devices.contains(&PathBuf::from("/dev/null")));
+        p.validate().unwrap();
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(json.contains(r#""network":"off""#), "{json}");
+        assert_eq!(serde_json::from_str::<Policy>(&json).unwrap(), p);
+    }
+
+    #[test]
+    fn malformed_or_wide_policies_are_refused() {
+        let with = |f: &dyn Fn(&mut Policy)| {
+            let mut p = policy();
+            f(&mut p);
+            p.validate().unwrap_err()
+        };
+        assert!(with(&|p| p.abi = 5).contains("ABI 5"));
+        assert!(with(&|p| p.abi = 11).contains("ABI 11"));
+        assert!(with(&|p| p.workspace = "ws".into()).contains("not absolute"));
+        assert!(with(&|p| p.write.push("/srv/../etc".into())).contains("`..`"));
+        assert!(with(&|p| p.read.push("/".into())).contains("whole filesystem"));
+        assert!(with(&|p| p.temp_dir = "/".into()).contains("temp dir path `/`"));
+        let json = r#"{"workspace":"/w","temp_dir":"/t","read":[],"write":[],"devices":[],"network":"on","abi":6,"extra":1}"#;
+        assert!(
+            serde_json::from_str::<Policy>(json).is_err(),
+            "unknown fields"
+        );
+    }
+
+    #[test]
+    fn grants_containing_or_inside_protected_paths_are_refused() {
+        let data = Path::new("/var/lib/nightshift");
+        let db = Path::new("/srv/db/nightshift.db");
+        let protected = [("the data directory", data), ("the database", db)];
+        let err = check_exposure([("sandbox.read", Path::new("/var"))], &protected).unwrap_err();
+        assert!(
+            err.contains("sandbox.read grants sandboxed commands `/var`")
+                && err.contains("contains the data directory `/var/lib/nightshift`"),
+            "{err}"
+        );
+        let err = check_exposure(
+            [("sandbox.write", Path::new("/var/lib/nightshift/workspaces"))],
+            &protected,
+        )
+        .unwrap_err();
+        assert!(err.contains("is inside the data directory"), "{err}");
+        let err = check_exposure([("sandbox.read", Path::new("/srv/db"))], &protected).unwrap_err();
+        assert!(err.contains("the database"), "{err}");
+        // A sibling with a common prefix is not inside.
+        check_exposure(
+            [
+                ("sandbox.read", Path::new("/var/lib/nightshift-cache")),
+                ("sandbox.write", Path::new("/srv/dbx")),
+            ],
+            &protected,
+        )
+        .unwrap();
+    }
+}

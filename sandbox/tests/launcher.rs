@@ -1,0 +1,401 @@
+//! The launcher on the real kernel: each forbidden thing gets a permission error (with a
+//! control showing the same thing works unsandboxed, so the test proves the sandbox did it),
+//! and what a command needs still works. Runs as root in CI: Landlock holds for root too.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use nightshift_sandbox::probe::{Needs, decide, probe};
+use nightshift_sandbox::{Network, Policy, Sandbox};
+
+const LAUNCHER: &str = env!("CARGO_BIN_EXE_nightshift-sandbox-exec");
+const SECRET: &str = "sandbox-test-secret-4c1d2f";
+
+/// A data directory like the daemon's: two runs' workspaces, a temp dir, an API token, and a
+/// directory outside it all.
+struct Layout {
+    _root: tempfile::TempDir,
+    data: PathBuf,
+    workspace: PathBuf,
+    sibling: PathBuf,
+    temp: PathBuf,
+    outside: PathBuf,
+}
+
+fn layout() -> Layout {
+    let root = tempfile::tempdir().unwrap();
+    let base = root.path().canonicalize().unwrap();
+    let data = base.join("data");
+    let workspace = data.join("workspaces/run-a");
+    let sibling = data.join("workspaces/run-b");
+    let temp = data.join("tmp/run-a");
+    let outside = base.join("outside");
+    for dir in [&workspace, &sibling, &temp, &outside] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(data.join("api-token"), SECRET).unwrap();
+    std::fs::write(sibling.join("notes.txt"), SECRET).unwrap();
+    std::fs::write(outside.join("file.txt"), SECRET).unwrap();
+    Layout {
+        _root: root,
+        data,
+        workspace,
+        sibling,
+        temp,
+        outside,
+    }
+}
+
+fn abi() -> u32 {
+    let support = probe(Path::new(LAUNCHER)).expect("the launcher answers the probe");
+    decide(&support, &Needs::default())
+        .unwrap_or_else(|r| panic!("this machine must support the sandbox: {r}"))
+        .abi
+}
+
+fn sandbox(l: &Layout, network: Network, write: &[PathBuf]) -> Sandbox {
+    Sandbox::new(
+        LAUNCHER,
+        Policy::standard(&l.workspace, &l.temp, &[], write, network, abi()),
+    )
+}
+
+/// Runs `script` with `shell` under `sandbox` in the workspace, as the tools do.
+fn run_in(sandbox: &Sandbox, l: &Layout, shell: &str, script: &str) -> Output {
+    let (program, args) = sandbox
+        .command(&l.workspace, shell, &["-c".into(), script.into()])
+        .unwrap();
+    Command::new(program)
+        .args(args)
+        .current_dir(&l.workspace)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .envs(sandbox.env())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn sandboxed(l: &Layout, script: &str) -> Output {
+    run_in(&sandbox(l, Network::On, &[]), l, "sh", script)
+}
+
+/// The same script without the sandbox (the control).
+fn unsandboxed(l: &Layout, script: &str) -> Output {
+    Command::new("sh")
+        .args(["-c", script])
+        .current_dir(&l.workspace)
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Fails with a permission error, and never shows the secret.
+fn assert_denied(out: &Output, what: &str) {
+    let t = text(out);
+    assert!(!out.status.success(), "{what} must fail: {t}");
+    assert!(
+        t.contains("Permission denied") || t.contains("Operation not permitted"),
+        "{what}: a permission error: {t}"
+    );
+    assert!(!t.contains(SECRET), "{what}: the secret stays out: {t}");
+}
+
+/// A process outside the sandbox holding the secret in its environment (like the daemon).
+struct Holder(Child);
+
+impl Holder {
+    fn start() -> Holder {
+        Holder(
+            Command::new("sleep")
+                .arg("60")
+                .env("HOLDER_SECRET", SECRET)
+                .spawn()
+                .unwrap(),
+        )
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    fn alive(&mut self) -> bool {
+        self.0.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn what_a_command_needs_still_works() {
+    let l = layout();
+    let out = sandboxed(
+        &l,
+        "set -e; echo made > made.txt; cat made.txt; mkdir -p sub && mv made.txt sub/; \
+         ls /usr/bin >/dev/null; cat /etc/passwd >/dev/null; echo t > \"$TMPDIR/t\"; \
+         cat \"$TMPDIR/t\"; test \"$HOME\" = \"$TMPDIR\"; head -c 4 /dev/urandom | wc -c; \
+         read -r status < /proc/self/status; cat /proc/cpuinfo /proc/sys/kernel/osrelease >/dev/null; \
+         sh -c 'echo child-ok'; kill -0 $$ && echo self-ok",
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    for expect in ["made", "t\n", "4", "child-ok", "self-ok"] {
+        assert!(t.contains(expect), "{expect}: {t}");
+    }
+    assert!(l.workspace.join("sub/made.txt").exists());
+    assert!(l.temp.join("t").exists());
+}
+
+#[test]
+fn files_outside_the_workspace_are_closed() {
+    let l = layout();
+    let outside = l.outside.join("file.txt");
+    let cases = [
+        (format!("cat {}", outside.display()), "read outside"),
+        (
+            "cat ../run-b/notes.txt".to_string(),
+            "read a sibling workspace",
+        ),
+        ("cat ../../api-token".to_string(), "read the API token"),
+        (
+            format!("ls {}", l.data.display()),
+            "list the data directory",
+        ),
+        ("ls /tmp".to_string(), "list /tmp"),
+        ("ls /root".to_string(), "list /root"),
+        ("ls /proc".to_string(), "list the processes"),
+    ];
+    for (script, what) in &cases {
+        let control = unsandboxed(&l, script);
+        assert!(
+            control.status.success(),
+            "control for {what}: {}",
+            text(&control)
+        );
+        assert_denied(&sandboxed(&l, script), what);
+    }
+    let writes = [
+        (l.outside.join("new.txt"), "write outside"),
+        (l.sibling.join("planted.txt"), "write a sibling workspace"),
+        (l.data.join("planted.txt"), "write the data directory"),
+        (
+            PathBuf::from("/etc/nightshift-sandbox-planted"),
+            "write /etc",
+        ),
+    ];
+    for (path, what) in &writes {
+        let out = sandboxed(&l, &format!("echo x > {}", path.display()));
+        assert_denied(&out, what);
+        assert!(!path.exists(), "{what}: nothing was written");
+    }
+}
+
+#[test]
+fn other_processes_cannot_be_read_traced_or_signalled() {
+    let l = layout();
+    let mut holder = Holder::start();
+    let pid = holder.pid();
+    let environ = format!("tr '\\0' '\\n' < /proc/{pid}/environ");
+    let control = unsandboxed(&l, &environ);
+    assert!(
+        String::from_utf8_lossy(&control.stdout).contains(SECRET),
+        "control: unsandboxed, the environment is readable: {}",
+        text(&control)
+    );
+    assert_denied(&sandboxed(&l, &environ), "read another process's environ");
+    // The parent of the sandboxed shell is this test process.
+    assert_denied(
+        &sandboxed(&l, "tr '\\0' '\\n' < /proc/$PPID/environ"),
+        "read the parent's environ",
+    );
+    for (script, what) in [
+        (
+            format!("cat /proc/{pid}/cmdline"),
+            "read another process's command line",
+        ),
+        (
+            format!("ls /proc/{pid}/fd"),
+            "list another process's open files",
+        ),
+    ] {
+        let control = unsandboxed(&l, &script);
+        assert!(
+            control.status.success(),
+            "control for {what}: {}",
+            text(&control)
+        );
+        assert_denied(&sandboxed(&l, &script), what);
+    }
+    if Path::new("/usr/bin/strace").exists() {
+        let out = sandboxed(
+            &l,
+            &format!("strace -p {pid} -e trace=none & sleep 1; kill $!"),
+        );
+        assert_denied(&out, "ptrace another process");
+    }
+    let mem = format!("exec 3< /proc/{pid}/mem && echo opened");
+    if nix_is_root() {
+        let control = unsandboxed(&l, &mem);
+        assert!(control.status.success(), "control: {}", text(&control));
+    }
+    assert_denied(&sandboxed(&l, &mem), "open another process's memory");
+    assert_denied(
+        &sandboxed(&l, "exec 3< /proc/$PPID/mem && echo opened"),
+        "open the parent's memory",
+    );
+    let control = unsandboxed(&l, &format!("kill -0 {pid}"));
+    assert!(control.status.success(), "control: {}", text(&control));
+    assert_denied(
+        &sandboxed(&l, &format!("kill -0 {pid}")),
+        "signal a process",
+    );
+    assert_denied(&sandboxed(&l, &format!("kill -9 {pid}")), "kill a process");
+    assert_denied(&sandboxed(&l, "kill -0 $PPID"), "signal the parent");
+    assert!(holder.alive(), "the other process survived");
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}
+
+#[test]
+fn network_off_reaches_nothing_and_on_reaches_the_host() {
+    let l = layout();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let on = run_in(&sandbox(&l, Network::On, &[]), &l, "bash", &connect);
+    assert!(
+        String::from_utf8_lossy(&on.stdout).contains("connected"),
+        "network on: {}",
+        text(&on)
+    );
+    let off = run_in(&sandbox(&l, Network::Off, &[]), &l, "bash", &connect);
+    let t = text(&off);
+    assert!(!off.status.success() && !t.contains("connected"), "{t}");
+    assert!(
+        t.contains("Network is unreachable")
+            || t.contains("Permission denied")
+            || t.contains("Connection refused"),
+        "a network error: {t}"
+    );
+    // Files still work with the network off (the user namespace keeps the uid).
+    let files = run_in(
+        &sandbox(&l, Network::Off, &[]),
+        &l,
+        "sh",
+        "echo x > f && cat f && id -u",
+    );
+    assert!(files.status.success(), "{}", text(&files));
+    let uid = String::from_utf8_lossy(&unsandboxed(&l, "id -u").stdout).to_string();
+    assert!(
+        String::from_utf8_lossy(&files.stdout).ends_with(&uid),
+        "same uid inside: {}",
+        text(&files)
+    );
+}
+
+#[test]
+fn granted_paths_are_reachable_and_nothing_more() {
+    let l = layout();
+    let extra = l.outside.join("cache");
+    std::fs::create_dir_all(&extra).unwrap();
+    let sb = sandbox(&l, Network::On, std::slice::from_ref(&extra));
+    let ok = run_in(
+        &sb,
+        &l,
+        "sh",
+        &format!("echo c > {}/c && cat {0}/c", extra.display()),
+    );
+    assert!(ok.status.success(), "{}", text(&ok));
+    let denied = run_in(
+        &sb,
+        &l,
+        "sh",
+        &format!("cat {}", l.outside.join("file.txt").display()),
+    );
+    assert_denied(&denied, "a sibling of the grant");
+}
+
+#[test]
+fn a_launch_that_cannot_be_enforced_runs_nothing() {
+    let l = layout();
+    let marker = l.workspace.join("ran");
+    let script = format!("touch {}", marker.display());
+    let launch = |policy: &str| {
+        Command::new(LAUNCHER)
+            .args(["sandbox-exec", policy, "--", "sh", "-c", &script])
+            .output()
+            .unwrap()
+    };
+    let good = Policy::standard(&l.workspace, &l.temp, &[], &[], Network::On, abi());
+    let json = |p: &Policy| serde_json::to_string(p).unwrap();
+    let missing = Policy {
+        write: vec![l.outside.join("no-such-dir")],
+        ..good.clone()
+    };
+    let old = Policy {
+        abi: 5,
+        ..good.clone()
+    };
+    let wide = Policy {
+        read: vec!["/".into()],
+        ..good.clone()
+    };
+    for (policy, expect) in [
+        ("{not json".to_string(), "the policy is malformed"),
+        (json(&missing), "cannot open"),
+        (json(&old), "ABI 5"),
+        (json(&wide), "whole filesystem"),
+    ] {
+        let out = launch(&policy);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(126), "{t}");
+        assert!(
+            t.contains("nightshift sandbox: ") && t.contains(expect),
+            "{expect}: {t}"
+        );
+        assert!(!marker.exists(), "{expect}: nothing ran");
+    }
+    let out = Command::new(LAUNCHER)
+        .args(["sandbox-exec", &json(&good), "--", "/no/such/program"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127), "{}", text(&out));
+    assert!(text(&out).contains("cannot run `/no/such/program`"));
+    let out = Command::new(LAUNCHER)
+        .args(["sandbox-exec", &json(&good)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(126));
+    assert!(text(&out).contains("usage: nightshift sandbox-exec"));
+}
+
+#[test]
+fn the_probe_reports_this_kernel() {
+    let support = probe(Path::new(LAUNCHER)).unwrap();
+    assert!(support.landlock_abi >= 6, "{support:?}");
+    assert!(support.netns, "{support:?}");
+    let err = probe(Path::new("/bin/true")).unwrap_err();
+    assert!(
+        err.contains("did not answer the probe") && err.contains("[sandbox] launcher"),
+        "{err}"
+    );
+}
