@@ -18,8 +18,9 @@
 //!   workspace with a cleared environment, in their own process group, and the whole group is
 //!   killed on timeout or cancellation; HTTP goes only to allow-listed hosts.
 //! - **Secrets by name**: `{{secret:NAME}}` placeholders are filled from a
-//!   [`SecretResolver`], and every secret value is redacted from every output the
-//!   [`Registry`] returns (and from artifacts written for it).
+//!   [`SecretResolver`], and every secret value the daemon holds (substitutable or not) is
+//!   redacted — with its base64, hex, URL, JSON-escaped and reversed forms — from every
+//!   output the [`Registry`] returns, from artifacts and from task logs, before any cut.
 //! - **Bounded outputs**: an output longer than the cap keeps its head and tail around a
 //!   marker saying what was cut; the full text is saved as an [`Artifact`].
 //! - **Stable specs**: [`Registry::specs`] lists definitions sorted by name, and
@@ -62,7 +63,7 @@ pub use context::{HttpAllowlist, Limits, ToolContext};
 pub use orphans::ProcessRegistry;
 pub use registry::{Approval, Registry, RegistryConfig, RegistryError, ToolOverride};
 pub use schema::InputSchema;
-pub use secrets::{SecretError, SecretResolver};
+pub use secrets::{Redactor, SecretError, SecretResolver, encodings as secret_encodings};
 
 use std::fmt;
 use std::path::PathBuf;

@@ -5,6 +5,7 @@
 mod background;
 mod command_tools;
 mod common;
+mod cut_points;
 mod files;
 mod http;
 mod input_schema;
