@@ -69,7 +69,7 @@ impl Tools {
         Ok(Tools {
             registries,
             data_dir: config.resolve_path(&rt.data_dir),
-            secrets: SecretResolver::from_env(&rt.secrets),
+            secrets: crate::redaction::secrets(config),
             allowlist: HttpAllowlist::new(rt.http_allowlist.iter()),
             limits: Limits {
                 output_cap_bytes: rt.output_cap_bytes,
@@ -88,6 +88,12 @@ impl Tools {
     pub fn with_tasks(mut self, supervisor: TaskSupervisor) -> Self {
         self.tasks = Some(supervisor);
         self
+    }
+
+    /// The secrets every call shares: `runtime.secrets` to substitute, and the redactor for
+    /// every secret the daemon holds.
+    pub fn secrets(&self) -> &SecretResolver {
+        &self.secrets
     }
 
     /// The workspace directory of a run.
