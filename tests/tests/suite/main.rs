@@ -37,6 +37,10 @@
 //! - `loop_property`: the loop through generated hostile replies and crash points, with its
 //!   promises checked after each case.
 //! - `plans`: PostgreSQL's plans for the claim, under statistics that expect an empty queue.
+//! - `security`: every secret the daemon holds (provider key, API token, hook, notify and
+//!   runtime secrets) printed by commands in plain and encoded forms and across cut points,
+//!   written by the model, echoed by a provider's 401 — then a sweep of every byte the
+//!   daemon wrote or sent finds none of them.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -63,6 +67,7 @@ mod queue;
 mod schedules;
 mod schedules_ha;
 mod schedules_http;
+mod security;
 mod setup;
 mod tasks;
 mod wakeup;
