@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use nightshift_runner::config::{Config, Overrides};
 use nightshift_runner::notify::{Notifier, shown_url};
 use nightshift_runner::tasks::TaskKeeper;
-use nightshift_runner::{api, build_runtime};
+use nightshift_runner::{api, build_runtime, redaction};
 
 use crate::Cli;
 use crate::Command;
@@ -130,6 +130,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         slots,
     };
     let config = Config::load(cli.config.as_deref(), &overrides)?;
+    // From here on every log line is redacted with every secret the config names.
+    redaction::install_for_logs(redaction::secrets(&config).redactor().clone());
     let store = nightshift_runner::open_store(&config).await?;
     let result = match cli.command {
         Command::Migrate => migrate(&store).await,
@@ -189,6 +191,10 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
         config.resolve_path(&config.runtime.data_dir).join("tasks"),
         background,
     );
+    // The token first: it is one of the secrets the runtime and the logs redact.
+    let data_dir = config.resolve_path(&config.runtime.data_dir);
+    let (token, token_source) = api::resolve_token(&config.server.token_env, &data_dir)?;
+    redaction::install_for_logs(redaction::secrets(config).redactor().clone());
     let runtime = build_runtime(config, Some(supervisor.clone()))?;
     let schedules = config.compiled_schedules()?;
     let hooks = Arc::new(nightshift_runner::hooks::build(config)?);
@@ -197,8 +203,6 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
                        signature = hook.scheme.name(), routes = ?hook.route_names(), "webhook ready");
     }
     let notifier = Notifier::new(store.clone(), &config.agents)?;
-    let data_dir = config.resolve_path(&config.runtime.data_dir);
-    let (token, token_source) = api::resolve_token(&config.server.token_env, &data_dir)?;
     let listener = tokio::net::TcpListener::bind(&config.server.address)
         .await
         .with_context(|| {

@@ -12,6 +12,7 @@ pub mod gateway;
 pub mod hooks;
 pub mod notify;
 pub mod private;
+pub mod redaction;
 pub mod sandbox;
 pub mod schedules_api;
 pub mod tasks;
@@ -47,7 +48,8 @@ pub fn build_runtime(
     if let Some(tasks) = tasks {
         tools = tools.with_tasks(tasks);
     }
-    Ok(AgentRuntime::new(defs, Arc::new(gateway), Arc::new(tools)))
+    let redactor = tools.secrets().redactor().clone();
+    Ok(AgentRuntime::new(defs, Arc::new(gateway), Arc::new(tools)).with_redactor(redactor))
 }
 
 /// Connects to the store `config` names and tells it which agents notify (those with

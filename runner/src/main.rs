@@ -101,7 +101,8 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
-        .with_writer(std::io::stderr)
+        // Each line is redacted once the config (and so every secret) is known.
+        .with_writer(nightshift_runner::redaction::LogWriter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

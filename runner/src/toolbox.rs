@@ -77,7 +77,7 @@ impl Tools {
         Ok(Tools {
             registries,
             data_dir: config.resolve_path(&rt.data_dir),
-            secrets: SecretResolver::from_env(rt.secret_names()),
+            secrets: crate::redaction::secrets(config),
             bindings: SecretBindings::from_specs(&rt.secrets),
             allowlist: HttpAllowlist::new(rt.http_allowlist.iter()),
             limits: Limits {
@@ -98,6 +98,12 @@ impl Tools {
     pub fn with_tasks(mut self, supervisor: TaskSupervisor) -> Self {
         self.tasks = Some(supervisor);
         self
+    }
+
+    /// The secrets every call shares: `runtime.secrets` to substitute, and the redactor for
+    /// every secret the daemon holds.
+    pub fn secrets(&self) -> &SecretResolver {
+        &self.secrets
     }
 
     /// The workspace directory of a run.

@@ -22,8 +22,9 @@
 //!   entry allows only the scheme's default port), a secret bound to hosts ([`SecretSpec`])
 //!   only to those, and the model cannot set `Host` or hop-by-hop headers.
 //! - **Secrets by name**: `{{secret:NAME}}` placeholders are filled from a
-//!   [`SecretResolver`], and every secret value is redacted from every output the
-//!   [`Registry`] returns (and from artifacts written for it).
+//!   [`SecretResolver`], and every secret value the daemon holds (substitutable or not) is
+//!   redacted — with its base64, hex, URL, JSON-escaped and reversed forms — from every
+//!   output the [`Registry`] returns, from artifacts and from task logs, before any cut.
 //! - **Bounded outputs**: an output longer than the cap keeps its head and tail around a
 //!   marker saying what was cut; the full text is saved as an [`Artifact`].
 //! - **Stable specs**: [`Registry::specs`] lists definitions sorted by name, and
@@ -68,7 +69,7 @@ pub use orphans::ProcessRegistry;
 pub use registry::{Approval, Registry, RegistryConfig, RegistryError, ToolOverride};
 pub use schema::InputSchema;
 pub use secret_hosts::{SecretBindings, SecretSpec};
-pub use secrets::{SecretError, SecretResolver};
+pub use secrets::{Redactor, SecretError, SecretResolver, encodings as secret_encodings};
 
 use std::fmt;
 use std::path::PathBuf;

@@ -6,7 +6,12 @@
 //! (moved to line boundaries where that loses less than half of each part) around a marker
 //! `[… N bytes (M lines) cut; full output saved as artifact NAME …]`, and the artifact file
 //! holds exactly the bytes pushed (up to `max_artifact_bytes`, which the marker then says),
-//! with secret values redacted. Text returned is valid UTF-8 and redacted.
+//! redacted. Text returned is valid UTF-8 and redacted.
+//!
+//! Redaction comes before every cut: the pushed stream is redacted as it arrives (with
+//! [`Redactor::redact_stream_prefix`], which holds back only what a secret could still
+//! straddle), and only redacted bytes are split into head, tail and artifact, so no prefix or
+//! suffix of a secret survives at a cut point.
 
 use std::collections::VecDeque;
 use std::fs::{self, File};
@@ -15,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::Artifact;
 use crate::context::ToolContext;
-use crate::secrets::SecretResolver;
+use crate::secrets::Redactor;
 
 /// Collects an output of unknown size.
 pub(crate) struct Capture {
@@ -32,6 +37,9 @@ pub(crate) struct Capture {
     spill_error: Option<String>,
     dir: PathBuf,
     name: String,
+    redactor: Redactor,
+    /// Pushed bytes not yet redacted (a secret may still straddle their end).
+    pending: Vec<u8>,
 }
 
 /// A finished output: what the model sees, and the artifact if it was cut.
@@ -62,10 +70,31 @@ impl Capture {
             spill_error: None,
             dir: ctx.artifacts_dir().to_path_buf(),
             name: format!("{}-{}.txt", sanitize(ctx.tool_call_id()), sanitize(label)),
+            redactor: ctx.secrets().redactor().clone(),
+            pending: Vec::new(),
         }
     }
 
+    /// Adds raw output; it is redacted before it is kept or cut.
     pub(crate) fn push(&mut self, chunk: &[u8]) {
+        if self.redactor.is_empty() {
+            return self.push_redacted(chunk);
+        }
+        self.pending.extend_from_slice(chunk);
+        let (done, used) = self.redactor.redact_stream_prefix(&self.pending, false);
+        self.pending.drain(..used);
+        self.push_redacted(&done);
+    }
+
+    /// The stream is cut here (the rest is not read): drops the bytes still held back, which
+    /// may be the start of a secret whose rest never arrives. Returns how many were dropped.
+    pub(crate) fn cut_here(&mut self) -> usize {
+        let dropped = self.pending.len();
+        self.pending.clear();
+        dropped
+    }
+
+    fn push_redacted(&mut self, chunk: &[u8]) {
         self.total += chunk.len() as u64;
         self.newlines += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
         if !self.spilled {
@@ -121,11 +150,16 @@ impl Capture {
         }
     }
 
-    /// Finish: redact, render for the model, finalize the artifact file.
-    /// Does blocking file I/O when the output was cut.
-    pub(crate) fn finish(mut self, secrets: &SecretResolver) -> Rendered {
+    /// Finish: redact what is still pending, render for the model, finalize the artifact
+    /// file. Does blocking file I/O when the output was cut.
+    pub(crate) fn finish(mut self) -> Rendered {
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            let (done, _) = self.redactor.redact_stream_prefix(&pending, true);
+            self.push_redacted(&done);
+        }
         if !self.spilled {
-            let text = secrets.redact(&String::from_utf8_lossy(&self.head));
+            let text = String::from_utf8_lossy(&self.head).into_owned();
             return Rendered {
                 text,
                 artifact: None,
@@ -133,7 +167,7 @@ impl Capture {
             };
         }
         let path = self.dir.join(&self.name);
-        let artifact = self.finalize_artifact(&path, secrets);
+        let artifact = self.finalize_artifact(&path);
         let head = cut_head(&self.head);
         let tail_bytes: Vec<u8> = self.tail.iter().copied().collect();
         let tail = cut_tail(&tail_bytes);
@@ -150,14 +184,14 @@ impl Capture {
             (_, Some(err)) => format!("the full output could not be saved: {err}"),
             (None, None) => "the full output could not be saved".to_string(),
         };
-        let mut text = secrets.redact(&decode_head(head));
+        let mut text = decode_head(head);
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
         text.push_str(&format!(
             "[… {cut_bytes} bytes ({cut_lines} lines) cut; {saved} …]\n"
         ));
-        text.push_str(&secrets.redact(&decode_tail(tail)));
+        text.push_str(&decode_tail(tail));
         Rendered {
             text,
             artifact,
@@ -165,22 +199,13 @@ impl Capture {
         }
     }
 
-    fn finalize_artifact(&mut self, path: &Path, secrets: &SecretResolver) -> Option<Artifact> {
+    fn finalize_artifact(&mut self, path: &Path) -> Option<Artifact> {
         let file = self.file.take()?;
         if let Err(e) = file.sync_all() {
             self.spill_error = Some(e.to_string());
             return None;
         }
         drop(file);
-        if !secrets.is_empty() {
-            let redacted = fs::read(path).map(|bytes| secrets.redact_bytes(&bytes));
-            if let Err(e) = redacted.and_then(|bytes| fs::write(path, bytes)) {
-                // Never leave an unredacted copy behind.
-                let _ = fs::remove_file(path);
-                self.spill_error = Some(e.to_string());
-                return None;
-            }
-        }
         let size = fs::metadata(path).map(|m| m.len()).unwrap_or(self.written);
         Some(Artifact {
             name: self.name.clone(),
@@ -192,11 +217,51 @@ impl Capture {
 
 /// Cap a text that is already in memory: redacted first, then cut like a streamed output.
 pub(crate) fn cap_text(ctx: &ToolContext, label: &str, text: &str) -> (String, Option<Artifact>) {
-    let redacted = ctx.secrets().redact(text);
     let mut capture = Capture::new(ctx, label);
-    capture.push(redacted.as_bytes());
-    let rendered = capture.finish(ctx.secrets());
+    capture.push(text.as_bytes());
+    let rendered = capture.finish();
     (rendered.text, rendered.artifact)
+}
+
+/// A reader of the redacted bytes of `inner`: whoever cuts what it reads (into lines, at a
+/// length) cuts redacted text.
+pub(crate) struct RedactedRead<R> {
+    inner: R,
+    redactor: Redactor,
+    pending: Vec<u8>,
+    ready: VecDeque<u8>,
+    done: bool,
+}
+
+impl<R: std::io::Read> RedactedRead<R> {
+    pub(crate) fn new(inner: R, redactor: Redactor) -> Self {
+        RedactedRead {
+            inner,
+            redactor,
+            pending: Vec::new(),
+            ready: VecDeque::new(),
+            done: false,
+        }
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for RedactedRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut chunk = [0u8; 8192];
+        while self.ready.is_empty() && !self.done {
+            let n = self.inner.read(&mut chunk)?;
+            self.done = n == 0;
+            self.pending.extend_from_slice(&chunk[..n]);
+            let (out, used) = self.redactor.redact_stream_prefix(&self.pending, self.done);
+            self.pending.drain(..used);
+            self.ready.extend(out);
+        }
+        let n = buf.len().min(self.ready.len());
+        for (slot, byte) in buf.iter_mut().zip(self.ready.drain(..n)) {
+            *slot = byte;
+        }
+        Ok(n)
+    }
 }
 
 fn sanitize(s: &str) -> String {
@@ -289,7 +354,7 @@ mod tests {
             for part in text.as_bytes().chunks(chunk) {
                 capture.push(part);
             }
-            capture.finish(&SecretResolver::default())
+            capture.finish()
         };
         let whole = render(text.len(), "whole");
         for size in [1, 7, 150, 301] {
@@ -321,7 +386,7 @@ mod tests {
         for _ in 0..100 {
             capture.push(&[b'z'; 100]);
         }
-        let rendered = capture.finish(&SecretResolver::default());
+        let rendered = capture.finish();
         let artifact = rendered.artifact.expect("artifact");
         assert_eq!(artifact.size, 1000);
         assert_eq!(rendered.total, 10_000);

@@ -169,7 +169,9 @@ pub(crate) async fn run(ctx: &ToolContext, spec: ProcessSpec) -> Result<ProcessR
     let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
         .map_err(spawn_err)?;
     let mut out_task = tokio::spawn(pump(receiver, capture.clone()));
-    let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+    let stderr_tail = Arc::new(Mutex::new(RedactedTail::new(
+        ctx.secrets().redactor().clone(),
+    )));
     let err_task = child
         .stderr
         .take()
@@ -213,14 +215,13 @@ pub(crate) async fn run(ctx: &ToolContext, spec: ProcessSpec) -> Result<ProcessR
         tracing::debug!("stderr of a tool process left open");
     }
     let capture = take_capture(capture, ctx, &spec.label);
-    let secrets = ctx.secrets().clone();
-    let output = tokio::task::spawn_blocking(move || capture.finish(&secrets))
+    let output = tokio::task::spawn_blocking(move || capture.finish())
         .await
         .map_err(|e| format!("internal error while collecting output: {e}"))?;
-    let stderr_tail = {
-        let bytes = stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
-        ctx.secrets().redact(&String::from_utf8_lossy(&bytes))
-    };
+    let stderr_tail = stderr_tail
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .finish();
     Ok(ProcessResult {
         ending,
         output,
@@ -272,18 +273,53 @@ async fn pump(mut source: impl AsyncRead + Unpin, capture: Arc<Mutex<Capture>>) 
     }
 }
 
-async fn pump_tail(mut source: impl AsyncRead + Unpin, tail: Arc<Mutex<Vec<u8>>>) {
+async fn pump_tail(mut source: impl AsyncRead + Unpin, tail: Arc<Mutex<RedactedTail>>) {
     let mut buf = vec![0u8; 8 * 1024];
     loop {
         match source.read(&mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
-                tail.extend_from_slice(&buf[..n]);
-                let excess = tail.len().saturating_sub(STDERR_TAIL);
-                tail.drain(..excess);
-            }
+            Ok(n) => tail
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(&buf[..n]),
         }
+    }
+}
+
+/// The last [`STDERR_TAIL`] bytes of a stream, redacted before they are cut.
+struct RedactedTail {
+    redactor: crate::secrets::Redactor,
+    pending: Vec<u8>,
+    kept: Vec<u8>,
+}
+
+impl RedactedTail {
+    fn new(redactor: crate::secrets::Redactor) -> Self {
+        RedactedTail {
+            redactor,
+            pending: Vec::new(),
+            kept: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        let (done, used) = self.redactor.redact_stream_prefix(&self.pending, false);
+        self.pending.drain(..used);
+        self.keep(&done);
+    }
+
+    fn keep(&mut self, redacted: &[u8]) {
+        self.kept.extend_from_slice(redacted);
+        let excess = self.kept.len().saturating_sub(STDERR_TAIL);
+        self.kept.drain(..excess);
+    }
+
+    fn finish(&mut self) -> String {
+        let pending = std::mem::take(&mut self.pending);
+        let (done, _) = self.redactor.redact_stream_prefix(&pending, true);
+        self.keep(&done);
+        String::from_utf8_lossy(&self.kept).into_owned()
     }
 }
 

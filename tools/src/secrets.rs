@@ -1,16 +1,23 @@
 //! Secrets referenced by name: resolution, `{{secret:NAME}}` substitution and redaction.
 //!
 //! Guarantees: a secret's value is only ever handed out by [`SecretResolver::substitute`] /
-//! [`SecretResolver::resolve`]; [`SecretResolver::redact`] replaces every occurrence of every
-//! non-empty value with `[REDACTED:NAME]` (a value containing another is replaced whole);
-//! `Debug` and every error message name secrets but never show a value; an unknown name is an
-//! error listing the names that exist, never an empty string silently sent.
+//! [`SecretResolver::resolve`], and only for the secrets the resolver was made with
+//! (`runtime.secrets`); values added with [`SecretResolver::with_redact_only`] (the daemon's
+//! own keys and tokens) are redacted but can never be substituted. A [`Redactor`] replaces
+//! every occurrence of every non-empty value — and, for values of 8 bytes or more, of its
+//! encoded forms (base64/base64url with their aligned cores, hex, URL and JSON escaping,
+//! reversed; see [`encodings`]) — with `[REDACTED:NAME]`, the longest match first (a value
+//! containing another is replaced whole). `Debug` and every error message name secrets but
+//! never show a value; an unknown name is an error listing the names that exist, never an
+//! empty string silently sent.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
+
+pub mod encodings;
 
 static PLACEHOLDER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\{\{\s*secret:([A-Za-z0-9_.\-]+)\s*\}\}").expect("static regex is valid")
@@ -31,20 +38,197 @@ fn list(names: &[String]) -> String {
     }
 }
 
-struct Inner {
-    values: BTreeMap<String, String>,
-    /// Matches any non-empty value, longest first; `None` when there is none.
+struct RedactInner {
+    /// One group per secret (the longest possible match first), each an alternation of the
+    /// value's forms; `None` when there is no value.
     matcher: Option<regex::bytes::Regex>,
-    /// Value bytes → name, for the redaction marker.
-    by_value: HashMap<Vec<u8>, String>,
-    /// Length in bytes of the longest value.
+    /// Group index − 1 → the secret's name, for the marker.
+    names: Vec<String>,
+    /// The longest text any form can match, in bytes.
     longest: usize,
 }
 
-/// Secret values by name, shared cheaply between contexts (clone is an `Arc` clone).
+/// Replaces secret values and their encoded forms with `[REDACTED:NAME]`. Cheap to clone
+/// (an `Arc`); knows values but never hands one out.
+#[derive(Clone)]
+pub struct Redactor {
+    inner: Arc<RedactInner>,
+}
+
+impl Default for Redactor {
+    fn default() -> Self {
+        Self::new(Vec::<(String, String)>::new())
+    }
+}
+
+impl fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut names = self.inner.names.clone();
+        names.sort();
+        names.dedup();
+        f.debug_struct("Redactor")
+            .field("names", &names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Redactor {
+    /// A redactor for these (name, value) pairs; empty values are ignored, and a value
+    /// listed under two names is marked with the first name in sorted order.
+    pub fn new<I, K, V>(pairs: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let mut by_value: BTreeMap<String, String> = BTreeMap::new();
+        for (k, v) in pairs {
+            let (k, v) = (k.into(), v.into());
+            if v.is_empty() {
+                continue;
+            }
+            match by_value.get(&v) {
+                Some(existing) if *existing <= k => {}
+                _ => {
+                    by_value.insert(v, k);
+                }
+            }
+        }
+        let mut secrets: Vec<(String, Vec<encodings::Pattern>)> = by_value
+            .into_iter()
+            .map(|(value, name)| (name, encodings::patterns(&value)))
+            .collect();
+        secrets.sort_by(|a, b| b.1[0].max_len.cmp(&a.1[0].max_len).then(a.0.cmp(&b.0)));
+        let longest = secrets.first().map_or(0, |(_, p)| p[0].max_len);
+        let matcher = (!secrets.is_empty()).then(|| {
+            let pattern = secrets
+                .iter()
+                .map(|(_, patterns)| {
+                    let alts: Vec<&str> = patterns.iter().map(|p| p.regex.as_str()).collect();
+                    format!("({})", alts.join("|"))
+                })
+                .collect::<Vec<_>>()
+                .join("|");
+            regex::bytes::RegexBuilder::new(&pattern)
+                .size_limit(256 << 20)
+                .dfa_size_limit(64 << 20)
+                .build()
+                .expect("patterns of escaped literals always form a valid regex")
+        });
+        Redactor {
+            inner: Arc::new(RedactInner {
+                matcher,
+                names: secrets.into_iter().map(|(name, _)| name).collect(),
+                longest,
+            }),
+        }
+    }
+
+    /// Whether there is nothing to redact.
+    pub fn is_empty(&self) -> bool {
+        self.inner.matcher.is_none()
+    }
+
+    /// The longest text a secret or one of its forms can take, in bytes: a stream redactor
+    /// holds back at most one byte less.
+    pub fn longest_match(&self) -> usize {
+        self.inner.longest
+    }
+
+    /// `text` with every secret value, and every covered encoding of one, replaced by
+    /// `[REDACTED:NAME]`.
+    pub fn redact(&self, text: &str) -> String {
+        match self.redact_bytes_if_needed(text.as_bytes()) {
+            // Replacing whole matches with ASCII can split a multi-byte character only where
+            // a match ended inside one (a reversed or encoded form); mend those lossily.
+            Some(bytes) => String::from_utf8(bytes)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            None => text.to_string(),
+        }
+    }
+
+    /// Like [`redact`](Self::redact) for raw bytes (artifacts may not be UTF-8).
+    pub fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
+        self.redact_bytes_if_needed(bytes)
+            .unwrap_or_else(|| bytes.to_vec())
+    }
+
+    /// Redacts every string (and object key) inside a JSON value, in place.
+    pub fn redact_json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        if self.is_empty() {
+            return;
+        }
+        match value {
+            Value::String(s) => {
+                if let Some(bytes) = self.redact_bytes_if_needed(s.as_bytes()) {
+                    *s = String::from_utf8_lossy(&bytes).into_owned();
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
+            Value::Object(map) => {
+                let entries = std::mem::take(map);
+                for (k, mut v) in entries {
+                    self.redact_json(&mut v);
+                    map.insert(self.redact(&k), v);
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+
+    /// Redacts a stream piece by piece: returns the redacted text of the longest prefix of
+    /// `pending` that no secret (or encoded form) can still straddle, and that prefix's
+    /// length in bytes (the caller keeps the rest and appends the next piece to it). With
+    /// `at_end`, all of `pending` is taken. At most ([`longest_match`](Self::longest_match)
+    /// − 1) bytes are held back, and a value split across pieces — or spanning lines — is
+    /// redacted like in one piece.
+    pub fn redact_stream_prefix(&self, pending: &[u8], at_end: bool) -> (Vec<u8>, usize) {
+        let Some(matcher) = self.inner.matcher.as_ref() else {
+            return (pending.to_vec(), pending.len());
+        };
+        let hold = if at_end {
+            0
+        } else {
+            self.inner.longest.saturating_sub(1)
+        };
+        let mut cut = pending.len().saturating_sub(hold);
+        for m in matcher.find_iter(pending) {
+            if m.start() >= cut {
+                break;
+            }
+            // A whole match across the cut: take it, so it is replaced whole.
+            cut = cut.max(m.end());
+        }
+        (self.redact_bytes(&pending[..cut]), cut)
+    }
+
+    /// `None` when nothing in `bytes` needs redacting.
+    fn redact_bytes_if_needed(&self, bytes: &[u8]) -> Option<Vec<u8>> {
+        let matcher = self.inner.matcher.as_ref()?;
+        if !matcher.is_match(bytes) {
+            return None;
+        }
+        let replaced = matcher.replace_all(bytes, |caps: &regex::bytes::Captures<'_>| {
+            let name = caps
+                .iter()
+                .skip(1)
+                .position(|g| g.is_some())
+                .and_then(|i| self.inner.names.get(i))
+                .map(String::as_str)
+                .unwrap_or("secret");
+            format!("[REDACTED:{name}]").into_bytes()
+        });
+        Some(replaced.into_owned())
+    }
+}
+
+/// Secret values by name, shared cheaply between contexts (clone is an `Arc` clone), and the
+/// [`Redactor`] for them plus any redact-only values.
 #[derive(Clone)]
 pub struct SecretResolver {
-    inner: Arc<Inner>,
+    values: Arc<BTreeMap<String, String>>,
+    redactor: Redactor,
 }
 
 impl Default for SecretResolver {
@@ -57,7 +241,8 @@ impl fmt::Debug for SecretResolver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SecretResolver")
             .field("names", &self.names())
-            .finish_non_exhaustive()
+            .field("redactor", &self.redactor)
+            .finish()
     }
 }
 
@@ -71,36 +256,10 @@ impl SecretResolver {
     {
         let values: BTreeMap<String, String> =
             map.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
-        let mut ordered: Vec<(&String, &String)> =
-            values.iter().filter(|(_, v)| !v.is_empty()).collect();
-        ordered.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(b.0)));
-        let matcher = if ordered.is_empty() {
-            None
-        } else {
-            let pattern = ordered
-                .iter()
-                .map(|(_, v)| regex::escape(v))
-                .collect::<Vec<_>>()
-                .join("|");
-            Some(
-                regex::bytes::RegexBuilder::new(&pattern)
-                    .size_limit(64 << 20)
-                    .build()
-                    .expect("escaped literals always form a valid regex"),
-            )
-        };
-        let by_value = ordered
-            .iter()
-            .map(|(k, v)| (v.as_bytes().to_vec(), (*k).clone()))
-            .collect();
-        let longest = ordered.first().map_or(0, |(_, v)| v.len());
+        let redactor = Redactor::new(values.iter().map(|(k, v)| (k.clone(), v.clone())));
         SecretResolver {
-            inner: Arc::new(Inner {
-                values,
-                matcher,
-                by_value,
-                longest,
-            }),
+            values: Arc::new(values),
+            redactor,
         }
     }
 
@@ -117,19 +276,45 @@ impl SecretResolver {
         }))
     }
 
-    /// Names of the secrets available (sorted).
-    pub fn names(&self) -> Vec<String> {
-        self.inner.values.keys().cloned().collect()
+    /// The same substitutable secrets, redacting `extra` (name, value) pairs as well: values
+    /// the daemon holds that no placeholder may ever name (provider keys, the API token,
+    /// hook and notify secrets).
+    pub fn with_redact_only<I, K, V>(self, extra: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let mut all: Vec<(String, String)> = self
+            .values
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        all.extend(extra.into_iter().map(|(k, v)| (k.into(), v.into())));
+        SecretResolver {
+            values: self.values,
+            redactor: Redactor::new(all),
+        }
     }
 
+    /// The redactor for every value this resolver knows, substitutable or not.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
+    /// Names of the secrets available for substitution (sorted).
+    pub fn names(&self) -> Vec<String> {
+        self.values.keys().cloned().collect()
+    }
+
+    /// Whether no secret is available for substitution.
     pub fn is_empty(&self) -> bool {
-        self.inner.values.is_empty()
+        self.values.is_empty()
     }
 
     /// The value of one secret.
     pub fn resolve(&self, name: &str) -> Result<&str, SecretError> {
-        self.inner
-            .values
+        self.values
             .get(name)
             .map(String::as_str)
             .ok_or_else(|| SecretError::Unknown {
@@ -157,63 +342,19 @@ impl SecretResolver {
         Ok(out)
     }
 
-    /// `text` with every secret value replaced by `[REDACTED:NAME]`.
+    /// See [`Redactor::redact`].
     pub fn redact(&self, text: &str) -> String {
-        match self.redact_bytes_if_needed(text.as_bytes()) {
-            // Replacing whole UTF-8 substrings of valid UTF-8 with ASCII keeps it valid.
-            Some(bytes) => String::from_utf8(bytes)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-            None => text.to_string(),
-        }
+        self.redactor.redact(text)
     }
 
-    /// Like [`redact`](Self::redact) for raw bytes (artifacts may not be UTF-8).
+    /// See [`Redactor::redact_bytes`].
     pub fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
-        self.redact_bytes_if_needed(bytes)
-            .unwrap_or_else(|| bytes.to_vec())
+        self.redactor.redact_bytes(bytes)
     }
 
-    /// Redacts a stream piece by piece: returns the redacted text of the longest prefix of
-    /// `pending` that no secret can still straddle, and that prefix's length in bytes (the
-    /// caller keeps the rest and appends the next piece to it). With `at_end`, all of
-    /// `pending` is taken. At most (longest value − 1) bytes are held back, and a value split
-    /// across pieces — or spanning lines — is redacted like in one piece.
+    /// See [`Redactor::redact_stream_prefix`].
     pub fn redact_stream_prefix(&self, pending: &[u8], at_end: bool) -> (Vec<u8>, usize) {
-        let Some(matcher) = self.inner.matcher.as_ref() else {
-            return (pending.to_vec(), pending.len());
-        };
-        let hold = if at_end {
-            0
-        } else {
-            self.inner.longest.saturating_sub(1)
-        };
-        let mut cut = pending.len().saturating_sub(hold);
-        for m in matcher.find_iter(pending) {
-            if m.start() >= cut {
-                break;
-            }
-            // A whole value across the cut: take it, so it is replaced whole.
-            cut = cut.max(m.end());
-        }
-        (self.redact_bytes(&pending[..cut]), cut)
-    }
-
-    /// `None` when nothing in `bytes` needs redacting.
-    fn redact_bytes_if_needed(&self, bytes: &[u8]) -> Option<Vec<u8>> {
-        let matcher = self.inner.matcher.as_ref()?;
-        if !matcher.is_match(bytes) {
-            return None;
-        }
-        let replaced = matcher.replace_all(bytes, |caps: &regex::bytes::Captures<'_>| {
-            let name = self
-                .inner
-                .by_value
-                .get(&caps[0])
-                .map(String::as_str)
-                .unwrap_or("secret");
-            format!("[REDACTED:{name}]").into_bytes()
-        });
-        Some(replaced.into_owned())
+        self.redactor.redact_stream_prefix(pending, at_end)
     }
 }
 
@@ -238,6 +379,199 @@ mod tests {
         let err = s.substitute("{{secret:NOPE}}").unwrap_err().to_string();
         assert!(err.contains("NOPE") && err.contains("TOKEN"), "{err}");
         assert!(!format!("{s:?}").contains("abc123"));
+    }
+
+    /// splitmix64: a fixed, seeded sequence, so a failure is reproducible.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        fn text(&mut self, alphabet: &[char], len: usize) -> String {
+            (0..len)
+                .map(|_| alphabet[self.below(alphabet.len())])
+                .collect()
+        }
+    }
+
+    /// Secrets draw from letters, digits and the characters encoders treat specially.
+    const SECRET_CHARS: &[char] = &[
+        'a', 'b', 'k', 'Q', 'Z', '0', '7', '9', '-', '_', '+', '/', '=', ' ', '"', '\\', '\n', '%',
+        '&', 'é', '€',
+    ];
+    // Disjoint from the secrets' characters, so no piece of a secret's form arises by chance.
+    const FILLER_CHARS: &[char] = &['x', 'y', '.'];
+
+    fn windows(text: &str, n: usize) -> impl Iterator<Item = &str> {
+        let bytes = text.as_bytes();
+        (0..=bytes.len().saturating_sub(n))
+            .filter(move |&i| bytes.len() >= n && text.is_char_boundary(i))
+            .filter_map(move |i| text.get(i..i + n))
+    }
+
+    /// The guarantee, for random secrets (8–48 characters) at random offsets inside random
+    /// text: take E(prefix + secret + suffix) for each covered encoding E, redact it, and no
+    /// 8-character substring of the secret's *core* in that encoding is left — the core
+    /// being E(secret) for hex, URL, form, JSON and reversed, and for base64/base64url the
+    /// encoding of the whole 3-byte groups inside the secret at that offset (the 1–3
+    /// characters beside it also depend on the neighbouring bytes and may stay). Also: the
+    /// secret itself leaves no 8-character substring, and redacting the text as a stream in
+    /// random pieces gives the same result.
+    #[test]
+    fn no_8_char_piece_of_any_encoding_survives_at_any_offset() {
+        use base64::Engine as _;
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE, URL_SAFE_NO_PAD};
+        let mut rng = Rng(14);
+        for round in 0..300 {
+            let len = 8 + rng.below(41);
+            let secret = rng.text(SECRET_CHARS, len);
+            let r = Redactor::new([("S", secret.clone())]);
+            let (before, after) = (rng.below(8), rng.below(8));
+            let prefix = rng.text(FILLER_CHARS, before);
+            let suffix = rng.text(FILLER_CHARS, after);
+            let whole = format!("{prefix}{secret}{suffix}");
+            let skip = (3 - prefix.len() % 3) % 3;
+            let sb = secret.as_bytes();
+            let core = &sb[skip..skip + (sb.len() - skip) / 3 * 3];
+            let mut wrapped = STANDARD.encode(whole.as_bytes()).into_bytes();
+            let wrapped: String = wrapped
+                .chunks_mut(76)
+                .map(|l| format!("{}\n", String::from_utf8_lossy(l)))
+                .collect();
+            let cases: Vec<(&str, String, String)> = vec![
+                ("plain", whole.clone(), secret.clone()),
+                (
+                    "base64",
+                    STANDARD.encode(&whole),
+                    STANDARD.encode(core).replace('=', ""),
+                ),
+                (
+                    "base64 wrapped",
+                    wrapped,
+                    STANDARD.encode(core).replace('=', ""),
+                ),
+                (
+                    "base64url",
+                    URL_SAFE.encode(&whole),
+                    URL_SAFE_NO_PAD.encode(core),
+                ),
+                (
+                    "base64url bare",
+                    URL_SAFE_NO_PAD.encode(&whole),
+                    URL_SAFE_NO_PAD.encode(core),
+                ),
+                ("hex", hex::encode(&whole), hex::encode(&secret)),
+                ("HEX", hex::encode_upper(&whole), hex::encode_upper(&secret)),
+                (
+                    "url",
+                    encodings::percent_encode(&whole, false),
+                    encodings::percent_encode(&secret, false),
+                ),
+                (
+                    "form",
+                    encodings::percent_encode(&whole, true),
+                    encodings::percent_encode(&secret, true),
+                ),
+                (
+                    "json",
+                    encodings::json_escape(&whole),
+                    encodings::json_escape(&secret),
+                ),
+                (
+                    "reversed",
+                    whole.chars().rev().collect(),
+                    secret.chars().rev().collect(),
+                ),
+            ];
+            for (label, text, secret_form) in cases {
+                let out = r.redact(&text);
+                let normalised = if label == "base64 wrapped" {
+                    out.replace('\n', "")
+                } else {
+                    out.clone()
+                };
+                for piece in windows(&secret_form, 8) {
+                    assert!(
+                        !normalised.contains(piece),
+                        "round {round}, {label}: {piece:?} of {secret:?} survives in {out:?}"
+                    );
+                }
+                assert!(
+                    out.contains("[REDACTED:S]"),
+                    "round {round}, {label}: {out:?}"
+                );
+                // The same text as a stream, cut in random pieces.
+                let bytes = text.as_bytes();
+                let (mut pending, mut streamed) = (Vec::new(), Vec::new());
+                let mut at = 0;
+                while at < bytes.len() {
+                    let take = (1 + rng.below(40)).min(bytes.len() - at);
+                    pending.extend_from_slice(&bytes[at..at + take]);
+                    at += take;
+                    let (done, used) = r.redact_stream_prefix(&pending, at == bytes.len());
+                    streamed.extend(done);
+                    pending.drain(..used);
+                }
+                assert!(pending.is_empty());
+                assert_eq!(
+                    String::from_utf8_lossy(&streamed),
+                    out,
+                    "round {round}, {label}: streamed"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn short_secrets_are_redacted_exactly_and_innocent_text_is_kept() {
+        let r = Redactor::new([("PIN", "4711")]);
+        assert_eq!(r.redact("pin 4711!"), "pin [REDACTED:PIN]!");
+        // Its hex (34373131) and base64 (NDcxMQ) are too short to redact without false hits.
+        assert_eq!(r.redact("34373131 NDcxMQ"), "34373131 NDcxMQ");
+        let r = Redactor::new([("K", "sk-live-0123456789")]);
+        let innocent = "the quick brown fox 0123 sk-live 2f2f";
+        assert_eq!(r.redact(innocent), innocent);
+        assert_eq!(r.longest_match(), "sk-live-0123456789".len() * 6);
+    }
+
+    #[test]
+    fn redact_only_values_are_redacted_but_never_substituted() {
+        let s = SecretResolver::from_map([("GITHUB_TOKEN", "ghp_abcdefgh12345")])
+            .with_redact_only([("NIGHTSHIFT_API_TOKEN", "tok-0123456789abcdef")]);
+        assert_eq!(s.names(), vec!["GITHUB_TOKEN".to_string()]);
+        let err = s
+            .substitute("{{secret:NIGHTSHIFT_API_TOKEN}}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown secret `NIGHTSHIFT_API_TOKEN`"),
+            "{err}"
+        );
+        assert!(!err.contains("tok-0123"), "{err}");
+        assert_eq!(
+            s.redact("a tok-0123456789abcdef b ghp_abcdefgh12345"),
+            "a [REDACTED:NIGHTSHIFT_API_TOKEN] b [REDACTED:GITHUB_TOKEN]"
+        );
+        let mut v = serde_json::json!({"x": ["tok-0123456789abcdef"], "tok-0123456789abcdef": 1});
+        s.redactor().redact_json(&mut v);
+        assert_eq!(
+            v,
+            serde_json::json!({"x": ["[REDACTED:NIGHTSHIFT_API_TOKEN]"],
+                               "[REDACTED:NIGHTSHIFT_API_TOKEN]": 1})
+        );
+        let debug = format!("{s:?}");
+        assert!(
+            debug.contains("NIGHTSHIFT_API_TOKEN") && !debug.contains("tok-0"),
+            "{debug}"
+        );
     }
 
     #[test]

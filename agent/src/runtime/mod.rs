@@ -9,6 +9,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use nightshift_tools::Redactor;
+
 use nightshift_llm::{Message, Role, conversation};
 use nightshift_store::{Error as StoreError, JobKind, ResumeReason, RunEnd};
 use nightshift_worker::{Handler, JobContext, Outcome};
@@ -26,6 +28,7 @@ use crate::wakeup;
 mod approvals;
 mod background;
 mod outage;
+mod redact;
 mod session;
 mod step;
 
@@ -70,6 +73,7 @@ pub struct AgentRuntime {
     agents: HashMap<String, Arc<AgentDef>>,
     models: Arc<dyn ModelGateway>,
     tools: Arc<dyn ToolBox>,
+    redactor: Redactor,
 }
 
 impl std::fmt::Debug for AgentRuntime {
@@ -93,7 +97,17 @@ impl AgentRuntime {
                 .collect(),
             models,
             tools,
+            redactor: Redactor::default(),
         }
+    }
+
+    /// Redacts, with `redactor`, every event before it is logged (so the state, the
+    /// checkpoints and every later request hold only redacted text: the model's own text and
+    /// tool inputs, tool results, provider errors) and every outcome's text (the run's
+    /// result and error, the job's last error).
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
     }
 
     /// The configured agent names, sorted.
@@ -106,7 +120,13 @@ impl AgentRuntime {
 
 impl Handler for AgentRuntime {
     async fn handle(&self, ctx: JobContext) -> Outcome {
-        match self.run_job(&ctx).await {
+        redact::outcome(&self.redactor, self.outcome(&ctx).await)
+    }
+}
+
+impl AgentRuntime {
+    async fn outcome(&self, ctx: &JobContext) -> Outcome {
+        match self.run_job(ctx).await {
             Ok(outcome) => outcome,
             Err(Stop::Store(e)) if e.is_lease_lost() => {
                 // Nothing more can be written; the pool drops whatever we return.
@@ -179,6 +199,7 @@ impl AgentRuntime {
             started_at: run.started_at,
             state,
             compacted_for_overflow: false,
+            redactor: &self.redactor,
         };
         if s.state.through_seq == 0 {
             s.log(RunEvent::RunStarted {

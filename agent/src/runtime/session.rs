@@ -22,12 +22,15 @@ pub(super) struct Session<'a> {
     pub(super) started_at: Option<i64>,
     pub(super) state: RunState,
     pub(super) compacted_for_overflow: bool,
+    /// Every event is redacted with it before it is logged or folded into the state.
+    pub(super) redactor: &'a nightshift_tools::Redactor,
 }
 
 impl Session<'_> {
     /// Appends an event unless the run was cancelled or superseded (see
     /// `LeasedJob::append_event_unless_cancelled`); false when it was refused.
     pub(super) async fn log_unless_cancelled(&mut self, event: RunEvent) -> Result<bool, Stop> {
+        let event = super::redact::event(self.redactor, event).map_err(Stop::Corrupt)?;
         let Some(seq) = self
             .ctx
             .lease
@@ -44,6 +47,7 @@ impl Session<'_> {
 
     /// Appends an event under the lease and folds it into the state.
     pub(super) async fn log(&mut self, event: RunEvent) -> Result<(), Stop> {
+        let event = super::redact::event(self.redactor, event).map_err(Stop::Corrupt)?;
         let seq = self
             .ctx
             .lease

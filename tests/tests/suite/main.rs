@@ -39,6 +39,10 @@
 //! - `sandbox`: the command sandbox through the real daemon: attacks on its environment,
 //!   memory, token, database and other runs fail; `serve` refuses where it cannot be enforced.
 //! - `plans`: PostgreSQL's plans for the claim, under statistics that expect an empty queue.
+//! - `security`: every secret the daemon holds (provider key, API token, hook, notify and
+//!   runtime secrets) printed by commands in plain and encoded forms and across cut points,
+//!   written by the model, echoed by a provider's 401 — then a sweep of every byte the
+//!   daemon wrote or sent finds none of them.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -66,6 +70,7 @@ mod sandbox;
 mod schedules;
 mod schedules_ha;
 mod schedules_http;
+mod security;
 mod setup;
 mod tasks;
 mod wakeup;

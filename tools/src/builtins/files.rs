@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::{blocking, numbered, parse_input};
 use crate::context::ToolContext;
-use crate::output::cap_text;
+use crate::output::{RedactedRead, cap_text};
 use crate::paths::{Workspace, shown};
 use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
 
@@ -104,7 +104,11 @@ fn read_file(ctx: &ToolContext, input: ReadInput) -> ToolOutput {
             input.path
         ));
     }
-    let mut reader = probe.as_slice().chain(reader);
+    // Lines are cut (at MAX_LINE_CHARS) only after the whole file is redacted.
+    let mut reader = BufReader::new(RedactedRead::new(
+        probe.as_slice().chain(reader),
+        ctx.secrets().redactor().clone(),
+    ));
     let mut shown: Vec<String> = Vec::new();
     let mut total = 0usize;
     let mut buf = Vec::new();

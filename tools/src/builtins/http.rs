@@ -280,23 +280,21 @@ async fn send(ctx: &ToolContext, request: reqwest::RequestBuilder) -> ToolOutput
                 read += chunk.len() as u64;
                 capture.push(&chunk);
                 if read >= limit {
+                    // What could be the start of a secret cut by this limit is dropped.
+                    capture.cut_here();
                     note = format!("\n[body not read past {limit} bytes]");
                     break;
                 }
             }
             Ok(None) => break,
             Err(e) => {
+                capture.cut_here();
                 note = format!("\n[reading the body failed after {read} bytes: {e}]");
                 break;
             }
         }
     }
-    let rendered = match tokio::task::spawn_blocking({
-        let secrets = secrets.clone();
-        move || capture.finish(&secrets)
-    })
-    .await
-    {
+    let rendered = match tokio::task::spawn_blocking(move || capture.finish()).await {
         Ok(r) => r,
         Err(e) => return ToolOutput::error(format!("internal error reading the response: {e}")),
     };

@@ -314,6 +314,8 @@ fn grep(ctx: &ToolContext, input: GrepInput) -> ToolOutput {
         let Some(text) = searchable_text(&ws, &path) else {
             continue;
         };
+        // Matched and cut (at MAX_MATCH_LINE_CHARS) only once redacted.
+        let text = ctx.secrets().redact(&text);
         let rel = shown(&path);
         let mut hit = false;
         for (i, line) in text.lines().enumerate() {

@@ -6,6 +6,7 @@ mod background;
 mod command_tools;
 mod common;
 mod confine;
+mod cut_points;
 mod files;
 mod http;
 mod input_schema;

@@ -21,8 +21,8 @@ mod ids;
 mod malformed;
 mod outage;
 mod schema;
-mod script;
-mod server;
+pub(crate) mod script;
+pub(crate) mod server;
 mod text;
 mod validate;
 

@@ -1,0 +1,129 @@
+//! Redaction at the runtime's two choke points: every event before it is appended (and
+//! folded into the state the checkpoints and the next request are made from), and every
+//! outcome before the pool stores its text (`runs.result`, `runs.error`, `jobs.last_error`).
+
+use nightshift_store::RunEnd;
+use nightshift_tools::Redactor;
+use nightshift_worker::Outcome;
+
+use crate::events::RunEvent;
+
+/// `event` with every string in it redacted (text, tool inputs, results, errors).
+pub(super) fn event(redactor: &Redactor, event: RunEvent) -> Result<RunEvent, String> {
+    if redactor.is_empty() {
+        return Ok(event);
+    }
+    let mut value = serde_json::to_value(&event)
+        .map_err(|e| format!("an event could not be redacted ({}): {e}", event.kind()))?;
+    redactor.redact_json(&mut value);
+    serde_json::from_value(value)
+        .map_err(|e| format!("a redacted event no longer parses ({}): {e}", event.kind()))
+}
+
+/// `outcome` with the text it stores redacted.
+pub(super) fn outcome(redactor: &Redactor, outcome: Outcome) -> Outcome {
+    if redactor.is_empty() {
+        return outcome;
+    }
+    let r = |s: String| redactor.redact(&s);
+    match outcome {
+        Outcome::Done(end) => Outcome::Done(match end {
+            RunEnd::Succeeded { result } => RunEnd::Succeeded {
+                result: result.map(r),
+            },
+            RunEnd::Failed { error } => RunEnd::Failed { error: r(error) },
+            RunEnd::Cancelled => RunEnd::Cancelled,
+            RunEnd::BudgetExhausted { detail } => RunEnd::BudgetExhausted { detail: r(detail) },
+            RunEnd::MaxRounds { detail } => RunEnd::MaxRounds { detail: r(detail) },
+        }),
+        Outcome::Retry { error, after } => Outcome::Retry {
+            error: r(error),
+            after,
+        },
+        Outcome::Defer { until, error } => Outcome::Defer {
+            until,
+            error: r(error),
+        },
+        Outcome::Park { until, payload } => Outcome::Park {
+            until,
+            payload: r(payload),
+        },
+        Outcome::AwaitApproval {
+            call_id,
+            until,
+            payload,
+        } => Outcome::AwaitApproval {
+            call_id,
+            until,
+            payload: r(payload),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nightshift_llm::{ContentBlock, Message, Role};
+
+    const KEY: &str = "sk-ant-api03-0123456789abcdef";
+
+    fn redactor() -> Redactor {
+        Redactor::new([("ANTHROPIC_API_KEY", KEY)])
+    }
+
+    #[test]
+    fn events_keep_their_shape_with_every_string_redacted() {
+        let message = Message {
+            role: Role::User,
+            content: vec![ContentBlock::Text {
+                text: format!("the key is {KEY}"),
+            }],
+        };
+        let got = event(&redactor(), RunEvent::UserMessage { message }).unwrap();
+        assert_eq!(
+            got,
+            RunEvent::UserMessage {
+                message: Message::user_text("the key is [REDACTED:ANTHROPIC_API_KEY]"),
+            }
+        );
+        let started = RunEvent::ToolStarted {
+            call_id: "c1".into(),
+            name: "run_command".into(),
+            input: serde_json::json!({"command": format!("curl -H 'x-api-key: {KEY}'")}),
+            durability: crate::events::Durability::SideEffect,
+            idempotency_key: "r:c1".into(),
+        };
+        let got = event(&redactor(), started).unwrap();
+        let payload = got.payload();
+        assert!(!payload.contains(KEY), "{payload}");
+        assert!(
+            payload.contains("x-api-key: [REDACTED:ANTHROPIC_API_KEY]"),
+            "{payload}"
+        );
+    }
+
+    #[test]
+    fn outcomes_store_only_redacted_text() {
+        let failed = outcome(
+            &redactor(),
+            Outcome::failed(format!("401 from the provider: invalid x-api-key {KEY}")),
+        );
+        let Outcome::Done(RunEnd::Failed { error }) = failed else {
+            panic!("still a failure");
+        };
+        assert_eq!(
+            error,
+            "401 from the provider: invalid x-api-key [REDACTED:ANTHROPIC_API_KEY]"
+        );
+        let retry = outcome(&redactor(), Outcome::retry(format!("x {KEY}")));
+        assert!(matches!(retry, Outcome::Retry { ref error, .. } if !error.contains(KEY)));
+        let done = outcome(
+            &redactor(),
+            Outcome::succeeded(KEY.chars().rev().collect::<String>()),
+        );
+        assert!(matches!(
+            done,
+            Outcome::Done(RunEnd::Succeeded { result: Some(ref r) }) if r == "[REDACTED:ANTHROPIC_API_KEY]"
+        ));
+    }
+}

@@ -1,0 +1,101 @@
+//! Every secret the daemon holds, as one [`SecretResolver`], and the daemon's log writer.
+//!
+//! [`secrets`] collects, from the config and the environment: each provider's key (the
+//! variable `api_key_env` names, or its per-kind default such as `ANTHROPIC_API_KEY`), the
+//! API token (`server.token_env`, or the one kept in `<data_dir>/api-token`), every hook's
+//! signing secret (`hooks.*.secret_env`), every notify target's `secret_env`, and
+//! `runtime.secrets`. Only `runtime.secrets` can be substituted into a tool call
+//! (`{{secret:NAME}}`); the others are redact-only, so a model can never ask for the API
+//! token or a provider key. The same set redacts tool output, the model's own text before it
+//! is stored or sent again, stored errors and — through [`LogWriter`], once
+//! [`install_for_logs`] has been called — every log line the daemon writes.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::RwLock;
+
+use nightshift_tools::{Redactor, SecretResolver};
+
+use crate::config::Config;
+
+/// The (name, value) pairs of every secret the daemon holds besides `runtime.secrets`.
+/// Variables that are not set are left out. Reads the environment and the token file.
+pub fn daemon_held(config: &Config) -> Vec<(String, String)> {
+    let mut names: Vec<String> = Vec::new();
+    names.extend(
+        config
+            .providers
+            .values()
+            .filter_map(|p| p.key_env().map(str::to_string)),
+    );
+    names.push(config.server.token_env.clone());
+    names.extend(config.hooks.iter().filter_map(|h| h.secret_env.clone()));
+    for agent in &config.agents {
+        names.extend(agent.notify.iter().map(|t| t.secret_env.clone()));
+    }
+    names.sort();
+    names.dedup();
+    let mut held: Vec<(String, String)> = names
+        .into_iter()
+        .filter_map(|name| std::env::var(&name).ok().map(|v| (name, v)))
+        // The API answers a token with surrounding whitespace trimmed (see api::resolve_token).
+        .flat_map(|(name, v)| {
+            let trimmed = v.trim().to_string();
+            [(name.clone(), v), (name, trimmed)]
+        })
+        .collect();
+    if let Some(token) = token_file(&config.resolve_path(&config.runtime.data_dir)) {
+        held.push((config.server.token_env.clone(), token));
+    }
+    held
+}
+
+/// The token `serve` keeps in `<data_dir>/api-token`, when there is one.
+fn token_file(data_dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(data_dir.join("api-token")).ok()?;
+    let token = text.trim().to_string();
+    (!token.is_empty()).then_some(token)
+}
+
+/// `runtime.secrets` for substitution, redacting every secret the daemon holds.
+pub fn secrets(config: &Config) -> SecretResolver {
+    SecretResolver::from_env(config.runtime.secret_names()).with_redact_only(daemon_held(config))
+}
+
+static LOG_REDACTOR: RwLock<Option<Redactor>> = RwLock::new(None);
+
+/// From now on, [`LogWriter`] redacts with `redactor` (the last one installed wins).
+pub fn install_for_logs(redactor: Redactor) {
+    *LOG_REDACTOR.write().unwrap_or_else(|e| e.into_inner()) = Some(redactor);
+}
+
+/// A `tracing_subscriber` writer to stderr that redacts each formatted line with the
+/// redactor [`install_for_logs`] set (lines written before that are written as they are:
+/// the config, and so the secrets, are not known yet).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogWriter;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
+    type Writer = LogWriter;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        LogWriter
+    }
+}
+
+impl Write for LogWriter {
+    /// The fmt layer formats an event whole and writes it in one call, so each call is
+    /// redacted whole.
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let guard = LOG_REDACTOR.read().unwrap_or_else(|e| e.into_inner());
+        match guard.as_ref() {
+            Some(r) if !r.is_empty() => std::io::stderr().write_all(&r.redact_bytes(buf))?,
+            _ => std::io::stderr().write_all(buf)?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
