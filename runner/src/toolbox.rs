@@ -334,6 +334,7 @@ mod tests {
         let text = format!(
             "[runtime]\ndata_dir = \"{data}\"\nhttp_allowlist = [\"{addr}\"]\n\
              secrets = [{{ name = \"NIGHTSHIFT_TEST_BOUND\", hosts = [\"api.github.com\"] }}]\n\
+             [sandbox]\nmode = \"off\"\n\
              [providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
              [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\nsystem = \"s\"\n\
              tools = [\"http_request\"]\n",
