@@ -47,7 +47,39 @@ pub fn daemon_held(config: &Config) -> Vec<(String, String)> {
     if let Some(token) = token_file(&config.resolve_path(&config.runtime.data_dir)) {
         held.push((config.server.token_env.clone(), token));
     }
-    held
+    let (kept, short) = split_too_short(held);
+    warn_too_short(&short);
+    kept
+}
+
+/// Daemon-held values shorter than this are not redacted: replacing every `s` of a
+/// one-letter hook secret would mangle every text the daemon keeps. Serve warns instead.
+pub const MIN_REDACTED_LEN: usize = 8;
+
+/// Splits off the values too short to redact; returns the rest and the names of those.
+fn split_too_short(held: Vec<(String, String)>) -> (Vec<(String, String)>, Vec<String>) {
+    let (kept, short): (Vec<_>, Vec<_>) = held
+        .into_iter()
+        .partition(|(_, v)| v.chars().count() >= MIN_REDACTED_LEN);
+    let mut names: Vec<String> = short.into_iter().map(|(name, _)| name).collect();
+    names.dedup();
+    (kept, names)
+}
+
+/// One WARN line per variable and process, naming it (never its value).
+fn warn_too_short(names: &[String]) {
+    static WARNED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    for name in names {
+        if !warned.contains(name) {
+            tracing::warn!(
+                variable = %name,
+                "the secret in {name} is shorter than {MIN_REDACTED_LEN} characters, too short \
+                 to redact without hiding ordinary text, so it is not redacted; use a longer one"
+            );
+            warned.push(name.clone());
+        }
+    }
 }
 
 /// The token `serve` keeps in `<data_dir>/api-token`, when there is one.
@@ -97,5 +129,23 @@ impl Write for LogWriter {
 
     fn flush(&mut self) -> std::io::Result<()> {
         std::io::stderr().flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_too_short_to_redact_are_set_apart_by_name() {
+        let held = vec![
+            ("HOOK".to_string(), "s".to_string()),
+            ("HOOK".to_string(), "s".to_string()),
+            ("TOKEN".to_string(), "ns_tok_0123".to_string()),
+            ("SEVEN".to_string(), "1234567".to_string()),
+        ];
+        let (kept, short) = split_too_short(held);
+        assert_eq!(kept, vec![("TOKEN".to_string(), "ns_tok_0123".to_string())]);
+        assert_eq!(short, vec!["HOOK".to_string(), "SEVEN".to_string()]);
     }
 }

@@ -168,7 +168,7 @@ async fn http_body_cuts_never_show_part_of_a_secret() {
             .ctx()
             .with_limits(limits)
             .with_secrets(secrets())
-            .with_http_allowlist(HttpAllowlist::new(["127.0.0.1"]));
+            .with_http_allowlist(HttpAllowlist::new([addr.to_string()]));
         let input = json!({"method": "GET", "url": format!("http://{addr}/split/{k}/{j}")});
         let out = call(&HttpRequest::new(), &ctx, input).await;
         assert!(
@@ -183,7 +183,7 @@ async fn http_body_cuts_never_show_part_of_a_secret() {
         .ctx()
         .with_limits(small_cap(200))
         .with_secrets(secrets())
-        .with_http_allowlist(HttpAllowlist::new(["127.0.0.1"]));
+        .with_http_allowlist(HttpAllowlist::new([addr.to_string()]));
     let l = SECRET.len();
     for k in (100 - l - 1..=101).chain(1000 - 100 - 1..=1000) {
         let input = json!({"method": "GET", "url": format!("http://{addr}/whole/{k}")});
