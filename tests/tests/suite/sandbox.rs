@@ -201,7 +201,7 @@ async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs()
     );
     let cfg = write_config(&db, d, &grant, &body);
     let store = db.store().await;
-    let (mut daemon, _lines) = serve(&cfg, &[]);
+    let (mut daemon, lines) = serve(&cfg, &[]);
     std::fs::write(&pid_file, daemon.pid().to_string()).unwrap();
     let token_file = d.join("data/api-token");
     let token = eventually(Duration::from_secs(30), "the API token file", || async {
@@ -283,6 +283,20 @@ async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs()
         "the daemon is still up after every attack"
     );
     sigterm(daemon).await;
+
+    // Every byte the daemon wrote: neither the secret in its environment nor the token (but
+    // in the token's own file) shows anywhere, in any covered form or 8-character piece.
+    let mut sweep = crate::security::sweep::Sweep::default();
+    sweep.add_database(&db).await;
+    sweep.add_dir(&d.join("data"));
+    let token_path = token_file.display().to_string();
+    sweep.blobs.retain(|(place, _)| *place != token_path);
+    let logged: Vec<String> = lines.try_iter().collect();
+    sweep.add("the daemon's stderr", logged.join("\n"));
+    sweep.assert_clean(&[
+        ("SANDBOX_TEST_SECRET", DAEMON_SECRET),
+        ("NIGHTSHIFT_API_TOKEN", token.as_str()),
+    ]);
     db.cleanup().await;
 }
 
