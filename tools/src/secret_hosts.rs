@@ -11,18 +11,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
-use regex::Regex;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use crate::context::HttpAllowlist;
-
-/// The same placeholder syntax as [`crate::SecretResolver`] fills (checked by a test).
-static PLACEHOLDER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\{\{\s*secret:([A-Za-z0-9_.\-]+)\s*\}\}").expect("static regex is valid")
-});
+use crate::secrets::PLACEHOLDER;
 
 /// Characters a secret name may have, so that `{{secret:NAME}}` can refer to it.
 fn valid_name(name: &str) -> bool {

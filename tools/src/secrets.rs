@@ -19,7 +19,8 @@ use regex::Regex;
 
 pub mod encodings;
 
-static PLACEHOLDER: LazyLock<Regex> = LazyLock::new(|| {
+/// `{{secret:NAME}}`; group 1 is the name. Also what `secret_hosts` reads bindings by.
+pub(crate) static PLACEHOLDER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\{\{\s*secret:([A-Za-z0-9_.\-]+)\s*\}\}").expect("static regex is valid")
 });
 
