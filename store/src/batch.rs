@@ -24,16 +24,18 @@
 //! or another caller holds the warm connection; then it takes a transaction like SQLite's.
 //! Either way PostgreSQL plans claims with sorting disabled, so that a claim walks
 //! `jobs_claim` in order whatever the table's statistics (`CLAIM_PLANNER_SETTINGS` in
-//! `postgres.rs`). The backend side is written once, as `settle_operations!`, next to
-//! `queue_operations!` in `backend.rs`.
+//! `postgres.rs`). The logic is written once, below, over [`QueuePaths`]; each backend
+//! supplies its one-statement path and its batch of ends there.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::clock::duration_millis;
-use crate::model::RunEnd;
-use crate::store::{LeasedJob, Store, dispatch};
+use crate::backend::Conn;
+use crate::clock::{Millis, duration_millis};
+use crate::model::{Job, RunEnd};
+use crate::queue::{self, ClaimRow, FastSettle, JobEnd, QueuePaths, QueueStatements, lease};
+use crate::store::{LeasedJob, RunUpdate, Store, dispatch, run_after_rescue};
 use crate::{Error, Result};
 
 /// How often (by the store's clock) a claim on the one-statement path of PostgreSQL first
@@ -72,7 +74,7 @@ impl Store {
     /// it returned any job to the queue.
     pub async fn rescue_expired(&self) -> Result<usize> {
         let now = self.now();
-        let rescued = dispatch!(self, b => b.rescue_expired(now))?;
+        let rescued = dispatch!(self, b => rescue_expired(b, now))?;
         self.inner.last_rescue.fetch_max(now, Ordering::Relaxed);
         if rescued > 0 {
             self.wake();
@@ -117,19 +119,27 @@ impl Store {
                 foreign.job.id
             )));
         }
-        let ends: Vec<(i64, i64, &RunEnd)> = done
+        let ends: Vec<JobEnd<'_>> = done
             .iter()
-            .map(|(l, end)| (l.job.id, l.token, end))
-            .collect();
-        let lanes: Vec<Option<&[String]>> = claims.iter().map(|c| c.lanes.as_deref()).collect();
-        let requests: Vec<(Option<&[String]>, i64)> = lanes
-            .into_iter()
-            .zip(claims)
-            .map(|(lanes, c)| (lanes, i64::try_from(c.limit).unwrap_or(i64::MAX)))
+            .map(|(l, end)| JobEnd {
+                job_id: l.job.id,
+                token: l.token,
+                end,
+            })
             .collect();
         let lease_ms = duration_millis(lease).max(1);
         let now = self.now();
-        let claiming = requests.iter().any(|(_, limit)| *limit > 0);
+        let requests: Vec<ClaimRow<'_>> = claims
+            .iter()
+            .map(|c| ClaimRow {
+                worker,
+                lanes: c.lanes.as_deref(),
+                limit: i64::try_from(c.limit).unwrap_or(i64::MAX),
+                lease_ms,
+                now,
+            })
+            .collect();
+        let claiming = requests.iter().any(|c| c.limit > 0);
         if ends.is_empty() && !claiming {
             return Ok(Settled {
                 ended: Vec::new(),
@@ -138,22 +148,22 @@ impl Store {
         }
         let last = self.inner.last_rescue.load(Ordering::Relaxed);
         let rescue_due = claiming && now.saturating_sub(last) >= RESCUE_EVERY_MS;
-        let (won, jobs, rescued) =
-            dispatch!(self, b => b.settle(&ends, worker, &requests, lease_ms, now, rescue_due))?;
-        if rescued {
+        let outcome = dispatch!(self, b => settle(b, &ends, worker, &requests, rescue_due, now))?;
+        if outcome.rescued {
             self.inner.last_rescue.fetch_max(now, Ordering::Relaxed);
         }
-        if won.contains(&Some(true)) {
+        if outcome.ended.contains(&Some(true)) {
             self.wake(); // jobs waiting for a concurrency key may run now
         }
-        let mut ended = Vec::with_capacity(won.len());
-        for (&(job_id, token, _), won) in ends.iter().zip(won) {
+        let mut ended = Vec::with_capacity(outcome.ended.len());
+        for (end, won) in ends.iter().zip(outcome.ended) {
             ended.push(match won {
                 Some(_) => Ok(()),
-                None => Err(dispatch!(self, b => b.lost(job_id, token))),
+                None => Err(dispatch!(self, b => lease::lost(b, end.job_id, end.token))),
             });
         }
-        let claimed = jobs
+        let claimed = outcome
+            .claimed
             .into_iter()
             .map(|jobs| {
                 jobs.into_iter()
@@ -169,229 +179,204 @@ impl Store {
     }
 }
 
-/// Expands the settle operations (group-committed ends and claims) for one backend, next to
-/// `queue_operations!`. `$dir` names the SQL directory; besides the queue operations the
-/// backend provides `begin_claiming` (a transaction for claims), `settle_fast` (a
-/// one-statement path, or `None`), `finish_batch` (a batch of ends in one or two
-/// statements), `mark_runs_running`, `claim_statement` (the claim statement for every lane or
-/// for listed ones, and its lane parameter) and `MARKS_PLAIN_RUNS` (whether claim.sql marks
-/// runs running).
-macro_rules! settle_operations {
-    ($backend:ty, $db:ty, $dir:literal) => {
-        macro_rules! settle_sql {
-            ($name:literal) => {
-                include_str!(concat!("../sql/", $dir, "/", $name, ".sql"))
-            };
-        }
-
-        impl $backend {
-            /// Ends the jobs in `done` (job id, token, end) and claims for each request in
-            /// `claims` (lanes, limit), all in one transaction: one commit (one fsync on
-            /// SQLite) for a whole batch of acks and the claims that refill their slots. Each
-            /// end is fenced by its own token; per job it returns `Some(keyed)` when the lease
-            /// held and the job and run ended, `None` when the lease was lost and nothing of
-            /// that job changed. A database error rolls back everything.
-            ///
-            /// Expired leases are rescued first on the transactional path; a backend with a
-            /// one-statement path (`settle_fast`) takes that unless `rescue_due`. The last
-            /// value says whether a rescue ran.
-            pub(crate) async fn settle(
-                &self,
-                done: &[(i64, i64, &$crate::model::RunEnd)],
-                worker: &str,
-                claims: &[(Option<&[String]>, i64)],
-                lease_ms: i64,
-                now: i64,
-                rescue_due: bool,
-            ) -> $crate::Result<(Vec<Option<bool>>, Vec<Vec<$crate::model::Job>>, bool)> {
-                let mut done = done;
-                let mut ended_first = None;
-                if !rescue_due && claims.len() <= 1 {
-                    let claim = claims.first().copied();
-                    match self.settle_fast(done, worker, claim, lease_ms, now).await? {
-                        Some((ended, Some(mut jobs))) => {
-                            Self::claim_order(&mut jobs);
-                            let claimed = if claims.is_empty() {
-                                Vec::new()
-                            } else {
-                                vec![jobs]
-                            };
-                            return Ok((ended, claimed, false));
-                        }
-                        // A keyed job was due: the ends are written; claim on the general path.
-                        Some((ended, None)) => {
-                            ended_first = Some(ended);
-                            done = &[];
-                        }
-                        None => {}
-                    }
-                }
-                let general = self
-                    .settle_in_transaction(done, worker, claims, lease_ms, now)
-                    .await;
-                match (ended_first, general) {
-                    (None, general) => general,
-                    (Some(ended), Ok((_, claimed, rescued))) => Ok((ended, claimed, rescued)),
-                    (Some(ended), Err(e)) => {
-                        // The ends are durable already; report them, and leave the claim to
-                        // the caller's next try.
-                        tracing::warn!(error = %e, "claiming after a batch of ends failed");
-                        Ok((ended, claims.iter().map(|_| Vec::new()).collect(), false))
-                    }
-                }
-            }
-
-            /// The transactional path of [`settle`](Self::settle): the ends, a rescue of
-            /// expired leases when claiming, and the claims, in one transaction.
-            async fn settle_in_transaction(
-                &self,
-                done: &[(i64, i64, &$crate::model::RunEnd)],
-                worker: &str,
-                claims: &[(Option<&[String]>, i64)],
-                lease_ms: i64,
-                now: i64,
-            ) -> $crate::Result<(Vec<Option<bool>>, Vec<Vec<$crate::model::Job>>, bool)> {
-                let mut tx = self.begin_claiming().await?;
-                let ended = self.finish_batch(&mut tx, done, now).await?;
-                if ended.contains(&Some(true)) {
-                    // Jobs waiting for a key may run now.
-                    self.notify_enqueued(&mut tx, "").await?;
-                }
-                let mut claimed = Vec::with_capacity(claims.len());
-                let rescued = claims.iter().any(|(_, limit)| *limit > 0);
-                if rescued {
-                    Self::rescue(&mut tx, now).await?;
-                }
-                for (lanes, limit) in claims {
-                    let mut jobs = if *limit > 0 {
-                        self.claim_in(&mut tx, worker, *lanes, *limit, lease_ms, now)
-                            .await?
-                    } else {
-                        Vec::new()
-                    };
-                    Self::claim_order(&mut jobs);
-                    claimed.push(jobs);
-                }
-                tx.commit().await?;
-                Ok((ended, claimed, rescued))
-            }
-
-            /// Sorts claimed jobs in claim order: priority, then `run_at`, then id.
-            fn claim_order(jobs: &mut [$crate::model::Job]) {
-                jobs.sort_by(|a, b| {
-                    b.priority
-                        .cmp(&a.priority)
-                        .then(a.run_at.cmp(&b.run_at))
-                        .then(a.id.cmp(&b.id))
-                });
-            }
-
-            /// [`rescue`](Self::rescue) in a transaction of its own; how many jobs it moved.
-            pub(crate) async fn rescue_expired(&self, now: i64) -> $crate::Result<usize> {
-                let mut tx = self.begin().await?;
-                let rescued = Self::rescue(&mut tx, now).await?;
-                tx.commit().await?;
-                Ok(rescued)
-            }
-
-            /// Returns the jobs of workers whose lease expired to the queue (or dead-letters
-            /// them when that was their last attempt), and moves their runs to match; how
-            /// many jobs it moved.
-            async fn rescue(
-                tx: &mut Tx,
-                now: i64,
-            ) -> $crate::Result<usize> {
-                // The error is read decoded and bound through `Text` (it names the worker).
-                let rescued: Vec<(String, String, $crate::text::DbOptText)> =
-                    sqlx::query_as(settle_sql!("rescue_expired"))
-                        .bind(now)
-                        .fetch_all(&mut **tx)
-                        .await?;
-                for (run_id, job_status, error) in &rescued {
-                    let (status, finished) = $crate::store::run_after_rescue(job_status, now);
-                    Self::set_run(
-                        &mut **tx,
-                        run_id,
-                        $crate::store::RunUpdate {
-                            status,
-                            result: None,
-                            error: finished.and(error.0.as_deref()),
-                            finished_at: finished,
-                        },
-                        now,
-                    )
-                    .await?;
-                }
-                Ok(rescued.len())
-            }
-
-            /// Claims up to `limit` due jobs in `tx` (see `Store::claim`); their runs are
-            /// marked running.
-            async fn claim_in(
-                &self,
-                tx: &mut Tx,
-                worker: &str,
-                lanes: Option<&[String]>,
-                limit: i64,
-                lease_ms: i64,
-                now: i64,
-            ) -> $crate::Result<Vec<$crate::model::Job>> {
-                let (claim_sql, lanes) = Self::claim_statement(lanes);
-                // The claim statement marks the runs of jobs without a concurrency key running
-                // where the backend can do that in the same statement (see `MARKS_PLAIN_RUNS`).
-                let claimed: Vec<$crate::model::Job> = sqlx::query_as(claim_sql)
-                    .bind(now)
-                    .bind(worker)
-                    .bind(lease_ms)
-                    .bind(lanes)
-                    .bind(limit)
-                    .fetch_all(&mut **tx)
-                    .await?;
-                let mut jobs = Vec::with_capacity(claimed.len());
-                let mut keys_taken = std::collections::HashSet::new();
-                let mut keyed: Vec<$crate::model::Job> = Vec::new();
-                for job in claimed {
-                    match &job.concurrency_key {
-                        None => jobs.push(job),
-                        Some(key) if keys_taken.insert(key.clone()) => keyed.push(job),
-                        Some(_) => Self::give_back(&mut **tx, job.id, now).await?,
-                    }
-                }
-                let plain = jobs.len();
-                // One running job per key: take each key without waiting, then check that no
-                // other running job holds it (a concurrent claim may have committed one).
-                keyed.sort_by(|a, b| a.concurrency_key.cmp(&b.concurrency_key));
-                for job in keyed {
-                    let key = job.concurrency_key.as_deref().unwrap_or_default();
-                    let locked: bool = sqlx::query_scalar(settle_sql!("try_lock_key"))
-                        .bind($crate::text::Text(key))
-                        .fetch_one(&mut **tx)
-                        .await?;
-                    let holder: Option<i64> = if locked {
-                        sqlx::query_scalar(settle_sql!("key_holder"))
-                            .bind($crate::text::Text(key))
-                            .bind(job.id)
-                            .fetch_optional(&mut **tx)
-                            .await?
-                    } else {
-                        None
-                    };
-                    if locked && holder.is_none() {
-                        jobs.push(job);
-                    } else {
-                        Self::give_back(&mut **tx, job.id, now).await?;
-                    }
-                }
-                let marked = if Self::MARKS_PLAIN_RUNS { plain } else { 0 };
-                let to_mark: Vec<&str> = jobs[marked..].iter().map(|j| j.run_id.as_str()).collect();
-                if !to_mark.is_empty() {
-                    Self::mark_runs_running(tx, &to_mark, now).await?;
-                }
-                Ok(jobs)
-            }
-
-        }
-    };
+/// What the backend side of a settle did.
+#[derive(Debug)]
+pub(crate) struct SettleOutcome {
+    /// Per end, in order: `Some(keyed)` when the lease held and the job and run ended
+    /// (`keyed`: the job held a concurrency key), `None` when the lease was lost and nothing
+    /// of that job changed.
+    pub ended: Vec<Option<bool>>,
+    /// The jobs claimed per request, each list in claim order.
+    pub claimed: Vec<Vec<Job>>,
+    /// Whether expired leases were rescued.
+    pub rescued: bool,
 }
 
-pub(crate) use settle_operations;
+/// Ends the jobs in `done` and claims for each request in `claims` (lanes, limit), all in one
+/// transaction: one commit (one fsync on SQLite) for a whole batch of acks and the claims that
+/// refill their slots. Each end is fenced by its own token. A database error rolls back
+/// everything.
+///
+/// Expired leases are rescued first on the transactional path; a backend with a
+/// one-statement path ([`QueuePaths::settle_fast`]) takes that unless `rescue_due`.
+pub(crate) async fn settle<B: QueuePaths>(
+    b: &B,
+    done: &[JobEnd<'_>],
+    worker: &str,
+    claims: &[ClaimRow<'_>],
+    rescue_due: bool,
+    now: Millis,
+) -> Result<SettleOutcome> {
+    let mut done = done;
+    let mut ended_first = None;
+    if !rescue_due && claims.len() <= 1 {
+        let claim = claims.first().copied().unwrap_or(ClaimRow {
+            worker,
+            lanes: None,
+            limit: 0,
+            lease_ms: 1,
+            now,
+        });
+        match b.settle_fast(done, claim).await? {
+            Some(FastSettle {
+                ended,
+                claimed: Some(mut jobs),
+            }) => {
+                claim_order(&mut jobs);
+                let claimed = if claims.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![jobs]
+                };
+                return Ok(SettleOutcome {
+                    ended,
+                    claimed,
+                    rescued: false,
+                });
+            }
+            // A keyed job was due: the ends are written; claim on the general path.
+            Some(FastSettle {
+                ended,
+                claimed: None,
+            }) => {
+                ended_first = Some(ended);
+                done = &[];
+            }
+            None => {}
+        }
+    }
+    let general = settle_in_transaction(b, done, claims, now).await;
+    match (ended_first, general) {
+        (None, general) => general,
+        (Some(ended), Ok(general)) => Ok(SettleOutcome { ended, ..general }),
+        (Some(ended), Err(e)) => {
+            // The ends are durable already; report them, and leave the claim to the
+            // caller's next try.
+            tracing::warn!(error = %e, "claiming after a batch of ends failed");
+            Ok(SettleOutcome {
+                ended,
+                claimed: claims.iter().map(|_| Vec::new()).collect(),
+                rescued: false,
+            })
+        }
+    }
+}
+
+/// The transactional path of [`settle`]: the ends, a rescue of expired leases when claiming,
+/// and the claims, in one transaction.
+async fn settle_in_transaction<B: QueuePaths>(
+    b: &B,
+    done: &[JobEnd<'_>],
+    claims: &[ClaimRow<'_>],
+    now: Millis,
+) -> Result<SettleOutcome> {
+    let mut tx = b.begin_claiming().await?;
+    let ended = B::finish_batch(&mut tx, done, now).await?;
+    if ended.contains(&Some(true)) {
+        // Jobs waiting for a key may run now.
+        b.notify_enqueued(&mut tx, "").await?;
+    }
+    let rescued = claims.iter().any(|c| c.limit > 0);
+    if rescued {
+        rescue::<B>(&mut tx, now).await?;
+    }
+    let mut claimed = Vec::with_capacity(claims.len());
+    for claim in claims {
+        let mut jobs = if claim.limit > 0 {
+            claim_in::<B>(&mut tx, *claim).await?
+        } else {
+            Vec::new()
+        };
+        claim_order(&mut jobs);
+        claimed.push(jobs);
+    }
+    B::commit(tx).await?;
+    Ok(SettleOutcome {
+        ended,
+        claimed,
+        rescued,
+    })
+}
+
+/// Sorts claimed jobs in claim order: priority, then `run_at`, then id.
+fn claim_order(jobs: &mut [Job]) {
+    jobs.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.run_at.cmp(&b.run_at))
+            .then(a.id.cmp(&b.id))
+    });
+}
+
+/// [`rescue`] in a transaction of its own; how many jobs it moved.
+pub(crate) async fn rescue_expired<B: QueueStatements>(b: &B, now: Millis) -> Result<usize> {
+    let mut tx = b.begin().await?;
+    let rescued = rescue::<B>(&mut tx, now).await?;
+    B::commit(tx).await?;
+    Ok(rescued)
+}
+
+/// Returns the jobs of workers whose lease expired to the queue (or dead-letters them when
+/// that was their last attempt), and moves their runs to match; how many jobs it moved.
+async fn rescue<B: QueueStatements>(c: &mut Conn<B>, now: Millis) -> Result<usize> {
+    let rescued = B::rescue_expired(c, now).await?;
+    for job in &rescued {
+        let (status, finished) = run_after_rescue(job.status, now);
+        let update = RunUpdate {
+            status,
+            result: None,
+            error: finished.and(job.error.as_deref()),
+            finished_at: finished,
+        };
+        queue::set_run::<B>(c, &job.run_id, update, now).await?;
+    }
+    Ok(rescued.len())
+}
+
+/// What a claim does with the jobs its statement returned: jobs without a concurrency key
+/// run; of the keyed ones, the first of each key is a candidate, the rest go back.
+fn split_claimed(claimed: Vec<Job>) -> (Vec<Job>, Vec<Job>, Vec<Job>) {
+    let mut plain = Vec::with_capacity(claimed.len());
+    let mut keyed = Vec::new();
+    let mut back = Vec::new();
+    let mut keys_taken = std::collections::HashSet::new();
+    for job in claimed {
+        match &job.concurrency_key {
+            None => plain.push(job),
+            Some(key) if keys_taken.insert(key.clone()) => keyed.push(job),
+            Some(_) => back.push(job),
+        }
+    }
+    // Keys are taken in one order by every claimer.
+    keyed.sort_by(|a, b| a.concurrency_key.cmp(&b.concurrency_key));
+    (plain, keyed, back)
+}
+
+/// Claims in `tx` (see `Store::claim`); the runs of the claimed jobs are marked running.
+async fn claim_in<B: QueuePaths>(tx: &mut B::Tx, claim: ClaimRow<'_>) -> Result<Vec<Job>> {
+    // The claim statement marks the runs of jobs without a concurrency key running where
+    // the backend can do that in the same statement (see `MARKS_PLAIN_RUNS`).
+    let (mut jobs, keyed, back) = split_claimed(B::claim(tx, claim).await?);
+    for job in back {
+        B::give_back(tx, job.id, claim.now).await?;
+    }
+    let plain = jobs.len();
+    // One running job per key: take each key without waiting, then check that no other
+    // running job holds it (a concurrent claim may have committed one).
+    for job in keyed {
+        let key = job.concurrency_key.as_deref().unwrap_or_default();
+        let free =
+            B::try_lock_key(tx, key).await? && B::key_holder(tx, key, job.id).await?.is_none();
+        if free {
+            jobs.push(job);
+        } else {
+            B::give_back(tx, job.id, claim.now).await?;
+        }
+    }
+    let marked = if B::MARKS_PLAIN_RUNS { plain } else { 0 };
+    let to_mark: Vec<&str> = jobs[marked..].iter().map(|j| j.run_id.as_str()).collect();
+    if !to_mark.is_empty() {
+        B::mark_runs_running(tx, &to_mark, claim.now).await?;
+    }
+    Ok(jobs)
+}

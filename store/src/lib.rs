@@ -37,6 +37,7 @@ pub mod migrate;
 pub mod model;
 pub mod notifications;
 mod postgres;
+mod queue;
 pub mod schedules;
 mod sqlite;
 pub mod states;

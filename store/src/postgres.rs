@@ -11,7 +11,10 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, Postgres, Transaction};
 
+use crate::backend::Backend;
 use crate::config::{StoreConfig, redact_url};
+use crate::model::Job;
+use crate::queue::{ClaimRow, FastSettle, JobEnd, QueuePaths, RunRow};
 use crate::text::Text;
 use crate::warm::{PING_AFTER, Warm};
 use crate::{Error, Result};
@@ -69,6 +72,49 @@ pub(crate) struct PgBackend {
     warm: Arc<Warm>,
     channel: String,
     schema: Option<String>,
+}
+
+impl Backend for PgBackend {
+    type Db = Postgres;
+    type Writer = PoolConnection<Postgres>;
+    type Reader = PoolConnection<Postgres>;
+    type Tx = Tx;
+
+    /// A pooled connection to write on.
+    async fn writer(&self) -> Result<PoolConnection<Postgres>> {
+        Ok(self.pool.acquire().await?)
+    }
+
+    /// A pooled connection to read on (the same pool).
+    async fn reader(&self) -> Result<PoolConnection<Postgres>> {
+        Ok(self.pool.acquire().await?)
+    }
+
+    async fn begin(&self) -> Result<Tx> {
+        self.begin_with("BEGIN").await
+    }
+
+    /// A transaction that claims jobs, planned as [`CLAIM_PLANNER_SETTINGS`] says.
+    async fn begin_claiming(&self) -> Result<Tx> {
+        self.begin_with(BEGIN_CLAIMING).await
+    }
+
+    async fn commit(tx: Tx) -> Result<()> {
+        Ok(tx.commit().await?)
+    }
+
+    async fn rollback(tx: Tx) -> Result<()> {
+        Ok(tx.rollback().await?)
+    }
+
+    async fn notify_enqueued(&self, tx: &mut Tx, lane: &str) -> Result<()> {
+        sqlx::query(include_str!("../sql/postgres/notify.sql"))
+            .bind(&self.channel)
+            .bind(lane)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
 }
 
 impl PgBackend {
@@ -150,16 +196,6 @@ impl PgBackend {
             .acquire_timeout(Duration::from_millis(config.connect_timeout_ms))
     }
 
-    /// A pooled connection to write on.
-    pub(crate) async fn writer(&self) -> Result<PoolConnection<Postgres>> {
-        Ok(self.pool.acquire().await?)
-    }
-
-    /// A pooled connection to read on (the same pool).
-    pub(crate) async fn reader(&self) -> Result<PoolConnection<Postgres>> {
-        Ok(self.pool.acquire().await?)
-    }
-
     /// The pool, for migrations.
     pub(crate) fn pool(&self) -> &PgPool {
         &self.pool
@@ -167,15 +203,6 @@ impl PgBackend {
 
     pub(crate) fn schema(&self) -> Option<&str> {
         self.schema.as_deref()
-    }
-
-    async fn begin(&self) -> Result<Tx> {
-        self.begin_with("BEGIN").await
-    }
-
-    /// A transaction that claims jobs, planned as [`CLAIM_PLANNER_SETTINGS`] says.
-    async fn begin_claiming(&self) -> Result<Tx> {
-        self.begin_with(BEGIN_CLAIMING).await
     }
 
     /// Begins a transaction with `statement` in a task of its own, so that a caller that goes
@@ -194,15 +221,6 @@ impl PgBackend {
             Error::Database(sqlx::Error::Io(std::io::Error::other(what)))
         })?;
         Ok(begun?)
-    }
-
-    async fn notify_enqueued(&self, tx: &mut Tx, lane: &str) -> Result<()> {
-        sqlx::query(include_str!("../sql/postgres/notify.sql"))
-            .bind(&self.channel)
-            .bind(lane)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
     }
 
     /// Forwards notifications on this schema's channel to `on_notify` until the task is
@@ -251,124 +269,66 @@ impl PgBackend {
         self.pool.close().await;
     }
 
+    /// `settle.sql` with nothing to end or claim, on the warm connection (see
+    /// [`Store::warm_up`](crate::Store::warm_up)).
+    pub(crate) async fn warm_up(&self, now: i64) -> Result<()> {
+        let claim = ClaimRow {
+            worker: "",
+            lanes: None,
+            limit: 0,
+            lease_ms: 1,
+            now,
+        };
+        self.fast_settle(&[], claim).await.map(|_| ())
+    }
+}
+
+impl QueuePaths for PgBackend {
+    /// claim.sql marks the runs of claimed jobs without a concurrency key running itself.
+    const MARKS_PLAIN_RUNS: bool = true;
+
     /// A run without a concurrency key, in one statement: the start job's id, or `None` when
     /// the run's idempotency key was taken.
-    async fn enqueue_plain(
-        &self,
-        run_id: &str,
-        new: &crate::model::NewRun,
-        notify: bool,
-        now: i64,
-    ) -> Result<Option<i64>> {
+    async fn enqueue_plain(&self, run: RunRow<'_>) -> Result<Option<i64>> {
+        let new = run.new;
         let job_id: Option<i64> =
             sqlx::query_scalar(include_str!("../sql/postgres/enqueue_plain.sql"))
-                .bind(run_id)
+                .bind(run.id)
                 .bind(&new.agent)
                 .bind(new.trigger.as_str())
                 .bind(Text(&new.input))
                 .bind(Text::opt(new.dedupe_key.as_deref()))
-                .bind(now)
+                .bind(run.now)
                 .bind(&new.job.lane)
                 .bind(new.job.priority)
-                .bind(new.job.run_at.unwrap_or(now))
+                .bind(new.job.run_at.unwrap_or(run.now))
                 .bind(new.job.max_attempts)
                 .bind(&self.channel)
-                .bind(notify)
+                .bind(run.notify)
                 .fetch_optional(&self.pool)
                 .await?;
         Ok(job_id)
     }
-    /// `settle.sql` with nothing to end or claim, on the warm connection (see
-    /// [`Store::warm_up`](crate::Store::warm_up)).
-    pub(crate) async fn warm_up(&self, now: i64) -> Result<()> {
-        self.settle_fast(&[], "", None, 1, now).await.map(|_| ())
-    }
 
-    /// claim.sql marks the runs of claimed jobs without a concurrency key running itself.
-    const MARKS_PLAIN_RUNS: bool = true;
-
-    /// The one-statement settle (`settle.sql`) on the warm connection: ends `done` and, when
-    /// `claim` is given, claims for it, in one round trip without an explicit transaction.
-    /// Returns the per-job end results and the claimed jobs, or `None` for the jobs when a
-    /// keyed job was due (the caller claims again on the transactional path); `None` when
-    /// the warm connection is not free (the caller takes the transactional path).
-    #[allow(clippy::type_complexity)]
+    /// The one-statement settle (`settle.sql`) on the warm connection: ends `done` and claims
+    /// for `claim` (nothing when its limit is 0), in one round trip without an explicit
+    /// transaction. `None` when the claim names lanes or the warm connection is not free (the
+    /// caller takes the transactional path).
     async fn settle_fast(
         &self,
-        done: &[(i64, i64, &crate::model::RunEnd)],
-        worker: &str,
-        claim: Option<(Option<&[String]>, i64)>,
-        lease_ms: i64,
-        now: i64,
-    ) -> Result<Option<(Vec<Option<bool>>, Option<Vec<crate::model::Job>>)>> {
-        use sqlx::{FromRow, Row};
-        let (lanes, limit) = claim.unwrap_or((None, 0));
-        if lanes.is_some() {
+        done: &[JobEnd<'_>],
+        claim: ClaimRow<'_>,
+    ) -> Result<Option<FastSettle>> {
+        if claim.lanes.is_some() {
             // Only claim_lane.sql walks one lane in order (see there).
             return Ok(None);
         }
-        // Without the warm connection (another caller holds it, or it cannot be opened),
-        // the caller takes the transactional path, which claims with the same settings.
-        let Some(mut warm) = self.warm.take().await else {
-            return Ok(None);
-        };
-        let ends = Ends::of(done);
-        let rows = sqlx::query(include_str!("../sql/postgres/settle.sql"))
-            .bind(&ends.ids)
-            .bind(&ends.tokens)
-            .bind(&ends.job_states)
-            .bind(&ends.job_errors)
-            .bind(&ends.statuses)
-            .bind(&ends.results)
-            .bind(&ends.errors)
-            .bind(now)
-            .bind(worker)
-            .bind(lease_ms)
-            .bind(limit)
-            .bind(&self.channel)
-            .fetch_all(warm.conn())
-            .await?;
-        warm.keep();
-        let first = rows
-            .first()
-            .ok_or_else(|| Error::Corrupt("settle returned no summary row".into()))?;
-        let ids: Option<Vec<i64>> = first.try_get("ended_ids")?;
-        let tokens: Option<Vec<i64>> = first.try_get("ended_tokens")?;
-        let won: std::collections::HashSet<(i64, i64)> = ids
-            .unwrap_or_default()
-            .into_iter()
-            .zip(tokens.unwrap_or_default())
-            .collect();
-        let keyed: bool = first.try_get("ended_keyed")?;
-        let keyed_seen: i64 = first.try_get("keyed_seen")?;
-        // Whether one particular end held a key does not matter to the caller beyond "some
-        // did" (it wakes local workers), so every won end reports the batch's flag.
-        let ended = ends
-            .ids
-            .iter()
-            .zip(&ends.tokens)
-            .map(|(id, token)| won.contains(&(*id, *token)).then_some(keyed))
-            .collect();
-        if keyed_seen > 0 {
-            return Ok(Some((ended, None)));
-        }
-        let mut jobs = Vec::with_capacity(rows.len());
-        for row in &rows {
-            if row.try_get::<Option<i64>, _>("id")?.is_some() {
-                jobs.push(crate::model::Job::from_row(row)?);
-            }
-        }
-        Ok(Some((ended, Some(jobs))))
+        self.fast_settle(done, claim).await
     }
 
     /// Ends a batch of leased jobs in one statement (see `finish_jobs.sql`): per job,
     /// `Some(keyed)` when its lease held, `None` when it was lost.
-    async fn finish_batch(
-        &self,
-        tx: &mut Tx,
-        done: &[(i64, i64, &crate::model::RunEnd)],
-        now: i64,
-    ) -> Result<Vec<Option<bool>>> {
+    async fn finish_batch(tx: &mut Tx, done: &[JobEnd<'_>], now: i64) -> Result<Vec<Option<bool>>> {
         if done.is_empty() {
             return Ok(Vec::new());
         }
@@ -397,9 +357,34 @@ impl PgBackend {
             .collect())
     }
 
-    /// The claim statement and its lane parameter (`$4`): `claim_lane.sql` and the lane's name
-    /// for one lane (what a pool's reserved slots ask for; it walks `jobs_claim_lane`),
-    /// `claim.sql` and a JSON array for several, or NULL for every lane.
+    /// `claim_lane.sql` and the lane's name for one lane (what a pool's reserved slots ask
+    /// for; it walks `jobs_claim_lane`), `claim.sql` and a JSON array for several, or NULL for
+    /// every lane; the lanes bound as `$4`.
+    async fn claim(tx: &mut Tx, claim: ClaimRow<'_>) -> Result<Vec<Job>> {
+        let (statement, lanes) = PgBackend::claim_statement(claim.lanes);
+        Ok(sqlx::query_as(statement)
+            .bind(claim.now)
+            .bind(claim.worker)
+            .bind(claim.lease_ms)
+            .bind(lanes)
+            .bind(claim.limit)
+            .fetch_all(&mut **tx)
+            .await?)
+    }
+
+    /// Marks the runs of claimed jobs running, in one statement.
+    async fn mark_runs_running(tx: &mut Tx, run_ids: &[&str], now: i64) -> Result<()> {
+        sqlx::query(include_str!("../sql/postgres/mark_runs_running.sql"))
+            .bind(now)
+            .bind(run_ids)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+}
+
+impl PgBackend {
+    /// The claim statement for `lanes` and its lane parameter (see [`QueuePaths::claim`]).
     fn claim_statement(lanes: Option<&[String]>) -> (&'static str, Option<String>) {
         match lanes {
             Some([lane]) => (
@@ -413,14 +398,72 @@ impl PgBackend {
         }
     }
 
-    /// Marks the runs of claimed jobs running, in one statement.
-    async fn mark_runs_running(tx: &mut Tx, run_ids: &[&str], now: i64) -> Result<()> {
-        sqlx::query(include_str!("../sql/postgres/mark_runs_running.sql"))
-            .bind(now)
-            .bind(run_ids)
-            .execute(&mut **tx)
+    /// `settle.sql` on the warm connection (see [`QueuePaths::settle_fast`]); `None` when the
+    /// warm connection is not free.
+    async fn fast_settle(
+        &self,
+        done: &[JobEnd<'_>],
+        claim: ClaimRow<'_>,
+    ) -> Result<Option<FastSettle>> {
+        use sqlx::{FromRow, Row};
+        // Without the warm connection (another caller holds it, or it cannot be opened),
+        // the caller takes the transactional path, which claims with the same settings.
+        let Some(mut warm) = self.warm.take().await else {
+            return Ok(None);
+        };
+        let ends = Ends::of(done);
+        let rows = sqlx::query(include_str!("../sql/postgres/settle.sql"))
+            .bind(&ends.ids)
+            .bind(&ends.tokens)
+            .bind(&ends.job_states)
+            .bind(&ends.job_errors)
+            .bind(&ends.statuses)
+            .bind(&ends.results)
+            .bind(&ends.errors)
+            .bind(claim.now)
+            .bind(claim.worker)
+            .bind(claim.lease_ms)
+            .bind(claim.limit)
+            .bind(&self.channel)
+            .fetch_all(warm.conn())
             .await?;
-        Ok(())
+        warm.keep();
+        let first = rows
+            .first()
+            .ok_or_else(|| Error::Corrupt("settle returned no summary row".into()))?;
+        let ids: Option<Vec<i64>> = first.try_get("ended_ids")?;
+        let tokens: Option<Vec<i64>> = first.try_get("ended_tokens")?;
+        let won: std::collections::HashSet<(i64, i64)> = ids
+            .unwrap_or_default()
+            .into_iter()
+            .zip(tokens.unwrap_or_default())
+            .collect();
+        let keyed: bool = first.try_get("ended_keyed")?;
+        let keyed_seen: i64 = first.try_get("keyed_seen")?;
+        // Whether one particular end held a key does not matter to the caller beyond "some
+        // did" (it wakes local workers), so every won end reports the batch's flag.
+        let ended = ends
+            .ids
+            .iter()
+            .zip(&ends.tokens)
+            .map(|(id, token)| won.contains(&(*id, *token)).then_some(keyed))
+            .collect();
+        if keyed_seen > 0 {
+            return Ok(Some(FastSettle {
+                ended,
+                claimed: None,
+            }));
+        }
+        let mut jobs = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if row.try_get::<Option<i64>, _>("id")?.is_some() {
+                jobs.push(Job::from_row(row)?);
+            }
+        }
+        Ok(Some(FastSettle {
+            ended,
+            claimed: Some(jobs),
+        }))
     }
 }
 
@@ -436,11 +479,11 @@ struct Ends<'a> {
 }
 
 impl<'a> Ends<'a> {
-    fn of(done: &[(i64, i64, &'a crate::model::RunEnd)]) -> Self {
-        let ends = || done.iter().map(|(_, _, e)| *e);
+    fn of(done: &[JobEnd<'a>]) -> Self {
+        let ends = || done.iter().map(|d| d.end);
         Self {
-            ids: done.iter().map(|(id, _, _)| *id).collect(),
-            tokens: done.iter().map(|(_, token, _)| *token).collect(),
+            ids: done.iter().map(|d| d.job_id).collect(),
+            tokens: done.iter().map(|d| d.token).collect(),
             job_states: ends().map(|e| e.job_state().as_str()).collect(),
             job_errors: ends().map(|e| Text::opt(e.job_error())).collect(),
             statuses: ends().map(|e| e.run_status().as_str()).collect(),
@@ -450,9 +493,8 @@ impl<'a> Ends<'a> {
     }
 }
 
-crate::backend::queue_operations!(PgBackend, Postgres, "postgres");
-crate::batch::settle_operations!(PgBackend, Postgres, "postgres");
-crate::wakeups::wakeup_operations!(PgBackend, "postgres");
+crate::queue::queue_statements!(PgBackend, "postgres");
+crate::wakeups::wakeup_statements!(PgBackend, "postgres");
 crate::approvals::approval_operations!(PgBackend, "postgres");
 crate::tasks::task_operations!(PgBackend, "postgres");
 crate::schedules::schedule_operations!(PgBackend, "postgres");

@@ -11,7 +11,10 @@ use sqlx::sqlite::{
 };
 use sqlx::{ConnectOptions, Sqlite};
 
+use crate::backend::Backend;
 use crate::config::{StoreConfig, Synchronous};
+use crate::model::Job;
+use crate::queue::{ClaimRow, FastSettle, JobEnd, QueuePaths, RunRow};
 use crate::writer::{Held, Read, WriteTx, Writer};
 use crate::{Error, Result};
 
@@ -24,8 +27,48 @@ pub(crate) struct SqliteBackend {
     reader: Option<SqlitePool>,
 }
 
-/// A write transaction (see [`Writer::begin`]).
-pub(crate) type Tx = WriteTx;
+impl Backend for SqliteBackend {
+    type Db = Sqlite;
+    type Writer = Held;
+    type Reader = Read;
+    type Tx = WriteTx;
+
+    /// The writing connection, once free (see [`Writer::lock`]).
+    async fn writer(&self) -> Result<Held> {
+        self.writer.lock().await
+    }
+
+    /// A connection to read on.
+    async fn reader(&self) -> Result<Read> {
+        match &self.reader {
+            Some(pool) => Ok(Read::Pool(pool.acquire().await?)),
+            None => Ok(Read::Writer(self.writer.lock().await?)),
+        }
+    }
+
+    async fn begin(&self) -> Result<WriteTx> {
+        self.writer.begin().await
+    }
+
+    /// A transaction that claims jobs: as any other (SQLite's claim statements name their
+    /// index).
+    async fn begin_claiming(&self) -> Result<WriteTx> {
+        self.writer.begin().await
+    }
+
+    async fn commit(tx: WriteTx) -> Result<()> {
+        Ok(tx.commit().await?)
+    }
+
+    async fn rollback(tx: WriteTx) -> Result<()> {
+        Ok(tx.rollback().await?)
+    }
+
+    /// SQLite wakes workers in-process only (see `Store::wake`); nothing to do in SQL.
+    async fn notify_enqueued(&self, _tx: &mut WriteTx, _lane: &str) -> Result<()> {
+        Ok(())
+    }
+}
 
 impl SqliteBackend {
     pub(crate) async fn connect(config: &StoreConfig) -> Result<Self> {
@@ -83,76 +126,66 @@ impl SqliteBackend {
         Ok(Self { writer, reader })
     }
 
-    /// The writing connection, once free (see [`Writer::lock`]).
-    pub(crate) async fn writer(&self) -> Result<Held> {
-        self.writer.lock().await
-    }
-
-    /// A connection to read on.
-    pub(crate) async fn reader(&self) -> Result<Read> {
-        match &self.reader {
-            Some(pool) => Ok(Read::Pool(pool.acquire().await?)),
-            None => Ok(Read::Writer(self.writer.lock().await?)),
+    pub(crate) async fn close(&self) {
+        self.writer.close().await;
+        if let Some(reader) = &self.reader {
+            reader.close().await;
         }
     }
+}
 
-    async fn begin(&self) -> Result<Tx> {
-        self.writer.begin().await
+/// `PRAGMA cache_size` for `database.cache_mib`: a negative value is a size in KiB.
+impl SqliteBackend {
+    /// The claim statement for `lanes` and its lane parameter (see [`QueuePaths::claim`]).
+    fn claim_statement(lanes: Option<&[String]>) -> (&'static str, Option<String>) {
+        match lanes {
+            None => (include_str!("../sql/sqlite/claim.sql"), None),
+            Some([lane]) => (
+                include_str!("../sql/sqlite/claim_lane.sql"),
+                Some(lane.clone()),
+            ),
+            Some(lanes) => (
+                include_str!("../sql/sqlite/claim_lanes.sql"),
+                Some(serde_json::to_string(lanes).expect("lane names serialise")),
+            ),
+        }
     }
+}
 
-    /// A transaction that claims jobs: as any other (SQLite's claim statements name their
-    /// index).
-    async fn begin_claiming(&self) -> Result<Tx> {
-        self.begin().await
-    }
-
-    /// SQLite wakes workers in-process only (see `Store::wake`); nothing to do in SQL.
-    async fn notify_enqueued(&self, _tx: &mut Tx, _lane: &str) -> Result<()> {
-        Ok(())
-    }
+impl QueuePaths for SqliteBackend {
+    /// The runs of claimed jobs are marked running one statement each (cheap in-process).
+    const MARKS_PLAIN_RUNS: bool = false;
 
     /// A run without a concurrency key, in one statement and one round trip (the view
     /// `enqueue_start`'s trigger; SQLite has no writing CTEs): the start job's id, or `None`
     /// when the run's idempotency key was taken.
-    async fn enqueue_plain(
-        &self,
-        run_id: &str,
-        new: &crate::model::NewRun,
-        notify: bool,
-        now: i64,
-    ) -> Result<Option<i64>> {
+    async fn enqueue_plain(&self, run: RunRow<'_>) -> Result<Option<i64>> {
+        let new = run.new;
         let job_id: Option<i64> =
             sqlx::query_scalar(include_str!("../sql/sqlite/enqueue_plain.sql"))
-                .bind(run_id)
+                .bind(run.id)
                 .bind(&new.agent)
                 .bind(new.trigger.as_str())
                 .bind(&new.input)
                 .bind(&new.dedupe_key)
-                .bind(now)
+                .bind(run.now)
                 .bind(&new.job.lane)
                 .bind(new.job.priority)
-                .bind(new.job.run_at.unwrap_or(now))
+                .bind(new.job.run_at.unwrap_or(run.now))
                 .bind(new.job.max_attempts)
-                .bind(notify)
+                .bind(run.notify)
                 .fetch_optional(&mut *self.writer().await?)
                 .await?;
         Ok(job_id)
     }
 
-    /// The runs of claimed jobs are marked running one statement each (cheap in-process).
-    const MARKS_PLAIN_RUNS: bool = false;
-
     /// SQLite has no writing CTEs, and its statements are in-process and cheap: every settle
     /// takes the transactional path.
-    #[allow(clippy::type_complexity)]
     async fn settle_fast(
         &self,
-        _done: &[(i64, i64, &crate::model::RunEnd)],
-        _worker: &str,
-        _claim: Option<(Option<&[String]>, i64)>,
-        _lease_ms: i64,
-        _now: i64,
-    ) -> Result<Option<(Vec<Option<bool>>, Option<Vec<crate::model::Job>>)>> {
+        _done: &[JobEnd<'_>],
+        _claim: ClaimRow<'_>,
+    ) -> Result<Option<FastSettle>> {
         Ok(None)
     }
 
@@ -162,9 +195,8 @@ impl SqliteBackend {
     /// takes two instead of eight. Per job: `Some(keyed)` when it ended, `None` when its
     /// lease was lost.
     async fn finish_batch(
-        &self,
-        tx: &mut Tx,
-        done: &[(i64, i64, &crate::model::RunEnd)],
+        tx: &mut WriteTx,
+        done: &[JobEnd<'_>],
         now: i64,
     ) -> Result<Vec<Option<bool>>> {
         if done.is_empty() {
@@ -172,7 +204,14 @@ impl SqliteBackend {
         }
         let jobs: Vec<(i64, i64, &str, Option<&str>)> = done
             .iter()
-            .map(|(id, token, end)| (*id, *token, end.job_state().as_str(), end.job_error()))
+            .map(|d| {
+                (
+                    d.job_id,
+                    d.token,
+                    d.end.job_state().as_str(),
+                    d.end.job_error(),
+                )
+            })
             .collect();
         let jobs = serde_json::to_string(&jobs).expect("job ends serialise");
         let rows: Vec<(i64, i64, String, bool)> =
@@ -190,17 +229,17 @@ impl SqliteBackend {
         let mut runs = Vec::new();
         let mut seen = std::collections::HashSet::new();
         let mut ended = Vec::with_capacity(done.len());
-        for (id, token, end) in done {
-            let Some((run_id, keyed)) = won.get(&(*id, *token)) else {
+        for d in done {
+            let Some((run_id, keyed)) = won.get(&(d.job_id, d.token)) else {
                 ended.push(None);
                 continue;
             };
             if seen.insert(run_id.as_str()) {
                 runs.push((
                     run_id.as_str(),
-                    end.run_status().as_str(),
-                    end.result(),
-                    end.error(),
+                    d.end.run_status().as_str(),
+                    d.end.result(),
+                    d.end.error(),
                 ));
             }
             ended.push(Some(*keyed));
@@ -216,26 +255,24 @@ impl SqliteBackend {
         Ok(ended)
     }
 
-    /// The claim statement and its lane parameter (`?4`): `claim.sql` for every lane,
-    /// `claim_lane.sql` and the lane's name for one lane (what a pool's reserved slots ask
-    /// for), `claim_lanes.sql` and a JSON array for several. The first two walk an index in
-    /// claim order and stop at the limit (see claim.sql for why they are separate).
-    fn claim_statement(lanes: Option<&[String]>) -> (&'static str, Option<String>) {
-        match lanes {
-            None => (include_str!("../sql/sqlite/claim.sql"), None),
-            Some([lane]) => (
-                include_str!("../sql/sqlite/claim_lane.sql"),
-                Some(lane.clone()),
-            ),
-            Some(lanes) => (
-                include_str!("../sql/sqlite/claim_lanes.sql"),
-                Some(serde_json::to_string(lanes).expect("lane names serialise")),
-            ),
-        }
+    /// `claim.sql` for every lane, `claim_lane.sql` and the lane's name for one lane (what a
+    /// pool's reserved slots ask for), `claim_lanes.sql` and a JSON array for several, the
+    /// lanes bound as `?4`. The first two walk an index in claim order and stop at the limit
+    /// (see claim.sql for why they are separate).
+    async fn claim(tx: &mut WriteTx, claim: ClaimRow<'_>) -> Result<Vec<Job>> {
+        let (statement, lanes) = SqliteBackend::claim_statement(claim.lanes);
+        Ok(sqlx::query_as(statement)
+            .bind(claim.now)
+            .bind(claim.worker)
+            .bind(claim.lease_ms)
+            .bind(lanes)
+            .bind(claim.limit)
+            .fetch_all(&mut **tx)
+            .await?)
     }
 
     /// Marks the runs of claimed jobs running, in one statement.
-    async fn mark_runs_running(tx: &mut Tx, run_ids: &[&str], now: i64) -> Result<()> {
+    async fn mark_runs_running(tx: &mut WriteTx, run_ids: &[&str], now: i64) -> Result<()> {
         let ids = serde_json::to_string(run_ids).expect("run ids serialise");
         sqlx::query(include_str!("../sql/sqlite/mark_runs_running.sql"))
             .bind(now)
@@ -244,16 +281,8 @@ impl SqliteBackend {
             .await?;
         Ok(())
     }
-
-    pub(crate) async fn close(&self) {
-        self.writer.close().await;
-        if let Some(reader) = &self.reader {
-            reader.close().await;
-        }
-    }
 }
 
-/// `PRAGMA cache_size` for `database.cache_mib`: a negative value is a size in KiB.
 fn cache_size_pragma(config: &StoreConfig) -> String {
     let mib = config.cache_mib.unwrap_or(crate::config::DEFAULT_CACHE_MIB);
     format!("-{}", u64::from(mib) * 1024)
@@ -263,9 +292,8 @@ fn is_locked(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("5" | "6")))
 }
 
-crate::backend::queue_operations!(SqliteBackend, Sqlite, "sqlite");
-crate::batch::settle_operations!(SqliteBackend, Sqlite, "sqlite");
-crate::wakeups::wakeup_operations!(SqliteBackend, "sqlite");
+crate::queue::queue_statements!(SqliteBackend, "sqlite");
+crate::wakeups::wakeup_statements!(SqliteBackend, "sqlite");
 crate::approvals::approval_operations!(SqliteBackend, "sqlite");
 crate::tasks::task_operations!(SqliteBackend, "sqlite");
 crate::schedules::schedule_operations!(SqliteBackend, "sqlite");
@@ -344,8 +372,7 @@ mod tests {
         let (backend, dir) = migrated("claim-plan").await;
         for i in 0..50 {
             let new = crate::model::NewRun::new("agent", "p");
-            backend
-                .enqueue_run(&format!("run-{i}"), &new, false, 1)
+            crate::queue::enqueue_run(&backend, &format!("run-{i}"), &new, false, 1)
                 .await
                 .unwrap();
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::backend::Backend as _;
 use crate::backoff::Backoff;
 use crate::batch::ClaimRequest;
 use crate::clock::{Clock, Millis, duration_millis};
@@ -20,8 +21,10 @@ use crate::model::{
     RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
 };
 use crate::postgres::PgBackend;
+use crate::queue::lease::{self, Parking};
+use crate::queue::{self, CheckpointRow, EventRow, LeaseProbe, RetryRow};
 use crate::sqlite::SqliteBackend;
-use crate::states::RunStatus;
+use crate::states::{JobState, RunStatus};
 use crate::{Error, Result};
 
 #[derive(Debug)]
@@ -187,7 +190,7 @@ impl Store {
         let run_id = uuid::Uuid::now_v7().to_string();
         let now = self.now();
         let notify = self.notifies(&new.agent);
-        let enqueued = dispatch!(self, b => b.enqueue_run(&run_id, new, notify, now))?;
+        let enqueued = dispatch!(self, b => queue::enqueue_run(b, &run_id, new, notify, now))?;
         if !enqueued.duplicate {
             self.wake();
         }
@@ -198,7 +201,7 @@ impl Store {
     pub async fn enqueue_resume(&self, new: &NewResume) -> Result<Enqueued> {
         validate_job_options(&new.job)?;
         let now = self.now();
-        let enqueued = dispatch!(self, b => b.enqueue_resume(new, now))?;
+        let enqueued = dispatch!(self, b => queue::enqueue_resume(b, new, now))?;
         if !enqueued.duplicate {
             self.wake();
         }
@@ -208,7 +211,7 @@ impl Store {
     /// The newest unfinished run (queued, running, waiting or awaiting approval) whose
     /// concurrency key is `key`.
     pub async fn active_run_by_concurrency_key(&self, key: &str) -> Result<Option<Run>> {
-        dispatch!(self, b => b.active_run_by_concurrency_key(key))
+        dispatch!(self, b => queue::active_run_by_concurrency_key(b, key))
     }
 
     /// Claims up to `limit` due jobs for `worker`, in priority, `run_at` and id order,
@@ -243,65 +246,64 @@ impl Store {
     /// worker sees the request at its next heartbeat.
     pub async fn cancel_run(&self, run_id: &str) -> Result<CancelOutcome> {
         let now = self.now();
-        dispatch!(self, b => b.cancel_run(run_id, now))
+        dispatch!(self, b => queue::cancel_run(b, run_id, now))
     }
 
     /// A run by id.
     pub async fn run(&self, id: &str) -> Result<Option<Run>> {
-        dispatch!(self, b => b.run(id))
+        dispatch!(self, b => queue::run(b, id))
     }
 
     /// Runs, newest first, optionally only those in `status`; at most `limit` (1-1000).
     pub async fn list_runs(&self, status: Option<RunStatus>, limit: i64) -> Result<Vec<Run>> {
         let limit = limit.clamp(1, 1000);
-        let status = status.map(RunStatus::as_str);
-        dispatch!(self, b => b.list_runs(status, limit))
+        dispatch!(self, b => queue::list_runs(b, status, limit))
     }
 
     /// A job by id.
     pub async fn job(&self, id: i64) -> Result<Option<Job>> {
-        dispatch!(self, b => b.job(id))
+        dispatch!(self, b => queue::job(b, id))
     }
 
     /// The jobs of a run, oldest first.
     pub async fn jobs_of_run(&self, run_id: &str) -> Result<Vec<Job>> {
-        dispatch!(self, b => b.jobs_of_run(run_id))
+        dispatch!(self, b => queue::jobs_of_run(b, run_id))
     }
 
     /// A run's events with `seq > after_seq`, in order.
     pub async fn events(&self, run_id: &str, after_seq: i64) -> Result<Vec<Event>> {
-        dispatch!(self, b => b.events_after(run_id, after_seq))
+        dispatch!(self, b => queue::events_after(b, run_id, after_seq))
     }
 
     /// A run's newest checkpoint.
     pub async fn latest_checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>> {
-        dispatch!(self, b => b.latest_checkpoint(run_id))
+        dispatch!(self, b => queue::latest_checkpoint(b, run_id))
     }
 
     /// How many jobs are in each state (states with none are left out).
     pub async fn job_counts(&self) -> Result<Vec<(String, i64)>> {
-        dispatch!(self, b => b.job_counts())
+        dispatch!(self, b => queue::job_counts(b))
     }
 
     /// The earliest `run_at` of any queued job, if there is one.
     pub async fn next_due(&self) -> Result<Option<Millis>> {
-        dispatch!(self, b => b.next_due())
+        dispatch!(self, b => queue::next_due(b))
     }
 
     /// Records (or refreshes) a worker process.
     pub async fn register_worker(&self, id: &str, host: &str, pid: u32) -> Result<()> {
         let now = self.now();
-        dispatch!(self, b => b.upsert_worker(id, host, i64::from(pid), now))
+        dispatch!(self, b => queue::upsert_worker(b, id, host, i64::from(pid), now))
     }
 
     /// Forgets a worker process (on clean shutdown).
     pub async fn remove_worker(&self, id: &str) -> Result<()> {
-        dispatch!(self, b => b.remove_worker(id))
+        dispatch!(self, b => queue::remove_worker(b, id))
     }
 
     /// The registered workers.
     pub async fn workers(&self) -> Result<Vec<WorkerRow>> {
-        dispatch!(self, b => b.workers())
+        dispatch!(self, b => queue::workers(b))
     }
 
     /// Closes the connection pools.
@@ -352,14 +354,14 @@ impl LeasedJob {
         let s = &self.store;
         let now = s.now();
         let ms = duration_millis(lease).max(1);
-        dispatch!(s, b => b.heartbeat(self.job.id, self.token, ms, now))
+        dispatch!(s, b => lease::heartbeat(b, self.job.id, self.token, ms, now))
     }
 
     /// Appends the run's next event; returns its sequence number.
     pub async fn append_event(&self, event_type: &str, payload: &str) -> Result<i64> {
         let s = &self.store;
         let now = s.now();
-        dispatch!(s, b => b.append_event(self.job.id, self.token, event_type, payload, now))
+        dispatch!(s, b => lease::append_event(b, self.event(event_type, payload, now)))
     }
 
     /// Appends an event like [`append_event`](Self::append_event), unless cancellation or
@@ -373,7 +375,7 @@ impl LeasedJob {
     ) -> Result<Option<i64>> {
         let s = &self.store;
         let now = s.now();
-        dispatch!(s, b => b.append_event_live(self.job.id, self.token, event_type, payload, now))
+        dispatch!(s, b => lease::append_event_live(b, self.event(event_type, payload, now)))
     }
 
     /// Writes a checkpoint covering events up to `through_seq` (replacing one at the same
@@ -392,7 +394,15 @@ impl LeasedJob {
         }
         let s = &self.store;
         let now = s.now();
-        dispatch!(s, b => b.write_checkpoint(self.job.id, self.token, through_seq, format_version, body, now))
+        let checkpoint = CheckpointRow {
+            job_id: self.job.id,
+            token: self.token,
+            through_seq,
+            format_version,
+            body,
+            now,
+        };
+        dispatch!(s, b => lease::write_checkpoint(b, checkpoint))
     }
 
     /// Marks this attempt as having made progress (one fenced statement), without touching
@@ -400,7 +410,7 @@ impl LeasedJob {
     /// [`LeasedJob::record_progress`], it keeps a later lease expiry from counting the attempt.
     pub async fn mark_progress(&self) -> Result<()> {
         let s = &self.store;
-        dispatch!(s, b => b.mark_progress(self.job.id, self.token))
+        dispatch!(s, b => lease::mark_progress(b, self.job.id, self.token))
     }
 
     /// Copies the run's usage totals onto the run row (for the API and budgets), and marks
@@ -409,7 +419,7 @@ impl LeasedJob {
     pub async fn record_progress(&self, progress: &RunProgress) -> Result<()> {
         let s = &self.store;
         let now = s.now();
-        dispatch!(s, b => b.record_progress(self.job.id, self.token, progress, now))
+        dispatch!(s, b => lease::record_progress(b, self.job.id, self.token, progress, now))
     }
 
     /// Finishes the job and ends the run as `end` says.
@@ -437,7 +447,7 @@ impl LeasedJob {
         let s = &self.store;
         let now = s.now();
         let run_at = now.saturating_add(duration_millis(delay));
-        dispatch!(s, b => b.retry(self.job.id, self.token, run_at, error, true, now))
+        dispatch!(s, b => lease::retry(b, self.retry_row(run_at, error, true, now)))
     }
 
     /// Re-queues the job at `until` without counting this attempt (it is given back, as at a
@@ -450,7 +460,7 @@ impl LeasedJob {
     pub async fn defer_until(&self, until: Millis, error: &str) -> Result<RetryOutcome> {
         let s = &self.store;
         let now = s.now();
-        dispatch!(s, b => b.retry(self.job.id, self.token, until, error, false, now))
+        dispatch!(s, b => lease::retry(b, self.retry_row(until, error, false, now)))
     }
 
     /// Re-queues the job after the backoff for this attempt (see [`Backoff`]).
@@ -466,7 +476,13 @@ impl LeasedJob {
         let resume = self.resume_options(until);
         let s = &self.store;
         let now = s.now();
-        let parked = dispatch!(s, b => b.park(self.job.id, self.token, &resume, payload, RunStatus::Waiting, None, now))?;
+        let parking = Parking {
+            resume: &resume,
+            payload,
+            waiting: RunStatus::Waiting,
+            approval_call: None,
+        };
+        let parked = dispatch!(s, b => lease::park(b, self.job.id, self.token, parking, now))?;
         s.wake();
         Ok(parked)
     }
@@ -483,9 +499,42 @@ impl LeasedJob {
         let resume = self.resume_options(expires_at);
         let s = &self.store;
         let now = s.now();
-        let parked = dispatch!(s, b => b.park(self.job.id, self.token, &resume, payload, RunStatus::AwaitingApproval, Some(call_id), now))?;
+        let parking = Parking {
+            resume: &resume,
+            payload,
+            waiting: RunStatus::AwaitingApproval,
+            approval_call: Some(call_id),
+        };
+        let parked = dispatch!(s, b => lease::park(b, self.job.id, self.token, parking, now))?;
         s.wake();
         Ok(parked)
+    }
+
+    fn event<'a>(&self, event_type: &'a str, payload: &'a str, now: Millis) -> EventRow<'a> {
+        EventRow {
+            job_id: self.job.id,
+            token: self.token,
+            event_type,
+            payload,
+            now,
+        }
+    }
+
+    fn retry_row<'a>(
+        &self,
+        run_at: Millis,
+        error: &'a str,
+        counted: bool,
+        now: Millis,
+    ) -> RetryRow<'a> {
+        RetryRow {
+            job_id: self.job.id,
+            token: self.token,
+            run_at,
+            error,
+            counted,
+            now,
+        }
     }
 
     /// The options of the resume job a park arms: this job's lane, priority and attempt
@@ -504,7 +553,7 @@ impl LeasedJob {
     pub async fn release(&self, reason: &str) -> Result<()> {
         let s = &self.store;
         let now = s.now();
-        dispatch!(s, b => b.release(self.job.id, self.token, reason, now))?;
+        dispatch!(s, b => lease::release(b, self.job.id, self.token, reason, now))?;
         s.wake();
         Ok(())
     }
@@ -535,27 +584,46 @@ pub(crate) struct RunUpdate<'a> {
     pub finished_at: Option<Millis>,
 }
 
-/// Parses a run status read for `run_id`, or says the run does not exist.
-pub(crate) fn parse_status(status: Option<String>, run_id: &str) -> Result<RunStatus> {
-    let status = status.ok_or_else(|| Error::NotFound {
+impl RunUpdate<'static> {
+    /// The run moves to `status`, unfinished.
+    pub(crate) fn status(status: RunStatus) -> Self {
+        Self {
+            status,
+            result: None,
+            error: None,
+            finished_at: None,
+        }
+    }
+
+    /// The run ends as cancelled on request at `now`.
+    pub(crate) fn cancelled(now: Millis) -> Self {
+        Self {
+            status: RunStatus::Cancelled,
+            result: None,
+            error: Some("cancelled on request"),
+            finished_at: Some(now),
+        }
+    }
+}
+
+/// A run's status read for `run_id`, or says the run does not exist.
+pub(crate) fn parse_status(status: Option<RunStatus>, run_id: &str) -> Result<RunStatus> {
+    status.ok_or_else(|| Error::NotFound {
         what: "run",
         id: run_id.to_string(),
-    })?;
-    status.parse().map_err(Error::Corrupt)
+    })
 }
 
 /// Builds the `LeaseLost` error from what the job row says now.
-pub(crate) fn lease_lost(
-    job_id: i64,
-    token: i64,
-    probe: Option<(String, i64, Option<i64>)>,
-) -> Error {
+pub(crate) fn lease_lost(job_id: i64, token: i64, probe: Option<LeaseProbe>) -> Error {
     let reason = match probe {
         None => LeaseLostReason::Missing,
-        Some((_, current, _)) if current != token => LeaseLostReason::Reclaimed {
-            current_token: current,
+        Some(probe) if probe.lease_token != token => LeaseLostReason::Reclaimed {
+            current_token: probe.lease_token,
         },
-        Some((status, _, _)) => LeaseLostReason::NotRunning { status },
+        Some(probe) => LeaseLostReason::NotRunning {
+            status: probe.status.to_string(),
+        },
     };
     Error::LeaseLost {
         job_id,
@@ -566,23 +634,23 @@ pub(crate) fn lease_lost(
 
 /// The run status after its job's lease expired and the job became `job_status`, and whether
 /// (and when) the run finished.
-pub(crate) fn run_after_rescue(job_status: &str, now: Millis) -> (RunStatus, Option<Millis>) {
+pub(crate) fn run_after_rescue(job_status: JobState, now: Millis) -> (RunStatus, Option<Millis>) {
     match job_status {
-        "dead" => (RunStatus::Failed, Some(now)),
-        "cancelled" => (RunStatus::Cancelled, Some(now)),
+        JobState::Dead => (RunStatus::Failed, Some(now)),
+        JobState::Cancelled => (RunStatus::Cancelled, Some(now)),
         _ => (RunStatus::Queued, None),
     }
 }
 
 /// The run status after a retry made its job `job_status`.
 pub(crate) fn run_after_retry(
-    job_status: &str,
+    job_status: JobState,
     run_at: Millis,
     now: Millis,
 ) -> (RunStatus, Option<Millis>, RetryOutcome) {
     match job_status {
-        "queued" => (RunStatus::Queued, None, RetryOutcome::Scheduled { run_at }),
-        "cancelled" => (RunStatus::Cancelled, Some(now), RetryOutcome::DeadLettered),
+        JobState::Queued => (RunStatus::Queued, None, RetryOutcome::Scheduled { run_at }),
+        JobState::Cancelled => (RunStatus::Cancelled, Some(now), RetryOutcome::DeadLettered),
         _ => (RunStatus::Failed, Some(now), RetryOutcome::DeadLettered),
     }
 }

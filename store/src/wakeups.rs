@@ -2,6 +2,9 @@
 //! for it) and waking one early. Waking early only moves the armed job's due time to now;
 //! the run resumes through the queue like any wakeup, and the model is told it woke early.
 
+use std::future::Future;
+
+use crate::backend::{Backend, Conn};
 use crate::clock::Millis;
 use crate::model::ResumeReason;
 use crate::store::{Store, dispatch};
@@ -35,54 +38,74 @@ impl PendingWakeup {
     }
 }
 
-macro_rules! wakeup_operations {
+/// The statements of sleeping runs.
+pub(crate) trait WakeupStatements: Backend {
+    /// `wakeups/pending.sql`: waiting runs with their armed resume job, soonest first.
+    fn pending_wakeups(
+        conn: &mut Conn<Self>,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<PendingWakeup>>> + Send;
+
+    /// `wakeups/wake_now.sql`: makes the run's armed wakeup due now; the jobs it moved.
+    fn wake_now(
+        conn: &mut Conn<Self>,
+        run_id: &str,
+        now: Millis,
+    ) -> impl Future<Output = Result<Vec<i64>>> + Send;
+}
+
+/// Implements [`WakeupStatements`] for a backend from its SQL directory.
+macro_rules! wakeup_statements {
     ($backend:ty, $dir:literal) => {
-        impl $backend {
-            pub(crate) async fn pending_wakeups(
-                &self,
+        impl $crate::wakeups::WakeupStatements for $backend {
+            async fn pending_wakeups(
+                conn: &mut $crate::backend::Conn<Self>,
                 limit: i64,
             ) -> $crate::Result<Vec<$crate::wakeups::PendingWakeup>> {
-                Ok(sqlx::query_as(include_str!(concat!(
-                    "../sql/",
-                    $dir,
-                    "/wakeups/pending.sql"
-                )))
-                .bind(limit)
-                .fetch_all(&mut *self.reader().await?)
-                .await?)
+                Ok(
+                    sqlx::query_as($crate::backend::sql!($dir, "wakeups/pending"))
+                        .bind(limit)
+                        .fetch_all(conn)
+                        .await?,
+                )
             }
 
-            pub(crate) async fn wake_now(
-                &self,
+            async fn wake_now(
+                conn: &mut $crate::backend::Conn<Self>,
                 run_id: &str,
                 now: i64,
             ) -> $crate::Result<Vec<i64>> {
-                Ok(sqlx::query_scalar(include_str!(concat!(
-                    "../sql/",
-                    $dir,
-                    "/wakeups/wake_now.sql"
-                )))
-                .bind(run_id)
-                .bind(now)
-                .fetch_all(&mut *self.writer().await?)
-                .await?)
+                Ok(
+                    sqlx::query_scalar($crate::backend::sql!($dir, "wakeups/wake_now"))
+                        .bind(run_id)
+                        .bind(now)
+                        .fetch_all(conn)
+                        .await?,
+                )
             }
         }
     };
 }
+pub(crate) use wakeup_statements;
 
-pub(crate) use wakeup_operations;
+async fn pending<B: WakeupStatements>(b: &B, limit: i64) -> Result<Vec<PendingWakeup>> {
+    B::pending_wakeups(&mut *b.reader().await?, limit).await
+}
+
+async fn wake<B: WakeupStatements>(b: &B, run_id: &str, now: Millis) -> Result<Vec<i64>> {
+    B::wake_now(&mut *b.writer().await?, run_id, now).await
+}
 
 impl Store {
     /// Waiting runs and when each wakes, soonest first.
     pub async fn pending_wakeups(&self, limit: i64) -> Result<Vec<PendingWakeup>> {
-        dispatch!(self, b => b.pending_wakeups(limit.clamp(1, 10_000)))
+        dispatch!(self, b => pending(b, limit.clamp(1, 10_000)))
     }
 
     /// Wakes a waiting run now instead of at its due time.
     pub async fn wake_now(&self, run_id: &str) -> Result<()> {
         let now = self.now();
-        let woken = dispatch!(self, b => b.wake_now(run_id, now))?;
+        let woken = dispatch!(self, b => wake(b, run_id, now))?;
         if !woken.is_empty() {
             self.wake();
             return Ok(());

@@ -1,0 +1,230 @@
+//! The writes of a lease holder, written once for every backend: heartbeats, events,
+//! checkpoints, progress, retries, parking and release. Each is fenced by the lease token:
+//! when its statement matches no row, the job row is read ([`lost`]) and the caller gets
+//! `LeaseLost` with the reason, and nothing changed.
+
+use crate::clock::Millis;
+use crate::model::{Heartbeat, JobOptions, RetryOutcome, RunProgress};
+use crate::queue::{
+    CheckpointRow, EventRow, JobRow, LeaseProbe, QueueStatements, RetryRow, set_run,
+};
+use crate::states::{JobKind, JobState, RunStatus};
+use crate::store::{RunUpdate, lease_lost, run_after_retry};
+use crate::{Error, Result};
+
+/// Extends the lease, or says that cancellation was requested (the lease still held).
+pub(crate) async fn heartbeat<B: QueueStatements>(
+    b: &B,
+    job_id: i64,
+    token: i64,
+    lease_ms: i64,
+    now: Millis,
+) -> Result<Heartbeat> {
+    let extended = B::heartbeat(&mut *b.writer().await?, job_id, token, lease_ms, now).await?;
+    if let Some(expires_at) = extended {
+        return Ok(Heartbeat::Extended { expires_at });
+    }
+    cancel_requested(b, job_id, token).await?;
+    Ok(Heartbeat::CancelRequested)
+}
+
+/// After a lease-guarded statement that also required no cancel request matched no row:
+/// `Ok` when the lease is still held and cancellation was requested, else `LeaseLost` with
+/// the reason read from the job row.
+async fn cancel_requested<B: QueueStatements>(b: &B, job_id: i64, token: i64) -> Result<()> {
+    match probe(b, job_id).await? {
+        Some(LeaseProbe {
+            status: JobState::Running,
+            lease_token,
+            cancel_requested_at: Some(_),
+        }) if lease_token == token => Ok(()),
+        probe => Err(lease_lost(job_id, token, probe)),
+    }
+}
+
+async fn probe<B: QueueStatements>(b: &B, job_id: i64) -> Result<Option<LeaseProbe>> {
+    B::lease_probe(&mut *b.writer().await?, job_id).await
+}
+
+/// The `LeaseLost` error for `job_id`'s lease `token`, with the reason read from the job row.
+pub(crate) async fn lost<B: QueueStatements>(b: &B, job_id: i64, token: i64) -> Error {
+    match probe(b, job_id).await {
+        Ok(probe) => lease_lost(job_id, token, probe),
+        Err(e) => e,
+    }
+}
+
+/// `Ok` when a lease-guarded statement matched its row, else `LeaseLost`.
+async fn fenced<B: QueueStatements>(b: &B, job_id: i64, token: i64, held: bool) -> Result<()> {
+    if held {
+        Ok(())
+    } else {
+        Err(lost(b, job_id, token).await)
+    }
+}
+
+pub(crate) async fn append_event<B: QueueStatements>(b: &B, event: EventRow<'_>) -> Result<i64> {
+    let seq = B::append_event(&mut *b.writer().await?, event).await?;
+    match seq {
+        Some(seq) => Ok(seq),
+        None => Err(lost(b, event.job_id, event.token).await),
+    }
+}
+
+/// As [`append_event`], but `None` (nothing appended) once cancellation was requested.
+pub(crate) async fn append_event_live<B: QueueStatements>(
+    b: &B,
+    event: EventRow<'_>,
+) -> Result<Option<i64>> {
+    let seq = B::append_event_live(&mut *b.writer().await?, event).await?;
+    if seq.is_some() {
+        return Ok(seq);
+    }
+    cancel_requested(b, event.job_id, event.token).await?;
+    Ok(None)
+}
+
+pub(crate) async fn write_checkpoint<B: QueueStatements>(
+    b: &B,
+    checkpoint: CheckpointRow<'_>,
+) -> Result<()> {
+    let written = B::write_checkpoint(&mut *b.writer().await?, checkpoint).await?;
+    fenced(b, checkpoint.job_id, checkpoint.token, written).await
+}
+
+/// Marks the leased attempt as having made progress (see [`record_progress`]).
+pub(crate) async fn mark_progress<B: QueueStatements>(
+    b: &B,
+    job_id: i64,
+    token: i64,
+) -> Result<()> {
+    let marked = B::mark_progress(&mut *b.writer().await?, job_id, token).await?;
+    fenced(b, job_id, token, marked).await
+}
+
+/// Records the run's totals and marks that this attempt made progress (which keeps a later
+/// lease expiry from counting it), in one transaction, both fenced.
+pub(crate) async fn record_progress<B: QueueStatements>(
+    b: &B,
+    job_id: i64,
+    token: i64,
+    progress: &RunProgress,
+    now: Millis,
+) -> Result<()> {
+    let mut tx = b.begin().await?;
+    let held = B::mark_progress(&mut tx, job_id, token).await?
+        && B::record_progress(&mut tx, job_id, token, progress, now).await?;
+    if !held {
+        B::rollback(tx).await?;
+        return Err(lost(b, job_id, token).await);
+    }
+    B::commit(tx).await
+}
+
+/// Re-queues the leased job at `retry.run_at`. `counted`: the attempt counts (a retry:
+/// dead-letters on the last attempt); otherwise it is given back and never dead-letters (a
+/// deferral).
+pub(crate) async fn retry<B: QueueStatements>(b: &B, retry: RetryRow<'_>) -> Result<RetryOutcome> {
+    let mut tx = b.begin().await?;
+    let Some(job) = B::retry_job(&mut tx, retry).await? else {
+        B::rollback(tx).await?;
+        return Err(lost(b, retry.job_id, retry.token).await);
+    };
+    let (status, finished, outcome) = run_after_retry(job.status, retry.run_at, retry.now);
+    let update = RunUpdate {
+        status,
+        result: None,
+        error: finished.map(|_| retry.error),
+        finished_at: finished,
+    };
+    set_run::<B>(&mut tx, &job.run_id, update, retry.now).await?;
+    if job.status == JobState::Queued {
+        b.notify_enqueued(&mut tx, "").await?;
+    }
+    B::commit(tx).await?;
+    Ok(outcome)
+}
+
+/// Where a parked run goes: its resume job's options and payload, the waiting status, and
+/// the approval it waits for, if any.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Parking<'a> {
+    pub resume: &'a JobOptions,
+    pub payload: &'a str,
+    pub waiting: RunStatus,
+    pub approval_call: Option<&'a str>,
+}
+
+/// Ends the leased job as parked and arms the run's resume job; `None` when cancellation
+/// won the race (the run is cancelled instead).
+pub(crate) async fn park<B: QueueStatements>(
+    b: &B,
+    job_id: i64,
+    token: i64,
+    parking: Parking<'_>,
+    now: Millis,
+) -> Result<Option<i64>> {
+    let mut tx = b.begin().await?;
+    let Some(job) = B::finish_job(&mut tx, job_id, token, JobState::Parked, now).await? else {
+        B::rollback(tx).await?;
+        return Err(lost(b, job_id, token).await);
+    };
+    if job.cancel_requested_at.is_some() {
+        // Cancellation won the race with parking: end the run instead of arming a job
+        // nobody wants.
+        set_run::<B>(&mut tx, &job.run_id, RunUpdate::cancelled(now), now).await?;
+        B::commit(tx).await?;
+        return Ok(None);
+    }
+    let mut run_at = parking.resume.run_at.unwrap_or(now);
+    if let Some(call_id) = parking.approval_call {
+        // Serialised with decide_approval: a decision that landed before this park makes the
+        // resume due now instead of at the timeout.
+        B::lock_key(&mut tx, &format!("approval:{}", job.run_id)).await?;
+        if B::approval_decided(&mut tx, &job.run_id, call_id).await? {
+            run_at = now;
+        }
+    }
+    let resume = JobRow {
+        run_id: &job.run_id,
+        kind: JobKind::Resume,
+        lane: &parking.resume.lane,
+        priority: parking.resume.priority,
+        payload: parking.payload,
+        run_at,
+        max_attempts: parking.resume.max_attempts,
+        dedupe_key: None,
+        now,
+    };
+    let resume_id = B::insert_job(&mut tx, resume).await?.ok_or_else(|| {
+        Error::Corrupt(format!("run {}'s resume job was not inserted", job.run_id))
+    })?;
+    set_run::<B>(
+        &mut tx,
+        &job.run_id,
+        RunUpdate::status(parking.waiting),
+        now,
+    )
+    .await?;
+    b.notify_enqueued(&mut tx, &parking.resume.lane).await?;
+    B::commit(tx).await?;
+    Ok(Some(resume_id))
+}
+
+/// Gives the leased job back to the queue uncounted (the worker is stopping).
+pub(crate) async fn release<B: QueueStatements>(
+    b: &B,
+    job_id: i64,
+    token: i64,
+    reason: &str,
+    now: Millis,
+) -> Result<()> {
+    let mut tx = b.begin().await?;
+    let Some(run_id) = B::release_job(&mut tx, job_id, token, reason, now).await? else {
+        B::rollback(tx).await?;
+        return Err(lost(b, job_id, token).await);
+    };
+    set_run::<B>(&mut tx, &run_id, RunUpdate::status(RunStatus::Queued), now).await?;
+    b.notify_enqueued(&mut tx, "").await?;
+    B::commit(tx).await
+}

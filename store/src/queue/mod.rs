@@ -1,0 +1,302 @@
+//! The queue's logic, written once for every backend: enqueueing runs and resumes (with the
+//! concurrency-key policies), cancelling, and the reads of runs, jobs, events, checkpoints
+//! and workers. The writes of a lease holder are in [`lease`]; group-committed ends and
+//! claims in `batch.rs`.
+//!
+//! Each function is generic over a backend's statements ([`QueueStatements`],
+//! [`QueuePaths`]) and takes its decisions in plain Rust ([`concurrency::plan_concurrency`]);
+//! what a backend supplies is only binding and fetching.
+
+mod binds;
+pub(crate) mod concurrency;
+pub(crate) mod lease;
+mod statements;
+
+pub(crate) use binds::queue_statements;
+pub(crate) use statements::*;
+
+use crate::clock::Millis;
+use crate::model::{
+    CancelOutcome, Checkpoint, Enqueued, Event, Job, NewResume, NewRun, Run, WorkerRow,
+};
+use crate::states::{JobKind, RunStatus};
+use crate::store::{RunUpdate, parse_status};
+use crate::{Error, Result};
+use concurrency::{Plan, plan_concurrency};
+
+impl Enqueued {
+    fn created(run_id: &str, job_id: i64, superseded: Vec<String>) -> Self {
+        Self {
+            run_id: run_id.to_string(),
+            job_id,
+            duplicate: false,
+            skipped: false,
+            superseded,
+        }
+    }
+}
+
+/// The start job of a new run (`insert_job.sql`).
+fn start_job<'a>(run_id: &'a str, new: &'a NewRun, run_at: Millis, now: Millis) -> JobRow<'a> {
+    JobRow {
+        run_id,
+        kind: JobKind::Start,
+        lane: &new.job.lane,
+        priority: new.job.priority,
+        payload: &new.input,
+        run_at,
+        max_attempts: new.job.max_attempts,
+        dedupe_key: None,
+        now,
+    }
+}
+
+/// Creates run `run_id` and its start job, or returns the run holding its idempotency key;
+/// with a concurrency key, applies its policy first (see [`plan_concurrency`]).
+pub(crate) async fn enqueue_run<B: QueuePaths>(
+    b: &B,
+    run_id: &str,
+    new: &NewRun,
+    notify: bool,
+    now: Millis,
+) -> Result<Enqueued> {
+    let row = RunRow {
+        id: run_id,
+        new,
+        notify,
+        now,
+    };
+    let Some(key) = &new.concurrency_key else {
+        return match b.enqueue_plain(row).await? {
+            Some(job_id) => Ok(Enqueued::created(run_id, job_id, Vec::new())),
+            None => duplicate_run(b, new).await,
+        };
+    };
+    let mut tx = b.begin().await?;
+    if !B::insert_run(&mut tx, row).await? {
+        B::rollback(tx).await?;
+        return duplicate_run(b, new).await;
+    }
+    B::lock_key(&mut tx, key).await?;
+    let active = B::active_runs_of_key(&mut tx, key, run_id).await?;
+    let run_at = new.job.run_at.unwrap_or(now);
+    let (run_at, to_supersede) =
+        match plan_concurrency(&new.concurrency_policy, &active, run_at, now) {
+            Plan::Skip { holder } => {
+                B::rollback(tx).await?;
+                return skipped_for(b, holder).await;
+            }
+            Plan::Insert { run_at, supersede } => (run_at, supersede),
+        };
+    let why = format!("superseded by run {run_id}");
+    let mut superseded = Vec::new();
+    for old in to_supersede {
+        if B::supersede_run(&mut tx, &old, &why, now).await? {
+            stop_jobs::<B>(&mut tx, &old, now).await?;
+            superseded.push(old);
+        }
+    }
+    let job_id = B::insert_job(&mut tx, start_job(run_id, new, run_at, now))
+        .await?
+        .ok_or_else(|| Error::Corrupt(format!("run {run_id}'s start job was not inserted")))?;
+    b.notify_enqueued(&mut tx, &new.job.lane).await?;
+    B::commit(tx).await?;
+    Ok(Enqueued::created(run_id, job_id, superseded))
+}
+
+/// The answer to an enqueue skipped because `holder` holds the key.
+async fn skipped_for<B: QueueStatements>(b: &B, holder: String) -> Result<Enqueued> {
+    let job_id = B::newest_job_of_run(&mut *b.writer().await?, &holder).await?;
+    Ok(Enqueued {
+        run_id: holder,
+        job_id: job_id.unwrap_or_default(),
+        duplicate: false,
+        skipped: true,
+        superseded: Vec::new(),
+    })
+}
+
+/// The run that already holds `new`'s idempotency key.
+async fn duplicate_run<B: QueueStatements>(b: &B, new: &NewRun) -> Result<Enqueued> {
+    let key = new.dedupe_key.as_deref().unwrap_or_default();
+    let holder = B::find_run_by_key(&mut *b.writer().await?, key).await?;
+    let job_id = holder
+        .start_job
+        .ok_or_else(|| Error::Corrupt(format!("run {} has no start job", holder.run_id)))?;
+    Ok(Enqueued {
+        run_id: holder.run_id,
+        job_id,
+        duplicate: true,
+        skipped: false,
+        superseded: Vec::new(),
+    })
+}
+
+/// Adds a resume job to an unfinished run; with its dedupe key used, returns that job.
+pub(crate) async fn enqueue_resume<B: QueueStatements>(
+    b: &B,
+    new: &NewResume,
+    now: Millis,
+) -> Result<Enqueued> {
+    let mut tx = b.begin().await?;
+    let status = parse_status(B::run_status(&mut tx, &new.run_id).await?, &new.run_id)?;
+    let job = JobRow {
+        run_id: &new.run_id,
+        kind: JobKind::Resume,
+        lane: &new.job.lane,
+        priority: new.job.priority,
+        payload: &new.payload,
+        run_at: new.job.run_at.unwrap_or(now),
+        max_attempts: new.job.max_attempts,
+        dedupe_key: new.dedupe_key.as_deref(),
+        now,
+    };
+    let Some(job_id) = B::insert_job(&mut tx, job).await? else {
+        B::rollback(tx).await?;
+        let key = new.dedupe_key.as_deref().unwrap_or_default();
+        let (run_id, job_id) = B::find_job_by_key(&mut *b.writer().await?, key).await?;
+        return Ok(Enqueued {
+            duplicate: true,
+            ..Enqueued::created(&run_id, job_id, Vec::new())
+        });
+    };
+    if status.is_terminal() {
+        B::rollback(tx).await?;
+        return Err(Error::Conflict(format!(
+            "run {} already finished as {status}; a finished run cannot be resumed",
+            new.run_id
+        )));
+    }
+    if status == RunStatus::Waiting {
+        B::cancel_pending_wakeups(&mut tx, &new.run_id, job_id, now).await?;
+    }
+    let target = B::resume_target(&mut tx, &new.run_id, job_id).await?;
+    if !target.has_concurrency_key && target.busy > 0 {
+        // Two jobs of one run must never run at once; a concurrency key makes the queue hold
+        // the second until the first lets go, without one there is nothing to hold it.
+        B::rollback(tx).await?;
+        return Err(Error::Conflict(format!(
+            "run {} is busy (a job of it is queued or running) and has no concurrency key; \
+             resume it once it waits, or start runs with a concurrency key",
+            new.run_id
+        )));
+    }
+    b.notify_enqueued(&mut tx, &new.job.lane).await?;
+    B::commit(tx).await?;
+    Ok(Enqueued::created(&new.run_id, job_id, Vec::new()))
+}
+
+/// Moves a run that is not yet terminal (the statement leaves terminal runs alone).
+pub(crate) async fn set_run<B: QueueStatements>(
+    c: &mut crate::backend::Conn<B>,
+    run_id: &str,
+    update: RunUpdate<'_>,
+    now: Millis,
+) -> Result<()> {
+    B::set_run_status(c, run_id, update, now).await
+}
+
+/// Cancels the run's queued jobs and asks its running ones to stop (at their next
+/// heartbeat); returns the running jobs' ids.
+async fn stop_jobs<B: QueueStatements>(
+    c: &mut crate::backend::Conn<B>,
+    run_id: &str,
+    now: Millis,
+) -> Result<Vec<i64>> {
+    B::cancel_queued_jobs(c, run_id, now).await?;
+    B::flag_running_jobs(c, run_id, now).await
+}
+
+/// Cancels a run: ends it at once when no job of it runs, else flags the running job.
+pub(crate) async fn cancel_run<B: QueueStatements>(
+    b: &B,
+    run_id: &str,
+    now: Millis,
+) -> Result<CancelOutcome> {
+    let mut tx = b.begin().await?;
+    let status = parse_status(B::run_status(&mut tx, run_id).await?, run_id)?;
+    if status.is_terminal() {
+        B::rollback(tx).await?;
+        return Err(Error::Conflict(format!(
+            "run {run_id} already finished as {status}; there is nothing to cancel"
+        )));
+    }
+    B::request_cancel(&mut tx, run_id, now).await?;
+    let running = stop_jobs::<B>(&mut tx, run_id, now).await?;
+    let outcome = if running.is_empty() {
+        set_run::<B>(&mut tx, run_id, RunUpdate::cancelled(now), now).await?;
+        CancelOutcome::Cancelled
+    } else {
+        CancelOutcome::Requested
+    };
+    B::commit(tx).await?;
+    Ok(outcome)
+}
+
+pub(crate) async fn run<B: QueueStatements>(b: &B, id: &str) -> Result<Option<Run>> {
+    B::get_run(&mut *b.reader().await?, id).await
+}
+
+pub(crate) async fn active_run_by_concurrency_key<B: QueueStatements>(
+    b: &B,
+    key: &str,
+) -> Result<Option<Run>> {
+    B::find_active_run_by_concurrency_key(&mut *b.reader().await?, key).await
+}
+
+pub(crate) async fn list_runs<B: QueueStatements>(
+    b: &B,
+    status: Option<RunStatus>,
+    limit: i64,
+) -> Result<Vec<Run>> {
+    B::list_runs(&mut *b.reader().await?, status, limit).await
+}
+
+pub(crate) async fn job<B: QueueStatements>(b: &B, id: i64) -> Result<Option<Job>> {
+    B::get_job(&mut *b.reader().await?, id).await
+}
+
+pub(crate) async fn jobs_of_run<B: QueueStatements>(b: &B, run_id: &str) -> Result<Vec<Job>> {
+    B::jobs_of_run(&mut *b.reader().await?, run_id).await
+}
+
+pub(crate) async fn events_after<B: QueueStatements>(
+    b: &B,
+    run_id: &str,
+    after_seq: i64,
+) -> Result<Vec<Event>> {
+    B::events_after(&mut *b.reader().await?, run_id, after_seq).await
+}
+
+pub(crate) async fn latest_checkpoint<B: QueueStatements>(
+    b: &B,
+    run_id: &str,
+) -> Result<Option<Checkpoint>> {
+    B::latest_checkpoint(&mut *b.reader().await?, run_id).await
+}
+
+pub(crate) async fn job_counts<B: QueueStatements>(b: &B) -> Result<Vec<(String, i64)>> {
+    B::job_counts(&mut *b.reader().await?).await
+}
+
+pub(crate) async fn next_due<B: QueueStatements>(b: &B) -> Result<Option<Millis>> {
+    B::next_due(&mut *b.reader().await?).await
+}
+
+pub(crate) async fn upsert_worker<B: QueueStatements>(
+    b: &B,
+    id: &str,
+    host: &str,
+    pid: i64,
+    now: Millis,
+) -> Result<()> {
+    B::upsert_worker(&mut *b.writer().await?, id, host, pid, now).await
+}
+
+pub(crate) async fn remove_worker<B: QueueStatements>(b: &B, id: &str) -> Result<()> {
+    B::remove_worker(&mut *b.writer().await?, id).await
+}
+
+pub(crate) async fn workers<B: QueueStatements>(b: &B) -> Result<Vec<WorkerRow>> {
+    B::list_workers(&mut *b.reader().await?).await
+}
