@@ -85,8 +85,8 @@ impl Store {
     /// Readies what settles use, so that a worker pool's first batch does not wait for it: on
     /// PostgreSQL, opens the warm connection and runs `settle.sql` on it with nothing to end
     /// or claim (which plans the statement and loads the server's catalog caches for every
-    /// table, index and trigger it names; it reads almost no pages and writes nothing). Measured, the first settle of a new pool took
-    /// about 3 ms more than the rest without this. Nothing to do on SQLite. A failure is left
+    /// table, index and trigger it names; it reads almost no pages and writes nothing); without it, the first settle of a new pool
+    /// is markedly slower than the rest (`bench/MEASUREMENTS.md`). Nothing to do on SQLite. A failure is left
     /// to the first settle, which opens the connection again or takes the transactional path.
     pub async fn warm_up(&self) {
         if let crate::store::Backend::Postgres(b) = &self.inner.backend {

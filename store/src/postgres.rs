@@ -35,8 +35,8 @@ macro_rules! claim_planner_setting {
 /// order, so the walk stops after the claim's limit. When the table's statistics expect only
 /// a handful of queued jobs (analyzed while the queue was empty, or before a burst), the
 /// planner prefers a bitmap scan of `jobs_claim_lane` or `jobs_next_due` and a sort, whose
-/// cost grows with the queue: measured, 4.5 ms a settle with 8,000 jobs queued against
-/// 0.9 ms. PostgreSQL has no index hints; with sorting disabled, the ordered walk is the one
+/// cost grows with the queue (several times slower with thousands queued; the numbers are in
+/// `bench/MEASUREMENTS.md`). PostgreSQL has no index hints; with sorting disabled, the ordered walk is the one
 /// plan left without a sort, whatever the statistics. Only connections and transactions
 /// that claim get this setting: the warm connection of the one-statement settle (for its
 /// session) and the claiming transactions (`SET LOCAL`).
@@ -47,8 +47,8 @@ pub const CLAIM_PLANNER_SETTINGS: &str = concat!("SET ", claim_planner_setting!(
 ///
 /// With `plan_cache_mode` left at `auto`, PostgreSQL compares the generic plan's estimate
 /// with the custom plans' and, once the tables hold a few thousand rows, plans every
-/// execution anew: measured, 0.5 ms of planning in every settle, about a third of the
-/// server's time for it. `settle.sql` reaches every row it writes through its key and walks
+/// execution anew, and planning becomes a large share of every settle
+/// (`bench/MEASUREMENTS.md`). `settle.sql` reaches every row it writes through its key and walks
 /// `jobs_claim` for its claim, so that plan is right for any statistics. A generic plan is
 /// kept until the tables are analyzed again, though, and one made while they were nearly
 /// empty would scan them whole (the cheapest way to read one page) while a burst fills them;

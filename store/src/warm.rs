@@ -3,9 +3,8 @@
 //!
 //! Why: a sqlx pool hands out its idle connections in turn. A loop of short statements on
 //! the shared pool therefore wakes a different server process each time, one whose plan
-//! cache and CPU caches went cold meanwhile. Measured on the queue bench (4 slots, no-op
-//! jobs), a settle took about 1.2 ms through the shared pool and about 0.85 ms on one
-//! kept connection.
+//! cache and CPU caches went cold meanwhile; a settle on one kept connection is markedly
+//! faster (the queue bench's numbers are in `bench/MEASUREMENTS.md`).
 //!
 //! What it guarantees:
 //! - **Never waits for another caller.** [`Warm::take`] returns the connection only when

@@ -4,8 +4,8 @@
 //! in-process writers queue for it in order (a fair lock) instead of sleeping in SQLite's busy
 //! handler. It used to be a pool of one. sqlx pings a pooled connection every time it goes
 //! back to its pool, and a SQLite connection's ping is a round trip to the thread sqlx runs it
-//! on, so every statement waited for the ping after the one before: measured, an enqueue (one
-//! statement) took 440 us through the pool and 275 us on a kept connection.
+//! on, so every statement waited for the ping after the one before (an enqueue took well over
+//! half as long again; `bench/MEASUREMENTS.md`).
 //!
 //! What it guarantees:
 //! - [`Writer::lock`] hands the connection out in the order callers asked, and gives up with
