@@ -191,7 +191,9 @@ impl Config {
     /// Checks every section.
     pub fn validate(&self) -> anyhow::Result<()> {
         let invalid = |e: String| anyhow::anyhow!("invalid config: {e}");
-        self.database.validate().map_err(invalid)?;
+        self.database
+            .validate()
+            .map_err(|e| invalid(e.to_string()))?;
         self.worker.validate().map_err(invalid)?;
         self.runtime.background.validate().map_err(invalid)?;
         self.runtime.validate_secrets().map_err(invalid)?;

@@ -81,32 +81,25 @@ impl StoreConfig {
     }
 
     /// The backend the URL selects, or an error saying which URLs are understood.
-    pub fn backend(&self) -> Result<BackendKind, String> {
+    pub fn backend(&self) -> Result<BackendKind, ConfigError> {
         let url = self.url.trim();
         if url.starts_with("sqlite:") {
             Ok(BackendKind::Sqlite)
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(BackendKind::Postgres)
         } else {
-            let shown = redact_url(url);
-            Err(format!(
-                "database.url '{shown}' is not a supported database URL; use \
-                 sqlite://PATH (for example sqlite://nightshift.db) or \
-                 postgres://USER@HOST:PORT/DATABASE"
-            ))
+            Err(ConfigError::UnsupportedUrl {
+                shown: redact_url(url),
+            })
         }
     }
 
     /// Checks every value; the error names the key and says what is allowed.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let kind = self.backend()?;
         if let Some(schema) = &self.schema {
             if kind != BackendKind::Postgres {
-                return Err(
-                    "database.schema applies only to PostgreSQL URLs; remove it or use a \
-                            postgres:// URL"
-                        .to_string(),
-                );
+                return Err(ConfigError::SchemaNeedsPostgres);
             }
             let ok = !schema.is_empty()
                 && schema.len() <= 48
@@ -115,34 +108,57 @@ impl StoreConfig {
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
                 && !schema.starts_with(|c: char| c.is_ascii_digit());
             if !ok {
-                return Err(format!(
-                    "database.schema '{schema}' is not allowed; use 1-48 lowercase letters, \
-                     digits and underscores, not starting with a digit"
-                ));
+                return Err(ConfigError::BadSchema {
+                    schema: schema.clone(),
+                });
             }
         }
         if let Some(mib) = self.cache_mib {
             if kind != BackendKind::Sqlite {
-                return Err(
-                    "database.cache_mib applies only to SQLite URLs; remove it or use a \
-                     sqlite:// URL"
-                        .to_string(),
-                );
+                return Err(ConfigError::CacheNeedsSqlite);
             }
             if !(1..=4096).contains(&mib) {
-                return Err(format!(
-                    "database.cache_mib {mib} is not allowed; use 1-4096 (MiB per connection)"
-                ));
+                return Err(ConfigError::BadCacheMib { mib });
             }
         }
         if self.max_connections == 0 {
-            return Err("database.max_connections must be at least 1".to_string());
+            return Err(ConfigError::AtLeastOne {
+                key: "database.max_connections",
+            });
         }
         if self.connect_timeout_ms == 0 {
-            return Err("database.connect_timeout_ms must be at least 1".to_string());
+            return Err(ConfigError::AtLeastOne {
+                key: "database.connect_timeout_ms",
+            });
         }
         Ok(())
     }
+}
+
+/// What is wrong with a [`StoreConfig`]: each message names the key and says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error(
+        "database.url '{shown}' is not a supported database URL; use sqlite://PATH (for \
+         example sqlite://nightshift.db) or postgres://USER@HOST:PORT/DATABASE"
+    )]
+    UnsupportedUrl {
+        /// The URL with any password hidden.
+        shown: String,
+    },
+    #[error("database.schema applies only to PostgreSQL URLs; remove it or use a postgres:// URL")]
+    SchemaNeedsPostgres,
+    #[error(
+        "database.schema '{schema}' is not allowed; use 1-48 lowercase letters, digits and \
+         underscores, not starting with a digit"
+    )]
+    BadSchema { schema: String },
+    #[error("database.cache_mib applies only to SQLite URLs; remove it or use a sqlite:// URL")]
+    CacheNeedsSqlite,
+    #[error("database.cache_mib {mib} is not allowed; use 1-4096 (MiB per connection)")]
+    BadCacheMib { mib: u32 },
+    #[error("{key} must be at least 1")]
+    AtLeastOne { key: &'static str },
 }
 
 /// The URL with any password replaced by `***`, for messages and logs.
@@ -167,7 +183,8 @@ mod tests {
     fn bad_urls_and_schemas_are_explained() {
         let err = StoreConfig::for_url("mysql://root:hunter2@db/x")
             .validate()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("sqlite://PATH") && !err.contains("hunter2"),
             "{err}"
@@ -177,17 +194,24 @@ mod tests {
         assert!(
             c.validate()
                 .unwrap_err()
+                .to_string()
                 .contains("database.schema 'Bad-Name'")
         );
         let mut c = StoreConfig::for_url("sqlite://x.db");
         c.schema = Some("ok".into());
-        assert!(c.validate().unwrap_err().contains("only to PostgreSQL"));
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("only to PostgreSQL")
+        );
         assert!(StoreConfig::default().validate().is_ok());
         let mut c = StoreConfig::for_url("postgres://u@localhost/db");
         c.cache_mib = Some(64);
         assert!(
             c.validate()
                 .unwrap_err()
+                .to_string()
                 .contains("database.cache_mib applies only to SQLite")
         );
         let mut c = StoreConfig::for_url("sqlite://x.db");
@@ -196,6 +220,6 @@ mod tests {
             assert_eq!(c.validate().is_ok(), ok, "cache_mib {mib}");
         }
         c.cache_mib = Some(0);
-        assert!(c.validate().unwrap_err().contains("use 1-4096"));
+        assert!(c.validate().unwrap_err().to_string().contains("use 1-4096"));
     }
 }

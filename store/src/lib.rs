@@ -53,7 +53,7 @@ pub use approvals::{Approval, NewApproval};
 pub use backoff::Backoff;
 pub use batch::{ClaimRequest, RESCUE_INTERVAL, Settled};
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
-pub use config::{BackendKind, StoreConfig, Synchronous};
+pub use config::{BackendKind, ConfigError, StoreConfig, Synchronous};
 pub use error::{Error, LeaseLostReason, Result};
 pub use model::{
     CancelOutcome, Checkpoint, ConcurrencyPolicy, Enqueued, Event, Heartbeat, Job, JobOptions,

@@ -88,9 +88,14 @@ impl WorkSignal {
 impl Store {
     /// Connects to the database named by `config` (without migrating it).
     pub async fn connect(config: &StoreConfig, clock: Arc<dyn Clock>) -> Result<Store> {
-        config.validate().map_err(Error::Config)?;
+        config
+            .validate()
+            .map_err(|e| Error::Config(e.to_string()))?;
         let (wake, _) = watch::channel(0u64);
-        let (backend, listener) = match config.backend().map_err(Error::Config)? {
+        let (backend, listener) = match config
+            .backend()
+            .map_err(|e| Error::Config(e.to_string()))?
+        {
             BackendKind::Sqlite => (Backend::Sqlite(SqliteBackend::connect(config).await?), None),
             BackendKind::Postgres => {
                 let pg = PgBackend::connect(config).await?;
