@@ -1,27 +1,21 @@
 //! The commands. Each opens the store from the layered config, does one thing and reports
 //! it on stdout; errors go to stderr with a non-zero exit status.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use nightshift_scheduler::cron::{self as schedules, FireOutcome, Timer, TimerConfig};
+use nightshift_scheduler::cron::{self as schedules, FireOutcome};
 use nightshift_scheduler::{RunRequest, submit};
 use nightshift_store::{CancelOutcome, Store, Trigger};
-use nightshift_worker::{Pool, shutdown_on_signals};
-use tokio_util::sync::CancellationToken;
+use nightshift_worker::shutdown_on_signals;
 
 use nightshift_runner::config::{Config, Overrides};
-use nightshift_runner::notify::{Notifier, shown_url};
-use nightshift_runner::tasks::TaskKeeper;
-use nightshift_runner::{api, build_runtime, redaction};
+use nightshift_runner::notify::shown_url;
+use nightshift_runner::{daemon, redaction};
 
 use crate::Cli;
 use crate::Command;
-
-/// How long `serve` waits, on its way out, for notices being sent.
-const NOTIFIER_GRACE: Duration = Duration::from_secs(5);
 
 /// Arguments of `nightshift run`.
 #[derive(Debug, Args)]
@@ -130,8 +124,11 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         slots,
     };
     let config = Config::load(cli.config.as_deref(), &overrides)?;
-    // From here on every log line is redacted with every secret the config names.
-    redaction::install_for_logs(redaction::secrets(&config).redactor().clone());
+    // From here on every log line is redacted with every secret the config names; the daemon
+    // builds that set itself, once, after resolving its API token (one of the secrets).
+    if !matches!(cli.command, Command::Serve { .. }) {
+        redaction::install_for_logs(redaction::secrets(&config).redactor().clone());
+    }
     let store = nightshift_runner::open_store(&config).await?;
     let result = match cli.command {
         Command::Migrate => migrate(&store).await,
@@ -172,134 +169,14 @@ async fn migrate(store: &Store) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The daemon (see `nightshift_runner::daemon`), with the process-wide settings that are the
+/// binary's: not dumpable (processes of the daemon's user cannot read its memory or
+/// environment), and SIGTERM/SIGINT turned into the shutdown.
 async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
-    // Not dumpable: processes of the daemon's user cannot read its memory or environment.
     nightshift_sandbox::harden_daemon()
         .map_err(|e| anyhow::anyhow!("cannot harden the daemon: {e}"))?;
-    // Everything the config names (agents, tools, providers) is checked before the database
-    // is touched.
-    let daemon_id = format!(
-        "{}:{}:{}",
-        nightshift_worker::hostname(),
-        std::process::id(),
-        uuid::Uuid::new_v4().simple()
-    );
-    let background = &config.runtime.background;
-    let supervisor = nightshift_runner::tasks::supervisor(
-        store,
-        &daemon_id,
-        config.resolve_path(&config.runtime.data_dir).join("tasks"),
-        background,
-    );
-    // The token first: it is one of the secrets the runtime and the logs redact.
-    let data_dir = config.resolve_path(&config.runtime.data_dir);
-    let (token, token_source) = api::resolve_token(&config.server.token_env, &data_dir)?;
-    redaction::install_for_logs(redaction::secrets(config).redactor().clone());
-    let runtime = build_runtime(config, Some(supervisor.clone()))?;
-    let schedules = config.compiled_schedules()?;
-    let hooks = Arc::new(nightshift_runner::hooks::build(config)?);
-    for hook in hooks.iter() {
-        tracing::info!(hook = %hook.name, path = %format!("/hooks/{}", hook.name),
-                       signature = hook.scheme.name(), routes = ?hook.route_names(), "webhook ready");
-    }
-    let notifier = Notifier::new(store.clone(), &config.agents)?;
-    let listener = tokio::net::TcpListener::bind(&config.server.address)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {} (server.address)",
-                config.server.address
-            )
-        })?;
     let shutdown = shutdown_on_signals().context("cannot install signal handlers")?;
-    let report = store.migrate().await?;
-    nightshift_runner::private::tighten(
-        &data_dir,
-        nightshift_runner::private::sqlite_file(&config.database.url).as_deref(),
-    )
-    .context("cannot make the data directory and the database private (0700/0600)")?;
-    tracing::info!(
-        backend = ?store.backend_kind(),
-        schema_version = report.version,
-        agents = ?runtime.agent_names(),
-        "store ready"
-    );
-    let reaped = nightshift_runner::reap_orphaned_tools(config)
-        .context("cannot clean up tool processes left by a previous daemon")?;
-    if reaped > 0 {
-        tracing::warn!(
-            reaped,
-            "killed tool processes a crashed daemon left running"
-        );
-    }
-    let sync = schedules::apply_config(store, &schedules).await?;
-    tracing::info!(
-        from_config = sync.applied.len(),
-        removed = sync.removed.len(),
-        total = store.schedules().await?.len(),
-        "schedules ready"
-    );
-    let timer = tokio::spawn(
-        Timer::new(store.clone(), daemon_id.clone(), TimerConfig::default()).run(shutdown.clone()),
-    );
-    let state = api::ApiState {
-        store: store.clone(),
-        agents: Arc::new(runtime.agent_names()),
-        token: Arc::new(token),
-        hooks,
-    };
-    let address = listener.local_addr()?;
-    tracing::info!(%address, token = %token_source, "HTTP API listening");
-    let server_stop = shutdown.clone();
-    let server = tokio::spawn(async move {
-        let served = axum::serve(listener, api::router(state))
-            .with_graceful_shutdown({
-                let stop = server_stop.clone();
-                async move { stop.cancelled().await }
-            })
-            .await;
-        // A server that stops on its own (an error) takes the daemon down with it.
-        server_stop.cancel();
-        served
-    });
-    // Run notices: outbox rows left by a previous daemon are delivered from the start, and
-    // the notifier outlives the pool's drain so runs ending in it are notified now.
-    let notices_stop = CancellationToken::new();
-    let mut notices = tokio::spawn(notifier.run(notices_stop.clone()));
-    // Background tasks outlive the pool's drain too: a run finishing in the drain may still
-    // hear of one. They are stopped (and recorded as lost) once the pool is done.
-    let tasks_stop = CancellationToken::new();
-    let keeper = tokio::spawn(
-        TaskKeeper::new(store.clone(), daemon_id, supervisor.clone(), background)
-            .run(tasks_stop.clone()),
-    );
-    // From the first signal on, no task starts and a task killed by a signal (a service
-    // manager may signal the whole group) counts as lost.
-    tokio::spawn({
-        let (shutdown, supervisor) = (shutdown.clone(), supervisor.clone());
-        async move {
-            shutdown.cancelled().await;
-            supervisor.begin_shutdown();
-        }
-    });
-    let pool = Pool::new(store.clone(), runtime, config.worker.clone());
-    let pooled = pool.run(shutdown.clone()).await;
-    shutdown.cancel();
-    tasks_stop.cancel();
-    keeper.await.context("the background task keeper failed")?;
-    notices_stop.cancel();
-    if tokio::time::timeout(NOTIFIER_GRACE, &mut notices)
-        .await
-        .is_err()
-    {
-        // A POST still in flight is sent again, by the next daemon, once its claim runs out.
-        tracing::warn!("stopping with run notices in flight; they are sent again later");
-        notices.abort();
-    }
-    server.await?.context("the HTTP server failed")?;
-    timer.await.context("the schedule timer failed")?;
-    pooled?;
-    Ok(())
+    daemon::run(config, store.clone(), shutdown).await
 }
 
 async fn run(store: &Store, config: &Config, args: RunArgs) -> anyhow::Result<()> {

@@ -2,11 +2,14 @@
 //!
 //! The wiring of the `nightshift` binary, as a library so the test suite can build exactly
 //! what the daemon runs: the layered [`config`], the [`gateway`] to the model providers, the
-//! [`toolbox`] of real tools, and [`build_runtime`], which turns a config into the agent
-//! runtime the worker pool drives.
+//! [`toolbox`] of real tools, [`build_runtime`], which turns a config into the agent
+//! runtime the worker pool drives, and the [`daemon`] itself (`nightshift serve`): every
+//! subsystem started and stopped in a documented order, so a test can run a whole daemon in
+//! process.
 
 pub mod api;
 pub mod config;
+pub mod daemon;
 pub mod demo;
 pub mod gateway;
 pub mod hooks;
@@ -32,10 +35,12 @@ use crate::toolbox::Tools;
 /// The agent runtime for `config`: every agent resolved (system prompts read, hashes
 /// taken), its model chain and its tools built. Any problem is an error naming the agent and
 /// the key. With `tasks`, `run_command` can start background commands under that supervisor;
-/// without, a background call is refused.
+/// without, a background call is refused. `secrets` (see [`redaction::secrets`]) is what the
+/// tools substitute and what the runtime redacts with.
 pub fn build_runtime(
     config: &Config,
     tasks: Option<nightshift_tools::TaskSupervisor>,
+    secrets: nightshift_tools::SecretResolver,
 ) -> anyhow::Result<AgentRuntime> {
     let defs = config
         .agents
@@ -44,7 +49,7 @@ pub fn build_runtime(
         .collect::<Result<Vec<_>, String>>()
         .map_err(|e| anyhow::anyhow!("invalid config: {e}"))?;
     let gateway = Gateway::build(config)?;
-    let mut tools = Tools::build(config)?;
+    let mut tools = Tools::build_with(config, secrets)?;
     if let Some(tasks) = tasks {
         tools = tools.with_tasks(tasks);
     }

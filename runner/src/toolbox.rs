@@ -48,8 +48,14 @@ impl std::fmt::Debug for Tools {
 impl Tools {
     /// Builds every agent's registry; an unknown tool name is an error naming the agent.
     /// Probes the kernel for the sandbox (see [`Confinement::start`]): where it cannot be
-    /// enforced this is an error, unless `[sandbox] mode = "off"`.
+    /// enforced this is an error, unless `[sandbox] mode = "off"`. The secrets are
+    /// [`crate::redaction::secrets`] of `config`.
     pub fn build(config: &Config) -> anyhow::Result<Tools> {
+        Self::build_with(config, crate::redaction::secrets(config))
+    }
+
+    /// [`Tools::build`] with `secrets` already built (the daemon builds the set once).
+    pub fn build_with(config: &Config, secrets: SecretResolver) -> anyhow::Result<Tools> {
         let mut registries = HashMap::new();
         for agent in &config.agents {
             let command_tools = config
@@ -77,7 +83,7 @@ impl Tools {
         Ok(Tools {
             registries,
             data_dir: config.resolve_path(&rt.data_dir),
-            secrets: crate::redaction::secrets(config),
+            secrets,
             bindings: SecretBindings::from_specs(&rt.secrets),
             allowlist: HttpAllowlist::new(rt.http_allowlist.iter()),
             limits: Limits {

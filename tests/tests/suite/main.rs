@@ -14,6 +14,8 @@
 //! - `cli`: the `nightshift` command line.
 //! - `hooks`: webhook intake: signatures, routing, templates, dedupe, refusals, a real daemon.
 //! - `crash`: real `nightshift serve` SIGKILLed mid-tool-call and between turns; cancellation.
+//! - `daemon`: a whole daemon in process (`nightshift_runner::daemon`) on port 0: a run over
+//!   its HTTP API, then a run in flight at the shutdown drained and recorded, in order.
 //! - `provider`: the daemon against a fake Anthropic Messages API on loopback.
 //! - `hostile`: the daemon against a hostile provider speaking both wire formats: duplicate
 //!   and reused tool-call ids, schema violations, empty and cut-off replies, outages,
@@ -54,6 +56,7 @@ mod batch;
 mod cli;
 mod concurrency;
 mod crash;
+mod daemon;
 mod fakes;
 mod hooks;
 mod hostile;

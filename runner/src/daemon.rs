@@ -1,0 +1,389 @@
+//! # The daemon
+//!
+//! `nightshift serve` as a library function: [`run`] composes every subsystem over one store
+//! and returns once all of them have stopped; [`start`] then [`Running::wait`] does the same
+//! in two steps, so a caller (the test suite) learns the bound address first — with
+//! `server.address` on port 0 that is the only way to reach the API.
+//!
+//! ## Start order
+//!
+//! Everything that can fail happens before anything is spawned, so a daemon that cannot start
+//! returns the error and leaves nothing running:
+//!
+//! 1. **identity**: the daemon id (host, pid, a random suffix) and the background task
+//!    supervisor that owns tasks under it;
+//! 2. **token**: the API token is resolved (and, when no variable holds one, made and kept in
+//!    `<data_dir>/api-token`) first, because it is one of the secrets;
+//! 3. **secrets**: the set of every secret the daemon holds is built once, installed for the
+//!    log writer, and handed to the runtime, which redacts with it;
+//! 4. **config**: the agent runtime (agents, models, tools, the sandbox probe), schedules,
+//!    webhooks and the notifier are built — the whole config is checked before the database
+//!    is touched;
+//! 5. **listener**: `server.address` is bound (a taken port fails here, before migrating);
+//! 6. **store**: migrations, the data directory and database made private, tool processes a
+//!    crashed predecessor left are killed, and the config's schedules applied.
+//!
+//! Then the subsystems are spawned: the schedule timer, the HTTP server, the notifier, the
+//! task keeper, and last the worker pool, so no run starts before the rest is up.
+//!
+//! ## Stop order
+//!
+//! The caller's `shutdown` token (in the binary: the first SIGTERM or SIGINT) stops the
+//! daemon; so does the HTTP server failing, or the pool returning on its own. At that moment
+//! the pool stops claiming, the HTTP server stops accepting (requests in flight are answered),
+//! the timer stops firing and no background task starts any more. Then, in this order:
+//!
+//! 1. **the pool drains**: running jobs finish within `worker.shutdown_grace_ms`, then their
+//!    leases are released. First, because the runs ending now still need the rest;
+//! 2. **background tasks are stopped** by the keeper and recorded as `lost`: after the pool,
+//!    since a run finishing in the drain may still hear of its task;
+//! 3. **the notifier** gets [`NOTIFIER_GRACE`] to send the notices of runs that ended in the
+//!    drain; a notice still in flight then is sent again by the next daemon;
+//! 4. **the HTTP server** and 5. **the timer** are joined (both stopped at the first moment).
+//!
+//! Every subsystem is joined before [`Running::wait`] returns; the first failure is its error.
+//!
+//! Process-wide settings are the binary's, not this module's: signals, the umask and making
+//! the process non-dumpable. The one global this module sets is the log writer's redactor
+//! ([`redaction::install_for_logs`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use nightshift_agent::AgentRuntime;
+use nightshift_scheduler::cron::{self as schedules, Schedule, Timer, TimerConfig};
+use nightshift_scheduler::hooks::HookSet;
+use nightshift_store::Store;
+use nightshift_tools::{SecretResolver, TaskSupervisor};
+use nightshift_worker::{Pool, PoolReport};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::notify::Notifier;
+use crate::tasks::TaskKeeper;
+use crate::{api, build_runtime, private, redaction};
+
+/// How long the daemon waits, on its way out, for notices being sent.
+pub const NOTIFIER_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs the daemon on `store` until `shutdown` fires (or a subsystem fails), then stops it in
+/// the documented order. `Ok` when every subsystem stopped cleanly.
+pub async fn run(config: &Config, store: Store, shutdown: CancellationToken) -> anyhow::Result<()> {
+    start(config, store, shutdown).await?.wait().await?;
+    Ok(())
+}
+
+/// Starts the daemon (see the start order); the returned [`Running`] has the bound address
+/// and stops, in order, once `shutdown` fires. Nothing is left running on an error.
+pub async fn start(
+    config: &Config,
+    store: Store,
+    shutdown: CancellationToken,
+) -> anyhow::Result<Running> {
+    let daemon_id = daemon_id();
+    let data_dir = config.resolve_path(&config.runtime.data_dir);
+    let supervisor = crate::tasks::supervisor(
+        &store,
+        &daemon_id,
+        data_dir.join("tasks"),
+        &config.runtime.background,
+    );
+    let (token, token_source) = api::resolve_token(&config.server.token_env, &data_dir)?;
+    let secrets = secrets(config);
+    let parts = Parts::build(config, &store, &supervisor, secrets)?;
+    let listener = bind(&config.server.address).await?;
+    let address = listener.local_addr()?;
+    prepare_store(config, &store, &parts).await?;
+    // From here on nothing fails: the subsystems are spawned, stopped by `stop`.
+    let stop = shutdown.child_token();
+    let timer = spawn_timer(&store, &daemon_id, &stop);
+    let state = api::ApiState {
+        store: store.clone(),
+        agents: Arc::new(parts.runtime.agent_names()),
+        token: Arc::new(token),
+        hooks: parts.hooks,
+    };
+    tracing::info!(%address, token = %token_source, "HTTP API listening");
+    let server = spawn_server(listener, state, &stop);
+    let notifier = Stoppable::spawn(|s| parts.notifier.run(s));
+    let keeper = spawn_keeper(config, &store, daemon_id, &supervisor);
+    refuse_tasks_on_stop(&supervisor, &stop);
+    let pool = spawn_pool(config, &store, parts.runtime, &stop);
+    Ok(Running {
+        address,
+        stop,
+        pool,
+        keeper,
+        notifier,
+        server,
+        timer,
+    })
+}
+
+/// A running daemon: its address, and [`Running::wait`] to see it stop.
+#[derive(Debug)]
+pub struct Running {
+    address: SocketAddr,
+    /// Stops every subsystem that stops at once (a child of the caller's `shutdown`).
+    stop: CancellationToken,
+    pool: JoinHandle<nightshift_store::Result<PoolReport>>,
+    keeper: Stoppable,
+    notifier: Stoppable,
+    server: JoinHandle<std::io::Result<()>>,
+    timer: JoinHandle<()>,
+}
+
+/// How a daemon stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopped {
+    /// What happened to the jobs the pool ran, the drained ones included.
+    pub pool: PoolReport,
+    /// Whether notices were still being sent when [`NOTIFIER_GRACE`] ran out (they are sent
+    /// again by the next daemon).
+    pub notices_cut_short: bool,
+}
+
+impl Running {
+    /// The address the HTTP API listens on (the port the system chose, for port 0).
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Waits for the shutdown, then stops the subsystems in the documented order. Every one
+    /// is joined; the first that failed is the error.
+    pub async fn wait(self) -> anyhow::Result<Stopped> {
+        let pooled = drain_pool(self.pool, &self.stop).await;
+        let kept = stop_keeper(self.keeper).await;
+        let notices_cut_short = stop_notifier(self.notifier).await;
+        let served = join_server(self.server).await;
+        let timed = self.timer.await.context("the schedule timer failed");
+        kept?;
+        served?;
+        timed?;
+        Ok(Stopped {
+            pool: pooled?,
+            notices_cut_short,
+        })
+    }
+}
+
+/// A task stopped by a token of its own, later than the rest.
+#[derive(Debug)]
+struct Stoppable {
+    stop: CancellationToken,
+    handle: JoinHandle<()>,
+}
+
+impl Stoppable {
+    fn spawn<F, Fut>(task: F) -> Self
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let stop = CancellationToken::new();
+        let handle = tokio::spawn(task(stop.clone()));
+        Self { stop, handle }
+    }
+}
+
+/// What the config builds before the database is touched.
+struct Parts {
+    runtime: AgentRuntime,
+    schedules: Vec<Schedule>,
+    hooks: Arc<HookSet>,
+    notifier: Notifier,
+}
+
+impl Parts {
+    /// The runtime (with background tasks under `supervisor`, redacting with `secrets`), the
+    /// compiled schedules, the webhooks and the notifier. Any config problem is an error.
+    fn build(
+        config: &Config,
+        store: &Store,
+        supervisor: &TaskSupervisor,
+        secrets: SecretResolver,
+    ) -> anyhow::Result<Parts> {
+        let runtime = build_runtime(config, Some(supervisor.clone()), secrets)?;
+        let schedules = config.compiled_schedules()?;
+        let hooks = Arc::new(crate::hooks::build(config)?);
+        for hook in hooks.iter() {
+            tracing::info!(hook = %hook.name, path = %format!("/hooks/{}", hook.name),
+                           signature = hook.scheme.name(), routes = ?hook.route_names(), "webhook ready");
+        }
+        let notifier = Notifier::new(store.clone(), &config.agents)?;
+        Ok(Parts {
+            runtime,
+            schedules,
+            hooks,
+            notifier,
+        })
+    }
+}
+
+/// This daemon's id: host, pid and a random suffix (two daemons never share one).
+fn daemon_id() -> String {
+    format!(
+        "{}:{}:{}",
+        nightshift_worker::hostname(),
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// Every secret the daemon holds, built once (after the token is resolved, as it is one of
+/// them); from now on every log line is redacted with it.
+fn secrets(config: &Config) -> SecretResolver {
+    let secrets = redaction::secrets(config);
+    redaction::install_for_logs(secrets.redactor().clone());
+    secrets
+}
+
+async fn bind(address: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address} (server.address)"))
+}
+
+/// Migrates, makes the data directory and database private, kills tool processes a crashed
+/// predecessor left, and applies the config's schedules.
+async fn prepare_store(config: &Config, store: &Store, parts: &Parts) -> anyhow::Result<()> {
+    let report = store.migrate().await?;
+    let data_dir = config.resolve_path(&config.runtime.data_dir);
+    private::tighten(
+        &data_dir,
+        private::sqlite_file(&config.database.url).as_deref(),
+    )
+    .context("cannot make the data directory and the database private (0700/0600)")?;
+    tracing::info!(
+        backend = ?store.backend_kind(),
+        schema_version = report.version,
+        agents = ?parts.runtime.agent_names(),
+        "store ready"
+    );
+    let reaped = crate::reap_orphaned_tools(config)
+        .context("cannot clean up tool processes left by a previous daemon")?;
+    if reaped > 0 {
+        tracing::warn!(
+            reaped,
+            "killed tool processes a crashed daemon left running"
+        );
+    }
+    let sync = schedules::apply_config(store, &parts.schedules).await?;
+    tracing::info!(
+        from_config = sync.applied.len(),
+        removed = sync.removed.len(),
+        total = store.schedules().await?.len(),
+        "schedules ready"
+    );
+    Ok(())
+}
+
+/// The schedule timer, firing until `stop`.
+fn spawn_timer(store: &Store, daemon_id: &str, stop: &CancellationToken) -> JoinHandle<()> {
+    let timer = Timer::new(store.clone(), daemon_id, TimerConfig::default());
+    tokio::spawn(timer.run(stop.clone()))
+}
+
+/// The HTTP API on `listener` until `stop` (answering requests in flight). A server that
+/// stops on its own (an error) takes the daemon down with it.
+fn spawn_server(
+    listener: TcpListener,
+    state: api::ApiState,
+    stop: &CancellationToken,
+) -> JoinHandle<std::io::Result<()>> {
+    let stop = stop.clone();
+    tokio::spawn(async move {
+        let graceful = stop.clone();
+        let served = axum::serve(listener, api::router(state))
+            .with_graceful_shutdown(async move { graceful.cancelled().await })
+            .await;
+        stop.cancel();
+        served
+    })
+}
+
+/// The task keeper: it outlives the pool's drain (a run finishing in it may still hear of a
+/// task), then stops the remaining tasks and records them as lost.
+fn spawn_keeper(
+    config: &Config,
+    store: &Store,
+    daemon_id: String,
+    supervisor: &TaskSupervisor,
+) -> Stoppable {
+    let keeper = TaskKeeper::new(
+        store.clone(),
+        daemon_id,
+        supervisor.clone(),
+        &config.runtime.background,
+    );
+    Stoppable::spawn(|s| keeper.run(s))
+}
+
+/// From the first moment of the stop, no task starts and a task killed by a signal (a
+/// service manager may signal the whole group) counts as lost.
+fn refuse_tasks_on_stop(supervisor: &TaskSupervisor, stop: &CancellationToken) {
+    let (stop, supervisor) = (stop.clone(), supervisor.clone());
+    tokio::spawn(async move {
+        stop.cancelled().await;
+        supervisor.begin_shutdown();
+    });
+}
+
+/// The worker pool, claiming until `stop`, then draining.
+fn spawn_pool(
+    config: &Config,
+    store: &Store,
+    runtime: AgentRuntime,
+    stop: &CancellationToken,
+) -> JoinHandle<nightshift_store::Result<PoolReport>> {
+    let pool = Pool::new(store.clone(), runtime, config.worker.clone());
+    tokio::spawn(pool.run(stop.clone()))
+}
+
+/// Step 1: waits for the pool to drain, then stops everything that stops at once (in case the
+/// pool returned on its own).
+async fn drain_pool(
+    pool: JoinHandle<nightshift_store::Result<PoolReport>>,
+    stop: &CancellationToken,
+) -> anyhow::Result<PoolReport> {
+    let pooled = pool.await;
+    stop.cancel();
+    Ok(pooled.context("the worker pool failed")??)
+}
+
+/// Step 2: stops the background tasks (recorded as lost) and waits for the keeper.
+async fn stop_keeper(keeper: Stoppable) -> anyhow::Result<()> {
+    keeper.stop.cancel();
+    keeper
+        .handle
+        .await
+        .context("the background task keeper failed")
+}
+
+/// Step 3: the notifier's last pass, for at most [`NOTIFIER_GRACE`]. Returns whether it was
+/// cut short.
+async fn stop_notifier(mut notifier: Stoppable) -> bool {
+    notifier.stop.cancel();
+    if tokio::time::timeout(NOTIFIER_GRACE, &mut notifier.handle)
+        .await
+        .is_ok()
+    {
+        return false;
+    }
+    // A POST still in flight is sent again, by the next daemon, once its claim runs out.
+    tracing::warn!("stopping with run notices in flight; they are sent again later");
+    notifier.handle.abort();
+    true
+}
+
+/// Step 4: the HTTP server, stopped since the first moment.
+async fn join_server(server: JoinHandle<std::io::Result<()>>) -> anyhow::Result<()> {
+    server
+        .await
+        .context("the HTTP server failed")?
+        .context("the HTTP server failed")
+}
