@@ -291,7 +291,7 @@ impl Harness {
     }
 
     /// Runs one job to its outcome and records it as the pool would.
-    pub(crate) async fn run_once(&self) -> nightshift_worker::Outcome {
+    pub(crate) async fn run_once(&self) -> nightshift_worker::JobOutcome {
         let lease = self.claim().await;
         let outcome = self.runtime.handle(JobContext::new(lease.clone())).await;
         apply_outcome(&lease, &outcome, &Backoff::default())
