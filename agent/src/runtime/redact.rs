@@ -90,7 +90,7 @@ mod tests {
             call_id: "c1".into(),
             name: "run_command".into(),
             input: serde_json::json!({"command": format!("curl -H 'x-api-key: {KEY}'")}),
-            durability: crate::events::Durability::SideEffect,
+            durability: nightshift_tools::ToolClass::SideEffect,
             idempotency_key: "r:c1".into(),
         };
         let got = event(&redactor(), started).unwrap();

@@ -12,10 +12,12 @@
 
 use std::collections::BTreeMap;
 
+use nightshift_tools::ToolClass;
+
 use crate::approval;
 use crate::calls;
 use crate::config::AgentDef;
-use crate::events::{Durability, RunEvent};
+use crate::events::RunEvent;
 use crate::ports::ToolCall;
 use crate::state::{Decision, PendingCall};
 use crate::tasks;
@@ -33,7 +35,7 @@ pub(crate) struct CallFacts {
     pub input_error: Option<String>,
     /// A person must decide before it starts.
     pub needs_approval: bool,
-    pub durability: Durability,
+    pub durability: ToolClass,
 }
 
 /// What the round does with one pending call.
@@ -50,7 +52,7 @@ pub(crate) enum CallPlan {
     /// Started before a crash and safe to repeat: run again under the logged key.
     Replay { key: String },
     /// Log `tool_started` (under the fence for side effects), then run it.
-    Start { key: String, durability: Durability },
+    Start { key: String, durability: ToolClass },
 }
 
 /// One call of the round and its plan.
@@ -71,7 +73,7 @@ pub(crate) fn plan_call(
 ) -> (bool, CallPlan) {
     if let Some(started) = &call.started {
         let plan = match started.durability {
-            Durability::SideEffect => CallPlan::Interrupted,
+            ToolClass::SideEffect => CallPlan::Interrupted,
             _ => CallPlan::Replay {
                 key: started.idempotency_key.clone(),
             },
@@ -250,9 +252,9 @@ impl AgentRuntime {
         wakeup::is_control_tool(name) && agent.config.tools.iter().any(|t| t == name)
     }
 
-    fn durability(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> Durability {
+    fn durability(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> ToolClass {
         if self.is_control(agent, name) {
-            Durability::Idempotent
+            ToolClass::Idempotent
         } else {
             self.tools.durability(agent, name, input)
         }
@@ -307,7 +309,7 @@ async fn start(
     s: &mut Session<'_>,
     call: &PendingCall,
     key: &str,
-    durability: Durability,
+    durability: ToolClass,
 ) -> Result<bool, Stop> {
     let started = RunEvent::ToolStarted {
         call_id: call.call_id.clone(),
@@ -316,7 +318,7 @@ async fn start(
         durability,
         idempotency_key: key.to_string(),
     };
-    if durability != Durability::SideEffect {
+    if durability != ToolClass::SideEffect {
         s.log(started).await?;
         return Ok(true);
     }

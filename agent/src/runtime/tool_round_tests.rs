@@ -13,7 +13,7 @@ fn call(id: &str) -> PendingCall {
     }
 }
 
-fn started(id: &str, durability: Durability) -> PendingCall {
+fn started(id: &str, durability: ToolClass) -> PendingCall {
     PendingCall {
         started: Some(StartedCall {
             durability,
@@ -28,7 +28,7 @@ fn plain() -> CallFacts {
         control: false,
         input_error: None,
         needs_approval: false,
-        durability: Durability::SideEffect,
+        durability: ToolClass::SideEffect,
     }
 }
 
@@ -60,7 +60,7 @@ fn answered_calls_are_left_out_and_new_ones_start_under_a_new_key() {
         ..call("a")
     };
     let facts = |_: &PendingCall| CallFacts {
-        durability: Durability::Idempotent,
+        durability: ToolClass::Idempotent,
         ..plain()
     };
     let round = plan_round(&[done, call("b")], facts, &BTreeMap::new(), key);
@@ -70,7 +70,7 @@ fn answered_calls_are_left_out_and_new_ones_start_under_a_new_key() {
             "b",
             &CallPlan::Start {
                 key: "new-b".into(),
-                durability: Durability::Idempotent
+                durability: ToolClass::Idempotent
             }
         )]
     );
@@ -79,9 +79,9 @@ fn answered_calls_are_left_out_and_new_ones_start_under_a_new_key() {
 #[test]
 fn started_calls_are_replayed_from_the_log_or_reported_interrupted() {
     let pending = [
-        started("r", Durability::ReadOnly),
-        started("i", Durability::Idempotent),
-        started("s", Durability::SideEffect),
+        started("r", ToolClass::ReadOnly),
+        started("i", ToolClass::Idempotent),
+        started("s", ToolClass::SideEffect),
     ];
     // Nothing about a started call is asked again: the log decides.
     let round = plan_round(
@@ -159,7 +159,7 @@ fn approval_asks_and_ends_the_round_denial_answers_and_a_yes_starts() {
     let round = plan_round(&pending, facts, &decisions, key);
     let start = |id: &str| CallPlan::Start {
         key: format!("new-{id}"),
-        durability: Durability::SideEffect,
+        durability: ToolClass::SideEffect,
     };
     assert_eq!(
         plans(&round),
