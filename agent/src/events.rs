@@ -4,20 +4,8 @@
 //! the tool runs — and `tool_result` after.
 
 use nightshift_llm::{Message, StopReason, Usage};
+use nightshift_tools::ToolClass;
 use serde::{Deserialize, Serialize};
-
-/// The durability class of a tool, as recorded when it started. It decides what recovery
-/// does with a `tool_started` that has no result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Durability {
-    /// Safe to run again.
-    ReadOnly,
-    /// Safe to run again with the same idempotency key.
-    Idempotent,
-    /// Never run twice: an interrupted call is reported to the model as of unknown outcome.
-    SideEffect,
-}
 
 /// One event of a run's log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,7 +28,7 @@ pub enum RunEvent {
         call_id: String,
         name: String,
         input: serde_json::Value,
-        durability: Durability,
+        durability: ToolClass,
         idempotency_key: String,
     },
     /// A tool call's result (real, or synthesised by recovery).
@@ -162,7 +150,7 @@ mod tests {
                 call_id: "toolu_1".into(),
                 name: "run_command".into(),
                 input: serde_json::json!({"command": "ls"}),
-                durability: Durability::SideEffect,
+                durability: ToolClass::SideEffect,
                 idempotency_key: "run:toolu_1".into(),
             },
             RunEvent::ToolResult {

@@ -42,9 +42,10 @@ pub mod wakeup;
 pub use config::{
     AgentConfig, AgentDef, AgentSandbox, Budgets, ContextPolicy, Pricing, SandboxNetwork,
 };
-pub use events::{Durability, RunEvent};
+pub use events::RunEvent;
+pub use nightshift_tools::{ToolClass, ToolOutput};
 pub use notify::NotifyTarget;
-pub use ports::{ModelFailure, ModelGateway, ToolBox, ToolCall, ToolReply};
+pub use ports::{ModelFailure, ModelGateway, ToolBox, ToolCall};
 pub use runtime::{AgentRuntime, Step, next_step};
 pub use state::RunState;
 pub use wakeup::{SCHEDULE_WAKEUP, WakeupPolicy, is_control_tool};

@@ -7,7 +7,7 @@ use nightshift_llm::{ModelRequest, ModelResponse, ToolSpec};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::AgentDef;
-use crate::events::Durability;
+use nightshift_tools::{ToolClass, ToolOutput};
 
 /// Why a model call failed, as the loop needs to know it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,20 +53,13 @@ pub struct ToolCall<'a> {
     pub idempotency_key: &'a str,
 }
 
-/// A tool's answer, as the model will see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolReply {
-    pub content: String,
-    pub is_error: bool,
-}
-
 /// Runs the tools of agents.
 pub trait ToolBox: Send + Sync {
     /// The tools `agent` may call, sorted by name, with stable schemas.
     fn specs(&self, agent: &AgentDef) -> Vec<ToolSpec>;
     /// The durability class of a call (it may depend on the input: an HTTP GET is
     /// read-only, a POST is not). Unknown tools count as side effects.
-    fn durability(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> Durability;
+    fn durability(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> ToolClass;
     /// Checks a call's input against the tool's JSON Schema before anything runs: `Err` says
     /// what is wrong, in words the model can act on (the loop returns it as an `is_error`
     /// result and never starts the call). Unknown tools are left to [`ToolBox::call`].
@@ -85,5 +78,5 @@ pub trait ToolBox: Send + Sync {
         agent: &'a AgentDef,
         call: ToolCall<'a>,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, ToolReply>;
+    ) -> BoxFuture<'a, ToolOutput>;
 }

@@ -10,7 +10,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::events::{Durability, RunEvent};
+use crate::events::RunEvent;
+use nightshift_tools::ToolClass;
 
 /// One item of the agent's todo list (kept by the `todo_write` tool).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,7 +35,7 @@ pub struct PendingCall {
 /// What `tool_started` recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StartedCall {
-    pub durability: Durability,
+    pub durability: ToolClass,
     pub idempotency_key: String,
 }
 

@@ -4,8 +4,8 @@
 //! when the format changes, add a new fixture beside the old ones and a migration step in
 //! `checkpoint::migrate`, and keep every assertion below passing.
 
+use nightshift_agent::ToolClass;
 use nightshift_agent::checkpoint;
-use nightshift_agent::events::Durability;
 use nightshift_llm::{ContentBlock, Role, StopReason};
 
 #[test]
@@ -45,7 +45,7 @@ fn version_1_fixture_loads() {
     let pending = &state.pending[0];
     assert_eq!(pending.call_id, "toolu_02");
     let started = pending.started.as_ref().unwrap();
-    assert_eq!(started.durability, Durability::SideEffect);
+    assert_eq!(started.durability, ToolClass::SideEffect);
     assert_eq!(started.idempotency_key, "run-1:toolu_02");
     assert!(pending.result.is_none());
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use nightshift_store::{NewRun, Store, StoreConfig, SystemClock};
-use nightshift_worker::{Handler, JobContext, Outcome, Pool, PoolConfig};
+use nightshift_worker::{Handler, JobContext, JobOutcome, Pool, PoolConfig};
 use sqlx::postgres::PgConnection;
 use sqlx::{AssertSqlSafe, Connection};
 use tokio_util::sync::CancellationToken;
@@ -91,9 +91,9 @@ struct Noop {
 }
 
 impl Handler for Noop {
-    async fn handle(&self, _ctx: JobContext) -> Outcome {
+    async fn handle(&self, _ctx: JobContext) -> JobOutcome {
         self.probe.started();
-        Outcome::succeeded("")
+        JobOutcome::succeeded("")
     }
 }
 

@@ -33,7 +33,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use nightshift_scheduler::hooks::{self, HookSet, Outcome, Refused};
+use nightshift_scheduler::hooks::{self, DeliveryOutcome, HookSet, Refused};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -86,7 +86,7 @@ async fn receive(
         );
     };
     let too_large = || {
-        hook.counters.count(Outcome::TooLarge);
+        hook.counters.count(DeliveryOutcome::TooLarge);
         error(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
@@ -107,7 +107,7 @@ async fn receive(
         Ok(b) => b,
         Err(e) if is_length_limit(&e) => return too_large(),
         Err(e) => {
-            hook.counters.count(Outcome::BadRequest);
+            hook.counters.count(DeliveryOutcome::BadRequest);
             return error(
                 StatusCode::BAD_REQUEST,
                 format!("cannot read the body: {e}"),

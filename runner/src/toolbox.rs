@@ -12,11 +12,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use nightshift_agent::{AgentDef, Durability, ToolBox, ToolCall, ToolReply};
+use nightshift_agent::{AgentDef, ToolBox, ToolCall};
 use nightshift_llm::ToolSpec;
 use nightshift_tools::{
     HttpAllowlist, Limits, ProcessRegistry, Registry, RegistryConfig, SecretBindings,
-    SecretResolver, TaskSupervisor, ToolClass, ToolContext,
+    SecretResolver, TaskSupervisor, ToolClass, ToolContext, ToolOutput,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -165,16 +165,11 @@ impl ToolBox for Tools {
             .unwrap_or_default()
     }
 
-    fn durability(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> Durability {
-        let class = self
-            .registries
+    fn durability(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> ToolClass {
+        self.registries
             .get(&agent.config.name)
-            .and_then(|r| r.class_for(name, input));
-        match class {
-            Some(ToolClass::ReadOnly) => Durability::ReadOnly,
-            Some(ToolClass::Idempotent) => Durability::Idempotent,
-            Some(ToolClass::SideEffect) | None => Durability::SideEffect,
-        }
+            .and_then(|r| r.class_for(name, input))
+            .unwrap_or(ToolClass::SideEffect)
     }
 
     fn check_input(
@@ -194,28 +189,18 @@ impl ToolBox for Tools {
         agent: &'a AgentDef,
         call: ToolCall<'a>,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, ToolReply> {
+    ) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             let Some(registry) = self.registries.get(&agent.config.name) else {
-                return ToolReply {
-                    content: format!("agent {} has no tools", agent.config.name),
-                    is_error: true,
-                };
+                return ToolOutput::error(format!("agent {} has no tools", agent.config.name));
             };
             let ctx = match self.context(agent, &call, cancel) {
                 Ok(ctx) => ctx,
                 Err(e) => {
-                    return ToolReply {
-                        content: format!("the run's workspace is not usable: {e}"),
-                        is_error: true,
-                    };
+                    return ToolOutput::error(format!("the run's workspace is not usable: {e}"));
                 }
             };
-            let out = registry.call(&ctx, call.name, call.input.clone()).await;
-            ToolReply {
-                content: out.content,
-                is_error: out.is_error,
-            }
+            registry.call(&ctx, call.name, call.input.clone()).await
         })
     }
 }

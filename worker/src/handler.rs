@@ -1,6 +1,6 @@
 //! The contract between the pool and the code that does a job's work (the agent loop plugs
 //! in here). The handler gets the lease handle, to write events and checkpoints, and a
-//! cancellation token; it returns an [`Outcome`] and the pool performs it.
+//! cancellation token; it returns an [`JobOutcome`] and the pool performs it.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Why a job's cancellation token fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// Someone asked to cancel the run; finish up and return [`Outcome::Done`] with
+pub enum CancelReason {
+    /// Someone asked to cancel the run; finish up and return [`JobOutcome::Done`] with
     /// [`RunEnd::Cancelled`].
     CancelRequested,
     /// The lease is gone (another worker owns the job now); nothing more can be written.
@@ -28,7 +28,7 @@ pub struct JobContext {
     pub lease: LeasedJob,
     /// Fires when the job should stop; see [`JobContext::stop_reason`].
     pub cancel: CancellationToken,
-    pub(crate) reason: Arc<Mutex<Option<StopReason>>>,
+    pub(crate) reason: Arc<Mutex<Option<CancelReason>>>,
 }
 
 impl JobContext {
@@ -42,12 +42,12 @@ impl JobContext {
     }
 
     /// Why [`cancel`](Self::cancel) fired, once it has.
-    pub fn stop_reason(&self) -> Option<StopReason> {
+    pub fn stop_reason(&self) -> Option<CancelReason> {
         *self.reason.lock().expect("stop reason lock")
     }
 
     /// Fires the token, keeping the first reason given.
-    pub(crate) fn stop(&self, reason: StopReason) {
+    pub(crate) fn stop(&self, reason: CancelReason) {
         let mut slot = self.reason.lock().expect("stop reason lock");
         if slot.is_none() {
             *slot = Some(reason);
@@ -59,7 +59,7 @@ impl JobContext {
 
 /// What the pool does with a job once its handler returns.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub enum JobOutcome {
     /// Finish the job and end the run (succeeded, failed, cancelled, budget exhausted).
     Done(RunEnd),
     /// Try again later: after `after`, or after the pool's backoff when `None`. On the last
@@ -85,24 +85,24 @@ pub enum Outcome {
     },
 }
 
-impl Outcome {
+impl JobOutcome {
     /// The run succeeded with `result`.
     pub fn succeeded(result: impl Into<String>) -> Self {
-        Outcome::Done(RunEnd::Succeeded {
+        JobOutcome::Done(RunEnd::Succeeded {
             result: Some(result.into()),
         })
     }
 
     /// The run failed for good with `error`.
     pub fn failed(error: impl Into<String>) -> Self {
-        Outcome::Done(RunEnd::Failed {
+        JobOutcome::Done(RunEnd::Failed {
             error: error.into(),
         })
     }
 
     /// Retry after the pool's backoff.
     pub fn retry(error: impl Into<String>) -> Self {
-        Outcome::Retry {
+        JobOutcome::Retry {
             error: error.into(),
             after: None,
         }
@@ -112,5 +112,5 @@ impl Outcome {
 /// The work of a job. One handler serves every slot of a pool.
 pub trait Handler: Send + Sync + 'static {
     /// Does the job's work. Should return soon after `ctx.cancel` fires.
-    fn handle(&self, ctx: JobContext) -> impl Future<Output = Outcome> + Send;
+    fn handle(&self, ctx: JobContext) -> impl Future<Output = JobOutcome> + Send;
 }

@@ -2,7 +2,7 @@
 //! token fired on a cancel request or a lost lease, the outcome written under the lease, and
 //! release (not completion) when shutdown's grace period runs out.
 //!
-//! A run's end ([`Outcome::Done`]) is not written here: it goes back to the pool as
+//! A run's end ([`JobOutcome::Done`]) is not written here: it goes back to the pool as
 //! [`Exit::Ack`], and the pool writes the ends of all jobs that finished close together in
 //! one transaction (see `Store::settle`). Retries, deferrals and parks are written here, one by
 //! one.
@@ -13,13 +13,13 @@ use std::time::Duration;
 use nightshift_store::{Backoff, Error, Heartbeat, LeasedJob, RunEnd};
 use tokio_util::sync::CancellationToken;
 
-use crate::handler::{Handler, JobContext, Outcome, StopReason};
+use crate::handler::{CancelReason, Handler, JobContext, JobOutcome};
 
 /// How a job's time in the pool ended, for the pool's log and tests.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finished {
     /// The handler's outcome was written.
-    Recorded(Outcome),
+    Recorded(JobOutcome),
     /// The lease was lost; nothing more was written.
     LeaseLost,
     /// The worker shut down before the job finished; its lease was released.
@@ -63,7 +63,7 @@ pub(crate) async fn run_job<H: Handler>(
     beats.abort();
     let job_id = lease.id();
     let Some(outcome) = outcome else {
-        ctx.stop(StopReason::Shutdown);
+        ctx.stop(CancelReason::Shutdown);
         return Exit::Finished(
             match lease
                 .release("released: the worker shut down before the job finished")
@@ -81,14 +81,14 @@ pub(crate) async fn run_job<H: Handler>(
             },
         );
     };
-    if ctx.stop_reason() == Some(StopReason::LeaseLost) {
+    if ctx.stop_reason() == Some(CancelReason::LeaseLost) {
         tracing::warn!(
             job_id,
             "lease lost while the handler ran; its outcome is dropped"
         );
         return Exit::Finished(Finished::LeaseLost);
     }
-    if let Outcome::Done(end) = outcome {
+    if let JobOutcome::Done(end) = outcome {
         return Exit::Ack {
             lease: Box::new(lease),
             end,
@@ -114,18 +114,18 @@ pub(crate) async fn run_job<H: Handler>(
 /// outcomes exactly as the pool does.
 pub async fn apply_outcome(
     lease: &LeasedJob,
-    outcome: &Outcome,
+    outcome: &JobOutcome,
     backoff: &Backoff,
 ) -> nightshift_store::Result<()> {
     match outcome {
-        Outcome::Done(end) => lease.complete(end.clone()).await,
-        Outcome::Retry { error, after } => {
+        JobOutcome::Done(end) => lease.complete(end.clone()).await,
+        JobOutcome::Retry { error, after } => {
             let delay = after.unwrap_or_else(|| backoff.delay(lease.job().attempts));
             lease.retry_after(delay, error).await.map(|_| ())
         }
-        Outcome::Defer { until, error } => lease.defer_until(*until, error).await.map(|_| ()),
-        Outcome::Park { until, payload } => lease.park_until(*until, payload).await.map(|_| ()),
-        Outcome::AwaitApproval {
+        JobOutcome::Defer { until, error } => lease.defer_until(*until, error).await.map(|_| ()),
+        JobOutcome::Park { until, payload } => lease.park_until(*until, payload).await.map(|_| ()),
+        JobOutcome::AwaitApproval {
             call_id,
             until,
             payload,
@@ -148,12 +148,12 @@ async fn heartbeat_loop(ctx: JobContext, timings: JobTimings) {
             Ok(Heartbeat::Extended { .. }) => {}
             Ok(Heartbeat::CancelRequested) => {
                 tracing::info!(job_id = ctx.lease.id(), "cancellation requested");
-                ctx.stop(StopReason::CancelRequested);
+                ctx.stop(CancelReason::CancelRequested);
                 return;
             }
             Err(e) if e.is_lease_lost() => {
                 tracing::warn!(job_id = ctx.lease.id(), error = %e, "lease lost");
-                ctx.stop(StopReason::LeaseLost);
+                ctx.stop(CancelReason::LeaseLost);
                 return;
             }
             Err(e) => tracing::warn!(job_id = ctx.lease.id(), error = %e, "heartbeat failed"),

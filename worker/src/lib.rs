@@ -8,7 +8,7 @@
 //!   burst).
 //! - Every running job's lease is extended every `heartbeat_ms`; its [`CancellationToken`]
 //!   fires within one heartbeat of a cancel request or a lost lease.
-//! - The handler's [`Outcome`] is written under the job's lease (ack, retry with backoff,
+//! - The handler's [`JobOutcome`] is written under the job's lease (ack, retry with backoff,
 //!   defer without spending an attempt, park, fail); a stale worker's outcome is dropped,
 //!   never written.
 //! - Ends of jobs that finish close together are written in one transaction, together with
@@ -26,12 +26,13 @@
 pub mod config;
 pub mod handler;
 mod job;
+mod plan;
 pub mod pool;
 pub mod signals;
 pub mod slots;
 
 pub use config::PoolConfig;
-pub use handler::{Handler, JobContext, Outcome, StopReason};
+pub use handler::{CancelReason, Handler, JobContext, JobOutcome};
 pub use job::{Finished, apply_outcome};
 pub use pool::{Pool, PoolReport, hostname};
 pub use signals::shutdown_on_signals;

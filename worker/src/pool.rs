@@ -19,8 +19,9 @@ use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::PoolConfig;
-use crate::handler::{Handler, Outcome};
+use crate::handler::{Handler, JobOutcome};
 use crate::job::{Exit, Finished, JobTimings, run_job};
+use crate::plan::{self, Drain, Next, WaitFor};
 use crate::slots::{Slot, Slots};
 
 /// How many times the pool yields to the scheduler after a job ends, to let jobs about to end
@@ -80,113 +81,125 @@ impl<H: Handler> Pool<H> {
             async move { store.warm_up().await }
         });
         tracing::info!(worker = %self.worker_id, slots = self.config.slots, "worker pool started");
+        let mut jobs = Jobs {
+            book: Book {
+                slots: Slots::new(self.config.slots, &self.config.lanes),
+                running: HashMap::new(),
+                acks: Vec::new(),
+                report: PoolReport::default(),
+            },
+            tasks: JoinSet::new(),
+            hard_stop: CancellationToken::new(),
+        };
+        let rescuer = tokio::spawn(rescue_expired_leases(self.store.clone()));
+        self.claim_until(&shutdown, &host, &mut jobs).await;
+        rescuer.abort();
+        warming.abort();
+        self.drain(&mut jobs).await;
+        if let Err(e) = self.store.remove_worker(&self.worker_id).await {
+            tracing::warn!(error = %e, "could not deregister worker");
+        }
+        let report = jobs.book.report;
+        tracing::info!(?report, "worker pool stopped");
+        Ok(report)
+    }
+
+    /// The select loop: settle (write ends, claim for free slots, start the claimed jobs),
+    /// then do what [`plan::next`] says, until `shutdown` fires.
+    async fn claim_until(&self, shutdown: &CancellationToken, host: &str, jobs: &mut Jobs) {
         let timings = JobTimings {
             lease: self.config.lease(),
             heartbeat: self.config.heartbeat(),
             backoff: self.config.backoff(),
         };
-        let hard_stop = CancellationToken::new();
-        let mut book = Book {
-            slots: Slots::new(self.config.slots, &self.config.lanes),
-            running: HashMap::new(),
-            acks: Vec::new(),
-            report: PoolReport::default(),
-        };
-        let mut tasks: JoinSet<Exit> = JoinSet::new();
-        let rescuer = tokio::spawn(rescue_expired_leases(self.store.clone()));
         let mut signal = self.store.subscribe();
         let mut beat = tokio::time::interval(self.config.heartbeat());
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-
         while !shutdown.is_cancelled() {
-            let settled = self.settle(&mut book, true).await;
-            let claimed_all = match settled {
-                Ok((leases, claimed_all)) => {
-                    for (lease, slot) in leases {
-                        let handle = tasks.spawn(run_job(
-                            self.handler.clone(),
-                            lease,
-                            timings.clone(),
-                            hard_stop.clone(),
-                        ));
-                        book.running.insert(handle.id(), slot);
-                    }
-                    Some(claimed_all)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "claiming failed; trying again after the poll interval");
-                    None
-                }
-            };
-            let free = book.slots.busy() < self.config.slots;
-            if claimed_all == Some(true) && free {
-                continue; // there may be more due work right now
-            }
-            // Only a pool about to go idle needs to know when the next job is due.
-            let wait = match claimed_all {
-                Some(false) if free => self.idle_wait().await,
-                _ => self.config.poll_interval(),
+            let claimed_all = self.settle_and_start(jobs, &timings).await;
+            let (listen, until) =
+                match plan::next(claimed_all, jobs.book.slots.busy(), self.config.slots) {
+                    Next::ClaimAgain => continue, // there may be more due work right now
+                    Next::Wait { listen, until } => (listen, until),
+                };
+            let wait = match until {
+                WaitFor::NextDue => self.idle_wait().await,
+                WaitFor::Poll => self.config.poll_interval(),
             };
             tokio::select! {
                 () = shutdown.cancelled() => break,
-                Some(joined) = tasks.join_next_with_id(), if !tasks.is_empty() => {
-                    book.reap(joined, &mut tasks);
-                    // Jobs started together tend to end together: a few turns of the
-                    // scheduler (no timer, microseconds) let the ones about to end join this
-                    // batch instead of paying for a commit of their own right after it.
-                    for _ in 0..LINGER_TURNS {
-                        if tasks.is_empty() {
-                            break;
-                        }
-                        tokio::task::yield_now().await;
-                        book.reap_ready(&mut tasks);
-                    }
+                Some(joined) = jobs.tasks.join_next_with_id(), if !jobs.tasks.is_empty() => {
+                    jobs.reap_lingering(joined).await;
                 }
-                () = signal.wait(wait), if free => {}
+                () = signal.wait(wait), if listen => {}
                 _ = beat.tick() => {
-                    if let Err(e) = self.store.register_worker(&self.worker_id, &host, std::process::id()).await {
+                    if let Err(e) = self.store.register_worker(&self.worker_id, host, std::process::id()).await {
                         tracing::warn!(error = %e, "worker heartbeat failed");
                     }
                 }
             }
         }
+    }
 
-        rescuer.abort();
-        warming.abort();
+    /// One settle with claims; starts a task for every job claimed. Returns whether some
+    /// claim filled up, or `None` when the settle failed.
+    async fn settle_and_start(&self, jobs: &mut Jobs, timings: &JobTimings) -> Option<bool> {
+        match self.settle(&mut jobs.book, true).await {
+            Ok((leases, claimed_all)) => {
+                for (lease, slot) in leases {
+                    let handle = jobs.tasks.spawn(run_job(
+                        self.handler.clone(),
+                        lease,
+                        timings.clone(),
+                        jobs.hard_stop.clone(),
+                    ));
+                    jobs.book.running.insert(handle.id(), slot);
+                }
+                Some(claimed_all)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "claiming failed; trying again after the poll interval");
+                None
+            }
+        }
+    }
+
+    /// After shutdown: no more claims; running jobs finish until the grace period ends, then
+    /// their leases are released (the hard stop); every end is written before it returns.
+    async fn drain(&self, jobs: &mut Jobs) {
         tracing::info!(
-            running = tasks.len(),
+            running = jobs.tasks.len(),
             grace_ms = self.config.shutdown_grace_ms,
             "draining"
         );
         let deadline = tokio::time::sleep(self.config.shutdown_grace());
         tokio::pin!(deadline);
-        while !tasks.is_empty() || !book.acks.is_empty() {
-            if !book.acks.is_empty() {
-                // Ends only; claiming stopped. A failure is counted in the report.
-                let _ = self.settle(&mut book, false).await;
-                continue;
-            }
-            tokio::select! {
-                Some(joined) = tasks.join_next_with_id() => book.reap(joined, &mut tasks),
-                () = &mut deadline, if !hard_stop.is_cancelled() => {
-                    tracing::warn!(running = tasks.len(), "grace period over; releasing leases");
-                    hard_stop.cancel();
+        loop {
+            match plan::drain(!jobs.book.acks.is_empty(), jobs.tasks.len()) {
+                Drain::Done => return,
+                Drain::WriteEnds => {
+                    // Ends only; claiming stopped. A failure is counted in the report.
+                    let _ = self.settle(&mut jobs.book, false).await;
                 }
+                Drain::AwaitJobs => tokio::select! {
+                    Some(joined) = jobs.tasks.join_next_with_id() => {
+                        jobs.book.reap(joined, &mut jobs.tasks);
+                    }
+                    () = &mut deadline, if !jobs.hard_stop.is_cancelled() => {
+                        tracing::warn!(running = jobs.tasks.len(), "grace period over; releasing leases");
+                        jobs.hard_stop.cancel();
+                    }
+                },
             }
         }
-        if let Err(e) = self.store.remove_worker(&self.worker_id).await {
-            tracing::warn!(error = %e, "could not deregister worker");
-        }
-        let report = book.report;
-        tracing::info!(?report, "worker pool stopped");
-        Ok(report)
     }
 
     /// Writes the ends waiting in `book` and, when `claim` is set, claims jobs for every free
-    /// slot (reserved lanes first, then shared slots from any lane), all in one transaction.
-    /// The slots of the ended jobs count as free for that claim: a new job can only take one
-    /// once the end that freed it is durable, as both commit together. Returns the leases
-    /// with the slot each takes, and whether some claim filled up (so more work may wait).
+    /// slot ([`plan::claim_requests`]: reserved lanes first, then shared slots from any lane),
+    /// all in one transaction. The slots of the ended jobs count as free for that claim: a
+    /// new job can only take one once the end that freed it is durable, as both commit
+    /// together. Returns the leases with the slot each takes, and whether some claim filled
+    /// up (so more work may wait).
     ///
     /// When the transaction fails, the ends are tried once more on their own (a failing
     /// claim should not cost finished jobs their results); ends that still fail count as
@@ -203,71 +216,53 @@ impl<H: Handler> Pool<H> {
             }
         }
         let requests = if claim {
-            let wanted = book.slots.wanted();
-            let mut requests: Vec<ClaimRequest> = wanted
-                .reserved
-                .into_iter()
-                .map(|(lane, limit)| ClaimRequest {
-                    lanes: Some(vec![lane]),
-                    limit,
-                })
-                .collect();
-            if wanted.shared > 0 {
-                requests.push(ClaimRequest {
-                    lanes: None,
-                    limit: wanted.shared,
-                });
-            }
-            requests
+            plan::claim_requests(book.slots.wanted())
         } else {
             Vec::new()
         };
         if acks.is_empty() && requests.is_empty() {
             return Ok((Vec::new(), false));
         }
+        let claimed = self.write_settle(book, &acks, &requests).await?;
+        let got: Vec<usize> = claimed.iter().map(Vec::len).collect();
+        let claimed_all = plan::claimed_all(&requests, &got);
+        let placed = place(book, claimed.into_iter().flatten().collect()).await;
+        Ok((placed, claimed_all))
+    }
+
+    /// The store's settle of `acks` with `requests`, the ends counted in `book`; on failure
+    /// with claims, the ends alone once more. Returns the jobs claimed per request.
+    async fn write_settle(
+        &self,
+        book: &mut Book,
+        acks: &[PendingAck],
+        requests: &[ClaimRequest],
+    ) -> nightshift_store::Result<Vec<Vec<LeasedJob>>> {
         let done: Vec<(&LeasedJob, RunEnd)> =
             acks.iter().map(|a| (&*a.lease, a.end.clone())).collect();
         let lease = self.config.lease();
-        let settled = match self
+        match self
             .store
-            .settle(&done, &self.worker_id, &requests, lease)
+            .settle(&done, &self.worker_id, requests, lease)
             .await
         {
-            Ok(settled) => settled,
+            Ok(settled) => {
+                book.record_ends(acks, Ok(settled.ended));
+                Ok(settled.claimed)
+            }
             Err(e) if !acks.is_empty() && !requests.is_empty() => {
                 tracing::warn!(error = %e, "writing ends with claims failed; writing the ends alone");
                 match self.store.settle(&done, &self.worker_id, &[], lease).await {
-                    Ok(settled) => book.record_ends(&acks, Ok(settled.ended)),
-                    Err(again) => book.record_ends(&acks, Err(&again)),
+                    Ok(settled) => book.record_ends(acks, Ok(settled.ended)),
+                    Err(again) => book.record_ends(acks, Err(&again)),
                 }
-                return Err(e);
+                Err(e)
             }
             Err(e) => {
-                book.record_ends(&acks, Err(&e));
-                return Err(e);
-            }
-        };
-        book.record_ends(&acks, Ok(settled.ended));
-        let mut claimed_all = false;
-        let mut leases = Vec::new();
-        for (request, got) in requests.iter().zip(settled.claimed) {
-            claimed_all |= got.len() == request.limit;
-            leases.extend(got);
-        }
-        let mut placed = Vec::with_capacity(leases.len());
-        for lease in leases {
-            match book.slots.take(&lease.job().lane) {
-                Some(slot) => placed.push((lease, slot)),
-                None => {
-                    // Cannot happen while claims ask for at most the free slots; give the job
-                    // back rather than run it over capacity.
-                    if let Err(e) = lease.release("released: no free slot").await {
-                        tracing::warn!(error = %e, "could not release an over-claimed job");
-                    }
-                }
+                book.record_ends(acks, Err(&e));
+                Err(e)
             }
         }
-        Ok((placed, claimed_all))
     }
 
     /// How long to wait for a signal before claiming again: the poll interval, or less when a
@@ -275,12 +270,50 @@ impl<H: Handler> Pool<H> {
     async fn idle_wait(&self) -> Duration {
         let poll = self.config.poll_interval();
         match self.store.next_due().await {
-            Ok(Some(due)) => {
-                let until = due.saturating_sub(self.store.now());
-                let until = Duration::from_millis(u64::try_from(until).unwrap_or(0));
-                poll.min(until.max(Duration::from_millis(1)))
+            Ok(due) => plan::until_due(poll, due, self.store.now()),
+            Err(_) => poll,
+        }
+    }
+}
+
+/// Gives each claimed job a slot of its lane (reserved first, else shared).
+async fn place(book: &mut Book, leases: Vec<LeasedJob>) -> Vec<(LeasedJob, Slot)> {
+    let mut placed = Vec::with_capacity(leases.len());
+    for lease in leases {
+        match book.slots.take(&lease.job().lane) {
+            Some(slot) => placed.push((lease, slot)),
+            None => {
+                // Cannot happen while claims ask for at most the free slots; give the job
+                // back rather than run it over capacity.
+                if let Err(e) = lease.release("released: no free slot").await {
+                    tracing::warn!(error = %e, "could not release an over-claimed job");
+                }
             }
-            _ => poll,
+        }
+    }
+    placed
+}
+
+/// The jobs a pool runs: its bookkeeping, their tasks, and the token that stops them all
+/// (fired when the grace period of a drain runs out).
+struct Jobs {
+    book: Book,
+    tasks: JoinSet<Exit>,
+    hard_stop: CancellationToken,
+}
+
+impl Jobs {
+    /// Takes in a finished task, then lingers: jobs started together tend to end together,
+    /// so a few turns of the scheduler (no timer, microseconds) let the ones about to end
+    /// join this batch instead of paying for a commit of their own right after it.
+    async fn reap_lingering(&mut self, joined: Result<(Id, Exit), JoinError>) {
+        self.book.reap(joined, &mut self.tasks);
+        for _ in 0..LINGER_TURNS {
+            if self.tasks.is_empty() {
+                break;
+            }
+            tokio::task::yield_now().await;
+            self.book.reap_ready(&mut self.tasks);
         }
     }
 }
@@ -369,7 +402,7 @@ impl Book {
                 for (ack, result) in acks.iter().zip(results) {
                     let job_id = ack.lease.id();
                     let finished = match result {
-                        Ok(()) => Finished::Recorded(Outcome::Done(ack.end.clone())),
+                        Ok(()) => Finished::Recorded(JobOutcome::Done(ack.end.clone())),
                         Err(e) if e.is_lease_lost() => {
                             tracing::warn!(job_id, error = %e, "lease lost before the outcome was written; dropped");
                             Finished::LeaseLost
@@ -397,8 +430,10 @@ impl Book {
             Finished::Recorded(outcome) => {
                 report.recorded += 1;
                 match outcome {
-                    Outcome::Retry { error, .. } => tracing::info!(%error, "job will be retried"),
-                    Outcome::Defer { until, error } => {
+                    JobOutcome::Retry { error, .. } => {
+                        tracing::info!(%error, "job will be retried")
+                    }
+                    JobOutcome::Defer { until, error } => {
                         tracing::info!(%error, until, "job deferred; the attempt is not counted");
                     }
                     _ => {}

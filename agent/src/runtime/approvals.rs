@@ -4,7 +4,7 @@
 //! denial) and then applies to exactly that call.
 
 use nightshift_store::ResumeReason;
-use nightshift_worker::Outcome;
+use nightshift_worker::JobOutcome;
 
 use super::{Session, Stop};
 use crate::approval;
@@ -56,9 +56,9 @@ impl Session<'_> {
         &mut self,
         call_id: String,
         until: i64,
-    ) -> Result<Outcome, Stop> {
+    ) -> Result<JobOutcome, Stop> {
         self.checkpoint().await?;
-        Ok(Outcome::AwaitApproval {
+        Ok(JobOutcome::AwaitApproval {
             payload: ResumeReason::Approval {
                 call_id: call_id.clone(),
             }

@@ -3,7 +3,7 @@
 //! ends, and a `run_command` interrupted after it recorded its task can name that task.
 
 use nightshift_store::ResumeReason;
-use nightshift_worker::Outcome;
+use nightshift_worker::JobOutcome;
 
 use super::{Session, Stop};
 use crate::events::RunEvent;
@@ -71,11 +71,11 @@ impl Session<'_> {
         &mut self,
         deadline: i64,
         task_id: String,
-    ) -> Result<Outcome, Stop> {
+    ) -> Result<JobOutcome, Stop> {
         self.checkpoint().await?;
         let slack = i64::try_from(tasks::DEADLINE_SLACK.as_millis()).unwrap_or(i64::MAX);
         let now = self.ctx.lease.store().now();
-        Ok(Outcome::Park {
+        Ok(JobOutcome::Park {
             until: deadline.max(now).saturating_add(slack),
             payload: ResumeReason::Task { task_id }.to_payload(),
         })

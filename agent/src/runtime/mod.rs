@@ -13,14 +13,13 @@ use nightshift_tools::Redactor;
 
 use nightshift_llm::{Message, Role, conversation};
 use nightshift_store::{Error as StoreError, JobKind, ResumeReason, RunEnd};
-use nightshift_worker::{Handler, JobContext, Outcome};
+use nightshift_worker::{Handler, JobContext, JobOutcome};
 
-use crate::approval;
 use crate::calls;
 use crate::checkpoint;
 use crate::config::AgentDef;
-use crate::events::{Durability, RunEvent};
-use crate::ports::{ModelFailure, ModelGateway, ToolBox, ToolCall};
+use crate::events::RunEvent;
+use crate::ports::{ModelFailure, ModelGateway, ToolBox};
 use crate::state::RunState;
 use crate::tasks;
 use crate::wakeup;
@@ -31,6 +30,7 @@ mod outage;
 mod redact;
 mod session;
 mod step;
+mod tool_round;
 
 use session::Session;
 
@@ -119,22 +119,22 @@ impl AgentRuntime {
 }
 
 impl Handler for AgentRuntime {
-    async fn handle(&self, ctx: JobContext) -> Outcome {
+    async fn handle(&self, ctx: JobContext) -> JobOutcome {
         redact::outcome(&self.redactor, self.outcome(&ctx).await)
     }
 }
 
 impl AgentRuntime {
-    async fn outcome(&self, ctx: &JobContext) -> Outcome {
+    async fn outcome(&self, ctx: &JobContext) -> JobOutcome {
         match self.run_job(ctx).await {
             Ok(outcome) => outcome,
             Err(Stop::Store(e)) if e.is_lease_lost() => {
                 // Nothing more can be written; the pool drops whatever we return.
-                Outcome::retry(e.to_string())
+                JobOutcome::retry(e.to_string())
             }
-            Err(Stop::Store(e)) if e.is_transient() => Outcome::retry(e.to_string()),
-            Err(Stop::Store(e)) => Outcome::failed(format!("store error: {e}")),
-            Err(Stop::Corrupt(e)) => Outcome::failed(e),
+            Err(Stop::Store(e)) if e.is_transient() => JobOutcome::retry(e.to_string()),
+            Err(Stop::Store(e)) => JobOutcome::failed(format!("store error: {e}")),
+            Err(Stop::Corrupt(e)) => JobOutcome::failed(e),
         }
     }
 }
@@ -176,7 +176,7 @@ fn run_end_event(end: &RunEnd) -> RunEvent {
 }
 
 impl AgentRuntime {
-    async fn run_job(&self, ctx: &JobContext) -> Result<Outcome, Stop> {
+    async fn run_job(&self, ctx: &JobContext) -> Result<JobOutcome, Stop> {
         let lease = &ctx.lease;
         let store = lease.store();
         let run_id = lease.job().run_id.clone();
@@ -185,7 +185,7 @@ impl AgentRuntime {
             .await?
             .ok_or_else(|| Stop::Corrupt(format!("run {run_id} is missing")))?;
         let Some(agent) = self.agents.get(&run.agent) else {
-            return Ok(Outcome::failed(format!(
+            return Ok(JobOutcome::failed(format!(
                 "agent '{}' is not configured; configured agents: {}",
                 run.agent,
                 self.agent_names().join(", ")
@@ -262,7 +262,7 @@ impl AgentRuntime {
     }
 
     /// The loop: one step at a time until the run ends or must wait.
-    async fn drive(&self, s: &mut Session<'_>) -> Result<Outcome, Stop> {
+    async fn drive(&self, s: &mut Session<'_>) -> Result<JobOutcome, Stop> {
         let mut steps_without_model_call = 0;
         loop {
             let step = next_step(&s.state);
@@ -312,7 +312,7 @@ impl AgentRuntime {
                 },
                 Step::Sleep(w) => {
                     s.checkpoint().await?;
-                    return Ok(Outcome::Park {
+                    return Ok(JobOutcome::Park {
                         until: w.due_at,
                         payload: ResumeReason::Wakeup {
                             reason: w.reason,
@@ -361,187 +361,8 @@ impl AgentRuntime {
         }
     }
 
-    /// Runs every pending call of the newest reply in the order the model gave them:
-    /// `tool_started` is committed before a tool runs; a call found started but without
-    /// result is run again when it is read-only or idempotent (same idempotency key) and
-    /// reported as interrupted when it has side effects. A side-effect call is started only
-    /// while the run is neither cancelled nor superseded (one guarded write); returns true
-    /// when one was refused for that reason, and the run must stop. A call that needs
-    /// approval and has no decision stops the round until one is made.
-    async fn run_tools(&self, s: &mut Session<'_>) -> Result<ToolsEnd, Stop> {
-        let calls = s.state.pending.clone();
-        for call in calls {
-            if call.result.is_some() {
-                continue;
-            }
-            if s.ctx.cancel.is_cancelled() {
-                return Ok(ToolsEnd::Done);
-            }
-            if call.started.is_none()
-                && !self.is_control(s.agent, &call.name)
-                && let Err(violation) = self.tools.check_input(s.agent, &call.name, &call.input)
-            {
-                // Refused before anything runs (and before a person is asked to approve it).
-                s.log_result(&call.call_id, violation, true).await?;
-                continue;
-            }
-            if call.started.is_none() && self.needs_approval(s.agent, &call.name, &call.input) {
-                match s.state.decisions.get(&call.call_id).cloned() {
-                    Some(d) if d.approved => {}
-                    Some(d) => {
-                        s.log(RunEvent::ToolResult {
-                            call_id: call.call_id.clone(),
-                            content: approval::denied_notice(d.reason.as_deref()),
-                            is_error: true,
-                            interrupted: false,
-                        })
-                        .await?;
-                        continue;
-                    }
-                    None => {
-                        let until = s.request_approval(&call).await?;
-                        return Ok(ToolsEnd::AwaitApproval {
-                            call_id: call.call_id.clone(),
-                            until,
-                        });
-                    }
-                }
-            }
-            let key = match &call.started {
-                Some(started) if started.durability == Durability::SideEffect => {
-                    let content = match s.task_started_by(&call.call_id).await? {
-                        Some(task_id) => tasks::interrupted_start_notice(&task_id),
-                        None => INTERRUPTED_NOTICE.to_string(),
-                    };
-                    s.log(RunEvent::ToolResult {
-                        call_id: call.call_id.clone(),
-                        content,
-                        is_error: true,
-                        interrupted: true,
-                    })
-                    .await?;
-                    continue;
-                }
-                Some(started) => started.idempotency_key.clone(),
-                None => {
-                    let key = calls::idempotency_key(&s.run_id, s.state.turns, &call.call_id);
-                    let durability = self.durability(s.agent, &call.name, &call.input);
-                    let started = RunEvent::ToolStarted {
-                        call_id: call.call_id.clone(),
-                        name: call.name.clone(),
-                        input: call.input.clone(),
-                        durability,
-                        idempotency_key: key.clone(),
-                    };
-                    if durability == Durability::SideEffect {
-                        if !s.log_unless_cancelled(started).await? {
-                            s.log(RunEvent::ToolResult {
-                                call_id: call.call_id.clone(),
-                                content: REFUSED_NOTICE.to_string(),
-                                is_error: true,
-                                interrupted: false,
-                            })
-                            .await?;
-                            return Ok(ToolsEnd::Refused);
-                        }
-                    } else {
-                        s.log(started).await?;
-                    }
-                    key
-                }
-            };
-            if self.is_control(s.agent, &call.name) {
-                self.run_control_tool(s, &call.call_id, &call.input).await?;
-                continue;
-            }
-            let reply = self
-                .tools
-                .call(
-                    s.agent,
-                    ToolCall {
-                        run_id: &s.run_id,
-                        call_id: &call.call_id,
-                        name: &call.name,
-                        input: &call.input,
-                        idempotency_key: &key,
-                    },
-                    &s.ctx.cancel,
-                )
-                .await;
-            s.log_result(&call.call_id, reply.content, reply.is_error)
-                .await?;
-        }
-        Ok(ToolsEnd::Done)
-    }
-
-    /// True when a call must wait for a human's decision.
-    fn needs_approval(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> bool {
-        let marked = agent
-            .config
-            .tool_overrides
-            .get(name)
-            .and_then(|o| o.approval)
-            == Some(nightshift_tools::Approval::Required);
-        marked || agent.config.approvals.matches(name, input)
-    }
-
-    /// True for a control tool the agent has enabled (the loop runs it itself).
-    fn is_control(&self, agent: &AgentDef, name: &str) -> bool {
-        wakeup::is_control_tool(name) && agent.config.tools.iter().any(|t| t == name)
-    }
-
-    fn durability(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> Durability {
-        if self.is_control(agent, name) {
-            Durability::Idempotent
-        } else {
-            self.tools.durability(agent, name, input)
-        }
-    }
-
-    /// `schedule_wakeup`: arms the wakeup (once per call, also when re-run after a crash).
-    async fn run_control_tool(
-        &self,
-        s: &mut Session<'_>,
-        call_id: &str,
-        input: &serde_json::Value,
-    ) -> Result<(), Stop> {
-        let armed = s.state.wakeup.clone().filter(|w| w.call_id == call_id);
-        let planned = match armed {
-            Some(w) => Ok(w),
-            None => wakeup::plan(
-                call_id,
-                input,
-                s.ctx.lease.store().now(),
-                &s.agent.config.wakeups,
-                s.state.wakeups_used,
-            ),
-        };
-        let (content, is_error) = match planned {
-            Ok(w) => {
-                if s.state.wakeup.as_ref().map(|a| a.call_id.as_str()) != Some(call_id) {
-                    s.log(RunEvent::WakeupScheduled {
-                        call_id: call_id.to_string(),
-                        due_at: w.due_at,
-                        reason: w.reason.clone(),
-                        scheduled_at: w.scheduled_at,
-                    })
-                    .await?;
-                }
-                (wakeup::confirmation(&w), false)
-            }
-            Err(message) => (message, true),
-        };
-        s.log(RunEvent::ToolResult {
-            call_id: call_id.to_string(),
-            content,
-            is_error,
-            interrupted: false,
-        })
-        .await
-    }
-
     /// One model call. Returns an outcome when the run must stop or wait.
-    async fn call_model(&self, s: &mut Session<'_>) -> Result<Option<Outcome>, Stop> {
+    async fn call_model(&self, s: &mut Session<'_>) -> Result<Option<JobOutcome>, Stop> {
         let req = s.request(self.specs(s.agent), None);
         if let Err(violation) = conversation::check(&req) {
             return s.finish(invalid_request(violation)).await.map(Some);
@@ -575,7 +396,7 @@ impl AgentRuntime {
     }
 
     /// Replaces all but the last few messages with a summary written by the model.
-    async fn compact(&self, s: &mut Session<'_>) -> Result<Option<Outcome>, Stop> {
+    async fn compact(&self, s: &mut Session<'_>) -> Result<Option<JobOutcome>, Stop> {
         let keep = s.agent.config.context.keep_last;
         let n = s.state.messages.len();
         // Keep from an assistant message, so the kept part never starts with tool results

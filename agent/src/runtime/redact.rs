@@ -4,7 +4,7 @@
 
 use nightshift_store::RunEnd;
 use nightshift_tools::Redactor;
-use nightshift_worker::Outcome;
+use nightshift_worker::JobOutcome;
 
 use crate::events::RunEvent;
 
@@ -21,13 +21,13 @@ pub(super) fn event(redactor: &Redactor, event: RunEvent) -> Result<RunEvent, St
 }
 
 /// `outcome` with the text it stores redacted.
-pub(super) fn outcome(redactor: &Redactor, outcome: Outcome) -> Outcome {
+pub(super) fn outcome(redactor: &Redactor, outcome: JobOutcome) -> JobOutcome {
     if redactor.is_empty() {
         return outcome;
     }
     let r = |s: String| redactor.redact(&s);
     match outcome {
-        Outcome::Done(end) => Outcome::Done(match end {
+        JobOutcome::Done(end) => JobOutcome::Done(match end {
             RunEnd::Succeeded { result } => RunEnd::Succeeded {
                 result: result.map(r),
             },
@@ -36,23 +36,23 @@ pub(super) fn outcome(redactor: &Redactor, outcome: Outcome) -> Outcome {
             RunEnd::BudgetExhausted { detail } => RunEnd::BudgetExhausted { detail: r(detail) },
             RunEnd::MaxRounds { detail } => RunEnd::MaxRounds { detail: r(detail) },
         }),
-        Outcome::Retry { error, after } => Outcome::Retry {
+        JobOutcome::Retry { error, after } => JobOutcome::Retry {
             error: r(error),
             after,
         },
-        Outcome::Defer { until, error } => Outcome::Defer {
+        JobOutcome::Defer { until, error } => JobOutcome::Defer {
             until,
             error: r(error),
         },
-        Outcome::Park { until, payload } => Outcome::Park {
+        JobOutcome::Park { until, payload } => JobOutcome::Park {
             until,
             payload: r(payload),
         },
-        Outcome::AwaitApproval {
+        JobOutcome::AwaitApproval {
             call_id,
             until,
             payload,
-        } => Outcome::AwaitApproval {
+        } => JobOutcome::AwaitApproval {
             call_id,
             until,
             payload: r(payload),
@@ -90,7 +90,7 @@ mod tests {
             call_id: "c1".into(),
             name: "run_command".into(),
             input: serde_json::json!({"command": format!("curl -H 'x-api-key: {KEY}'")}),
-            durability: crate::events::Durability::SideEffect,
+            durability: nightshift_tools::ToolClass::SideEffect,
             idempotency_key: "r:c1".into(),
         };
         let got = event(&redactor(), started).unwrap();
@@ -106,24 +106,24 @@ mod tests {
     fn outcomes_store_only_redacted_text() {
         let failed = outcome(
             &redactor(),
-            Outcome::failed(format!("401 from the provider: invalid x-api-key {KEY}")),
+            JobOutcome::failed(format!("401 from the provider: invalid x-api-key {KEY}")),
         );
-        let Outcome::Done(RunEnd::Failed { error }) = failed else {
+        let JobOutcome::Done(RunEnd::Failed { error }) = failed else {
             panic!("still a failure");
         };
         assert_eq!(
             error,
             "401 from the provider: invalid x-api-key [REDACTED:ANTHROPIC_API_KEY]"
         );
-        let retry = outcome(&redactor(), Outcome::retry(format!("x {KEY}")));
-        assert!(matches!(retry, Outcome::Retry { ref error, .. } if !error.contains(KEY)));
+        let retry = outcome(&redactor(), JobOutcome::retry(format!("x {KEY}")));
+        assert!(matches!(retry, JobOutcome::Retry { ref error, .. } if !error.contains(KEY)));
         let done = outcome(
             &redactor(),
-            Outcome::succeeded(KEY.chars().rev().collect::<String>()),
+            JobOutcome::succeeded(KEY.chars().rev().collect::<String>()),
         );
         assert!(matches!(
             done,
-            Outcome::Done(RunEnd::Succeeded { result: Some(ref r) }) if r == "[REDACTED:ANTHROPIC_API_KEY]"
+            JobOutcome::Done(RunEnd::Succeeded { result: Some(ref r) }) if r == "[REDACTED:ANTHROPIC_API_KEY]"
         ));
     }
 }

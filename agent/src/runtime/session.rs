@@ -6,7 +6,7 @@
 
 use nightshift_llm::{Message, ModelRequest, ModelResponse, conversation};
 use nightshift_store::{RunEnd, RunProgress, RunStatus};
-use nightshift_worker::{JobContext, Outcome};
+use nightshift_worker::{JobContext, JobOutcome};
 
 use super::{Stop, outage, run_end_event};
 use crate::checkpoint;
@@ -90,7 +90,7 @@ impl Session<'_> {
     }
 
     /// Logs the end, checkpoints, and returns the outcome that completes the run.
-    pub(super) async fn finish(&mut self, end: RunEnd) -> Result<Outcome, Stop> {
+    pub(super) async fn finish(&mut self, end: RunEnd) -> Result<JobOutcome, Stop> {
         if self.state.ending.is_none() {
             let mut event = run_end_event(&end);
             if end == RunEnd::Cancelled
@@ -106,7 +106,7 @@ impl Session<'_> {
         }
         self.checkpoint().await?;
         self.record_progress().await?;
-        Ok(Outcome::Done(end))
+        Ok(JobOutcome::Done(end))
     }
 
     /// The request for the next call, with `extra` appended at the bottom: the same state
@@ -196,7 +196,7 @@ impl Session<'_> {
         &mut self,
         error: String,
         retry_in: Option<std::time::Duration>,
-    ) -> Result<Outcome, Stop> {
+    ) -> Result<JobOutcome, Stop> {
         let now = self.ctx.lease.store().now();
         let limit_ms = i64::try_from(self.agent.config.outage_limit_seconds.saturating_mul(1000))
             .unwrap_or(i64::MAX);
@@ -223,7 +223,7 @@ impl Session<'_> {
                 })
                 .await?;
                 self.checkpoint().await?;
-                Ok(Outcome::Defer {
+                Ok(JobOutcome::Defer {
                     until,
                     error: format!("waiting for the model: {error}"),
                 })

@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use futures::future::BoxFuture;
 use nightshift_agent::checkpoint;
-use nightshift_agent::events::{Durability, RunEvent};
+use nightshift_agent::events::RunEvent;
 use nightshift_agent::{
     AgentConfig, AgentDef, AgentRuntime, ModelFailure, ModelGateway, RunState, ToolBox, ToolCall,
-    ToolReply,
+    ToolClass, ToolOutput,
 };
 use nightshift_llm::{
     ContentBlock, Message, ModelRequest, ModelResponse, Role, StopReason, ToolSpec, Usage,
@@ -142,7 +142,7 @@ async fn wal_overhead(config: &StoreConfig, calls: usize) -> Result<(f64, f64)> 
                 call_id: id.clone(),
                 name: "noop".into(),
                 input: json!({}),
-                durability: Durability::ReadOnly,
+                durability: ToolClass::ReadOnly,
                 idempotency_key: format!("r:{id}"),
             },
             RunEvent::ToolResult {
@@ -291,21 +291,16 @@ impl ToolBox for NoTools {
     fn specs(&self, _agent: &AgentDef) -> Vec<ToolSpec> {
         Vec::new()
     }
-    fn durability(&self, _agent: &AgentDef, _name: &str, _input: &serde_json::Value) -> Durability {
-        Durability::ReadOnly
+    fn durability(&self, _agent: &AgentDef, _name: &str, _input: &serde_json::Value) -> ToolClass {
+        ToolClass::ReadOnly
     }
     fn call<'a>(
         &'a self,
         _agent: &'a AgentDef,
         _call: ToolCall<'a>,
         _cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, ToolReply> {
-        Box::pin(async {
-            ToolReply {
-                content: String::new(),
-                is_error: false,
-            }
-        })
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async { ToolOutput::ok(String::new()) })
     }
 }
 

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use nightshift_store::{NewRun, ResumeReason, Store, StoreConfig, SystemClock};
-use nightshift_worker::{Handler, JobContext, Outcome, Pool, PoolConfig};
+use nightshift_worker::{Handler, JobContext, JobOutcome, Pool, PoolConfig};
 use tokio_util::sync::CancellationToken;
 
 const LEASE: Duration = Duration::from_secs(600);
@@ -32,11 +32,11 @@ struct Recorder {
 }
 
 impl Handler for Recorder {
-    async fn handle(&self, ctx: JobContext) -> Outcome {
+    async fn handle(&self, ctx: JobContext) -> JobOutcome {
         let job = ctx.lease.job();
         let late = ctx.lease.store().now() - job.run_at;
         self.lateness_ms.lock().unwrap().push(late);
-        Outcome::succeeded("woke")
+        JobOutcome::succeeded("woke")
     }
 }
 

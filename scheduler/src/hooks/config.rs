@@ -247,60 +247,68 @@ impl HookConfig {
         self.compile(agents).map(|_| ())
     }
 
-    /// Validates and compiles the routes.
+    /// Validates and compiles the routes: one check per concern, in the order a reader
+    /// meets the keys (name, authentication, limits, sources, routes).
     pub(crate) fn compile(&self, agents: &[&str]) -> Result<Vec<CompiledRoute>, String> {
-        let hook = &self.name;
-        if !name_ok(hook) {
+        if !name_ok(&self.name) {
             return Err(format!(
-                "hooks: name '{hook}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'"
+                "hooks: name '{}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'",
+                self.name
             ));
         }
-        let at = format!("hooks.{hook}");
-        let scheme = self.signature;
-        match (scheme, &self.secret_env) {
-            (SignatureScheme::None, Some(_)) => {
-                return Err(format!(
-                    "{at}.secret_env is set but signature = \"none\" checks nothing; remove \
-                     secret_env or choose a signature scheme"
-                ));
-            }
-            (SignatureScheme::None, None) => {}
-            (_, None) => {
-                return Err(format!(
-                    "{at}.secret_env is missing: name the environment variable that holds the \
-                     webhook secret, e.g. secret_env = \"GITHUB_WEBHOOK_SECRET\""
-                ));
-            }
-            (_, Some(env)) if env.trim().is_empty() || env.contains('=') => {
-                return Err(format!(
-                    "{at}.secret_env '{env}' is not an environment variable name (give the \
-                     variable's name, never the secret itself)"
-                ));
-            }
-            _ => {}
+        let at = format!("hooks.{}", self.name);
+        self.check_secret(&at)?;
+        self.check_hmac(&at)?;
+        self.check_limits(&at)?;
+        self.check_sources(&at)?;
+        self.compile_routes(&at, agents)
+    }
+
+    /// `secret_env`: present exactly when something is checked, and a variable's name.
+    fn check_secret(&self, at: &str) -> Result<(), String> {
+        match (self.signature, &self.secret_env) {
+            (SignatureScheme::None, Some(_)) => Err(format!(
+                "{at}.secret_env is set but signature = \"none\" checks nothing; remove \
+                 secret_env or choose a signature scheme"
+            )),
+            (SignatureScheme::None, None) => Ok(()),
+            (_, None) => Err(format!(
+                "{at}.secret_env is missing: name the environment variable that holds the \
+                 webhook secret, e.g. secret_env = \"GITHUB_WEBHOOK_SECRET\""
+            )),
+            (_, Some(env)) if env.trim().is_empty() || env.contains('=') => Err(format!(
+                "{at}.secret_env '{env}' is not an environment variable name (give the \
+                 variable's name, never the secret itself)"
+            )),
+            _ => Ok(()),
         }
-        match (scheme, &self.hmac) {
-            (SignatureScheme::Hmac, None) => {
-                return Err(format!(
-                    "{at}: signature = \"hmac\" needs a [hooks.hmac] table with at least \
-                     header = \"…\""
-                ));
-            }
-            (SignatureScheme::Hmac, Some(h)) if h.header.trim().is_empty() => {
-                return Err(format!(
-                    "{at}.hmac.header is empty; name the signature header"
-                ));
-            }
-            (SignatureScheme::Hmac, Some(_)) | (_, None) => {}
-            (other, Some(_)) => {
-                return Err(format!(
-                    "{at}.hmac applies only to signature = \"hmac\" (this hook uses \"{}\")",
-                    other.name()
-                ));
-            }
+    }
+
+    /// `[hooks.hmac]`: required by, and only for, `signature = "hmac"`.
+    fn check_hmac(&self, at: &str) -> Result<(), String> {
+        match (self.signature, &self.hmac) {
+            (SignatureScheme::Hmac, None) => Err(format!(
+                "{at}: signature = \"hmac\" needs a [hooks.hmac] table with at least \
+                 header = \"…\""
+            )),
+            (SignatureScheme::Hmac, Some(h)) if h.header.trim().is_empty() => Err(format!(
+                "{at}.hmac.header is empty; name the signature header"
+            )),
+            (SignatureScheme::Hmac, Some(_)) | (_, None) => Ok(()),
+            (other, Some(_)) => Err(format!(
+                "{at}.hmac applies only to signature = \"hmac\" (this hook uses \"{}\")",
+                other.name()
+            )),
         }
+    }
+
+    /// `tolerance_seconds` (timestamped schemes only) and `max_body_bytes`, in range.
+    fn check_limits(&self, at: &str) -> Result<(), String> {
         if let Some(t) = self.tolerance_seconds {
-            if !matches!(scheme, SignatureScheme::Stripe | SignatureScheme::Slack) {
+            if !matches!(
+                self.signature,
+                SignatureScheme::Stripe | SignatureScheme::Slack
+            ) {
                 return Err(format!(
                     "{at}.tolerance_seconds applies only to the timestamped schemes stripe and \
                      slack"
@@ -319,6 +327,11 @@ impl HookConfig {
                 self.max_body_bytes
             ));
         }
+        Ok(())
+    }
+
+    /// `delivery_id` (given, or the scheme's default) and `event`, each one well-formed source.
+    fn check_sources(&self, at: &str) -> Result<(), String> {
         match &self.delivery_id {
             Some(src) => src.validate(&format!("{at}.delivery_id"))?,
             None if self.default_delivery_id().is_none() => {
@@ -333,6 +346,12 @@ impl HookConfig {
         if let Some(src) = &self.event {
             src.validate(&format!("{at}.event"))?;
         }
+        Ok(())
+    }
+
+    /// `[[hooks.routes]]`: at least one, names unique, each checked against the hook and
+    /// compiled.
+    fn compile_routes(&self, at: &str, agents: &[&str]) -> Result<Vec<CompiledRoute>, String> {
         if self.routes.is_empty() {
             return Err(format!(
                 "{at} has no routes; add a [[hooks.routes]] saying what a delivery starts"
@@ -347,35 +366,48 @@ impl HookConfig {
                     route.name
                 ));
             }
-            if !name_ok(&route.name) {
-                return Err(format!(
-                    "{at}.routes: name '{}' is not allowed; use 1-64 letters, digits, '-', '_' \
-                     or '.'",
-                    route.name
-                ));
-            }
             let route_at = format!("{at}.routes.{}", route.name);
-            if route.event.is_some() && self.event_source().is_none() {
-                return Err(format!(
-                    "{route_at}.event: this hook has no event source; set {at}.event = \
-                     {{ header = \"…\" }} or {{ pointer = \"/…\" }}"
-                ));
-            }
-            if let (RouteKind::Start, Some(agent)) = (route.kind, &route.agent)
-                && !agents.contains(&agent.as_str())
-            {
-                return Err(format!(
-                    "{route_at}.agent: agent '{agent}' is not configured (configured: {})",
-                    if agents.is_empty() {
-                        "none".to_string()
-                    } else {
-                        agents.join(", ")
-                    }
-                ));
-            }
+            self.check_route(route, at, &route_at, agents)?;
             compiled.push(CompiledRoute::compile(route, &route_at)?);
         }
         Ok(compiled)
+    }
+
+    /// What a route needs from its hook: a valid name, an event source when it names an
+    /// event, and a configured agent.
+    fn check_route(
+        &self,
+        route: &RouteConfig,
+        at: &str,
+        route_at: &str,
+        agents: &[&str],
+    ) -> Result<(), String> {
+        if !name_ok(&route.name) {
+            return Err(format!(
+                "{at}.routes: name '{}' is not allowed; use 1-64 letters, digits, '-', '_' \
+                 or '.'",
+                route.name
+            ));
+        }
+        if route.event.is_some() && self.event_source().is_none() {
+            return Err(format!(
+                "{route_at}.event: this hook has no event source; set {at}.event = \
+                 {{ header = \"…\" }} or {{ pointer = \"/…\" }}"
+            ));
+        }
+        if let (RouteKind::Start, Some(agent)) = (route.kind, &route.agent)
+            && !agents.contains(&agent.as_str())
+        {
+            return Err(format!(
+                "{route_at}.agent: agent '{agent}' is not configured (configured: {})",
+                if agents.is_empty() {
+                    "none".to_string()
+                } else {
+                    agents.join(", ")
+                }
+            ));
+        }
+        Ok(())
     }
 
     /// The delivery id source, with the scheme's default.
@@ -500,5 +532,70 @@ mod tests {
             let err = hook(extra).validate(&["a"]).unwrap_err();
             assert!(err.contains(expect), "{expect}: {err}");
         }
+    }
+
+    #[test]
+    fn each_concern_is_checked_on_its_own() {
+        let hmac = |h: serde_json::Value| {
+            hook(serde_json::json!({"signature": "hmac", "hmac": h,
+            "delivery_id": {"header": "X-Id"}}))
+        };
+        assert!(
+            hmac(serde_json::json!({"header": "X-Sig"}))
+                .check_hmac("at")
+                .is_ok()
+        );
+        let empty = hmac(serde_json::json!({"header": " "})).check_hmac("at");
+        assert!(empty.unwrap_err().contains("at.hmac.header is empty"));
+        let missing = hook(serde_json::json!({"signature": "hmac"})).check_hmac("at");
+        assert!(missing.unwrap_err().contains("needs a [hooks.hmac] table"));
+        let gh = hook(serde_json::json!({}));
+        assert!(gh.check_secret("at").is_ok() && gh.check_limits("at").is_ok());
+        let no_secret = hook(serde_json::json!({"secret_env": null})).check_secret("at");
+        assert!(no_secret.unwrap_err().contains("at.secret_env is missing"));
+        let huge = hook(serde_json::json!({"max_body_bytes": MAX_BODY_BYTES_LIMIT + 1}));
+        assert!(
+            huge.check_limits("at")
+                .unwrap_err()
+                .contains("max_body_bytes")
+        );
+        let bad_event = hook(serde_json::json!({"event": {"pointer": "type"}}));
+        assert!(
+            bad_event
+                .check_sources("at")
+                .unwrap_err()
+                .contains("at.event.pointer")
+        );
+    }
+
+    #[test]
+    fn a_route_must_have_a_valid_name_and_a_configured_agent() {
+        let routes = |r: serde_json::Value| hook(serde_json::json!({"routes": [r]}));
+        let bad_name = routes(serde_json::json!({"name": "a b", "agent": "a", "prompt": "p"}));
+        assert!(
+            bad_name
+                .validate(&["a"])
+                .unwrap_err()
+                .contains("name 'a b' is not allowed")
+        );
+        let unknown = routes(serde_json::json!({"name": "r", "agent": "z", "prompt": "p"}));
+        let err = unknown.validate(&["a", "b"]).unwrap_err();
+        assert!(
+            err.contains("hooks.h.routes.r.agent: agent 'z' is not configured (configured: a, b)"),
+            "{err}"
+        );
+        assert!(
+            unknown
+                .validate(&[])
+                .unwrap_err()
+                .contains("(configured: none)")
+        );
+        let compiled = hook(serde_json::json!({"routes": [
+            {"name": "one", "agent": "a", "prompt": "p"},
+            {"name": "two", "agent": "a", "prompt": "q"}]}))
+        .compile(&["a"])
+        .unwrap();
+        let names: Vec<&str> = compiled.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["one", "two"], "routes keep their order");
     }
 }

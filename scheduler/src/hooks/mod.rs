@@ -1,6 +1,7 @@
 //! Webhook intake: `POST /hooks/{name}` turned into runs, exactly once per delivery.
 //!
-//! A delivery goes through these steps, in this order ([`deliver`]):
+//! A delivery goes through these steps, in this order ([`deliver`]; one function per step in
+//! `delivery.rs`, the decisions pure):
 //!
 //! 1. **Authenticate** the raw body ([`signature`]): a bad or missing signature is refused
 //!    before the body is even parsed.
@@ -46,22 +47,22 @@
 //! `webhook_deliveries` table is the durable history.
 
 pub mod config;
+mod delivery;
 pub mod route;
 pub mod signature;
+
+pub use delivery::deliver;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nightshift_store::{Store, Trigger, WebhookDeliveryStatus as DeliveryStatus};
 use serde::{Deserialize, Serialize};
 
 use config::{DEFAULT_TOLERANCE_SECONDS, FieldSource};
 pub use config::{HookConfig, RouteConfig, RouteKind, SignatureScheme};
 use route::CompiledRoute;
 use signature::{Secret, Verifier};
-
-use crate::{IntakeError, ResumeRequest, RunRequest};
 
 /// Looks a request header up by name (case-insensitively).
 pub type Headers<'a> = dyn Fn(&str) -> Option<String> + Sync + 'a;
@@ -85,7 +86,7 @@ pub struct Counters {
 
 /// The outcome a counter counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum DeliveryOutcome {
     Accepted,
     Duplicate,
     Unauthorized,
@@ -100,17 +101,17 @@ pub enum Outcome {
 
 impl Counters {
     /// Counts one outcome.
-    pub fn count(&self, outcome: Outcome) {
+    pub fn count(&self, outcome: DeliveryOutcome) {
         let c = match outcome {
-            Outcome::Accepted => &self.accepted,
-            Outcome::Duplicate => &self.duplicate,
-            Outcome::Unauthorized => &self.unauthorized,
-            Outcome::BadRequest => &self.bad_request,
-            Outcome::TooLarge => &self.too_large,
-            Outcome::Unmatched => &self.unmatched,
-            Outcome::NoRun => &self.no_run,
-            Outcome::Error => &self.error,
-            Outcome::Ping => &self.ping,
+            DeliveryOutcome::Accepted => &self.accepted,
+            DeliveryOutcome::Duplicate => &self.duplicate,
+            DeliveryOutcome::Unauthorized => &self.unauthorized,
+            DeliveryOutcome::BadRequest => &self.bad_request,
+            DeliveryOutcome::TooLarge => &self.too_large,
+            DeliveryOutcome::Unmatched => &self.unmatched,
+            DeliveryOutcome::NoRun => &self.no_run,
+            DeliveryOutcome::Error => &self.error,
+            DeliveryOutcome::Ping => &self.ping,
         };
         c.fetch_add(1, Ordering::Relaxed);
     }
@@ -282,236 +283,13 @@ pub enum Refused {
 }
 
 impl Refused {
-    fn outcome(&self) -> Outcome {
+    fn outcome(&self) -> DeliveryOutcome {
         match self {
-            Refused::Unauthorized(_) => Outcome::Unauthorized,
-            Refused::BadRequest(_) => Outcome::BadRequest,
-            Refused::Unmatched(_) => Outcome::Unmatched,
-            Refused::NoRun(_) => Outcome::NoRun,
-            Refused::Invalid(_) | Refused::Store(_) => Outcome::Error,
+            Refused::Unauthorized(_) => DeliveryOutcome::Unauthorized,
+            Refused::BadRequest(_) => DeliveryOutcome::BadRequest,
+            Refused::Unmatched(_) => DeliveryOutcome::Unmatched,
+            Refused::NoRun(_) => DeliveryOutcome::NoRun,
+            Refused::Invalid(_) | Refused::Store(_) => DeliveryOutcome::Error,
         }
     }
-}
-
-fn read_source(
-    src: &FieldSource,
-    header: &dyn Fn(&str) -> Option<String>,
-    body: &serde_json::Value,
-) -> Option<String> {
-    if let Some(h) = &src.header {
-        return header(h).map(|v| v.trim().to_string());
-    }
-    let v = body.pointer(src.pointer.as_deref()?)?;
-    match v {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-fn describe(src: &FieldSource) -> String {
-    match (&src.header, &src.pointer) {
-        (Some(h), _) => format!("the {h} header"),
-        (_, Some(p)) => format!("the body at {p}"),
-        _ => "nowhere".into(),
-    }
-}
-
-/// Takes one delivery to `hook`: checks it, routes it and enqueues what its route says (see
-/// the module doc for the steps and guarantees). `header` looks a request header up by name.
-/// Counts the outcome on the hook.
-pub async fn deliver(
-    store: &Store,
-    hook: &Hook,
-    header: &Headers<'_>,
-    body: &[u8],
-) -> Result<Accepted, Refused> {
-    let result = deliver_inner(store, hook, header, body).await;
-    match &result {
-        Ok(a) if a.ping => hook.counters.count(Outcome::Ping),
-        Ok(a) if a.redelivery => hook.counters.count(Outcome::Duplicate),
-        Ok(_) => hook.counters.count(Outcome::Accepted),
-        Err(e) => {
-            hook.counters.count(e.outcome());
-            tracing::info!(hook = %hook.name, error = %e, "webhook delivery refused");
-        }
-    }
-    result
-}
-
-async fn deliver_inner(
-    store: &Store,
-    hook: &Hook,
-    header: &Headers<'_>,
-    body: &[u8],
-) -> Result<Accepted, Refused> {
-    hook.verifier
-        .verify(header, body, store.now())
-        .map_err(Refused::Unauthorized)?;
-    let json: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
-        Refused::BadRequest(format!(
-            "the body is not valid JSON ({e}); send the payload as application/json"
-        ))
-    })?;
-    if hook.scheme == SignatureScheme::Slack
-        && json["type"] == "url_verification"
-        && let Some(challenge) = json["challenge"].as_str()
-    {
-        // Slack checks a new Events API URL with a signed challenge; it carries no event id.
-        return Ok(Accepted {
-            hook: hook.name.clone(),
-            delivery: String::new(),
-            event: "url_verification".into(),
-            redelivery: false,
-            ping: true,
-            challenge: Some(challenge.to_string()),
-            runs: Vec::new(),
-        });
-    }
-    let delivery = read_source(&hook.delivery_source, header, &json)
-        .filter(|d| !d.is_empty())
-        .ok_or_else(|| {
-            Refused::BadRequest(format!(
-                "no delivery id in {}; each delivery needs a unique id there so redeliveries \
-                 are recognised",
-                describe(&hook.delivery_source)
-            ))
-        })?;
-    if delivery.len() > MAX_DELIVERY_ID_BYTES {
-        return Err(Refused::BadRequest(format!(
-            "the delivery id is {} bytes; the limit is {MAX_DELIVERY_ID_BYTES}",
-            delivery.len()
-        )));
-    }
-    let event = match &hook.event_source {
-        Some(src) => read_source(src, header, &json).unwrap_or_default(),
-        None => String::new(),
-    };
-    let answer = |runs: Option<&str>, redelivery: bool| -> Result<Accepted, Refused> {
-        let mut runs: Vec<RouteRun> = serde_json::from_str(runs.unwrap_or("[]"))
-            .map_err(|e| nightshift_store::Error::Corrupt(format!("webhook runs: {e}")))?;
-        if redelivery {
-            runs.iter_mut().for_each(|r| r.duplicate = true);
-        }
-        Ok(Accepted {
-            hook: hook.name.clone(),
-            delivery: delivery.clone(),
-            event: event.clone(),
-            redelivery,
-            ping: false,
-            challenge: None,
-            runs,
-        })
-    };
-    if let Some(done) = store.webhook_redelivery(&hook.name, &delivery).await? {
-        return answer(done.runs.as_deref(), true);
-    }
-    let route = hook.routes.iter().find(|r| r.matches(&event, &json));
-    if route.is_none() && hook.scheme == SignatureScheme::Github && event == "ping" {
-        // GitHub pings a webhook when it is added; a 422 would show the setup as broken.
-        return Ok(Accepted {
-            hook: hook.name.clone(),
-            delivery,
-            event,
-            redelivery: false,
-            ping: true,
-            challenge: None,
-            runs: Vec::new(),
-        });
-    }
-    let Some(route) = route else {
-        return Err(Refused::Unmatched(format!(
-            "no route of hook '{}' matches event '{event}' with this payload (routes: {}); \
-             nothing was enqueued — add a route if this delivery should start something",
-            hook.name,
-            hook.route_names().join(", ")
-        )));
-    };
-    let rendered = route
-        .render(&hook.name, &event, &delivery, &json)
-        .map_err(Refused::Invalid)?;
-    let claim = store
-        .claim_webhook_delivery(&hook.name, &delivery, &event)
-        .await?;
-    if claim.status == DeliveryStatus::Done {
-        // A concurrent copy finished between step 3 and the claim.
-        return answer(claim.runs.as_deref(), true);
-    }
-    let prompt = format!(
-        "{}\n\n[webhook {} delivery={delivery} event={event}]",
-        rendered.prompt.trim_end(),
-        hook.name
-    );
-    let key = rendered
-        .idempotency_key
-        .unwrap_or_else(|| format!("webhook:{}:{}:{delivery}", hook.name, route.name));
-    let enqueued = match route.kind {
-        RouteKind::Start => {
-            let mut req = RunRequest::new(
-                route.agent.clone().unwrap_or_default(),
-                prompt,
-                Trigger::Webhook,
-            );
-            req.idempotency_key = Some(key);
-            req.lane = route.lane.clone();
-            req.priority = route.priority;
-            if let Some(ck) = rendered.concurrency_key {
-                req.concurrency_key = Some(ck);
-                req.concurrency_policy = route.policy;
-            }
-            crate::submit(store, req).await
-        }
-        RouteKind::Resume => {
-            let req = ResumeRequest {
-                run_key: rendered.run_key.unwrap_or_default(),
-                message: prompt,
-                idempotency_key: Some(key),
-            };
-            crate::resume(store, req).await
-        }
-    };
-    let enqueued = match enqueued {
-        Ok(e) => e,
-        // A store error leaves the claim: the enqueue may have committed, and the sender's
-        // retry finishes the delivery with the same key.
-        Err(IntakeError::Store(e)) => return Err(Refused::Store(e)),
-        Err(e) => {
-            // Nothing was enqueued: forget the claim so the refusal changes nothing.
-            store
-                .release_webhook_delivery(&hook.name, &delivery)
-                .await?;
-            let m = format!("route '{}': {e}; nothing was enqueued", route.name);
-            return Err(match e {
-                IntakeError::NotFound(_) => Refused::NoRun(m),
-                _ => Refused::Invalid(m),
-            });
-        }
-    };
-    let runs = vec![RouteRun {
-        route: route.name.clone(),
-        kind: match route.kind {
-            RouteKind::Start => "start".into(),
-            RouteKind::Resume => "resume".into(),
-        },
-        run_id: enqueued.run_id,
-        job_id: enqueued.job_id,
-        duplicate: enqueued.duplicate,
-        skipped: enqueued.skipped,
-        superseded: enqueued.superseded,
-    }];
-    let recorded = serde_json::to_string(&runs).expect("runs serialise");
-    store
-        .finish_webhook_delivery(&hook.name, &delivery, &recorded)
-        .await?;
-    tracing::info!(hook = %hook.name, %delivery, %event, route = %route.name,
-                   run_id = %runs[0].run_id, duplicate = runs[0].duplicate, "webhook delivery accepted");
-    Ok(Accepted {
-        hook: hook.name.clone(),
-        delivery,
-        event,
-        redelivery: false,
-        ping: false,
-        challenge: None,
-        runs,
-    })
 }

@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nightshift_store::{RunEnd, Store, StoreConfig, SystemClock};
-use nightshift_worker::{Handler, JobContext, Outcome, Pool, PoolConfig, shutdown_on_signals};
+use nightshift_worker::{Handler, JobContext, JobOutcome, Pool, PoolConfig, shutdown_on_signals};
 
 struct Sleeper;
 
 impl Handler for Sleeper {
-    async fn handle(&self, ctx: JobContext) -> Outcome {
+    async fn handle(&self, ctx: JobContext) -> JobOutcome {
         let pid = std::process::id();
         let payload: serde_json::Value =
             serde_json::from_str(&ctx.lease.job().payload).unwrap_or_default();
@@ -26,11 +26,11 @@ impl Handler for Sleeper {
             .append_event("started", &started.to_string())
             .await
         {
-            return Outcome::retry(e.to_string());
+            return JobOutcome::retry(e.to_string());
         }
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(sleep_ms)) => {}
-            () = ctx.cancel.cancelled() => return Outcome::Done(RunEnd::Cancelled),
+            () = ctx.cancel.cancelled() => return JobOutcome::Done(RunEnd::Cancelled),
         }
         let finished = serde_json::json!({ "pid": pid });
         if let Err(e) = ctx
@@ -38,9 +38,9 @@ impl Handler for Sleeper {
             .append_event("finished", &finished.to_string())
             .await
         {
-            return Outcome::retry(e.to_string());
+            return JobOutcome::retry(e.to_string());
         }
-        Outcome::succeeded(pid.to_string())
+        JobOutcome::succeeded(pid.to_string())
     }
 }
 

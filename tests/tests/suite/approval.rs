@@ -9,7 +9,7 @@ use nightshift_agent::RunEvent;
 use nightshift_llm::StopReason;
 use nightshift_store::{Error, JobState, RunStatus};
 use nightshift_tests::{TestDb, eventually, on_both_backends};
-use nightshift_worker::{Handler, JobContext, Outcome};
+use nightshift_worker::{Handler, JobContext, JobOutcome};
 use serde_json::json;
 
 use super::fakes::*;
@@ -48,7 +48,7 @@ fn script() -> std::sync::Arc<ScriptModel> {
 async fn park_for_approval(h: &Harness) -> (String, i64) {
     let run_id = h.enqueue("helper", "post it").await;
     let outcome = h.run_once().await;
-    let Outcome::AwaitApproval { call_id, until, .. } = outcome else {
+    let JobOutcome::AwaitApproval { call_id, until, .. } = outcome else {
         panic!("expected the run to await approval, got {outcome:?}");
     };
     assert_eq!(call_id, "s1");
@@ -85,7 +85,7 @@ async fn approved_call_runs_once(db: &TestDb) {
     );
     let outcome = h.run_once().await;
     assert!(
-        matches!(outcome, Outcome::Done(_)),
+        matches!(outcome, JobOutcome::Done(_)),
         "the decision is due at once: {outcome:?}"
     );
     let names: Vec<String> = tools.calls().into_iter().map(|(n, _)| n).collect();
@@ -167,14 +167,14 @@ async fn decision_while_worker_dead(db: &TestDb) {
     // The worker logs the request, then dies before the run is parked.
     let lease = h.claim().await;
     let lost = h.runtime.handle(JobContext::new(lease)).await;
-    assert!(matches!(lost, Outcome::AwaitApproval { .. }));
+    assert!(matches!(lost, JobOutcome::AwaitApproval { .. }));
     h.store
         .decide_approval(&run_id, "s1", true, None)
         .await
         .unwrap();
     h.clock.advance(LEASE + Duration::from_secs(1));
     let outcome = h.run_once().await;
-    assert!(matches!(outcome, Outcome::Done(_)), "{outcome:?}");
+    assert!(matches!(outcome, JobOutcome::Done(_)), "{outcome:?}");
     let names: Vec<String> = tools.calls().into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, vec!["read", "send"], "read ran once and send once");
     let jobs = h.store.jobs_of_run(&run_id).await.unwrap();

@@ -1,7 +1,7 @@
 //! How attempts are counted, on both backends with a manual clock: a lease that expires after
 //! its attempt recorded progress gives the attempt back (a crash that made progress is not a
 //! failure), one that expires without progress counts and dead-letters at `max_attempts`, and
-//! a deferral (`LeasedJob::defer_until`, `Outcome::Defer`) requeues without counting, however
+//! a deferral (`LeasedJob::defer_until`, `JobOutcome::Defer`) requeues without counting, however
 //! often, unless cancellation was requested.
 
 use std::time::Duration;
@@ -11,7 +11,7 @@ use nightshift_store::{
     Store,
 };
 use nightshift_tests::{TestDb, on_both_backends};
-use nightshift_worker::{Outcome, apply_outcome};
+use nightshift_worker::{JobOutcome, apply_outcome};
 
 /// A short lease, so that the manual clock expires it in one step.
 const LEASE: Duration = Duration::from_secs(5);
@@ -341,7 +341,7 @@ async fn outcome_defer_is_written(db: &TestDb) {
         .unwrap();
     let lease = claim_one(&store, "w").await;
     let until = store.now() + 5_000;
-    let outcome = Outcome::Defer {
+    let outcome = JobOutcome::Defer {
         until,
         error: "circuit open for model m".into(),
     };

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nightshift_agent::runtime::INTERRUPTED_NOTICE;
-use nightshift_agent::{Durability, RunEvent, RunState};
+use nightshift_agent::{RunEvent, RunState, ToolClass};
 use nightshift_llm::{ContentBlock, Role};
 use nightshift_store::{Event, Run, RunStatus, Store};
 use nightshift_tests::{TestDb, eventually, on_both_backends};
@@ -244,10 +244,10 @@ fn request_messages(events: &[(Event, RunEvent)], n: usize) -> Vec<nightshift_ll
     panic!("the run has no model reply #{n}");
 }
 
-const CLASSES: [(&str, Durability); 3] = [
-    ("read_only", Durability::ReadOnly),
-    ("idempotent", Durability::Idempotent),
-    ("side_effect", Durability::SideEffect),
+const CLASSES: [(&str, ToolClass); 3] = [
+    ("read_only", ToolClass::ReadOnly),
+    ("idempotent", ToolClass::Idempotent),
+    ("side_effect", ToolClass::SideEffect),
 ];
 
 async fn sigkill_mid_tool_call(db: &TestDb) {
@@ -308,7 +308,7 @@ async fn sigkill_mid_tool_call(db: &TestDb) {
         let call_id = format!("call_{class}");
         let key = format!("{run_id}:1:{call_id}");
         let ran = lines(&out(d).join(format!("{class}.log")));
-        let times = if *durability == Durability::SideEffect {
+        let times = if *durability == ToolClass::SideEffect {
             1
         } else {
             2
@@ -358,7 +358,7 @@ async fn sigkill_mid_tool_call(db: &TestDb) {
             panic!("{class}: {:?}", result.1);
         };
         assert_eq!(id, &call_id);
-        if *durability == Durability::SideEffect {
+        if *durability == ToolClass::SideEffect {
             assert_eq!(
                 (content.as_str(), *is_error, *interrupted),
                 (INTERRUPTED_NOTICE, true, true),

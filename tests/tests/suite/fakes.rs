@@ -10,8 +10,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use nightshift_agent::runtime::SUMMARY_REQUEST;
 use nightshift_agent::{
-    AgentConfig, AgentDef, AgentRuntime, Durability, ModelFailure, ModelGateway, RunEvent, ToolBox,
-    ToolCall, ToolReply,
+    AgentConfig, AgentDef, AgentRuntime, ModelFailure, ModelGateway, RunEvent, ToolBox, ToolCall,
+    ToolClass, ToolOutput,
 };
 use nightshift_llm::{
     ContentBlock, Message, ModelRequest, ModelResponse, Role, StopReason, ToolSpec, Usage,
@@ -161,11 +161,11 @@ pub(crate) fn fake_specs() -> Vec<ToolSpec> {
 }
 
 /// `read` is read-only, `put` idempotent, anything else a side effect.
-pub(crate) fn fake_durability(name: &str) -> Durability {
+pub(crate) fn fake_durability(name: &str) -> ToolClass {
     match name {
-        "read" => Durability::ReadOnly,
-        "put" => Durability::Idempotent,
-        _ => Durability::SideEffect,
+        "read" => ToolClass::ReadOnly,
+        "put" => ToolClass::Idempotent,
+        _ => ToolClass::SideEffect,
     }
 }
 
@@ -196,7 +196,7 @@ impl ToolBox for FakeTools {
         fake_specs()
     }
 
-    fn durability(&self, _agent: &AgentDef, name: &str, _input: &serde_json::Value) -> Durability {
+    fn durability(&self, _agent: &AgentDef, name: &str, _input: &serde_json::Value) -> ToolClass {
         fake_durability(name)
     }
 
@@ -221,7 +221,7 @@ impl ToolBox for FakeTools {
         _agent: &'a AgentDef,
         call: ToolCall<'a>,
         _cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, ToolReply> {
+    ) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             self.calls
                 .lock()
@@ -232,10 +232,7 @@ impl ToolBox for FakeTools {
                 self.stalled.notify_one();
                 std::future::pending::<()>().await;
             }
-            ToolReply {
-                content: format!("{} says {}", call.name, call.input["arg"]),
-                is_error: false,
-            }
+            ToolOutput::ok(format!("{} says {}", call.name, call.input["arg"]))
         })
     }
 }
@@ -291,7 +288,7 @@ impl Harness {
     }
 
     /// Runs one job to its outcome and records it as the pool would.
-    pub(crate) async fn run_once(&self) -> nightshift_worker::Outcome {
+    pub(crate) async fn run_once(&self) -> nightshift_worker::JobOutcome {
         let lease = self.claim().await;
         let outcome = self.runtime.handle(JobContext::new(lease.clone())).await;
         apply_outcome(&lease, &outcome, &Backoff::default())

@@ -16,7 +16,7 @@ use nightshift_agent::{AgentDef, AgentRuntime, ModelFailure, ModelGateway, RunEv
 use nightshift_llm::{ContentBlock, ModelRequest, ModelResponse, StopReason};
 use nightshift_store::{JobState, ManualClock, NewRun, RunStatus, Store};
 use nightshift_tests::{TestDb, on_both_backends};
-use nightshift_worker::{Handler, JobContext, Outcome, apply_outcome};
+use nightshift_worker::{Handler, JobContext, JobOutcome, apply_outcome};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -100,7 +100,7 @@ impl Loop {
     }
 
     /// Claims the next due job (if any) and runs it to its outcome, recorded as the pool does.
-    pub(crate) async fn step(&self) -> Option<Outcome> {
+    pub(crate) async fn step(&self) -> Option<JobOutcome> {
         let lease = self.store.claim("w", None, 1, LEASE).await.unwrap().pop()?;
         let outcome = self.runtime.handle(JobContext::new(lease.clone())).await;
         apply_outcome(&lease, &outcome, &Default::default())
@@ -177,7 +177,7 @@ async fn duplicate_ids_in_one_reply(db: &TestDb) {
     ]);
     let l = Loop::new(db, agent(json!({})), model).await;
     let run_id = l.enqueue(3).await;
-    assert!(matches!(l.step().await, Some(Outcome::Done(_))));
+    assert!(matches!(l.step().await, Some(JobOutcome::Done(_))));
 
     let run = l.run(&run_id).await;
     assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
@@ -318,7 +318,7 @@ async fn outage_resumes(db: &TestDb) {
     let run_id = l.enqueue(1).await;
     for wait in 0..4 {
         let outcome = l.step().await.expect("the job is due");
-        let Outcome::Defer { until, error } = outcome else {
+        let JobOutcome::Defer { until, error } = outcome else {
             panic!("wait {wait}: {outcome:?}");
         };
         assert!(error.contains("HTTP 529"), "{error}");
@@ -334,7 +334,7 @@ async fn outage_resumes(db: &TestDb) {
         assert!(l.step().await.is_none(), "nothing is due before the probe");
         l.clock.advance(Duration::from_secs(30));
     }
-    assert!(matches!(l.step().await, Some(Outcome::Done(_))));
+    assert!(matches!(l.step().await, Some(JobOutcome::Done(_))));
     let run = l.run(&run_id).await;
     assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
     let waits: Vec<_> = l
@@ -362,8 +362,8 @@ async fn outage_past_limit(db: &TestDb) {
     let mut deferrals = 0;
     loop {
         match l.step().await {
-            Some(Outcome::Defer { .. }) => deferrals += 1,
-            Some(Outcome::Done(_)) => break,
+            Some(JobOutcome::Defer { .. }) => deferrals += 1,
+            Some(JobOutcome::Done(_)) => break,
             Some(other) => panic!("{other:?}"),
             None => l.clock.advance(Duration::from_secs(30)),
         }
@@ -401,7 +401,7 @@ async fn old_duplicate_log(db: &TestDb) {
     }])
     .await;
     let outcome = l.step().await.expect("reclaimed");
-    assert!(matches!(outcome, Outcome::Done(_)), "{outcome:?}");
+    assert!(matches!(outcome, JobOutcome::Done(_)), "{outcome:?}");
     let run = l.run(&run_id).await;
     assert_eq!(run.status, RunStatus::Failed);
     assert!(run.error.unwrap().contains("share the id dup"));

@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use nightshift_agent::{
-    AgentDef, AgentRuntime, Durability, ModelFailure, ModelGateway, RunEvent, ToolBox, ToolCall,
-    ToolReply,
+    AgentDef, AgentRuntime, ModelFailure, ModelGateway, RunEvent, ToolBox, ToolCall, ToolClass,
+    ToolOutput,
 };
 use nightshift_llm::{ContentBlock, ModelRequest, ModelResponse, StopReason, ToolSpec};
 use nightshift_store::{NewRun, RunStatus};
@@ -199,7 +199,7 @@ impl ToolBox for LedgerTools {
         fake_specs()
     }
 
-    fn durability(&self, _agent: &AgentDef, name: &str, _input: &serde_json::Value) -> Durability {
+    fn durability(&self, _agent: &AgentDef, name: &str, _input: &serde_json::Value) -> ToolClass {
         fake_durability(name)
     }
 
@@ -208,17 +208,14 @@ impl ToolBox for LedgerTools {
         _agent: &'a AgentDef,
         call: ToolCall<'a>,
         _cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, ToolReply> {
+    ) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             self.ledger
                 .lock()
                 .unwrap()
                 .push((call.name.to_string(), call.idempotency_key.to_string()));
             self.ops.step().await; // a crash here: the effect happened, its result is lost
-            ToolReply {
-                content: format!("{} ok", call.name),
-                is_error: false,
-            }
+            ToolOutput::ok(format!("{} ok", call.name))
         })
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use nightshift_store::{JobState, NewRun, RunEnd, RunStatus, Store};
 use nightshift_tests::{TestDb, eventually, on_both_backends};
-use nightshift_worker::{Handler, JobContext, Outcome, Pool, PoolConfig, StopReason};
+use nightshift_worker::{CancelReason, Handler, JobContext, JobOutcome, Pool, PoolConfig};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -46,11 +46,11 @@ async fn status(store: &Store, run_id: &str) -> RunStatus {
 struct FlakyOnce;
 
 impl Handler for FlakyOnce {
-    async fn handle(&self, ctx: JobContext) -> Outcome {
+    async fn handle(&self, ctx: JobContext) -> JobOutcome {
         if ctx.lease.job().attempts == 1 {
-            Outcome::retry("first attempt fails")
+            JobOutcome::retry("first attempt fails")
         } else {
-            Outcome::succeeded(format!("ok after {}", ctx.lease.job().attempts))
+            JobOutcome::succeeded(format!("ok after {}", ctx.lease.job().attempts))
         }
     }
 }
@@ -88,19 +88,19 @@ async fn outcomes_are_written(db: &TestDb) {
 
 /// Waits for cancellation and reports when it saw it.
 struct WaitsForCancel {
-    seen: mpsc::UnboundedSender<(StopReason, tokio::time::Instant)>,
+    seen: mpsc::UnboundedSender<(CancelReason, tokio::time::Instant)>,
     started: Arc<Notify>,
 }
 
 impl Handler for WaitsForCancel {
-    async fn handle(&self, ctx: JobContext) -> Outcome {
+    async fn handle(&self, ctx: JobContext) -> JobOutcome {
         self.started.notify_one();
         ctx.cancel.cancelled().await;
         let reason = ctx
             .stop_reason()
             .expect("a reason is set before the token fires");
         let _ = self.seen.send((reason, tokio::time::Instant::now()));
-        Outcome::Done(RunEnd::Cancelled)
+        JobOutcome::Done(RunEnd::Cancelled)
     }
 }
 
@@ -124,7 +124,7 @@ async fn cancel_reaches_running_handler(db: &TestDb) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(reason, StopReason::CancelRequested);
+    assert_eq!(reason, CancelReason::CancelRequested);
     // One heartbeat is 200 ms; allow scheduling slack on a loaded machine.
     assert!(
         at - asked < Duration::from_millis(1500),
@@ -146,12 +146,12 @@ struct Gate {
 }
 
 impl Handler for Gate {
-    async fn handle(&self, ctx: JobContext) -> Outcome {
+    async fn handle(&self, ctx: JobContext) -> JobOutcome {
         if ctx.lease.job().lane == "batch" {
             self.batch_running.fetch_add(1, Ordering::SeqCst);
             self.open.cancelled().await;
         }
-        Outcome::succeeded("done")
+        JobOutcome::succeeded("done")
     }
 }
 
@@ -213,11 +213,11 @@ struct QuickOrStuck {
 }
 
 impl Handler for QuickOrStuck {
-    async fn handle(&self, ctx: JobContext) -> Outcome {
+    async fn handle(&self, ctx: JobContext) -> JobOutcome {
         self.started.fetch_add(1, Ordering::SeqCst);
         if ctx.lease.job().payload == "quick" {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            return Outcome::succeeded("quick");
+            return JobOutcome::succeeded("quick");
         }
         std::future::pending().await
     }
@@ -291,9 +291,9 @@ struct Records {
 }
 
 impl Handler for Records {
-    async fn handle(&self, ctx: JobContext) -> Outcome {
+    async fn handle(&self, ctx: JobContext) -> JobOutcome {
         let _ = self.ran.send(ctx.lease.job().payload.clone());
-        Outcome::succeeded("")
+        JobOutcome::succeeded("")
     }
 }
 
@@ -337,9 +337,9 @@ async fn lost_lease_stops_the_handler(db: &TestDb) {
     // The handler would report success after being stopped; the pool must not write it.
     struct SucceedsWhenStopped(WaitsForCancel);
     impl Handler for SucceedsWhenStopped {
-        async fn handle(&self, ctx: JobContext) -> Outcome {
+        async fn handle(&self, ctx: JobContext) -> JobOutcome {
             self.0.handle(ctx).await;
-            Outcome::succeeded("stale")
+            JobOutcome::succeeded("stale")
         }
     }
     let handler = SucceedsWhenStopped(WaitsForCancel {
@@ -374,7 +374,7 @@ async fn lost_lease_stops_the_handler(db: &TestDb) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(reason, StopReason::LeaseLost);
+    assert_eq!(reason, CancelReason::LeaseLost);
     stop.cancel();
     let report = pool.await.unwrap().unwrap();
     assert_eq!((report.lease_lost, report.recorded), (1, 0), "{report:?}");
@@ -396,13 +396,13 @@ struct Counts {
 }
 
 impl Handler for Counts {
-    async fn handle(&self, ctx: JobContext) -> Outcome {
+    async fn handle(&self, ctx: JobContext) -> JobOutcome {
         let id = ctx.lease.id();
         *self.runs.lock().unwrap().entry(id).or_default() += 1;
         if id % 3 == 0 {
             tokio::task::yield_now().await;
         }
-        Outcome::succeeded(format!("job {id}"))
+        JobOutcome::succeeded(format!("job {id}"))
     }
 }
 
@@ -493,13 +493,13 @@ struct LosesOneLease {
 }
 
 impl Handler for LosesOneLease {
-    async fn handle(&self, ctx: JobContext) -> Outcome {
+    async fn handle(&self, ctx: JobContext) -> JobOutcome {
         if ctx.lease.job().payload == "victim" && self.lost_once.fetch_add(1, Ordering::SeqCst) == 0
         {
             ctx.lease.release("taken away by the test").await.unwrap();
-            return Outcome::succeeded("stale");
+            return JobOutcome::succeeded("stale");
         }
-        Outcome::succeeded("fresh")
+        JobOutcome::succeeded("fresh")
     }
 }
 

@@ -20,7 +20,7 @@ use nightshift_store::{
 };
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use nightshift_tools::TaskSupervisor;
-use nightshift_worker::Outcome;
+use nightshift_worker::JobOutcome;
 use serde_json::json;
 
 use super::fakes::*;
@@ -249,7 +249,7 @@ async fn run_waits_for_task(db: &TestDb) {
     let h = &s.h;
     let run_id = h.enqueue("builder", "Build it.").await;
     let outcome = h.run_once().await;
-    let Outcome::Park { until, payload } = outcome else {
+    let JobOutcome::Park { until, payload } = outcome else {
         panic!("the run should wait for its task, got {outcome:?}");
     };
     let task = task_of(&h.store, &run_id).await;
@@ -286,7 +286,7 @@ async fn run_waits_for_task(db: &TestDb) {
     assert_eq!(woken.kind, JobKind::Resume);
     assert_eq!(woken.dedupe_key, Some(format!("task:{}", task.id)));
     let done = h.run_once().await;
-    assert!(matches!(done, Outcome::Done(_)), "{done:?}");
+    assert!(matches!(done, JobOutcome::Done(_)), "{done:?}");
     assert_eq!(
         h.status(&run_id).await,
         (RunStatus::Succeeded, Some("The build passed.".into()), None)
@@ -346,7 +346,7 @@ async fn task_reported_lost(db: &TestDb) {
     let s = setup(db, model.clone(), "daemon-a").await;
     let h = &s.h;
     let run_id = h.enqueue("builder", "Build it.").await;
-    assert!(matches!(h.run_once().await, Outcome::Park { .. }));
+    assert!(matches!(h.run_once().await, JobOutcome::Park { .. }));
     let other = TaskKeeper::new(
         h.store.clone(),
         "daemon-b",
@@ -415,7 +415,7 @@ async fn cancelled_run_stops_task(db: &TestDb) {
     let s = setup(db, model, "daemon-1").await;
     let h = &s.h;
     let run_id = h.enqueue("builder", "Build it.").await;
-    assert!(matches!(h.run_once().await, Outcome::Park { .. }));
+    assert!(matches!(h.run_once().await, JobOutcome::Park { .. }));
     let pid = task_pid(s.dir.path(), &run_id).await;
     h.store.cancel_run(&run_id).await.unwrap();
     assert_eq!(h.status(&run_id).await.0, RunStatus::Cancelled);
@@ -440,7 +440,7 @@ async fn task_stop_from_another_daemon(db: &TestDb) {
     let s = setup(db, model, "daemon-a").await;
     let h = &s.h;
     let run_id = h.enqueue("builder", "Build it.").await;
-    assert!(matches!(h.run_once().await, Outcome::Park { .. }));
+    assert!(matches!(h.run_once().await, JobOutcome::Park { .. }));
     let pid = task_pid(s.dir.path(), &run_id).await;
     let task = task_of(&h.store, &run_id).await;
     // The run resumed on daemon B, whose model calls task_stop.
@@ -500,7 +500,7 @@ async fn interrupted_start_names_task(db: &TestDb) {
     h.store.heartbeat_tasks("dead-daemon").await.unwrap();
     *tools.stall.lock().unwrap() = None;
     let outcome = h.run_once().await;
-    assert!(matches!(outcome, Outcome::Park { .. }), "{outcome:?}");
+    assert!(matches!(outcome, JobOutcome::Park { .. }), "{outcome:?}");
     assert_eq!(
         tools.calls().len(),
         1,

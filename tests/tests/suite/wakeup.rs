@@ -10,7 +10,7 @@ use nightshift_agent::{RunEvent, SCHEDULE_WAKEUP};
 use nightshift_llm::{ContentBlock, Role, StopReason};
 use nightshift_store::{ConcurrencyPolicy, JobKind, JobState, NewRun, RunStatus};
 use nightshift_tests::{TestDb, eventually, on_both_backends};
-use nightshift_worker::{Handler, JobContext, Outcome};
+use nightshift_worker::{Handler, JobContext, JobOutcome};
 use serde_json::json;
 
 use super::fakes::*;
@@ -47,7 +47,7 @@ async fn wakeup_parks_and_resumes(db: &TestDb) {
     let run_id = h.enqueue("helper", "Merge when CI is green.").await;
     let slept_at = h.store.now();
     let outcome = h.run_once().await;
-    let Outcome::Park { until, .. } = outcome else {
+    let JobOutcome::Park { until, .. } = outcome else {
         panic!("expected the run to park, got {outcome:?}");
     };
     assert_eq!(until, slept_at + 600_000);
@@ -62,7 +62,7 @@ async fn wakeup_parks_and_resumes(db: &TestDb) {
     );
     h.clock.advance(Duration::from_secs(600));
     let done = h.run_once().await;
-    assert!(matches!(done, Outcome::Done(_)), "{done:?}");
+    assert!(matches!(done, JobOutcome::Done(_)), "{done:?}");
     assert_eq!(
         h.status(&run_id).await,
         (RunStatus::Succeeded, Some("CI passed; done.".into()), None)
@@ -105,10 +105,10 @@ async fn crash_after_wakeup_call(db: &TestDb) {
     // The handler logs the wakeup, then the worker dies before the park is recorded.
     let lease = h.claim().await;
     let lost = h.runtime.handle(JobContext::new(lease)).await;
-    assert!(matches!(lost, Outcome::Park { .. }));
+    assert!(matches!(lost, JobOutcome::Park { .. }));
     h.clock.advance(LEASE + Duration::from_secs(1));
     let outcome = h.run_once().await;
-    let Outcome::Park { until, .. } = outcome else {
+    let JobOutcome::Park { until, .. } = outcome else {
         panic!("expected the recovered run to park, got {outcome:?}");
     };
     assert_eq!(
@@ -134,7 +134,7 @@ async fn wakeup_outside_limits(db: &TestDb) {
     let h = Harness::new(db, sleeper(), model.clone(), Default::default()).await;
     let run_id = h.enqueue("helper", "wait a bit").await;
     let outcome = h.run_once().await;
-    assert!(matches!(outcome, Outcome::Done(_)), "{outcome:?}");
+    assert!(matches!(outcome, JobOutcome::Done(_)), "{outcome:?}");
     let results = tool_results(&model.request(1).messages[2]);
     assert_eq!(results.len(), 1);
     assert!(results[0].2, "an error result");
@@ -292,7 +292,7 @@ async fn message_wakes_sleeping_run(db: &TestDb) {
         .await
         .unwrap()
         .run_id;
-    assert!(matches!(h.run_once().await, Outcome::Park { .. }));
+    assert!(matches!(h.run_once().await, JobOutcome::Park { .. }));
     h.clock.advance(Duration::from_secs(60));
     // A new comment for the PR continues the run found by its key.
     let resumed = nightshift_scheduler::resume(
@@ -317,7 +317,7 @@ async fn message_wakes_sleeping_run(db: &TestDb) {
     .await
     .unwrap();
     assert!(redelivered.duplicate && redelivered.job_id == resumed.job_id);
-    assert!(matches!(h.run_once().await, Outcome::Done(_)));
+    assert!(matches!(h.run_once().await, JobOutcome::Done(_)));
     let last = model.request(1).messages.last().unwrap().text();
     assert!(
         last.starts_with("@bot please look at the tests too"),

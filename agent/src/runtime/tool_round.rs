@@ -1,0 +1,345 @@
+//! A round of tool calls: first a plan, one entry per pending call ([`plan_round`], pure),
+//! then the I/O that carries it out ([`AgentRuntime::run_tools`]).
+//!
+//! The plan says, for each call of the newest reply without a result, in the model's order:
+//! refused for its input (before anything runs, before a person is asked), answered with a
+//! person's denial, waiting for approval (the round stops there), replayed from the
+//! write-ahead log (started before a crash: run again with the logged key when read-only or
+//! idempotent, reported as interrupted when it has side effects), or started now (its
+//! `tool_started` committed first — for side effects under the cancel/supersede fence — then
+//! run). It is a function of the run's state and of what the tool box says about each call,
+//! so a run resumed after a crash plans what the uninterrupted run would have done.
+
+use std::collections::BTreeMap;
+
+use nightshift_tools::ToolClass;
+
+use crate::approval;
+use crate::calls;
+use crate::config::AgentDef;
+use crate::events::RunEvent;
+use crate::ports::ToolCall;
+use crate::state::{Decision, PendingCall};
+use crate::tasks;
+use crate::wakeup;
+
+use super::session::Session;
+use super::{AgentRuntime, INTERRUPTED_NOTICE, REFUSED_NOTICE, Stop, ToolsEnd};
+
+/// What the tool box and the agent's config say about one call that has not started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CallFacts {
+    /// A control tool the agent enabled (the loop runs it itself; never input-checked).
+    pub control: bool,
+    /// Why its input breaks the tool's schema, if it does.
+    pub input_error: Option<String>,
+    /// A person must decide before it starts.
+    pub needs_approval: bool,
+    pub durability: ToolClass,
+}
+
+/// What the round does with one pending call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CallPlan {
+    /// Its input is refused: answered with this error, nothing runs.
+    RefuseInput(String),
+    /// A person denied it: answered with this notice, nothing runs.
+    Denied(String),
+    /// It waits for a person's decision: ask, and end the round here.
+    AskApproval,
+    /// Started before a crash, with side effects: reported as interrupted, not run again.
+    Interrupted,
+    /// Started before a crash and safe to repeat: run again under the logged key.
+    Replay { key: String },
+    /// Log `tool_started` (under the fence for side effects), then run it.
+    Start { key: String, durability: ToolClass },
+}
+
+/// One call of the round and its plan.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Planned {
+    pub call: PendingCall,
+    pub control: bool,
+    pub plan: CallPlan,
+}
+
+/// The plan of one call. `key` is the idempotency key a new call starts under; `facts` is
+/// read only for a call that has not started.
+pub(crate) fn plan_call(
+    call: &PendingCall,
+    facts: impl FnOnce() -> CallFacts,
+    decision: Option<&Decision>,
+    key: impl FnOnce() -> String,
+) -> (bool, CallPlan) {
+    if let Some(started) = &call.started {
+        let plan = match started.durability {
+            ToolClass::SideEffect => CallPlan::Interrupted,
+            _ => CallPlan::Replay {
+                key: started.idempotency_key.clone(),
+            },
+        };
+        return (false, plan);
+    }
+    let facts = facts();
+    let plan = match (&facts.input_error, facts.needs_approval, decision) {
+        (Some(violation), _, _) if !facts.control => CallPlan::RefuseInput(violation.clone()),
+        (_, true, Some(d)) if !d.approved => {
+            CallPlan::Denied(approval::denied_notice(d.reason.as_deref()))
+        }
+        (_, true, None) => CallPlan::AskApproval,
+        _ => CallPlan::Start {
+            key: key(),
+            durability: facts.durability,
+        },
+    };
+    (facts.control, plan)
+}
+
+/// The plan of a round over `pending`, in order: calls with a result are left out, and
+/// nothing after a call that must wait for approval is planned.
+pub(crate) fn plan_round(
+    pending: &[PendingCall],
+    facts: impl Fn(&PendingCall) -> CallFacts,
+    decisions: &BTreeMap<String, Decision>,
+    key: impl Fn(&PendingCall) -> String,
+) -> Vec<Planned> {
+    let mut round = Vec::new();
+    for call in pending.iter().filter(|c| c.result.is_none()) {
+        let (control, plan) = plan_call(
+            call,
+            || facts(call),
+            decisions.get(&call.call_id),
+            || key(call),
+        );
+        let stop = plan == CallPlan::AskApproval;
+        round.push(Planned {
+            call: call.clone(),
+            control,
+            plan,
+        });
+        if stop {
+            break;
+        }
+    }
+    round
+}
+
+impl AgentRuntime {
+    /// Runs every pending call of the newest reply by the plan of [`plan_round`], in the order
+    /// the model gave them: `tool_started` is committed before a tool runs; a side-effect call
+    /// is started only while the run is neither cancelled nor superseded (one guarded write),
+    /// and when one is refused so, the round ends [`ToolsEnd::Refused`] and the run must stop.
+    /// A call that needs approval and has no decision ends the round until one is made. A
+    /// cancelled job stops between calls.
+    pub(super) async fn run_tools(&self, s: &mut Session<'_>) -> Result<ToolsEnd, Stop> {
+        let round = plan_round(
+            &s.state.pending,
+            |call| self.facts(s.agent, call),
+            &s.state.decisions,
+            |call| calls::idempotency_key(&s.run_id, s.state.turns, &call.call_id),
+        );
+        for planned in round {
+            if s.ctx.cancel.is_cancelled() {
+                return Ok(ToolsEnd::Done);
+            }
+            if let Some(end) = self.carry_out(s, planned).await? {
+                return Ok(end);
+            }
+        }
+        Ok(ToolsEnd::Done)
+    }
+
+    /// Carries out one call's plan. Returns how the round ends, when this call ends it.
+    async fn carry_out(
+        &self,
+        s: &mut Session<'_>,
+        planned: Planned,
+    ) -> Result<Option<ToolsEnd>, Stop> {
+        let call = &planned.call;
+        let key = match planned.plan {
+            CallPlan::RefuseInput(violation) => {
+                s.log_result(&call.call_id, violation, true).await?;
+                return Ok(None);
+            }
+            CallPlan::Denied(content) => {
+                s.log(tool_error(&call.call_id, content, false)).await?;
+                return Ok(None);
+            }
+            CallPlan::AskApproval => {
+                let until = s.request_approval(call).await?;
+                return Ok(Some(ToolsEnd::AwaitApproval {
+                    call_id: call.call_id.clone(),
+                    until,
+                }));
+            }
+            CallPlan::Interrupted => {
+                let content = match s.task_started_by(&call.call_id).await? {
+                    Some(task_id) => tasks::interrupted_start_notice(&task_id),
+                    None => INTERRUPTED_NOTICE.to_string(),
+                };
+                s.log(tool_error(&call.call_id, content, true)).await?;
+                return Ok(None);
+            }
+            CallPlan::Replay { key } => key,
+            CallPlan::Start { key, durability } => {
+                if !start(s, call, &key, durability).await? {
+                    return Ok(Some(ToolsEnd::Refused));
+                }
+                key
+            }
+        };
+        if planned.control {
+            self.run_control_tool(s, &call.call_id, &call.input).await?;
+        } else {
+            self.run_tool(s, call, &key).await?;
+        }
+        Ok(None)
+    }
+
+    /// Runs a call on the tool box and logs its result.
+    async fn run_tool(
+        &self,
+        s: &mut Session<'_>,
+        call: &PendingCall,
+        key: &str,
+    ) -> Result<(), Stop> {
+        let reply = self
+            .tools
+            .call(
+                s.agent,
+                ToolCall {
+                    run_id: &s.run_id,
+                    call_id: &call.call_id,
+                    name: &call.name,
+                    input: &call.input,
+                    idempotency_key: key,
+                },
+                &s.ctx.cancel,
+            )
+            .await;
+        s.log_result(&call.call_id, reply.content, reply.is_error)
+            .await
+    }
+
+    /// What the agent's config and the tool box say about a call.
+    fn facts(&self, agent: &AgentDef, call: &PendingCall) -> CallFacts {
+        let control = self.is_control(agent, &call.name);
+        CallFacts {
+            control,
+            input_error: if control {
+                None
+            } else {
+                self.tools.check_input(agent, &call.name, &call.input).err()
+            },
+            needs_approval: self.needs_approval(agent, &call.name, &call.input),
+            durability: self.durability(agent, &call.name, &call.input),
+        }
+    }
+
+    /// True when a call must wait for a human's decision.
+    fn needs_approval(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> bool {
+        let marked = agent
+            .config
+            .tool_overrides
+            .get(name)
+            .and_then(|o| o.approval)
+            == Some(nightshift_tools::Approval::Required);
+        marked || agent.config.approvals.matches(name, input)
+    }
+
+    /// True for a control tool the agent has enabled (the loop runs it itself).
+    pub(super) fn is_control(&self, agent: &AgentDef, name: &str) -> bool {
+        wakeup::is_control_tool(name) && agent.config.tools.iter().any(|t| t == name)
+    }
+
+    fn durability(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> ToolClass {
+        if self.is_control(agent, name) {
+            ToolClass::Idempotent
+        } else {
+            self.tools.durability(agent, name, input)
+        }
+    }
+
+    /// `schedule_wakeup`: arms the wakeup (once per call, also when re-run after a crash).
+    async fn run_control_tool(
+        &self,
+        s: &mut Session<'_>,
+        call_id: &str,
+        input: &serde_json::Value,
+    ) -> Result<(), Stop> {
+        let armed = s.state.wakeup.clone().filter(|w| w.call_id == call_id);
+        let planned = match armed {
+            Some(w) => Ok(w),
+            None => wakeup::plan(
+                call_id,
+                input,
+                s.ctx.lease.store().now(),
+                &s.agent.config.wakeups,
+                s.state.wakeups_used,
+            ),
+        };
+        let (content, is_error) = match planned {
+            Ok(w) => {
+                if s.state.wakeup.as_ref().map(|a| a.call_id.as_str()) != Some(call_id) {
+                    s.log(RunEvent::WakeupScheduled {
+                        call_id: call_id.to_string(),
+                        due_at: w.due_at,
+                        reason: w.reason.clone(),
+                        scheduled_at: w.scheduled_at,
+                    })
+                    .await?;
+                }
+                (wakeup::confirmation(&w), false)
+            }
+            Err(message) => (message, true),
+        };
+        s.log(RunEvent::ToolResult {
+            call_id: call_id.to_string(),
+            content,
+            is_error,
+            interrupted: false,
+        })
+        .await
+    }
+}
+
+/// Logs a new call's `tool_started`; a side-effect call only while the run is neither
+/// cancelled nor superseded. False when the fence refused it (its result then says so).
+async fn start(
+    s: &mut Session<'_>,
+    call: &PendingCall,
+    key: &str,
+    durability: ToolClass,
+) -> Result<bool, Stop> {
+    let started = RunEvent::ToolStarted {
+        call_id: call.call_id.clone(),
+        name: call.name.clone(),
+        input: call.input.clone(),
+        durability,
+        idempotency_key: key.to_string(),
+    };
+    if durability != ToolClass::SideEffect {
+        s.log(started).await?;
+        return Ok(true);
+    }
+    if s.log_unless_cancelled(started).await? {
+        return Ok(true);
+    }
+    s.log(tool_error(&call.call_id, REFUSED_NOTICE.to_string(), false))
+        .await?;
+    Ok(false)
+}
+
+/// A `tool_result` that is an error the loop wrote (not the tool).
+fn tool_error(call_id: &str, content: String, interrupted: bool) -> RunEvent {
+    RunEvent::ToolResult {
+        call_id: call_id.to_string(),
+        content,
+        is_error: true,
+        interrupted,
+    }
+}
+
+#[cfg(test)]
+#[path = "tool_round_tests.rs"]
+mod tests;

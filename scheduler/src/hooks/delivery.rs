@@ -1,0 +1,383 @@
+//! One delivery, step by step: each step of the module doc of [`super`] is a function here.
+//!
+//! The decisions are pure functions of the hook, the headers and the body — [`parse`] (step
+//! 2), [`pick_route`] (step 4), [`plan_enqueue`] (the request of step 6), [`refusal`] (what a
+//! refused enqueue leaves behind), [`route_run`] and [`answer`] (step 7's record and reply) —
+//! and the I/O that carries them out ([`deliver`]: verify, look up, claim, enqueue, release,
+//! record) only calls them in order. So a redelivery decides exactly what the first delivery
+//! decided, and each decision is tested without a store.
+
+use nightshift_store::{Enqueued, Store, Trigger, WebhookDeliveryStatus as ClaimStatus};
+
+use super::config::FieldSource;
+use super::route::{CompiledRoute, Rendered};
+use super::{
+    Accepted, DeliveryOutcome, Headers, Hook, MAX_DELIVERY_ID_BYTES, Refused, RouteKind, RouteRun,
+    SignatureScheme,
+};
+use crate::{IntakeError, ResumeRequest, RunRequest};
+
+/// What the body of an authentic request is.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Parsed {
+    /// Slack's `url_verification` handshake: the challenge to echo back.
+    Challenge(String),
+    /// A delivery to route.
+    Delivery(Delivery),
+}
+
+/// An authentic delivery, parsed: its id, its event name (empty when the hook has no event
+/// source) and its body.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Delivery {
+    pub id: String,
+    pub event: String,
+    pub json: serde_json::Value,
+}
+
+/// Which route takes a delivery.
+#[derive(Debug)]
+pub(crate) enum Routed<'h> {
+    /// GitHub's `ping` that no route takes: answered 200, nothing enqueued.
+    Ping,
+    /// The first matching route, with its templates rendered for this delivery.
+    Take(&'h CompiledRoute, Rendered),
+}
+
+/// What step 6 enqueues, through the intake.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Enqueue {
+    Start(RunRequest),
+    Resume(ResumeRequest),
+}
+
+/// What a refused enqueue means for the delivery.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    /// Release the claim: nothing was enqueued, so the refusal changes nothing. False for a
+    /// store error, whose enqueue may have committed (the retry finishes it with the same key).
+    pub release: bool,
+    pub refused: Refused,
+}
+
+/// Takes one delivery to `hook`: checks it, routes it and enqueues what its route says (see
+/// the module doc of [`super`] for the steps and guarantees). `header` looks a request header
+/// up by name. Counts the outcome on the hook.
+pub async fn deliver(
+    store: &Store,
+    hook: &Hook,
+    header: &Headers<'_>,
+    body: &[u8],
+) -> Result<Accepted, Refused> {
+    let result = deliver_inner(store, hook, header, body).await;
+    match &result {
+        Ok(a) if a.ping => hook.counters.count(DeliveryOutcome::Ping),
+        Ok(a) if a.redelivery => hook.counters.count(DeliveryOutcome::Duplicate),
+        Ok(_) => hook.counters.count(DeliveryOutcome::Accepted),
+        Err(e) => {
+            hook.counters.count(e.outcome());
+            tracing::info!(hook = %hook.name, error = %e, "webhook delivery refused");
+        }
+    }
+    result
+}
+
+async fn deliver_inner(
+    store: &Store,
+    hook: &Hook,
+    header: &Headers<'_>,
+    body: &[u8],
+) -> Result<Accepted, Refused> {
+    hook.verifier
+        .verify(header, body, store.now())
+        .map_err(Refused::Unauthorized)?;
+    let d = match parse(hook, header, body)? {
+        Parsed::Challenge(challenge) => return Ok(challenge_answer(hook, challenge)),
+        Parsed::Delivery(d) => d,
+    };
+    if let Some(done) = store.webhook_redelivery(&hook.name, &d.id).await? {
+        return answer(hook, &d, done.runs.as_deref(), true);
+    }
+    let (route, rendered) = match pick_route(hook, &d)? {
+        Routed::Ping => return Ok(ping_answer(hook, d)),
+        Routed::Take(route, rendered) => (route, rendered),
+    };
+    let claim = store
+        .claim_webhook_delivery(&hook.name, &d.id, &d.event)
+        .await?;
+    if claim.status == ClaimStatus::Done {
+        // A concurrent copy finished between step 3 and the claim.
+        return answer(hook, &d, claim.runs.as_deref(), true);
+    }
+    let enqueued = enqueue(
+        store,
+        hook,
+        route,
+        &d,
+        plan_enqueue(hook, route, &d, rendered),
+    )
+    .await?;
+    record(store, hook, route, d, enqueued).await
+}
+
+/// Step 6: enqueues through the intake; a refusal releases the claim when [`refusal`] says so.
+async fn enqueue(
+    store: &Store,
+    hook: &Hook,
+    route: &CompiledRoute,
+    d: &Delivery,
+    plan: Enqueue,
+) -> Result<Enqueued, Refused> {
+    let result = match plan {
+        Enqueue::Start(req) => crate::submit(store, req).await,
+        Enqueue::Resume(req) => crate::resume(store, req).await,
+    };
+    let e = match result {
+        Ok(enqueued) => return Ok(enqueued),
+        Err(e) => refusal(route, e),
+    };
+    if e.release {
+        store.release_webhook_delivery(&hook.name, &d.id).await?;
+    }
+    Err(e.refused)
+}
+
+/// Step 7: records the run on the delivery's row, marks it `done` and answers.
+async fn record(
+    store: &Store,
+    hook: &Hook,
+    route: &CompiledRoute,
+    d: Delivery,
+    enqueued: Enqueued,
+) -> Result<Accepted, Refused> {
+    let runs = vec![route_run(route, enqueued)];
+    let recorded = serde_json::to_string(&runs).expect("runs serialise");
+    store
+        .finish_webhook_delivery(&hook.name, &d.id, &recorded)
+        .await?;
+    tracing::info!(hook = %hook.name, delivery = %d.id, event = %d.event, route = %route.name,
+                   run_id = %runs[0].run_id, duplicate = runs[0].duplicate, "webhook delivery accepted");
+    Ok(Accepted {
+        hook: hook.name.clone(),
+        delivery: d.id,
+        event: d.event,
+        redelivery: false,
+        ping: false,
+        challenge: None,
+        runs,
+    })
+}
+
+/// Step 2: the body as JSON, Slack's handshake, the delivery id and the event name.
+pub(crate) fn parse(hook: &Hook, header: &Headers<'_>, body: &[u8]) -> Result<Parsed, Refused> {
+    let json: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
+        Refused::BadRequest(format!(
+            "the body is not valid JSON ({e}); send the payload as application/json"
+        ))
+    })?;
+    if hook.scheme == SignatureScheme::Slack
+        && json["type"] == "url_verification"
+        && let Some(challenge) = json["challenge"].as_str()
+    {
+        // Slack checks a new Events API URL with a signed challenge; it carries no event id.
+        return Ok(Parsed::Challenge(challenge.to_string()));
+    }
+    let id = read_source(&hook.delivery_source, header, &json)
+        .filter(|d| !d.is_empty())
+        .ok_or_else(|| {
+            Refused::BadRequest(format!(
+                "no delivery id in {}; each delivery needs a unique id there so redeliveries \
+                 are recognised",
+                describe(&hook.delivery_source)
+            ))
+        })?;
+    if id.len() > MAX_DELIVERY_ID_BYTES {
+        return Err(Refused::BadRequest(format!(
+            "the delivery id is {} bytes; the limit is {MAX_DELIVERY_ID_BYTES}",
+            id.len()
+        )));
+    }
+    let event = match &hook.event_source {
+        Some(src) => read_source(src, header, &json).unwrap_or_default(),
+        None => String::new(),
+    };
+    Ok(Parsed::Delivery(Delivery { id, event, json }))
+}
+
+/// Step 4: the first route whose event and conditions match, rendered; GitHub's `ping`
+/// when none does; else refused.
+pub(crate) fn pick_route<'h>(hook: &'h Hook, d: &Delivery) -> Result<Routed<'h>, Refused> {
+    let route = hook.routes.iter().find(|r| r.matches(&d.event, &d.json));
+    let Some(route) = route else {
+        if hook.scheme == SignatureScheme::Github && d.event == "ping" {
+            // GitHub pings a webhook when it is added; a 422 would show the setup as broken.
+            return Ok(Routed::Ping);
+        }
+        return Err(Refused::Unmatched(format!(
+            "no route of hook '{}' matches event '{}' with this payload (routes: {}); \
+             nothing was enqueued — add a route if this delivery should start something",
+            hook.name,
+            d.event,
+            hook.route_names().join(", ")
+        )));
+    };
+    let rendered = route
+        .render(&hook.name, &d.event, &d.id, &d.json)
+        .map_err(Refused::Invalid)?;
+    Ok(Routed::Take(route, rendered))
+}
+
+/// The request of step 6: the rendered prompt with Nightshift's trace line, and an
+/// idempotency key that is a pure function of the delivery.
+pub(crate) fn plan_enqueue(
+    hook: &Hook,
+    route: &CompiledRoute,
+    d: &Delivery,
+    rendered: Rendered,
+) -> Enqueue {
+    let prompt = format!(
+        "{}\n\n[webhook {} delivery={} event={}]",
+        rendered.prompt.trim_end(),
+        hook.name,
+        d.id,
+        d.event
+    );
+    let key = rendered
+        .idempotency_key
+        .unwrap_or_else(|| format!("webhook:{}:{}:{}", hook.name, route.name, d.id));
+    match route.kind {
+        RouteKind::Start => {
+            let mut req = RunRequest::new(
+                route.agent.clone().unwrap_or_default(),
+                prompt,
+                Trigger::Webhook,
+            );
+            req.idempotency_key = Some(key);
+            req.lane = route.lane.clone();
+            req.priority = route.priority;
+            if let Some(ck) = rendered.concurrency_key {
+                req.concurrency_key = Some(ck);
+                req.concurrency_policy = route.policy;
+            }
+            Enqueue::Start(req)
+        }
+        RouteKind::Resume => Enqueue::Resume(ResumeRequest {
+            run_key: rendered.run_key.unwrap_or_default(),
+            message: prompt,
+            idempotency_key: Some(key),
+        }),
+    }
+}
+
+/// What the intake's refusal `e` of `route`'s enqueue answers, and whether the claim goes.
+pub(crate) fn refusal(route: &CompiledRoute, e: IntakeError) -> Refusal {
+    if let IntakeError::Store(e) = e {
+        // A store error leaves the claim: the enqueue may have committed, and the sender's
+        // retry finishes the delivery with the same key.
+        return Refusal {
+            release: false,
+            refused: Refused::Store(e),
+        };
+    }
+    let m = format!("route '{}': {e}; nothing was enqueued", route.name);
+    let refused = match e {
+        IntakeError::NotFound(_) => Refused::NoRun(m),
+        _ => Refused::Invalid(m),
+    };
+    Refusal {
+        release: true,
+        refused,
+    }
+}
+
+/// The run a delivery made, as recorded and answered.
+pub(crate) fn route_run(route: &CompiledRoute, enqueued: Enqueued) -> RouteRun {
+    RouteRun {
+        route: route.name.clone(),
+        kind: match route.kind {
+            RouteKind::Start => "start".into(),
+            RouteKind::Resume => "resume".into(),
+        },
+        run_id: enqueued.run_id,
+        job_id: enqueued.job_id,
+        duplicate: enqueued.duplicate,
+        skipped: enqueued.skipped,
+        superseded: enqueued.superseded,
+    }
+}
+
+/// The answer for a delivery whose runs were recorded (`runs`, JSON; none when absent);
+/// for a `redelivery`, every run is marked a duplicate.
+pub(crate) fn answer(
+    hook: &Hook,
+    d: &Delivery,
+    runs: Option<&str>,
+    redelivery: bool,
+) -> Result<Accepted, Refused> {
+    let mut runs: Vec<RouteRun> = serde_json::from_str(runs.unwrap_or("[]"))
+        .map_err(|e| nightshift_store::Error::Corrupt(format!("webhook runs: {e}")))?;
+    if redelivery {
+        runs.iter_mut().for_each(|r| r.duplicate = true);
+    }
+    Ok(Accepted {
+        hook: hook.name.clone(),
+        delivery: d.id.clone(),
+        event: d.event.clone(),
+        redelivery,
+        ping: false,
+        challenge: None,
+        runs,
+    })
+}
+
+fn challenge_answer(hook: &Hook, challenge: String) -> Accepted {
+    Accepted {
+        hook: hook.name.clone(),
+        delivery: String::new(),
+        event: "url_verification".into(),
+        redelivery: false,
+        ping: true,
+        challenge: Some(challenge),
+        runs: Vec::new(),
+    }
+}
+
+fn ping_answer(hook: &Hook, d: Delivery) -> Accepted {
+    Accepted {
+        hook: hook.name.clone(),
+        delivery: d.id,
+        event: d.event,
+        redelivery: false,
+        ping: true,
+        challenge: None,
+        runs: Vec::new(),
+    }
+}
+
+fn read_source(
+    src: &FieldSource,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &serde_json::Value,
+) -> Option<String> {
+    if let Some(h) = &src.header {
+        return header(h).map(|v| v.trim().to_string());
+    }
+    let v = body.pointer(src.pointer.as_deref()?)?;
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn describe(src: &FieldSource) -> String {
+    match (&src.header, &src.pointer) {
+        (Some(h), _) => format!("the {h} header"),
+        (_, Some(p)) => format!("the body at {p}"),
+        _ => "nowhere".into(),
+    }
+}
+
+#[cfg(test)]
+#[path = "delivery_tests.rs"]
+mod tests;
