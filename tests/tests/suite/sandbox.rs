@@ -106,6 +106,11 @@ fn denied(text: &str) -> bool {
     text.contains("Permission denied") || text.contains("Operation not permitted")
 }
 
+/// Denied, or (in the command's pid namespace) the process outside does not exist there.
+fn unreachable(text: &str) -> bool {
+    denied(text) || text.contains("No such file or directory")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs() {
     let db = sqlite_db("sandbox_attacks").await;
@@ -149,6 +154,10 @@ async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs()
         ),
         ("term_daemon", "kill -TERM $PPID".into()),
         ("kill_daemon", "kill -KILL $PPID".into()),
+        (
+            "kill_daemon_by_pid",
+            format!("kill -KILL $(cat '{}')", pid_file.display()),
+        ),
     ];
     let mut turns: Vec<Value> = attacks
         .iter()
@@ -157,6 +166,13 @@ async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs()
     turns.push(run_command(
         "allowed",
         "echo inside > mine.txt && cat mine.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"",
+    ));
+    turns.push(run_command(
+        "pids",
+        &format!(
+            "echo parent=$PPID; test -e /proc/$(cat '{}') && echo daemon-visible; ls /proc | grep -c '^[0-9]'",
+            pid_file.display()
+        ),
     ));
     turns.push(tool_turn("peek_tool", "peek", json!({})));
     turns.push(tool_turn(
@@ -224,7 +240,15 @@ async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs()
             .iter()
             .find(|(call, _)| call == id)
             .unwrap_or_else(|| panic!("no result for {id}: {results:?}"));
-        assert!(denied(content), "{id}: a permission error: {content}");
+        let by_pid = id.ends_with("_by_pid");
+        assert!(
+            if by_pid {
+                unreachable(content)
+            } else {
+                denied(content)
+            },
+            "{id}: a permission error: {content}"
+        );
         for secret in secrets {
             assert!(!content.contains(secret), "{id}: no secret: {content}");
         }
@@ -235,6 +259,11 @@ async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs()
     assert!(
         allowed.contains("inside\nt\n") && allowed.contains("exit code 0"),
         "the workspace and the temp dir work: {allowed}"
+    );
+    let (_, pids) = results.iter().find(|(c, _)| c == "pids").unwrap();
+    assert!(
+        pids.starts_with("parent=1\n") && !pids.contains("daemon-visible"),
+        "the command runs in a pid namespace of its own, without the daemon: {pids}"
     );
     let (_, peek) = results.iter().find(|(c, _)| c == "peek_tool").unwrap();
     assert!(denied(peek), "the command tool is sandboxed too: {peek}");
@@ -403,5 +432,54 @@ async fn mode_off_warns_and_runs_commands_unsandboxed() {
         "the control: without the sandbox the token file is readable: {content}"
     );
     sigterm(daemon).await;
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_pid_namespaces_serve_warns_once_or_refuses_when_required() {
+    let db = sqlite_db("sandbox_no_pidns").await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let body = agent(
+        d,
+        "worker",
+        &["run_command"],
+        json!([
+            run_command("pids", "echo parent=$PPID; ls /proc"),
+            text_turn("done")
+        ]),
+    );
+    let no_pidns = [("NIGHTSHIFT_SANDBOX_ASSUME_NO_PIDNS", "1")];
+    let required = write_config(&db, d, "pid_namespace = \"required\"\n", &body);
+    let text = refusal(&required, &no_pidns).await;
+    assert!(
+        text.contains("`[sandbox] pid_namespace = \"required\"` needs a user and pid namespace")
+            && text.contains("NIGHTSHIFT_SANDBOX_ASSUME_NO_PIDNS=1 says so"),
+        "{text}"
+    );
+
+    let cfg = write_config(&db, d, "", &body);
+    let (daemon, lines) = serve(&cfg, &no_pidns);
+    let store = db.store().await;
+    let run_id = enqueue(&cfg, "worker");
+    let run = wait_finished(&store, &run_id).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    let (_, pids) = results_of(&store, &run_id, "pids").await;
+    assert!(
+        !pids.starts_with("parent=1\n") && denied(&pids),
+        "the fallback: the daemon's pid namespace, /proc closed: {pids}"
+    );
+    sigterm(daemon).await;
+    let logged: Vec<String> = lines.try_iter().collect();
+    let warnings: Vec<&String> = logged
+        .iter()
+        .filter(|l| l.contains("WARN") && l.contains("share the daemon's pid namespace"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one WARN line: {logged:#?}");
+    assert!(
+        warnings[0].contains("pid_namespace = \"required\""),
+        "{}",
+        warnings[0]
+    );
     db.cleanup().await;
 }
