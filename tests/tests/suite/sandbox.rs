@@ -108,7 +108,7 @@ fn denied(text: &str) -> bool {
 
 /// Denied, or (in the command's pid namespace) the process outside does not exist there.
 fn unreachable(text: &str) -> bool {
-    denied(text) || text.contains("No such file or directory")
+    denied(text) || text.contains("No such file") || text.contains("No such process")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -138,7 +138,15 @@ async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs()
                 pid_file.display()
             ),
         ),
-        ("cmdline", "tr '\\0' ' ' < /proc/$PPID/cmdline".into()),
+        // Its parent is the pid namespace's init, whose command line is the command's own;
+        // the daemon's is what must stay closed.
+        (
+            "cmdline_by_pid",
+            format!(
+                "pid=$(cat '{}'); tr '\\0' ' ' < /proc/$pid/cmdline",
+                pid_file.display()
+            ),
+        ),
         ("mem", "exec 3< /proc/$PPID/mem && head -c 64 <&3".into()),
         ("token", "cat ../../api-token".into()),
         ("database", format!("cat '{}'", db_file.display())),
@@ -481,5 +489,77 @@ async fn without_pid_namespaces_serve_warns_once_or_refuses_when_required() {
         "{}",
         warnings[0]
     );
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runs_temp_dir_outlives_its_sleep_and_is_removed_when_it_ends() {
+    let db = sqlite_db("sandbox_temp_dir").await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut body = agent(
+        d,
+        "sleeper",
+        &["run_command", "schedule_wakeup"],
+        json!([
+            run_command("write", "echo kept > \"$HOME/scratch\" && echo written"),
+            tool_turn(
+                "nap",
+                "schedule_wakeup",
+                json!({"delay_seconds": 1, "reason": "later"})
+            ),
+            run_command("read", "cat \"$TMPDIR/scratch\""),
+            text_turn("done"),
+        ]),
+    ) + "[agents.wakeups]\nmin_delay_seconds = 1\n\n";
+    body += &agent(
+        d,
+        "stuck",
+        &["run_command"],
+        json!([
+            run_command("wait", "echo x > \"$TMPDIR/scratch\" && sleep 600"),
+            text_turn("never")
+        ]),
+    );
+    let cfg = write_config(&db, d, "", &body);
+    let store = db.store().await;
+    let (daemon, _lines) = serve(&cfg, &[]);
+    let temp = |run: &str| d.join("data/tmp").join(run);
+
+    let run_id = enqueue(&cfg, "sleeper");
+    let wakeup = eventually(Duration::from_secs(30), "the run to sleep", || async {
+        store.pending_wakeups(10).await.unwrap().into_iter().next()
+    })
+    .await;
+    assert_eq!(wakeup.run_id, run_id);
+    assert_eq!(
+        std::fs::read_to_string(temp(&run_id).join("scratch")).unwrap(),
+        "kept\n",
+        "a sleeping run keeps its temp dir"
+    );
+    let run = wait_finished(&store, &run_id).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    let (_, read) = results_of(&store, &run_id, "read").await;
+    assert!(
+        read.starts_with("kept\n"),
+        "it is there after the wakeup: {read}"
+    );
+    assert!(!temp(&run_id).exists(), "removed when the run ended");
+
+    let stuck = enqueue(&cfg, "stuck");
+    eventually(Duration::from_secs(30), "the command to start", || async {
+        temp(&stuck).join("scratch").exists().then_some(())
+    })
+    .await;
+    store.cancel_run(&stuck).await.unwrap();
+    let run = wait_finished(&store, &stuck).await;
+    assert_eq!(run.status, RunStatus::Cancelled, "{:?}", run.error);
+    eventually(
+        Duration::from_secs(30),
+        "the cancelled run's temp dir to go",
+        || async { (!temp(&stuck).exists()).then_some(()) },
+    )
+    .await;
+    sigterm(daemon).await;
     db.cleanup().await;
 }
