@@ -79,4 +79,11 @@ pub trait ToolBox: Send + Sync {
         call: ToolCall<'a>,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, ToolOutput>;
+    /// Run `run_id` has ended (succeeded, failed, cancelled, out of budget) in the loop: what
+    /// the tools kept for it between calls may go (the sandbox's temp dir). Not called when
+    /// it parks or retries. Default: nothing.
+    fn run_ended<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, ()> {
+        let _ = run_id;
+        Box::pin(async {})
+    }
 }

@@ -9,13 +9,21 @@
 //! contains or lies inside the data directory or the SQLite database, a relative grant, and
 //! `network = "off"` for an agent while the sandbox is off. `mode = "off"` is the explicit
 //! opt-out: one WARN line at start, and commands run unconfined.
+//!
+//! Pid namespace: where the kernel makes one (user+pid+mount namespaces), every command runs
+//! in its own, seeing only its own processes. With `pid_namespace = "auto"` (the default) a
+//! kernel that refuses costs one WARN line at start, and commands share the daemon's pid
+//! namespace (still unable to read or signal any process outside, but able to guess pids and
+//! without `ps`): the filesystem, signal and network confinement is the same either way, so
+//! the missing namespace is not worth refusing to start over. `pid_namespace = "required"`
+//! refuses to start instead.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use nightshift_agent::SandboxNetwork;
-use nightshift_sandbox::policy::{SYSTEM_READ, check_exposure};
+use nightshift_sandbox::policy::{check_exposure, system_read};
 use nightshift_sandbox::probe::{Needs, decide, probe};
 use nightshift_sandbox::{Network, Policy, Sandbox};
 use serde::Deserialize;
@@ -36,6 +44,18 @@ pub struct SandboxConfig {
     /// Advanced: the program that applies the sandbox (it must be a `nightshift` binary).
     /// Default: the running `nightshift` binary.
     pub launcher: Option<PathBuf>,
+    /// `auto` (default): each command in a pid namespace of its own where the kernel allows
+    /// it, else (one WARN line at start) in the daemon's. `required`: refuse to start without.
+    pub pid_namespace: PidNamespaceMode,
+}
+
+/// `[sandbox] pid_namespace`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PidNamespaceMode {
+    #[default]
+    Auto,
+    Required,
 }
 
 /// `[sandbox] mode`.
@@ -88,12 +108,7 @@ pub fn validate(config: &Config) -> Result<(), String> {
     if let Some(db) = &db {
         protected.push(("the database", db.as_path()));
     }
-    let system: Vec<PathBuf> = SYSTEM_READ
-        .iter()
-        .map(Path::new)
-        .filter(|p| p.exists())
-        .map(real)
-        .collect();
+    let system: Vec<PathBuf> = system_read().iter().map(|p| real(p)).collect();
     let read: Vec<PathBuf> = sandbox.read.iter().map(|p| real(p)).collect();
     let write: Vec<PathBuf> = sandbox.write.iter().map(|p| real(p)).collect();
     let grants = system
@@ -113,6 +128,7 @@ pub struct Confinement {
     read: Vec<PathBuf>,
     write: Vec<PathBuf>,
     temp_root: PathBuf,
+    pid_namespace: bool,
 }
 
 impl Confinement {
@@ -153,20 +169,52 @@ impl Confinement {
                 .filter(|a| a.sandbox.network == SandboxNetwork::Off)
                 .map(|a| a.name.clone())
                 .collect(),
+            pid_namespace_required: sandbox.pid_namespace == PidNamespaceMode::Required,
         };
         let enforcement = decide(&support, &needs).map_err(|r| anyhow::anyhow!("{r}"))?;
+        if let Some(why) = &enforcement.pid_namespace_missing {
+            tracing::warn!(
+                "commands share the daemon's pid namespace: this kernel refuses to make one \
+                 ({why}); they still cannot read or signal processes outside the sandbox, but \
+                 can guess their pids. Set [sandbox] pid_namespace = \"required\" to refuse \
+                 to start instead"
+            );
+        }
         tracing::info!(
             landlock_abi = enforcement.abi,
+            pid_namespace = enforcement.pid_namespace,
             launcher = %launcher.display(),
             "commands run sandboxed"
         );
-        Ok(Some(Confinement {
+        let confinement = Confinement {
             launcher,
             abi: enforcement.abi,
             read: sandbox.read.iter().map(|p| real(p)).collect(),
             write: sandbox.write.iter().map(|p| real(p)).collect(),
             temp_root: config.resolve_path(&config.runtime.data_dir).join("tmp"),
-        }))
+            pid_namespace: enforcement.pid_namespace,
+        };
+        // A grant the launcher would refuse (beneath /proc) fails here, not at every command.
+        confinement
+            .policy(Path::new("/workspace"), Path::new("/tmp-dir"), Network::On)
+            .validate()
+            .map_err(|e| anyhow::anyhow!("invalid config: [sandbox] grants: {e}"))?;
+        Ok(Some(confinement))
+    }
+
+    /// The policy of a command in `workspace` with its temp dir `temp`.
+    fn policy(&self, workspace: &Path, temp: &Path, network: Network) -> Policy {
+        let policy = Policy::standard(workspace, temp, &self.read, &self.write, network, self.abi);
+        if self.pid_namespace {
+            policy.in_pid_namespace()
+        } else {
+            policy
+        }
+    }
+
+    /// Where run `run_id`'s private temp dir is (HOME and TMPDIR of its commands).
+    pub fn temp_dir(&self, run_id: &str) -> PathBuf {
+        self.temp_root.join(run_id)
     }
 
     /// The sandbox of a command of run `run_id` in `workspace`, with `network`; creates the
@@ -177,7 +225,7 @@ impl Confinement {
         workspace: &Path,
         network: SandboxNetwork,
     ) -> std::io::Result<Arc<Sandbox>> {
-        let temp = self.temp_root.join(run_id);
+        let temp = self.temp_dir(run_id);
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -186,14 +234,7 @@ impl Confinement {
             SandboxNetwork::On => Network::On,
             SandboxNetwork::Off => Network::Off,
         };
-        let policy = Policy::standard(
-            real(workspace),
-            real(&temp),
-            &self.read,
-            &self.write,
-            network,
-            self.abi,
-        );
+        let policy = self.policy(&real(workspace), &real(&temp), network);
         Ok(Arc::new(Sandbox::new(&self.launcher, policy)))
     }
 }
@@ -245,6 +286,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("`required`") && err.contains("`off`"), "{err}");
+        let err = Config::parse("[sandbox]\npid_namespace = \"maybe\"\n", "x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`auto`") && err.contains("`required`"),
+            "{err}"
+        );
         let err = Config::parse("[sandbox]\nreads = []\n", "x")
             .unwrap_err()
             .to_string();
@@ -257,14 +305,14 @@ mod tests {
 
     #[test]
     fn a_data_directory_under_a_system_directory_is_refused() {
-        let text = "[runtime]\ndata_dir = \"/etc/nightshift-data\"\n";
+        let text = "[runtime]\ndata_dir = \"/usr/nightshift-data\"\n";
         let err = Config::parse(text, "x")
             .unwrap()
             .validate()
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("`/etc`, which contains the data directory `/etc/nightshift-data`"),
+            err.contains("`/usr`, which contains the data directory `/usr/nightshift-data`"),
             "{err}"
         );
     }

@@ -5,7 +5,9 @@
 //! mode = "off"`, the sandbox its commands run in (the agent's network setting, the run's
 //! private temp dir; see `sandbox`). [`ToolBox::check_input`]
 //! checks a call's input against the tool's compiled JSON Schema (the agent's registry), and
-//! [`ToolBox::call`] checks it again before anything runs.
+//! [`ToolBox::call`] checks it again before anything runs. When a run ends (not when it
+//! parks: HOME and TMPDIR are scratch a sleeping run may still use after it wakes),
+//! [`ToolBox::run_ended`] removes its private temp dir.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -201,6 +203,33 @@ impl ToolBox for Tools {
                 }
             };
             registry.call(&ctx, call.name, call.input.clone()).await
+        })
+    }
+
+    /// Removes the run's private temp dir (its commands' HOME and TMPDIR). The workspace
+    /// stays, as before.
+    fn run_ended<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let Some(confinement) = &self.confinement else {
+                return;
+            };
+            let temp = confinement.temp_dir(run_id);
+            let removed = tokio::task::spawn_blocking({
+                let temp = temp.clone();
+                move || std::fs::remove_dir_all(&temp)
+            })
+            .await;
+            match removed {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Ok(Err(e)) => tracing::warn!(
+                    run_id,
+                    dir = %temp.display(),
+                    error = %e,
+                    "cannot remove the ended run's temp dir"
+                ),
+                Err(e) => tracing::warn!(run_id, error = %e, "removing a temp dir panicked"),
+            }
         })
     }
 }

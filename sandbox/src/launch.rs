@@ -1,19 +1,31 @@
-//! The launcher: `nightshift sandbox-exec <policy JSON> -- <program> <args…>` confines itself
-//! with the policy, then executes the program, which inherits the confinement (as does every
-//! process it starts). `nightshift sandbox-exec --probe` prints what the kernel supports.
+//! The launcher: `nightshift sandbox-exec <policy JSON> -- <program> <args…>` confines the
+//! program with the policy: every process it starts inherits the confinement.
+//! `nightshift sandbox-exec --probe` prints what the kernel supports.
 //!
 //! Guarantees: the program is executed only after the whole policy is in force; any failure
 //! (a malformed or too-wide policy, a path that cannot be opened, a kernel that cannot enforce
-//! every requested right, a network namespace that cannot be made) prints
-//! `nightshift sandbox: …` on stderr and exits 126 without running anything. Steps, in this
-//! single-threaded process: (1) with network off, a new network namespace (as root directly,
-//! otherwise inside a new user namespace that maps the caller's uid and gid to themselves);
-//! (2) a Landlock ruleset, built with `CompatLevel::HardRequirement`, handling every
-//! filesystem right of the policy's ABI (and TCP bind/connect with network off), scoping
-//! signals and abstract UNIX sockets, with rules only for the policy's paths, then
+//! every requested right, a namespace that cannot be made) prints `nightshift sandbox: …` on
+//! stderr and exits 126 without running anything. A program that cannot be executed exits
+//! 127 (not found) or 126.
+//!
+//! Without a pid namespace (`pid_namespace = false`), in this single-threaded process:
+//! (1) with network off, a new network namespace ([`namespaces::isolate_network`]);
+//! (2) the Landlock ruleset ([`restrict`]); (3) `exec` of the program in place, so its pid
+//! and process group are the launcher's.
+//!
+//! With a pid namespace, three processes (see [`crate::supervise`]): this launcher enters a
+//! new user+pid+mount namespace (and network, when off) and stays outside as the supervisor;
+//! its child is pid 1 of the namespace, which mounts a fresh `/proc` and starts, as pid 2,
+//! `sandbox-exec --confine`, which applies Landlock and executes the program in place. The
+//! program then sees only its own processes, its parent is pid 1, and the supervisor ends
+//! as it ends (exit code or signal) and forwards SIGTERM, SIGINT and SIGHUP to it.
+//!
+//! The Landlock ruleset ([`restrict`]) is built with `CompatLevel::HardRequirement`,
+//! handling every filesystem right of the policy's ABI (and TCP bind/connect with network
+//! off), scoping signals and abstract UNIX sockets, with rules only for the policy's paths
+//! (opened after the fresh `/proc` is mounted, so a `/proc` grant is the namespace's); then
 //! `no_new_privs` and `restrict_self`; a ruleset reported anything but fully enforced is an
-//! error; (3) `exec` of the program in place, so its pid (and process group) is the
-//! launcher's. A program that cannot be executed exits 127 (not found) or 126.
+//! error.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -23,11 +35,13 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
     PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
-use nix::sched::{CloneFlags, unshare};
-use nix::unistd::{Gid, Uid};
 
+use nix::sys::signal::SigSet;
+
+use crate::namespaces::{self, isolate_network};
 use crate::policy::{MAX_ABI, Network, Policy};
 use crate::probe::Support;
+use crate::supervise::{self, CONFINE_FLAG, INIT_FLAG};
 
 /// The hidden first argument of the `nightshift` binary that runs the launcher.
 pub const SUBCOMMAND: &str = "sandbox-exec";
@@ -37,6 +51,19 @@ pub const PROBE_FLAG: &str = "--probe";
 pub const EXIT_FAILED: i32 = 126;
 /// The exit code when the program does not exist (as in a shell).
 pub const EXIT_NOT_FOUND: i32 = 127;
+/// `sandbox-exec --probe-pidns`: the namespace step of the probe (internal).
+const PROBE_PIDNS_FLAG: &str = "--probe-pidns";
+/// `sandbox-exec --probe-init`: pid 1's step of the probe (internal).
+const PROBE_INIT_FLAG: &str = "--probe-init";
+
+/// How far a launch goes before the program runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// The launcher the daemon starts.
+    Launch,
+    /// Pid 2 in a pid namespace: Landlock and `exec` only (the namespaces exist already).
+    Confine,
+}
 
 /// Handles `argv` when its first argument is [`SUBCOMMAND`]: returns the exit code of a
 /// failed launch or of the probe (a successful launch never returns). `None`: not ours.
@@ -45,20 +72,26 @@ pub fn dispatch(argv: Vec<OsString>) -> Option<i32> {
         return None;
     }
     let rest = &argv[2..];
+    let launched = |result: Result<std::convert::Infallible, (i32, String)>| match result {
+        Ok(never) => match never {},
+        Err((code, message)) => {
+            eprintln!("nightshift sandbox: {message}");
+            code
+        }
+    };
     Some(match rest.first().and_then(|a| a.to_str()) {
         Some(PROBE_FLAG) => probe_here(),
-        _ => match launch(rest) {
-            Ok(never) => match never {},
-            Err((code, message)) => {
-                eprintln!("nightshift sandbox: {message}");
-                code
-            }
-        },
+        Some(PROBE_PIDNS_FLAG) => probe_pidns_outer(),
+        Some(PROBE_INIT_FLAG) => probe_pidns_init(),
+        Some(INIT_FLAG) => supervise::init(&rest[1..]),
+        Some(CONFINE_FLAG) => launched(launch(&rest[1..], Stage::Confine)),
+        _ => launched(launch(rest, Stage::Launch)),
     })
 }
 
-/// `<policy JSON> -- <program> <args…>`: confine this process, then become the program.
-fn launch(rest: &[OsString]) -> Result<std::convert::Infallible, (i32, String)> {
+/// `<policy JSON> -- <program> <args…>`: confine this process, then become the program (or,
+/// with a pid namespace, supervise the namespace that runs it).
+fn launch(rest: &[OsString], stage: Stage) -> Result<std::convert::Infallible, (i32, String)> {
     let usage = "usage: nightshift sandbox-exec <policy JSON> -- <program> [args…]";
     let fail = |m: String| (EXIT_FAILED, m);
     let (json, program, args) = match rest {
@@ -73,10 +106,21 @@ fn launch(rest: &[OsString]) -> Result<std::convert::Infallible, (i32, String)> 
     policy
         .validate()
         .map_err(|e| fail(format!("refused policy: {e}")))?;
-    if policy.network == Network::Off {
+    if stage == Stage::Launch && policy.pid_namespace {
+        return supervise::supervise(policy.network, json.as_ref(), program, args)
+            .map_err(|e| fail(format!("cannot make the pid namespace: {e}")));
+    }
+    if stage == Stage::Launch && policy.network == Network::Off {
         isolate_network().map_err(|e| fail(format!("cannot turn the network off: {e}")))?;
     }
     restrict(&policy).map_err(|e| fail(format!("cannot apply Landlock: {e}")))?;
+    if stage == Stage::Confine {
+        // The init blocks the signals it forwards, and `exec` keeps a mask: the program
+        // starts with none blocked, as it would outside.
+        SigSet::empty()
+            .thread_set_mask()
+            .map_err(|e| fail(format!("cannot unblock signals: {e}")))?;
+    }
     let error = std::process::Command::new(program).args(args).exec();
     let code = if error.kind() == std::io::ErrorKind::NotFound {
         EXIT_NOT_FOUND
@@ -87,29 +131,6 @@ fn launch(rest: &[OsString]) -> Result<std::convert::Infallible, (i32, String)> 
         code,
         format!("cannot run `{}`: {error}", program.to_string_lossy()),
     ))
-}
-
-/// A network namespace of this process's own (loopback only, down).
-fn isolate_network() -> Result<(), String> {
-    let (uid, gid) = (Uid::current(), Gid::current());
-    if Uid::effective().is_root() {
-        match unshare(CloneFlags::CLONE_NEWNET) {
-            Ok(()) => return Ok(()),
-            // Root without CAP_SYS_ADMIN (a container): try as an unprivileged user would.
-            Err(nix::errno::Errno::EPERM) => {}
-            Err(e) => return Err(format!("unshare(CLONE_NEWNET): {e}")),
-        }
-    }
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET)
-        .map_err(|e| format!("unshare(CLONE_NEWUSER | CLONE_NEWNET): {e}"))?;
-    // The same uid and gid inside as outside, so files keep their owners.
-    let write = |file: &str, text: String| {
-        std::fs::write(file, text).map_err(|e| format!("cannot write {file}: {e}"))
-    };
-    write("/proc/self/setgroups", "deny".into())?;
-    write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
-    write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))?;
-    Ok(())
 }
 
 /// The Landlock ABI value `n` (capped at what this build knows).
@@ -187,10 +208,12 @@ fn rule(
     Ok(Some(PathBeneath::new(fd, access)))
 }
 
-/// `--probe`: what this kernel supports, as JSON on stdout. Tries a network namespace first
-/// (as [`isolate_network`] makes it), then applies a minimal Landlock ruleset to learn the ABI.
-/// This process does nothing else afterwards.
+/// `--probe`: what this kernel supports, as JSON on stdout. Tries a pid namespace (in a
+/// child, exactly as a launch makes it), a network namespace (as [`isolate_network`] makes
+/// it), then applies a minimal Landlock ruleset to learn the ABI. This process does nothing
+/// else afterwards.
 fn probe_here() -> i32 {
+    let (pidns, pidns_note) = probe_pidns();
     let (netns, netns_note) = match isolate_network() {
         Ok(()) => (true, None),
         Err(e) => (false, Some(e)),
@@ -210,6 +233,8 @@ fn probe_here() -> i32 {
         landlock_note,
         netns,
         netns_note,
+        pidns,
+        pidns_note,
     };
     match serde_json::to_string(&support) {
         Ok(json) => {
@@ -226,4 +251,61 @@ fn probe_here() -> i32 {
 /// The number of a known ABI.
 fn abi_number(known: ABI) -> u32 {
     (1..=MAX_ABI).rev().find(|n| abi(*n) == known).unwrap_or(0)
+}
+
+/// Whether a pid namespace can be made as a launch makes it: `--probe-pidns` in a child.
+fn probe_pidns() -> (bool, Option<String>) {
+    let out = std::process::Command::new("/proc/self/exe")
+        .args([SUBCOMMAND, PROBE_PIDNS_FLAG])
+        .stdin(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(out) if out.status.success() => (true, None),
+        Ok(out) => {
+            let said = String::from_utf8_lossy(&out.stderr);
+            let said = said.trim().trim_start_matches("nightshift sandbox: ");
+            (false, Some(said.chars().take(300).collect()))
+        }
+        Err(e) => (false, Some(format!("cannot run the probe: {e}"))),
+    }
+}
+
+/// `--probe-pidns`: the supervisor's step, then pid 1's in a child (`--probe-init`).
+fn probe_pidns_outer() -> i32 {
+    if let Err(e) = namespaces::enter(Network::On) {
+        eprintln!("nightshift sandbox: {e}");
+        return EXIT_FAILED;
+    }
+    match std::process::Command::new("/proc/self/exe")
+        .args([SUBCOMMAND, PROBE_INIT_FLAG])
+        .status()
+    {
+        Ok(status) => status.code().unwrap_or(EXIT_FAILED),
+        Err(e) => {
+            eprintln!("nightshift sandbox: cannot start pid 1 of the namespace: {e}");
+            EXIT_FAILED
+        }
+    }
+}
+
+/// `--probe-init`: pid 1 mounts its `/proc` and finds itself there as pid 1.
+fn probe_pidns_init() -> i32 {
+    let checked = namespaces::prepare_init().and_then(|()| {
+        let seen = std::fs::read_link("/proc/self").map_err(|e| format!("/proc/self: {e}"))?;
+        if std::process::id() == 1 && seen == Path::new("1") {
+            Ok(())
+        } else {
+            Err(format!(
+                "the fresh /proc shows this init as `{}`, not pid 1",
+                seen.display()
+            ))
+        }
+    });
+    match checked {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("nightshift sandbox: {e}");
+            EXIT_FAILED
+        }
+    }
 }

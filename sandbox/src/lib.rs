@@ -11,6 +11,10 @@
 //! - [`probe`]: what this kernel enforces, and the pure decision whether that is enough.
 //! - [`launch`]: the launcher process (`nightshift sandbox-exec`) that applies a policy to
 //!   itself and then executes the command; no `unsafe`, no `pre_exec`.
+//! - `namespaces` and `supervise` (internal): with a pid namespace, the command runs as pid
+//!   2 of a user+pid+mount namespace of its own with a fresh `/proc` (it sees only its own
+//!   processes); the launcher supervises it from outside, forwarding signals and its exit
+//!   status, and the whole namespace dies with the launcher.
 //!
 //! How it fails: a launch that cannot enforce its whole policy runs nothing and exits 126
 //! with a message on stderr; a kernel without what the config needs makes [`probe::decide`]
@@ -18,8 +22,10 @@
 //! falls back to a weaker sandbox.
 
 pub mod launch;
+mod namespaces;
 pub mod policy;
 pub mod probe;
+mod supervise;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -3,10 +3,12 @@
 //! Guarantees: a policy is an allowlist. Its command may read, write and execute beneath its
 //! workspace, its private temp dir and the `write` grants; read and execute beneath the
 //! `read` grants (the system directories and a few `/proc` files by default: see
-//! [`SYSTEM_READ`] and [`PROC_READ`]); read and write the
-//! device files in `devices`; nothing else on the filesystem. [`Policy::validate`] refuses
-//! relative paths, `..`, NUL bytes, a grant of `/` and an ABI below [`MIN_ABI`], so a malformed
-//! policy never becomes a wide one. [`check_exposure`] tells whether granted paths would
+//! [`SYSTEM_READ`], the [`ETC_READ`] entries of `/etc` and [`PROC_READ`], or, in a pid namespace, the whole fresh `/proc`); read
+//! and write the device files in `devices`; nothing else on the filesystem.
+//! [`Policy::validate`] refuses relative paths, `..`, NUL bytes, a grant of `/`, an ABI below
+//! [`MIN_ABI`] and any grant beneath `/proc` that could show another process (outside a pid
+//! namespace, only the [`PROC_READ`] files; never a write or device grant there), so a
+//! malformed policy never becomes a wide one. [`check_exposure`] tells whether granted paths would
 //! expose something the daemon must keep (the data directory, the database): a grant that
 //! contains such a path, or lies inside it, is refused.
 
@@ -24,8 +26,104 @@ pub const MAX_ABI: u32 = 10;
 
 /// System directories a command may read and execute from, when they exist. Not granted:
 /// `/tmp`, `/home`, `/root`, `/var`, `/opt`, `/srv`, `/mnt`, `/run`, `/sys`, `/proc` and `/dev`
-/// (but the files of [`PROC_READ`] and [`DEVICES`]).
-pub const SYSTEM_READ: [&str; 7] = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc"];
+/// (but the files of [`PROC_READ`] and [`DEVICES`]), and `/etc` but the [`ETC_READ`] entries.
+pub const SYSTEM_READ: [&str; 6] = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
+
+/// What a command may read of `/etc`, when it exists: what programs read to run, never a
+/// credential. The dynamic linker (`ld.so.*`); users, groups and name resolution for `id`,
+/// `git`, `ssh` and `getaddrinfo` (`passwd`, `group`, `nsswitch.conf`, `hosts`, `host.conf`,
+/// `resolv.conf`, `gai.conf`, `services`, `protocols`, `networks`, `hostname`); time and
+/// locale; the trusted CA certificates (`ssl/certs`, `ca-certificates*`, `pki/ca-trust`,
+/// `pki/tls/certs`) and OpenSSL's configuration, but not `ssl/private` or `pki/tls/private`;
+/// `alternatives/` (Debian's links to `/usr/bin` programs); shells' and git's system
+/// configuration; `ssh_config` and the system's known hosts, but not the host keys; language
+/// runtimes' system configuration (`python3*`, `perl`); file-type data (`magic`,
+/// `mime.types`), terminal data and fonts. Not granted, among others: `shadow`, `gshadow`,
+/// `sudoers`, `ssh/ssh_host_*_key`, `ssl/private`, `machine-id`, and files that often hold
+/// credentials (`npmrc`, `pip.conf`, `wgetrc`, `environment`, `apt/auth.conf.d`); a command
+/// that needs one gets it through `[sandbox] read`.
+pub const ETC_READ: [&str; 54] = [
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ld.so.preload",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/resolv.conf",
+    "/etc/gai.conf",
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/networks",
+    "/etc/rpc",
+    "/etc/hostname",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/locale.alias",
+    "/etc/locale.conf",
+    "/etc/os-release",
+    "/etc/lsb-release",
+    "/etc/debian_version",
+    "/etc/redhat-release",
+    "/etc/system-release",
+    "/etc/alpine-release",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/pki/ca-trust",
+    "/etc/pki/tls/certs",
+    "/etc/pki/tls/openssl.cnf",
+    "/etc/crypto-policies",
+    "/etc/alternatives",
+    "/etc/shells",
+    "/etc/profile",
+    "/etc/profile.d",
+    "/etc/bash.bashrc",
+    "/etc/inputrc",
+    "/etc/gitconfig",
+    "/etc/gitattributes",
+    "/etc/ssh/ssh_config",
+    "/etc/ssh/ssh_config.d",
+    "/etc/ssh/ssh_known_hosts",
+    "/etc/python3",
+    "/etc/perl",
+    "/etc/magic",
+    "/etc/magic.mime",
+    "/etc/mime.types",
+    "/etc/terminfo",
+    "/etc/fonts",
+    "/etc/xml",
+    "/etc/sgml",
+];
+
+/// Entries of `/etc` whose name starts with one of these are granted too, when they exist
+/// (`/etc/python3.11` and the like: versioned, so not listable ahead).
+pub const ETC_READ_PREFIXES: [&str; 1] = ["python3."];
+
+/// Every system path the standard policy grants read (and execute) beneath, that exists:
+/// [`SYSTEM_READ`], [`ETC_READ`] and the `/etc` entries named by [`ETC_READ_PREFIXES`].
+pub fn system_read() -> Vec<PathBuf> {
+    let versioned = std::fs::read_dir("/etc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            ETC_READ_PREFIXES.iter().any(|p| name.starts_with(p))
+        })
+        .map(|e| e.path());
+    SYSTEM_READ
+        .iter()
+        .chain(ETC_READ.iter())
+        .map(PathBuf::from)
+        .chain(versioned)
+        .filter(|p| p.exists())
+        .collect()
+}
 
 /// What a command may read of `/proc`: machine-wide facts, the kernel's settings, and
 /// `/proc/self` as the launcher resolves it (the directory of the launched program's own
@@ -42,6 +140,13 @@ pub const PROC_READ: [&str; 9] = [
     "/proc/filesystems",
     "/proc/sys",
 ];
+
+/// In a pid namespace (see [`Policy::in_pid_namespace`]) the launcher mounts a fresh `/proc`
+/// for that namespace before the ruleset is made, and this is granted read instead of
+/// [`PROC_READ`]: it lists only the namespace's processes (the command, its descendants and
+/// the launcher's init, pid 1), so `/proc/self` works for every child and `ps` works, while
+/// the daemon's pid, or any process outside, has no entry there at all.
+pub const PROC: &str = "/proc";
 
 /// Device files a command may read and write, when they exist.
 pub const DEVICES: [&str; 6] = [
@@ -82,6 +187,10 @@ pub struct Policy {
     pub network: Network,
     /// The Landlock ABI the launcher enforces in full (an error if the kernel has less).
     pub abi: u32,
+    /// Run the command in a user+pid+mount namespace of its own, with a fresh `/proc` (an
+    /// error if the kernel refuses). Default `false`: the command shares the daemon's.
+    #[serde(default)]
+    pub pid_namespace: bool,
 }
 
 impl Policy {
@@ -95,18 +204,15 @@ impl Policy {
         network: Network,
         abi: u32,
     ) -> Policy {
-        let system = SYSTEM_READ
-            .iter()
-            .chain(PROC_READ.iter())
-            .map(PathBuf::from)
-            .filter(|p| p.exists());
+        let system = system_read();
+        let procs = PROC_READ.iter().map(PathBuf::from).filter(|p| p.exists());
         // `/etc/resolv.conf` is often a link into `/run` (systemd-resolved): name resolution
         // needs the one file it points to, and nothing else there.
         let resolver = Path::new("/etc/resolv.conf")
             .canonicalize()
             .ok()
-            .filter(|p| !SYSTEM_READ.iter().any(|dir| p.starts_with(dir)));
-        let system = system.chain(resolver);
+            .filter(|p| !system.iter().any(|dir| p.starts_with(dir)));
+        let system = system.clone().into_iter().chain(procs).chain(resolver);
         Policy {
             workspace: workspace.into(),
             temp_dir: temp_dir.into(),
@@ -115,7 +221,18 @@ impl Policy {
             devices: DEVICES.iter().map(PathBuf::from).collect(),
             network,
             abi,
+            pid_namespace: false,
         }
+    }
+
+    /// The same policy in a pid namespace of its own: the fresh [`PROC`] is readable instead
+    /// of the [`PROC_READ`] files.
+    pub fn in_pid_namespace(mut self) -> Policy {
+        self.read
+            .retain(|p| !PROC_READ.iter().any(|proc| p == Path::new(proc)));
+        self.read.push(PathBuf::from(PROC));
+        self.pid_namespace = true;
+        self
     }
 
     /// The same policy for another workspace.
@@ -148,6 +265,29 @@ impl Policy {
         }
         for (role, path) in self.grants() {
             check_path(role, path)?;
+            self.check_proc(role, path)?;
+        }
+        Ok(())
+    }
+
+    /// A grant beneath `/proc` is read-only, and outside a pid namespace one of the
+    /// [`PROC_READ`] files: the host's `/proc` shows every process, the daemon's included.
+    fn check_proc(&self, role: &str, path: &Path) -> Result<(), String> {
+        if !path.starts_with(PROC) {
+            return Ok(());
+        }
+        let shown = path.display();
+        if role != "read" {
+            return Err(format!(
+                "{role} path `{shown}` is beneath /proc, which is never writable"
+            ));
+        }
+        if !self.pid_namespace && !PROC_READ.iter().any(|p| path == Path::new(p)) {
+            return Err(format!(
+                "read path `{shown}` would show other processes (the daemon's among them): \
+                 outside a pid namespace only {} are readable beneath /proc",
+                PROC_READ.join(", ")
+            ));
         }
         Ok(())
     }
@@ -229,6 +369,13 @@ mod tests {
         let p = policy();
         assert!(p.read.contains(&PathBuf::from("/usr")));
         assert!(p.read.contains(&PathBuf::from("/proc/self")));
+        assert!(p.read.contains(&PathBuf::from("/etc/passwd")));
+        for secret in ["/etc", "/etc/shadow", "/etc/gshadow", "/etc/ssl"] {
+            assert!(
+                p.read.iter().all(|r| r != Path::new(secret)),
+                "{secret} is not granted"
+            );
+        }
         assert!(p.read.contains(&PathBuf::from("/opt/tools")));
         assert!(
             p.read
@@ -262,11 +409,36 @@ mod tests {
         assert!(with(&|p| p.write.push("/srv/../etc".into())).contains("`..`"));
         assert!(with(&|p| p.read.push("/".into())).contains("whole filesystem"));
         assert!(with(&|p| p.temp_dir = "/".into()).contains("temp dir path `/`"));
+        assert!(with(&|p| p.read.push("/proc".into())).contains("would show other processes"));
+        assert!(with(&|p| p.read.push("/proc/1".into())).contains("would show other processes"));
+        assert!(with(&|p| p.write.push("/proc/sys".into())).contains("never writable"));
         let json = r#"{"workspace":"/w","temp_dir":"/t","read":[],"write":[],"devices":[],"network":"on","abi":6,"extra":1}"#;
+        let old = json.replace(r#","extra":1"#, "");
+        let parsed: Policy = serde_json::from_str(&old).unwrap();
+        assert!(
+            !parsed.pid_namespace,
+            "a policy without the field shares the pid namespace"
+        );
         assert!(
             serde_json::from_str::<Policy>(json).is_err(),
             "unknown fields"
         );
+    }
+
+    #[test]
+    fn in_a_pid_namespace_the_fresh_proc_replaces_the_proc_files() {
+        let p = policy().in_pid_namespace();
+        assert!(p.pid_namespace);
+        assert!(p.read.contains(&PathBuf::from("/proc")));
+        assert!(
+            !p.read.contains(&PathBuf::from("/proc/self")),
+            "the whole fresh /proc covers it"
+        );
+        assert!(p.read.contains(&PathBuf::from("/usr")));
+        p.validate().unwrap();
+        let mut wider = p.clone();
+        wider.write.push("/proc/self".into());
+        assert!(wider.validate().unwrap_err().contains("never writable"));
     }
 
     #[test]

@@ -3,12 +3,15 @@
 //!
 //! Guarantees: [`probe`] asks the launcher itself (`<launcher> sandbox-exec --probe`, a fresh
 //! single-threaded process that tries exactly what a sandboxed command needs: the Landlock
-//! ABI, and a network namespace made the way the launcher makes it), so a launcher that is
-//! missing or is not a Nightshift binary fails the probe. [`assume_from_env`] applies
-//! `NIGHTSHIFT_SANDBOX_ASSUME_ABI` and `NIGHTSHIFT_SANDBOX_ASSUME_NO_NETNS`, which can only
-//! lower what the probe found (to test refusals); nothing can raise it. [`decide`] either
-//! returns what to enforce or a [`Refusal`] naming everything missing and the setting that
-//! accepts running unsandboxed: never a weaker sandbox than asked for.
+//! ABI, a network namespace and a pid namespace with its fresh `/proc`, each made the way the
+//! launcher makes it), so a launcher that is missing or is not a Nightshift binary fails the
+//! probe. [`assume_from_env`] applies `NIGHTSHIFT_SANDBOX_ASSUME_ABI`,
+//! `NIGHTSHIFT_SANDBOX_ASSUME_NO_NETNS` and `NIGHTSHIFT_SANDBOX_ASSUME_NO_PIDNS`, which can
+//! only lower what the probe found (to test refusals and fallbacks); nothing can raise it.
+//! [`decide`] either returns what to enforce or a [`Refusal`] naming everything missing and
+//! the setting that accepts running unsandboxed: never a weaker sandbox than asked for. The
+//! pid namespace is the one part that may be missing without a refusal, when the config says
+//! `pid_namespace = "auto"`: the [`Enforcement`] then says so, for one warning at start.
 
 use std::fmt;
 use std::path::Path;
@@ -22,6 +25,8 @@ use crate::policy::{MAX_ABI, MIN_ABI};
 pub const ASSUME_ABI_ENV: &str = "NIGHTSHIFT_SANDBOX_ASSUME_ABI";
 /// `1`: the probe reports that network namespaces cannot be made.
 pub const ASSUME_NO_NETNS_ENV: &str = "NIGHTSHIFT_SANDBOX_ASSUME_NO_NETNS";
+/// `1`: the probe reports that pid namespaces cannot be made.
+pub const ASSUME_NO_PIDNS_ENV: &str = "NIGHTSHIFT_SANDBOX_ASSUME_NO_PIDNS";
 
 /// What the kernel offers the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +39,12 @@ pub struct Support {
     pub netns: bool,
     /// Why not, when it cannot.
     pub netns_note: Option<String>,
+    /// Whether a user+pid+mount namespace with a fresh `/proc` can be made for a command.
+    #[serde(default)]
+    pub pidns: bool,
+    /// Why not, when it cannot.
+    #[serde(default)]
+    pub pidns_note: Option<String>,
 }
 
 /// What the configuration asks of the sandbox.
@@ -41,13 +52,19 @@ pub struct Support {
 pub struct Needs {
     /// Agents whose commands run without network (`[agents.sandbox] network = "off"`).
     pub network_off: Vec<String>,
+    /// `[sandbox] pid_namespace = "required"`: no start without one.
+    pub pid_namespace_required: bool,
 }
 
 /// What the launcher enforces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enforcement {
     /// The Landlock ABI every policy is enforced at, in full.
     pub abi: u32,
+    /// Commands run in a pid namespace of their own.
+    pub pid_namespace: bool,
+    /// Without one (`pid_namespace = "auto"` on a kernel that refuses): why, for a warning.
+    pub pid_namespace_missing: Option<String>,
 }
 
 /// Why `serve` must not start with the sandbox required.
@@ -102,9 +119,22 @@ pub fn decide(support: &Support, needs: &Needs) -> Result<Enforcement, Refusal> 
             support.netns_note.as_deref().unwrap_or("no reason given")
         ));
     }
+    let pidns_note = support
+        .pidns_note
+        .clone()
+        .unwrap_or_else(|| "no reason given".into());
+    if needs.pid_namespace_required && !support.pidns {
+        missing.push(format!(
+            "`[sandbox] pid_namespace = \"required\"` needs a user and pid namespace with a \
+             fresh /proc, and this kernel refuses ({pidns_note}); allow unprivileged user \
+             namespaces or set pid_namespace = \"auto\""
+        ));
+    }
     if missing.is_empty() {
         Ok(Enforcement {
             abi: support.landlock_abi.min(MAX_ABI),
+            pid_namespace: support.pidns,
+            pid_namespace_missing: (!support.pidns).then_some(pidns_note),
         })
     } else {
         Err(Refusal { missing })
@@ -123,6 +153,10 @@ pub fn assume_from_env(mut support: Support, var: impl Fn(&str) -> Option<String
     if var(ASSUME_NO_NETNS_ENV).is_some_and(|v| v.trim() == "1") && support.netns {
         support.netns = false;
         support.netns_note = Some(format!("{ASSUME_NO_NETNS_ENV}=1 says so"));
+    }
+    if var(ASSUME_NO_PIDNS_ENV).is_some_and(|v| v.trim() == "1") && support.pidns {
+        support.pidns = false;
+        support.pidns_note = Some(format!("{ASSUME_NO_PIDNS_ENV}=1 says so"));
     }
     support
 }
@@ -171,26 +205,34 @@ mod tests {
             landlock_note: None,
             netns: true,
             netns_note: None,
+            pidns: true,
+            pidns_note: None,
         }
     }
 
     fn off(agents: &[&str]) -> Needs {
         Needs {
             network_off: agents.iter().map(|a| a.to_string()).collect(),
+            pid_namespace_required: false,
+        }
+    }
+
+    fn enforced(abi: u32) -> Enforcement {
+        Enforcement {
+            abi,
+            pid_namespace: true,
+            pid_namespace_missing: None,
         }
     }
 
     #[test]
     fn a_capable_kernel_is_enforced_at_its_abi() {
-        assert_eq!(decide(&full(), &off(&["bot"])), Ok(Enforcement { abi: 7 }));
+        assert_eq!(decide(&full(), &off(&["bot"])), Ok(enforced(7)));
         let newer = Support {
             landlock_abi: 42,
             ..full()
         };
-        assert_eq!(
-            decide(&newer, &Needs::default()),
-            Ok(Enforcement { abi: MAX_ABI })
-        );
+        assert_eq!(decide(&newer, &Needs::default()), Ok(enforced(MAX_ABI)));
         let no_netns = Support {
             netns: false,
             ..full()
@@ -202,12 +244,36 @@ mod tests {
     }
 
     #[test]
+    fn without_pid_namespaces_auto_falls_back_with_a_reason_and_required_refuses() {
+        let no_pidns = Support {
+            pidns: false,
+            pidns_note: Some("EPERM".into()),
+            ..full()
+        };
+        let fallback = decide(&no_pidns, &Needs::default()).unwrap();
+        assert!(!fallback.pid_namespace);
+        assert_eq!(fallback.pid_namespace_missing.as_deref(), Some("EPERM"));
+        let required = Needs {
+            pid_namespace_required: true,
+            ..Needs::default()
+        };
+        let text = decide(&no_pidns, &required).unwrap_err().to_string();
+        assert!(
+            text.contains("pid_namespace = \"required\"") && text.contains("(EPERM)"),
+            "{text}"
+        );
+        assert_eq!(decide(&full(), &required), Ok(enforced(7)));
+    }
+
+    #[test]
     fn missing_features_are_all_named_with_the_opt_out() {
         let old = Support {
             landlock_abi: 5,
             landlock_note: None,
             netns: false,
             netns_note: Some("EPERM".into()),
+            pidns: true,
+            pidns_note: None,
         };
         let refusal = decide(&old, &off(&["reviewer"])).unwrap_err();
         assert_eq!(refusal.missing.len(), 2);
@@ -242,18 +308,31 @@ mod tests {
         };
         let lowered = assume_from_env(
             full(),
-            env(&[(ASSUME_ABI_ENV, "0"), (ASSUME_NO_NETNS_ENV, "1")]),
+            env(&[
+                (ASSUME_ABI_ENV, "0"),
+                (ASSUME_NO_NETNS_ENV, "1"),
+                (ASSUME_NO_PIDNS_ENV, "1"),
+            ]),
         );
-        assert_eq!((lowered.landlock_abi, lowered.netns), (0, false));
+        assert_eq!(
+            (lowered.landlock_abi, lowered.netns, lowered.pidns),
+            (0, false, false)
+        );
+        assert!(lowered.pidns_note.unwrap().contains(ASSUME_NO_PIDNS_ENV));
         assert!(lowered.landlock_note.unwrap().contains(ASSUME_ABI_ENV));
         let weak = Support {
             landlock_abi: 3,
             netns: false,
+            pidns: false,
             ..full()
         };
         let same = assume_from_env(
             weak.clone(),
-            env(&[(ASSUME_ABI_ENV, "9"), (ASSUME_NO_NETNS_ENV, "0")]),
+            env(&[
+                (ASSUME_ABI_ENV, "9"),
+                (ASSUME_NO_NETNS_ENV, "0"),
+                (ASSUME_NO_PIDNS_ENV, "0"),
+            ]),
         );
         assert_eq!(same, weak, "nothing is raised");
         assert_eq!(

@@ -120,7 +120,11 @@ impl AgentRuntime {
 
 impl Handler for AgentRuntime {
     async fn handle(&self, ctx: JobContext) -> JobOutcome {
-        redact::outcome(&self.redactor, self.outcome(&ctx).await)
+        let outcome = self.outcome(&ctx).await;
+        if matches!(outcome, JobOutcome::Done(_)) {
+            self.tools.run_ended(&ctx.lease.job().run_id).await;
+        }
+        redact::outcome(&self.redactor, outcome)
     }
 }
 

@@ -106,6 +106,11 @@ fn denied(text: &str) -> bool {
     text.contains("Permission denied") || text.contains("Operation not permitted")
 }
 
+/// Denied, or (in the command's pid namespace) the process outside does not exist there.
+fn unreachable(text: &str) -> bool {
+    denied(text) || text.contains("No such file") || text.contains("No such process")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs() {
     let db = sqlite_db("sandbox_attacks").await;
@@ -133,7 +138,15 @@ async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs()
                 pid_file.display()
             ),
         ),
-        ("cmdline", "tr '\\0' ' ' < /proc/$PPID/cmdline".into()),
+        // Its parent is the pid namespace's init, whose command line is the command's own;
+        // the daemon's is what must stay closed.
+        (
+            "cmdline_by_pid",
+            format!(
+                "pid=$(cat '{}'); tr '\\0' ' ' < /proc/$pid/cmdline",
+                pid_file.display()
+            ),
+        ),
         ("mem", "exec 3< /proc/$PPID/mem && head -c 64 <&3".into()),
         ("token", "cat ../../api-token".into()),
         ("database", format!("cat '{}'", db_file.display())),
@@ -149,6 +162,10 @@ async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs()
         ),
         ("term_daemon", "kill -TERM $PPID".into()),
         ("kill_daemon", "kill -KILL $PPID".into()),
+        (
+            "kill_daemon_by_pid",
+            format!("kill -KILL $(cat '{}')", pid_file.display()),
+        ),
     ];
     let mut turns: Vec<Value> = attacks
         .iter()
@@ -157,6 +174,13 @@ async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs()
     turns.push(run_command(
         "allowed",
         "echo inside > mine.txt && cat mine.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"",
+    ));
+    turns.push(run_command(
+        "pids",
+        &format!(
+            "echo parent=$PPID; test -e /proc/$(cat '{}') && echo daemon-visible; ls /proc | grep -c '^[0-9]'",
+            pid_file.display()
+        ),
     ));
     turns.push(tool_turn("peek_tool", "peek", json!({})));
     turns.push(tool_turn(
@@ -224,7 +248,15 @@ async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs()
             .iter()
             .find(|(call, _)| call == id)
             .unwrap_or_else(|| panic!("no result for {id}: {results:?}"));
-        assert!(denied(content), "{id}: a permission error: {content}");
+        let by_pid = id.ends_with("_by_pid");
+        assert!(
+            if by_pid {
+                unreachable(content)
+            } else {
+                denied(content)
+            },
+            "{id}: a permission error: {content}"
+        );
         for secret in secrets {
             assert!(!content.contains(secret), "{id}: no secret: {content}");
         }
@@ -235,6 +267,11 @@ async fn commands_cannot_reach_the_daemon_its_token_its_database_or_other_runs()
     assert!(
         allowed.contains("inside\nt\n") && allowed.contains("exit code 0"),
         "the workspace and the temp dir work: {allowed}"
+    );
+    let (_, pids) = results.iter().find(|(c, _)| c == "pids").unwrap();
+    assert!(
+        pids.starts_with("parent=1\n") && !pids.contains("daemon-visible"),
+        "the command runs in a pid namespace of its own, without the daemon: {pids}"
     );
     let (_, peek) = results.iter().find(|(c, _)| c == "peek_tool").unwrap();
     assert!(denied(peek), "the command tool is sandboxed too: {peek}");
@@ -402,6 +439,127 @@ async fn mode_off_warns_and_runs_commands_unsandboxed() {
             && !content.contains(token.trim()),
         "the control: without the sandbox the token file is readable: {content}"
     );
+    sigterm(daemon).await;
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_pid_namespaces_serve_warns_once_or_refuses_when_required() {
+    let db = sqlite_db("sandbox_no_pidns").await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let body = agent(
+        d,
+        "worker",
+        &["run_command"],
+        json!([
+            run_command("pids", "echo parent=$PPID; ls /proc"),
+            text_turn("done")
+        ]),
+    );
+    let no_pidns = [("NIGHTSHIFT_SANDBOX_ASSUME_NO_PIDNS", "1")];
+    let required = write_config(&db, d, "pid_namespace = \"required\"\n", &body);
+    let text = refusal(&required, &no_pidns).await;
+    assert!(
+        text.contains("`[sandbox] pid_namespace = \"required\"` needs a user and pid namespace")
+            && text.contains("NIGHTSHIFT_SANDBOX_ASSUME_NO_PIDNS=1 says so"),
+        "{text}"
+    );
+
+    let cfg = write_config(&db, d, "", &body);
+    let (daemon, lines) = serve(&cfg, &no_pidns);
+    let store = db.store().await;
+    let run_id = enqueue(&cfg, "worker");
+    let run = wait_finished(&store, &run_id).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    let (_, pids) = results_of(&store, &run_id, "pids").await;
+    assert!(
+        !pids.starts_with("parent=1\n") && denied(&pids),
+        "the fallback: the daemon's pid namespace, /proc closed: {pids}"
+    );
+    sigterm(daemon).await;
+    let logged: Vec<String> = lines.try_iter().collect();
+    let warnings: Vec<&String> = logged
+        .iter()
+        .filter(|l| l.contains("WARN") && l.contains("share the daemon's pid namespace"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one WARN line: {logged:#?}");
+    assert!(
+        warnings[0].contains("pid_namespace = \"required\""),
+        "{}",
+        warnings[0]
+    );
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runs_temp_dir_outlives_its_sleep_and_is_removed_when_it_ends() {
+    let db = sqlite_db("sandbox_temp_dir").await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut body = agent(
+        d,
+        "sleeper",
+        &["run_command", "schedule_wakeup"],
+        json!([
+            run_command("write", "echo kept > \"$HOME/scratch\" && echo written"),
+            tool_turn(
+                "nap",
+                "schedule_wakeup",
+                json!({"delay_seconds": 1, "reason": "later"})
+            ),
+            run_command("read", "cat \"$TMPDIR/scratch\""),
+            text_turn("done"),
+        ]),
+    ) + "[agents.wakeups]\nmin_delay_seconds = 1\n\n";
+    body += &agent(
+        d,
+        "stuck",
+        &["run_command"],
+        json!([
+            run_command("wait", "echo x > \"$TMPDIR/scratch\" && sleep 600"),
+            text_turn("never")
+        ]),
+    );
+    let cfg = write_config(&db, d, "", &body);
+    let store = db.store().await;
+    let (daemon, _lines) = serve(&cfg, &[]);
+    let temp = |run: &str| d.join("data/tmp").join(run);
+
+    let run_id = enqueue(&cfg, "sleeper");
+    let wakeup = eventually(Duration::from_secs(30), "the run to sleep", || async {
+        store.pending_wakeups(10).await.unwrap().into_iter().next()
+    })
+    .await;
+    assert_eq!(wakeup.run_id, run_id);
+    assert_eq!(
+        std::fs::read_to_string(temp(&run_id).join("scratch")).unwrap(),
+        "kept\n",
+        "a sleeping run keeps its temp dir"
+    );
+    let run = wait_finished(&store, &run_id).await;
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    let (_, read) = results_of(&store, &run_id, "read").await;
+    assert!(
+        read.starts_with("kept\n"),
+        "it is there after the wakeup: {read}"
+    );
+    assert!(!temp(&run_id).exists(), "removed when the run ended");
+
+    let stuck = enqueue(&cfg, "stuck");
+    eventually(Duration::from_secs(30), "the command to start", || async {
+        temp(&stuck).join("scratch").exists().then_some(())
+    })
+    .await;
+    store.cancel_run(&stuck).await.unwrap();
+    let run = wait_finished(&store, &stuck).await;
+    assert_eq!(run.status, RunStatus::Cancelled, "{:?}", run.error);
+    eventually(
+        Duration::from_secs(30),
+        "the cancelled run's temp dir to go",
+        || async { (!temp(&stuck).exists()).then_some(()) },
+    )
+    .await;
     sigterm(daemon).await;
     db.cleanup().await;
 }

@@ -1,0 +1,413 @@
+//! The two processes that run a command in a pid namespace: the launcher as supervisor
+//! (outside, the process the daemon started and whose process group it kills) and the init
+//! (pid 1 inside), whose first child, pid 2, is the confined command.
+//!
+//! Guarantees:
+//! - **Exit status, exactly.** The init reports how the command ended on a pipe to the
+//!   supervisor (`exit <code>` or `signal <n>`: a pid 1 cannot die by a signal it raises),
+//!   and the supervisor ends the same way: the same exit code, or death by the same signal
+//!   (core dumps suppressed). Only a signal the supervisor cannot re-raise (SIGPIPE, which
+//!   the Rust runtime ignores, or a real-time signal) becomes exit code 128 + n. A launch
+//!   that fails before the command runs exits 126 with its reason on stderr.
+//! - **Signals forwarded, once.** SIGTERM, SIGINT and SIGHUP sent to the supervisor go to
+//!   the init (only once it reports ready, so none is lost in the window where a fresh pid 1
+//!   ignores them), and from the init to the command's process group, so the command and its
+//!   descendants get each signal exactly once, as they would without the namespace. The init
+//!   runs in a process group of its own for that reason.
+//! - **Nothing outlives the supervisor.** The init has the parent-death signal SIGKILL (and
+//!   checks, after setting it, that the supervisor is still there); when the init dies the
+//!   kernel kills every process of the namespace, those that left the process group or
+//!   called `setsid` included. So `killpg` of the supervisor's group (timeout, cancel, the
+//!   orphan reaper after a daemon crash) still ends everything, and more surely than before.
+//! - The init reaps every orphan of the namespace, is not dumpable (the command cannot read
+//!   its memory or environment), is outside the command's Landlock domain (the command cannot
+//!   signal or trace it), and exits as soon as the command has ended.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus};
+
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, Signal, kill, killpg};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+use nix::unistd::Pid;
+
+use crate::launch::{EXIT_FAILED, SUBCOMMAND};
+use crate::namespaces;
+use crate::policy::Network;
+
+/// `sandbox-exec --init <fd> <policy> -- <program> <args…>`: pid 1 (internal).
+pub(crate) const INIT_FLAG: &str = "--init";
+/// `sandbox-exec --confine <policy> -- <program> <args…>`: Landlock, then `exec` (internal).
+pub(crate) const CONFINE_FLAG: &str = "--confine";
+
+/// The signals forwarded to the command.
+const FORWARDED: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP];
+
+/// This very binary, whatever happens to its path meanwhile.
+const SELF_EXE: &str = "/proc/self/exe";
+
+/// One line the init writes to the supervisor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Line {
+    /// Signals are blocked in the init; forwarding them is safe.
+    Ready,
+    /// How the command ended.
+    Ended(Ending),
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    Exit(i32),
+    Signal(i32),
+}
+
+impl Ending {
+    fn of(status: ExitStatus) -> Ending {
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Ending::Exit(code),
+            (None, Some(signal)) => Ending::Signal(signal),
+            (None, None) => Ending::Exit(EXIT_FAILED),
+        }
+    }
+
+    fn line(self) -> String {
+        match self {
+            Ending::Exit(code) => format!("exit {code}\n"),
+            Ending::Signal(n) => format!("signal {n}\n"),
+        }
+    }
+}
+
+pub(crate) fn parse_line(line: &str) -> Option<Line> {
+    let number = |s: &str| s.trim().parse::<i32>().ok();
+    match line.trim().split_once(' ') {
+        None if line.trim() == "ready" => Some(Line::Ready),
+        Some(("exit", n)) => number(n).map(|n| Line::Ended(Ending::Exit(n))),
+        Some(("signal", n)) => number(n).map(|n| Line::Ended(Ending::Signal(n))),
+        _ => None,
+    }
+}
+
+/// How the supervisor ends: as the init reported, else as the init itself ended (killed
+/// from outside, or failed before it could report).
+pub(crate) fn mirror(reported: Option<Ending>, init: ExitStatus) -> Ending {
+    reported.unwrap_or_else(|| Ending::of(init))
+}
+
+fn forwarded_and_child() -> SigSet {
+    let mut set = SigSet::empty();
+    for signal in FORWARDED {
+        set.add(signal);
+    }
+    set.add(Signal::SIGCHLD);
+    set
+}
+
+/// Ends this process the way `ending` says. Never returns.
+fn end_as(ending: Ending) -> ! {
+    if let Ending::Signal(n) = ending
+        && let Ok(signal) = Signal::try_from(n)
+    {
+        // No core file of the launcher in the workspace.
+        let _ = nix::sys::prctl::set_dumpable(false);
+        let mut one = SigSet::empty();
+        one.add(signal);
+        let _ = one.thread_unblock();
+        // Twice: the Rust runtime's SIGSEGV and SIGBUS handler resets the default action
+        // and returns the first time.
+        let _ = nix::sys::signal::raise(signal);
+        let _ = nix::sys::signal::raise(signal);
+    }
+    std::process::exit(match ending {
+        Ending::Exit(code) => code,
+        Ending::Signal(n) => 128 + n,
+    })
+}
+
+/// The supervisor: enters the namespaces, starts the init, forwards signals to it and ends
+/// as the command did. Returns only an error from before the init started.
+pub(crate) fn supervise(
+    network: Network,
+    json: &OsStr,
+    program: &OsStr,
+    args: &[OsString],
+) -> Result<std::convert::Infallible, String> {
+    namespaces::enter(network)?;
+    let signals = forwarded_and_child();
+    signals
+        .thread_block()
+        .map_err(|e| format!("cannot block signals: {e}"))?;
+    let sfd = SignalFd::with_flags(&signals, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(|e| format!("signalfd: {e}"))?;
+    let (mut reader, writer) =
+        std::io::pipe().map_err(|e| format!("cannot make the status pipe: {e}"))?;
+    // The init's copy of the write end: inherited on purpose (it reopens and closes it).
+    fcntl(&writer, FcntlArg::F_SETFD(FdFlag::empty()))
+        .map_err(|e| format!("cannot pass the status pipe: {e}"))?;
+    let spawned = Command::new(SELF_EXE)
+        .arg(SUBCOMMAND)
+        .arg(INIT_FLAG)
+        .arg(writer.as_raw_fd().to_string())
+        .arg(json)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .process_group(0)
+        .spawn();
+    drop(writer);
+    let mut init = spawned.map_err(|e| format!("cannot start the namespace's init: {e}"))?;
+    let pid = Pid::from_raw(i32::try_from(init.id()).unwrap_or(i32::MAX));
+    let mut ready = false;
+    let mut pending: Vec<Signal> = Vec::new();
+    let mut reported = None;
+    let mut text = Vec::new();
+    let mut pipe_open = true;
+    let status = loop {
+        let (signal_in, pipe_in) = wait_for_input(&sfd, &reader, pipe_open);
+        if pipe_in {
+            let mut chunk = [0u8; 256];
+            match reader.read(&mut chunk) {
+                Ok(0) | Err(_) => pipe_open = false,
+                Ok(n) => text.extend_from_slice(&chunk[..n]),
+            }
+            for line in take_lines(&mut text) {
+                match parse_line(&line) {
+                    Some(Line::Ready) => {
+                        ready = true;
+                        for signal in pending.drain(..) {
+                            let _ = kill(pid, signal);
+                        }
+                    }
+                    Some(Line::Ended(ending)) => reported = Some(ending),
+                    None => {}
+                }
+            }
+        }
+        if !signal_in {
+            continue;
+        }
+        let mut exited = None;
+        while let Ok(Some(info)) = sfd.read_signal() {
+            match Signal::try_from(info.ssi_signo as i32) {
+                Ok(Signal::SIGCHLD) => {
+                    if let Ok(Some(status)) = init.try_wait() {
+                        exited = Some(status);
+                    }
+                }
+                Ok(signal) if ready => {
+                    let _ = kill(pid, signal);
+                }
+                Ok(signal) => pending.push(signal),
+                Err(_) => {}
+            }
+        }
+        if let Some(status) = exited {
+            break status;
+        }
+    };
+    // The init is gone, and with it every writer of the pipe: read what is left.
+    let _ = reader.read_to_end(&mut text);
+    text.push(b'\n');
+    for line in take_lines(&mut text) {
+        if let Some(Line::Ended(ending)) = parse_line(&line) {
+            reported = Some(ending);
+        }
+    }
+    end_as(mirror(reported, status))
+}
+
+/// Waits until the signalfd (or the pipe, while open) has something; `(signals, pipe)`.
+fn wait_for_input(sfd: &SignalFd, reader: &std::io::PipeReader, pipe_open: bool) -> (bool, bool) {
+    let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+    if pipe_open {
+        fds.push(PollFd::new(reader.as_fd(), PollFlags::POLLIN));
+    }
+    match poll(&mut fds, PollTimeout::NONE) {
+        Ok(_) => {}
+        Err(Errno::EINTR) => return (false, false),
+        // Not expected; reading the signalfd (non-blocking) keeps the loop going.
+        Err(_) => return (true, false),
+    }
+    let any = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+    (any(&fds[0]), fds.get(1).is_some_and(any))
+}
+
+/// Removes and returns the complete lines at the start of `text`.
+fn take_lines(text: &mut Vec<u8>) -> Vec<String> {
+    let Some(end) = text.iter().rposition(|b| *b == b'\n') else {
+        return Vec::new();
+    };
+    let done: Vec<u8> = text.drain(..=end).collect();
+    String::from_utf8_lossy(&done)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The init (pid 1): `rest` is `<fd> <policy> -- <program> <args…>`. Never returns.
+pub(crate) fn init(rest: &[OsString]) -> ! {
+    let (fd, json, program, args) = match rest {
+        [fd, json, dashes, program, args @ ..] if dashes == "--" => (fd, json, program, args),
+        _ => fail("usage: sandbox-exec --init <fd> <policy> -- <program> [args…]".into()),
+    };
+    // First: if the supervisor dies, so does this init, and with it the whole namespace.
+    if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
+        fail(format!("prctl(PR_SET_PDEATHSIG): {e}"));
+    }
+    let Some(fd) = fd.to_str().and_then(|f| f.parse::<i32>().ok()) else {
+        fail("the status descriptor is not a number".into())
+    };
+    // Reopened (close-on-exec) rather than adopted; non-blocking so a supervisor already
+    // gone (no reader) is an error here instead of a hang.
+    let mut status = match std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(OFlag::O_NONBLOCK.bits())
+        .open(format!("/proc/self/fd/{fd}"))
+    {
+        Ok(file) => file,
+        Err(e) => fail(format!("the launcher is gone ({e})")),
+    };
+    let _ = nix::unistd::close(fd);
+    let signals = forwarded_and_child();
+    let sfd = match signals
+        .thread_block()
+        .and_then(|()| SignalFd::with_flags(&signals, SfdFlags::SFD_CLOEXEC))
+    {
+        Ok(sfd) => sfd,
+        Err(e) => fail(format!("cannot take the signals: {e}")),
+    };
+    if status.write_all(b"ready\n").is_err() {
+        fail("the launcher is gone".into());
+    }
+    if let Err(e) = namespaces::prepare_init() {
+        eprintln!("nightshift sandbox: {e}");
+        report(&mut status, Ending::Exit(EXIT_FAILED));
+    }
+    let _ = nix::sys::prctl::set_dumpable(false);
+    // What `ps` shows for pid 1 (rather than `exe`).
+    let _ = nix::sys::prctl::set_name(c"nightshift-init");
+    let spawned = Command::new(SELF_EXE)
+        .arg(SUBCOMMAND)
+        .arg(CONFINE_FLAG)
+        .arg(json)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .process_group(0)
+        .spawn();
+    let mut command = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("nightshift sandbox: cannot start the confined command: {e}");
+            report(&mut status, Ending::Exit(EXIT_FAILED))
+        }
+    };
+    let group = Pid::from_raw(i32::try_from(command.id()).unwrap_or(i32::MAX));
+    loop {
+        let signal = match sfd.read_signal() {
+            Ok(Some(info)) => Signal::try_from(info.ssi_signo as i32).ok(),
+            _ => None,
+        };
+        match signal {
+            Some(Signal::SIGCHLD) => {
+                if let Some(ended) = reap(&mut command) {
+                    report(&mut status, Ending::of(ended));
+                }
+            }
+            Some(signal) => {
+                let _ = killpg(group, signal);
+            }
+            None => {}
+        }
+    }
+}
+
+fn fail(message: String) -> ! {
+    eprintln!("nightshift sandbox: {message}");
+    std::process::exit(EXIT_FAILED)
+}
+
+/// Tells the supervisor how the command ended, and exits (pid 1 cannot die by a signal of
+/// its own, so a signal becomes 128 + n here; the supervisor re-raises it).
+fn report(status: &mut std::fs::File, ending: Ending) -> ! {
+    let _ = status.write_all(ending.line().as_bytes());
+    std::process::exit(match ending {
+        Ending::Exit(code) => code,
+        Ending::Signal(n) => 128 + n,
+    })
+}
+
+/// Reaps every exited process of the namespace; returns the command's status once it has
+/// ended. Peeks first (`WNOWAIT`) so the command itself is reaped by `std`, with its status
+/// in full.
+fn reap(command: &mut Child) -> Option<ExitStatus> {
+    let own = Pid::from_raw(i32::try_from(command.id()).unwrap_or(i32::MAX));
+    loop {
+        let peek = waitid(
+            Id::All,
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+        );
+        match peek {
+            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return None,
+            Ok(status) => match status.pid() {
+                Some(pid) if pid == own => return command.try_wait().ok().flatten(),
+                Some(pid) => {
+                    let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+                }
+                None => return None,
+            },
+            // A status nix cannot name (a real-time signal): maybe the command's.
+            Err(_) => return command.try_wait().ok().flatten(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_lines_round_trip_and_junk_is_ignored() {
+        assert_eq!(parse_line("ready"), Some(Line::Ready));
+        for ending in [Ending::Exit(0), Ending::Exit(130), Ending::Signal(9)] {
+            assert_eq!(parse_line(&ending.line()), Some(Line::Ended(ending)));
+        }
+        assert_eq!(parse_line("exit x"), None);
+        assert_eq!(parse_line("hello"), None);
+    }
+
+    #[test]
+    fn the_report_wins_over_the_inits_own_status() {
+        let exited = |code: i32| ExitStatus::from_raw(code << 8);
+        let killed = |signal: i32| ExitStatus::from_raw(signal);
+        // The command died by SIGTERM; the init, being pid 1, could only exit 143.
+        assert_eq!(
+            mirror(Some(Ending::Signal(15)), exited(143)),
+            Ending::Signal(15)
+        );
+        // A command exiting 143 itself stays an exit code.
+        assert_eq!(
+            mirror(Some(Ending::Exit(143)), exited(143)),
+            Ending::Exit(143)
+        );
+        // The init killed from outside before it could report.
+        assert_eq!(mirror(None, killed(9)), Ending::Signal(9));
+        assert_eq!(mirror(None, exited(126)), Ending::Exit(126));
+    }
+
+    #[test]
+    fn only_complete_lines_are_taken() {
+        let mut text = b"ready\nexit 3\nsig".to_vec();
+        assert_eq!(take_lines(&mut text), ["ready", "exit 3"]);
+        assert_eq!(text, b"sig");
+        assert!(take_lines(&mut text).is_empty());
+    }
+}
