@@ -1,8 +1,10 @@
 //! # nightshift
 //!
 //! The `nightshift` binary: reads the configuration, opens the store and runs one command.
-//! `serve` is the daemon (migrations, then the worker pool until SIGTERM); the other commands
-//! are one-shot operations on the same store. The hidden `sandbox-exec` is the launcher that
+//! `serve` is the daemon (`nightshift_runner::daemon`: migrations, then the HTTP API, timer,
+//! notifier and worker pool until SIGTERM, stopped in a documented order); this binary adds
+//! only what is process-wide — signals, the umask, not dumpable. The other commands are
+//! one-shot operations on the same store. The hidden `sandbox-exec` is the launcher that
 //! confines a tool's command (see `nightshift_sandbox::launch`).
 
 mod commands;
