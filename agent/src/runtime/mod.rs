@@ -283,86 +283,102 @@ impl AgentRuntime {
                     .await;
             }
             if let Step::Finish(end) = step {
-                if s.state.ending.is_none()
-                    && matches!(end, RunEnd::Succeeded { .. })
-                    && tasks::may_start_tasks(&s.agent.config)
-                {
-                    // The turn ended, but not while its tasks run: report those that ended
-                    // (the model answers them), or wait for the rest.
-                    match s.report_ended_tasks().await? {
-                        TaskCheck::Reported => continue,
-                        TaskCheck::Running { deadline, task_id } => {
-                            return s.wait_for_tasks(deadline, task_id).await;
-                        }
-                        TaskCheck::Quiet => {}
-                    }
+                match self.end_turn(s, end).await? {
+                    Some(outcome) => return Ok(outcome),
+                    None => continue,
                 }
-                return s.finish(end).await;
             }
             if s.ctx.cancel.is_cancelled() {
                 return s.finish(RunEnd::Cancelled).await;
             }
-            match step {
-                Step::RunTools => match self.run_tools(s).await? {
-                    ToolsEnd::Refused => return s.finish(RunEnd::Cancelled).await,
-                    ToolsEnd::AwaitApproval { call_id, until } => {
-                        return s.await_approval(call_id, until).await;
-                    }
-                    ToolsEnd::Done => {
-                        if s.state.pending.is_empty() {
-                            s.checkpoint().await?; // a turn ended
-                        }
-                    }
-                },
-                Step::Sleep(w) => {
-                    s.checkpoint().await?;
-                    return Ok(JobOutcome::Park {
-                        until: w.due_at,
-                        payload: ResumeReason::Wakeup {
-                            reason: w.reason,
-                            slept_at: w.scheduled_at,
-                            due_at: w.due_at,
-                        }
-                        .to_payload(),
-                    });
-                }
-                Step::NoticeCutOff => {
-                    let notice = match &s.state.last_stop {
-                        Some(stop) if stop.means_context_full() => CONTEXT_FULL_NOTICE,
-                        _ => CUT_OFF_NOTICE,
-                    };
-                    s.log(RunEvent::UserMessage {
-                        message: Message::user_text(notice),
-                    })
-                    .await?;
-                }
-                Step::Compact => {
-                    if let Some(end) = s.over_budget() {
-                        return s.finish(end).await;
-                    }
-                    if let Some(outcome) = self.compact(s).await? {
-                        return Ok(outcome);
-                    }
-                }
-                Step::CallModel => {
-                    if tasks::may_start_tasks(&s.agent.config) {
-                        s.report_ended_tasks().await?;
-                    }
-                    if let Some(end) = s.over_budget() {
-                        return s.finish(end).await;
-                    }
-                    if s.needs_compaction()
-                        && let Some(outcome) = self.compact(s).await?
-                    {
-                        return Ok(outcome);
-                    }
-                    if let Some(outcome) = self.call_model(s).await? {
-                        return Ok(outcome);
-                    }
-                }
-                Step::Finish(_) => unreachable!("handled above"),
+            if let Some(outcome) = self.take_step(s, step).await? {
+                return Ok(outcome);
             }
         }
+    }
+
+    /// `Step::Finish`: ends the run with `end`, but a turn that succeeded does not end while
+    /// its tasks run: those that ended are reported (`None`: the loop goes on, the model
+    /// answers them), or the run waits for the rest.
+    async fn end_turn(&self, s: &mut Session<'_>, end: RunEnd) -> Result<Option<JobOutcome>, Stop> {
+        if s.state.ending.is_none()
+            && matches!(end, RunEnd::Succeeded { .. })
+            && tasks::may_start_tasks(&s.agent.config)
+        {
+            match s.report_ended_tasks().await? {
+                TaskCheck::Reported => return Ok(None),
+                TaskCheck::Running { deadline, task_id } => {
+                    return s.wait_for_tasks(deadline, task_id).await.map(Some);
+                }
+                TaskCheck::Quiet => {}
+            }
+        }
+        s.finish(end).await.map(Some)
+    }
+
+    /// Takes one step other than `Finish`. Returns an outcome when the run must stop or wait.
+    async fn take_step(&self, s: &mut Session<'_>, step: Step) -> Result<Option<JobOutcome>, Stop> {
+        match step {
+            Step::RunTools => match self.run_tools(s).await? {
+                ToolsEnd::Refused => return s.finish(RunEnd::Cancelled).await.map(Some),
+                ToolsEnd::AwaitApproval { call_id, until } => {
+                    return s.await_approval(call_id, until).await.map(Some);
+                }
+                ToolsEnd::Done => {
+                    if s.state.pending.is_empty() {
+                        s.checkpoint().await?; // a turn ended
+                    }
+                }
+            },
+            Step::Sleep(w) => {
+                s.checkpoint().await?;
+                return Ok(Some(JobOutcome::Park {
+                    until: w.due_at,
+                    payload: ResumeReason::Wakeup {
+                        reason: w.reason,
+                        slept_at: w.scheduled_at,
+                        due_at: w.due_at,
+                    }
+                    .to_payload(),
+                }));
+            }
+            Step::NoticeCutOff => {
+                let notice = match &s.state.last_stop {
+                    Some(stop) if stop.means_context_full() => CONTEXT_FULL_NOTICE,
+                    _ => CUT_OFF_NOTICE,
+                };
+                s.log(RunEvent::UserMessage {
+                    message: Message::user_text(notice),
+                })
+                .await?;
+            }
+            Step::Compact => {
+                if let Some(end) = s.over_budget() {
+                    return s.finish(end).await.map(Some);
+                }
+                return self.compact(s).await;
+            }
+            Step::CallModel => return self.model_step(s).await,
+            Step::Finish(_) => unreachable!("drive ends the turn itself"),
+        }
+        Ok(None)
+    }
+
+    /// `Step::CallModel`: ended tasks reported, budgets checked, the conversation compacted
+    /// when it must be, then the call.
+    async fn model_step(&self, s: &mut Session<'_>) -> Result<Option<JobOutcome>, Stop> {
+        if tasks::may_start_tasks(&s.agent.config) {
+            s.report_ended_tasks().await?;
+        }
+        if let Some(end) = s.over_budget() {
+            return s.finish(end).await.map(Some);
+        }
+        if s.needs_compaction()
+            && let Some(outcome) = self.compact(s).await?
+        {
+            return Ok(Some(outcome));
+        }
+        self.call_model(s).await
     }
 
     /// One model call. Returns an outcome when the run must stop or wait.
