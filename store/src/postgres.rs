@@ -495,11 +495,11 @@ impl<'a> Ends<'a> {
 
 crate::queue::queue_statements!(PgBackend, "postgres");
 crate::wakeups::wakeup_statements!(PgBackend, "postgres");
-crate::approvals::approval_operations!(PgBackend, "postgres");
-crate::tasks::task_operations!(PgBackend, "postgres");
-crate::schedules::schedule_operations!(PgBackend, "postgres");
-crate::webhooks::webhook_operations!(PgBackend, "postgres");
-crate::notifications::notification_operations!(PgBackend, "postgres");
+crate::approvals::approval_statements!(PgBackend, "postgres");
+crate::tasks::task_statements!(PgBackend, "postgres");
+crate::schedules::schedule_statements!(PgBackend, "postgres");
+crate::webhooks::webhook_statements!(PgBackend, "postgres");
+crate::notifications::notification_statements!(PgBackend, "postgres");
 
 #[cfg(test)]
 mod tests {

@@ -294,11 +294,11 @@ fn is_locked(e: &sqlx::Error) -> bool {
 
 crate::queue::queue_statements!(SqliteBackend, "sqlite");
 crate::wakeups::wakeup_statements!(SqliteBackend, "sqlite");
-crate::approvals::approval_operations!(SqliteBackend, "sqlite");
-crate::tasks::task_operations!(SqliteBackend, "sqlite");
-crate::schedules::schedule_operations!(SqliteBackend, "sqlite");
-crate::webhooks::webhook_operations!(SqliteBackend, "sqlite");
-crate::notifications::notification_operations!(SqliteBackend, "sqlite");
+crate::approvals::approval_statements!(SqliteBackend, "sqlite");
+crate::tasks::task_statements!(SqliteBackend, "sqlite");
+crate::schedules::schedule_statements!(SqliteBackend, "sqlite");
+crate::webhooks::webhook_statements!(SqliteBackend, "sqlite");
+crate::notifications::notification_statements!(SqliteBackend, "sqlite");
 
 #[cfg(test)]
 mod tests {

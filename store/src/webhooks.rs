@@ -11,9 +11,13 @@
 //!   recorded first stay, and [`Store::release_webhook_delivery`] never removes a done row.
 //! - **Every arrival is counted** in `received`, including redeliveries of done deliveries.
 //!
-//! The operations are written once ([`webhook_operations`]) and expanded per backend with the
-//! SQL in `store/sql/<backend>/webhooks/`, like the queue operations in `backend.rs`.
+//! A backend supplies the statements ([`WebhookStatements`], one method per file of
+//! `store/sql/<backend>/webhooks/`, bound by `webhook_statements!`); the checks and the
+//! choice of connection are written once here, over that trait.
 
+use std::future::Future;
+
+use crate::backend::{Backend, Conn};
 use crate::clock::Millis;
 use crate::store::{Store, dispatch};
 use crate::{Error, Result};
@@ -61,103 +65,189 @@ pub struct WebhookDelivery {
     pub finished_at: Option<Millis>,
 }
 
-/// Expands the webhook delivery operations for one backend; `$dir` names the SQL directory.
-macro_rules! webhook_operations {
+/// The statements of webhook deliveries (`store/sql/<backend>/webhooks/`).
+pub(crate) trait WebhookStatements: Backend {
+    /// `webhooks/redelivery.sql`: counts the arrival of a `done` delivery and returns it;
+    /// `None`, changing nothing, for any other.
+    fn webhook_redelivery(
+        c: &mut Conn<Self>,
+        hook: &str,
+        delivery_id: &str,
+        now: Millis,
+    ) -> impl Future<Output = Result<Option<WebhookDelivery>>> + Send;
+    /// `webhooks/claim.sql`: records the delivery as claimed or counts its arrival.
+    fn claim_webhook_delivery(
+        c: &mut Conn<Self>,
+        arrival: Arrival<'_>,
+    ) -> impl Future<Output = Result<WebhookDelivery>> + Send;
+    /// `webhooks/finish.sql`: whether a claimed delivery became `done` with `runs`.
+    fn finish_webhook_delivery(
+        c: &mut Conn<Self>,
+        hook: &str,
+        delivery_id: &str,
+        runs: &str,
+        now: Millis,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// `webhooks/release.sql`: whether a claimed delivery was removed.
+    fn release_webhook_delivery(
+        c: &mut Conn<Self>,
+        hook: &str,
+        delivery_id: &str,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// `webhooks/get.sql`.
+    fn get_webhook_delivery(
+        c: &mut Conn<Self>,
+        hook: &str,
+        delivery_id: &str,
+    ) -> impl Future<Output = Result<Option<WebhookDelivery>>> + Send;
+    /// `webhooks/list.sql`: newest first.
+    fn list_webhook_deliveries(
+        c: &mut Conn<Self>,
+        hook: &str,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<WebhookDelivery>>> + Send;
+}
+
+/// One arrival of a delivery to claim (`webhooks/claim.sql`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Arrival<'a> {
+    pub hook: &'a str,
+    pub delivery_id: &'a str,
+    pub event: &'a str,
+    pub now: Millis,
+}
+
+/// Implements [`WebhookStatements`] for a backend from its SQL directory.
+macro_rules! webhook_statements {
     ($backend:ty, $dir:literal) => {
-        impl $backend {
-            pub(crate) async fn webhook_redelivery(
-                &self,
+        impl $crate::webhooks::WebhookStatements for $backend {
+            async fn webhook_redelivery(
+                c: &mut $crate::backend::Conn<Self>,
                 hook: &str,
                 delivery_id: &str,
                 now: i64,
             ) -> $crate::Result<Option<$crate::webhooks::WebhookDelivery>> {
-                let sql = include_str!(concat!("../sql/", $dir, "/webhooks/redelivery.sql"));
-                Ok(sqlx::query_as(sql)
-                    .bind(hook)
-                    .bind($crate::text::Text(delivery_id))
-                    .bind(now)
-                    .fetch_optional(&mut *self.writer().await?)
-                    .await?)
+                Ok(
+                    sqlx::query_as($crate::backend::sql!($dir, "webhooks/redelivery"))
+                        .bind(hook)
+                        .bind($crate::text::Text(delivery_id))
+                        .bind(now)
+                        .fetch_optional(c)
+                        .await?,
+                )
             }
 
-            pub(crate) async fn claim_webhook_delivery(
-                &self,
-                hook: &str,
-                delivery_id: &str,
-                event: &str,
-                now: i64,
+            async fn claim_webhook_delivery(
+                c: &mut $crate::backend::Conn<Self>,
+                arrival: $crate::webhooks::Arrival<'_>,
             ) -> $crate::Result<$crate::webhooks::WebhookDelivery> {
-                let sql = include_str!(concat!("../sql/", $dir, "/webhooks/claim.sql"));
-                Ok(sqlx::query_as(sql)
-                    .bind(hook)
-                    .bind($crate::text::Text(delivery_id))
-                    .bind($crate::text::Text(event))
-                    .bind(now)
-                    .fetch_one(&mut *self.writer().await?)
-                    .await?)
+                Ok(
+                    sqlx::query_as($crate::backend::sql!($dir, "webhooks/claim"))
+                        .bind(arrival.hook)
+                        .bind($crate::text::Text(arrival.delivery_id))
+                        .bind($crate::text::Text(arrival.event))
+                        .bind(arrival.now)
+                        .fetch_one(c)
+                        .await?,
+                )
             }
 
-            pub(crate) async fn finish_webhook_delivery(
-                &self,
+            async fn finish_webhook_delivery(
+                c: &mut $crate::backend::Conn<Self>,
                 hook: &str,
                 delivery_id: &str,
                 runs: &str,
                 now: i64,
             ) -> $crate::Result<bool> {
-                let sql = include_str!(concat!("../sql/", $dir, "/webhooks/finish.sql"));
-                let done = sqlx::query(sql)
+                let done = sqlx::query($crate::backend::sql!($dir, "webhooks/finish"))
                     .bind(hook)
                     .bind($crate::text::Text(delivery_id))
                     .bind($crate::text::Text(runs))
                     .bind(now)
-                    .execute(&mut *self.writer().await?)
+                    .execute(c)
                     .await?;
                 Ok(done.rows_affected() == 1)
             }
 
-            pub(crate) async fn release_webhook_delivery(
-                &self,
+            async fn release_webhook_delivery(
+                c: &mut $crate::backend::Conn<Self>,
                 hook: &str,
                 delivery_id: &str,
             ) -> $crate::Result<bool> {
-                let sql = include_str!(concat!("../sql/", $dir, "/webhooks/release.sql"));
-                let gone = sqlx::query(sql)
+                let gone = sqlx::query($crate::backend::sql!($dir, "webhooks/release"))
                     .bind(hook)
                     .bind($crate::text::Text(delivery_id))
-                    .execute(&mut *self.writer().await?)
+                    .execute(c)
                     .await?;
                 Ok(gone.rows_affected() == 1)
             }
 
-            pub(crate) async fn webhook_delivery(
-                &self,
+            async fn get_webhook_delivery(
+                c: &mut $crate::backend::Conn<Self>,
                 hook: &str,
                 delivery_id: &str,
             ) -> $crate::Result<Option<$crate::webhooks::WebhookDelivery>> {
-                let sql = include_str!(concat!("../sql/", $dir, "/webhooks/get.sql"));
-                Ok(sqlx::query_as(sql)
+                Ok(sqlx::query_as($crate::backend::sql!($dir, "webhooks/get"))
                     .bind(hook)
                     .bind($crate::text::Text(delivery_id))
-                    .fetch_optional(&mut *self.reader().await?)
+                    .fetch_optional(c)
                     .await?)
             }
 
-            pub(crate) async fn webhook_deliveries(
-                &self,
+            async fn list_webhook_deliveries(
+                c: &mut $crate::backend::Conn<Self>,
                 hook: &str,
                 limit: i64,
             ) -> $crate::Result<Vec<$crate::webhooks::WebhookDelivery>> {
-                let sql = include_str!(concat!("../sql/", $dir, "/webhooks/list.sql"));
-                Ok(sqlx::query_as(sql)
+                Ok(sqlx::query_as($crate::backend::sql!($dir, "webhooks/list"))
                     .bind(hook)
                     .bind(limit)
-                    .fetch_all(&mut *self.reader().await?)
+                    .fetch_all(c)
                     .await?)
             }
         }
     };
 }
-pub(crate) use webhook_operations;
+pub(crate) use webhook_statements;
+
+async fn redelivery<B: WebhookStatements>(
+    b: &B,
+    hook: &str,
+    delivery_id: &str,
+    now: Millis,
+) -> Result<Option<WebhookDelivery>> {
+    B::webhook_redelivery(&mut *b.writer().await?, hook, delivery_id, now).await
+}
+
+async fn claim<B: WebhookStatements>(b: &B, arrival: Arrival<'_>) -> Result<WebhookDelivery> {
+    B::claim_webhook_delivery(&mut *b.writer().await?, arrival).await
+}
+
+async fn finish<B: WebhookStatements>(
+    b: &B,
+    hook: &str,
+    delivery_id: &str,
+    runs: &str,
+    now: Millis,
+) -> Result<bool> {
+    B::finish_webhook_delivery(&mut *b.writer().await?, hook, delivery_id, runs, now).await
+}
+
+async fn release<B: WebhookStatements>(b: &B, hook: &str, delivery_id: &str) -> Result<bool> {
+    B::release_webhook_delivery(&mut *b.writer().await?, hook, delivery_id).await
+}
+
+async fn get<B: WebhookStatements>(
+    b: &B,
+    hook: &str,
+    delivery_id: &str,
+) -> Result<Option<WebhookDelivery>> {
+    B::get_webhook_delivery(&mut *b.reader().await?, hook, delivery_id).await
+}
+
+async fn list<B: WebhookStatements>(b: &B, hook: &str, limit: i64) -> Result<Vec<WebhookDelivery>> {
+    B::list_webhook_deliveries(&mut *b.reader().await?, hook, limit).await
+}
 
 fn check_ids(hook: &str, delivery_id: &str) -> Result<()> {
     if hook.is_empty() || hook.len() > 64 {
@@ -179,7 +269,7 @@ impl Store {
     ) -> Result<Option<WebhookDelivery>> {
         check_ids(hook, delivery_id)?;
         let now = self.now();
-        dispatch!(self, b => b.webhook_redelivery(hook, delivery_id, now))
+        dispatch!(self, b => redelivery(b, hook, delivery_id, now))
     }
 
     /// Claims a delivery: records it as `claimed` or, when it is already recorded (claimed or
@@ -191,8 +281,13 @@ impl Store {
         event: &str,
     ) -> Result<WebhookDelivery> {
         check_ids(hook, delivery_id)?;
-        let now = self.now();
-        dispatch!(self, b => b.claim_webhook_delivery(hook, delivery_id, event, now))
+        let arrival = Arrival {
+            hook,
+            delivery_id,
+            event,
+            now: self.now(),
+        };
+        dispatch!(self, b => claim(b, arrival))
     }
 
     /// Marks a claimed delivery `done` with what it enqueued (`runs`, JSON). Returns false
@@ -204,13 +299,13 @@ impl Store {
         runs: &str,
     ) -> Result<bool> {
         let now = self.now();
-        dispatch!(self, b => b.finish_webhook_delivery(hook, delivery_id, runs, now))
+        dispatch!(self, b => finish(b, hook, delivery_id, runs, now))
     }
 
     /// Forgets a claimed delivery that enqueued nothing. A done delivery is never removed;
     /// returns whether a row was removed.
     pub async fn release_webhook_delivery(&self, hook: &str, delivery_id: &str) -> Result<bool> {
-        dispatch!(self, b => b.release_webhook_delivery(hook, delivery_id))
+        dispatch!(self, b => release(b, hook, delivery_id))
     }
 
     /// One delivery of a hook.
@@ -219,12 +314,36 @@ impl Store {
         hook: &str,
         delivery_id: &str,
     ) -> Result<Option<WebhookDelivery>> {
-        dispatch!(self, b => b.webhook_delivery(hook, delivery_id))
+        dispatch!(self, b => get(b, hook, delivery_id))
     }
 
     /// A hook's deliveries, newest first; at most `limit` (1-1000).
     pub async fn webhook_deliveries(&self, hook: &str, limit: i64) -> Result<Vec<WebhookDelivery>> {
         let limit = limit.clamp(1, 1000);
-        dispatch!(self, b => b.webhook_deliveries(hook, limit))
+        dispatch!(self, b => list(b, hook, limit))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hook_names_and_delivery_ids_are_bounded() {
+        assert!(check_ids("github", "abc").is_ok());
+        assert!(check_ids(&"h".repeat(64), &"d".repeat(255)).is_ok());
+        for (hook, id) in [
+            ("", "abc"),
+            (&*"h".repeat(65), "abc"),
+            ("github", ""),
+            ("github", &*"d".repeat(256)),
+        ] {
+            assert!(
+                matches!(check_ids(hook, id), Err(Error::Invalid(_))),
+                "{} / {}",
+                hook.len(),
+                id.len()
+            );
+        }
     }
 }

@@ -1,0 +1,497 @@
+//! Cron schedules and leader leases: the rows behind `nightshift serve`'s timer loop.
+//!
+//! What it guarantees:
+//! - **A schedule's next fire is durable.** `next_fire_at` is the fire the daemons owe; it only
+//!   moves by [`Store::advance_schedule`], a compare-and-set on the value the caller read, so
+//!   two daemons can never both move a schedule past the same fire.
+//! - **At most one leader per lease name.** [`Store::acquire_leadership`] takes or renews a
+//!   lease in one guarded upsert; a live lease of another holder is never taken. The epoch
+//!   grows whenever the lease changes hands, and an advance made as leader is fenced by it: a
+//!   deposed leader's write matches no row.
+//! - Config-defined schedules are never changed or deleted through the API calls here (they
+//!   carry `source = 'config'` and the statements check it).
+//!
+//! A backend supplies the statements (`ScheduleStatements`, one method per file of
+//! `store/sql/<backend>/schedules/`, bound by `schedule_statements!`); which statement to
+//! run, on which connection, and what a write that matched nothing means are decided once
+//! here, over that trait.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::backend::{Backend, Conn};
+use crate::clock::{Millis, duration_millis};
+use crate::store::{Store, dispatch};
+use crate::{Error, Result};
+
+mod binds;
+pub(crate) use binds::{bind_schedule_insert, schedule_statements};
+
+/// Where a schedule was defined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleSource {
+    /// `[[schedules]]` in `nightshift.toml`: re-applied at start, read-only in the API.
+    Config,
+    /// Made through the API.
+    Api,
+}
+
+impl ScheduleSource {
+    /// The name stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScheduleSource::Config => "config",
+            ScheduleSource::Api => "api",
+        }
+    }
+}
+
+impl TryFrom<String> for ScheduleSource {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        match s.as_str() {
+            "config" => Ok(ScheduleSource::Config),
+            "api" => Ok(ScheduleSource::Api),
+            other => Err(format!("unknown schedule source '{other}'")),
+        }
+    }
+}
+
+/// A schedule, as stored.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
+pub struct ScheduleRow {
+    pub id: String,
+    pub name: String,
+    #[sqlx(try_from = "String")]
+    pub source: ScheduleSource,
+    pub cron: String,
+    pub timezone: String,
+    pub agent: String,
+    #[sqlx(try_from = "crate::text::DbText")]
+    pub prompt: String,
+    pub overlap: String,
+    pub missed: String,
+    pub enabled: bool,
+    /// The fire the daemons owe next; `None` while disabled.
+    pub next_fire_at: Option<Millis>,
+    pub last_fire_at: Option<Millis>,
+    pub last_run_id: Option<String>,
+    pub fired_count: i64,
+    pub skipped_count: i64,
+    pub missed_count: i64,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// A schedule to create or change (checked by the scheduler before it gets here).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleDef {
+    pub name: String,
+    pub source: ScheduleSource,
+    pub cron: String,
+    pub timezone: String,
+    pub agent: String,
+    pub prompt: String,
+    pub overlap: String,
+    pub missed: String,
+    pub enabled: bool,
+    /// The first fire to arm (`None` when disabled).
+    pub next_fire_at: Option<Millis>,
+}
+
+/// The leader writing an advance, checked in the same statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderFence {
+    pub lease: String,
+    pub holder: String,
+    pub epoch: i64,
+}
+
+/// Moving a schedule past its armed fire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleAdvance {
+    pub id: String,
+    /// The `next_fire_at` the caller read; the advance happens only if it is still armed.
+    pub expected_next: Millis,
+    /// The next fire to arm.
+    pub next: Option<Millis>,
+    /// The fire time and run when this advance fired one.
+    pub fired: Option<(Millis, String)>,
+    /// True when an overlap policy skipped the fire.
+    pub skipped: bool,
+    /// How many fires were missed (dropped by downtime).
+    pub missed: i64,
+    pub fence: Option<LeaderFence>,
+}
+
+/// A leader lease, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct LeaderLease {
+    pub name: String,
+    pub holder: String,
+    /// Grows whenever the lease changes hands.
+    pub epoch: i64,
+    pub acquired_at: Millis,
+    pub expires_at: Millis,
+}
+
+/// A schedule row to write (`schedules/insert_schedule.sql`,
+/// `schedules/apply_config_schedule.sql`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScheduleInsert<'a> {
+    pub id: &'a str,
+    pub def: &'a ScheduleDef,
+    pub now: Millis,
+}
+
+/// A change of a schedule made through the API (`schedules/update_schedule.sql`); with
+/// `rearm`, its next fire becomes `def.next_fire_at`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScheduleUpdate<'a> {
+    pub def: &'a ScheduleDef,
+    pub rearm: bool,
+    pub now: Millis,
+}
+
+/// The statements of schedules and leader leases (`store/sql/<backend>/schedules/`).
+pub(crate) trait ScheduleStatements: Backend {
+    /// `schedules/insert_schedule.sql`: the new row, `None` when the name is taken.
+    fn insert_schedule(
+        c: &mut Conn<Self>,
+        row: ScheduleInsert<'_>,
+    ) -> impl Future<Output = Result<Option<ScheduleRow>>> + Send;
+    /// `schedules/apply_config_schedule.sql`: creates or re-applies a config schedule;
+    /// `None` when one made through the API has the name.
+    fn apply_config_schedule(
+        c: &mut Conn<Self>,
+        row: ScheduleInsert<'_>,
+    ) -> impl Future<Output = Result<Option<ScheduleRow>>> + Send;
+    /// `schedules/update_schedule.sql`: `None` when there is no such schedule from the API.
+    fn update_schedule(
+        c: &mut Conn<Self>,
+        update: ScheduleUpdate<'_>,
+    ) -> impl Future<Output = Result<Option<ScheduleRow>>> + Send;
+    /// `schedules/delete_schedule.sql`: whether a schedule of `source` was deleted.
+    fn delete_schedule(
+        c: &mut Conn<Self>,
+        name: &str,
+        source: ScheduleSource,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// `schedules/get_schedule.sql`.
+    fn get_schedule(
+        c: &mut Conn<Self>,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<ScheduleRow>>> + Send;
+    /// `schedules/list_schedules.sql`: by name.
+    fn list_schedules(c: &mut Conn<Self>) -> impl Future<Output = Result<Vec<ScheduleRow>>> + Send;
+    /// `schedules/due_schedules.sql`: earliest first.
+    fn due_schedules(
+        c: &mut Conn<Self>,
+        now: Millis,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<ScheduleRow>>> + Send;
+    /// `schedules/next_schedule_fire.sql`.
+    fn next_schedule_fire(
+        c: &mut Conn<Self>,
+    ) -> impl Future<Output = Result<Option<Millis>>> + Send;
+    /// `schedules/advance_schedule.sql`: whether the schedule was still armed for
+    /// `expected_next` (and the fence's lease held) and moved.
+    fn advance_schedule(
+        c: &mut Conn<Self>,
+        adv: &ScheduleAdvance,
+        now: Millis,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// `schedules/record_fire.sql`.
+    fn record_fire(
+        c: &mut Conn<Self>,
+        id: &str,
+        fired_at: Millis,
+        run_id: &str,
+        now: Millis,
+    ) -> impl Future<Output = Result<()>> + Send;
+    /// `schedules/acquire_leader.sql`: the lease taken or renewed, `None` while another
+    /// holder's is live.
+    fn acquire_leader(
+        c: &mut Conn<Self>,
+        name: &str,
+        holder: &str,
+        ttl_ms: i64,
+        now: Millis,
+    ) -> impl Future<Output = Result<Option<LeaderLease>>> + Send;
+    /// `schedules/get_leader.sql`.
+    fn get_leader(
+        c: &mut Conn<Self>,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<LeaderLease>>> + Send;
+    /// `schedules/release_leader.sql`: whether `holder` held the lease and gave it up.
+    fn release_leader(
+        c: &mut Conn<Self>,
+        name: &str,
+        holder: &str,
+        now: Millis,
+    ) -> impl Future<Output = Result<bool>> + Send;
+}
+
+/// Why a change through the API matched no schedule: `exists` when one of the name is there
+/// (so it came from the config file).
+fn refusal(name: &str, exists: bool) -> Error {
+    if exists {
+        return Error::Conflict(format!(
+            "schedule '{name}' is defined in the config file; change it there (the API can \
+             only read and trigger it)"
+        ));
+    }
+    Error::NotFound {
+        what: "schedule",
+        id: name.to_string(),
+    }
+}
+
+async fn insert<B: ScheduleStatements>(
+    b: &B,
+    row: ScheduleInsert<'_>,
+) -> Result<Option<ScheduleRow>> {
+    B::insert_schedule(&mut *b.writer().await?, row).await
+}
+
+async fn apply_config<B: ScheduleStatements>(
+    b: &B,
+    row: ScheduleInsert<'_>,
+) -> Result<Option<ScheduleRow>> {
+    B::apply_config_schedule(&mut *b.writer().await?, row).await
+}
+
+async fn update<B: ScheduleStatements>(
+    b: &B,
+    update: ScheduleUpdate<'_>,
+) -> Result<Option<ScheduleRow>> {
+    B::update_schedule(&mut *b.writer().await?, update).await
+}
+
+async fn delete<B: ScheduleStatements>(b: &B, name: &str, source: ScheduleSource) -> Result<bool> {
+    B::delete_schedule(&mut *b.writer().await?, name, source).await
+}
+
+async fn get<B: ScheduleStatements>(b: &B, name: &str) -> Result<Option<ScheduleRow>> {
+    B::get_schedule(&mut *b.writer().await?, name).await
+}
+
+async fn list<B: ScheduleStatements>(b: &B) -> Result<Vec<ScheduleRow>> {
+    B::list_schedules(&mut *b.reader().await?).await
+}
+
+async fn due<B: ScheduleStatements>(b: &B, now: Millis, limit: i64) -> Result<Vec<ScheduleRow>> {
+    B::due_schedules(&mut *b.writer().await?, now, limit).await
+}
+
+async fn next_fire<B: ScheduleStatements>(b: &B) -> Result<Option<Millis>> {
+    B::next_schedule_fire(&mut *b.writer().await?).await
+}
+
+async fn advance<B: ScheduleStatements>(b: &B, adv: &ScheduleAdvance, now: Millis) -> Result<bool> {
+    B::advance_schedule(&mut *b.writer().await?, adv, now).await
+}
+
+async fn record_fire<B: ScheduleStatements>(
+    b: &B,
+    id: &str,
+    fired_at: Millis,
+    run_id: &str,
+    now: Millis,
+) -> Result<()> {
+    B::record_fire(&mut *b.writer().await?, id, fired_at, run_id, now).await
+}
+
+async fn acquire<B: ScheduleStatements>(
+    b: &B,
+    name: &str,
+    holder: &str,
+    ttl_ms: i64,
+    now: Millis,
+) -> Result<Option<LeaderLease>> {
+    B::acquire_leader(&mut *b.writer().await?, name, holder, ttl_ms, now).await
+}
+
+async fn leader<B: ScheduleStatements>(b: &B, name: &str) -> Result<Option<LeaderLease>> {
+    B::get_leader(&mut *b.writer().await?, name).await
+}
+
+async fn release<B: ScheduleStatements>(
+    b: &B,
+    name: &str,
+    holder: &str,
+    now: Millis,
+) -> Result<bool> {
+    B::release_leader(&mut *b.writer().await?, name, holder, now).await
+}
+
+impl Store {
+    /// Creates a schedule; `Conflict` when the name is taken.
+    pub async fn create_schedule(&self, def: &ScheduleDef) -> Result<ScheduleRow> {
+        let id = uuid::Uuid::now_v7().to_string();
+        let row = ScheduleInsert {
+            id: &id,
+            def,
+            now: self.now(),
+        };
+        dispatch!(self, b => insert(b, row))?.ok_or_else(|| {
+            Error::Conflict(format!(
+                "a schedule named '{}' already exists; pick another name or change that one",
+                def.name
+            ))
+        })
+    }
+
+    /// Creates or re-applies a schedule from the config file. Its armed next fire is kept
+    /// while the expression, zone and enabled flag are unchanged. `Conflict` when a schedule
+    /// made through the API has the name.
+    pub async fn apply_config_schedule(&self, def: &ScheduleDef) -> Result<ScheduleRow> {
+        let id = uuid::Uuid::now_v7().to_string();
+        let row = ScheduleInsert {
+            id: &id,
+            def,
+            now: self.now(),
+        };
+        dispatch!(self, b => apply_config(b, row))?.ok_or_else(|| {
+            Error::Conflict(format!(
+                "schedule '{}' is in the config file but was also made through the API; delete \
+                 it with `DELETE /v1/schedules/{}` or rename the one in the config",
+                def.name, def.name
+            ))
+        })
+    }
+
+    /// Changes a schedule made through the API; with `rearm`, its next fire becomes
+    /// `def.next_fire_at`, else the armed one is kept. `NotFound`, or `Conflict` for a
+    /// config-defined schedule.
+    pub async fn update_schedule(&self, def: &ScheduleDef, rearm: bool) -> Result<ScheduleRow> {
+        let change = ScheduleUpdate {
+            def,
+            rearm,
+            now: self.now(),
+        };
+        if let Some(row) = dispatch!(self, b => update(b, change))? {
+            return Ok(row);
+        }
+        Err(self.not_changeable(&def.name).await)
+    }
+
+    /// Deletes a schedule made through the API (`NotFound`, or `Conflict` for one from the
+    /// config file).
+    pub async fn delete_schedule(&self, name: &str) -> Result<()> {
+        if dispatch!(self, b => delete(b, name, ScheduleSource::Api))? {
+            return Ok(());
+        }
+        Err(self.not_changeable(name).await)
+    }
+
+    /// Deletes a config-defined schedule (one no longer in the config file); false if there
+    /// was none.
+    pub async fn delete_config_schedule(&self, name: &str) -> Result<bool> {
+        dispatch!(self, b => delete(b, name, ScheduleSource::Config))
+    }
+
+    async fn not_changeable(&self, name: &str) -> Error {
+        match self.schedule(name).await {
+            Ok(found) => refusal(name, found.is_some()),
+            Err(e) => e,
+        }
+    }
+
+    /// A schedule by name.
+    pub async fn schedule(&self, name: &str) -> Result<Option<ScheduleRow>> {
+        dispatch!(self, b => get(b, name))
+    }
+
+    /// Every schedule, by name.
+    pub async fn schedules(&self) -> Result<Vec<ScheduleRow>> {
+        dispatch!(self, b => list(b))
+    }
+
+    /// Enabled schedules whose next fire is due now, earliest first, at most `limit`.
+    pub async fn due_schedules(&self, limit: i64) -> Result<Vec<ScheduleRow>> {
+        let now = self.now();
+        dispatch!(self, b => due(b, now, limit.max(1)))
+    }
+
+    /// The earliest armed fire of any enabled schedule.
+    pub async fn next_schedule_fire(&self) -> Result<Option<Millis>> {
+        dispatch!(self, b => next_fire(b))
+    }
+
+    /// Moves a schedule past its armed fire (see [`ScheduleAdvance`]); false when it was no
+    /// longer armed for `expected_next` or the fence's lease is no longer held.
+    pub async fn advance_schedule(&self, adv: &ScheduleAdvance) -> Result<bool> {
+        let now = self.now();
+        dispatch!(self, b => advance(b, adv, now))
+    }
+
+    /// Records a fire made outside the timer (a manual trigger).
+    pub async fn record_schedule_fire(
+        &self,
+        id: &str,
+        fired_at: Millis,
+        run_id: &str,
+    ) -> Result<()> {
+        let now = self.now();
+        dispatch!(self, b => record_fire(b, id, fired_at, run_id, now))
+    }
+
+    /// Takes or renews lease `name` for `holder` for `ttl` from now; `None` while another
+    /// holder's lease is live.
+    pub async fn acquire_leadership(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<LeaderLease>> {
+        let now = self.now();
+        let ttl = duration_millis(ttl).max(1);
+        dispatch!(self, b => acquire(b, name, holder, ttl, now))
+    }
+
+    /// Lease `name` as stored (it may have expired).
+    pub async fn leader(&self, name: &str) -> Result<Option<LeaderLease>> {
+        dispatch!(self, b => leader(b, name))
+    }
+
+    /// Gives up lease `name` if `holder` holds it, so a standby can take it at once.
+    pub async fn release_leadership(&self, name: &str, holder: &str) -> Result<bool> {
+        let now = self.now();
+        dispatch!(self, b => release(b, name, holder, now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schedule_the_api_cannot_change_is_one_from_the_config_file() {
+        let e = refusal("nightly", true);
+        assert!(
+            matches!(&e, Error::Conflict(m) if m.contains("config file")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_schedule_that_is_not_there_is_not_found() {
+        assert!(matches!(
+            refusal("nightly", false),
+            Error::NotFound { what: "schedule", id } if id == "nightly"
+        ));
+    }
+
+    #[test]
+    fn sources_round_trip_through_their_stored_names() {
+        for source in [ScheduleSource::Config, ScheduleSource::Api] {
+            assert_eq!(
+                ScheduleSource::try_from(source.as_str().to_string()),
+                Ok(source)
+            );
+        }
+        assert!(ScheduleSource::try_from("cli".to_string()).is_err());
+    }
+}
