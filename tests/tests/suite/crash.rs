@@ -487,7 +487,7 @@ fn alive(pid: u32) -> bool {
 }
 
 fn read_pid(path: &Path) -> Option<u32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    crate::process::host_pid(&std::fs::read_to_string(path).ok()?)
 }
 
 async fn cancel_stops_a_running_command(db: &TestDb) {
@@ -495,7 +495,8 @@ async fn cancel_stops_a_running_command(db: &TestDb) {
     let d = dir.path();
     let (sh_pid, sleep_pid) = (out(d).join("sh.pid"), out(d).join("sleep.pid"));
     let command = format!(
-        "echo $$ > {}; sleep 30 & echo $! > {}; wait; echo late",
+        "echo {} > {}; sleep 30 & echo $! $(readlink /proc/self/ns/pid) > {}; wait; echo late",
+        crate::process::SHELL_PID,
         sh_path(&sh_pid),
         sh_path(&sleep_pid)
     );
@@ -566,7 +567,11 @@ async fn restart_reaps_orphans(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let pid_file = out(d).join("tool.pid");
-    let program = format!("echo $$ > {}; exec sleep 60", sh_path(&pid_file));
+    let program = format!(
+        "echo {} > {}; exec sleep 60",
+        crate::process::SHELL_PID,
+        sh_path(&pid_file)
+    );
     let body = agent(
         d,
         "orphan",

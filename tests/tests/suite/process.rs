@@ -414,3 +414,34 @@ async fn nightshift_serve_end_to_end(db: &TestDb) {
         "serve exits cleanly on SIGTERM: {status:?}"
     );
 }
+
+/// What a test command writes so the test can find it: its pid and its pid namespace (a
+/// sandboxed command runs in a pid namespace of its own, where `$$` is not the host's pid).
+pub(crate) const SHELL_PID: &str = "$$ $(readlink /proc/self/ns/pid)";
+
+/// The host pid of the process a command described with [`SHELL_PID`] (or `$! <ns>`) while
+/// it runs: the process in that pid namespace whose pid there is the one written.
+pub(crate) fn host_pid(written: &str) -> Option<u32> {
+    let mut fields = written.split_whitespace();
+    let inner: u32 = fields.next()?.parse().ok()?;
+    let Some(ns) = fields.next() else {
+        return Some(inner);
+    };
+    let own = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    if own.to_str()? == ns {
+        return Some(inner); // not sandboxed: the pid is the host's
+    }
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let link = std::fs::read_link(entry.path().join("ns/pid")).ok()?;
+            if link.to_str()? != ns {
+                return None;
+            }
+            let status = std::fs::read_to_string(entry.path().join("status")).ok()?;
+            let nspid = status.lines().find(|l| l.starts_with("NSpid:"))?;
+            (nspid.split_whitespace().last()?.parse::<u32>().ok()? == inner).then_some(pid)
+        })
+}

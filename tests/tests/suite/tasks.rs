@@ -332,7 +332,10 @@ async fn run_waits_for_task(db: &TestDb) {
 async fn task_reported_lost(db: &TestDb) {
     let model = ScriptModel::new(vec![
         reply(
-            vec![background("echo $$ > task.pid; exec sleep 300")],
+            vec![background(&format!(
+                "echo {} > task.pid; exec sleep 300",
+                crate::process::SHELL_PID
+            ))],
             StopReason::ToolUse,
         ),
         reply(vec![text("Waiting.")], StopReason::EndTurn),
@@ -398,8 +401,14 @@ async fn task_reported_lost(db: &TestDb) {
 /// The pid a test task wrote to `task.pid` in its run's workspace.
 async fn task_pid(dir: &Path, run_id: &str) -> u32 {
     let pid_file = dir.join("data/workspaces").join(run_id).join("task.pid");
-    eventually(Duration::from_secs(10), "the task to start", || async {
-        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    let written = eventually(Duration::from_secs(10), "the task to start", || async {
+        std::fs::read_to_string(&pid_file)
+            .ok()
+            .filter(|t| t.ends_with('\n'))
+    })
+    .await;
+    eventually(Duration::from_secs(30), "the task's process", || async {
+        crate::process::host_pid(&written)
     })
     .await
 }
@@ -407,7 +416,10 @@ async fn task_pid(dir: &Path, run_id: &str) -> u32 {
 async fn cancelled_run_stops_task(db: &TestDb) {
     let model = ScriptModel::new(vec![
         reply(
-            vec![background("echo $$ > task.pid; exec sleep 300")],
+            vec![background(&format!(
+                "echo {} > task.pid; exec sleep 300",
+                crate::process::SHELL_PID
+            ))],
             StopReason::ToolUse,
         ),
         reply(vec![text("Waiting.")], StopReason::EndTurn),
@@ -432,7 +444,10 @@ async fn cancelled_run_stops_task(db: &TestDb) {
 async fn task_stop_from_another_daemon(db: &TestDb) {
     let model = ScriptModel::new(vec![
         reply(
-            vec![background("echo $$ > task.pid; exec sleep 300")],
+            vec![background(&format!(
+                "echo {} > task.pid; exec sleep 300",
+                crate::process::SHELL_PID
+            ))],
             StopReason::ToolUse,
         ),
         reply(vec![text("Waiting.")], StopReason::EndTurn),
@@ -697,7 +712,11 @@ async fn daemon_with_waiting_task(
 ) -> (std::path::PathBuf, Store, super::process::Proc, String, u32) {
     use super::crash::*;
     let pid_file = out(d).join("task.pid");
-    let command = format!("echo $$ > '{}'; exec sleep 300", pid_file.to_str().unwrap());
+    let command = format!(
+        "echo {} > '{}'; exec sleep 300",
+        crate::process::SHELL_PID,
+        pid_file.to_str().unwrap()
+    );
     let cfg = write_config(db, d, FAST_WORKER, &builder(d, &command, last));
     let store = db.store().await;
     let daemon = serve(&cfg);
@@ -712,7 +731,7 @@ async fn daemon_with_waiting_task(
     )
     .await;
     let pid: u32 = eventually(Duration::from_secs(10), "the task's pid", || async {
-        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+        crate::process::host_pid(&std::fs::read_to_string(&pid_file).ok()?)
     })
     .await;
     (cfg, store, daemon, run_id, pid)
