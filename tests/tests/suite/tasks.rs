@@ -350,6 +350,8 @@ async fn task_reported_lost(db: &TestDb) {
     let h = &s.h;
     let run_id = h.enqueue("builder", "Build it.").await;
     assert!(matches!(h.run_once().await, JobOutcome::Park { .. }));
+    // Its pid once it runs (a sandboxed start takes a moment).
+    let pid = task_pid(s.dir.path(), &run_id).await;
     let other = TaskKeeper::new(
         h.store.clone(),
         "daemon-b",
@@ -382,7 +384,6 @@ async fn task_reported_lost(db: &TestDb) {
     );
     // Daemon A comes back: its next refresh learns the task was marked lost and kills it
     // (the model may start it again); the lost row stays lost.
-    let pid = task_pid(s.dir.path(), &run_id).await;
     s.keeper.tick().await.unwrap();
     eventually(
         Duration::from_secs(10),
