@@ -11,8 +11,9 @@
 //!   (`store/sql/<backend>/<name>.sql`) with typed parameters and rows, or an algorithm that
 //!   legitimately differs between backends behind one signature (PostgreSQL's one-statement
 //!   settle, SQLite's transaction):
-//!   [`QueueStatements`](crate::queue::QueueStatements),
-//!   [`SettleStatements`](crate::batch::SettleStatements),
+//!   [`QueueStatements`](crate::queue::QueueStatements) and
+//!   [`QueuePaths`](crate::queue::QueuePaths) (the queue's statements whose shape differs
+//!   per backend: enqueue, settle, batch ends, claims),
 //!   [`ScheduleStatements`](crate::schedules::ScheduleStatements),
 //!   [`ApprovalStatements`](crate::approvals::ApprovalStatements),
 //!   [`TaskStatements`](crate::tasks::TaskStatements),

@@ -73,4 +73,4 @@ pub use states::{JobKind, JobState, RunStatus, TaskStatus, Trigger};
 pub use store::{LeasedJob, Store, WorkSignal};
 pub use tasks::{NewTask, Task, TaskEnd};
 pub use wakeups::PendingWakeup;
-pub use webhooks::{DeliveryStatus as WebhookDeliveryStatus, WebhookDelivery};
+pub use webhooks::{WebhookDelivery, WebhookDeliveryStatus};

@@ -25,7 +25,7 @@ use crate::{Error, Result};
 /// Where a delivery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum DeliveryStatus {
+pub enum WebhookDeliveryStatus {
     /// Accepted; its runs are being enqueued (or the process died while enqueuing them: the
     /// next copy of the delivery finishes the job, with the same idempotency keys).
     Claimed,
@@ -33,13 +33,13 @@ pub enum DeliveryStatus {
     Done,
 }
 
-impl TryFrom<String> for DeliveryStatus {
+impl TryFrom<String> for WebhookDeliveryStatus {
     type Error = String;
 
     fn try_from(s: String) -> std::result::Result<Self, String> {
         match s.as_str() {
-            "claimed" => Ok(DeliveryStatus::Claimed),
-            "done" => Ok(DeliveryStatus::Done),
+            "claimed" => Ok(WebhookDeliveryStatus::Claimed),
+            "done" => Ok(WebhookDeliveryStatus::Done),
             other => Err(format!("unknown webhook delivery status '{other}'")),
         }
     }
@@ -54,7 +54,7 @@ pub struct WebhookDelivery {
     #[sqlx(try_from = "crate::text::DbText")]
     pub event: String,
     #[sqlx(try_from = "String")]
-    pub status: DeliveryStatus,
+    pub status: WebhookDeliveryStatus,
     /// What the delivery enqueued (a JSON array the intake wrote), once `done`.
     #[sqlx(try_from = "crate::text::DbOptText")]
     pub runs: Option<String>,
