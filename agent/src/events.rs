@@ -2,10 +2,17 @@
 //! a JSON payload). The model's context is a projection of these events
 //! ([`crate::state::RunState`]); a tool call is logged as `tool_started` — committed before
 //! the tool runs — and `tool_result` after.
+//!
+//! A run's end is named by [`EndStatus`], whose wire names are the run statuses the store
+//! writes (`succeeded`, `failed`, …); a name this version does not know still decodes, as
+//! [`EndStatus::Other`], so an event already in a database always loads.
+
+use std::fmt;
 
 use nightshift_llm::{Message, StopReason, Usage};
+use nightshift_store::RunStatus;
 use nightshift_tools::ToolClass;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// One event of a run's log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,9 +99,82 @@ pub enum RunEvent {
     },
     /// The run ended (its final state is also on the run row).
     Finished {
-        status: String,
+        status: EndStatus,
         detail: Option<String>,
     },
+}
+
+/// How a run ended, as `finished` events and checkpoints spell it: the terminal
+/// [`RunStatus`] names, plus any other name an older event may hold.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum EndStatus {
+    Succeeded,
+    Failed,
+    Cancelled,
+    /// Replaced by a newer run with the same concurrency key (ends the loop like a cancel).
+    Superseded,
+    BudgetExhausted,
+    MaxRounds,
+    /// A name this version does not know, kept as it was written; it ends the run as failed.
+    Other(String),
+}
+
+impl EndStatus {
+    /// The known statuses, in the order of [`RunStatus::ALL`].
+    pub const KNOWN: [EndStatus; 6] = [
+        EndStatus::Succeeded,
+        EndStatus::Failed,
+        EndStatus::Cancelled,
+        EndStatus::BudgetExhausted,
+        EndStatus::MaxRounds,
+        EndStatus::Superseded,
+    ];
+
+    /// The wire name (the run status name for a known status).
+    pub fn as_str(&self) -> &str {
+        match self {
+            EndStatus::Other(name) => name,
+            known => known.run_status().as_str(),
+        }
+    }
+
+    /// The status of the run this end leaves behind; an unknown name counts as failed.
+    pub fn run_status(&self) -> RunStatus {
+        match self {
+            EndStatus::Succeeded => RunStatus::Succeeded,
+            EndStatus::Failed | EndStatus::Other(_) => RunStatus::Failed,
+            EndStatus::Cancelled => RunStatus::Cancelled,
+            EndStatus::Superseded => RunStatus::Superseded,
+            EndStatus::BudgetExhausted => RunStatus::BudgetExhausted,
+            EndStatus::MaxRounds => RunStatus::MaxRounds,
+        }
+    }
+
+    /// The status named `name`: a known one, or [`EndStatus::Other`].
+    pub fn named(name: &str) -> EndStatus {
+        EndStatus::KNOWN
+            .into_iter()
+            .find(|s| s.as_str() == name)
+            .unwrap_or_else(|| EndStatus::Other(name.to_string()))
+    }
+}
+
+impl fmt::Display for EndStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for EndStatus {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for EndStatus {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(|name| EndStatus::named(&name))
+    }
 }
 
 impl RunEvent {
@@ -174,5 +254,48 @@ mod tests {
             .payload(),
         );
         assert!(wrong.unwrap_err().contains("holds a compacted payload"));
+    }
+
+    #[test]
+    fn end_statuses_keep_the_run_status_names_on_the_wire() {
+        for status in EndStatus::KNOWN {
+            let name = status.run_status().as_str();
+            let event = RunEvent::Finished {
+                status: status.clone(),
+                detail: None,
+            };
+            assert_eq!(
+                event.payload(),
+                format!(r#"{{"type":"finished","status":"{name}","detail":null}}"#)
+            );
+            assert_eq!(
+                RunEvent::parse("finished", &event.payload()).unwrap(),
+                event
+            );
+        }
+        let known: Vec<_> = EndStatus::KNOWN.iter().map(EndStatus::run_status).collect();
+        let terminal: Vec<_> = RunStatus::ALL
+            .iter()
+            .copied()
+            .filter(|s| s.is_terminal())
+            .collect();
+        assert_eq!(known, terminal, "one end status per terminal run status");
+    }
+
+    #[test]
+    fn a_finished_event_with_an_unknown_status_still_loads_and_counts_as_failed() {
+        let stored = r#"{"type":"finished","status":"exploded","detail":"boom"}"#;
+        let event = RunEvent::parse("finished", stored).unwrap();
+        let RunEvent::Finished { status, detail } = &event else {
+            panic!("{event:?}");
+        };
+        assert_eq!(*status, EndStatus::Other("exploded".into()));
+        assert_eq!(status.run_status(), RunStatus::Failed);
+        assert_eq!(detail.as_deref(), Some("boom"));
+        assert_eq!(
+            event.payload(),
+            stored,
+            "the name is written back as it was"
+        );
     }
 }

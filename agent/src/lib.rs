@@ -42,7 +42,7 @@ pub mod wakeup;
 pub use config::{
     AgentConfig, AgentDef, AgentSandbox, Budgets, ContextPolicy, Pricing, SandboxNetwork,
 };
-pub use events::RunEvent;
+pub use events::{EndStatus, RunEvent};
 pub use nightshift_tools::{ToolClass, ToolOutput};
 pub use notify::NotifyTarget;
 pub use ports::{ModelFailure, ModelGateway, ToolBox, ToolCall};

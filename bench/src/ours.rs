@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use nightshift_store::{NewRun, Store, StoreConfig, SystemClock};
+use nightshift_store::{JobState, NewRun, Store, StoreConfig, SystemClock};
 use nightshift_worker::{Handler, JobContext, JobOutcome, Pool, PoolConfig};
 use sqlx::postgres::PgConnection;
 use sqlx::{AssertSqlSafe, Connection};
@@ -107,7 +107,7 @@ impl Subject for Ours {
         let counts = self.store.job_counts().await?;
         Ok(counts
             .iter()
-            .find(|(state, _)| state == "succeeded")
+            .find(|(state, _)| state == JobState::Succeeded.as_str())
             .map_or(0, |(_, n)| u64::try_from(*n).unwrap_or(0)))
     }
 

@@ -108,6 +108,18 @@ impl StoreLedger {
     }
 }
 
+/// How a task in `status` ended; `None` while it runs.
+fn ending_of(status: TaskStatus) -> Option<TaskEnding> {
+    match status {
+        TaskStatus::Running => None,
+        TaskStatus::Succeeded => Some(TaskEnding::Succeeded),
+        TaskStatus::Failed => Some(TaskEnding::Failed),
+        TaskStatus::TimedOut => Some(TaskEnding::TimedOut),
+        TaskStatus::Stopped => Some(TaskEnding::Stopped),
+        TaskStatus::Lost => Some(TaskEnding::Lost),
+    }
+}
+
 fn status_of(ending: TaskEnding) -> TaskStatus {
     match ending {
         TaskEnding::Succeeded => TaskStatus::Succeeded,
@@ -186,7 +198,7 @@ impl TaskLedger for StoreLedger {
             Some(TaskSnapshot {
                 run_id: task.run_id,
                 command: task.command,
-                status: task.status.to_string(),
+                ending: ending_of(task.status),
                 detail: task.detail,
                 output_tail: task.output_tail,
                 output_bytes: u64::try_from(task.output_bytes).unwrap_or(0),
@@ -315,4 +327,22 @@ pub fn supervisor(
         dir,
         Arc::new(StoreLedger::new(store.clone(), owner, config)),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_stored_task_status_maps_to_its_ending_and_back() {
+        for status in TaskStatus::ALL {
+            match ending_of(*status) {
+                None => assert_eq!(*status, TaskStatus::Running),
+                Some(ending) => {
+                    assert_eq!(status_of(ending), *status);
+                    assert_eq!(ending.as_str(), status.as_str());
+                }
+            }
+        }
+    }
 }

@@ -166,19 +166,6 @@ impl From<StoreError> for Stop {
     }
 }
 
-fn run_end_event(end: &RunEnd) -> RunEvent {
-    let detail = match end {
-        RunEnd::Succeeded { result } => result.clone(),
-        RunEnd::Failed { error } => Some(error.clone()),
-        RunEnd::Cancelled => None,
-        RunEnd::BudgetExhausted { detail } | RunEnd::MaxRounds { detail } => Some(detail.clone()),
-    };
-    RunEvent::Finished {
-        status: end.run_status().as_str().to_string(),
-        detail,
-    }
-}
-
 impl AgentRuntime {
     async fn run_job(&self, ctx: &JobContext) -> Result<JobOutcome, Stop> {
         let lease = &ctx.lease;

@@ -8,11 +8,11 @@ use nightshift_llm::{Message, ModelRequest, ModelResponse, conversation};
 use nightshift_store::{RunEnd, RunProgress, RunStatus};
 use nightshift_worker::{JobContext, JobOutcome};
 
-use super::{Stop, outage, run_end_event};
+use super::{Stop, outage};
 use crate::checkpoint;
 use crate::config::AgentDef;
-use crate::events::RunEvent;
-use crate::state::RunState;
+use crate::events::{EndStatus, RunEvent};
+use crate::state::{Ending, RunState};
 
 /// One job's view of a run.
 pub(super) struct Session<'a> {
@@ -92,13 +92,13 @@ impl Session<'_> {
     /// Logs the end, checkpoints, and returns the outcome that completes the run.
     pub(super) async fn finish(&mut self, end: RunEnd) -> Result<JobOutcome, Stop> {
         if self.state.ending.is_none() {
-            let mut event = run_end_event(&end);
+            let mut event = Ending::of(&end).event();
             if end == RunEnd::Cancelled
                 && let Some(run) = self.ctx.lease.store().run(&self.run_id).await?
                 && run.status == RunStatus::Superseded
             {
                 event = RunEvent::Finished {
-                    status: RunStatus::Superseded.as_str().to_string(),
+                    status: EndStatus::Superseded,
                     detail: run.error,
                 };
             }

@@ -42,11 +42,7 @@ pub enum Step {
 /// The next step for a run in `state`.
 pub fn next_step(state: &RunState) -> Step {
     if let Some(ending) = &state.ending {
-        return Step::Finish(ending_to_run_end(
-            &ending.status,
-            ending.detail.clone(),
-            state,
-        ));
+        return Step::Finish(ending.run_end(|| state.final_text()));
     }
     if !state.pending.is_empty() {
         return Step::RunTools;
@@ -112,25 +108,6 @@ fn stop_reason_name(stop: &StopReason) -> String {
     match serde_json::to_value(stop) {
         Ok(serde_json::Value::String(name)) => name,
         _ => format!("{stop:?}"),
-    }
-}
-
-fn ending_to_run_end(status: &str, detail: Option<String>, state: &RunState) -> RunEnd {
-    let detail_or = |d: &str| detail.clone().unwrap_or_else(|| d.to_string());
-    match status {
-        "succeeded" => RunEnd::Succeeded {
-            result: detail.or_else(|| state.final_text()),
-        },
-        "cancelled" | "superseded" => RunEnd::Cancelled,
-        "budget_exhausted" => RunEnd::BudgetExhausted {
-            detail: detail_or("a budget ran out"),
-        },
-        "max_rounds" => RunEnd::MaxRounds {
-            detail: detail_or("the round cap was reached"),
-        },
-        _ => RunEnd::Failed {
-            error: detail_or("the run failed"),
-        },
     }
 }
 

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nightshift_agent::runtime::INTERRUPTED_NOTICE;
-use nightshift_agent::{RunEvent, RunState, ToolClass};
+use nightshift_agent::{EndStatus, RunEvent, RunState, ToolClass};
 use nightshift_llm::{ContentBlock, Role};
 use nightshift_store::{Event, Run, RunStatus, Store};
 use nightshift_tests::{TestDb, eventually, on_both_backends};
@@ -556,7 +556,7 @@ async fn cancel_stops_a_running_command(db: &TestDb) {
     assert_eq!(
         log[5].1,
         RunEvent::Finished {
-            status: "cancelled".into(),
+            status: EndStatus::Cancelled,
             detail: None
         }
     );

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use nightshift_agent::runtime::REFUSED_NOTICE;
-use nightshift_agent::{RunEvent, SCHEDULE_WAKEUP};
+use nightshift_agent::{EndStatus, RunEvent, SCHEDULE_WAKEUP};
 use nightshift_llm::{ContentBlock, Role, StopReason};
 use nightshift_store::{ConcurrencyPolicy, JobKind, JobState, NewRun, RunStatus};
 use nightshift_tests::{TestDb, eventually, on_both_backends};
@@ -179,7 +179,10 @@ async fn superseded_run_is_fenced(db: &TestDb) {
     )));
     assert!(matches!(
         events.last(),
-        Some(RunEvent::Finished { status, .. }) if status == "superseded"
+        Some(RunEvent::Finished {
+            status: EndStatus::Superseded,
+            ..
+        })
     ));
     assert!(
         !events

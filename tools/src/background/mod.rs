@@ -112,8 +112,8 @@ pub struct EndedTask {
 pub struct TaskSnapshot {
     pub run_id: String,
     pub command: String,
-    /// `running`, `succeeded`, `failed`, `timed_out`, `stopped` or `lost`.
-    pub status: String,
+    /// How it ended; `None` while it runs (on another daemon).
+    pub ending: Option<TaskEnding>,
     pub detail: Option<String>,
     pub output_tail: Option<String>,
     pub output_bytes: u64,
@@ -404,11 +404,10 @@ impl TaskSupervisor {
             output,
             output_bytes: snap.output_bytes,
             elapsed: None,
-            status: if snap.status == "running" {
-                "running on another daemon".into()
-            } else {
-                snap.status
-            },
+            status: snap
+                .ending
+                .map_or("running on another daemon", TaskEnding::as_str)
+                .into(),
         })
     }
 

@@ -59,7 +59,7 @@ impl TaskLedger for MemoryLedger {
             Some(TaskSnapshot {
                 run_id: s.run_id.clone(),
                 command: s.command.clone(),
-                status: e.map_or("running".into(), |e| e.ending.as_str().to_string()),
+                ending: e.map(|e| e.ending),
                 detail: e.map(|e| e.detail.clone()),
                 output_tail: e.map(|e| e.output_tail.clone()),
                 output_bytes: e.map_or(0, |e| e.output_bytes),

@@ -28,7 +28,7 @@ mod validate;
 
 use std::time::Duration;
 
-use nightshift_store::Event;
+use nightshift_store::{Event, RunStatus};
 use nightshift_tests::eventually;
 use serde_json::Value;
 
@@ -48,11 +48,8 @@ async fn settle(
         || async {
             let run = d.run(run_id).await;
             let events = d.events(run_id).await;
-            let status = run["status"].as_str().unwrap_or_default().to_string();
-            let terminal = !matches!(
-                status.as_str(),
-                "queued" | "running" | "waiting" | "awaiting_approval"
-            );
+            let status = run["status"].as_str().unwrap_or_default();
+            let terminal = !status.parse::<RunStatus>().is_ok_and(|s| !s.is_terminal());
             (terminal || runaway(&events)).then_some((run, events))
         },
     )
