@@ -34,7 +34,7 @@ use std::time::Duration;
 use crate::backend::Conn;
 use crate::clock::{Millis, duration_millis};
 use crate::model::{Job, RunEnd};
-use crate::queue::{self, ClaimRow, FastSettle, JobEnd, QueuePaths, QueueStatements, lease};
+use crate::queue::{ClaimRow, FastSettle, JobEnd, QueuePaths, QueueStatements, lease};
 use crate::store::{LeasedJob, RunUpdate, Store, dispatch, run_after_rescue};
 use crate::{Error, Result};
 
@@ -328,7 +328,7 @@ async fn rescue<B: QueueStatements>(c: &mut Conn<B>, now: Millis) -> Result<usiz
             error: finished.and(job.error.as_deref()),
             finished_at: finished,
         };
-        queue::set_run::<B>(c, &job.run_id, update, now).await?;
+        B::set_run_status(c, &job.run_id, update, now).await?;
     }
     Ok(rescued.len())
 }

@@ -5,9 +5,7 @@
 
 use crate::clock::Millis;
 use crate::model::{Heartbeat, JobOptions, RetryOutcome, RunProgress};
-use crate::queue::{
-    CheckpointRow, EventRow, JobRow, LeaseProbe, QueueStatements, RetryRow, set_run,
-};
+use crate::queue::{CheckpointRow, EventRow, JobRow, LeaseProbe, QueueStatements, RetryRow};
 use crate::states::{JobKind, JobState, RunStatus};
 use crate::store::{RunUpdate, lease_lost, run_after_retry};
 use crate::{Error, Result};
@@ -137,7 +135,7 @@ pub(crate) async fn retry<B: QueueStatements>(b: &B, retry: RetryRow<'_>) -> Res
         error: finished.map(|_| retry.error),
         finished_at: finished,
     };
-    set_run::<B>(&mut tx, &job.run_id, update, retry.now).await?;
+    B::set_run_status(&mut tx, &job.run_id, update, retry.now).await?;
     if job.status == JobState::Queued {
         b.notify_enqueued(&mut tx, "").await?;
     }
@@ -172,7 +170,7 @@ pub(crate) async fn park<B: QueueStatements>(
     if job.cancel_requested_at.is_some() {
         // Cancellation won the race with parking: end the run instead of arming a job
         // nobody wants.
-        set_run::<B>(&mut tx, &job.run_id, RunUpdate::cancelled(now), now).await?;
+        B::set_run_status(&mut tx, &job.run_id, RunUpdate::cancelled(now), now).await?;
         B::commit(tx).await?;
         return Ok(None);
     }
@@ -199,7 +197,7 @@ pub(crate) async fn park<B: QueueStatements>(
     let resume_id = B::insert_job(&mut tx, resume).await?.ok_or_else(|| {
         Error::Corrupt(format!("run {}'s resume job was not inserted", job.run_id))
     })?;
-    set_run::<B>(
+    B::set_run_status(
         &mut tx,
         &job.run_id,
         RunUpdate::status(parking.waiting),
@@ -224,7 +222,7 @@ pub(crate) async fn release<B: QueueStatements>(
         B::rollback(tx).await?;
         return Err(lost(b, job_id, token).await);
     };
-    set_run::<B>(&mut tx, &run_id, RunUpdate::status(RunStatus::Queued), now).await?;
+    B::set_run_status(&mut tx, &run_id, RunUpdate::status(RunStatus::Queued), now).await?;
     b.notify_enqueued(&mut tx, "").await?;
     B::commit(tx).await
 }

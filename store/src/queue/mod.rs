@@ -186,16 +186,6 @@ pub(crate) async fn enqueue_resume<B: QueueStatements>(
     Ok(Enqueued::created(&new.run_id, job_id, Vec::new()))
 }
 
-/// Moves a run that is not yet terminal (the statement leaves terminal runs alone).
-pub(crate) async fn set_run<B: QueueStatements>(
-    c: &mut crate::backend::Conn<B>,
-    run_id: &str,
-    update: RunUpdate<'_>,
-    now: Millis,
-) -> Result<()> {
-    B::set_run_status(c, run_id, update, now).await
-}
-
 /// Cancels the run's queued jobs and asks its running ones to stop (at their next
 /// heartbeat); returns the running jobs' ids.
 async fn stop_jobs<B: QueueStatements>(
@@ -224,7 +214,7 @@ pub(crate) async fn cancel_run<B: QueueStatements>(
     B::request_cancel(&mut tx, run_id, now).await?;
     let running = stop_jobs::<B>(&mut tx, run_id, now).await?;
     let outcome = if running.is_empty() {
-        set_run::<B>(&mut tx, run_id, RunUpdate::cancelled(now), now).await?;
+        B::set_run_status(&mut tx, run_id, RunUpdate::cancelled(now), now).await?;
         CancelOutcome::Cancelled
     } else {
         CancelOutcome::Requested
