@@ -107,8 +107,8 @@ impl Subject for Ours {
         let counts = self.store.job_counts().await?;
         Ok(counts
             .iter()
-            .find(|(state, _)| state == JobState::Succeeded.as_str())
-            .map_or(0, |(_, n)| u64::try_from(*n).unwrap_or(0)))
+            .find(|jobs| jobs.state == JobState::Succeeded)
+            .map_or(0, |jobs| u64::try_from(jobs.count).unwrap_or(0)))
     }
 
     fn start(&mut self, probe: Probe) -> Result<Running> {

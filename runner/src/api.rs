@@ -97,13 +97,13 @@ pub(crate) fn status_query<T, S>(
     status: impl FnOnce(&T) -> Option<&str>,
 ) -> Result<(T, Option<S>), Response>
 where
-    S: std::str::FromStr<Err = String>,
+    S: std::str::FromStr<Err = nightshift_store::UnknownName>,
 {
     let Query(q) = q.map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))?;
     let parsed = status(&q)
         .map(str::parse::<S>)
         .transpose()
-        .map_err(|m| error(StatusCode::BAD_REQUEST, m))?;
+        .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
     Ok((q, parsed))
 }
 

@@ -238,7 +238,7 @@ async fn run(store: &Store, config: &Config, args: RunArgs) -> anyhow::Result<()
 }
 
 /// A listing's `--status` flag parsed as `S`; the error names the flag and the allowed values.
-fn status_flag<S: std::str::FromStr<Err = String>>(
+fn status_flag<S: std::str::FromStr<Err = nightshift_store::UnknownName>>(
     status: Option<String>,
 ) -> anyhow::Result<Option<S>> {
     status
@@ -459,8 +459,8 @@ async fn schedules_command(store: &Store, command: SchedulesCommand) -> anyhow::
 }
 
 async fn queue(store: &Store) -> anyhow::Result<()> {
-    for (state, n) in store.job_counts().await? {
-        println!("{state}\t{n}");
+    for jobs in store.job_counts().await? {
+        println!("{}\t{}", jobs.state, jobs.count);
     }
     for w in store.workers().await? {
         println!(

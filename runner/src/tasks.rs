@@ -284,15 +284,15 @@ impl TaskKeeper {
             let rows = self.store.heartbeat_tasks(&self.owner).await?;
             let asked: Vec<String> = rows
                 .iter()
-                .filter(|(_, stop)| *stop)
-                .map(|(id, _)| id.clone())
+                .filter(|beat| beat.stop_requested)
+                .map(|beat| beat.id.clone())
                 .collect();
             self.supervisor.stop_ids(&asked, StopCause::Asked);
             // A live task whose row no longer runs was marked lost while this daemon was out
             // of touch; the run was told so and may start it again: it must not run on.
             let gone: Vec<String> = live
                 .into_iter()
-                .filter(|id| !rows.iter().any(|(r, _)| r == id))
+                .filter(|id| !rows.iter().any(|beat| &beat.id == id))
                 .collect();
             if !gone.is_empty() {
                 tracing::warn!(tasks = ?gone, "killing background tasks another daemon marked lost");
@@ -309,8 +309,8 @@ impl TaskKeeper {
         if !lost.is_empty() {
             tracing::warn!(tasks = ?lost, "background tasks lost: their daemon stopped");
         }
-        for (run_id, task_id) in self.store.tasks_to_wake(100).await? {
-            wake_for_task(&self.store, &run_id, &task_id).await;
+        for task in self.store.tasks_to_wake(100).await? {
+            wake_for_task(&self.store, &task.run_id, &task.task_id).await;
         }
         Ok(())
     }

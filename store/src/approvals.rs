@@ -36,8 +36,8 @@ pub struct Approval {
     #[sqlx(try_from = "crate::text::DbText")]
     pub input: String,
     pub input_hash: String,
-    /// `pending`, `approved`, `denied` or `expired` (the names of [`ApprovalStatus`]).
-    pub status: String,
+    #[sqlx(try_from = "String")]
+    pub status: ApprovalStatus,
     #[sqlx(try_from = "crate::text::DbOptText")]
     pub reason: Option<String>,
     pub requested_at: Millis,
@@ -56,29 +56,19 @@ pub struct NewApproval<'a> {
     pub expires_at: Millis,
 }
 
-/// Where an approval stands; the names of the schema's `CHECK` on `approvals.status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalStatus {
-    /// Waiting for a decision until `expires_at`.
-    Pending,
-    Approved,
-    Denied,
-    /// Timed out undecided; the call is denied.
-    Expired,
+crate::states::string_enum! {
+    /// Where an approval stands; the names of the schema's `CHECK` on `approvals.status`.
+    ApprovalStatus("approval status") {
+        /// Waiting for a decision until `expires_at`.
+        Pending => "pending",
+        Approved => "approved",
+        Denied => "denied",
+        /// Timed out undecided; the call is denied.
+        Expired => "expired",
+    }
 }
 
 impl ApprovalStatus {
-    /// The name stored in the database and shown to users.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalStatus::Pending => "pending",
-            ApprovalStatus::Approved => "approved",
-            ApprovalStatus::Denied => "denied",
-            ApprovalStatus::Expired => "expired",
-        }
-    }
-
     /// The decision of an operator.
     pub fn decided(approve: bool) -> Self {
         if approve {
@@ -86,28 +76,6 @@ impl ApprovalStatus {
         } else {
             ApprovalStatus::Denied
         }
-    }
-}
-
-impl std::str::FromStr for ApprovalStatus {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "pending" => Ok(ApprovalStatus::Pending),
-            "approved" => Ok(ApprovalStatus::Approved),
-            "denied" => Ok(ApprovalStatus::Denied),
-            "expired" => Ok(ApprovalStatus::Expired),
-            other => Err(format!(
-                "unknown approval status '{other}'; expected one of: pending, approved, denied, \
-                 expired"
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for ApprovalStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -369,7 +337,7 @@ impl Store {
         }
         let run = self.run(run_id).await?.map(|r| r.status);
         let approval = match self.approval(run_id, call_id).await? {
-            Some(a) => Some(a.status.parse().map_err(Error::Corrupt)?),
+            Some(a) => Some(a.status),
             None => None,
         };
         Err(refusal(run_id, call_id, run, approval))

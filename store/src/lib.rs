@@ -49,15 +49,15 @@ mod warm;
 mod webhooks;
 mod writer;
 
-pub use approvals::{Approval, NewApproval};
+pub use approvals::{Approval, ApprovalStatus, NewApproval};
 pub use backoff::Backoff;
 pub use batch::{ClaimRequest, RESCUE_INTERVAL, Settled};
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use config::{BackendKind, ConfigError, StoreConfig, Synchronous};
 pub use error::{Error, LeaseLostReason, Result};
 pub use model::{
-    CancelOutcome, Checkpoint, ConcurrencyPolicy, Enqueued, Event, Heartbeat, Job, JobOptions,
-    NewResume, NewRun, ResumeReason, RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
+    CancelOutcome, Checkpoint, ConcurrencyPolicy, Enqueued, Event, Heartbeat, Job, JobCount,
+    JobOptions, NewResume, NewRun, ResumeReason, RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
 };
 pub use notifications::{AttemptOutcome, DeliveryStatus, NewDelivery, Notification, OutboxEntry};
 /// How PostgreSQL claims are planned (a session setting), for tests that read their plans.
@@ -67,10 +67,11 @@ pub use postgres::CLAIM_PLANNER_SETTINGS as POSTGRES_CLAIM_PLANNER_SETTINGS;
 #[doc(hidden)]
 pub use postgres::WARM_SETTINGS as POSTGRES_WARM_SETTINGS;
 pub use schedules::{
-    LeaderFence, LeaderLease, ScheduleAdvance, ScheduleDef, ScheduleRow, ScheduleSource,
+    LeaderFence, LeaderLease, Missed, Overlap, ScheduleAdvance, ScheduleDef, ScheduleRow,
+    ScheduleSource,
 };
-pub use states::{JobKind, JobState, RunStatus, TaskStatus, Trigger};
+pub use states::{JobKind, JobState, RunStatus, TaskStatus, Trigger, UnknownName};
 pub use store::{LeasedJob, Store, WorkSignal};
-pub use tasks::{NewTask, Task, TaskEnd};
+pub use tasks::{NewTask, Task, TaskBeat, TaskEnd, TaskToWake};
 pub use wakeups::PendingWakeup;
 pub use webhooks::{WebhookDelivery, WebhookDeliveryStatus};

@@ -115,6 +115,13 @@ pub struct WorkerRow {
     pub last_heartbeat_at: Millis,
 }
 
+/// How many jobs are in one state (`Store::job_counts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct JobCount {
+    pub state: JobState,
+    pub count: i64,
+}
+
 /// Where and when a job should run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobOptions {

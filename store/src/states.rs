@@ -2,11 +2,24 @@
 //! schema (`migrations/*/0001_init.sql`) and drawn in `docs/states.md`. Sets of states are
 //! named explicitly (`is_terminal`), never derived from declaration order.
 
-use std::fmt;
-use std::str::FromStr;
+/// A name that is none of an enum's names: read from the database, a query string or a
+/// config file. Says what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} '{name}'; expected one of: {}", allowed.join(", "))]
+pub struct UnknownName {
+    /// What the name was meant to be, in words (`run status`).
+    pub what: &'static str,
+    /// The name given.
+    pub name: String,
+    /// Every allowed name.
+    pub allowed: &'static [&'static str],
+}
 
+/// An enum stored and shown by name: `as_str`, `Display`, `FromStr` and `TryFrom<String>`
+/// (for sqlx's `try_from`) with [`UnknownName`] as the error, and `ALL` in declaration order.
+/// `$what` names it in errors (`"run status"`).
 macro_rules! string_enum {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+    ($(#[$meta:meta])* $name:ident ($what:literal) { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
         #[serde(rename_all = "snake_case")]
@@ -22,39 +35,39 @@ macro_rules! string_enum {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
 
-        impl FromStr for $name {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
+        impl ::std::str::FromStr for $name {
+            type Err = $crate::states::UnknownName;
+            fn from_str(s: &str) -> ::std::result::Result<Self, Self::Err> {
                 match s {
                     $($text => Ok($name::$variant),)+
-                    other => Err(format!(
-                        "unknown {} '{}'; expected one of: {}",
-                        stringify!($name),
-                        other,
-                        [$($text),+].join(", ")
-                    )),
+                    other => Err($crate::states::UnknownName {
+                        what: $what,
+                        name: other.to_string(),
+                        allowed: &[$($text),+],
+                    }),
                 }
             }
         }
 
         impl TryFrom<String> for $name {
-            type Error = String;
-            fn try_from(s: String) -> Result<Self, String> {
+            type Error = $crate::states::UnknownName;
+            fn try_from(s: String) -> ::std::result::Result<Self, Self::Error> {
                 s.parse()
             }
         }
     };
 }
+pub(crate) use string_enum;
 
 string_enum! {
     /// Where a run is in its lifecycle.
-    RunStatus {
+    RunStatus("run status") {
         /// Waiting for a worker to start it.
         Queued => "queued",
         /// A worker holds its job.
@@ -95,7 +108,7 @@ impl RunStatus {
 
 string_enum! {
     /// Where a job is in its lifecycle.
-    JobState {
+    JobState("job state") {
         /// Claimable once `run_at` has come (fresh, retrying or released).
         Queued => "queued",
         /// Leased by a worker until `lease_expires_at`.
@@ -123,7 +136,7 @@ impl JobState {
 
 string_enum! {
     /// Where a background task is (`migrations/*/0007_tasks.sql`).
-    TaskStatus {
+    TaskStatus("task status") {
         /// Its process runs.
         Running => "running",
         /// Exited with code 0.
@@ -141,7 +154,7 @@ string_enum! {
 
 string_enum! {
     /// What a job does when it runs.
-    JobKind {
+    JobKind("job kind") {
         /// Start a run from its prompt.
         Start => "start",
         /// Continue a run's session from its checkpoint.
@@ -151,7 +164,7 @@ string_enum! {
 
 string_enum! {
     /// What created a run.
-    Trigger {
+    Trigger("trigger") {
         Api => "api",
         Cli => "cli",
         Webhook => "webhook",
@@ -173,9 +186,9 @@ mod tests {
         for s in JobState::ALL {
             assert_eq!(s.as_str().parse::<JobState>().unwrap(), *s);
         }
-        let err = "done".parse::<JobState>().unwrap_err();
+        let err = "done".parse::<JobState>().unwrap_err().to_string();
         assert!(
-            err.contains("'done'") && err.contains("queued, running"),
+            err.contains("unknown job state 'done'") && err.contains("queued, running"),
             "{err}"
         );
     }

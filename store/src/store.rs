@@ -17,8 +17,8 @@ use crate::config::{BackendKind, StoreConfig};
 use crate::error::LeaseLostReason;
 use crate::migrate::{self, MigrationReport};
 use crate::model::{
-    CancelOutcome, Checkpoint, Enqueued, Event, Heartbeat, Job, JobOptions, NewResume, NewRun,
-    RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
+    CancelOutcome, Checkpoint, Enqueued, Event, Heartbeat, Job, JobCount, JobOptions, NewResume,
+    NewRun, RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
 };
 use crate::postgres::PgBackend;
 use crate::queue::lease::{self, Parking};
@@ -286,7 +286,7 @@ impl Store {
     }
 
     /// How many jobs are in each state (states with none are left out).
-    pub async fn job_counts(&self) -> Result<Vec<(String, i64)>> {
+    pub async fn job_counts(&self) -> Result<Vec<JobCount>> {
         dispatch!(self, b => queue::job_counts(b))
     }
 

@@ -88,7 +88,7 @@ pub struct TaskEnd<'a> {
 
 /// A running task refreshed by its owner (`tasks/heartbeat.sql`).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct TaskBeat {
+pub struct TaskBeat {
     pub id: String,
     /// Whether a stop was asked for it.
     pub stop_requested: bool,
@@ -96,7 +96,7 @@ pub(crate) struct TaskBeat {
 
 /// An ended, unreported task whose run sleeps (`tasks/to_wake.sql`).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct TaskToWake {
+pub struct TaskToWake {
     pub run_id: String,
     pub task_id: String,
 }
@@ -467,13 +467,9 @@ impl Store {
     /// Refreshes every running task of `owner`. Returns those still running, each with
     /// whether a stop was requested for it; a task of `owner` missing from the answer has
     /// ended meanwhile (e.g. marked lost by another daemon) and must not run on.
-    pub async fn heartbeat_tasks(&self, owner: &str) -> Result<Vec<(String, bool)>> {
+    pub async fn heartbeat_tasks(&self, owner: &str) -> Result<Vec<TaskBeat>> {
         let now = self.now();
-        let beats = dispatch!(self, b => heartbeat(b, owner, now))?;
-        Ok(beats
-            .into_iter()
-            .map(|t| (t.id, t.stop_requested))
-            .collect())
+        dispatch!(self, b => heartbeat(b, owner, now))
     }
 
     /// Asks the owner of running task `id` to stop it (its next refresh sees the request).
@@ -511,11 +507,10 @@ impl Store {
         dispatch!(self, b => mark_reported(b, id, now))
     }
 
-    /// `(run id, task id)` of ended, unreported tasks whose run is waiting, oldest ending
-    /// first: each such run should be woken to hear of its task.
-    pub async fn tasks_to_wake(&self, limit: i64) -> Result<Vec<(String, String)>> {
-        let rows = dispatch!(self, b => to_wake(b, limit.clamp(1, 10_000)))?;
-        Ok(rows.into_iter().map(|t| (t.run_id, t.task_id)).collect())
+    /// Ended, unreported tasks whose run is waiting, oldest ending first: each such run
+    /// should be woken to hear of its task.
+    pub async fn tasks_to_wake(&self, limit: i64) -> Result<Vec<TaskToWake>> {
+        dispatch!(self, b => to_wake(b, limit.clamp(1, 10_000)))
     }
 
     /// Running tasks of `owner` whose run has finished (they should be stopped).

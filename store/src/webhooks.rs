@@ -22,26 +22,14 @@ use crate::clock::Millis;
 use crate::store::{Store, dispatch};
 use crate::{Error, Result};
 
-/// Where a delivery stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WebhookDeliveryStatus {
-    /// Accepted; its runs are being enqueued (or the process died while enqueuing them: the
-    /// next copy of the delivery finishes the job, with the same idempotency keys).
-    Claimed,
-    /// Its runs are enqueued and recorded in `runs`.
-    Done,
-}
-
-impl TryFrom<String> for WebhookDeliveryStatus {
-    type Error = String;
-
-    fn try_from(s: String) -> std::result::Result<Self, String> {
-        match s.as_str() {
-            "claimed" => Ok(WebhookDeliveryStatus::Claimed),
-            "done" => Ok(WebhookDeliveryStatus::Done),
-            other => Err(format!("unknown webhook delivery status '{other}'")),
-        }
+crate::states::string_enum! {
+    /// Where a delivery stands.
+    WebhookDeliveryStatus("webhook delivery status") {
+        /// Accepted; its runs are being enqueued (or the process died while enqueuing them: the
+        /// next copy of the delivery finishes the job, with the same idempotency keys).
+        Claimed => "claimed",
+        /// Its runs are enqueued and recorded in `runs`.
+        Done => "done",
     }
 }
 

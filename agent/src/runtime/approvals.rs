@@ -3,7 +3,7 @@
 //! store when the run resumes, is logged once as `approval_decided` (a timeout counts as a
 //! denial) and then applies to exactly that call.
 
-use nightshift_store::ResumeReason;
+use nightshift_store::{ApprovalStatus, ResumeReason};
 use nightshift_worker::JobOutcome;
 
 use super::{Session, Stop};
@@ -79,7 +79,7 @@ impl Session<'_> {
             return Ok(());
         };
         let mut by = "operator";
-        if row.status == "pending" && store.now() >= row.expires_at {
+        if row.status == ApprovalStatus::Pending && store.now() >= row.expires_at {
             store
                 .expire_approval(&self.run_id, &waiting.call_id)
                 .await?;
@@ -89,10 +89,10 @@ impl Session<'_> {
                 .await?
                 .unwrap_or(row);
         }
-        if row.status == "pending" {
+        if row.status == ApprovalStatus::Pending {
             return Ok(());
         }
-        if row.status == "expired" {
+        if row.status == ApprovalStatus::Expired {
             by = "timeout";
         }
         let input = self
@@ -107,7 +107,7 @@ impl Session<'_> {
                 Some("the decision was made for a different input of this call".to_string()),
             )
         } else {
-            (row.status == "approved", row.reason)
+            (row.status == ApprovalStatus::Approved, row.reason)
         };
         self.log(RunEvent::ApprovalDecided {
             call_id: waiting.call_id,

@@ -109,7 +109,7 @@ async fn main() -> Result<()> {
         let first = post_all(&base, &deliveries, 202).await?;
         let queued = || async {
             let counts = store.job_counts().await?;
-            Ok::<_, anyhow::Error>(counts.iter().map(|(_, c)| *c).sum::<i64>())
+            Ok::<_, anyhow::Error>(counts.iter().map(|jobs| jobs.count).sum::<i64>())
         };
         if queued().await? != n as i64 {
             bail!("{name}: expected {n} jobs, found {}", queued().await?);

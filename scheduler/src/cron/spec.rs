@@ -16,55 +16,10 @@ use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use minijinja::{Environment, UndefinedBehavior, context};
 use nightshift_store::{Millis, ScheduleDef, ScheduleRow, ScheduleSource};
+pub use nightshift_store::{Missed, Overlap};
 use serde::{Deserialize, Serialize};
 
 use super::expr::CronExpr;
-
-/// What a fire does while the schedule's previous run is still active.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Overlap {
-    /// Do not start another run; the fire is counted as skipped.
-    #[default]
-    Skip,
-    /// Enqueue it; runs of the schedule run one at a time (concurrency key `schedule:{id}`).
-    Queue,
-    /// Enqueue it; runs may overlap.
-    Allow,
-}
-
-/// What happens to fires that were due while no daemon was running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Missed {
-    /// Drop them (logged with how many) and wait for the next fire, like cron.
-    #[default]
-    Skip,
-    /// Fire once, for the latest missed time, then wait for the next fire.
-    RunOnce,
-}
-
-macro_rules! names {
-    ($t:ty { $($v:ident => $s:literal),+ }) => {
-        impl $t {
-            /// The name config and the store use.
-            pub fn as_str(self) -> &'static str {
-                match self { $(Self::$v => $s),+ }
-            }
-        }
-        impl std::str::FromStr for $t {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                match s {
-                    $($s => Ok(Self::$v),)+
-                    _ => Err(format!("'{s}' is not allowed; use {}", [$($s),+].join(" or "))),
-                }
-            }
-        }
-    };
-}
-names!(Overlap { Skip => "skip", Queue => "queue", Allow => "allow" });
-names!(Missed { Skip => "skip", RunOnce => "run_once" });
 
 /// A schedule as written in config or sent to the API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -180,8 +135,8 @@ impl Schedule {
             timezone: row.timezone.clone(),
             agent: row.agent.clone(),
             prompt: row.prompt.clone(),
-            overlap: row.overlap.parse()?,
-            missed: row.missed.parse()?,
+            overlap: row.overlap,
+            missed: row.missed,
             enabled: row.enabled,
         };
         Schedule::compile(spec, None)
@@ -239,8 +194,8 @@ impl Schedule {
             timezone: self.spec.timezone.clone(),
             agent: self.spec.agent.clone(),
             prompt: self.spec.prompt.clone(),
-            overlap: self.spec.overlap.as_str().to_string(),
-            missed: self.spec.missed.as_str().to_string(),
+            overlap: self.spec.overlap,
+            missed: self.spec.missed,
             enabled: self.spec.enabled,
             next_fire_at: if self.spec.enabled {
                 next_fire_at

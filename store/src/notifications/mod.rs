@@ -43,53 +43,15 @@ use crate::{Error, Result};
 mod binds;
 pub(crate) use binds::notification_statements;
 
-/// Where a delivery is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeliveryStatus {
-    /// Not delivered yet; tried again at `next_attempt_at`.
-    Pending,
-    /// The receiver answered 2xx.
-    Delivered,
-    /// Out of attempts; `last_error` says why.
-    Dead,
-}
-
-impl DeliveryStatus {
-    /// The name stored in the database and shown to users.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Pending => "pending",
-            DeliveryStatus::Delivered => "delivered",
-            DeliveryStatus::Dead => "dead",
-        }
-    }
-}
-
-impl std::str::FromStr for DeliveryStatus {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "pending" => Ok(DeliveryStatus::Pending),
-            "delivered" => Ok(DeliveryStatus::Delivered),
-            "dead" => Ok(DeliveryStatus::Dead),
-            other => Err(format!(
-                "unknown delivery status '{other}'; expected one of: pending, delivered, dead"
-            )),
-        }
-    }
-}
-
-impl TryFrom<String> for DeliveryStatus {
-    type Error = String;
-    fn try_from(s: String) -> std::result::Result<Self, String> {
-        s.parse()
-    }
-}
-
-impl std::fmt::Display for DeliveryStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+crate::states::string_enum! {
+    /// Where a delivery is.
+    DeliveryStatus("delivery status") {
+        /// Not delivered yet; tried again at `next_attempt_at`.
+        Pending => "pending",
+        /// The receiver answered 2xx.
+        Delivered => "delivered",
+        /// Out of attempts; `last_error` says why.
+        Dead => "dead",
     }
 }
 

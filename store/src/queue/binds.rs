@@ -580,10 +580,21 @@ macro_rules! queue_statements {
 
             async fn job_counts(
                 c: &mut $crate::backend::Conn<Self>,
-            ) -> $crate::Result<Vec<(String, i64)>> {
-                Ok(sqlx::query_as($crate::backend::sql!($dir, "job_counts"))
-                    .fetch_all(c)
-                    .await?)
+            ) -> $crate::Result<Vec<$crate::model::JobCount>> {
+                let rows: Vec<(String, i64)> =
+                    sqlx::query_as($crate::backend::sql!($dir, "job_counts"))
+                        .fetch_all(c)
+                        .await?;
+                rows.into_iter()
+                    .map(|(state, count)| {
+                        Ok($crate::model::JobCount {
+                            state: state
+                                .parse()
+                                .map_err(|e| $crate::Error::Corrupt(format!("jobs.status: {e}")))?,
+                            count,
+                        })
+                    })
+                    .collect()
             }
 
             async fn next_due(c: &mut $crate::backend::Conn<Self>) -> $crate::Result<Option<i64>> {

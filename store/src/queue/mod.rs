@@ -17,7 +17,7 @@ pub(crate) use statements::*;
 
 use crate::clock::Millis;
 use crate::model::{
-    CancelOutcome, Checkpoint, Enqueued, Event, Job, NewResume, NewRun, Run, WorkerRow,
+    CancelOutcome, Checkpoint, Enqueued, Event, Job, JobCount, NewResume, NewRun, Run, WorkerRow,
 };
 use crate::states::{JobKind, RunStatus};
 use crate::store::{RunUpdate, parse_status};
@@ -265,7 +265,7 @@ pub(crate) async fn latest_checkpoint<B: QueueStatements>(
     B::latest_checkpoint(&mut *b.reader().await?, run_id).await
 }
 
-pub(crate) async fn job_counts<B: QueueStatements>(b: &B) -> Result<Vec<(String, i64)>> {
+pub(crate) async fn job_counts<B: QueueStatements>(b: &B) -> Result<Vec<JobCount>> {
     B::job_counts(&mut *b.reader().await?).await
 }
 

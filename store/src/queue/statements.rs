@@ -11,7 +11,7 @@ use std::future::Future;
 use crate::Result;
 use crate::backend::{Backend, Conn};
 use crate::clock::Millis;
-use crate::model::{Checkpoint, Event, Job, NewRun, Run, RunEnd, RunProgress, WorkerRow};
+use crate::model::{Checkpoint, Event, Job, JobCount, NewRun, Run, RunEnd, RunProgress, WorkerRow};
 use crate::states::{JobKind, JobState, RunStatus};
 use crate::store::RunUpdate;
 
@@ -155,11 +155,13 @@ pub(crate) struct FastSettle {
 }
 
 pub(crate) fn parse_job_state(s: &str) -> Result<JobState> {
-    s.parse().map_err(crate::Error::Corrupt)
+    s.parse()
+        .map_err(|e: crate::UnknownName| crate::Error::Corrupt(e.to_string()))
 }
 
 pub(crate) fn parse_run_status(s: &str) -> Result<RunStatus> {
-    s.parse().map_err(crate::Error::Corrupt)
+    s.parse()
+        .map_err(|e: crate::UnknownName| crate::Error::Corrupt(e.to_string()))
 }
 
 /// The queue's statements that both backends bind the same way.
@@ -366,7 +368,7 @@ pub(crate) trait QueueStatements: Backend {
         run_id: &str,
     ) -> impl Future<Output = Result<Option<Checkpoint>>> + Send;
     /// `job_counts.sql`: jobs per state.
-    fn job_counts(c: &mut Conn<Self>) -> impl Future<Output = Result<Vec<(String, i64)>>> + Send;
+    fn job_counts(c: &mut Conn<Self>) -> impl Future<Output = Result<Vec<JobCount>>> + Send;
     /// `next_due.sql`: when the next queued job is due.
     fn next_due(c: &mut Conn<Self>) -> impl Future<Output = Result<Option<Millis>>> + Send;
     /// `upsert_worker.sql`.

@@ -27,34 +27,39 @@ use crate::{Error, Result};
 mod binds;
 pub(crate) use binds::{bind_schedule_insert, schedule_statements};
 
-/// Where a schedule was defined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ScheduleSource {
-    /// `[[schedules]]` in `nightshift.toml`: re-applied at start, read-only in the API.
-    Config,
-    /// Made through the API.
-    Api,
-}
-
-impl ScheduleSource {
-    /// The name stored in the database.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ScheduleSource::Config => "config",
-            ScheduleSource::Api => "api",
-        }
+crate::states::string_enum! {
+    /// Where a schedule was defined.
+    ScheduleSource("schedule source") {
+        /// `[[schedules]]` in `nightshift.toml`: re-applied at start, read-only in the API.
+        Config => "config",
+        /// Made through the API.
+        Api => "api",
     }
 }
 
-impl TryFrom<String> for ScheduleSource {
-    type Error = String;
-    fn try_from(s: String) -> std::result::Result<Self, String> {
-        match s.as_str() {
-            "config" => Ok(ScheduleSource::Config),
-            "api" => Ok(ScheduleSource::Api),
-            other => Err(format!("unknown schedule source '{other}'")),
-        }
+crate::states::string_enum! {
+    /// What a fire does while the schedule's previous run is still active.
+    #[derive(Default)]
+    Overlap("overlap policy") {
+        /// Do not start another run; the fire is counted as skipped (the default).
+        #[default]
+        Skip => "skip",
+        /// Enqueue it; runs of the schedule run one at a time (concurrency key `schedule:{id}`).
+        Queue => "queue",
+        /// Enqueue it; runs may overlap.
+        Allow => "allow",
+    }
+}
+
+crate::states::string_enum! {
+    /// What happens to fires that were due while no daemon was running.
+    #[derive(Default)]
+    Missed("missed-fire policy") {
+        /// Drop them (logged with how many) and wait for the next fire, like cron (the default).
+        #[default]
+        Skip => "skip",
+        /// Fire once, for the latest missed time, then wait for the next fire.
+        RunOnce => "run_once",
     }
 }
 
@@ -70,8 +75,10 @@ pub struct ScheduleRow {
     pub agent: String,
     #[sqlx(try_from = "crate::text::DbText")]
     pub prompt: String,
-    pub overlap: String,
-    pub missed: String,
+    #[sqlx(try_from = "String")]
+    pub overlap: Overlap,
+    #[sqlx(try_from = "String")]
+    pub missed: Missed,
     pub enabled: bool,
     /// The fire the daemons owe next; `None` while disabled.
     pub next_fire_at: Option<Millis>,
@@ -93,8 +100,8 @@ pub struct ScheduleDef {
     pub timezone: String,
     pub agent: String,
     pub prompt: String,
-    pub overlap: String,
-    pub missed: String,
+    pub overlap: Overlap,
+    pub missed: Missed,
     pub enabled: bool,
     /// The first fire to arm (`None` when disabled).
     pub next_fire_at: Option<Millis>,

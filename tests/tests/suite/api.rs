@@ -293,7 +293,7 @@ async fn bad_requests_change_nothing(db: &TestDb) {
         err["error"]
             .as_str()
             .unwrap()
-            .contains("unknown RunStatus 'sleeping'"),
+            .contains("unknown run status 'sleeping'"),
         "{err}"
     );
     let (status, _) = api.send("GET", "/v2/nothing", None).await;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use nightshift_agent::RunEvent;
 use nightshift_llm::StopReason;
-use nightshift_store::{Error, JobState, RunStatus};
+use nightshift_store::{ApprovalStatus, Error, JobState, RunStatus};
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use nightshift_worker::{Handler, JobContext, JobOutcome};
 use serde_json::json;
@@ -146,7 +146,7 @@ async fn timeout_denies(db: &TestDb) {
             .unwrap()
             .unwrap()
             .status,
-        "expired"
+        ApprovalStatus::Expired
     );
     assert!(h.events(&run_id).await.iter().any(|e| matches!(
         e,
@@ -253,7 +253,7 @@ async fn cancelled_run_has_nothing_to_decide(db: &TestDb) {
             .unwrap()
             .unwrap()
             .status,
-        "pending",
+        ApprovalStatus::Pending,
         "the refused decision changed nothing"
     );
     assert_eq!(tools.calls().len(), 1, "send never ran");

@@ -515,8 +515,8 @@ async fn postgres_settles_go_on_after_the_server_closes_their_connection() {
         let counts = store.job_counts().await.unwrap();
         counts
             .into_iter()
-            .find(|(state, _)| state == "running")
-            .map_or(0, |(_, n)| n)
+            .find(|jobs| jobs.state == JobState::Running)
+            .map_or(0, |jobs| jobs.count)
     };
     let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&db.config.url)
         .await

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nightshift_store::{
-    ConcurrencyPolicy, LeasedJob, NewApproval, NewRun, NewTask, RunEnd, RunStatus, Store, TaskEnd,
-    TaskStatus,
+    ApprovalStatus, ConcurrencyPolicy, LeasedJob, NewApproval, NewRun, NewTask, RunEnd, RunStatus,
+    Store, TaskEnd, TaskStatus,
 };
 use nightshift_tests::{TestDb, on_both_backends};
 
@@ -257,7 +257,7 @@ async fn approvals_and_tasks_round_trip(db: &TestDb) {
     let approval = store.approval(&e.run_id, &call_id).await.unwrap().unwrap();
     assert_eq!(approval.call_id, call_id);
     assert_eq!(approval.input, input);
-    assert_eq!(approval.status, "denied");
+    assert_eq!(approval.status, ApprovalStatus::Denied);
     assert_eq!(approval.reason.as_deref(), Some(reason.as_str()));
 
     let command = nasty("command");

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nightshift_store::{JobState, NewRun, RunEnd, RunStatus, Store};
+use nightshift_store::{JobCount, JobState, NewRun, RunEnd, RunStatus, Store};
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use nightshift_worker::{CancelReason, Handler, JobContext, JobOutcome, Pool, PoolConfig};
 use tokio::sync::{Notify, mpsc};
@@ -200,7 +200,12 @@ async fn reserved_lane_is_never_starved(db: &TestDb) {
     open.cancel();
     eventually(Duration::from_secs(30), "the burst to drain", || async {
         let counts = store.job_counts().await.unwrap();
-        (counts == vec![("succeeded".to_string(), 51)]).then_some(())
+        (counts
+            == vec![JobCount {
+                state: JobState::Succeeded,
+                count: 51,
+            }])
+        .then_some(())
     })
     .await;
     stop.cancel();
@@ -458,7 +463,12 @@ async fn two_pools_end_every_job_once(db: &TestDb) {
     ];
     eventually(Duration::from_secs(60), "every job to succeed", || async {
         let counts = store.job_counts().await.unwrap();
-        (counts == vec![("succeeded".to_string(), N as i64)]).then_some(())
+        (counts
+            == vec![JobCount {
+                state: JobState::Succeeded,
+                count: N as i64,
+            }])
+        .then_some(())
     })
     .await;
     stop.cancel();
@@ -527,7 +537,12 @@ async fn lost_lease_in_a_pool_batch(db: &TestDb) {
     let pool = tokio::spawn(Pool::new(store.clone(), handler, cfg).run(stop.clone()));
     eventually(Duration::from_secs(30), "every job to succeed", || async {
         let counts = store.job_counts().await.unwrap();
-        (counts == vec![("succeeded".to_string(), 20)]).then_some(())
+        (counts
+            == vec![JobCount {
+                state: JobState::Succeeded,
+                count: 20,
+            }])
+        .then_some(())
     })
     .await;
     stop.cancel();

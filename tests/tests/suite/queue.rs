@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nightshift_store::{
-    Backoff, CancelOutcome, ConcurrencyPolicy, Error, Heartbeat, JobKind, JobOptions, JobState,
-    NewResume, NewRun, RetryOutcome, RunEnd, RunProgress, RunStatus,
+    Backoff, CancelOutcome, ConcurrencyPolicy, Error, Heartbeat, JobCount, JobKind, JobOptions,
+    JobState, NewResume, NewRun, RetryOutcome, RunEnd, RunProgress, RunStatus,
 };
 use nightshift_tests::{TestDb, on_both_backends};
 
@@ -68,7 +68,10 @@ async fn dedupe_returns_the_existing_ids(db: &TestDb) {
     assert_ne!(without.run_id, without2.run_id, "no key, no dedupe");
     assert_eq!(
         store.job_counts().await.unwrap(),
-        vec![("queued".to_string(), 4)]
+        vec![JobCount {
+            state: JobState::Queued,
+            count: 4
+        }]
     );
 }
 
@@ -163,7 +166,10 @@ async fn concurrent_enqueues_of_one_key_make_one_job(db: &TestDb) {
     assert_eq!(results.iter().filter(|e| !e.duplicate).count(), 1);
     assert_eq!(
         store.job_counts().await.unwrap(),
-        vec![("queued".to_string(), 1)]
+        vec![JobCount {
+            state: JobState::Queued,
+            count: 1
+        }]
     );
 }
 
@@ -206,7 +212,10 @@ async fn eight_claimers_claim_each_job_once(db: &TestDb) {
     assert_eq!(unique.len(), 2000, "no job claimed twice");
     assert_eq!(
         store.job_counts().await.unwrap(),
-        vec![("succeeded".to_string(), 2000)]
+        vec![JobCount {
+            state: JobState::Succeeded,
+            count: 2000
+        }]
     );
 }
 
@@ -736,7 +745,10 @@ async fn an_in_memory_sqlite_store_reads_what_it_writes() {
     }
     assert_eq!(
         store.job_counts().await.unwrap(),
-        vec![("succeeded".to_string(), 2)]
+        vec![JobCount {
+            state: JobState::Succeeded,
+            count: 2
+        }]
     );
     store.close().await;
 }

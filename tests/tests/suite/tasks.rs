@@ -16,7 +16,7 @@ use nightshift_runner::tasks::{BackgroundConfig, TaskKeeper, supervisor};
 use nightshift_runner::toolbox::Tools;
 use nightshift_store::{
     Error as StoreError, JobKind, JobState, NewRun, NewTask, ResumeReason, RunStatus, Store,
-    TaskEnd, TaskStatus,
+    TaskBeat, TaskEnd, TaskStatus,
 };
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use nightshift_tools::TaskSupervisor;
@@ -72,7 +72,10 @@ async fn task_rows(db: &TestDb) {
     clock.advance(Duration::from_secs(20));
     assert_eq!(
         store.heartbeat_tasks("daemon-a").await.unwrap(),
-        vec![("t1".to_string(), false)]
+        vec![TaskBeat {
+            id: "t1".to_string(),
+            stop_requested: false
+        }]
     );
     clock.advance(Duration::from_secs(15));
     let lost = store
@@ -92,7 +95,10 @@ async fn task_rows(db: &TestDb) {
     );
     assert_eq!(
         store.heartbeat_tasks("daemon-a").await.unwrap(),
-        vec![("t1".to_string(), true)]
+        vec![TaskBeat {
+            id: "t1".to_string(),
+            stop_requested: true
+        }]
     );
     let t2 = store.task("t2").await.unwrap().unwrap();
     assert_eq!(t2.status, TaskStatus::Lost);
