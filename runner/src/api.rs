@@ -32,7 +32,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use nightshift_scheduler::{IntakeError, RunRequest, submit};
+use nightshift_scheduler::{Intake, IntakeError, RunRequest};
 use nightshift_store::{
     CancelOutcome, ConcurrencyPolicy, DeliveryStatus, Error as StoreError, RunStatus, Store,
     Trigger,
@@ -45,8 +45,8 @@ use subtle::ConstantTimeEq;
 #[derive(Clone)]
 pub struct ApiState {
     pub store: Store,
-    /// The configured agent names.
-    pub agents: Arc<Vec<String>>,
+    /// Where runs are checked and enqueued; it knows the configured agents.
+    pub intake: Intake,
     pub token: Arc<String>,
     /// The configured webhooks (`[[hooks]]`).
     pub hooks: Arc<nightshift_scheduler::hooks::HookSet>,
@@ -55,7 +55,7 @@ pub struct ApiState {
 impl std::fmt::Debug for ApiState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApiState")
-            .field("agents", &self.agents)
+            .field("agents", &self.intake.agents())
             .field("token", &"[redacted]")
             .finish()
     }
@@ -180,16 +180,6 @@ async fn create_run(
             );
         }
     };
-    if !state.agents.contains(&body.agent) {
-        return error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!(
-                "agent '{}' is not configured; configured agents: {}",
-                body.agent,
-                state.agents.join(", ")
-            ),
-        );
-    }
     let delay = match (&body.delay_seconds, &body.run_at) {
         (Some(_), Some(_)) => {
             return error(
@@ -212,19 +202,21 @@ async fn create_run(
         },
         (None, None) => None,
     };
-    let policy = match ConcurrencyPolicy::from_name(
-        body.concurrency_policy.as_deref().unwrap_or("queue"),
-        body.debounce_seconds,
-    ) {
-        Ok(p) => p,
-        Err(m) => return error(StatusCode::UNPROCESSABLE_ENTITY, m),
+    let policy = match body
+        .concurrency_policy
+        .as_deref()
+        .map(|name| ConcurrencyPolicy::from_name(name, body.debounce_seconds))
+    {
+        None if body.debounce_seconds.is_some() => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "debounce_seconds needs concurrency_policy = \"debounce\"",
+            );
+        }
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(m)) => return error(StatusCode::UNPROCESSABLE_ENTITY, m),
     };
-    if body.concurrency_key.is_none() && body.concurrency_policy.is_some() {
-        return error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "a concurrency_policy needs a concurrency_key",
-        );
-    }
     let req = RunRequest {
         agent: body.agent,
         prompt: body.prompt,
@@ -237,7 +229,7 @@ async fn create_run(
         concurrency_key: body.concurrency_key,
         concurrency_policy: policy,
     };
-    match submit(&state.store, req).await {
+    match state.intake.submit(req).await {
         Ok(e) => {
             let status = if e.duplicate || e.skipped {
                 StatusCode::OK

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use nightshift_scheduler::cron::{self as schedules, FireOutcome};
-use nightshift_scheduler::{RunRequest, submit};
+use nightshift_scheduler::{Intake, RunRequest};
 use nightshift_store::{CancelOutcome, Store, Trigger};
 use nightshift_worker::shutdown_on_signals;
 
@@ -147,7 +147,10 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             reason,
         } => decide(&store, &run_id, &call_id, false, reason).await,
         Command::Approvals => approvals(&store).await,
-        Command::Schedules { command } => schedules_command(&store, command).await,
+        Command::Schedules { command } => {
+            let intake = Intake::new(store.clone(), config.agents.iter().map(|a| a.name.clone()));
+            schedules_command(&intake, command).await
+        }
         Command::Notifications { command } => notifications_command(&store, command).await,
         Command::Demo { .. } => unreachable!("handled above"),
     };
@@ -180,18 +183,6 @@ async fn serve(store: &Store, config: &Config) -> anyhow::Result<()> {
 }
 
 async fn run(store: &Store, config: &Config, args: RunArgs) -> anyhow::Result<()> {
-    if !config.agents.iter().any(|a| a.name == args.agent) {
-        let known: Vec<&str> = config.agents.iter().map(|a| a.name.as_str()).collect();
-        anyhow::bail!(
-            "agent '{}' is not configured ({}); add an [[agents]] entry to nightshift.toml",
-            args.agent,
-            if known.is_empty() {
-                "no agents are configured".to_string()
-            } else {
-                format!("configured agents: {}", known.join(", "))
-            }
-        );
-    }
     let req = RunRequest {
         agent: args.agent,
         prompt: args.prompt,
@@ -202,13 +193,14 @@ async fn run(store: &Store, config: &Config, args: RunArgs) -> anyhow::Result<()
         delay: args.delay.map(Duration::from_secs),
         max_attempts: args.max_attempts,
         concurrency_key: None,
-        concurrency_policy: Default::default(),
+        concurrency_policy: None,
     };
     let wait = args.wait;
     // A run can be enqueued before the daemon first started: bring the schema up first
     // (idempotent, under the migration lock).
     store.migrate().await?;
-    let enqueued = submit(store, req).await?;
+    let intake = Intake::new(store.clone(), config.agents.iter().map(|a| a.name.clone()));
+    let enqueued = intake.submit(req).await?;
     if enqueued.duplicate {
         println!(
             "{}\t(already enqueued with this idempotency key; job {})",
@@ -403,7 +395,8 @@ async fn notifications_command(store: &Store, command: NotificationsCommand) -> 
     Ok(())
 }
 
-async fn schedules_command(store: &Store, command: SchedulesCommand) -> anyhow::Result<()> {
+async fn schedules_command(intake: &Intake, command: SchedulesCommand) -> anyhow::Result<()> {
+    let store = intake.store();
     // The schedules table may be newer than the database (idempotent, under the lock).
     store.migrate().await?;
     match command {
@@ -443,7 +436,7 @@ async fn schedules_command(store: &Store, command: SchedulesCommand) -> anyhow::
                 );
             }
         }
-        SchedulesCommand::Trigger { name } => match schedules::trigger(store, &name).await? {
+        SchedulesCommand::Trigger { name } => match schedules::trigger(intake, &name).await? {
             FireOutcome::Enqueued { run_id, duplicate } => {
                 println!(
                     "{run_id}\t(enqueued{})",

@@ -53,6 +53,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use nightshift_agent::AgentRuntime;
+use nightshift_scheduler::Intake;
 use nightshift_scheduler::cron::{self as schedules, Schedule, Timer, TimerConfig};
 use nightshift_scheduler::hooks::HookSet;
 use nightshift_store::Store;
@@ -100,10 +101,11 @@ pub async fn start(
     prepare_store(config, &store, &parts).await?;
     // From here on nothing fails: the subsystems are spawned, stopped by `stop`.
     let stop = shutdown.child_token();
-    let timer = spawn_timer(&store, &daemon_id, &stop);
+    let intake = Intake::new(store.clone(), parts.runtime.agent_names());
+    let timer = spawn_timer(&intake, &daemon_id, &stop);
     let state = api::ApiState {
         store: store.clone(),
-        agents: Arc::new(parts.runtime.agent_names()),
+        intake,
         token: Arc::new(token),
         hooks: parts.hooks,
     };
@@ -283,8 +285,8 @@ async fn prepare_store(config: &Config, store: &Store, parts: &Parts) -> anyhow:
 }
 
 /// The schedule timer, firing until `stop`.
-fn spawn_timer(store: &Store, daemon_id: &str, stop: &CancellationToken) -> JoinHandle<()> {
-    let timer = Timer::new(store.clone(), daemon_id, TimerConfig::default());
+fn spawn_timer(intake: &Intake, daemon_id: &str, stop: &CancellationToken) -> JoinHandle<()> {
+    let timer = Timer::new(intake.clone(), daemon_id, TimerConfig::default());
     tokio::spawn(timer.run(stop.clone()))
 }
 

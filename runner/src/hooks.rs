@@ -120,7 +120,7 @@ async fn receive(
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
-    match hooks::deliver(&state.store, &hook, &lookup, &bytes).await {
+    match hooks::deliver(&state.intake, &hook, &lookup, &bytes).await {
         Ok(accepted) if accepted.challenge.is_some() => {
             // Slack wants exactly the challenge back.
             (

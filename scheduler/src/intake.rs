@@ -1,5 +1,13 @@
-//! Checking and enqueueing requests to start a run.
+//! The one door for work: every request to start or continue a run — from the API, the CLI,
+//! a webhook route or a schedule's fire — is checked here and enqueued by [`Intake`].
+//!
+//! What it guarantees: a request that reaches the store names a configured agent, has a
+//! prompt of 1 byte to [`MAX_PROMPT_BYTES`], keys of 1-255 bytes, a concurrency policy only
+//! with the key it applies to, and options in range. A refused request changes nothing and
+//! its [`IntakeError`] says what to change. Config loaders that want to refuse a bad file at
+//! start (webhook routes, schedules) ask the same questions through [`check_agent`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use nightshift_store::{
@@ -27,7 +35,9 @@ pub struct RunRequest {
     pub max_attempts: Option<i64>,
     /// Runs with the same key run one at a time (see [`ConcurrencyPolicy`]).
     pub concurrency_key: Option<String>,
-    pub concurrency_policy: ConcurrencyPolicy,
+    /// How a run meets an active run with its key (`None`: queue behind it). Refused without
+    /// a `concurrency_key`.
+    pub concurrency_policy: Option<ConcurrencyPolicy>,
 }
 
 impl RunRequest {
@@ -43,7 +53,7 @@ impl RunRequest {
             delay: None,
             max_attempts: None,
             concurrency_key: None,
-            concurrency_policy: ConcurrencyPolicy::Queue,
+            concurrency_policy: None,
         }
     }
 }
@@ -71,15 +81,64 @@ pub enum IntakeError {
     Store(#[from] nightshift_store::Error),
 }
 
-/// Checks `req` and enqueues it. A request whose idempotency key was used before returns the
-/// first run with `duplicate: true`.
-pub async fn submit(store: &Store, req: RunRequest) -> Result<Enqueued, IntakeError> {
-    let new = check(&req, store.now())?;
-    Ok(store.enqueue(&new).await?)
+/// The intake of one deployment: its store and the agents it runs.
+#[derive(Debug, Clone)]
+pub struct Intake {
+    store: Store,
+    agents: Arc<[String]>,
 }
 
-/// Continues the newest unfinished run whose concurrency key is `req.run_key`.
-pub async fn resume(store: &Store, req: ResumeRequest) -> Result<Enqueued, IntakeError> {
+impl Intake {
+    /// The intake for `store`, taking runs of `agents` (the configured agent names).
+    pub fn new<S: Into<String>>(store: Store, agents: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            store,
+            agents: agents.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// The store it enqueues into.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The configured agent names.
+    pub fn agents(&self) -> &[String] {
+        &self.agents
+    }
+
+    /// Checks `req` and enqueues it. A request whose idempotency key was used before returns
+    /// the first run with `duplicate: true`.
+    pub async fn submit(&self, req: RunRequest) -> Result<Enqueued, IntakeError> {
+        check_agent(&self.agents, &req.agent)?;
+        let new = check(&req, self.store.now())?;
+        Ok(self.store.enqueue(&new).await?)
+    }
+
+    /// Continues the newest unfinished run whose concurrency key is `req.run_key`.
+    pub async fn resume(&self, req: ResumeRequest) -> Result<Enqueued, IntakeError> {
+        resume(&self.store, req).await
+    }
+}
+
+/// Refuses an agent name that is not one of `agents`, naming the ones there are.
+pub fn check_agent<S: AsRef<str>>(agents: &[S], agent: &str) -> Result<(), IntakeError> {
+    if agents.iter().any(|a| a.as_ref() == agent) {
+        return Ok(());
+    }
+    let configured = if agents.is_empty() {
+        "configured: none".to_string()
+    } else {
+        let names: Vec<&str> = agents.iter().map(AsRef::as_ref).collect();
+        format!("configured: {}", names.join(", "))
+    };
+    Err(IntakeError::Invalid(format!(
+        "agent '{agent}' is not configured ({configured}); add an [[agents]] entry to \
+         nightshift.toml or name one of those"
+    )))
+}
+
+async fn resume(store: &Store, req: ResumeRequest) -> Result<Enqueued, IntakeError> {
     if req.run_key.is_empty() || req.run_key.len() > 255 {
         return Err(IntakeError::Invalid(
             "the run key must be 1-255 bytes".into(),
@@ -143,19 +202,28 @@ fn check(req: &RunRequest, now: i64) -> Result<NewRun, IntakeError> {
     check_prompt(&req.prompt)?;
     let mut new = NewRun::new(&req.agent, &req.prompt);
     new.trigger = req.trigger;
-    if let Some(key) = &req.concurrency_key {
-        if key.is_empty() || key.len() > 255 {
-            return invalid("the concurrency key must be 1-255 bytes".into());
+    match (&req.concurrency_key, req.concurrency_policy) {
+        (None, Some(_)) => {
+            return invalid(
+                "a concurrency_policy needs a concurrency_key (the runs it applies to)".into(),
+            );
         }
-        if let ConcurrencyPolicy::Debounce { window_ms } = req.concurrency_policy
-            && !(1..=86_400_000).contains(&window_ms)
-        {
-            return invalid(format!(
-                "the debounce window is {window_ms} ms; use 1 ms to 24 hours"
-            ));
+        (None, None) => {}
+        (Some(key), policy) => {
+            if key.is_empty() || key.len() > 255 {
+                return invalid("the concurrency key must be 1-255 bytes".into());
+            }
+            let policy = policy.unwrap_or(ConcurrencyPolicy::Queue);
+            if let ConcurrencyPolicy::Debounce { window_ms } = policy
+                && !(1..=86_400_000).contains(&window_ms)
+            {
+                return invalid(format!(
+                    "the debounce window is {window_ms} ms; use 1 ms to 24 hours"
+                ));
+            }
+            new.concurrency_key = Some(key.clone());
+            new.concurrency_policy = policy;
         }
-        new.concurrency_key = Some(key.clone());
-        new.concurrency_policy = req.concurrency_policy;
     }
     if let Some(key) = &req.idempotency_key {
         if key.is_empty() || key.len() > 255 {
@@ -241,6 +309,13 @@ mod tests {
                 },
                 "max_attempts 0",
             ),
+            (
+                RunRequest {
+                    concurrency_policy: Some(ConcurrencyPolicy::Skip),
+                    ..ok.clone()
+                },
+                "needs a concurrency_key",
+            ),
         ];
         for (req, expect) in cases {
             let err = check(&req, 0).unwrap_err().to_string();
@@ -251,5 +326,18 @@ mod tests {
             ..ok
         };
         assert_eq!(check(&delayed, 1000).unwrap().job.run_at, Some(61_000));
+    }
+
+    #[test]
+    fn an_unknown_agent_is_refused_naming_the_configured_ones() {
+        let agents = ["reviewer".to_string(), "digest".to_string()];
+        assert!(check_agent(&agents, "digest").is_ok());
+        let err = check_agent(&agents, "nobody").unwrap_err().to_string();
+        assert!(
+            err.contains("agent 'nobody' is not configured (configured: reviewer, digest)"),
+            "{err}"
+        );
+        let none = check_agent::<&str>(&[], "x").unwrap_err().to_string();
+        assert!(none.contains("(configured: none)"), "{none}");
     }
 }

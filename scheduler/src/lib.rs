@@ -9,4 +9,4 @@ pub mod cron;
 pub mod hooks;
 pub mod intake;
 
-pub use intake::{IntakeError, ResumeRequest, RunRequest, resume, submit};
+pub use intake::{Intake, IntakeError, ResumeRequest, RunRequest};

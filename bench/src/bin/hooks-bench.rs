@@ -145,7 +145,7 @@ async fn serve(store: &Store) -> Result<String> {
         .map_err(anyhow::Error::msg)?;
     let state = ApiState {
         store: store.clone(),
-        agents: Arc::new(vec!["reviewer".into()]),
+        intake: nightshift_scheduler::Intake::new(store.clone(), ["reviewer"]),
         token: Arc::new("bench".into()),
         hooks: Arc::new(hooks),
     };

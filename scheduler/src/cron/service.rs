@@ -2,7 +2,7 @@
 //! create, change, delete and trigger schedules, and fire one.
 //!
 //! What it guarantees:
-//! - **A fire is one run, once.** Every fire enqueues through [`crate::submit`] with the
+//! - **A fire is one run, once.** Every fire enqueues through [`Intake::submit`] with the
 //!   idempotency key `schedule:{id}:{fire_time_utc_ms}`, so a fire repeated by a second daemon
 //!   or after a crash returns the first run instead of starting another.
 //! - **Overlap.** `skip`: while a run of the schedule is active (queued, running, waiting or
@@ -22,7 +22,7 @@ use nightshift_store::{
 use serde::{Deserialize, Serialize};
 
 use super::spec::{Overlap, Schedule, ScheduleSpec};
-use crate::intake::{IntakeError, RunRequest, submit};
+use crate::intake::{Intake, IntakeError, RunRequest};
 
 /// Why a schedule operation was refused, or the store's error.
 #[derive(Debug, thiserror::Error)]
@@ -174,18 +174,19 @@ pub enum FireOutcome {
 /// Fires `schedule` (stored as `row`) for `fire_at`: renders its prompt and enqueues the run
 /// under the fire's idempotency key and the schedule's overlap policy.
 pub async fn fire(
-    store: &Store,
+    intake: &Intake,
     row: &ScheduleRow,
     schedule: &Schedule,
     fire_at: Millis,
     manual: bool,
 ) -> Result<FireOutcome, ScheduleError> {
+    let store = intake.store();
     let key = fire_key(&row.id, fire_at);
     let group = concurrency_key(&row.id);
     let (concurrency_key, concurrency_policy) = match schedule.spec.overlap {
-        Overlap::Skip => (Some(group.clone()), ConcurrencyPolicy::Skip),
-        Overlap::Queue => (Some(group.clone()), ConcurrencyPolicy::Queue),
-        Overlap::Allow => (None, ConcurrencyPolicy::Queue),
+        Overlap::Skip => (Some(group.clone()), Some(ConcurrencyPolicy::Skip)),
+        Overlap::Queue => (Some(group.clone()), Some(ConcurrencyPolicy::Queue)),
+        Overlap::Allow => (None, None),
     };
     if schedule.spec.overlap == Overlap::Skip
         && let Some(active) = store.active_run_by_concurrency_key(&group).await?
@@ -210,7 +211,7 @@ pub async fn fire(
         concurrency_policy,
         ..RunRequest::new(&schedule.spec.agent, prompt, Trigger::Schedule)
     };
-    let enqueued = submit(store, req).await?;
+    let enqueued = intake.submit(req).await?;
     if enqueued.skipped {
         return Ok(FireOutcome::Skipped {
             active_run: enqueued.run_id,
@@ -224,14 +225,15 @@ pub async fn fire(
 
 /// Fires schedule `name` now (the API's trigger), whether or not it is enabled; its armed
 /// next fire is unchanged.
-pub async fn trigger(store: &Store, name: &str) -> Result<FireOutcome, ScheduleError> {
+pub async fn trigger(intake: &Intake, name: &str) -> Result<FireOutcome, ScheduleError> {
+    let store = intake.store();
     let row = store
         .schedule(name)
         .await?
         .ok_or_else(|| ScheduleError::NotFound(format!("schedule '{name}' not found")))?;
     let schedule = Schedule::from_row(&row).map_err(ScheduleError::Invalid)?;
     let now = store.now();
-    let outcome = fire(store, &row, &schedule, now, true).await?;
+    let outcome = fire(intake, &row, &schedule, now, true).await?;
     if let FireOutcome::Enqueued {
         run_id,
         duplicate: false,

@@ -97,21 +97,9 @@ impl Schedule {
                 ),
             )
         })?;
-        if let Some(agents) = agents
-            && !agents.contains(&spec.agent)
-        {
-            return Err(err(
-                "agent",
-                format!(
-                    "agent '{}' is not configured (configured: {})",
-                    spec.agent,
-                    if agents.is_empty() {
-                        "none".to_string()
-                    } else {
-                        agents.join(", ")
-                    }
-                ),
-            ));
+        if let Some(agents) = agents {
+            crate::intake::check_agent(agents, &spec.agent)
+                .map_err(|e| err("agent", e.to_string()))?;
         }
         let schedule = Schedule { spec, expr, tz };
         let sample = Utc.with_ymd_and_hms(2026, 1, 5, 7, 0, 0).unwrap();

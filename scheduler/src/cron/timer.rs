@@ -18,7 +18,9 @@
 
 use std::time::Duration;
 
-use nightshift_store::{LeaderFence, LeaderLease, Millis, ScheduleAdvance, ScheduleRow, Store};
+use nightshift_store::{LeaderFence, LeaderLease, Millis, ScheduleAdvance, ScheduleRow};
+
+use crate::Intake;
 use tokio_util::sync::CancellationToken;
 
 use super::service::{FireOutcome, ScheduleError, fire};
@@ -76,17 +78,18 @@ pub struct Tick {
 /// The schedule timer of one daemon.
 #[derive(Debug)]
 pub struct Timer {
-    store: Store,
+    intake: Intake,
     holder: String,
     config: TimerConfig,
     lease: Option<LeaderLease>,
 }
 
 impl Timer {
-    /// A timer for the daemon `holder` (unique per process, e.g. host:pid:uuid).
-    pub fn new(store: Store, holder: impl Into<String>, config: TimerConfig) -> Self {
+    /// A timer for the daemon `holder` (unique per process, e.g. host:pid:uuid), firing
+    /// through `intake`.
+    pub fn new(intake: Intake, holder: impl Into<String>, config: TimerConfig) -> Self {
         Self {
-            store,
+            intake,
             holder: holder.into(),
             config,
             lease: None,
@@ -101,7 +104,8 @@ impl Timer {
     /// Takes or renews the lease; when leading, fires what is due.
     pub async fn tick(&mut self) -> Result<Tick, ScheduleError> {
         let lease = self
-            .store
+            .intake
+            .store()
             .acquire_leadership(LEADER_LEASE, &self.holder, self.config.lease_ttl)
             .await?;
         match (&self.lease, &lease) {
@@ -126,12 +130,12 @@ impl Timer {
             leader: true,
             ..Tick::default()
         };
-        for row in self.store.due_schedules(BATCH).await? {
+        for row in self.intake.store().due_schedules(BATCH).await? {
             if let Err(e) = self.process(&row, &fence, &mut tick).await {
                 tracing::error!(schedule = %row.name, error = %e, "schedule fire failed; retrying next tick");
             }
         }
-        tick.next_fire = self.store.next_schedule_fire().await?;
+        tick.next_fire = self.intake.store().next_schedule_fire().await?;
         Ok(tick)
     }
 
@@ -145,7 +149,7 @@ impl Timer {
             return Ok(());
         };
         let schedule = Schedule::from_row(row).map_err(ScheduleError::Invalid)?;
-        let now = self.store.now();
+        let now = self.intake.store().now();
         let (due, latest) =
             schedule
                 .expr
@@ -166,7 +170,7 @@ impl Timer {
             );
         }
         let outcome = match fire_at {
-            Some(at) => Some(fire(&self.store, row, &schedule, at, false).await?),
+            Some(at) => Some(fire(&self.intake, row, &schedule, at, false).await?),
             None => None,
         };
         let advance = ScheduleAdvance {
@@ -183,7 +187,7 @@ impl Timer {
             missed: i64::try_from(missed).unwrap_or(i64::MAX),
             fence: Some(fence.clone()),
         };
-        if !self.store.advance_schedule(&advance).await? {
+        if !self.intake.store().advance_schedule(&advance).await? {
             // Another daemon moved it first, or this one is no longer leader; the fire's
             // idempotency key kept the run single either way.
             tracing::debug!(schedule = %row.name, "schedule already advanced elsewhere");
@@ -216,7 +220,7 @@ impl Timer {
         let cap = self.config.renew_every;
         match (tick.leader, tick.next_fire) {
             (true, Some(next)) => {
-                let ms = u64::try_from(next.saturating_sub(self.store.now())).unwrap_or(0);
+                let ms = u64::try_from(next.saturating_sub(self.intake.store().now())).unwrap_or(0);
                 Duration::from_millis(ms).clamp(Duration::from_millis(5), cap)
             }
             _ => cap,
@@ -240,7 +244,8 @@ impl Timer {
         }
         if self.lease.is_some() {
             match self
-                .store
+                .intake
+                .store()
                 .release_leadership(LEADER_LEASE, &self.holder)
                 .await
             {
@@ -262,10 +267,14 @@ mod tests {
         let config =
             nightshift_store::StoreConfig::for_url(format!("sqlite://{}/t.db", dir.display()));
         let clock = nightshift_store::ManualClock::new(1_000_000);
-        let store = Store::connect(&config, std::sync::Arc::new(clock))
+        let store = nightshift_store::Store::connect(&config, std::sync::Arc::new(clock))
             .await
             .unwrap();
-        let timer = Timer::new(store.clone(), "t", TimerConfig::default());
+        let timer = Timer::new(
+            crate::Intake::new(store.clone(), ["a"]),
+            "t",
+            TimerConfig::default(),
+        );
         let leading = |next| Tick {
             leader: true,
             next_fire: next,

@@ -395,17 +395,9 @@ impl HookConfig {
                  {{ header = \"…\" }} or {{ pointer = \"/…\" }}"
             ));
         }
-        if let (RouteKind::Start, Some(agent)) = (route.kind, &route.agent)
-            && !agents.contains(&agent.as_str())
-        {
-            return Err(format!(
-                "{route_at}.agent: agent '{agent}' is not configured (configured: {})",
-                if agents.is_empty() {
-                    "none".to_string()
-                } else {
-                    agents.join(", ")
-                }
-            ));
+        if let (RouteKind::Start, Some(agent)) = (route.kind, &route.agent) {
+            crate::intake::check_agent(agents, agent)
+                .map_err(|e| format!("{route_at}.agent: {e}"))?;
         }
         Ok(())
     }

@@ -15,7 +15,7 @@ use super::{
     Accepted, DeliveryOutcome, Headers, Hook, MAX_DELIVERY_ID_BYTES, Refused, RouteKind, RouteRun,
     SignatureScheme,
 };
-use crate::{IntakeError, ResumeRequest, RunRequest};
+use crate::{Intake, IntakeError, ResumeRequest, RunRequest};
 
 /// What the body of an authentic request is.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,12 +64,12 @@ pub(crate) struct Refusal {
 /// the module doc of [`super`] for the steps and guarantees). `header` looks a request header
 /// up by name. Counts the outcome on the hook.
 pub async fn deliver(
-    store: &Store,
+    intake: &Intake,
     hook: &Hook,
     header: &Headers<'_>,
     body: &[u8],
 ) -> Result<Accepted, Refused> {
-    let result = deliver_inner(store, hook, header, body).await;
+    let result = deliver_inner(intake, hook, header, body).await;
     match &result {
         Ok(a) if a.ping => hook.counters.count(DeliveryOutcome::Ping),
         Ok(a) if a.redelivery => hook.counters.count(DeliveryOutcome::Duplicate),
@@ -83,11 +83,12 @@ pub async fn deliver(
 }
 
 async fn deliver_inner(
-    store: &Store,
+    intake: &Intake,
     hook: &Hook,
     header: &Headers<'_>,
     body: &[u8],
 ) -> Result<Accepted, Refused> {
+    let store = intake.store();
     hook.verifier
         .verify(header, body, store.now())
         .map_err(Refused::Unauthorized)?;
@@ -110,7 +111,7 @@ async fn deliver_inner(
         return answer(hook, &d, claim.runs.as_deref(), true);
     }
     let enqueued = enqueue(
-        store,
+        intake,
         hook,
         route,
         &d,
@@ -122,22 +123,25 @@ async fn deliver_inner(
 
 /// Step 6: enqueues through the intake; a refusal releases the claim when [`refusal`] says so.
 async fn enqueue(
-    store: &Store,
+    intake: &Intake,
     hook: &Hook,
     route: &CompiledRoute,
     d: &Delivery,
     plan: Enqueue,
 ) -> Result<Enqueued, Refused> {
     let result = match plan {
-        Enqueue::Start(req) => crate::submit(store, req).await,
-        Enqueue::Resume(req) => crate::resume(store, req).await,
+        Enqueue::Start(req) => intake.submit(req).await,
+        Enqueue::Resume(req) => intake.resume(req).await,
     };
     let e = match result {
         Ok(enqueued) => return Ok(enqueued),
         Err(e) => refusal(route, e),
     };
     if e.release {
-        store.release_webhook_delivery(&hook.name, &d.id).await?;
+        intake
+            .store()
+            .release_webhook_delivery(&hook.name, &d.id)
+            .await?;
     }
     Err(e.refused)
 }
@@ -257,7 +261,7 @@ pub(crate) fn plan_enqueue(
             req.priority = route.priority;
             if let Some(ck) = rendered.concurrency_key {
                 req.concurrency_key = Some(ck);
-                req.concurrency_policy = route.policy;
+                req.concurrency_policy = Some(route.policy);
             }
             Enqueue::Start(req)
         }

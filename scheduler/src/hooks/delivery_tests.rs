@@ -189,7 +189,7 @@ fn a_start_carries_the_trace_line_and_a_key_derived_from_the_delivery() {
     assert_eq!(req.idempotency_key.as_deref(), Some("webhook:gh:r:d-7"));
     assert_eq!((req.lane.as_deref(), req.priority), (Some("fast"), Some(5)));
     assert_eq!(req.concurrency_key.as_deref(), Some("pr-3"));
-    assert_eq!(req.concurrency_policy, ConcurrencyPolicy::Supersede);
+    assert_eq!(req.concurrency_policy, Some(ConcurrencyPolicy::Supersede));
 }
 
 #[test]

@@ -32,7 +32,10 @@ impl Api {
         let store = db.store().await;
         let state = ApiState {
             store: store.clone(),
-            agents: Arc::new(vec!["helper".to_string(), "reviewer".to_string()]),
+            intake: nightshift_scheduler::Intake::new(
+                store.clone(),
+                vec!["helper".to_string(), "reviewer".to_string()],
+            ),
             token: Arc::new(TOKEN.to_string()),
             hooks: nightshift_runner::hooks::none(),
         };
@@ -230,7 +233,7 @@ async fn bad_requests_change_nothing(db: &TestDb) {
         (
             json!({"agent": "nobody", "prompt": "x"}),
             StatusCode::UNPROCESSABLE_ENTITY,
-            "agent 'nobody' is not configured; configured agents: helper, reviewer",
+            "agent 'nobody' is not configured (configured: helper, reviewer)",
         ),
         (
             json!({"agent": "helper", "prompt": "x", "promt": 1}),

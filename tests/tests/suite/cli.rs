@@ -85,7 +85,7 @@ fn run_commands_enqueue_show_and_cancel() {
     let bad = nightshift(d, &["run", "nobody", "hi"], &[]);
     assert!(!bad.status.success());
     assert!(
-        text(&bad.stderr).contains("agent 'nobody' is not configured (configured agents: a)"),
+        text(&bad.stderr).contains("agent 'nobody' is not configured (configured: a)"),
         "{}",
         text(&bad.stderr)
     );

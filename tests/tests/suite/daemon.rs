@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use nightshift_runner::config::Config;
 use nightshift_runner::daemon;
-use nightshift_scheduler::{RunRequest, submit};
+use nightshift_scheduler::{Intake, RunRequest};
 use nightshift_store::{RunStatus, Store, Trigger};
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use reqwest::StatusCode;
@@ -156,7 +156,8 @@ async fn serves_then_drains(db: &TestDb) {
     .await;
     shutdown.cancel();
     // Enqueued after the shutdown: the draining pool must not claim it.
-    let late = submit(&store, RunRequest::new("echo", "Too late.", Trigger::Cli))
+    let late = Intake::new(store.clone(), ["echo"])
+        .submit(RunRequest::new("echo", "Too late.", Trigger::Cli))
         .await
         .unwrap();
     std::fs::write(out(dir.path()).join("go"), "").unwrap();

@@ -423,19 +423,17 @@ async fn crash_between_steps(db: &TestDb) {
         .claim_webhook_delivery("github", "d-b", "pull_request")
         .await
         .unwrap();
-    let early = nightshift_scheduler::submit(
-        &intake.store,
-        nightshift_scheduler::RunRequest {
+    let early = nightshift_scheduler::Intake::new(intake.store.clone(), ["reviewer"])
+        .submit(nightshift_scheduler::RunRequest {
             idempotency_key: Some("webhook:github:review:d-b".into()),
             ..nightshift_scheduler::RunRequest::new(
                 "reviewer",
                 "enqueued before the crash",
                 Trigger::Webhook,
             )
-        },
-    )
-    .await
-    .unwrap();
+        })
+        .await
+        .unwrap();
     let (status, b) = intake
         .github("pull_request", "d-b", fixture("pull_request.synchronize"))
         .await;

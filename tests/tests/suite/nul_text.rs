@@ -302,7 +302,7 @@ async fn prompt_over_http(db: &TestDb) {
     let store = db.store().await;
     let state = nightshift_runner::api::ApiState {
         store: store.clone(),
-        agents: Arc::new(vec!["helper".to_string()]),
+        intake: nightshift_scheduler::Intake::new(store.clone(), vec!["helper".to_string()]),
         token: Arc::new("t0ken".to_string()),
         hooks: nightshift_runner::hooks::none(),
     };

@@ -58,9 +58,14 @@ pub(crate) async fn create(store: &Store, s: ScheduleSpec) -> nightshift_store::
     cron::create(store, s, &[AGENT.to_string()]).await.unwrap()
 }
 
+/// The intake the schedule tests fire through: their one agent.
+pub(crate) fn intake(store: &Store) -> nightshift_scheduler::Intake {
+    nightshift_scheduler::Intake::new(store.clone(), [AGENT])
+}
+
 pub(crate) fn timer(store: &Store, holder: &str, grace: Duration) -> Timer {
     Timer::new(
-        store.clone(),
+        intake(store),
         holder,
         TimerConfig {
             misfire_grace: grace,
@@ -329,7 +334,7 @@ async fn overlap_policies(db: &TestDb) {
     );
     // A manual trigger respects the policy too.
     assert!(matches!(
-        cron::trigger(&store, "skip").await.unwrap(),
+        cron::trigger(&intake(&store), "skip").await.unwrap(),
         FireOutcome::Skipped { .. }
     ));
     // Once the run is over, skip fires again.
@@ -412,7 +417,8 @@ async fn config_schedules(db: &TestDb) {
         .await
         .unwrap_err();
     assert!(matches!(err, ScheduleError::Conflict(_)), "{err}");
-    let FireOutcome::Enqueued { run_id, .. } = cron::trigger(&store, "digest").await.unwrap()
+    let FireOutcome::Enqueued { run_id, .. } =
+        cron::trigger(&intake(&store), "digest").await.unwrap()
     else {
         panic!("trigger enqueues");
     };

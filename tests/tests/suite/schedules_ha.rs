@@ -50,10 +50,15 @@ async fn repeated_fire_after_crash(db: &TestDb) {
     // Daemon A enqueued the fire and died before advancing the schedule.
     let schedule = Schedule::from_row(&row).unwrap();
     let fire_at = row.next_fire_at.unwrap();
-    let FireOutcome::Enqueued { run_id, .. } = cron::fire(&a, &row, &schedule, fire_at, false)
-        .await
-        .unwrap()
-    else {
+    let FireOutcome::Enqueued { run_id, .. } = cron::fire(
+        &crate::schedules::intake(&a),
+        &row,
+        &schedule,
+        fire_at,
+        false,
+    )
+    .await
+    .unwrap() else {
         panic!("the fire enqueues");
     };
     // Daemon B leads next and fires the same armed time: the run is the same one.

@@ -59,7 +59,7 @@ async fn schedules_api(db: &TestDb) {
     .unwrap();
     let state = ApiState {
         store: store.clone(),
-        agents: Arc::new(agents),
+        intake: nightshift_scheduler::Intake::new(store.clone(), agents),
         token: Arc::new(API_TOKEN.to_string()),
         hooks: nightshift_runner::hooks::none(),
     };

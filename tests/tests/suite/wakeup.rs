@@ -298,27 +298,23 @@ async fn message_wakes_sleeping_run(db: &TestDb) {
     assert!(matches!(h.run_once().await, JobOutcome::Park { .. }));
     h.clock.advance(Duration::from_secs(60));
     // A new comment for the PR continues the run found by its key.
-    let resumed = nightshift_scheduler::resume(
-        &h.store,
-        nightshift_scheduler::ResumeRequest {
+    let resumed = nightshift_scheduler::Intake::new(h.store.clone(), ["helper"])
+        .resume(nightshift_scheduler::ResumeRequest {
             run_key: "pr:7".into(),
             message: "@bot please look at the tests too".into(),
             idempotency_key: Some("comment-991".into()),
-        },
-    )
-    .await
-    .unwrap();
+        })
+        .await
+        .unwrap();
     assert_eq!(resumed.run_id, run_id);
-    let redelivered = nightshift_scheduler::resume(
-        &h.store,
-        nightshift_scheduler::ResumeRequest {
+    let redelivered = nightshift_scheduler::Intake::new(h.store.clone(), ["helper"])
+        .resume(nightshift_scheduler::ResumeRequest {
             run_key: "pr:7".into(),
             message: "@bot please look at the tests too".into(),
             idempotency_key: Some("comment-991".into()),
-        },
-    )
-    .await
-    .unwrap();
+        })
+        .await
+        .unwrap();
     assert!(redelivered.duplicate && redelivered.job_id == resumed.job_id);
     assert!(matches!(h.run_once().await, JobOutcome::Done(_)));
     let last = model.request(1).messages.last().unwrap().text();
@@ -332,15 +328,13 @@ async fn message_wakes_sleeping_run(db: &TestDb) {
         h.store.claim("w", None, 5, LEASE).await.unwrap().is_empty(),
         "the replaced wakeup never fires"
     );
-    let missing = nightshift_scheduler::resume(
-        &h.store,
-        nightshift_scheduler::ResumeRequest {
+    let missing = nightshift_scheduler::Intake::new(h.store.clone(), ["helper"])
+        .resume(nightshift_scheduler::ResumeRequest {
             run_key: "pr:7".into(),
             message: "again".into(),
             idempotency_key: None,
-        },
-    )
-    .await;
+        })
+        .await;
     assert!(
         matches!(missing, Err(nightshift_scheduler::IntakeError::NotFound(_))),
         "a finished run is not resumed: {missing:?}"

@@ -146,7 +146,7 @@ impl Intake {
         let hooks = HookSet::build(&config.hooks, &["reviewer"], secrets).unwrap();
         let state = ApiState {
             store: store.clone(),
-            agents: Arc::new(vec!["reviewer".to_string()]),
+            intake: nightshift_scheduler::Intake::new(store.clone(), vec!["reviewer".to_string()]),
             token: Arc::new(TOKEN.to_string()),
             hooks: Arc::new(hooks),
         };

@@ -163,7 +163,7 @@ async fn signed_notices_reach_every_url_once(db: &TestDb) {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let state = ApiState {
         store: store.clone(),
-        agents: Arc::new(vec!["digest".into()]),
+        intake: nightshift_scheduler::Intake::new(store.clone(), ["digest"]),
         token: Arc::new("t".into()),
         hooks: nightshift_runner::hooks::none(),
     };
