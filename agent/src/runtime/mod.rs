@@ -12,11 +12,10 @@ use std::sync::Arc;
 use nightshift_tools::Redactor;
 
 use nightshift_llm::{Message, Role, conversation};
-use nightshift_store::{Error as StoreError, JobKind, ResumeReason, RunEnd};
+use nightshift_store::{Error as StoreError, ResumeReason, RunEnd};
 use nightshift_worker::{Handler, JobContext, JobOutcome};
 
 use crate::calls;
-use crate::checkpoint;
 use crate::config::AgentDef;
 use crate::events::RunEvent;
 use crate::ports::{ModelFailure, ModelGateway, ToolBox};
@@ -26,6 +25,7 @@ use crate::wakeup;
 
 mod approvals;
 mod background;
+mod opening;
 mod outage;
 mod redact;
 mod session;
@@ -168,11 +168,10 @@ impl From<StoreError> for Stop {
 
 impl AgentRuntime {
     async fn run_job(&self, ctx: &JobContext) -> Result<JobOutcome, Stop> {
-        let lease = &ctx.lease;
-        let store = lease.store();
-        let run_id = lease.job().run_id.clone();
+        let store = ctx.lease.store();
+        let run_id = &ctx.lease.job().run_id;
         let run = store
-            .run(&run_id)
+            .run(run_id)
             .await?
             .ok_or_else(|| Stop::Corrupt(format!("run {run_id} is missing")))?;
         let Some(agent) = self.agents.get(&run.agent) else {
@@ -182,71 +181,20 @@ impl AgentRuntime {
                 self.agent_names().join(", ")
             )));
         };
-        let state = load_state(store, &run_id).await?;
         let mut s = Session {
             ctx,
             agent,
-            run_id,
+            run_id: run.id.clone(),
             started_at: run.started_at,
-            state,
+            state: opening::load_state(store, run_id).await?,
             compacted_for_overflow: false,
             redactor: &self.redactor,
         };
-        if s.state.through_seq == 0 {
-            s.log(RunEvent::RunStarted {
-                agent: agent.config.name.clone(),
-                agent_hash: agent.hash.clone(),
-            })
-            .await?;
-            let prompt = match lease.job().kind {
-                JobKind::Start => lease.job().payload.clone(),
-                JobKind::Resume => run.input.clone(),
-            };
-            let empty = prompt.trim().is_empty();
-            s.log(RunEvent::UserMessage {
-                message: Message::user_text(prompt),
-            })
-            .await?;
-            if empty {
-                // The intake refuses these; a run enqueued around it fails saying so.
-                return s
-                    .finish(RunEnd::Failed {
-                        error: "the run's prompt is empty: there is nothing to ask the model; \
-                                enqueue it again with a prompt"
-                            .into(),
-                    })
-                    .await;
-            }
-        } else if s.state.agent_hash.as_deref() != Some(agent.hash.as_str()) {
-            tracing::warn!(
-                run_id = %s.run_id,
-                agent = %agent.config.name,
-                "the agent's definition changed since this run started; resuming with the new one"
-            );
+        if let Some(ended) = s.begin(&run).await? {
+            return Ok(ended);
         }
-        if lease.job().kind == JobKind::Resume
-            && s.state.through_seq > 0
-            && s.state.ending.is_none()
-            && s.state.last_resumed_job != Some(lease.job().id)
-            && let Some(reminder) = resume_reminder(&lease.job().payload, &s.state, store.now())
-        {
-            if !s.state.pending.is_empty() {
-                // Recover the calls a dead worker left first: a reminder never lands between
-                // a tool call and its result.
-                match self.run_tools(&mut s).await? {
-                    ToolsEnd::Done => {}
-                    ToolsEnd::Refused => return s.finish(RunEnd::Cancelled).await,
-                    ToolsEnd::AwaitApproval { call_id, until } => {
-                        tracing::warn!(run_id = %s.run_id, "a resume arrived while a call awaits approval; it is delivered after the decision only if sent again");
-                        return s.await_approval(call_id, until).await;
-                    }
-                }
-            }
-            s.log(RunEvent::Resumed {
-                job_id: lease.job().id,
-                reminder,
-            })
-            .await?;
+        if let Some(ended) = self.deliver_resume(&mut s).await? {
+            return Ok(ended);
         }
         s.apply_decision().await?;
         self.drive(&mut s).await
@@ -485,43 +433,4 @@ impl AgentRuntime {
         }
         specs
     }
-}
-
-/// What the model is told when a resume job delivers its reason, if anything.
-fn resume_reminder(payload: &str, state: &RunState, now: i64) -> Option<String> {
-    match (ResumeReason::from_payload(payload), &state.wakeup) {
-        (Some(ResumeReason::Message { text }), Some(w)) => Some(format!(
-            "{text}\n\n[This message woke you early from a wakeup due at {}: {}]",
-            wakeup::rfc3339(w.due_at),
-            w.reason
-        )),
-        (Some(ResumeReason::Message { text }), None) => Some(text),
-        (Some(ResumeReason::Task { .. }), Some(w)) => Some(format!(
-            "[A background task ended before your wakeup due at {} ({}); you were woken early.]",
-            wakeup::rfc3339(w.due_at),
-            w.reason
-        )),
-        // The task's ending itself is reported before the next model call.
-        (Some(ResumeReason::Task { .. }), None) => None,
-        (_, Some(w)) => Some(wakeup::reminder(w, now)),
-        (_, None) => None,
-    }
-}
-
-/// Loads the run: the newest checkpoint, then every event after it.
-async fn load_state(store: &nightshift_store::Store, run_id: &str) -> Result<RunState, Stop> {
-    let mut state = match store.latest_checkpoint(run_id).await? {
-        Some(cp) => {
-            checkpoint::decode(&cp.body).map_err(|e| Stop::Corrupt(format!("run {run_id}: {e}")))?
-        }
-        None => RunState::default(),
-    };
-    for stored in store.events(run_id, state.through_seq).await? {
-        let event = RunEvent::parse(&stored.event_type, &stored.payload)
-            .map_err(|e| Stop::Corrupt(format!("run {run_id}, event {}: {e}", stored.seq)))?;
-        state
-            .apply(stored.seq, &event)
-            .map_err(|e| Stop::Corrupt(format!("run {run_id}: the event log disagrees: {e}")))?;
-    }
-    Ok(state)
 }

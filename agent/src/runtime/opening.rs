@@ -1,0 +1,200 @@
+//! Opening a job: the run's state loaded from its checkpoint and log, the run begun on its
+//! first job (its start and prompt logged), and a resume job's reason delivered once.
+//!
+//! What it guarantees: a job works on the state its run's log holds, never on a guess; a
+//! run's first events are `run_started` then its prompt, whichever job writes them; a resume
+//! job's reminder is appended at most once per job ([`reminder_for`] decides, from the job
+//! and the state alone) and never between a tool call and its result — interrupted calls
+//! are recovered first.
+
+use nightshift_llm::Message;
+use nightshift_store::{JobKind, LeasedJob, ResumeReason, Run, RunEnd, Store};
+use nightshift_worker::JobOutcome;
+
+use super::{AgentRuntime, Session, Stop, ToolsEnd};
+use crate::checkpoint;
+use crate::events::RunEvent;
+use crate::state::RunState;
+use crate::wakeup;
+
+/// The reminder a resume job should append now, if any: only a resume job, only for a run
+/// already begun and not ended, only once per job.
+pub(super) fn reminder_for(
+    kind: JobKind,
+    job_id: i64,
+    payload: &str,
+    state: &RunState,
+    now: i64,
+) -> Option<String> {
+    let due = kind == JobKind::Resume
+        && state.through_seq > 0
+        && state.ending.is_none()
+        && state.last_resumed_job != Some(job_id);
+    if due {
+        resume_reminder(payload, state, now)
+    } else {
+        None
+    }
+}
+
+/// What the model is told when a resume job delivers its reason, if anything.
+fn resume_reminder(payload: &str, state: &RunState, now: i64) -> Option<String> {
+    match (ResumeReason::from_payload(payload), &state.wakeup) {
+        (Some(ResumeReason::Message { text }), Some(w)) => Some(format!(
+            "{text}\n\n[This message woke you early from a wakeup due at {}: {}]",
+            wakeup::rfc3339(w.due_at),
+            w.reason
+        )),
+        (Some(ResumeReason::Message { text }), None) => Some(text),
+        (Some(ResumeReason::Task { .. }), Some(w)) => Some(format!(
+            "[A background task ended before your wakeup due at {} ({}); you were woken early.]",
+            wakeup::rfc3339(w.due_at),
+            w.reason
+        )),
+        // The task's ending itself is reported before the next model call.
+        (Some(ResumeReason::Task { .. }), None) => None,
+        (_, Some(w)) => Some(wakeup::reminder(w, now)),
+        (_, None) => None,
+    }
+}
+
+/// Loads the run: the newest checkpoint, then every event after it.
+pub(super) async fn load_state(store: &Store, run_id: &str) -> Result<RunState, Stop> {
+    let mut state = match store.latest_checkpoint(run_id).await? {
+        Some(cp) => {
+            checkpoint::decode(&cp.body).map_err(|e| Stop::Corrupt(format!("run {run_id}: {e}")))?
+        }
+        None => RunState::default(),
+    };
+    for stored in store.events(run_id, state.through_seq).await? {
+        let event = RunEvent::parse(&stored.event_type, &stored.payload)
+            .map_err(|e| Stop::Corrupt(format!("run {run_id}, event {}: {e}", stored.seq)))?;
+        state
+            .apply(stored.seq, &event)
+            .map_err(|e| Stop::Corrupt(format!("run {run_id}: the event log disagrees: {e}")))?;
+    }
+    Ok(state)
+}
+
+impl Session<'_> {
+    /// On a run's first job, logs its start and its prompt (a resume job of a run that never
+    /// began takes the run's input). A run whose prompt is empty ends failed, saying so;
+    /// that outcome is returned.
+    pub(super) async fn begin(&mut self, run: &Run) -> Result<Option<JobOutcome>, Stop> {
+        if self.state.through_seq > 0 {
+            if self.state.agent_hash.as_deref() != Some(self.agent.hash.as_str()) {
+                tracing::warn!(
+                    run_id = %self.run_id,
+                    agent = %self.agent.config.name,
+                    "the agent's definition changed since this run started; resuming with the new one"
+                );
+            }
+            return Ok(None);
+        }
+        self.log(RunEvent::RunStarted {
+            agent: self.agent.config.name.clone(),
+            agent_hash: self.agent.hash.clone(),
+        })
+        .await?;
+        let job = self.ctx.lease.job();
+        let prompt = match job.kind {
+            JobKind::Start => job.payload.clone(),
+            JobKind::Resume => run.input.clone(),
+        };
+        let empty = prompt.trim().is_empty();
+        self.log(RunEvent::UserMessage {
+            message: Message::user_text(prompt),
+        })
+        .await?;
+        if !empty {
+            return Ok(None);
+        }
+        // The intake refuses these; a run enqueued around it fails saying so.
+        self.finish(RunEnd::Failed {
+            error: "the run's prompt is empty: there is nothing to ask the model; enqueue it \
+                    again with a prompt"
+                .into(),
+        })
+        .await
+        .map(Some)
+    }
+}
+
+impl AgentRuntime {
+    /// Delivers a resume job's reminder once (see [`reminder_for`]), recovering the calls a
+    /// dead worker left first. Returns the job's outcome when that recovery ended it (the run
+    /// was cancelled, or a call awaits approval).
+    pub(super) async fn deliver_resume(
+        &self,
+        s: &mut Session<'_>,
+    ) -> Result<Option<JobOutcome>, Stop> {
+        let lease: &LeasedJob = &s.ctx.lease;
+        let job = lease.job();
+        let Some(reminder) = reminder_for(
+            job.kind,
+            job.id,
+            &job.payload,
+            &s.state,
+            lease.store().now(),
+        ) else {
+            return Ok(None);
+        };
+        let job_id = job.id;
+        if !s.state.pending.is_empty() {
+            // A reminder never lands between a tool call and its result.
+            match self.run_tools(s).await? {
+                ToolsEnd::Done => {}
+                ToolsEnd::Refused => return s.finish(RunEnd::Cancelled).await.map(Some),
+                ToolsEnd::AwaitApproval { call_id, until } => {
+                    tracing::warn!(run_id = %s.run_id, "a resume arrived while a call awaits approval; it is delivered after the decision only if sent again");
+                    return s.await_approval(call_id, until).await.map(Some);
+                }
+            }
+        }
+        s.log(RunEvent::Resumed { job_id, reminder }).await?;
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn begun() -> RunState {
+        RunState {
+            through_seq: 3,
+            ..RunState::default()
+        }
+    }
+
+    fn message(text: &str) -> String {
+        ResumeReason::Message { text: text.into() }.to_payload()
+    }
+
+    #[test]
+    fn a_resume_job_delivers_its_message_once_to_a_begun_unended_run() {
+        let state = begun();
+        assert_eq!(
+            reminder_for(JobKind::Resume, 7, &message("look again"), &state, 0).as_deref(),
+            Some("look again")
+        );
+        let delivered = RunState {
+            last_resumed_job: Some(7),
+            ..begun()
+        };
+        assert_eq!(
+            reminder_for(JobKind::Resume, 7, &message("look again"), &delivered, 0),
+            None,
+            "the same job never delivers twice"
+        );
+        assert_eq!(
+            reminder_for(JobKind::Start, 7, &message("x"), &state, 0),
+            None
+        );
+        assert_eq!(
+            reminder_for(JobKind::Resume, 7, &message("x"), &RunState::default(), 0),
+            None,
+            "nothing is delivered before the run has begun (its prompt comes first)"
+        );
+    }
+}
