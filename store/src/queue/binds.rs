@@ -3,6 +3,20 @@
 //! the same way (text goes through [`Text`](crate::text::Text), which escapes NUL bytes on
 //! PostgreSQL). Nothing here decides anything.
 
+/// Binds an [`EventRow`](super::EventRow) to `$query`, in the order both event statements
+/// (`append_event`, `append_event_live`) take it.
+macro_rules! bind_event_row {
+    ($query:expr, $event:expr) => {
+        $query
+            .bind($event.job_id)
+            .bind($event.token)
+            .bind($crate::text::Text($event.event_type))
+            .bind($crate::text::Text($event.payload))
+            .bind($event.now)
+    };
+}
+pub(crate) use bind_event_row;
+
 /// Implements `QueueStatements` for `$backend` with the statements of `store/sql/$dir/`.
 macro_rules! queue_statements {
     ($backend:ty, $dir:literal) => {
@@ -314,32 +328,20 @@ macro_rules! queue_statements {
                 c: &mut $crate::backend::Conn<Self>,
                 event: $crate::queue::EventRow<'_>,
             ) -> $crate::Result<Option<i64>> {
-                Ok(
-                    sqlx::query_scalar($crate::backend::sql!($dir, "append_event"))
-                        .bind(event.job_id)
-                        .bind(event.token)
-                        .bind($crate::text::Text(event.event_type))
-                        .bind($crate::text::Text(event.payload))
-                        .bind(event.now)
-                        .fetch_optional(c)
-                        .await?,
-                )
+                let query = sqlx::query_scalar($crate::backend::sql!($dir, "append_event"));
+                Ok($crate::queue::bind_event_row!(query, event)
+                    .fetch_optional(c)
+                    .await?)
             }
 
             async fn append_event_live(
                 c: &mut $crate::backend::Conn<Self>,
                 event: $crate::queue::EventRow<'_>,
             ) -> $crate::Result<Option<i64>> {
-                Ok(
-                    sqlx::query_scalar($crate::backend::sql!($dir, "append_event_live"))
-                        .bind(event.job_id)
-                        .bind(event.token)
-                        .bind($crate::text::Text(event.event_type))
-                        .bind($crate::text::Text(event.payload))
-                        .bind(event.now)
-                        .fetch_optional(c)
-                        .await?,
-                )
+                let query = sqlx::query_scalar($crate::backend::sql!($dir, "append_event_live"));
+                Ok($crate::queue::bind_event_row!(query, event)
+                    .fetch_optional(c)
+                    .await?)
             }
 
             async fn write_checkpoint(

@@ -12,7 +12,7 @@ pub(crate) mod concurrency;
 pub(crate) mod lease;
 mod statements;
 
-pub(crate) use binds::queue_statements;
+pub(crate) use binds::{bind_event_row, queue_statements};
 pub(crate) use statements::*;
 
 use crate::clock::Millis;
