@@ -29,6 +29,13 @@ pub enum RunEvent {
         usage: Usage,
         model: String,
         cost_usd: f64,
+        /// How long the call took, from the loop's request to the whole reply, retries and
+        /// fallbacks included (absent in events written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        latency_ms: Option<u64>,
+        /// Failed attempts at the answering model before this reply.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        retries: u32,
     },
     /// A tool call is about to run. Committed before the tool starts.
     ToolStarted {
@@ -102,6 +109,10 @@ pub enum RunEvent {
         status: EndStatus,
         detail: Option<String>,
     },
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// How a run ended, as `finished` events and checkpoints spell it: the terminal

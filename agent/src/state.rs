@@ -485,6 +485,8 @@ mod tests {
             },
             model: "m".into(),
             cost_usd: 0.5,
+            latency_ms: None,
+            retries: 0,
         }
     }
 

@@ -286,6 +286,7 @@ fn parse_message(body: &[u8]) -> Result<ModelResponse, ProviderError> {
         content,
         usage,
         rate_limits: RateLimits::default(),
+        retries: 0,
     })
 }
 
@@ -441,6 +442,7 @@ impl StreamState {
             content,
             usage: self.usage,
             rate_limits: RateLimits::default(),
+            retries: 0,
         })
     }
 }

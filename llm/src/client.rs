@@ -238,6 +238,7 @@ impl ModelClient {
                     if resp.model.is_empty() {
                         resp.model = self.model.clone();
                     }
+                    resp.retries = attempt;
                     if resp.rate_limits != RateLimits::default() {
                         self.lock().rate_limits = Some(resp.rate_limits.clone());
                     }

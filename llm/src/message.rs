@@ -185,6 +185,10 @@ pub struct ModelResponse {
     pub usage: Usage,
     #[serde(default)]
     pub rate_limits: RateLimits,
+    /// How many attempts at this model failed (and were retried) before this reply; set by
+    /// [`crate::ModelClient::send`].
+    #[serde(default)]
+    pub retries: u32,
 }
 
 impl ModelResponse {

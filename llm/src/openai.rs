@@ -377,6 +377,7 @@ fn parse_completion(body: &[u8]) -> Result<ModelResponse, ProviderError> {
         content,
         usage: c.usage.map(|u| u.canonical()).unwrap_or_default(),
         rate_limits: RateLimits::default(),
+        retries: 0,
     })
 }
 
@@ -525,6 +526,7 @@ impl StreamState {
             content,
             usage: self.usage.map(|u| u.canonical()).unwrap_or_default(),
             rate_limits: RateLimits::default(),
+            retries: 0,
         })
     }
 }

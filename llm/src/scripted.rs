@@ -188,6 +188,7 @@ impl ScriptedProvider {
             stop_reason: turn.stop_reason.clone(),
             usage: turn.usage,
             rate_limits: RateLimits::default(),
+            retries: 0,
         })
     }
 }

@@ -322,6 +322,7 @@ impl AgentRuntime {
         if let Err(violation) = conversation::check(&req) {
             return s.finish(invalid_request(violation)).await.map(Some);
         }
+        let started = std::time::Instant::now();
         match self.models.call(s.agent, &req, &s.ctx.cancel).await {
             Ok(mut resp) => {
                 let replaced =
@@ -329,7 +330,7 @@ impl AgentRuntime {
                 if replaced > 0 {
                     tracing::info!(run_id = %s.run_id, replaced, "gave tool calls of the reply runtime ids (the provider's were missing, malformed or already used)");
                 }
-                s.log_reply(&resp).await?;
+                s.log_reply(&resp, started.elapsed()).await?;
                 Ok(None)
             }
             Err(ModelFailure::Cancelled) => s.finish(RunEnd::Cancelled).await.map(Some),

@@ -144,8 +144,13 @@ impl Session<'_> {
         }
     }
 
-    /// Logs a model reply (its tool calls already carry run-unique ids) and its usage.
-    pub(super) async fn log_reply(&mut self, resp: &ModelResponse) -> Result<(), Stop> {
+    /// Logs a model reply (its tool calls already carry run-unique ids), its usage and how
+    /// long it took.
+    pub(super) async fn log_reply(
+        &mut self,
+        resp: &ModelResponse,
+        latency: std::time::Duration,
+    ) -> Result<(), Stop> {
         let cost_usd = self.agent.config.pricing.cost(&resp.usage);
         self.log(RunEvent::AssistantMessage {
             message: resp.message(),
@@ -153,6 +158,8 @@ impl Session<'_> {
             usage: resp.usage,
             model: resp.model.clone(),
             cost_usd,
+            latency_ms: Some(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX)),
+            retries: resp.retries,
         })
         .await?;
         self.record_progress().await

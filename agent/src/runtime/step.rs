@@ -147,6 +147,8 @@ mod tests {
             usage: Usage::default(),
             model: "m".into(),
             cost_usd: 0.0,
+            latency_ms: None,
+            retries: 0,
         }
     }
 

@@ -137,6 +137,8 @@ async fn wal_overhead(config: &StoreConfig, calls: usize) -> Result<(f64, f64)> 
                 usage: Usage::default(),
                 model: "m".into(),
                 cost_usd: 0.0,
+                latency_ms: None,
+                retries: 0,
             },
             RunEvent::ToolStarted {
                 call_id: id.clone(),
@@ -234,6 +236,8 @@ fn conversation(n: usize) -> RunState {
                 },
                 model: "claude-x".into(),
                 cost_usd: 0.001,
+                latency_ms: None,
+                retries: 0,
             },
         );
         let lines: String = (0..(2 + (i * 7) % 60))
@@ -280,6 +284,7 @@ impl ModelGateway for FirstRequest {
                 stop_reason: StopReason::EndTurn,
                 usage: Usage::default(),
                 rate_limits: Default::default(),
+                retries: 0,
             })
         })
     }

@@ -39,6 +39,7 @@ pub(crate) fn reply(content: Vec<ContentBlock>, stop: StopReason) -> ModelRespon
         stop_reason: stop,
         usage: usage(10, 5),
         rate_limits: Default::default(),
+        retries: 0,
     }
 }
 

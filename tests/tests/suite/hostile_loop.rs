@@ -398,6 +398,8 @@ async fn old_duplicate_log(db: &TestDb) {
         usage: Default::default(),
         model: "m".into(),
         cost_usd: 0.0,
+        latency_ms: None,
+        retries: 0,
     }])
     .await;
     let outcome = l.step().await.expect("reclaimed");
@@ -422,6 +424,8 @@ async fn old_reused_id_log(db: &TestDb) {
         usage: Default::default(),
         model: "m".into(),
         cost_usd: 0.0,
+        latency_ms: None,
+        retries: 0,
     };
     let result = RunEvent::ToolResult {
         call_id: "call_0".into(),

@@ -182,5 +182,26 @@ async fn anthropic_end_to_end(db: &TestDb) {
             .all(|e| !e.payload.contains("sk-test-not-a-real-key")),
         "the key is never logged"
     );
+    // Each turn records how long it took and how many attempts failed before it: the 529
+    // was retried once on the first turn, the second answered at once.
+    let turns: Vec<(Option<u64>, u32)> = events
+        .iter()
+        .filter_map(|e| {
+            match nightshift_agent::RunEvent::parse(&e.event_type, &e.payload).unwrap() {
+                nightshift_agent::RunEvent::AssistantMessage {
+                    latency_ms,
+                    retries,
+                    ..
+                } => Some((latency_ms, retries)),
+                _ => None,
+            }
+        })
+        .collect();
+    assert_eq!(
+        turns.iter().map(|t| t.1).collect::<Vec<_>>(),
+        vec![1, 0],
+        "{turns:?}"
+    );
+    assert!(turns.iter().all(|t| t.0.is_some()), "{turns:?}");
     server.abort();
 }
