@@ -128,7 +128,7 @@ mod tests {
             "abc",
             "zz",
             "not-hex!",
-            &good[..good.len() - 2],
+            &good[..good.len() - 1],
             &encode(7, "run").replace("3a", "2c"),
             &other_version,
         ] {
