@@ -3,7 +3,7 @@
 //! | method | path | does |
 //! |---|---|---|
 //! | `POST` | `/v1/runs` | enqueue a run: `{agent, prompt, idempotency_key?, priority?, lane?, delay_seconds?, run_at?, max_attempts?, concurrency_key?, concurrency_policy?, debounce_seconds?}` → 202 with its id (200 and the first run's id for a repeated idempotency key, or the active run's with `skipped` under the skip policy) |
-//! | `GET` | `/v1/runs?status=&limit=` | runs, newest first |
+//! | `GET` | `/v1/runs?status=&agent=&trigger=&key=&since=&until=&q=&cursor=&limit=` | run summaries newest first, filtered (`since`/`until`: RFC 3339 or epoch ms, `[since, until)`; `q`: run id, idempotency key or prompt text), `limit` 1-200 (default 50): `{runs, next_cursor}`; pass `next_cursor` as `cursor` for the next page |
 //! | `GET` | `/v1/runs/{id}` | a run: status, usage, cost, result, error, and `last_error`: why its newest job was last retried or is waiting (a model outage's real cause) |
 //! | `GET` | `/v1/runs/{id}/events?after=N` | its event log |
 //! | `POST` | `/v1/runs/{id}/cancel` | cancel it |
@@ -271,19 +271,85 @@ pub(crate) fn store_error(e: StoreError) -> Response {
 #[serde(deny_unknown_fields)]
 struct ListQuery {
     status: Option<String>,
+    agent: Option<String>,
+    trigger: Option<String>,
+    key: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    q: Option<String>,
+    cursor: Option<String>,
     limit: Option<i64>,
+}
+
+/// A time parameter: RFC 3339 or epoch milliseconds, or the message naming `name`.
+fn parse_time(name: &str, value: &str) -> Result<i64, String> {
+    if let Ok(ms) = value.parse::<i64>() {
+        return Ok(ms);
+    }
+    chrono::DateTime::parse_from_rfc3339(value)
+        .map(|t| t.timestamp_millis())
+        .map_err(|_| {
+            format!(
+                "{name} '{value}' is neither an RFC 3339 time like 2026-12-01T07:00:00Z nor \
+                 epoch milliseconds"
+            )
+        })
+}
+
+/// The store filter a listing query asks for, or the message naming the bad parameter.
+fn run_filter(q: &ListQuery) -> Result<nightshift_store::RunFilter, String> {
+    let named = |name: &str, e: String| format!("{name}: {e}");
+    Ok(nightshift_store::RunFilter {
+        status: q
+            .status
+            .as_deref()
+            .map(str::parse::<RunStatus>)
+            .transpose()
+            .map_err(|e| named("status", e))?,
+        agent: q.agent.clone(),
+        trigger: q
+            .trigger
+            .as_deref()
+            .map(str::parse::<Trigger>)
+            .transpose()
+            .map_err(|e| named("trigger", e))?,
+        concurrency_key: q.key.clone(),
+        since: q
+            .since
+            .as_deref()
+            .map(|v| parse_time("since", v))
+            .transpose()?,
+        until: q
+            .until
+            .as_deref()
+            .map(|v| parse_time("until", v))
+            .transpose()?,
+        search: q.q.clone(),
+    })
 }
 
 async fn list_runs(
     State(state): State<ApiState>,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
-    let (q, status) = match status_query::<_, RunStatus>(q, |q| q.status.as_deref()) {
-        Ok(parsed) => parsed,
-        Err(refused) => return refused,
+    let Query(q) = match q {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
     };
-    match state.store.list_runs(status, q.limit.unwrap_or(50)).await {
-        Ok(runs) => Json(json!({ "runs": runs })).into_response(),
+    let filter = match run_filter(&q) {
+        Ok(filter) => filter,
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+    };
+    let page = state
+        .store
+        .runs_page(&filter, q.cursor.as_deref(), q.limit.unwrap_or(50))
+        .await;
+    match page {
+        Ok(page) => {
+            Json(json!({ "runs": page.runs, "next_cursor": page.next_cursor })).into_response()
+        }
+        // A malformed cursor or an empty time range is a bad parameter like any other.
+        Err(StoreError::Invalid(m)) => error(StatusCode::BAD_REQUEST, m),
         Err(e) => store_error(e),
     }
 }

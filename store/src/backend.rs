@@ -19,7 +19,8 @@
 //!   [`TaskStatements`](crate::tasks::TaskStatements),
 //!   [`NotificationStatements`](crate::notifications::NotificationStatements),
 //!   [`WebhookStatements`](crate::webhooks::WebhookStatements),
-//!   [`WakeupStatements`](crate::wakeups::WakeupStatements).
+//!   [`WakeupStatements`](crate::wakeups::WakeupStatements),
+//!   [`ListingStatements`](crate::listing::ListingStatements).
 //!
 //! An implementation only binds parameters and fetches rows: no decision is taken below
 //! these traits. Where both backends bind a statement the same way, the implementation is

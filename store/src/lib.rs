@@ -33,6 +33,7 @@ mod batch;
 pub mod clock;
 pub mod config;
 mod error;
+pub mod listing;
 pub mod migrate;
 pub mod model;
 pub mod notifications;
@@ -55,6 +56,7 @@ pub use batch::{ClaimRequest, RESCUE_INTERVAL, Settled};
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use config::{BackendKind, ConfigError, StoreConfig, Synchronous};
 pub use error::{Error, LeaseLostReason, Result};
+pub use listing::{LaneCount, LeaseRow, QueueOverview, RunFilter, RunPage, RunSummary};
 pub use model::{
     CancelOutcome, Checkpoint, ConcurrencyPolicy, Enqueued, Event, Heartbeat, Job, JobCount,
     JobOptions, NewResume, NewRun, ResumeReason, RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,

@@ -500,6 +500,7 @@ crate::tasks::task_statements!(PgBackend, "postgres");
 crate::schedules::schedule_statements!(PgBackend, "postgres");
 crate::webhooks::webhook_statements!(PgBackend, "postgres");
 crate::notifications::notification_statements!(PgBackend, "postgres");
+crate::listing::listing_statements!(PgBackend, "postgres");
 
 #[cfg(test)]
 mod tests {

@@ -299,6 +299,7 @@ crate::tasks::task_statements!(SqliteBackend, "sqlite");
 crate::schedules::schedule_statements!(SqliteBackend, "sqlite");
 crate::webhooks::webhook_statements!(SqliteBackend, "sqlite");
 crate::notifications::notification_statements!(SqliteBackend, "sqlite");
+crate::listing::listing_statements!(SqliteBackend, "sqlite");
 
 #[cfg(test)]
 mod tests {

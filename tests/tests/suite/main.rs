@@ -45,6 +45,8 @@
 //!   runtime secrets) printed by commands in plain and encoded forms and across cut points,
 //!   written by the model, echoed by a provider's 401 — then a sweep of every byte the
 //!   daemon wrote or sent finds none of them.
+//! - `runs_list`: listing runs (filters, search, keyset pages) and the queue overview, in
+//!   the store and over `GET /v1/runs`.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -69,6 +71,7 @@ mod pool;
 mod process;
 mod provider;
 mod queue;
+mod runs_list;
 mod sandbox;
 mod schedules;
 mod schedules_ha;
