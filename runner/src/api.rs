@@ -298,7 +298,7 @@ fn parse_time(name: &str, value: &str) -> Result<i64, String> {
 
 /// The store filter a listing query asks for, or the message naming the bad parameter.
 fn run_filter(q: &ListQuery) -> Result<nightshift_store::RunFilter, String> {
-    let named = |name: &str, e: String| format!("{name}: {e}");
+    let named = |name: &str, e: nightshift_store::UnknownName| format!("{name}: {e}");
     Ok(nightshift_store::RunFilter {
         status: q
             .status

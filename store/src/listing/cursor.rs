@@ -35,7 +35,7 @@ pub fn decode(cursor: &str) -> Result<(Millis, String)> {
             shown(cursor)
         ))
     };
-    if cursor.is_empty() || cursor.len() % 2 != 0 || cursor.len() > 2048 {
+    if cursor.is_empty() || !cursor.len().is_multiple_of(2) || cursor.len() > 2048 {
         return Err(invalid());
     }
     let bytes = (0..cursor.len())

@@ -289,7 +289,9 @@ async fn overview<B: ListingStatements + QueueStatements>(
     let by_state_lane = counts
         .into_iter()
         .map(|(state, lane, count)| {
-            let state = state.parse::<JobState>().map_err(Error::Invalid)?;
+            let state = state
+                .parse::<JobState>()
+                .map_err(|e| Error::Corrupt(format!("jobs.status: {e}")))?;
             Ok(LaneCount { lane, state, count })
         })
         .collect::<Result<Vec<_>>>()?;

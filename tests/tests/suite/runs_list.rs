@@ -24,6 +24,9 @@ on_both_backends! {
 }
 
 /// Enqueues `new` at the clock's current time and returns its id.
+/// Which of the seeded runs (by index) a filter case should list.
+type Matches = Box<dyn Fn(usize) -> bool>;
+
 async fn add(store: &Store, new: NewRun) -> String {
     store.enqueue(&new).await.unwrap().run_id
 }
@@ -71,7 +74,7 @@ async fn filters(db: &TestDb) {
         store.cancel_run(id).await.unwrap();
     }
     let status_of = |i: usize| {
-        if i % 5 == 0 {
+        if i.is_multiple_of(5) {
             RunStatus::Cancelled
         } else {
             RunStatus::Queued
@@ -79,7 +82,7 @@ async fn filters(db: &TestDb) {
     };
     let since = expected[6].4;
     let until = expected[18].4;
-    let cases: Vec<(RunFilter, Box<dyn Fn(usize) -> bool>)> = vec![
+    let cases: Vec<(RunFilter, Matches)> = vec![
         (RunFilter::default(), Box::new(|_| true)),
         (
             RunFilter {
@@ -389,7 +392,7 @@ async fn api(db: &TestDb) {
     }
     let state = ApiState {
         store: store.clone(),
-        agents: Arc::new(vec!["helper".into(), "reviewer".into()]),
+        intake: nightshift_scheduler::Intake::new(store.clone(), ["helper", "reviewer"]),
         token: Arc::new(TOKEN.into()),
         hooks: nightshift_runner::hooks::none(),
     };
