@@ -17,6 +17,7 @@
 //! | `GET` | `/v1/notifications?run=&status=&limit=` | run notice deliveries, newest first: status (`pending`, `delivered`, `dead`), attempts, last error |
 //! | `POST` | `/v1/notifications/{delivery_id}/redeliver` | send a dead delivery again (fresh attempts, same delivery id) |
 //! | `GET` | `/healthz` | liveness, without the token |
+//! | `GET` | `/ui…` | the web dashboard, signed in with the token (see `nightshift_dashboard`) |
 //! | … | `/v1/schedules…` | cron schedules (see [`crate::schedules_api`]) |
 //!
 //! Every error is JSON `{"error": "…"}` saying what was wrong; a refused request changes
@@ -82,7 +83,10 @@ pub fn router(state: ApiState) -> Router {
         .merge(v1)
         .merge(crate::hooks::routes(&state))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint") })
-        .with_state(state)
+        .with_state(state.clone())
+        .merge(nightshift_dashboard::router(
+            nightshift_dashboard::DashboardState::new(state.store, state.token, state.agents),
+        ))
 }
 
 pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {

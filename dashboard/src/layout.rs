@@ -1,0 +1,179 @@
+//! The page frame and sign-in: the embedded templates, rendering, the session middleware,
+//! login and logout, and the plain message pages (401, 403, errors).
+
+use axum::Form;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use minijinja::{Environment, Value, context};
+use serde::Deserialize;
+
+use crate::DashboardState;
+use crate::auth::{self, Session};
+
+/// The embedded templates; `.html` auto-escapes every value.
+pub fn templates() -> Environment<'static> {
+    let mut env = Environment::new();
+    for (name, src) in [
+        ("base.html", include_str!("templates/base.html")),
+        ("login.html", include_str!("templates/login.html")),
+        ("message.html", include_str!("templates/message.html")),
+        ("runs.html", include_str!("templates/runs.html")),
+        ("run.html", include_str!("templates/run.html")),
+        ("item.html", include_str!("templates/item.html")),
+        ("confirm.html", include_str!("templates/confirm.html")),
+    ] {
+        env.add_template(name, src)
+            .expect("embedded templates parse");
+    }
+    env
+}
+
+/// Renders `name` with `ctx`; a template error is a 500 page naming it.
+pub fn render(state: &DashboardState, status: StatusCode, name: &str, ctx: Value) -> Response {
+    match state
+        .templates
+        .get_template(name)
+        .and_then(|t| t.render(ctx))
+    {
+        Ok(html) => (status, Html(html)).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, template = name, "dashboard template failed");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("template {name} failed: {e}"),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// A message page: `title`, `message`, and a link back.
+pub fn message(state: &DashboardState, status: StatusCode, title: &str, message: &str) -> Response {
+    render(
+        state,
+        status,
+        "message.html",
+        context! { title, message, signed_in => true },
+    )
+}
+
+/// Sends a request without a valid session to the login page.
+pub async fn require_session(
+    State(state): State<DashboardState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let now = state.store.now();
+    match auth::cookie(req.headers(), auth::COOKIE).and_then(|c| state.keys.verify(c, now)) {
+        Some(session) => {
+            req.extensions_mut().insert(session);
+            next.run(req).await
+        }
+        None => Redirect::to("/ui/login").into_response(),
+    }
+}
+
+pub async fn login_page(State(state): State<DashboardState>) -> Response {
+    render(
+        &state,
+        StatusCode::OK,
+        "login.html",
+        context! { error => "" },
+    )
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LoginForm {
+    #[serde(default)]
+    token: String,
+}
+
+pub async fn login(
+    State(state): State<DashboardState>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    if let Some(why) = auth::cross_site(&headers) {
+        return render(
+            &state,
+            StatusCode::FORBIDDEN,
+            "login.html",
+            context! { error => why },
+        );
+    }
+    if !auth::token_ok(&state.token, form.token.trim()) {
+        return render(
+            &state,
+            StatusCode::UNAUTHORIZED,
+            "login.html",
+            context! { error => "That is not the API token. Use the token the daemon printed at start (or its api-token file)." },
+        );
+    }
+    let cookie = state.keys.issue(state.store.now());
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::SET_COOKIE, auth::set_cookie(&cookie)),
+            (header::LOCATION, "/ui/runs".to_string()),
+        ],
+    )
+        .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    pub csrf: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub confirmed: Option<String>,
+}
+
+/// Refuses a POST that is cross-site or lacks the session's CSRF token (a 403 page).
+#[allow(clippy::result_large_err)] // the Err is the response
+pub fn check_post(
+    state: &DashboardState,
+    session: &Session,
+    headers: &HeaderMap,
+    csrf: &str,
+) -> Result<(), Response> {
+    if let Some(why) = auth::cross_site(headers) {
+        return Err(message(
+            state,
+            StatusCode::FORBIDDEN,
+            "Refused",
+            &format!("{why}. Nothing was changed."),
+        ));
+    }
+    if !state.keys.csrf_ok(session, csrf) {
+        return Err(message(
+            state,
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "The form's CSRF token is missing or wrong (an old page, or a request from another site). Reload the page and try again. Nothing was changed.",
+        ));
+    }
+    Ok(())
+}
+
+pub async fn logout(
+    State(state): State<DashboardState>,
+    axum::Extension(session): axum::Extension<Session>,
+    headers: HeaderMap,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if let Err(refused) = check_post(&state, &session, &headers, &form.csrf) {
+        return refused;
+    }
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::SET_COOKIE, auth::clear_cookie()),
+            (header::LOCATION, "/ui/login".to_string()),
+        ],
+    )
+        .into_response()
+}

@@ -1,0 +1,143 @@
+//! # nightshift-dashboard
+//!
+//! The web dashboard `nightshift serve` serves under `/ui` on the API's listener: sign in
+//! with the API token, the runs list, a run's live timeline, and the actions on a run
+//! (cancel, wake, approve, deny) through the same store calls as the API.
+//!
+//! What it guarantees:
+//! - **One binary.** Templates, CSS and JS are embedded (`include_str!`).
+//! - **Signed in, CSRF-safe.** Every page but login and static needs a session
+//!   ([`auth`]); every POST checks the form's CSRF token and refuses cross-site requests with
+//!   a 403 that changes nothing. The `/v1` API keeps its bearer rule and ignores the cookie.
+//! - **Escaped and locked down.** Every value is auto-escaped; every response carries a CSP
+//!   without inline script, `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer` and pages
+//!   `Cache-Control: no-store`. The token is never rendered.
+//!
+//! One module per page: [`runs`], [`run_page`] (+ [`live`]), [`actions`]; the pure parts
+//! are [`format`] and [`timeline`].
+
+pub mod actions;
+pub mod auth;
+pub mod data;
+pub mod format;
+pub mod layout;
+pub mod live;
+pub mod run_page;
+pub mod runs;
+pub mod timeline;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::{HeaderValue, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use nightshift_store::Store;
+
+/// What the dashboard's handlers share.
+#[derive(Clone)]
+pub struct DashboardState {
+    pub store: Store,
+    /// The API token (sign-in compares against it; sessions are keyed from it).
+    pub token: Arc<String>,
+    /// The configured agent names (the agent filter's choices).
+    pub agents: Arc<Vec<String>>,
+    pub(crate) keys: auth::Keys,
+    pub(crate) templates: Arc<minijinja::Environment<'static>>,
+}
+
+impl DashboardState {
+    /// The state for `store`, `token` and the configured `agents`.
+    pub fn new(store: Store, token: Arc<String>, agents: Arc<Vec<String>>) -> DashboardState {
+        DashboardState {
+            keys: auth::Keys::new(&token),
+            store,
+            token,
+            agents,
+            templates: Arc::new(layout::templates()),
+        }
+    }
+}
+
+impl std::fmt::Debug for DashboardState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DashboardState")
+            .field("agents", &self.agents)
+            .field("token", &"[redacted]")
+            .finish()
+    }
+}
+
+/// The dashboard's routes, under `/ui` (and `GET /` redirecting to it).
+pub fn router(state: DashboardState) -> Router {
+    let signed_in = Router::new()
+        .route("/ui/", get(|| async { Redirect::to("/ui/runs") }))
+        .route("/ui", get(|| async { Redirect::to("/ui/runs") }))
+        .route("/ui/runs", get(runs::page))
+        .route("/ui/runs/{id}", get(run_page::page))
+        .route("/ui/runs/{id}/live", get(live::stream))
+        .route("/ui/runs/{id}/cancel", post(actions::cancel))
+        .route("/ui/runs/{id}/wake", post(actions::wake))
+        .route("/ui/runs/{id}/approvals/{call}", post(actions::decide))
+        .route("/ui/confirm", get(actions::confirm_page))
+        .route("/ui/logout", post(layout::logout))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            layout::require_session,
+        ));
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/ui/") }))
+        .route("/ui/login", get(layout::login_page).post(layout::login))
+        .route(
+            "/ui/static/app.css",
+            get(|| async { asset("text/css", include_str!("static/app.css")) }),
+        )
+        .route(
+            "/ui/static/app.js",
+            get(|| async { asset("text/javascript", include_str!("static/app.js")) }),
+        )
+        .merge(signed_in)
+        .layer(middleware::from_fn(security_headers))
+        .with_state(state)
+}
+
+fn asset(kind: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CACHE_CONTROL, "max-age=300"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn security_headers(req: Request, next: Next) -> Response {
+    let is_ui = req.uri().path().starts_with("/ui");
+    let is_static = req.uri().path().starts_with("/ui/static/");
+    let mut resp = next.run(req).await;
+    if is_ui {
+        let h = resp.headers_mut();
+        h.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(
+                "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+            ),
+        );
+        h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+        h.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        );
+        h.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        if !is_static {
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        }
+    }
+    resp
+}

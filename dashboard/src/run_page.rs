@@ -1,0 +1,124 @@
+//! `GET /ui/runs/{id}`: the run's header (status, usage, actions) and its timeline
+//! ([`crate::timeline::build`]), each item rendered by `item.html` (the live stream sends
+//! the same fragments).
+
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use minijinja::{Value, context};
+use nightshift_store::{Run, RunStatus};
+use serde::Deserialize;
+
+use crate::auth::Session;
+use crate::timeline::{self, Item};
+use crate::{DashboardState, format, layout};
+
+#[derive(Debug, Default, Deserialize)]
+pub struct PageQuery {
+    #[serde(default)]
+    pub flash: Option<String>,
+}
+
+/// The run, its items and the newest seq, or the page that says why not.
+#[allow(clippy::result_large_err)]
+pub async fn load(state: &DashboardState, id: &str) -> Result<(Run, Vec<Item>, i64), Response> {
+    let store_err = |e: nightshift_store::Error| {
+        layout::message(
+            state,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The store failed",
+            &e.to_string(),
+        )
+    };
+    let run = match state.store.run(id).await {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            return Err(layout::message(
+                state,
+                StatusCode::NOT_FOUND,
+                "No such run",
+                &format!("run {id} not found"),
+            ));
+        }
+        Err(e) => return Err(store_err(e)),
+    };
+    let jobs = state.store.jobs_of_run(id).await.map_err(store_err)?;
+    let events = state.store.events(id, 0).await.map_err(store_err)?;
+    let last = events.last().map(|e| e.seq).unwrap_or(0);
+    Ok((run.clone(), timeline::build(&run, &jobs, &events), last))
+}
+
+/// The context one item renders with.
+pub fn item_ctx(item: &Item, run: &Run, csrf: &str) -> Value {
+    let long_body = item.body.as_deref().is_some_and(timeline::is_long);
+    let long_result = item.result.as_deref().is_some_and(timeline::is_long);
+    let head = |t: &Option<String>| {
+        t.as_deref()
+            .map(|t| format::head(t, 300))
+            .unwrap_or_default()
+    };
+    let tail = |t: &Option<String>| {
+        t.as_deref()
+            .map(|t| {
+                let n = t.chars().count();
+                t.chars().skip(n.saturating_sub(300)).collect::<String>()
+            })
+            .unwrap_or_default()
+    };
+    context! {
+        item => Value::from(minijinja::value::Serde(item)), csrf, run_id => run.id.clone(),
+        at_utc => format::utc(item.at),
+        long_body, long_result,
+        body_head => head(&item.body),
+        result_head => head(&item.result),
+        result_tail => tail(&item.result),
+        can_decide => item.pending && run.status == RunStatus::AwaitingApproval,
+    }
+}
+
+/// One item as HTML.
+pub fn render_item(state: &DashboardState, item: &Item, run: &Run, csrf: &str) -> String {
+    state
+        .templates
+        .get_template("item.html")
+        .and_then(|t| t.render(item_ctx(item, run, csrf)))
+        .unwrap_or_else(|e| format!("<li data-kind=\"error\">template failed: {e}</li>"))
+}
+
+pub async fn page(
+    State(state): State<DashboardState>,
+    Extension(session): Extension<Session>,
+    Path(id): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> Response {
+    let (run, items, last_seq) = match load(&state, &id).await {
+        Ok(loaded) => loaded,
+        Err(page) => return page,
+    };
+    let csrf = state.keys.csrf(&session);
+    let now = state.store.now();
+    let rendered: Vec<String> = items
+        .iter()
+        .map(|i| render_item(&state, i, &run, &csrf))
+        .collect();
+    let status = run.status;
+    layout::render(
+        &state,
+        StatusCode::OK,
+        "run.html",
+        context! {
+            run => Value::from(minijinja::value::Serde(&run)), csrf, items => rendered, last_seq, signed_in => true,
+            flash => q.flash.unwrap_or_default(),
+            status => status.as_str(),
+            terminal => status.is_terminal(),
+            can_cancel => !status.is_terminal(),
+            can_wake => status == RunStatus::Waiting,
+            created_utc => format::utc(run.created_at),
+            age => format::age(now, run.created_at),
+            tokens_in => format::tokens(run.input_tokens),
+            tokens_out => format::tokens(run.output_tokens),
+            cost => format::money(run.cost_usd),
+        },
+    )
+}

@@ -1,0 +1,173 @@
+//! `GET /ui/runs`: runs newest first, with the filter form and the next-page link, fed by
+//! [`crate::data::runs_page`].
+
+use axum::Extension;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use minijinja::{Value, context};
+use nightshift_store::{RunStatus, Trigger};
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Session;
+use crate::data::{RunFilter, runs_page};
+use crate::{DashboardState, format, layout};
+
+/// The filter form's fields, as the browser sends them (empty means no filter).
+#[derive(Debug, Default, Clone, Deserialize, Serialize)]
+pub struct FilterForm {
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub agent: String,
+    #[serde(default)]
+    pub trigger: String,
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub since: String,
+    #[serde(default)]
+    pub until: String,
+    #[serde(default)]
+    pub q: String,
+    #[serde(default)]
+    pub cursor: String,
+}
+
+fn some(s: &str) -> Option<String> {
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+/// The store filter the form asks for, or what is wrong with it (pure).
+pub fn parse_filter(f: &FilterForm) -> Result<RunFilter, String> {
+    Ok(RunFilter {
+        status: some(&f.status)
+            .map(|s| s.parse::<RunStatus>())
+            .transpose()?,
+        agent: some(&f.agent),
+        trigger: some(&f.trigger).map(|s| s.parse::<Trigger>()).transpose()?,
+        concurrency_key: some(&f.key),
+        since: format::parse_time(&f.since)?,
+        until: format::parse_time(&f.until)?,
+        search: some(&f.q),
+    })
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    id: String,
+    status: &'static str,
+    agent: String,
+    trigger: &'static str,
+    key: String,
+    created_utc: String,
+    age: String,
+    duration: String,
+    turns: i64,
+    tokens: String,
+    cost: String,
+    error: String,
+    prompt: String,
+}
+
+pub async fn page(
+    State(state): State<DashboardState>,
+    Extension(session): Extension<Session>,
+    Query(form): Query<FilterForm>,
+) -> Response {
+    let csrf = state.keys.csrf(&session);
+    let statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+    let triggers: Vec<&str> = Trigger::ALL.iter().map(|s| s.as_str()).collect();
+    let filter = match parse_filter(&form) {
+        Ok(f) => f,
+        Err(why) => {
+            return layout::render(
+                &state,
+                StatusCode::BAD_REQUEST,
+                "runs.html",
+                context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.agents.to_vec(), rows => Vec::<()>::new(), error => why, signed_in => true },
+            );
+        }
+    };
+    let cursor = some(&form.cursor);
+    let page = match runs_page(&state.store, &filter, cursor.as_deref(), 50).await {
+        Ok(p) => p,
+        Err(e) => {
+            return layout::message(
+                &state,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The store failed",
+                &e.to_string(),
+            );
+        }
+    };
+    let now = state.store.now();
+    let rows: Vec<Row> = page
+        .runs
+        .iter()
+        .map(|r| Row {
+            id: r.id.clone(),
+            status: r.status.as_str(),
+            agent: r.agent.clone(),
+            trigger: r.trigger_kind.as_str(),
+            key: r.concurrency_key.clone().unwrap_or_default(),
+            created_utc: format::utc(r.created_at),
+            age: format::age(now, r.created_at),
+            duration: r
+                .started_at
+                .map(|s| format::duration(r.finished_at.unwrap_or(now) - s))
+                .unwrap_or_default(),
+            turns: r.turns,
+            tokens: format::tokens(r.input_tokens + r.output_tokens),
+            cost: format::money(r.cost_usd),
+            error: r
+                .error
+                .as_deref()
+                .map(|e| format::first_line(e, 120))
+                .unwrap_or_default(),
+            prompt: format::first_line(&r.input, 100),
+        })
+        .collect();
+    let next = page.next_cursor.map(|c| {
+        let mut f = form.clone();
+        f.cursor = c;
+        serde_urlencoded_query(&f)
+    });
+    layout::render(
+        &state,
+        StatusCode::OK,
+        "runs.html",
+        context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.agents.to_vec(), rows => Value::from(minijinja::value::Serde(&rows)), next, error => "", signed_in => true },
+    )
+}
+
+/// `?status=…&…` of the form (percent-encoded by hand: only the form's own fields).
+fn serde_urlencoded_query(f: &FilterForm) -> String {
+    let pairs = [
+        ("status", &f.status),
+        ("agent", &f.agent),
+        ("trigger", &f.trigger),
+        ("key", &f.key),
+        ("since", &f.since),
+        ("until", &f.until),
+        ("q", &f.q),
+        ("cursor", &f.cursor),
+    ];
+    let enc = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    let q: Vec<String> = pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={}", enc(v)))
+        .collect();
+    format!("/ui/runs?{}", q.join("&"))
+}

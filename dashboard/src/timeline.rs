@@ -1,0 +1,537 @@
+//! A run's timeline: a PURE function from the run, its jobs and its events to the items the
+//! run page shows, in log order, with the jobs (attempts) after them.
+//!
+//! Each item has a stable `key` (`e<seq>` of the event that opened it, `j<id>` for a job)
+//! and `last_seq`, the newest event it reflects, so the live stream can send exactly the
+//! items that changed (a tool call's result lands on the item its start opened). An event
+//! that does not parse becomes an `error` item saying so; nothing is dropped.
+
+use nightshift_agent::events::RunEvent;
+use nightshift_llm::ContentBlock;
+use nightshift_store::{Event, Job, Run};
+use serde::Serialize;
+
+use crate::format;
+
+/// How much of a tool result is shown before it is collapsed.
+const HEAD: usize = 400;
+
+/// One item of the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Item {
+    /// Stable id: `e<seq>` or `j<job id>`.
+    pub key: String,
+    /// `prompt`, `model_turn`, `tool_call`, `approval`, `wakeup`, `task`, `compaction`,
+    /// `model_wait`, `attempt`, `result`, `error`.
+    pub kind: &'static str,
+    pub title: String,
+    /// Short facts, shown as `name: value`.
+    pub facts: Vec<(String, String)>,
+    /// Longer text, collapsed past its head.
+    pub body: Option<String>,
+    /// A second long text (a tool's result).
+    pub result: Option<String>,
+    pub call_id: Option<String>,
+    /// Marks: `interrupted / outcome unknown`, `error`, `denied`, `refused`, `pending`.
+    pub marks: Vec<String>,
+    /// When it happened (ms).
+    pub at: i64,
+    pub last_seq: i64,
+    /// An approval still waiting for a decision (the page shows Approve / Deny).
+    pub pending: bool,
+}
+
+impl Item {
+    fn new(key: String, kind: &'static str, title: impl Into<String>, at: i64, seq: i64) -> Item {
+        Item {
+            key,
+            kind,
+            title: title.into(),
+            facts: Vec::new(),
+            body: None,
+            result: None,
+            call_id: None,
+            marks: Vec::new(),
+            at,
+            last_seq: seq,
+            pending: false,
+        }
+    }
+
+    fn fact(mut self, name: &str, value: impl Into<String>) -> Item {
+        self.facts.push((name.into(), value.into()));
+        self
+    }
+}
+
+fn text_of(blocks: &[ContentBlock]) -> String {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn name_of<T: Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".into(),
+    }
+}
+
+/// The timeline of `run` from its `events` (in seq order) and `jobs`.
+pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
+    let mut items: Vec<Item> = Vec::new();
+    let find = |items: &mut Vec<Item>, kind: &str, call: &str| {
+        items
+            .iter()
+            .rposition(|i| i.kind == kind && i.call_id.as_deref() == Some(call))
+    };
+    for e in events {
+        let key = format!("e{}", e.seq);
+        let (at, seq) = (e.created_at, e.seq);
+        let event = match RunEvent::parse(&e.event_type, &e.payload) {
+            Ok(ev) => ev,
+            Err(why) => {
+                items.push(
+                    Item::new(key, "error", format!("unreadable event {}", e.seq), at, seq)
+                        .fact("why", why),
+                );
+                continue;
+            }
+        };
+        match event {
+            RunEvent::RunStarted { .. } => {}
+            RunEvent::UserMessage { message } => {
+                let first = !items.iter().any(|i| i.kind == "prompt");
+                let mut it = Item::new(
+                    key,
+                    "prompt",
+                    if first { "prompt" } else { "message" },
+                    at,
+                    seq,
+                );
+                it.body = Some(text_of(&message.content));
+                items.push(it);
+            }
+            RunEvent::AssistantMessage {
+                message,
+                stop_reason,
+                usage,
+                model,
+                cost_usd,
+            } => {
+                let mut it = Item::new(key, "model_turn", format!("model turn: {model}"), at, seq)
+                    .fact("stop", name_of(&stop_reason))
+                    .fact("in", format::tokens(usage.input_tokens as i64))
+                    .fact("out", format::tokens(usage.output_tokens as i64))
+                    .fact(
+                        "cache read",
+                        format::tokens(usage.cache_read_input_tokens as i64),
+                    )
+                    .fact(
+                        "cache write",
+                        format::tokens(usage.cache_creation_input_tokens as i64),
+                    )
+                    .fact("cost", format::money(cost_usd));
+                let text = text_of(&message.content);
+                it.body = (!text.is_empty()).then_some(text);
+                items.push(it);
+            }
+            RunEvent::ToolStarted {
+                call_id,
+                name,
+                input,
+                durability,
+                ..
+            } => {
+                let mut it =
+                    Item::new(key, "tool_call", name, at, seq).fact("class", name_of(&durability));
+                it.body = Some(serde_json::to_string_pretty(&input).unwrap_or_default());
+                it.call_id = Some(call_id);
+                it.marks.push("running".into());
+                items.push(it);
+            }
+            RunEvent::ToolResult {
+                call_id,
+                content,
+                is_error,
+                interrupted,
+            } => {
+                let idx = match find(&mut items, "tool_call", &call_id) {
+                    Some(i) => i,
+                    None => {
+                        // A result with no start (a denied or refused call): its own item.
+                        let mut it = Item::new(key, "tool_call", "tool result", at, seq);
+                        it.call_id = Some(call_id.clone());
+                        items.push(it);
+                        items.len() - 1
+                    }
+                };
+                let it = &mut items[idx];
+                it.marks.retain(|m| m != "running");
+                if interrupted {
+                    it.marks.push("interrupted / outcome unknown".into());
+                }
+                if is_error {
+                    it.marks.push("error".into());
+                    let lower = content.to_lowercase();
+                    if lower.contains("denied") {
+                        it.marks.push("denied".into());
+                    } else if lower.contains("refused") {
+                        it.marks.push("refused".into());
+                    }
+                }
+                it.facts.push(("took".into(), format::duration(at - it.at)));
+                it.result = Some(content);
+                it.last_seq = seq;
+            }
+            RunEvent::ApprovalRequested {
+                call_id,
+                name,
+                expires_at,
+                ..
+            } => {
+                let mut it = Item::new(key, "approval", format!("approval: {name}"), at, seq)
+                    .fact("expires", format::utc(expires_at));
+                it.call_id = Some(call_id);
+                it.pending = true;
+                it.marks.push("pending".into());
+                items.push(it);
+            }
+            RunEvent::ApprovalDecided {
+                call_id,
+                approved,
+                reason,
+                by,
+            } => {
+                if let Some(idx) = find(&mut items, "approval", &call_id) {
+                    let it = &mut items[idx];
+                    it.pending = false;
+                    it.marks.retain(|m| m != "pending");
+                    it.marks
+                        .push(if approved { "approved" } else { "denied" }.into());
+                    it.facts.push(("by".into(), by));
+                    if let Some(r) = reason {
+                        it.facts.push(("reason".into(), r));
+                    }
+                    it.last_seq = seq;
+                }
+            }
+            RunEvent::WakeupScheduled {
+                call_id,
+                due_at,
+                reason,
+                scheduled_at,
+            } => {
+                let mut it = Item::new(key, "wakeup", "sleeps", at, seq)
+                    .fact("slept", format::utc(scheduled_at))
+                    .fact("due", format::utc(due_at))
+                    .fact("why", reason);
+                it.call_id = Some(call_id);
+                items.push(it);
+            }
+            RunEvent::Resumed { job_id, reminder } => {
+                let open = items
+                    .iter()
+                    .rposition(|i| i.kind == "wakeup" && !i.facts.iter().any(|(n, _)| n == "woke"));
+                match open {
+                    Some(idx) => {
+                        let it = &mut items[idx];
+                        it.facts.push(("woke".into(), format::utc(at)));
+                        it.last_seq = seq;
+                    }
+                    None => {
+                        let mut it = Item::new(key, "wakeup", "resumed", at, seq)
+                            .fact("job", job_id.to_string());
+                        it.body = Some(reminder);
+                        items.push(it);
+                    }
+                }
+            }
+            RunEvent::TaskEnded {
+                task_id,
+                status,
+                reminder,
+            } => {
+                let mut it = Item::new(key, "task", format!("background task {task_id}"), at, seq)
+                    .fact("status", status);
+                it.body = Some(reminder);
+                items.push(it);
+            }
+            RunEvent::Compacted {
+                summary,
+                kept_from,
+                cost_usd,
+                ..
+            } => {
+                let mut it = Item::new(key, "compaction", "compacted", at, seq)
+                    .fact("kept from message", kept_from.to_string())
+                    .fact("cost", format::money(cost_usd));
+                it.body = Some(summary);
+                items.push(it);
+            }
+            RunEvent::ModelUnavailable {
+                error,
+                since,
+                until,
+            } => {
+                let mut it = Item::new(key, "model_wait", "model unavailable: waiting", at, seq)
+                    .fact("since", format::utc(since))
+                    .fact("until", format::utc(until));
+                it.body = Some(error);
+                items.push(it);
+            }
+            RunEvent::Finished { status, detail } => {
+                let kind = if status.as_str() == "succeeded" {
+                    "result"
+                } else {
+                    "error"
+                };
+                let mut it = Item::new(key, kind, format!("finished: {status}"), at, seq);
+                it.body = detail;
+                items.push(it);
+            }
+        }
+    }
+    for j in jobs {
+        let mut it = Item::new(
+            format!("j{}", j.id),
+            "attempt",
+            format!("job {} ({})", j.id, j.kind),
+            j.created_at,
+            0,
+        )
+        .fact("state", j.status.as_str())
+        .fact("attempts", format!("{}/{}", j.attempts, j.max_attempts));
+        if let Some(owner) = &j.lease_owner {
+            it = it.fact("lease owner", owner.clone());
+        }
+        it.body = j.last_error.clone();
+        items.push(it);
+    }
+    if run.status.is_terminal() {
+        if let Some(result) = &run.result {
+            if !items.iter().any(|i| i.kind == "result") {
+                let mut it = Item::new("result".into(), "result", "result", run.updated_at, 0);
+                it.body = Some(result.clone());
+                items.push(it);
+            }
+        }
+        let newest_job_error = jobs
+            .iter()
+            .max_by_key(|j| j.id)
+            .and_then(|j| j.last_error.clone());
+        if let Some(err) = run.error.clone().or(newest_job_error) {
+            let mut it = Item::new("error".into(), "error", "error", run.updated_at, 0);
+            it.body = Some(err);
+            items.push(it);
+        }
+    }
+    items
+}
+
+/// The result head shown before `<details>`: whether the text needs collapsing.
+pub fn is_long(text: &str) -> bool {
+    text.len() > HEAD || text.lines().count() > 8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nightshift_agent::events::EndStatus;
+    use nightshift_llm::{Message, StopReason, Usage};
+    use nightshift_store::{RunStatus, Trigger};
+
+    fn run(status: RunStatus) -> Run {
+        Run {
+            id: "r1".into(),
+            agent: "a".into(),
+            status,
+            trigger_kind: Trigger::Api,
+            input: "Go.".into(),
+            idempotency_key: None,
+            concurrency_key: None,
+            agent_hash: None,
+            notify: false,
+            turns: 1,
+            input_tokens: 0,
+            output_tokens: 0,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            cost_usd: 0.0,
+            result: None,
+            error: None,
+            cancel_requested_at: None,
+            created_at: 0,
+            updated_at: 0,
+            started_at: None,
+            finished_at: None,
+        }
+    }
+
+    fn log(events: Vec<RunEvent>) -> Vec<Event> {
+        events
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| Event {
+                run_id: "r1".into(),
+                seq: i as i64 + 1,
+                job_id: 1,
+                lease_token: 1,
+                event_type: e.kind().into(),
+                payload: e.payload(),
+                created_at: 1_000 * (i as i64 + 1),
+            })
+            .collect()
+    }
+
+    fn started(call: &str, name: &str) -> RunEvent {
+        RunEvent::ToolStarted {
+            call_id: call.into(),
+            name: name.into(),
+            input: serde_json::json!({"path": "a.txt"}),
+            durability: nightshift_tools::ToolClass::SideEffect,
+            idempotency_key: format!("r1:{call}"),
+        }
+    }
+
+    #[test]
+    fn a_tool_round_becomes_prompt_turn_and_one_item_per_call_with_its_result() {
+        let events = log(vec![
+            RunEvent::UserMessage {
+                message: Message::user_text("Review PR 7"),
+            },
+            RunEvent::AssistantMessage {
+                message: Message::user_text("reading"),
+                stop_reason: StopReason::ToolUse,
+                usage: Usage {
+                    input_tokens: 1200,
+                    output_tokens: 30,
+                    cache_creation_input_tokens: 0,
+                    cache_read_input_tokens: 1000,
+                },
+                model: "claude-x".into(),
+                cost_usd: 0.01,
+            },
+            started("c1", "read_file"),
+            started("c2", "run_command"),
+            RunEvent::ToolResult {
+                call_id: "c1".into(),
+                content: "hello".into(),
+                is_error: false,
+                interrupted: false,
+            },
+            RunEvent::ToolResult {
+                call_id: "c2".into(),
+                content: "interrupted".into(),
+                is_error: true,
+                interrupted: true,
+            },
+            RunEvent::Finished {
+                status: EndStatus::Succeeded,
+                detail: Some("done".into()),
+            },
+        ]);
+        let items = build(&run(RunStatus::Succeeded), &[], &events);
+        let kinds: Vec<&str> = items.iter().map(|i| i.kind).collect();
+        assert_eq!(
+            kinds,
+            ["prompt", "model_turn", "tool_call", "tool_call", "result"]
+        );
+        assert_eq!(items[0].body.as_deref(), Some("Review PR 7"));
+        assert!(items[1].facts.contains(&("in".into(), "1.2k".into())));
+        assert!(
+            items[1]
+                .facts
+                .contains(&("cache read".into(), "1.0k".into()))
+        );
+        let c1 = &items[2];
+        assert_eq!(
+            (c1.call_id.as_deref(), c1.result.as_deref(), c1.last_seq),
+            (Some("c1"), Some("hello"), 5)
+        );
+        assert!(c1.facts.contains(&("class".into(), "side_effect".into())));
+        assert!(c1.marks.is_empty(), "{:?}", c1.marks);
+        assert!(
+            items[3]
+                .marks
+                .contains(&"interrupted / outcome unknown".to_string())
+        );
+        assert!(items[3].marks.contains(&"error".to_string()));
+    }
+
+    #[test]
+    fn an_approval_is_pending_until_decided_and_a_wakeup_records_when_it_woke() {
+        let mut events = vec![RunEvent::ApprovalRequested {
+            call_id: "c9".into(),
+            name: "deploy".into(),
+            input_hash: "h".into(),
+            expires_at: 99_000,
+        }];
+        let pending = build(&run(RunStatus::AwaitingApproval), &[], &log(events.clone()));
+        assert!(pending[0].pending && pending[0].kind == "approval");
+        events.push(RunEvent::ApprovalDecided {
+            call_id: "c9".into(),
+            approved: false,
+            reason: Some("not today".into()),
+            by: "operator".into(),
+        });
+        events.push(RunEvent::WakeupScheduled {
+            call_id: "w".into(),
+            due_at: 60_000,
+            reason: "CI".into(),
+            scheduled_at: 3_000,
+        });
+        events.push(RunEvent::Resumed {
+            job_id: 2,
+            reminder: "woke".into(),
+        });
+        let items = build(&run(RunStatus::Running), &[], &log(events));
+        assert!(!items[0].pending);
+        assert!(items[0].marks.contains(&"denied".to_string()));
+        assert!(
+            items[0]
+                .facts
+                .contains(&("reason".into(), "not today".into()))
+        );
+        assert_eq!(items.len(), 2, "the resume lands on the wakeup item");
+        assert!(
+            items[1]
+                .facts
+                .iter()
+                .any(|(n, v)| n == "woke" && v == "1970-01-01T00:00:04Z")
+        );
+        assert_eq!(items[1].last_seq, 4);
+    }
+
+    #[test]
+    fn a_failed_run_shows_its_real_error_and_unreadable_events_are_kept() {
+        let mut events = log(vec![RunEvent::ModelUnavailable {
+            error: "529 overloaded".into(),
+            since: 0,
+            until: 5_000,
+        }]);
+        events.push(Event {
+            run_id: "r1".into(),
+            seq: 2,
+            job_id: 1,
+            lease_token: 1,
+            event_type: "mystery".into(),
+            payload: "{}".into(),
+            created_at: 0,
+        });
+        let mut r = run(RunStatus::Failed);
+        r.error = Some("model unavailable for 30m".into());
+        let items = build(&r, &[], &events);
+        let kinds: Vec<&str> = items.iter().map(|i| i.kind).collect();
+        assert_eq!(kinds, ["model_wait", "error", "error"]);
+        assert_eq!(items[0].body.as_deref(), Some("529 overloaded"));
+        assert!(items[1].title.contains("unreadable event 2"));
+        assert_eq!(items[2].body.as_deref(), Some("model unavailable for 30m"));
+    }
+}
