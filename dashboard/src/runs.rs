@@ -44,9 +44,13 @@ pub fn parse_filter(f: &FilterForm) -> Result<RunFilter, String> {
     Ok(RunFilter {
         status: some(&f.status)
             .map(|s| s.parse::<RunStatus>())
-            .transpose()?,
+            .transpose()
+            .map_err(|e| e.to_string())?,
         agent: some(&f.agent),
-        trigger: some(&f.trigger).map(|s| s.parse::<Trigger>()).transpose()?,
+        trigger: some(&f.trigger)
+            .map(|s| s.parse::<Trigger>())
+            .transpose()
+            .map_err(|e| e.to_string())?,
         concurrency_key: some(&f.key),
         since: format::parse_time(&f.since)?,
         until: format::parse_time(&f.until)?,
@@ -93,6 +97,14 @@ pub async fn page(
     let cursor = some(&form.cursor);
     let page = match runs_page(&state.store, &filter, cursor.as_deref(), 50).await {
         Ok(p) => p,
+        Err(nightshift_store::Error::Invalid(why)) => {
+            return layout::message(
+                &state,
+                StatusCode::BAD_REQUEST,
+                "That page link is not valid",
+                &format!("{why}. Go back to the first page of runs and page on from there."),
+            );
+        }
         Err(e) => {
             return layout::message(
                 &state,
@@ -122,11 +134,11 @@ pub async fn page(
             tokens: format::tokens(r.input_tokens + r.output_tokens),
             cost: format::money(r.cost_usd),
             error: r
-                .error
+                .error_head
                 .as_deref()
                 .map(|e| format::first_line(e, 120))
                 .unwrap_or_default(),
-            prompt: format::first_line(&r.input, 100),
+            prompt: format::first_line(&r.prompt_head, 100),
         })
         .collect();
     let next = page.next_cursor.map(|c| {

@@ -124,6 +124,8 @@ pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
                 usage,
                 model,
                 cost_usd,
+                latency_ms,
+                retries,
             } => {
                 let mut it = Item::new(key, "model_turn", format!("model turn: {model}"), at, seq)
                     .fact("stop", name_of(&stop_reason))
@@ -138,6 +140,15 @@ pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
                         format::tokens(usage.cache_creation_input_tokens as i64),
                     )
                     .fact("cost", format::money(cost_usd));
+                if let Some(ms) = latency_ms {
+                    it = it.fact(
+                        "latency",
+                        format::duration(i64::try_from(ms).unwrap_or(i64::MAX)),
+                    );
+                }
+                if retries > 0 {
+                    it = it.fact("retries", retries.to_string());
+                }
                 let text = text_of(&message.content);
                 it.body = (!text.is_empty()).then_some(text);
                 items.push(it);
@@ -315,12 +326,12 @@ pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
         items.push(it);
     }
     if run.status.is_terminal() {
-        if let Some(result) = &run.result {
-            if !items.iter().any(|i| i.kind == "result") {
-                let mut it = Item::new("result".into(), "result", "result", run.updated_at, 0);
-                it.body = Some(result.clone());
-                items.push(it);
-            }
+        if let Some(result) = &run.result
+            && !items.iter().any(|i| i.kind == "result")
+        {
+            let mut it = Item::new("result".into(), "result", "result", run.updated_at, 0);
+            it.body = Some(result.clone());
+            items.push(it);
         }
         let newest_job_error = jobs
             .iter()
@@ -417,6 +428,8 @@ mod tests {
                 },
                 model: "claude-x".into(),
                 cost_usd: 0.01,
+                latency_ms: Some(2_300),
+                retries: 1,
             },
             started("c1", "read_file"),
             started("c2", "run_command"),

@@ -85,7 +85,11 @@ pub fn router(state: ApiState) -> Router {
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint") })
         .with_state(state.clone())
         .merge(nightshift_dashboard::router(
-            nightshift_dashboard::DashboardState::new(state.store, state.token, state.agents),
+            nightshift_dashboard::DashboardState::new(
+                state.store,
+                state.token,
+                Arc::new(state.intake.agents().to_vec()),
+            ),
         ))
 }
 
