@@ -262,7 +262,7 @@ fn the_recorded_run_answers_a_redelivery_as_duplicates() {
 }
 
 #[test]
-fn building_names_an_unset_secret_and_the_hook_of_a_verifier_that_cannot_work() {
+fn building_names_an_unset_secret_and_a_hook_defined_twice() {
     let c: super::super::HookConfig = serde_json::from_value(
         json!({"name": "gh", "signature": "github", "secret_env": "GH_SECRET",
                "routes": [{"name": "r", "agent": "a", "prompt": "p"}]}),
