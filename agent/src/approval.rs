@@ -10,6 +10,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::config::ConfigError;
+
 /// `[agents.approvals]`: the timeout and the rules.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -39,18 +41,18 @@ pub struct ApprovalRule {
 }
 
 impl ApprovalPolicy {
-    pub(crate) fn validate(&self, agent: &str) -> Result<(), String> {
+    pub(crate) fn validate(&self, agent: &str) -> Result<(), ConfigError> {
         if !(1..=30 * 24 * 3600).contains(&self.timeout_seconds) {
-            return Err(format!(
-                "agents.{agent}.approvals.timeout_seconds must be 1 to 2592000 (30 days)"
+            return Err(ConfigError::value(
+                format!("agents.{agent}.approvals.timeout_seconds"),
+                "must be 1 to 2592000 (30 days)",
             ));
         }
-        for rule in &self.rules {
-            if rule.tool.trim().is_empty() {
-                return Err(format!(
-                    "agents.{agent}.approvals.rules: every rule needs a tool name"
-                ));
-            }
+        if self.rules.iter().any(|rule| rule.tool.trim().is_empty()) {
+            return Err(ConfigError::table(
+                format!("agents.{agent}.approvals.rules"),
+                "every rule needs a tool name",
+            ));
         }
         Ok(())
     }

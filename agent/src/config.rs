@@ -1,6 +1,7 @@
 //! Agent definitions, read from `[[agents]]` in `nightshift.toml`: the model, the system
 //! prompt, the tools, budgets, the context policy and fallback models. Every field but the
-//! name and model is optional; [`AgentConfig::validate`] explains any value it refuses.
+//! name and model is optional; [`AgentConfig::validate`] explains any value it refuses with a
+//! [`ConfigError`] naming the key (`agents.NAME.…`) and saying what is allowed.
 //!
 //! A run records the [`AgentDef::hash`] of the definition it started with.
 
@@ -9,6 +10,49 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+/// A value of an `[[agents]]` entry (or of its `wakeups`, `approvals` or `notify` tables) that
+/// is refused. `Display` names the key and says what is allowed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The agent's name is not a usable name.
+    #[error("agents: name '{name}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'")]
+    BadName { name: String },
+    /// The value at key `at` (like `agents.a.max_tokens`) is refused; `rule` says what is
+    /// allowed, worded to follow the key ("must be at least 1").
+    #[error("{at} {rule}")]
+    Value { at: String, rule: String },
+    /// The keys of the table at `at` do not fit together (like `system` and `system_file`
+    /// both set); `problem` says how and what to do.
+    #[error("{at}: {problem}")]
+    Table { at: String, problem: String },
+    /// `system_file` could not be read.
+    #[error("agents.{agent}.system_file: cannot read {}: {source}", path.display())]
+    SystemFile {
+        agent: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ConfigError {
+    /// The value at `at` is refused because of `rule`.
+    pub(crate) fn value(at: impl Into<String>, rule: impl Into<String>) -> Self {
+        ConfigError::Value {
+            at: at.into(),
+            rule: rule.into(),
+        }
+    }
+
+    /// The table at `at` is refused because of `problem`.
+    pub(crate) fn table(at: impl Into<String>, problem: impl Into<String>) -> Self {
+        ConfigError::Table {
+            at: at.into(),
+            problem: problem.into(),
+        }
+    }
+}
 
 /// One `[[agents]]` entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -183,7 +227,7 @@ impl Pricing {
 
 impl AgentConfig {
     /// Checks every value; the error names the agent and the key.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let name = &self.name;
         let ok_name = !name.is_empty()
             && name.len() <= 64
@@ -191,45 +235,50 @@ impl AgentConfig {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
         if !ok_name {
-            return Err(format!(
-                "agents: name '{name}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'"
-            ));
+            return Err(ConfigError::BadName { name: name.clone() });
         }
+        let at = |key: &str| format!("agents.{name}.{key}");
         if self.model.trim().is_empty() {
-            return Err(format!("agents.{name}.model must not be empty"));
+            return Err(ConfigError::value(at("model"), "must not be empty"));
         }
         if self.system.is_some() && self.system_file.is_some() {
-            return Err(format!(
-                "agents.{name}: set either system or system_file, not both"
+            return Err(ConfigError::table(
+                format!("agents.{name}"),
+                "set either system or system_file, not both",
             ));
         }
         if self.max_tokens == 0 {
-            return Err(format!("agents.{name}.max_tokens must be at least 1"));
+            return Err(ConfigError::value(at("max_tokens"), "must be at least 1"));
         }
         self.wakeups.validate(name)?;
         self.approvals.validate(name)?;
         crate::notify::validate(name, &self.notify)?;
         if self.outage_limit_seconds == 0 {
-            return Err(format!(
-                "agents.{name}.outage_limit_seconds must be at least 1 (it is how long a model \
-                 outage may last before runs fail; the default is {DEFAULT_OUTAGE_LIMIT_SECONDS})"
+            return Err(ConfigError::value(
+                at("outage_limit_seconds"),
+                format!(
+                    "must be at least 1 (it is how long a model outage may last before runs \
+                     fail; the default is {DEFAULT_OUTAGE_LIMIT_SECONDS})"
+                ),
             ));
         }
         if self.budgets.max_turns == 0 {
-            return Err(format!(
-                "agents.{name}.budgets.max_turns must be at least 1"
+            return Err(ConfigError::value(
+                at("budgets.max_turns"),
+                "must be at least 1",
             ));
         }
         let c = &self.context;
         if !(c.compact_at > 0.0 && c.compact_at <= 1.0) {
-            return Err(format!(
-                "agents.{name}.context.compact_at is {}; use a share between 0 and 1, like 0.8",
-                c.compact_at
+            return Err(ConfigError::value(
+                at("context.compact_at"),
+                format!("is {}; use a share between 0 and 1, like 0.8", c.compact_at),
             ));
         }
         if c.window_tokens < 1000 {
-            return Err(format!(
-                "agents.{name}.context.window_tokens must be at least 1000"
+            return Err(ConfigError::value(
+                at("context.window_tokens"),
+                "must be at least 1000",
             ));
         }
         Ok(())
@@ -237,18 +286,16 @@ impl AgentConfig {
 
     /// Resolves the system prompt (reading `system_file` relative to `base`) and computes the
     /// definition's hash.
-    pub fn resolve(&self, base: &Path) -> Result<AgentDef, String> {
+    pub fn resolve(&self, base: &Path) -> Result<AgentDef, ConfigError> {
         self.validate()?;
         let system = match (&self.system, &self.system_file) {
             (Some(s), _) => s.clone(),
             (None, Some(file)) => {
                 let path = base.join(file);
-                std::fs::read_to_string(&path).map_err(|e| {
-                    format!(
-                        "agents.{}.system_file: cannot read {}: {e}",
-                        self.name,
-                        path.display()
-                    )
+                std::fs::read_to_string(&path).map_err(|source| ConfigError::SystemFile {
+                    agent: self.name.clone(),
+                    path: path.clone(),
+                    source,
                 })?
             }
             (None, None) => String::new(),
@@ -317,6 +364,7 @@ mod tests {
         assert!(
             a.validate()
                 .unwrap_err()
+                .to_string()
                 .contains("agents.a.context.compact_at")
         );
         let mut a = agent();
@@ -324,6 +372,7 @@ mod tests {
         assert!(
             a.validate()
                 .unwrap_err()
+                .to_string()
                 .contains("either system or system_file")
         );
         let err = serde_json::from_str::<AgentConfig>(
@@ -335,26 +384,48 @@ mod tests {
         let mut a = agent();
         a.wakeups.min_delay_seconds = 600;
         a.wakeups.max_delay_seconds = 60;
-        let err = a.validate().unwrap_err();
+        let err = a.validate().unwrap_err().to_string();
         assert!(
             err.contains("agents.a.wakeups: min_delay_seconds (600) is above"),
             "{err}"
         );
         let mut a = agent();
         a.approvals.timeout_seconds = 0;
-        let err = a.validate().unwrap_err();
+        let err = a.validate().unwrap_err().to_string();
         assert!(err.contains("agents.a.approvals.timeout_seconds"), "{err}");
         let mut a = agent();
         a.approvals.rules = vec![crate::approval::ApprovalRule {
             tool: " ".into(),
             input_contains: None,
         }];
-        assert!(a.validate().unwrap_err().contains("needs a tool name"));
+        assert!(
+            a.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("needs a tool name")
+        );
         let err = serde_json::from_str::<AgentConfig>(
             r#"{"name":"a","provider":"p","model":"m","tool_overrides":{"x":{"approval":"maybe"}}}"#,
         )
         .unwrap_err()
         .to_string();
         assert!(err.contains("unknown variant `maybe`"), "{err}");
+    }
+
+    #[test]
+    fn an_unreadable_system_file_names_the_key_and_keeps_the_cause() {
+        let mut a = agent();
+        a.system = None;
+        a.system_file = Some("no-such-prompt.md".into());
+        let err = a.resolve(Path::new("/nonexistent-dir")).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with(
+                "agents.a.system_file: cannot read /nonexistent-dir/no-such-prompt.md"
+            ),
+            "{text}"
+        );
+        let source = std::error::Error::source(&err).expect("the io error is the source");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
     }
 }

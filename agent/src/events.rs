@@ -5,7 +5,8 @@
 //!
 //! A run's end is named by [`EndStatus`], whose wire names are the run statuses the store
 //! writes (`succeeded`, `failed`, …); a name this version does not know still decodes, as
-//! [`EndStatus::Other`], so an event already in a database always loads.
+//! [`EndStatus::Other`], so an event already in a database always loads. A stored event that
+//! cannot be read is an [`EventError`].
 
 use std::fmt;
 
@@ -13,6 +14,24 @@ use nightshift_llm::{Message, StopReason, Usage};
 use nightshift_store::RunStatus;
 use nightshift_tools::ToolClass;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A stored event [`RunEvent::parse`] cannot read.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    /// The payload is not JSON of a known event type (or its fields are wrong).
+    #[error("event of type {kind} does not parse: {source}")]
+    BadPayload {
+        kind: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The payload is an event of another type than the one it is stored as.
+    #[error("event stored as {stored} holds a {payload} payload")]
+    KindMismatch {
+        stored: String,
+        payload: &'static str,
+    },
+}
 
 /// One event of a run's log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -214,14 +233,17 @@ impl RunEvent {
     }
 
     /// Parses a stored event; `kind` must agree with the payload's `type`.
-    pub fn parse(kind: &str, payload: &str) -> Result<RunEvent, String> {
-        let event: RunEvent = serde_json::from_str(payload)
-            .map_err(|e| format!("event of type {kind} does not parse: {e}"))?;
+    pub fn parse(kind: &str, payload: &str) -> Result<RunEvent, EventError> {
+        let event: RunEvent =
+            serde_json::from_str(payload).map_err(|source| EventError::BadPayload {
+                kind: kind.to_string(),
+                source,
+            })?;
         if event.kind() != kind {
-            return Err(format!(
-                "event stored as {kind} holds a {} payload",
-                event.kind()
-            ));
+            return Err(EventError::KindMismatch {
+                stored: kind.to_string(),
+                payload: event.kind(),
+            });
         }
         Ok(event)
     }
@@ -264,7 +286,24 @@ mod tests {
             }
             .payload(),
         );
-        assert!(wrong.unwrap_err().contains("holds a compacted payload"));
+        let wrong = wrong.unwrap_err();
+        assert!(
+            matches!(&wrong, EventError::KindMismatch { stored, payload: "compacted" } if stored == "tool_result"),
+            "{wrong:?}"
+        );
+        assert!(wrong.to_string().contains("holds a compacted payload"));
+        let unknown = RunEvent::parse("teleported", r#"{"type":"teleported"}"#).unwrap_err();
+        assert!(
+            matches!(unknown, EventError::BadPayload { .. }),
+            "{unknown:?}"
+        );
+        assert!(
+            unknown
+                .to_string()
+                .starts_with("event of type teleported does not parse: "),
+            "{unknown}"
+        );
+        assert!(std::error::Error::source(&unknown).is_some());
     }
 
     #[test]

@@ -40,12 +40,13 @@ pub mod tasks;
 pub mod wakeup;
 
 pub use config::{
-    AgentConfig, AgentDef, AgentSandbox, Budgets, ContextPolicy, Pricing, SandboxNetwork,
+    AgentConfig, AgentDef, AgentSandbox, Budgets, ConfigError, ContextPolicy, Pricing,
+    SandboxNetwork,
 };
-pub use events::{EndStatus, RunEvent};
+pub use events::{EndStatus, EventError, RunEvent};
 pub use nightshift_tools::{ToolClass, ToolOutput};
 pub use notify::NotifyTarget;
 pub use ports::{ModelFailure, ModelGateway, ToolBox, ToolCall};
 pub use runtime::{AgentRuntime, Step, next_step};
-pub use state::RunState;
+pub use state::{RunState, StateError};
 pub use wakeup::{SCHEDULE_WAKEUP, WakeupPolicy, is_control_tool};

@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::ConfigError;
+
 /// One notify URL of an agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -61,20 +63,29 @@ impl NotifyTarget {
 }
 
 /// Checks an agent's notify entries; the error names the agent, the entry and the key.
-pub(crate) fn validate(agent: &str, targets: &[NotifyTarget]) -> Result<(), String> {
+pub(crate) fn validate(agent: &str, targets: &[NotifyTarget]) -> Result<(), ConfigError> {
     for (i, t) in targets.iter().enumerate() {
         let key = format!("agents.{agent}.notify[{i}]");
-        let parsed = url::Url::parse(&t.url)
-            .map_err(|e| format!("{key}.url is not a valid URL ({e}); use http(s)://host/path"))?;
+        let at = |field: &str| format!("{key}.{field}");
+        let parsed = url::Url::parse(&t.url).map_err(|e| {
+            ConfigError::value(
+                at("url"),
+                format!("is not a valid URL ({e}); use http(s)://host/path"),
+            )
+        })?;
         if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-            return Err(format!(
-                "{key}.url must be an http:// or https:// URL with a host (got scheme '{}')",
-                parsed.scheme()
+            return Err(ConfigError::value(
+                at("url"),
+                format!(
+                    "must be an http:// or https:// URL with a host (got scheme '{}')",
+                    parsed.scheme()
+                ),
             ));
         }
         if targets[..i].iter().any(|other| other.url == t.url) {
-            return Err(format!(
-                "{key}.url repeats an earlier notify URL of this agent; list each URL once"
+            return Err(ConfigError::value(
+                at("url"),
+                "repeats an earlier notify URL of this agent; list each URL once",
             ));
         }
         let env_ok = !t.secret_env.is_empty()
@@ -83,21 +94,29 @@ pub(crate) fn validate(agent: &str, targets: &[NotifyTarget]) -> Result<(), Stri
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !env_ok {
-            return Err(format!(
-                "{key}.secret_env must be the NAME of an environment variable (letters, digits, \
-                 '_'), like NOTIFY_SECRET; the secret itself never goes in the config"
+            return Err(ConfigError::value(
+                at("secret_env"),
+                "must be the NAME of an environment variable (letters, digits, '_'), like \
+                 NOTIFY_SECRET; the secret itself never goes in the config",
             ));
         }
         if !(1..=100).contains(&t.max_attempts) {
-            return Err(format!("{key}.max_attempts must be between 1 and 100"));
+            return Err(ConfigError::value(
+                at("max_attempts"),
+                "must be between 1 and 100",
+            ));
         }
         if t.retry_base_ms == 0 || t.retry_cap_ms < t.retry_base_ms {
-            return Err(format!(
-                "{key}: retry_base_ms must be at least 1 and retry_cap_ms at least retry_base_ms"
+            return Err(ConfigError::table(
+                key,
+                "retry_base_ms must be at least 1 and retry_cap_ms at least retry_base_ms",
             ));
         }
         if !(100..=300_000).contains(&t.timeout_ms) {
-            return Err(format!("{key}.timeout_ms must be between 100 and 300000"));
+            return Err(ConfigError::value(
+                at("timeout_ms"),
+                "must be between 100 and 300000",
+            ));
         }
     }
     Ok(())
@@ -108,7 +127,7 @@ mod tests {
     use super::*;
 
     fn check(t: NotifyTarget) -> Result<(), String> {
-        validate("a", &[t])
+        validate("a", &[t]).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -143,7 +162,7 @@ mod tests {
             NotifyTarget::new("https://example.com/a", "S"),
             NotifyTarget::new("https://example.com/a", "T"),
         ];
-        let err = validate("a", &twice).unwrap_err();
+        let err = validate("a", &twice).unwrap_err().to_string();
         assert!(err.contains("notify[1].url repeats"), "{err}");
     }
 }

@@ -1,6 +1,7 @@
 //! The projected state of a run: what the loop needs to build the next request, folded from
 //! the run's events in order. A checkpoint is this state at some sequence number; resume is
-//! the newest checkpoint plus the events after it, folded with [`RunState::apply`].
+//! the newest checkpoint plus the events after it, folded with [`RunState::apply`]; an event
+//! the state cannot take is a [`StateError`] naming its sequence number.
 //!
 //! The projection is deterministic: the same events give the same state and so the same
 //! request bytes, whether the run was interrupted or not.
@@ -13,6 +14,41 @@ use serde::{Deserialize, Serialize};
 use crate::events::{EndStatus, RunEvent};
 use nightshift_store::RunEnd;
 use nightshift_tools::ToolClass;
+
+/// What about an event log [`RunState::apply`] found impossible; each names the event's
+/// sequence number. `Display` is the message a corrupt run fails with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// Event `seq` does not come after the last event folded in.
+    #[error("event {seq} is not after the state's last event {last}")]
+    OutOfOrder { seq: i64, last: i64 },
+    /// Event `seq` (a user message, resume or task reminder) came while calls lack results.
+    #[error("event {seq}: {what} while {open} tool call(s) lack results")]
+    CallsOpen {
+        seq: i64,
+        what: &'static str,
+        open: usize,
+    },
+    /// A reply came while calls of the previous reply lack results.
+    #[error("event {seq}: a reply while tool calls of the previous one lack results")]
+    ReplyWhileCallsOpen { seq: i64 },
+    /// Two calls of one reply share an id.
+    #[error("event {seq}: two tool calls of one reply share the id {call_id}")]
+    DuplicateCallId { seq: i64, call_id: String },
+    /// The event names a call the newest reply did not make, or one already answered.
+    #[error("event {seq}: tool call {call_id} is not pending")]
+    NotPending { seq: i64, call_id: String },
+    /// A background task's end was reported a second time.
+    #[error("event {seq}: task {task_id} was already reported")]
+    TaskReportedTwice { seq: i64, task_id: String },
+    /// A compaction keeps messages from past the end of the conversation.
+    #[error("event {seq}: compaction keeps from message {kept_from} of {messages}")]
+    CompactionPastEnd {
+        seq: i64,
+        kept_from: usize,
+        messages: usize,
+    },
+}
 
 /// One item of the agent's todo list (kept by the `todo_write` tool).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,24 +231,19 @@ impl RunState {
     /// Folds one event (with sequence number `seq`) into the state. Events must come in
     /// order; an event that contradicts the state is an error (the log is the truth, and a
     /// replay that disagrees with it is never papered over).
-    pub fn apply(&mut self, seq: i64, event: &RunEvent) -> Result<(), String> {
+    pub fn apply(&mut self, seq: i64, event: &RunEvent) -> Result<(), StateError> {
         if seq <= self.through_seq {
-            return Err(format!(
-                "event {seq} is not after the state's last event {}",
-                self.through_seq
-            ));
+            return Err(StateError::OutOfOrder {
+                seq,
+                last: self.through_seq,
+            });
         }
         match event {
             RunEvent::RunStarted { agent_hash, .. } => {
                 self.agent_hash = Some(agent_hash.clone());
             }
             RunEvent::UserMessage { message } => {
-                if !self.pending.is_empty() {
-                    return Err(format!(
-                        "event {seq}: a user message while {} tool call(s) lack results",
-                        self.pending.len()
-                    ));
-                }
+                self.no_calls_open(seq, "a user message")?;
                 self.messages.push(message.clone());
             }
             RunEvent::AssistantMessage {
@@ -223,16 +254,14 @@ impl RunState {
                 ..
             } => {
                 if !self.pending.is_empty() {
-                    return Err(format!(
-                        "event {seq}: a reply while tool calls of the previous one lack results"
-                    ));
+                    return Err(StateError::ReplyWhileCallsOpen { seq });
                 }
                 let mut ids = BTreeSet::new();
                 if let Some(dup) = message.tool_uses().find(|t| !ids.insert(t.id)) {
-                    return Err(format!(
-                        "event {seq}: two tool calls of one reply share the id {}",
-                        dup.id
-                    ));
+                    return Err(StateError::DuplicateCallId {
+                        seq,
+                        call_id: dup.id.to_string(),
+                    });
                 }
                 self.call_ids.extend(ids.into_iter().map(str::to_string));
                 self.outage = None;
@@ -348,12 +377,7 @@ impl RunState {
                 }
             }
             RunEvent::Resumed { job_id, reminder } => {
-                if !self.pending.is_empty() {
-                    return Err(format!(
-                        "event {seq}: a resume while {} tool call(s) lack results",
-                        self.pending.len()
-                    ));
-                }
+                self.no_calls_open(seq, "a resume")?;
                 self.messages.push(Message::user_text(reminder.clone()));
                 self.wakeup = None;
                 self.last_resumed_job = Some(*job_id);
@@ -361,14 +385,12 @@ impl RunState {
             RunEvent::TaskEnded {
                 task_id, reminder, ..
             } => {
-                if !self.pending.is_empty() {
-                    return Err(format!(
-                        "event {seq}: a task reminder while {} tool call(s) lack results",
-                        self.pending.len()
-                    ));
-                }
+                self.no_calls_open(seq, "a task reminder")?;
                 if !self.reported_tasks.insert(task_id.clone()) {
-                    return Err(format!("event {seq}: task {task_id} was already reported"));
+                    return Err(StateError::TaskReportedTwice {
+                        seq,
+                        task_id: task_id.clone(),
+                    });
                 }
                 self.messages.push(Message::user_text(reminder.clone()));
             }
@@ -381,10 +403,11 @@ impl RunState {
                 self.usage.add(usage);
                 self.cost_usd += cost_usd;
                 if *kept_from > self.messages.len() {
-                    return Err(format!(
-                        "event {seq}: compaction keeps from message {kept_from} of {}",
-                        self.messages.len()
-                    ));
+                    return Err(StateError::CompactionPastEnd {
+                        seq,
+                        kept_from: *kept_from,
+                        messages: self.messages.len(),
+                    });
                 }
                 let kept = self.messages.split_off(*kept_from);
                 self.messages = vec![Message::user_text(summary.clone())];
@@ -426,11 +449,26 @@ impl RunState {
         }
     }
 
-    fn pending_mut(&mut self, seq: i64, call_id: &str) -> Result<&mut PendingCall, String> {
+    fn pending_mut(&mut self, seq: i64, call_id: &str) -> Result<&mut PendingCall, StateError> {
         self.pending
             .iter_mut()
             .find(|c| c.call_id == call_id)
-            .ok_or_else(|| format!("event {seq}: tool call {call_id} is not pending"))
+            .ok_or_else(|| StateError::NotPending {
+                seq,
+                call_id: call_id.to_string(),
+            })
+    }
+
+    /// Event `seq` (a `what`) needs every call of the newest reply answered.
+    fn no_calls_open(&self, seq: i64, what: &'static str) -> Result<(), StateError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        Err(StateError::CallsOpen {
+            seq,
+            what,
+            open: self.pending.len(),
+        })
     }
 
     /// All results of the newest reply are in: they go back in one user message, in the
@@ -548,13 +586,28 @@ mod tests {
                 },
             )
             .unwrap_err();
-        assert!(err.contains("lack results"), "{err}");
-        assert!(
-            s.apply(2, &result("zzz"))
-                .unwrap_err()
-                .contains("not pending")
+        assert_eq!(
+            err,
+            StateError::CallsOpen {
+                seq: 2,
+                what: "a user message",
+                open: 1
+            }
         );
-        assert!(s.apply(1, &result("a")).unwrap_err().contains("not after"));
+        assert_eq!(
+            err.to_string(),
+            "event 2: a user message while 1 tool call(s) lack results"
+        );
+        assert_eq!(
+            s.apply(2, &result("zzz")).unwrap_err(),
+            StateError::NotPending {
+                seq: 2,
+                call_id: "zzz".into()
+            }
+        );
+        let err = s.apply(1, &result("a")).unwrap_err();
+        assert_eq!(err, StateError::OutOfOrder { seq: 1, last: 1 });
+        assert!(err.to_string().contains("not after"), "{err}");
     }
 
     #[test]

@@ -13,6 +13,8 @@
 use nightshift_llm::ToolSpec;
 use serde::{Deserialize, Serialize};
 
+use crate::config::ConfigError;
+
 /// The tool's name, as agents list it in `tools`.
 pub const SCHEDULE_WAKEUP: &str = "schedule_wakeup";
 
@@ -44,17 +46,20 @@ impl Default for WakeupPolicy {
 }
 
 impl WakeupPolicy {
-    pub(crate) fn validate(&self, agent: &str) -> Result<(), String> {
+    pub(crate) fn validate(&self, agent: &str) -> Result<(), ConfigError> {
         if self.min_delay_seconds > self.max_delay_seconds {
-            return Err(format!(
-                "agents.{agent}.wakeups: min_delay_seconds ({}) is above max_delay_seconds ({})",
-                self.min_delay_seconds, self.max_delay_seconds
+            return Err(ConfigError::table(
+                format!("agents.{agent}.wakeups"),
+                format!(
+                    "min_delay_seconds ({}) is above max_delay_seconds ({})",
+                    self.min_delay_seconds, self.max_delay_seconds
+                ),
             ));
         }
         if self.max_delay_seconds > 366 * 24 * 3600 {
-            return Err(format!(
-                "agents.{agent}.wakeups.max_delay_seconds is above 366 days; use a schedule \
-                 for anything that far out"
+            return Err(ConfigError::value(
+                format!("agents.{agent}.wakeups.max_delay_seconds"),
+                "is above 366 days; use a schedule for anything that far out",
             ));
         }
         Ok(())

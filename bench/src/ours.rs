@@ -113,7 +113,7 @@ impl Subject for Ours {
 
     fn start(&mut self, probe: Probe) -> Result<Running> {
         let config = pool_config();
-        config.validate().map_err(anyhow::Error::msg)?;
+        config.validate()?;
         let stop = CancellationToken::new();
         let pool = Pool::new(self.store.clone(), Noop { probe }, config);
         let token = stop.clone();

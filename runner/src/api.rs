@@ -223,7 +223,7 @@ async fn create_run(
         }
         None => None,
         Some(Ok(p)) => Some(p),
-        Some(Err(m)) => return error(StatusCode::UNPROCESSABLE_ENTITY, m),
+        Some(Err(e)) => return error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
     };
     let req = RunRequest {
         agent: body.agent,

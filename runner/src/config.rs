@@ -190,10 +190,10 @@ impl Config {
 
     /// Checks every section.
     pub fn validate(&self) -> anyhow::Result<()> {
-        let invalid = |e: String| anyhow::anyhow!("invalid config: {e}");
-        self.database
-            .validate()
-            .map_err(|e| invalid(e.to_string()))?;
+        fn invalid(e: impl std::fmt::Display) -> anyhow::Error {
+            anyhow::anyhow!("invalid config: {e}")
+        }
+        self.database.validate().map_err(invalid)?;
         self.worker.validate().map_err(invalid)?;
         self.runtime.background.validate().map_err(invalid)?;
         self.runtime.validate_secrets().map_err(invalid)?;

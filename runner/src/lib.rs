@@ -46,7 +46,7 @@ pub fn build_runtime(
         .agents
         .iter()
         .map(|a| a.resolve(&config.base_dir))
-        .collect::<Result<Vec<_>, String>>()
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("invalid config: {e}"))?;
     let gateway = Gateway::build(config)?;
     let mut tools = Tools::build_with(config, secrets)?;

@@ -59,7 +59,8 @@ pub use error::{Error, LeaseLostReason, Result};
 pub use listing::{LaneCount, LeaseRow, QueueOverview, RunFilter, RunPage, RunSummary};
 pub use model::{
     CancelOutcome, Checkpoint, ConcurrencyPolicy, Enqueued, Event, Heartbeat, Job, JobCount,
-    JobOptions, NewResume, NewRun, ResumeReason, RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
+    JobOptions, NewResume, NewRun, PolicyError, ResumeReason, RetryOutcome, Run, RunEnd,
+    RunProgress, WorkerRow,
 };
 pub use notifications::{AttemptOutcome, DeliveryStatus, NewDelivery, Notification, OutboxEntry};
 /// How PostgreSQL claims are planned (a session setting), for tests that read their plans.

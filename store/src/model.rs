@@ -182,10 +182,22 @@ pub enum ConcurrencyPolicy {
     Debounce { window_ms: i64 },
 }
 
+/// A concurrency policy [`ConcurrencyPolicy::from_name`] refuses; its `Display` says what was
+/// wrong and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("the debounce policy needs debounce_seconds, 1 to 86400")]
+    DebounceSeconds,
+    #[error("debounce_seconds only applies to the debounce policy, not '{name}'")]
+    NotDebounce { name: String },
+    #[error("unknown concurrency policy '{name}'; use queue, skip, supersede or debounce")]
+    Unknown { name: String },
+}
+
 impl ConcurrencyPolicy {
     /// The policy named `name` (`queue`, `skip`, `supersede`, `debounce`); `debounce` needs
     /// `debounce_seconds`, which the others refuse.
-    pub fn from_name(name: &str, debounce_seconds: Option<u64>) -> Result<Self, String> {
+    pub fn from_name(name: &str, debounce_seconds: Option<u64>) -> Result<Self, PolicyError> {
         let policy = match (name, debounce_seconds) {
             ("queue", None) => ConcurrencyPolicy::Queue,
             ("skip", None) => ConcurrencyPolicy::Skip,
@@ -193,18 +205,16 @@ impl ConcurrencyPolicy {
             ("debounce", Some(s)) if (1..=86_400).contains(&s) => ConcurrencyPolicy::Debounce {
                 window_ms: i64::try_from(s * 1000).unwrap_or(i64::MAX),
             },
-            ("debounce", _) => {
-                return Err("the debounce policy needs debounce_seconds, 1 to 86400".into());
-            }
+            ("debounce", _) => return Err(PolicyError::DebounceSeconds),
             ("queue" | "skip" | "supersede", Some(_)) => {
-                return Err(format!(
-                    "debounce_seconds only applies to the debounce policy, not '{name}'"
-                ));
+                return Err(PolicyError::NotDebounce {
+                    name: name.to_string(),
+                });
             }
             _ => {
-                return Err(format!(
-                    "unknown concurrency policy '{name}'; use queue, skip, supersede or debounce"
-                ));
+                return Err(PolicyError::Unknown {
+                    name: name.to_string(),
+                });
             }
         };
         Ok(policy)
@@ -434,4 +444,42 @@ pub enum CancelOutcome {
     Cancelled,
     /// A worker holds the run's job; it sees the request at its next heartbeat.
     Requested,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_names_parse_and_refusals_say_what_is_allowed() {
+        assert_eq!(
+            ConcurrencyPolicy::from_name("debounce", Some(2)),
+            Ok(ConcurrencyPolicy::Debounce { window_ms: 2000 })
+        );
+        assert_eq!(
+            ConcurrencyPolicy::from_name("skip", None),
+            Ok(ConcurrencyPolicy::Skip)
+        );
+        assert_eq!(
+            ConcurrencyPolicy::from_name("debounce", Some(0)),
+            Err(PolicyError::DebounceSeconds)
+        );
+        let not_debounce = ConcurrencyPolicy::from_name("queue", Some(5)).unwrap_err();
+        assert_eq!(
+            not_debounce.to_string(),
+            "debounce_seconds only applies to the debounce policy, not 'queue'"
+        );
+        let unknown = ConcurrencyPolicy::from_name("later", None).unwrap_err();
+        assert_eq!(
+            unknown,
+            PolicyError::Unknown {
+                name: "later".into()
+            }
+        );
+        assert!(
+            unknown
+                .to_string()
+                .contains("use queue, skip, supersede or debounce")
+        );
+    }
 }

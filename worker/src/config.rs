@@ -1,11 +1,39 @@
 //! Settings of the worker pool, read from the `[worker]` table of `nightshift.toml`. Every
-//! field is optional; [`PoolConfig::validate`] explains any value it refuses.
+//! field is optional; [`PoolConfig::validate`] explains any value it refuses with a
+//! [`ConfigError`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nightshift_store::Backoff;
 use serde::Deserialize;
+
+/// A `[worker]` value [`PoolConfig::validate`] refuses; its `Display` names the key and says
+/// what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("worker.slots must be at least 1")]
+    NoSlots,
+    #[error(
+        "worker.lanes reserve {reserved} slots but worker.slots is {slots}; reserve at most as \
+         many slots as there are"
+    )]
+    LanesOverSlots { reserved: usize, slots: usize },
+    #[error("worker.lanes.{lane} is 0; reserve at least 1 slot or remove the lane")]
+    EmptyLane { lane: String },
+    /// `worker.{key}` is below `min`.
+    #[error("worker.{key} must be at least {min}")]
+    TooSmall { key: &'static str, min: u64 },
+    #[error(
+        "worker.heartbeat_ms ({heartbeat_ms}) must be above 0 and below worker.lease_ms \
+         ({lease_ms}); a third of the lease is a good value"
+    )]
+    Heartbeat { heartbeat_ms: u64, lease_ms: u64 },
+    #[error(
+        "worker.retry_base_ms ({base_ms}) must be above 0 and at most worker.retry_cap_ms ({cap_ms})"
+    )]
+    Retry { base_ms: u64, cap_ms: u64 },
+}
 
 /// The `[worker]` settings.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -48,44 +76,44 @@ impl Default for PoolConfig {
 }
 
 impl PoolConfig {
-    /// Checks every value; the error names the key and says what is allowed.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks every value; the [`ConfigError`] names the key and says what is allowed.
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.slots == 0 {
-            return Err("worker.slots must be at least 1".into());
+            return Err(ConfigError::NoSlots);
         }
         let reserved: usize = self.lanes.values().sum();
         if reserved > self.slots {
-            return Err(format!(
-                "worker.lanes reserve {reserved} slots but worker.slots is {}; reserve at most \
-                 as many slots as there are",
-                self.slots
-            ));
+            return Err(ConfigError::LanesOverSlots {
+                reserved,
+                slots: self.slots,
+            });
         }
-        for (lane, n) in &self.lanes {
-            if *n == 0 {
-                return Err(format!(
-                    "worker.lanes.{lane} is 0; reserve at least 1 slot or remove the lane"
-                ));
-            }
+        if let Some((lane, _)) = self.lanes.iter().find(|(_, n)| **n == 0) {
+            return Err(ConfigError::EmptyLane { lane: lane.clone() });
         }
         if self.lease_ms < 100 {
-            return Err("worker.lease_ms must be at least 100".into());
+            return Err(ConfigError::TooSmall {
+                key: "lease_ms",
+                min: 100,
+            });
         }
         if self.heartbeat_ms == 0 || self.heartbeat_ms >= self.lease_ms {
-            return Err(format!(
-                "worker.heartbeat_ms ({}) must be above 0 and below worker.lease_ms ({}); a third \
-                 of the lease is a good value",
-                self.heartbeat_ms, self.lease_ms
-            ));
+            return Err(ConfigError::Heartbeat {
+                heartbeat_ms: self.heartbeat_ms,
+                lease_ms: self.lease_ms,
+            });
         }
         if self.poll_interval_ms == 0 {
-            return Err("worker.poll_interval_ms must be at least 1".into());
+            return Err(ConfigError::TooSmall {
+                key: "poll_interval_ms",
+                min: 1,
+            });
         }
         if self.retry_base_ms == 0 || self.retry_cap_ms < self.retry_base_ms {
-            return Err(format!(
-                "worker.retry_base_ms ({}) must be above 0 and at most worker.retry_cap_ms ({})",
-                self.retry_base_ms, self.retry_cap_ms
-            ));
+            return Err(ConfigError::Retry {
+                base_ms: self.retry_base_ms,
+                cap_ms: self.retry_cap_ms,
+            });
         }
         Ok(())
     }
@@ -122,7 +150,7 @@ mod tests {
     fn reservations_beyond_the_slots_are_refused() {
         let mut c = PoolConfig::default();
         c.lanes.insert("interactive".into(), 5);
-        let err = c.validate().unwrap_err();
+        let err = c.validate().unwrap_err().to_string();
         assert!(
             err.contains("reserve 5 slots") && err.contains("worker.slots is 4"),
             "{err}"
@@ -130,6 +158,11 @@ mod tests {
         c.lanes.insert("interactive".into(), 1);
         assert!(c.validate().is_ok());
         c.heartbeat_ms = c.lease_ms;
-        assert!(c.validate().unwrap_err().contains("worker.heartbeat_ms"));
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("worker.heartbeat_ms")
+        );
     }
 }

@@ -31,7 +31,7 @@ pub mod pool;
 pub mod signals;
 pub mod slots;
 
-pub use config::PoolConfig;
+pub use config::{ConfigError, PoolConfig};
 pub use handler::{CancelReason, Handler, JobContext, JobOutcome};
 pub use job::{Finished, apply_outcome};
 pub use pool::{Pool, PoolReport, hostname};

@@ -1,6 +1,7 @@
 //! Redaction at the runtime's two choke points: every event before it is appended (and
 //! folded into the state the checkpoints and the next request are made from), and every
 //! outcome before the pool stores its text (`runs.result`, `runs.error`, `jobs.last_error`).
+//! An event that cannot go through redaction is a [`RedactError`].
 
 use nightshift_store::RunEnd;
 use nightshift_tools::Redactor;
@@ -8,16 +9,33 @@ use nightshift_worker::JobOutcome;
 
 use crate::events::RunEvent;
 
+/// An event that could not go through redaction (a bug: every event serialises and parses).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RedactError {
+    #[error("an event could not be redacted ({kind}): {source}")]
+    Unredactable {
+        kind: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("a redacted event no longer parses ({kind}): {source}")]
+    NoLongerParses {
+        kind: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// `event` with every string in it redacted (text, tool inputs, results, errors).
-pub(super) fn event(redactor: &Redactor, event: RunEvent) -> Result<RunEvent, String> {
+pub(super) fn event(redactor: &Redactor, event: RunEvent) -> Result<RunEvent, RedactError> {
     if redactor.is_empty() {
         return Ok(event);
     }
+    let kind = event.kind();
     let mut value = serde_json::to_value(&event)
-        .map_err(|e| format!("an event could not be redacted ({}): {e}", event.kind()))?;
+        .map_err(|source| RedactError::Unredactable { kind, source })?;
     redactor.redact_json(&mut value);
-    serde_json::from_value(value)
-        .map_err(|e| format!("a redacted event no longer parses ({}): {e}", event.kind()))
+    serde_json::from_value(value).map_err(|source| RedactError::NoLongerParses { kind, source })
 }
 
 /// `outcome` with the text it stores redacted.

@@ -30,7 +30,8 @@ impl Session<'_> {
     /// Appends an event unless the run was cancelled or superseded (see
     /// `LeasedJob::append_event_unless_cancelled`); false when it was refused.
     pub(super) async fn log_unless_cancelled(&mut self, event: RunEvent) -> Result<bool, Stop> {
-        let event = super::redact::event(self.redactor, event).map_err(Stop::Corrupt)?;
+        let event =
+            super::redact::event(self.redactor, event).map_err(|e| Stop::Corrupt(e.to_string()))?;
         let Some(seq) = self
             .ctx
             .lease
@@ -47,7 +48,8 @@ impl Session<'_> {
 
     /// Appends an event under the lease and folds it into the state.
     pub(super) async fn log(&mut self, event: RunEvent) -> Result<(), Stop> {
-        let event = super::redact::event(self.redactor, event).map_err(Stop::Corrupt)?;
+        let event =
+            super::redact::event(self.redactor, event).map_err(|e| Stop::Corrupt(e.to_string()))?;
         let seq = self
             .ctx
             .lease

@@ -162,11 +162,11 @@ async fn wal_overhead(config: &StoreConfig, calls: usize) -> Result<(f64, f64)> 
     for i in 0..calls {
         let (reply, started, result) = tool_round(i);
         seq = lease.append_event(reply.kind(), &reply.payload()).await?;
-        state.apply(seq, &reply).map_err(anyhow::Error::msg)?;
+        state.apply(seq, &reply)?;
         let t = Instant::now();
         for event in [started, result] {
             seq = lease.append_event(event.kind(), &event.payload()).await?;
-            state.apply(seq, &event).map_err(anyhow::Error::msg)?;
+            state.apply(seq, &event)?;
         }
         wal += t.elapsed();
     }
@@ -177,12 +177,12 @@ async fn wal_overhead(config: &StoreConfig, calls: usize) -> Result<(f64, f64)> 
     for i in 0..calls {
         let (reply, started, result) = tool_round(i);
         mem_seq += 1;
-        mem.apply(mem_seq, &reply).map_err(anyhow::Error::msg)?;
+        mem.apply(mem_seq, &reply)?;
         let t = Instant::now();
         for event in [started, result] {
             mem_seq += 1;
             let _payload = event.payload();
-            mem.apply(mem_seq, &event).map_err(anyhow::Error::msg)?;
+            mem.apply(mem_seq, &event)?;
         }
         plain += t.elapsed();
     }

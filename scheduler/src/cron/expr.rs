@@ -23,7 +23,7 @@
 //!
 //! Expressions that restrict both day-of-month and day-of-week are refused: Vixie cron fires
 //! when either matches, the `cron` crate only when both do, and silently picking one would
-//! surprise someone.
+//! surprise someone. [`CronExpr::parse`] refuses an expression with an [`ExprError`].
 
 use std::str::FromStr;
 
@@ -36,6 +36,45 @@ const SEARCH_LIMIT: usize = 10_000;
 
 /// The longest expression accepted.
 const MAX_EXPR_BYTES: usize = 256;
+
+/// A cron expression [`CronExpr::parse`] refuses; `Display` says what is allowed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExprError {
+    #[error("the expression is {bytes} bytes; cron expressions are at most {MAX_EXPR_BYTES}")]
+    TooLong { bytes: usize },
+    #[error(
+        "'{shorthand}' is not a known shorthand; use @hourly, @daily, @weekly, @monthly or \
+         @yearly, or five fields"
+    )]
+    UnknownShorthand { shorthand: String },
+    #[error(
+        "'{expr}' has {count} fields; use five (minute hour day-of-month month day-of-week, \
+         e.g. '0 7 * * 1-5') or six (with a leading second)"
+    )]
+    FieldCount { expr: String, count: usize },
+    /// The day-of-week field `field` is refused; `problem` says why ("has 8; use 0-7 …").
+    #[error("'{expr}': day-of-week '{field}' {problem}")]
+    DayOfWeek {
+        expr: String,
+        field: String,
+        problem: String,
+    },
+    #[error(
+        "'{expr}' restricts both day-of-month and day-of-week; cron implementations disagree \
+         on whether a day must match one or both, so use '*' in one of them (or two schedules)"
+    )]
+    BothDays { expr: String },
+    /// The `cron` crate refuses the (translated) fields.
+    #[error("'{expr}' is not a valid cron expression: {source}")]
+    Invalid {
+        expr: String,
+        #[source]
+        source: ::cron::error::Error,
+    },
+    /// No date matches (the 30th of February).
+    #[error("'{expr}' never fires")]
+    NeverFires { expr: String },
+}
 
 /// A parsed cron expression.
 #[derive(Debug, Clone)]
@@ -52,14 +91,14 @@ impl PartialEq for CronExpr {
 
 impl CronExpr {
     /// Parses a 5- or 6-field expression or an `@` shorthand; the error says what is allowed.
-    pub fn parse(expr: &str) -> Result<CronExpr, String> {
+    pub fn parse(expr: &str) -> Result<CronExpr, ExprError> {
         let trimmed = expr.trim();
         if trimmed.len() > MAX_EXPR_BYTES {
-            return Err(format!(
-                "the expression is {} bytes; cron expressions are at most {MAX_EXPR_BYTES}",
-                trimmed.len()
-            ));
+            return Err(ExprError::TooLong {
+                bytes: trimmed.len(),
+            });
         }
+        let expr = || trimmed.to_string();
         let expanded = match trimmed {
             "@yearly" | "@annually" => "0 0 1 1 *",
             "@monthly" => "0 0 1 * *",
@@ -67,10 +106,9 @@ impl CronExpr {
             "@daily" | "@midnight" => "0 0 * * *",
             "@hourly" => "0 * * * *",
             s if s.starts_with('@') => {
-                return Err(format!(
-                    "'{s}' is not a known shorthand; use @hourly, @daily, @weekly, @monthly or \
-                     @yearly, or five fields"
-                ));
+                return Err(ExprError::UnknownShorthand {
+                    shorthand: s.to_string(),
+                });
             }
             s => s,
         };
@@ -79,26 +117,26 @@ impl CronExpr {
             [mi, h, d, mo, w] => ["0", *mi, *h, *d, *mo, *w],
             [s, mi, h, d, mo, w] => [*s, *mi, *h, *d, *mo, *w],
             _ => {
-                return Err(format!(
-                    "'{trimmed}' has {} fields; use five (minute hour day-of-month month \
-                     day-of-week, e.g. '0 7 * * 1-5') or six (with a leading second)",
-                    fields.len()
-                ));
+                return Err(ExprError::FieldCount {
+                    expr: expr(),
+                    count: fields.len(),
+                });
             }
         };
         let dom = if dom == "?" { "*" } else { dom };
-        let dow_names =
-            day_of_week_names(dow).map_err(|e| format!("'{trimmed}': day-of-week '{dow}' {e}"))?;
+        let dow_names = day_of_week_names(dow).map_err(|problem| ExprError::DayOfWeek {
+            expr: expr(),
+            field: dow.to_string(),
+            problem,
+        })?;
         if dom != "*" && dow_names != "*" {
-            return Err(format!(
-                "'{trimmed}' restricts both day-of-month and day-of-week; cron implementations \
-                 disagree on whether a day must match one or both, so use '*' in one of them \
-                 (or two schedules)"
-            ));
+            return Err(ExprError::BothDays { expr: expr() });
         }
         let full = format!("{second} {minute} {hour} {dom} {month} {dow_names}");
-        let schedule = ::cron::Schedule::from_str(&full)
-            .map_err(|e| format!("'{trimmed}' is not a valid cron expression: {e}"))?;
+        let schedule = ::cron::Schedule::from_str(&full).map_err(|source| ExprError::Invalid {
+            expr: expr(),
+            source,
+        })?;
         // Catch expressions that can never fire (the 30th of February) now, not at run time.
         let probe = CronExpr {
             source: trimmed.to_string(),
@@ -108,7 +146,7 @@ impl CronExpr {
             .next_after(&Tz::UTC, Utc.timestamp_opt(0, 0).single().expect("epoch"))
             .is_none()
         {
-            return Err(format!("'{trimmed}' never fires"));
+            return Err(ExprError::NeverFires { expr: expr() });
         }
         Ok(probe)
     }

@@ -13,10 +13,10 @@ pub mod service;
 pub mod spec;
 pub mod timer;
 
-pub use expr::CronExpr;
+pub use expr::{CronExpr, ExprError};
 pub use service::{
     ConfigSync, FireOutcome, ScheduleError, SchedulePatch, ScheduleView, apply_config,
     concurrency_key, create, describe, fire, fire_key, trigger, update,
 };
-pub use spec::{Missed, Overlap, Schedule, ScheduleSpec};
+pub use spec::{Missed, Overlap, Schedule, ScheduleSpec, SpecError};
 pub use timer::{Fired, LEADER_LEASE, Tick, Timer, TimerConfig};

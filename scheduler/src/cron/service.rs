@@ -109,7 +109,8 @@ pub async fn create(
     spec: ScheduleSpec,
     agents: &[String],
 ) -> Result<ScheduleRow, ScheduleError> {
-    let s = Schedule::compile(spec, Some(agents)).map_err(ScheduleError::Invalid)?;
+    let s =
+        Schedule::compile(spec, Some(agents)).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
     let def = s.to_def(ScheduleSource::Api, s.next_after(store.now()));
     Ok(store.create_schedule(&def).await?)
 }
@@ -140,7 +141,7 @@ pub async fn update(
         .await?
         .ok_or_else(|| ScheduleError::NotFound(format!("schedule '{name}' not found")))?;
     let old = Schedule::from_row(&row)
-        .map_err(ScheduleError::Invalid)?
+        .map_err(|e| ScheduleError::Invalid(e.to_string()))?
         .spec;
     let spec = ScheduleSpec {
         name: old.name.clone(),
@@ -156,7 +157,8 @@ pub async fn update(
         || spec.timezone != old.timezone
         || spec.enabled != old.enabled
         || (spec.enabled && row.next_fire_at.is_none());
-    let s = Schedule::compile(spec, Some(agents)).map_err(ScheduleError::Invalid)?;
+    let s =
+        Schedule::compile(spec, Some(agents)).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
     let def = s.to_def(ScheduleSource::Api, s.next_after(store.now()));
     Ok(store.update_schedule(&def, rearm).await?)
 }
@@ -231,7 +233,7 @@ pub async fn trigger(intake: &Intake, name: &str) -> Result<FireOutcome, Schedul
         .schedule(name)
         .await?
         .ok_or_else(|| ScheduleError::NotFound(format!("schedule '{name}' not found")))?;
-    let schedule = Schedule::from_row(&row).map_err(ScheduleError::Invalid)?;
+    let schedule = Schedule::from_row(&row).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
     let now = store.now();
     let outcome = fire(intake, &row, &schedule, now, true).await?;
     if let FireOutcome::Enqueued {

@@ -4,7 +4,7 @@
 //! What it guarantees: a [`Schedule`] has a cron expression that fires, a real IANA zone, a
 //! configured agent (when the caller knows the agents) and a prompt template that renders with
 //! strict undefined variables. Every refusal names the schedule and the key and says what is
-//! allowed, and nothing is stored until the whole schedule is valid.
+//! allowed (a [`SpecError`]), and nothing is stored until the whole schedule is valid.
 //!
 //! The prompt template is [MiniJinja](https://docs.rs/minijinja) with these variables:
 //! `fire_time` (RFC 3339 in the schedule's zone), `fire_time_utc`, `date` (`YYYY-MM-DD`,
@@ -19,7 +19,7 @@ use nightshift_store::{Millis, ScheduleDef, ScheduleRow, ScheduleSource};
 pub use nightshift_store::{Missed, Overlap};
 use serde::{Deserialize, Serialize};
 
-use super::expr::CronExpr;
+use super::expr::{CronExpr, ExprError};
 
 /// A schedule as written in config or sent to the API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +53,44 @@ fn default_enabled() -> bool {
     true
 }
 
+/// A schedule [`Schedule::compile`] refuses, or a prompt that does not render. `Display` names
+/// the schedule and the key and says what is allowed.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("schedule name '{name}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'")]
+    BadName { name: String },
+    /// The cron expression is refused.
+    #[error("schedules.{schedule}.cron: {source}")]
+    Cron {
+        schedule: String,
+        #[source]
+        source: ExprError,
+    },
+    /// The value of `key` is refused; `problem` says why and what is allowed.
+    #[error("schedules.{schedule}.{key}: {problem}")]
+    Key {
+        schedule: String,
+        key: &'static str,
+        problem: String,
+    },
+    /// The prompt template does not render (a name that is not one of the variables).
+    #[error("the template does not render: {source}{}", variables_hint(source))]
+    Template {
+        #[source]
+        source: minijinja::Error,
+    },
+}
+
+/// The list of variables, for an error about a name that is not one of them.
+fn variables_hint(e: &minijinja::Error) -> &'static str {
+    if matches!(e.kind(), minijinja::ErrorKind::UndefinedError) {
+        "; the variables are fire_time, fire_time_utc, date, time, weekday, schedule, timezone \
+         and manual"
+    } else {
+        ""
+    }
+}
+
 /// A checked schedule, ready to compute fires and render prompts.
 #[derive(Debug, Clone)]
 pub struct Schedule {
@@ -63,18 +101,20 @@ pub struct Schedule {
 
 impl Schedule {
     /// Checks `spec`; with `agents`, its agent must be one of them.
-    pub fn compile(spec: ScheduleSpec, agents: Option<&[String]>) -> Result<Schedule, String> {
+    pub fn compile(spec: ScheduleSpec, agents: Option<&[String]>) -> Result<Schedule, SpecError> {
         let name = spec.name.clone();
-        let err = |key: &str, m: String| format!("schedules.{name}.{key}: {m}");
+        let err = |key: &'static str, problem: String| SpecError::Key {
+            schedule: name.clone(),
+            key,
+            problem,
+        };
         let name_ok = !name.is_empty()
             && name.len() <= 64
             && name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
         if !name_ok {
-            return Err(format!(
-                "schedule name '{name}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'"
-            ));
+            return Err(SpecError::BadName { name });
         }
         if spec.prompt.len() > crate::intake::MAX_PROMPT_BYTES {
             return Err(err(
@@ -86,7 +126,10 @@ impl Schedule {
                 ),
             ));
         }
-        let expr = CronExpr::parse(&spec.cron).map_err(|m| err("cron", m))?;
+        let expr = CronExpr::parse(&spec.cron).map_err(|source| SpecError::Cron {
+            schedule: name.clone(),
+            source,
+        })?;
         let tz: Tz = spec.timezone.parse().map_err(|_| {
             err(
                 "timezone",
@@ -105,7 +148,7 @@ impl Schedule {
         let sample = Utc.with_ymd_and_hms(2026, 1, 5, 7, 0, 0).unwrap();
         let rendered = schedule
             .render_at(sample, false)
-            .map_err(|m| err("prompt", m))?;
+            .map_err(|e| err("prompt", e.to_string()))?;
         if rendered.trim().is_empty() {
             return Err(err(
                 "prompt",
@@ -116,7 +159,7 @@ impl Schedule {
     }
 
     /// The schedule a stored row describes (rows were checked when written).
-    pub fn from_row(row: &ScheduleRow) -> Result<Schedule, String> {
+    pub fn from_row(row: &ScheduleRow) -> Result<Schedule, SpecError> {
         let spec = ScheduleSpec {
             name: row.name.clone(),
             cron: row.cron.clone(),
@@ -143,11 +186,11 @@ impl Schedule {
     }
 
     /// The prompt for the fire at `fire_at`.
-    pub fn render(&self, fire_at: Millis, manual: bool) -> Result<String, String> {
+    pub fn render(&self, fire_at: Millis, manual: bool) -> Result<String, SpecError> {
         self.render_at(to_utc(fire_at), manual)
     }
 
-    fn render_at(&self, fire: DateTime<Utc>, manual: bool) -> Result<String, String> {
+    fn render_at(&self, fire: DateTime<Utc>, manual: bool) -> Result<String, SpecError> {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         let local = fire.with_timezone(&self.tz);
@@ -161,16 +204,8 @@ impl Schedule {
             timezone => self.spec.timezone.clone(),
             manual => manual,
         };
-        env.render_str(&self.spec.prompt, ctx).map_err(|e| {
-            let mut m = format!("the template does not render: {e}");
-            if matches!(e.kind(), minijinja::ErrorKind::UndefinedError) {
-                m.push_str(
-                    "; the variables are fire_time, fire_time_utc, date, time, weekday, \
-                     schedule, timezone and manual",
-                );
-            }
-            m
-        })
+        env.render_str(&self.spec.prompt, ctx)
+            .map_err(|source| SpecError::Template { source })
     }
 
     /// The row to store for this schedule, armed for `next_fire_at`.
@@ -293,7 +328,7 @@ mod tests {
             ),
         ];
         for (s, expect) in cases {
-            let err = Schedule::compile(s, Some(&agents)).unwrap_err();
+            let err = Schedule::compile(s, Some(&agents)).unwrap_err().to_string();
             assert!(err.contains(expect), "expected '{expect}' in: {err}");
         }
         let err = Schedule::compile(
@@ -303,7 +338,8 @@ mod tests {
             },
             None,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("the variables are fire_time"), "{err}");
     }
 

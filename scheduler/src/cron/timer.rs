@@ -148,7 +148,8 @@ impl Timer {
         let Some(armed) = row.next_fire_at else {
             return Ok(());
         };
-        let schedule = Schedule::from_row(row).map_err(ScheduleError::Invalid)?;
+        let schedule =
+            Schedule::from_row(row).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
         let now = self.intake.store().now();
         let (due, latest) =
             schedule

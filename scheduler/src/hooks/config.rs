@@ -2,7 +2,7 @@
 //!
 //! Parsing refuses unknown keys; [`HookConfig::validate`] refuses what parses but cannot work
 //! (a missing `secret_env`, an `hmac` table on a GitHub hook, a template with a syntax error,
-//! a start route without an agent) with a message naming the key. Secrets are referenced by
+//! a start route without an agent) with a [`ConfigError`] naming the key. Secrets are referenced by
 //! the NAME of an environment variable; their values are read only when the daemon starts
 //! (see [`super::HookSet::build`]) and never stored or logged.
 
@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
+use super::error::ConfigError;
 use super::route::CompiledRoute;
 
 /// The largest body a hook accepts by default (1 MiB).
@@ -151,15 +152,17 @@ impl FieldSource {
         }
     }
 
-    fn validate(&self, key: &str) -> Result<(), String> {
+    fn validate(&self, key: &str) -> Result<(), ConfigError> {
         match (&self.header, &self.pointer) {
             (Some(h), None) if !h.trim().is_empty() => Ok(()),
             (None, Some(p)) if p.starts_with('/') => Ok(()),
-            (None, Some(p)) => Err(format!(
-                "{key}.pointer '{p}' is not a JSON pointer; it starts with '/', e.g. \"/id\""
+            (None, Some(p)) => Err(ConfigError::value(
+                format!("{key}.pointer"),
+                format!("'{p}' is not a JSON pointer; it starts with '/', e.g. \"/id\""),
             )),
-            _ => Err(format!(
-                "{key}: give exactly one of header = \"…\" or pointer = \"/…\""
+            _ => Err(ConfigError::table(
+                key,
+                "give exactly one of header = \"…\" or pointer = \"/…\"",
             )),
         }
     }
@@ -243,17 +246,20 @@ fn name_ok(s: &str) -> bool {
 impl HookConfig {
     /// Checks everything that can be checked without the environment; compiles the templates.
     /// `agents` are the configured agent names (start routes must name one of them).
-    pub fn validate(&self, agents: &[&str]) -> Result<(), String> {
+    pub fn validate(&self, agents: &[&str]) -> Result<(), ConfigError> {
         self.compile(agents).map(|_| ())
     }
 
     /// Validates and compiles the routes: one check per concern, in the order a reader
     /// meets the keys (name, authentication, limits, sources, routes).
-    pub(crate) fn compile(&self, agents: &[&str]) -> Result<Vec<CompiledRoute>, String> {
+    pub(crate) fn compile(&self, agents: &[&str]) -> Result<Vec<CompiledRoute>, ConfigError> {
         if !name_ok(&self.name) {
-            return Err(format!(
-                "hooks: name '{}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'",
-                self.name
+            return Err(ConfigError::table(
+                "hooks",
+                format!(
+                    "name '{}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'",
+                    self.name
+                ),
             ));
         }
         let at = format!("hooks.{}", self.name);
@@ -265,80 +271,100 @@ impl HookConfig {
     }
 
     /// `secret_env`: present exactly when something is checked, and a variable's name.
-    fn check_secret(&self, at: &str) -> Result<(), String> {
+    fn check_secret(&self, at: &str) -> Result<(), ConfigError> {
+        let key = format!("{at}.secret_env");
         match (self.signature, &self.secret_env) {
-            (SignatureScheme::None, Some(_)) => Err(format!(
-                "{at}.secret_env is set but signature = \"none\" checks nothing; remove \
-                 secret_env or choose a signature scheme"
+            (SignatureScheme::None, Some(_)) => Err(ConfigError::value(
+                key,
+                "is set but signature = \"none\" checks nothing; remove secret_env or choose a \
+                 signature scheme",
             )),
             (SignatureScheme::None, None) => Ok(()),
-            (_, None) => Err(format!(
-                "{at}.secret_env is missing: name the environment variable that holds the \
-                 webhook secret, e.g. secret_env = \"GITHUB_WEBHOOK_SECRET\""
+            (_, None) => Err(ConfigError::value(
+                key,
+                "is missing: name the environment variable that holds the webhook secret, e.g. \
+                 secret_env = \"GITHUB_WEBHOOK_SECRET\"",
             )),
-            (_, Some(env)) if env.trim().is_empty() || env.contains('=') => Err(format!(
-                "{at}.secret_env '{env}' is not an environment variable name (give the \
-                 variable's name, never the secret itself)"
-            )),
+            (_, Some(env)) if env.trim().is_empty() || env.contains('=') => {
+                Err(ConfigError::value(
+                    key,
+                    format!(
+                        "'{env}' is not an environment variable name (give the variable's name, \
+                         never the secret itself)"
+                    ),
+                ))
+            }
             _ => Ok(()),
         }
     }
 
     /// `[hooks.hmac]`: required by, and only for, `signature = "hmac"`.
-    fn check_hmac(&self, at: &str) -> Result<(), String> {
+    fn check_hmac(&self, at: &str) -> Result<(), ConfigError> {
         match (self.signature, &self.hmac) {
-            (SignatureScheme::Hmac, None) => Err(format!(
-                "{at}: signature = \"hmac\" needs a [hooks.hmac] table with at least \
-                 header = \"…\""
+            (SignatureScheme::Hmac, None) => Err(ConfigError::table(
+                at,
+                "signature = \"hmac\" needs a [hooks.hmac] table with at least header = \"…\"",
             )),
-            (SignatureScheme::Hmac, Some(h)) if h.header.trim().is_empty() => Err(format!(
-                "{at}.hmac.header is empty; name the signature header"
-            )),
+            (SignatureScheme::Hmac, Some(h)) if h.header.trim().is_empty() => {
+                Err(ConfigError::value(
+                    format!("{at}.hmac.header"),
+                    "is empty; name the signature header",
+                ))
+            }
             (SignatureScheme::Hmac, Some(_)) | (_, None) => Ok(()),
-            (other, Some(_)) => Err(format!(
-                "{at}.hmac applies only to signature = \"hmac\" (this hook uses \"{}\")",
-                other.name()
+            (other, Some(_)) => Err(ConfigError::value(
+                format!("{at}.hmac"),
+                format!(
+                    "applies only to signature = \"hmac\" (this hook uses \"{}\")",
+                    other.name()
+                ),
             )),
         }
     }
 
     /// `tolerance_seconds` (timestamped schemes only) and `max_body_bytes`, in range.
-    fn check_limits(&self, at: &str) -> Result<(), String> {
+    fn check_limits(&self, at: &str) -> Result<(), ConfigError> {
         if let Some(t) = self.tolerance_seconds {
+            let key = format!("{at}.tolerance_seconds");
             if !matches!(
                 self.signature,
                 SignatureScheme::Stripe | SignatureScheme::Slack
             ) {
-                return Err(format!(
-                    "{at}.tolerance_seconds applies only to the timestamped schemes stripe and \
-                     slack"
+                return Err(ConfigError::value(
+                    key,
+                    "applies only to the timestamped schemes stripe and slack",
                 ));
             }
             if !(1..=86_400).contains(&t) {
-                return Err(format!(
-                    "{at}.tolerance_seconds = {t} is out of range; use 1 to 86400"
+                return Err(ConfigError::value(
+                    key,
+                    format!("= {t} is out of range; use 1 to 86400"),
                 ));
             }
         }
         if !(1..=MAX_BODY_BYTES_LIMIT).contains(&self.max_body_bytes) {
-            return Err(format!(
-                "{at}.max_body_bytes = {} is out of range; use 1 to {MAX_BODY_BYTES_LIMIT} \
-                 (GitHub sends at most 25 MB)",
-                self.max_body_bytes
+            return Err(ConfigError::value(
+                format!("{at}.max_body_bytes"),
+                format!(
+                    "= {} is out of range; use 1 to {MAX_BODY_BYTES_LIMIT} (GitHub sends at most \
+                     25 MB)",
+                    self.max_body_bytes
+                ),
             ));
         }
         Ok(())
     }
 
     /// `delivery_id` (given, or the scheme's default) and `event`, each one well-formed source.
-    fn check_sources(&self, at: &str) -> Result<(), String> {
+    fn check_sources(&self, at: &str) -> Result<(), ConfigError> {
         match &self.delivery_id {
             Some(src) => src.validate(&format!("{at}.delivery_id"))?,
             None if self.default_delivery_id().is_none() => {
-                return Err(format!(
-                    "{at}.delivery_id is missing: say where each delivery's unique id is, e.g. \
-                     delivery_id = {{ header = \"X-Request-Id\" }} or {{ pointer = \"/id\" }}; \
-                     redeliveries are recognised by it"
+                return Err(ConfigError::value(
+                    format!("{at}.delivery_id"),
+                    "is missing: say where each delivery's unique id is, e.g. delivery_id = \
+                     { header = \"X-Request-Id\" } or { pointer = \"/id\" }; redeliveries are \
+                     recognised by it",
                 ));
             }
             None => {}
@@ -351,19 +377,23 @@ impl HookConfig {
 
     /// `[[hooks.routes]]`: at least one, names unique, each checked against the hook and
     /// compiled.
-    fn compile_routes(&self, at: &str, agents: &[&str]) -> Result<Vec<CompiledRoute>, String> {
+    fn compile_routes(&self, at: &str, agents: &[&str]) -> Result<Vec<CompiledRoute>, ConfigError> {
         if self.routes.is_empty() {
-            return Err(format!(
-                "{at} has no routes; add a [[hooks.routes]] saying what a delivery starts"
+            return Err(ConfigError::value(
+                at,
+                "has no routes; add a [[hooks.routes]] saying what a delivery starts",
             ));
         }
         let mut seen = BTreeSet::new();
         let mut compiled = Vec::new();
         for route in &self.routes {
             if !seen.insert(route.name.as_str()) {
-                return Err(format!(
-                    "{at}.routes: '{}' is defined twice; route names must be unique",
-                    route.name
+                return Err(ConfigError::table(
+                    format!("{at}.routes"),
+                    format!(
+                        "'{}' is defined twice; route names must be unique",
+                        route.name
+                    ),
                 ));
             }
             let route_at = format!("{at}.routes.{}", route.name);
@@ -381,23 +411,28 @@ impl HookConfig {
         at: &str,
         route_at: &str,
         agents: &[&str],
-    ) -> Result<(), String> {
+    ) -> Result<(), ConfigError> {
         if !name_ok(&route.name) {
-            return Err(format!(
-                "{at}.routes: name '{}' is not allowed; use 1-64 letters, digits, '-', '_' \
-                 or '.'",
-                route.name
+            return Err(ConfigError::table(
+                format!("{at}.routes"),
+                format!(
+                    "name '{}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'",
+                    route.name
+                ),
             ));
         }
         if route.event.is_some() && self.event_source().is_none() {
-            return Err(format!(
-                "{route_at}.event: this hook has no event source; set {at}.event = \
-                 {{ header = \"…\" }} or {{ pointer = \"/…\" }}"
+            return Err(ConfigError::table(
+                format!("{route_at}.event"),
+                format!(
+                    "this hook has no event source; set {at}.event = {{ header = \"…\" }} or \
+                     {{ pointer = \"/…\" }}"
+                ),
             ));
         }
         if let (RouteKind::Start, Some(agent)) = (route.kind, &route.agent) {
             crate::intake::check_agent(agents, agent)
-                .map_err(|e| format!("{route_at}.agent: {e}"))?;
+                .map_err(|e| ConfigError::table(format!("{route_at}.agent"), e.to_string()))?;
         }
         Ok(())
     }
@@ -521,7 +556,7 @@ mod tests {
             ),
         ];
         for (extra, expect) in cases {
-            let err = hook(extra).validate(&["a"]).unwrap_err();
+            let err = hook(extra).validate(&["a"]).unwrap_err().to_string();
             assert!(err.contains(expect), "{expect}: {err}");
         }
     }
@@ -538,17 +573,33 @@ mod tests {
                 .is_ok()
         );
         let empty = hmac(serde_json::json!({"header": " "})).check_hmac("at");
-        assert!(empty.unwrap_err().contains("at.hmac.header is empty"));
+        assert!(
+            empty
+                .unwrap_err()
+                .to_string()
+                .contains("at.hmac.header is empty")
+        );
         let missing = hook(serde_json::json!({"signature": "hmac"})).check_hmac("at");
-        assert!(missing.unwrap_err().contains("needs a [hooks.hmac] table"));
+        assert!(
+            missing
+                .unwrap_err()
+                .to_string()
+                .contains("needs a [hooks.hmac] table")
+        );
         let gh = hook(serde_json::json!({}));
         assert!(gh.check_secret("at").is_ok() && gh.check_limits("at").is_ok());
         let no_secret = hook(serde_json::json!({"secret_env": null})).check_secret("at");
-        assert!(no_secret.unwrap_err().contains("at.secret_env is missing"));
+        assert!(
+            no_secret
+                .unwrap_err()
+                .to_string()
+                .contains("at.secret_env is missing")
+        );
         let huge = hook(serde_json::json!({"max_body_bytes": MAX_BODY_BYTES_LIMIT + 1}));
         assert!(
             huge.check_limits("at")
                 .unwrap_err()
+                .to_string()
                 .contains("max_body_bytes")
         );
         let bad_event = hook(serde_json::json!({"event": {"pointer": "type"}}));
@@ -556,6 +607,7 @@ mod tests {
             bad_event
                 .check_sources("at")
                 .unwrap_err()
+                .to_string()
                 .contains("at.event.pointer")
         );
     }
@@ -568,10 +620,11 @@ mod tests {
             bad_name
                 .validate(&["a"])
                 .unwrap_err()
+                .to_string()
                 .contains("name 'a b' is not allowed")
         );
         let unknown = routes(serde_json::json!({"name": "r", "agent": "z", "prompt": "p"}));
-        let err = unknown.validate(&["a", "b"]).unwrap_err();
+        let err = unknown.validate(&["a", "b"]).unwrap_err().to_string();
         assert!(
             err.contains("hooks.h.routes.r.agent: agent 'z' is not configured (configured: a, b)"),
             "{err}"
@@ -580,6 +633,7 @@ mod tests {
             unknown
                 .validate(&[])
                 .unwrap_err()
+                .to_string()
                 .contains("(configured: none)")
         );
         let compiled = hook(serde_json::json!({"routes": [

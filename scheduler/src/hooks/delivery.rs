@@ -227,7 +227,7 @@ pub(crate) fn pick_route<'h>(hook: &'h Hook, d: &Delivery) -> Result<Routed<'h>,
     };
     let rendered = route
         .render(&hook.name, &d.event, &d.id, &d.json)
-        .map_err(Refused::Invalid)?;
+        .map_err(|e| Refused::Invalid(e.to_string()))?;
     Ok(Routed::Take(route, rendered))
 }
 

@@ -260,3 +260,30 @@ fn the_recorded_run_answers_a_redelivery_as_duplicates() {
         Err(Refused::Store(nightshift_store::Error::Corrupt(_)))
     ));
 }
+
+#[test]
+fn building_names_an_unset_secret_and_a_hook_defined_twice() {
+    let c: super::super::HookConfig = serde_json::from_value(
+        json!({"name": "gh", "signature": "github", "secret_env": "GH_SECRET",
+               "routes": [{"name": "r", "agent": "a", "prompt": "p"}]}),
+    )
+    .unwrap();
+    let err = HookSet::build(std::slice::from_ref(&c), &["a"], |_| None).unwrap_err();
+    assert_eq!(
+        err,
+        crate::hooks::ConfigError::SecretUnset {
+            hook: "gh".into(),
+            var: "GH_SECRET".into()
+        }
+    );
+    assert!(
+        err.to_string()
+            .starts_with("hooks.gh.secret_env: the environment variable GH_SECRET is not set"),
+        "{err}"
+    );
+    let twice = HookSet::build(&[c.clone(), c], &["a"], |_| Some("s".into())).unwrap_err();
+    assert_eq!(
+        twice.to_string(),
+        "hooks: 'gh' is defined twice; hook names must be unique"
+    );
+}

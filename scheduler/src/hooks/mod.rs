@@ -48,6 +48,7 @@
 
 pub mod config;
 mod delivery;
+pub mod error;
 pub mod route;
 pub mod signature;
 
@@ -61,6 +62,7 @@ use serde::{Deserialize, Serialize};
 
 use config::{DEFAULT_TOLERANCE_SECONDS, FieldSource};
 pub use config::{HookConfig, RouteConfig, RouteKind, SignatureScheme};
+pub use error::{ConfigError, RenderError, VerifierError};
 use route::CompiledRoute;
 use signature::{Secret, Verifier};
 
@@ -168,7 +170,7 @@ impl HookSet {
         configs: &[HookConfig],
         agents: &[&str],
         env: impl Fn(&str) -> Option<String>,
-    ) -> Result<HookSet, String> {
+    ) -> Result<HookSet, ConfigError> {
         let mut hooks = BTreeMap::new();
         for c in configs {
             let routes = c.compile(agents)?;
@@ -177,33 +179,36 @@ impl HookSet {
                 Some(var) => match env(var) {
                     Some(v) if !v.is_empty() => Some(Secret::new(v)),
                     _ => {
-                        return Err(format!(
-                            "hooks.{}.secret_env: the environment variable {var} is not set (or \
-                             empty); export the webhook secret as {var} before starting",
-                            c.name
-                        ));
+                        return Err(ConfigError::SecretUnset {
+                            hook: c.name.clone(),
+                            var: var.clone(),
+                        });
                     }
                 },
             };
             let tolerance = c.tolerance_seconds.unwrap_or(DEFAULT_TOLERANCE_SECONDS);
-            let verifier = Verifier::new(c.signature, secret, c.hmac.as_ref(), tolerance)
-                .map_err(|e| format!("hooks.{}: {e}", c.name))?;
+            let verifier = Verifier::new(c.signature, secret, c.hmac.as_ref(), tolerance).map_err(
+                |source| ConfigError::Verifier {
+                    hook: c.name.clone(),
+                    source,
+                },
+            )?;
             let hook = Hook {
                 name: c.name.clone(),
                 scheme: c.signature,
                 max_body_bytes: c.max_body_bytes,
                 verifier,
-                delivery_source: c
-                    .delivery_source()
-                    .ok_or_else(|| format!("hooks.{}.delivery_id is missing", c.name))?,
+                delivery_source: c.delivery_source().ok_or_else(|| {
+                    ConfigError::value(format!("hooks.{}.delivery_id", c.name), "is missing")
+                })?,
                 event_source: c.event_source(),
                 routes,
                 counters: Counters::default(),
             };
             if hooks.insert(c.name.clone(), Arc::new(hook)).is_some() {
-                return Err(format!(
-                    "hooks: '{}' is defined twice; hook names must be unique",
-                    c.name
+                return Err(ConfigError::table(
+                    "hooks",
+                    format!("'{}' is defined twice; hook names must be unique", c.name),
                 ));
             }
         }

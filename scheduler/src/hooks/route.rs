@@ -6,11 +6,14 @@
 //! strict undefined: a path that is not in the payload is an error naming the route and the
 //! template, never an empty string. Templates are compiled when the config is loaded, so a
 //! syntax error stops the daemon from starting instead of failing the first delivery.
+//! Compiling refuses a route with a [`ConfigError`]; rendering a delivery fails with a
+//! [`RenderError`].
 
 use minijinja::{Environment, UndefinedBehavior, Value};
 use serde_json::Value as Json;
 
 use super::config::{PolicyName, RouteConfig, RouteKind};
+use super::error::{ConfigError, RenderError};
 use nightshift_store::ConcurrencyPolicy;
 
 /// One condition on the body.
@@ -53,7 +56,7 @@ fn flatten(
     map: &serde_json::Map<String, Json>,
     out: &mut Vec<(String, Condition)>,
     at: &str,
-) -> Result<(), String> {
+) -> Result<(), ConfigError> {
     for (key, value) in map {
         let path = if prefix.is_empty() {
             key.clone()
@@ -64,9 +67,9 @@ fn flatten(
             Json::Object(inner) => flatten(&path, inner, out, at)?,
             Json::Array(items) => {
                 if items.is_empty() || items.iter().any(|i| i.is_object() || i.is_array()) {
-                    return Err(format!(
-                        "{at}.match.{path}: a list must hold one or more plain values \
-                         (strings, numbers, booleans)"
+                    return Err(ConfigError::table(
+                        format!("{at}.match.{path}"),
+                        "a list must hold one or more plain values (strings, numbers, booleans)",
                     ));
                 }
                 out.push((path, Condition::In(items.clone())));
@@ -95,7 +98,8 @@ fn same(a: &Json, b: &Json) -> bool {
 
 impl CompiledRoute {
     /// Checks a route's keys and compiles its templates; `at` names it in errors.
-    pub fn compile(route: &RouteConfig, at: &str) -> Result<CompiledRoute, String> {
+    pub fn compile(route: &RouteConfig, at: &str) -> Result<CompiledRoute, ConfigError> {
+        let key = |name: &str| format!("{at}.{name}");
         let events = match &route.event {
             None => None,
             Some(Json::String(s)) => Some(vec![s.clone()]),
@@ -105,8 +109,9 @@ impl CompiledRoute {
                     .collect(),
             ),
             Some(_) => {
-                return Err(format!(
-                    "{at}.event must be an event name or a list of them, e.g. \"pull_request\""
+                return Err(ConfigError::value(
+                    key("event"),
+                    "must be an event name or a list of them, e.g. \"pull_request\"",
                 ));
             }
         };
@@ -123,18 +128,22 @@ impl CompiledRoute {
         let policy = match route.kind {
             RouteKind::Start => {
                 if route.agent.is_none() {
-                    return Err(format!("{at}.agent is missing: name the agent to start"));
+                    return Err(ConfigError::value(
+                        key("agent"),
+                        "is missing: name the agent to start",
+                    ));
                 }
                 if route.run_key.is_some() {
-                    return Err(format!(
-                        "{at}.run_key applies only to kind = \"resume\"; a start route sets \
-                         concurrency_key"
+                    return Err(ConfigError::value(
+                        key("run_key"),
+                        "applies only to kind = \"resume\"; a start route sets concurrency_key",
                     ));
                 }
                 let name = route.concurrency_policy.unwrap_or_default();
                 if route.concurrency_key.is_none() && route.concurrency_policy.is_some() {
-                    return Err(format!(
-                        "{at}.concurrency_policy needs concurrency_key (the runs it applies to)"
+                    return Err(ConfigError::value(
+                        key("concurrency_policy"),
+                        "needs concurrency_key (the runs it applies to)",
                     ));
                 }
                 match (name, route.debounce_seconds) {
@@ -144,15 +153,15 @@ impl CompiledRoute {
                         }
                     }
                     (PolicyName::Debounce, _) => {
-                        return Err(format!(
-                            "{at}.debounce_seconds must be 1 to 86400 with concurrency_policy = \
-                             \"debounce\""
+                        return Err(ConfigError::value(
+                            key("debounce_seconds"),
+                            "must be 1 to 86400 with concurrency_policy = \"debounce\"",
                         ));
                     }
                     (_, Some(_)) => {
-                        return Err(format!(
-                            "{at}.debounce_seconds applies only to concurrency_policy = \
-                             \"debounce\""
+                        return Err(ConfigError::value(
+                            key("debounce_seconds"),
+                            "applies only to concurrency_policy = \"debounce\"",
                         ));
                     }
                     (PolicyName::Queue, None) => ConcurrencyPolicy::Queue,
@@ -161,16 +170,18 @@ impl CompiledRoute {
                 }
             }
             RouteKind::Resume => {
-                if let Some((key, _)) = start_only.iter().find(|(_, set)| *set) {
-                    return Err(format!(
-                        "{at}.{key} applies only to kind = \"start\"; a resume route continues \
-                         the run found by run_key"
+                if let Some((name, _)) = start_only.iter().find(|(_, set)| *set) {
+                    return Err(ConfigError::value(
+                        key(name),
+                        "applies only to kind = \"start\"; a resume route continues the run \
+                         found by run_key",
                     ));
                 }
                 if route.run_key.is_none() {
-                    return Err(format!(
-                        "{at}.run_key is missing: a resume route continues the newest \
-                         unfinished run whose concurrency key is run_key"
+                    return Err(ConfigError::value(
+                        key("run_key"),
+                        "is missing: a resume route continues the newest unfinished run whose \
+                         concurrency key is run_key",
                     ));
                 }
                 ConcurrencyPolicy::Queue
@@ -187,11 +198,13 @@ impl CompiledRoute {
         for (name, source) in TEMPLATES.iter().zip(sources) {
             if let Some(source) = source {
                 if source.trim().is_empty() {
-                    return Err(format!("{at}.{name} is empty"));
+                    return Err(ConfigError::value(key(name), "is empty"));
                 }
                 templates
                     .add_template_owned(*name, source.clone())
-                    .map_err(|e| format!("{at}.{name} is not a valid template: {e:#}"))?;
+                    .map_err(|e| {
+                        ConfigError::value(key(name), format!("is not a valid template: {e:#}"))
+                    })?;
             }
         }
         Ok(CompiledRoute {
@@ -234,7 +247,7 @@ impl CompiledRoute {
         event: &str,
         delivery: &str,
         body: &Json,
-    ) -> Result<Rendered, String> {
+    ) -> Result<Rendered, RenderError> {
         let mut ctx = match body {
             Json::Object(m) => m.clone(),
             _ => serde_json::Map::new(),
@@ -245,24 +258,25 @@ impl CompiledRoute {
             serde_json::json!({"name": hook, "event": event, "delivery": delivery}),
         );
         let ctx = Value::from(minijinja::value::Serde(Json::Object(ctx)));
-        let render = |name: &str| -> Result<Option<String>, String> {
+        let render = |name: &str| -> Result<Option<String>, RenderError> {
             let Ok(t) = self.templates.get_template(name) else {
                 return Ok(None);
             };
-            t.render(&ctx).map(Some).map_err(|e| {
-                format!(
-                    "route '{}': the {name} template failed on this delivery: {e:#}",
-                    self.name
-                )
-            })
+            t.render(&ctx)
+                .map(Some)
+                .map_err(|source| RenderError::Template {
+                    route: self.name.clone(),
+                    template: name.to_string(),
+                    source,
+                })
         };
-        let key = |name: &str| -> Result<Option<String>, String> {
+        let key = |name: &str| -> Result<Option<String>, RenderError> {
             match render(name)? {
                 None => Ok(None),
-                Some(k) if k.trim().is_empty() => Err(format!(
-                    "route '{}': the {name} template rendered an empty key",
-                    self.name
-                )),
+                Some(k) if k.trim().is_empty() => Err(RenderError::EmptyKey {
+                    route: self.name.clone(),
+                    template: name.to_string(),
+                }),
                 Some(k) => Ok(Some(k.trim().to_string())),
             }
         };
@@ -360,8 +374,27 @@ mod tests {
             .render("gh", "pull_request", "d", &pr("opened", false))
             .unwrap_err();
         assert!(
+            matches!(&err, RenderError::Template { route, template, .. }
+                if route == "review" && template == "prompt"),
+            "{err:?}"
+        );
+        assert!(
+            std::error::Error::source(&err).is_some(),
+            "keeps minijinja's error"
+        );
+        let err = err.to_string();
+        assert!(
             err.contains("route 'review'") && err.contains("prompt"),
             "{err}"
+        );
+        let blank_key =
+            CompiledRoute::compile(&route(json!({"concurrency_key": " {{ '' }} "})), "x").unwrap();
+        let err = blank_key
+            .render("gh", "pull_request", "d", &pr("opened", false))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "route 'review': the concurrency_key template rendered an empty key"
         );
     }
 
@@ -393,7 +426,9 @@ mod tests {
             (json!({"match": {"action": []}}), "x.match.action"),
         ];
         for (extra, expect) in cases {
-            let err = CompiledRoute::compile(&route(extra), "x").unwrap_err();
+            let err = CompiledRoute::compile(&route(extra), "x")
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(expect), "{expect}: {err}");
         }
     }

@@ -11,6 +11,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use subtle::ConstantTimeEq;
 
 use super::config::{DigestEncoding, HmacAlgorithm, HmacConfig, SignatureScheme};
+use super::error::VerifierError;
 
 /// A secret read from the environment. Its `Debug` never shows the value.
 #[derive(Clone)]
@@ -76,15 +77,14 @@ impl Verifier {
         secret: Option<Secret>,
         hmac: Option<&HmacConfig>,
         tolerance_s: u64,
-    ) -> Result<Verifier, String> {
+    ) -> Result<Verifier, VerifierError> {
         let tolerance_s = i64::try_from(tolerance_s).unwrap_or(i64::MAX);
-        let need = |s: Option<Secret>| s.ok_or_else(|| "this scheme needs a secret".to_string());
+        let need = |s: Option<Secret>| s.ok_or(VerifierError::NoSecret);
         Ok(match scheme {
             SignatureScheme::Github => Verifier::Github(need(secret)?),
             SignatureScheme::Hmac => Verifier::Hmac(
                 need(secret)?,
-                hmac.cloned()
-                    .ok_or_else(|| "signature = \"hmac\" needs [hooks.hmac]".to_string())?,
+                hmac.cloned().ok_or(VerifierError::NoHmacTable)?,
             ),
             SignatureScheme::Stripe => Verifier::Stripe {
                 secret: need(secret)?,

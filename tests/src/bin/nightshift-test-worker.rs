@@ -70,7 +70,7 @@ async fn main() -> anyhow::Result<()> {
         poll_interval_ms: 100,
         ..PoolConfig::default()
     };
-    pool_config.validate().map_err(anyhow::Error::msg)?;
+    pool_config.validate()?;
     let pool = Pool::new(store.clone(), Sleeper, pool_config);
     println!("ready {}", pool.worker_id());
     pool.run(shutdown).await?;

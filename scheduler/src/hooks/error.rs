@@ -1,0 +1,73 @@
+//! The errors of webhook configuration and rendering. A [`ConfigError`] is a `[[hooks]]`
+//! value the daemon refuses to start with (its `Display` names the key, like
+//! `hooks.gh.routes.review.agent`, and says what to do); a [`RenderError`] is a delivery whose
+//! payload a route's template cannot render (the delivery is refused, nothing is enqueued).
+
+/// A `[[hooks]]` entry that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The value at key `at` is refused; `rule` is worded to follow the key ("is missing: …",
+    /// "must be …").
+    #[error("{at} {rule}")]
+    Value { at: String, rule: String },
+    /// The keys of the table at `at` do not fit together (or a list in it repeats a name);
+    /// `problem` says how and what to do.
+    #[error("{at}: {problem}")]
+    Table { at: String, problem: String },
+    /// The environment variable that should hold hook `hook`'s secret is unset or empty.
+    #[error(
+        "hooks.{hook}.secret_env: the environment variable {var} is not set (or empty); export \
+         the webhook secret as {var} before starting"
+    )]
+    SecretUnset { hook: String, var: String },
+    /// Hook `hook`'s signature verifier cannot be built.
+    #[error("hooks.{hook}: {source}")]
+    Verifier {
+        hook: String,
+        #[source]
+        source: VerifierError,
+    },
+}
+
+impl ConfigError {
+    /// The value at `at` is refused because of `rule`.
+    pub(crate) fn value(at: impl Into<String>, rule: impl Into<String>) -> Self {
+        ConfigError::Value {
+            at: at.into(),
+            rule: rule.into(),
+        }
+    }
+
+    /// The table at `at` is refused because of `problem`.
+    pub(crate) fn table(at: impl Into<String>, problem: impl Into<String>) -> Self {
+        ConfigError::Table {
+            at: at.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// What [`super::Verifier::new`] lacks for its scheme.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifierError {
+    #[error("this scheme needs a secret")]
+    NoSecret,
+    #[error("signature = \"hmac\" needs [hooks.hmac]")]
+    NoHmacTable,
+}
+
+/// A route's template could not render a delivery.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    /// The template failed on this payload (a path it reads is missing, a filter failed).
+    #[error("route '{route}': the {template} template failed on this delivery: {source:#}")]
+    Template {
+        route: String,
+        template: String,
+        #[source]
+        source: minijinja::Error,
+    },
+    /// A key template rendered only whitespace.
+    #[error("route '{route}': the {template} template rendered an empty key")]
+    EmptyKey { route: String, template: String },
+}
