@@ -99,7 +99,7 @@ pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
             Err(why) => {
                 items.push(
                     Item::new(key, "error", format!("unreadable event {}", e.seq), at, seq)
-                        .fact("why", why),
+                        .fact("why", why.to_string()),
                 );
                 continue;
             }
