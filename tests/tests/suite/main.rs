@@ -45,6 +45,7 @@
 //!   runtime secrets) printed by commands in plain and encoded forms and across cut points,
 //!   written by the model, echoed by a provider's 401 — then a sweep of every byte the
 //!   daemon wrote or sent finds none of them.
+//! - `dashboard`: the web dashboard as a browser speaks to it: sign-in, pages, CSRF refusals.
 //! - `runs_list`: listing runs (filters, search, keyset pages) and the queue overview, in
 //!   the store and over `GET /v1/runs`.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
@@ -59,6 +60,7 @@ mod cli;
 mod concurrency;
 mod crash;
 mod daemon;
+mod dashboard;
 mod fakes;
 mod hooks;
 mod hostile;
