@@ -25,7 +25,9 @@ pub fn store_message(e: &StoreError) -> String {
     }
 }
 
-fn back(id: &str, flash: &str) -> Response {
+/// 303 back to the run page with `flash`, signed for this session so only the dashboard's
+/// own words are shown there.
+fn back(state: &DashboardState, session: &Session, id: &str, flash: &str) -> Response {
     let enc: String = flash
         .bytes()
         .map(|b| match b {
@@ -33,9 +35,13 @@ fn back(id: &str, flash: &str) -> Response {
             _ => format!("%{b:02X}"),
         })
         .collect();
+    let mac = state.keys.flash_mac(session, flash);
     (
         StatusCode::SEE_OTHER,
-        [(header::LOCATION, format!("/ui/runs/{id}?flash={enc}"))],
+        [(
+            header::LOCATION,
+            format!("/ui/runs/{id}?flash={enc}&fs={mac}"),
+        )],
     )
         .into_response()
 }
@@ -85,12 +91,14 @@ pub async fn cancel(
         );
     }
     match state.store.cancel_run(&id).await {
-        Ok(CancelOutcome::Cancelled) => back(&id, "Run cancelled."),
+        Ok(CancelOutcome::Cancelled) => back(&state, &session, &id, "Run cancelled."),
         Ok(CancelOutcome::Requested) => back(
+            &state,
+            &session,
             &id,
             "Cancel requested: the worker stops at its next heartbeat.",
         ),
-        Err(e) => back(&id, &store_message(&e)),
+        Err(e) => back(&state, &session, &id, &store_message(&e)),
     }
 }
 
@@ -105,8 +113,13 @@ pub async fn wake(
         return refused;
     }
     match state.store.wake_now(&id).await {
-        Ok(()) => back(&id, "Woken: the run resumes on the next free worker."),
-        Err(e) => back(&id, &store_message(&e)),
+        Ok(()) => back(
+            &state,
+            &session,
+            &id,
+            "Woken: the run resumes on the next free worker.",
+        ),
+        Err(e) => back(&state, &session, &id, &store_message(&e)),
     }
 }
 
@@ -166,6 +179,8 @@ pub async fn decide(
         .await
     {
         Ok(()) => back(
+            &state,
+            &session,
             &id,
             if approve {
                 "Approved: the run resumes."
@@ -173,6 +188,6 @@ pub async fn decide(
                 "Denied: the run resumes without the call."
             },
         ),
-        Err(e) => back(&id, &store_message(&e)),
+        Err(e) => back(&state, &session, &id, &store_message(&e)),
     }
 }

@@ -90,6 +90,21 @@ impl Keys {
         self.mac(&format!("csrf|{}", session.id))
     }
 
+    /// The signature of a flash message shown to `session` (so a link cannot put words on
+    /// the page).
+    pub fn flash_mac(&self, session: &Session, text: &str) -> String {
+        self.mac(&format!("flash|{}|{text}", session.id))
+    }
+
+    /// Whether `mac` signs `text` for `session` (constant time).
+    pub fn flash_ok(&self, session: &Session, text: &str, mac: &str) -> bool {
+        bool::from(
+            self.flash_mac(session, text)
+                .as_bytes()
+                .ct_eq(mac.as_bytes()),
+        )
+    }
+
     /// Whether `given` is the CSRF token of `session` (constant time).
     pub fn csrf_ok(&self, session: &Session, given: &str) -> bool {
         bool::from(self.csrf(session).as_bytes().ct_eq(given.as_bytes()))

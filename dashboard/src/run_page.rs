@@ -18,6 +18,10 @@ use crate::{DashboardState, format, layout};
 pub struct PageQuery {
     #[serde(default)]
     pub flash: Option<String>,
+    /// The flash's signature (see `Keys::flash_mac`); a flash without the right one is not
+    /// shown.
+    #[serde(default)]
+    pub fs: Option<String>,
 }
 
 /// The run, its items and the newest seq, or the page that says why not.
@@ -109,7 +113,10 @@ pub async fn page(
         "run.html",
         context! {
             run => Value::from(minijinja::value::Serde(&run)), csrf, items => rendered, last_seq, signed_in => true,
-            flash => q.flash.unwrap_or_default(),
+            flash => q
+                .flash
+                .filter(|text| state.keys.flash_ok(&session, text, q.fs.as_deref().unwrap_or("")))
+                .unwrap_or_default(),
             status => status.as_str(),
             terminal => status.is_terminal(),
             can_cancel => !status.is_terminal(),

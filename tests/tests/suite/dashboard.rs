@@ -271,14 +271,20 @@ async fn pages_and_actions(db: &TestDb) {
         )
         .await;
     assert_eq!(done.status(), StatusCode::SEE_OTHER);
-    assert!(
-        done.headers()[LOCATION]
-            .to_str()
-            .unwrap()
-            .starts_with(&path)
-    );
+    let back = done.headers()[LOCATION].to_str().unwrap().to_string();
+    assert!(back.starts_with(&path), "{back}");
     assert_eq!(
         d.store.run(&id).await.unwrap().unwrap().status,
         RunStatus::Cancelled
     );
+    let (_, _, after) = d.get(&back, Some(&cookie)).await;
+    assert!(after.contains("Run cancelled."), "the flash is shown");
+    // A link cannot put its own words on the page: an unsigned flash is not shown.
+    let (_, _, spoofed) = d
+        .get(
+            &format!("{path}?flash=Sign+in+at+evil.example"),
+            Some(&cookie),
+        )
+        .await;
+    assert!(!spoofed.contains("evil.example"), "{spoofed}");
 }
