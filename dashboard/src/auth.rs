@@ -129,8 +129,13 @@ pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 }
 
 /// Why a state-changing request is refused as cross-site, if it is: `Sec-Fetch-Site`
-/// present and not `same-origin`, or `Origin` present and not `http(s)://<Host>`.
+/// present and not `same-origin`, or `Origin` present and not `http(s)://<Host>` (`null`
+/// allowed only with `Sec-Fetch-Site: same-origin`).
 pub fn cross_site(headers: &HeaderMap) -> Option<String> {
+    // A browser sets Sec-Fetch-Site itself (no page can forge it). Same-origin requests may
+    // still carry `Origin: null` (a privacy-stripped context), which is then no evidence of
+    // another site; any other value must be this host.
+    let mut null_origin_ok = false;
     if let Some(site) = headers.get("sec-fetch-site") {
         let site = site.to_str().unwrap_or("?");
         if site != "same-origin" {
@@ -138,9 +143,13 @@ pub fn cross_site(headers: &HeaderMap) -> Option<String> {
                 "the request came from another site (Sec-Fetch-Site: {site}); act from the dashboard's own pages"
             ));
         }
+        null_origin_ok = true;
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("?");
+        if origin == "null" && null_origin_ok {
+            return None;
+        }
         let host = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
@@ -227,6 +236,13 @@ mod tests {
         );
         h.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
         assert!(cross_site(&h).unwrap().contains("cross-site"));
+        // `Origin: null` passes only where the browser vouches the request is same-origin.
+        h.insert(header::ORIGIN, HeaderValue::from_static("null"));
+        assert!(cross_site(&h).is_some());
+        h.insert("sec-fetch-site", HeaderValue::from_static("same-origin"));
+        assert_eq!(cross_site(&h), None);
+        h.remove("sec-fetch-site");
+        assert!(cross_site(&h).unwrap().contains("origin null"));
     }
 
     #[test]

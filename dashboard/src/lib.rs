@@ -10,7 +10,9 @@
 //!   ([`auth`]); every POST checks the form's CSRF token and refuses cross-site requests with
 //!   a 403 that changes nothing. The `/v1` API keeps its bearer rule and ignores the cookie.
 //! - **Escaped and locked down.** Every value is auto-escaped; every response carries a CSP
-//!   without inline script, `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer` and pages
+//!   without inline script, `X-Frame-Options: DENY`, `Referrer-Policy: same-origin` (never a
+//!   referrer to another site; `no-referrer` would make browsers send `Origin: null` on the
+//!   dashboard's own forms) and pages
 //!   `Cache-Control: no-store`. The token is never rendered.
 //!
 //! One module per page: [`runs`], [`run_page`] (+ [`live`]), [`actions`]; the pure parts
@@ -129,7 +131,7 @@ async fn security_headers(req: Request, next: Next) -> Response {
         h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
         h.insert(
             header::REFERRER_POLICY,
-            HeaderValue::from_static("no-referrer"),
+            HeaderValue::from_static("same-origin"),
         );
         h.insert(
             header::X_CONTENT_TYPE_OPTIONS,

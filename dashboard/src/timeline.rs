@@ -7,6 +7,7 @@
 //! that does not parse becomes an `error` item saying so; nothing is dropped.
 
 use nightshift_agent::events::RunEvent;
+use nightshift_agent::runtime::REFUSED_NOTICE;
 use nightshift_llm::ContentBlock;
 use nightshift_store::{Event, Job, Run};
 use serde::Serialize;
@@ -32,7 +33,8 @@ pub struct Item {
     /// A second long text (a tool's result).
     pub result: Option<String>,
     pub call_id: Option<String>,
-    /// Marks: `interrupted / outcome unknown`, `error`, `denied`, `refused`, `pending`.
+    /// Marks: `running`, `re-run on recovery`, `interrupted / outcome unknown`, `error`,
+    /// `denied`, `refused by the fence`, `not run: bad input`, `pending`, `approved`.
     pub marks: Vec<String>,
     /// When it happened (ms).
     pub at: i64,
@@ -84,6 +86,9 @@ fn name_of<T: Serialize>(v: &T) -> String {
 }
 
 /// The timeline of `run` from its `events` (in seq order) and `jobs`.
+/// The mark of a call recovery started again after a crash.
+const RERUN: &str = "re-run on recovery";
+
 pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
     let mut items: Vec<Item> = Vec::new();
     let find = |items: &mut Vec<Item>, kind: &str, call: &str| {
@@ -160,6 +165,18 @@ pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
                 durability,
                 ..
             } => {
+                // Started again with no result in between: recovery re-ran it (a read-only
+                // or idempotent call interrupted by a crash). One item, marked.
+                if let Some(idx) =
+                    find(&mut items, "tool_call", &call_id).filter(|&i| items[i].result.is_none())
+                {
+                    let it = &mut items[idx];
+                    if !it.marks.iter().any(|m| m == RERUN) {
+                        it.marks.push(RERUN.into());
+                    }
+                    it.last_seq = seq;
+                    continue;
+                }
                 let mut it =
                     Item::new(key, "tool_call", name, at, seq).fact("class", name_of(&durability));
                 it.body = Some(serde_json::to_string_pretty(&input).unwrap_or_default());
@@ -176,11 +193,27 @@ pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
                 let idx = match find(&mut items, "tool_call", &call_id) {
                     Some(i) => i,
                     None => {
-                        // A result with no start (a denied or refused call): its own item.
-                        let mut it = Item::new(key, "tool_call", "tool result", at, seq);
+                        // A result with no start: the call was never made. Why is known
+                        // exactly: its approval was denied, the fence refused it (the loop's
+                        // own notice), or its input broke the tool's schema.
+                        let denied = items.iter().any(|i| {
+                            i.kind == "approval"
+                                && i.call_id.as_deref() == Some(call_id.as_str())
+                                && i.marks.iter().any(|m| m == "denied")
+                        });
+                        let why = if denied {
+                            "denied"
+                        } else if content == REFUSED_NOTICE {
+                            "refused by the fence"
+                        } else {
+                            "not run: bad input"
+                        };
+                        let mut it = Item::new(key, "tool_call", "tool call not made", at, seq);
                         it.call_id = Some(call_id.clone());
+                        it.marks.push(why.into());
+                        it.result = Some(content);
                         items.push(it);
-                        items.len() - 1
+                        continue;
                     }
                 };
                 let it = &mut items[idx];
@@ -190,12 +223,6 @@ pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
                 }
                 if is_error {
                     it.marks.push("error".into());
-                    let lower = content.to_lowercase();
-                    if lower.contains("denied") {
-                        it.marks.push("denied".into());
-                    } else if lower.contains("refused") {
-                        it.marks.push("refused".into());
-                    }
                 }
                 it.facts.push(("took".into(), format::duration(at - it.at)));
                 it.result = Some(content);
@@ -520,6 +547,66 @@ mod tests {
                 .any(|(n, v)| n == "woke" && v == "1970-01-01T00:00:04Z")
         );
         assert_eq!(items[1].last_seq, 4);
+    }
+
+    fn result(call: &str, content: &str, is_error: bool) -> RunEvent {
+        RunEvent::ToolResult {
+            call_id: call.into(),
+            content: content.into(),
+            is_error,
+            interrupted: false,
+        }
+    }
+
+    #[test]
+    fn calls_never_made_say_exactly_why_and_a_re_run_is_one_marked_item() {
+        let items = build(
+            &run(RunStatus::Running),
+            &[],
+            &log(vec![
+                // Started, then started again after a crash, then its result.
+                started("c1", "read_file"),
+                started("c1", "read_file"),
+                result("c1", "hello", false),
+                // Denied by an operator: the loop's result names the denial.
+                RunEvent::ApprovalRequested {
+                    call_id: "c2".into(),
+                    name: "deploy".into(),
+                    input_hash: "h".into(),
+                    expires_at: 99_000,
+                },
+                RunEvent::ApprovalDecided {
+                    call_id: "c2".into(),
+                    approved: false,
+                    reason: None,
+                    by: "operator".into(),
+                },
+                result("c2", &nightshift_agent::approval::denied_notice(None), true),
+                // Refused by the fence, and a call whose input broke its schema — the word
+                // "denied" in a tool's text decides nothing.
+                result("c3", REFUSED_NOTICE, true),
+                result("c4", "input: 'path' is required (denied words here)", true),
+            ]),
+        );
+        let marks = |call: &str| {
+            items
+                .iter()
+                .find(|i| i.kind == "tool_call" && i.call_id.as_deref() == Some(call))
+                .map(|i| i.marks.clone())
+                .unwrap_or_else(|| panic!("no item for {call}: {items:?}"))
+        };
+        assert_eq!(marks("c1"), ["re-run on recovery"]);
+        assert_eq!(
+            items
+                .iter()
+                .filter(|i| i.call_id.as_deref() == Some("c1"))
+                .count(),
+            1,
+            "one item for the call"
+        );
+        assert_eq!(marks("c2"), ["denied"]);
+        assert_eq!(marks("c3"), ["refused by the fence"]);
+        assert_eq!(marks("c4"), ["not run: bad input"]);
     }
 
     #[test]

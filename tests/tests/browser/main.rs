@@ -1,0 +1,14 @@
+//! The dashboard in a real headless Chromium (Debian's `chromium` through `chromedriver`),
+//! against a real daemon with scripted models and real command tools.
+//!
+//! - `harness`: the browser, its driver, waiting on page conditions, screenshots.
+//! - `daemon`: the daemon under test and its agents.
+//! - `flows`: sign-in, reading a run, approving, cancelling, waking, filters and pages, live
+//!   updates, and a cross-site form refused.
+//!
+//! Screenshots go to `target/screenshots/`; `./scripts/screenshots` refreshes the committed
+//! ones in `docs/screenshots/`.
+
+mod daemon;
+mod flows;
+mod harness;
