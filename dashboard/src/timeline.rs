@@ -34,7 +34,7 @@ pub struct Item {
     pub result: Option<String>,
     pub call_id: Option<String>,
     /// Marks: `running`, `re-run on recovery`, `interrupted / outcome unknown`, `error`,
-    /// `denied`, `refused by the fence`, `not run: bad input`, `pending`, `approved`.
+    /// `denied`, `refused by the fence`, `bad input`, `pending`, `approved`.
     pub marks: Vec<String>,
     /// When it happened (ms).
     pub at: i64,
@@ -206,7 +206,7 @@ pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
                         } else if content == REFUSED_NOTICE {
                             "refused by the fence"
                         } else {
-                            "not run: bad input"
+                            "bad input"
                         };
                         let mut it = Item::new(key, "tool_call", "tool call not made", at, seq);
                         it.call_id = Some(call_id.clone());
@@ -606,7 +606,7 @@ mod tests {
         );
         assert_eq!(marks("c2"), ["denied"]);
         assert_eq!(marks("c3"), ["refused by the fence"]);
-        assert_eq!(marks("c4"), ["not run: bad input"]);
+        assert_eq!(marks("c4"), ["bad input"]);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use fantoccini::key::Key;
 use nightshift_store::RunStatus;
 use nightshift_tests::{Backend, TestDb, eventually};
 use serde_json::json;
@@ -20,7 +21,7 @@ async fn setup(backend: Backend, test: &str) -> Option<(TestDb, Serve, Browser)>
     Some((db, serve, browser))
 }
 
-async fn teardown(db: TestDb, serve: Serve, browser: Browser) {
+pub(crate) async fn teardown(db: TestDb, serve: Serve, browser: Browser) {
     browser.finish().await;
     serve.stop().await;
     db.cleanup().await;
@@ -38,7 +39,7 @@ async fn sign_in_with(b: &Browser, serve: &Serve, token: &str) {
         .unwrap();
 }
 
-async fn sign_in(b: &Browser, serve: &Serve) {
+pub(crate) async fn sign_in(b: &Browser, serve: &Serve) {
     sign_in_with(b, serve, &serve.token).await;
     b.until(
         "the runs list after signing in",
@@ -68,7 +69,7 @@ async fn click(b: &Browser, css: &str) {
 }
 
 /// Opens the run's page and waits for its timeline.
-async fn open_run(b: &Browser, serve: &Serve, id: &str) {
+pub(crate) async fn open_run(b: &Browser, serve: &Serve, id: &str) {
     b.goto(&serve.url(&format!("/ui/runs/{id}"))).await;
     b.find("ol#timeline").await;
 }
@@ -120,7 +121,6 @@ async fn reads_a_run(backend: Backend, test: &str) {
         text.contains("<script>alert(1)</script>"),
         "the prompt shown as text: {text}"
     );
-    b.screenshot("runs").await;
 
     click(&b, &format!("tr[data-run-id='{id}'] td a")).await;
     waits_for_status(&b, "succeeded").await;
@@ -154,7 +154,6 @@ async fn reads_a_run(backend: Backend, test: &str) {
         .await
         .unwrap();
     assert!(result.contains("Reviewed: two warnings"), "{result}");
-    b.screenshot("run-timeline").await;
     teardown(db, serve, b).await;
 }
 
@@ -401,6 +400,55 @@ async fn the_timeline_updates_live_while_a_run_works() {
         json!(42),
         "no reload"
     );
+    teardown(db, serve, b).await;
+}
+
+#[tokio::test]
+async fn the_keyboard_alone_reaches_cancel_and_escape_keeps_the_run() {
+    let Some((db, serve, b)) = setup(Backend::Sqlite, "browser_keyboard").await else {
+        return;
+    };
+    sign_in(&b, &serve).await;
+    let id = serve.enqueue("slow", "Hold the gate.", json!({})).await;
+    serve.wait_for(&id, RunStatus::Running).await;
+    open_run(&b, &serve, &id).await;
+    // Tab from the top of the page until the cancel button has the focus.
+    let on_cancel =
+        "var a = document.activeElement; return !!a && !!a.closest('form[data-action=cancel]')";
+    let mut tabs = 0;
+    while b.js(on_cancel).await != json!(true) {
+        tabs += 1;
+        assert!(tabs <= 20, "the cancel button is not reached with Tab");
+        b.press(Key::Tab).await;
+    }
+    let ring = b
+        .js("return getComputedStyle(document.activeElement).outlineStyle")
+        .await;
+    assert_eq!(
+        ring,
+        json!("solid"),
+        "the focused button shows a focus ring"
+    );
+    b.press(Key::Enter).await;
+    b.until(
+        "the confirm dialog to open",
+        "return document.getElementById('confirm').open === true",
+    )
+    .await;
+    // The dialog takes the focus on its safe choice; Escape closes it and changes nothing.
+    let focused = b.js("return document.activeElement.id").await;
+    assert_eq!(
+        focused,
+        json!("confirm-no"),
+        "the safe button has the focus"
+    );
+    b.press(Key::Escape).await;
+    b.until(
+        "the dialog to close",
+        "return document.getElementById('confirm').open === false",
+    )
+    .await;
+    assert_eq!(serve.status(&id).await, RunStatus::Running);
     teardown(db, serve, b).await;
 }
 

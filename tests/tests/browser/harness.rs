@@ -74,6 +74,11 @@ impl Browser {
     /// Starts chromedriver and a fresh headless Chromium, or `None` when the machine has none
     /// (outside CI).
     pub async fn start(test: &str) -> Option<Browser> {
+        Browser::start_with(test, &[]).await
+    }
+
+    /// [`Browser::start`] with `extra` browser flags (for example `--force-dark-mode`).
+    pub async fn start_with(test: &str, extra: &[&str]) -> Option<Browser> {
         let (chromium, driver_path) = programs(test)?;
         let turn = ONE_AT_A_TIME.lock().await;
         let port = free_port();
@@ -87,18 +92,25 @@ impl Browser {
             .spawn()
             .expect("start chromedriver");
         let profile = tempfile::tempdir().unwrap();
-        let caps = json!({
-            "goog:chromeOptions": {
-                "binary": chromium,
-                "args": [
-                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--disable-quic", "--no-first-run", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync", "--disable-extensions",
-                    "--window-size=1280,900",
-                    format!("--user-data-dir={}", profile.path().display()),
-                ],
-            }
-        });
+        let mut args: Vec<String> = [
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-extensions",
+            "--window-size=1280,900",
+        ]
+        .iter()
+        .chain(extra)
+        .map(|a| a.to_string())
+        .collect();
+        args.push(format!("--user-data-dir={}", profile.path().display()));
+        let caps = json!({"goog:chromeOptions": {"binary": chromium, "args": args}});
         let caps = match caps {
             Value::Object(map) => map,
             _ => unreachable!(),
@@ -184,6 +196,13 @@ impl Browser {
 
     pub async fn path(&self) -> String {
         self.client.current_url().await.unwrap().path().to_string()
+    }
+
+    /// Presses `key` (a WebDriver key such as [`fantoccini::key::Key::Tab`]) on the element
+    /// that has the focus.
+    pub async fn press(&self, key: fantoccini::key::Key) {
+        let focused = self.client.active_element().await.unwrap();
+        focused.send_keys(&key.to_string()).await.unwrap();
     }
 
     /// Saves a PNG of the page as `name.png` (see [`screenshot_dir`]).

@@ -4,7 +4,8 @@
 //! - `harness`: the browser, its driver, waiting on page conditions, screenshots.
 //! - `daemon`: the daemon under test and its agents.
 //! - `flows`: sign-in, reading a run, approving, cancelling, waking, filters and pages, live
-//!   updates, and a cross-site form refused.
+//!   updates, the keyboard alone, and a cross-site form refused.
+//! - `looks`: the pages on a laptop, a phone and in dark mode, as screenshots.
 //!
 //! Screenshots go to `target/screenshots/`; `./scripts/screenshots` refreshes the committed
 //! ones in `docs/screenshots/`.
@@ -12,3 +13,4 @@
 mod daemon;
 mod flows;
 mod harness;
+mod looks;
