@@ -15,12 +15,13 @@
 //!   dashboard's own forms) and pages
 //!   `Cache-Control: no-store`. The token is never rendered.
 //!
-//! One module per page: [`runs`], [`run_page`] (+ [`live`]), [`actions`]; the pure parts
-//! are [`format`] and [`timeline`].
+//! One module per page: [`runs`], [`run_page`] (+ [`live`], [`files`]), [`actions`]; the
+//! pure parts are [`format`] and [`timeline`].
 
 pub mod actions;
 pub mod auth;
 pub mod data;
+pub mod files;
 pub mod format;
 pub mod layout;
 pub mod live;
@@ -46,6 +47,8 @@ pub struct DashboardState {
     pub token: Arc<String>,
     /// The configured agent names (the agent filter's choices).
     pub agents: Arc<Vec<String>>,
+    /// This daemon's run files (artifacts, task logs), when it has a data directory.
+    pub files: Option<Arc<files::Files>>,
     pub(crate) keys: auth::Keys,
     pub(crate) templates: Arc<minijinja::Environment<'static>>,
 }
@@ -58,8 +61,16 @@ impl DashboardState {
             store,
             token,
             agents,
+            files: None,
             templates: Arc::new(layout::templates()),
         }
+    }
+
+    /// The state that shows the run files under `data_dir` (artifacts, running tasks'
+    /// output).
+    pub fn with_data_dir(mut self, data_dir: std::path::PathBuf) -> DashboardState {
+        self.files = Some(Arc::new(files::Files { data_dir }));
+        self
     }
 }
 
@@ -80,6 +91,7 @@ pub fn router(state: DashboardState) -> Router {
         .route("/ui/runs", get(runs::page))
         .route("/ui/runs/{id}", get(run_page::page))
         .route("/ui/runs/{id}/live", get(live::stream))
+        .route("/ui/runs/{id}/artifacts/{name}", get(files::artifact))
         .route("/ui/runs/{id}/cancel", post(actions::cancel))
         .route("/ui/runs/{id}/wake", post(actions::wake))
         .route("/ui/runs/{id}/approvals/{call}", post(actions::decide))

@@ -1,8 +1,9 @@
 //! `GET /ui/runs/{id}/live?after=SEQ`: server-sent events while a client is connected. It
 //! polls the store every [`POLL`] and sends `item` events (an item's HTML fragment; `app.js`
 //! replaces the `li` with the same id or appends it) for every item whose HTML changed or
-//! that reflects an event after `after`, and a `status` event when the run's status changes;
-//! it sends `end` and stops once the run is terminal.
+//! that reflects an event after `after` — every item, when the run's status is no longer the
+//! page's `status` — and a `status` event when the run's status changes; it sends `end` and
+//! stops once the run is terminal.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -24,8 +25,13 @@ pub const POLL: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Default, Deserialize)]
 pub struct LiveQuery {
+    /// The newest event seq the page was rendered with.
     #[serde(default)]
     pub after: i64,
+    /// The run status the page was rendered with: when the first read finds another, every
+    /// item is sent again (an item's HTML depends on the status — an approval's buttons).
+    #[serde(default)]
+    pub status: String,
 }
 
 struct Cursor {
@@ -52,7 +58,7 @@ pub async fn stream(
         csrf,
         after: q.after,
         sent: None,
-        status: String::new(),
+        status: q.status,
         done: false,
         queue: Vec::new(),
     };
@@ -78,18 +84,20 @@ fn events(cursor: Cursor) -> impl Stream<Item = Result<Event, Infallible>> {
                 continue;
             };
             let first = c.sent.is_none();
+            let status = run.status.as_str().to_string();
+            let page_is_stale = first && status != c.status;
             let sent = c.sent.get_or_insert_with(HashMap::new);
             let mut out = Vec::new();
             for item in &items {
                 let html = render_item(&c.state, item, &run, &c.csrf);
                 let changed = sent.get(&item.key) != Some(&html);
-                let fresh = !first || item.last_seq > c.after || item.last_seq == 0;
+                let fresh =
+                    !first || page_is_stale || item.last_seq > c.after || item.last_seq == 0;
                 if changed && fresh {
                     out.push(Event::default().event("item").data(html.replace('\n', " ")));
                 }
                 sent.insert(item.key.clone(), html);
             }
-            let status = run.status.as_str().to_string();
             if status != c.status {
                 out.push(Event::default().event("status").data(status.clone()));
                 c.status = status;

@@ -7,11 +7,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use minijinja::{Value, context};
-use nightshift_store::{Run, RunStatus};
+use nightshift_store::{Run, RunStatus, TaskStatus};
 use serde::Deserialize;
 
 use crate::auth::Session;
-use crate::timeline::{self, Item};
+use crate::timeline::{self, Item, TaskView};
 use crate::{DashboardState, format, layout};
 
 #[derive(Debug, Default, Deserialize)]
@@ -48,9 +48,26 @@ pub async fn load(state: &DashboardState, id: &str) -> Result<(Run, Vec<Item>, i
         Err(e) => return Err(store_err(e)),
     };
     let jobs = state.store.jobs_of_run(id).await.map_err(store_err)?;
+    let tasks: Vec<TaskView> = state
+        .store
+        .tasks_of_run(id)
+        .await
+        .map_err(store_err)?
+        .into_iter()
+        .map(|task| TaskView {
+            live_tail: (task.status == TaskStatus::Running)
+                .then(|| state.files.as_deref().and_then(|f| f.task_tail(&task.id)))
+                .flatten(),
+            task,
+        })
+        .collect();
     let events = state.store.events(id, 0).await.map_err(store_err)?;
     let last = events.last().map(|e| e.seq).unwrap_or(0);
-    Ok((run.clone(), timeline::build(&run, &jobs, &events), last))
+    Ok((
+        run.clone(),
+        timeline::build(&run, &jobs, &tasks, &events),
+        last,
+    ))
 }
 
 /// The context one item renders with.

@@ -9,7 +9,7 @@
 use nightshift_agent::events::RunEvent;
 use nightshift_agent::runtime::REFUSED_NOTICE;
 use nightshift_llm::ContentBlock;
-use nightshift_store::{Event, Job, Run};
+use nightshift_store::{Event, Job, Run, Task, TaskStatus};
 use serde::Serialize;
 
 use crate::format;
@@ -41,6 +41,16 @@ pub struct Item {
     pub last_seq: i64,
     /// An approval still waiting for a decision (the page shows Approve / Deny).
     pub pending: bool,
+    /// The artifact holding the whole result, when the result was cut.
+    pub artifact: Option<String>,
+}
+
+/// A background task of the run as the timeline shows it: its row, and while it runs the
+/// newest output read from this daemon's disk (`None` when the log is elsewhere).
+#[derive(Debug, Clone)]
+pub struct TaskView {
+    pub task: Task,
+    pub live_tail: Option<String>,
 }
 
 impl Item {
@@ -57,6 +67,7 @@ impl Item {
             at,
             last_seq: seq,
             pending: false,
+            artifact: None,
         }
     }
 
@@ -89,8 +100,9 @@ fn name_of<T: Serialize>(v: &T) -> String {
 /// The mark of a call recovery started again after a crash.
 const RERUN: &str = "re-run on recovery";
 
-pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
+pub fn build(run: &Run, jobs: &[Job], tasks: &[TaskView], events: &[Event]) -> Vec<Item> {
     let mut items: Vec<Item> = Vec::new();
+    let mut task_items: Vec<(String, Item)> = tasks.iter().map(task_item).collect();
     let find = |items: &mut Vec<Item>, kind: &str, call: &str| {
         items
             .iter()
@@ -225,6 +237,7 @@ pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
                     it.marks.push("error".into());
                 }
                 it.facts.push(("took".into(), format::duration(at - it.at)));
+                it.artifact = crate::files::artifact_named(&content);
                 it.result = Some(content);
                 it.last_seq = seq;
             }
@@ -296,6 +309,14 @@ pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
                 status,
                 reminder,
             } => {
+                if let Some((_, it)) = task_items
+                    .iter_mut()
+                    .find(|(_, i)| i.key == format!("task-{task_id}"))
+                {
+                    it.facts.push(("reported".into(), format::utc(at)));
+                    it.last_seq = seq;
+                    continue;
+                }
                 let mut it = Item::new(key, "task", format!("background task {task_id}"), at, seq)
                     .fact("status", status);
                 it.body = Some(reminder);
@@ -336,6 +357,13 @@ pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
             }
         }
     }
+    // Each task right after the call that started it (tasks of one call in start order).
+    for (call_id, it) in task_items.into_iter().rev() {
+        match find(&mut items, "tool_call", &call_id) {
+            Some(i) => items.insert(i + 1, it),
+            None => items.push(it),
+        }
+    }
     for j in jobs {
         let mut it = Item::new(
             format!("j{}", j.id),
@@ -371,6 +399,40 @@ pub fn build(run: &Run, jobs: &[Job], events: &[Event]) -> Vec<Item> {
         }
     }
     items
+}
+
+/// A task's item and the call that started it (pure).
+fn task_item(view: &TaskView) -> (String, Item) {
+    let t = &view.task;
+    let mut it = Item::new(
+        format!("task-{}", t.id),
+        "task",
+        format!("background task {}", t.id),
+        t.started_at,
+        0,
+    )
+    .fact("status", t.status.as_str())
+    .fact("daemon", t.owner.clone())
+    .fact("output", format!("{} bytes", t.output_bytes));
+    if let Some(code) = t.exit_code {
+        it = it.fact("exit code", code.to_string());
+    }
+    if let Some(ended) = t.ended_at {
+        it = it.fact("took", format::duration(ended - t.started_at));
+    }
+    if let Some(detail) = &t.detail {
+        it = it.fact("how", detail.clone());
+    }
+    it.body = Some(t.command.clone());
+    it.result = if t.status == TaskStatus::Running {
+        it.marks.push("running".into());
+        Some(view.live_tail.clone().unwrap_or_else(|| {
+            format!("(its output is on daemon {}, which is running it)", t.owner)
+        }))
+    } else {
+        t.output_tail.clone()
+    };
+    (t.call_id.clone(), it)
 }
 
 /// The result head shown before `<details>`: whether the text needs collapsing.
@@ -477,7 +539,7 @@ mod tests {
                 detail: Some("done".into()),
             },
         ]);
-        let items = build(&run(RunStatus::Succeeded), &[], &events);
+        let items = build(&run(RunStatus::Succeeded), &[], &[], &events);
         let kinds: Vec<&str> = items.iter().map(|i| i.kind).collect();
         assert_eq!(
             kinds,
@@ -513,7 +575,12 @@ mod tests {
             input_hash: "h".into(),
             expires_at: 99_000,
         }];
-        let pending = build(&run(RunStatus::AwaitingApproval), &[], &log(events.clone()));
+        let pending = build(
+            &run(RunStatus::AwaitingApproval),
+            &[],
+            &[],
+            &log(events.clone()),
+        );
         assert!(pending[0].pending && pending[0].kind == "approval");
         events.push(RunEvent::ApprovalDecided {
             call_id: "c9".into(),
@@ -531,7 +598,7 @@ mod tests {
             job_id: 2,
             reminder: "woke".into(),
         });
-        let items = build(&run(RunStatus::Running), &[], &log(events));
+        let items = build(&run(RunStatus::Running), &[], &[], &log(events));
         assert!(!items[0].pending);
         assert!(items[0].marks.contains(&"denied".to_string()));
         assert!(
@@ -562,6 +629,7 @@ mod tests {
     fn calls_never_made_say_exactly_why_and_a_re_run_is_one_marked_item() {
         let items = build(
             &run(RunStatus::Running),
+            &[],
             &[],
             &log(vec![
                 // Started, then started again after a crash, then its result.
@@ -609,6 +677,81 @@ mod tests {
         assert_eq!(marks("c4"), ["bad input"]);
     }
 
+    fn task(id: &str, call: &str, status: TaskStatus) -> TaskView {
+        TaskView {
+            task: Task {
+                id: id.into(),
+                run_id: "r1".into(),
+                call_id: call.into(),
+                command: "cargo test".into(),
+                owner: "daemon-a".into(),
+                status,
+                exit_code: (status != TaskStatus::Running).then_some(0),
+                detail: None,
+                output_tail: Some("test result: ok".into()),
+                output_bytes: 4096,
+                started_at: 2_500,
+                deadline_at: 900_000,
+                heartbeat_at: 3_000,
+                ended_at: (status != TaskStatus::Running).then_some(9_500),
+                reported_at: None,
+                stop_requested_at: None,
+            },
+            live_tail: Some("running 12 tests".into()),
+        }
+    }
+
+    #[test]
+    fn a_task_follows_the_call_that_started_it_with_its_newest_output() {
+        let events = log(vec![
+            started("c1", "run_command"),
+            result("c1", "started task t1", false),
+            started("c2", "read_file"),
+            result(
+                "c2",
+                "[… 9900 bytes cut; full output saved as artifact c2-stdout.txt …]",
+                false,
+            ),
+            RunEvent::TaskEnded {
+                task_id: "t0".into(),
+                status: "succeeded".into(),
+                reminder: "t0 ended".into(),
+            },
+        ]);
+        let running = build(
+            &run(RunStatus::Running),
+            &[],
+            &[task("t1", "c1", TaskStatus::Running)],
+            &events,
+        );
+        let keys: Vec<&str> = running.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["e1", "task-t1", "e3", "e5"],
+            "the task after its call"
+        );
+        let t1 = &running[1];
+        assert_eq!(
+            t1.result.as_deref(),
+            Some("running 12 tests"),
+            "the live tail"
+        );
+        assert!(t1.marks.contains(&"running".to_string()));
+        assert_eq!(running[2].artifact.as_deref(), Some("c2-stdout.txt"));
+
+        let mut ended = task("t1", "c1", TaskStatus::Succeeded);
+        ended.live_tail = None;
+        let done = build(&run(RunStatus::Running), &[], &[ended], &events);
+        let t1 = done.iter().find(|i| i.key == "task-t1").unwrap();
+        assert_eq!(
+            t1.result.as_deref(),
+            Some("test result: ok"),
+            "the stored tail"
+        );
+        assert!(t1.facts.contains(&("exit code".into(), "0".into())));
+        assert!(t1.marks.is_empty());
+    }
+
     #[test]
     fn a_failed_run_shows_its_real_error_and_unreadable_events_are_kept() {
         let mut events = log(vec![RunEvent::ModelUnavailable {
@@ -627,7 +770,7 @@ mod tests {
         });
         let mut r = run(RunStatus::Failed);
         r.error = Some("model unavailable for 30m".into());
-        let items = build(&r, &[], &events);
+        let items = build(&r, &[], &[], &events);
         let kinds: Vec<&str> = items.iter().map(|i| i.kind).collect();
         assert_eq!(kinds, ["model_wait", "error", "error"]);
         assert_eq!(items[0].body.as_deref(), Some("529 overloaded"));

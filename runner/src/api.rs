@@ -62,8 +62,14 @@ impl std::fmt::Debug for ApiState {
     }
 }
 
-/// The API's routes.
+/// The API's routes (and the dashboard, without run files).
 pub fn router(state: ApiState) -> Router {
+    router_with_data_dir(state, None)
+}
+
+/// The API's routes and the dashboard, which shows the run files (artifacts, running
+/// tasks' output) under `data_dir`.
+pub fn router_with_data_dir(state: ApiState, data_dir: Option<std::path::PathBuf>) -> Router {
     let v1 = Router::new()
         .route("/v1/runs", post(create_run).get(list_runs))
         .route("/v1/runs/{id}", get(show_run))
@@ -84,13 +90,24 @@ pub fn router(state: ApiState) -> Router {
         .merge(crate::hooks::routes(&state))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint") })
         .with_state(state.clone())
-        .merge(nightshift_dashboard::router(
-            nightshift_dashboard::DashboardState::new(
-                state.store,
-                state.token,
-                Arc::new(state.intake.agents().to_vec()),
-            ),
-        ))
+        .merge(nightshift_dashboard::router(dashboard_state(
+            &state, data_dir,
+        )))
+}
+
+fn dashboard_state(
+    state: &ApiState,
+    data_dir: Option<std::path::PathBuf>,
+) -> nightshift_dashboard::DashboardState {
+    let dashboard = nightshift_dashboard::DashboardState::new(
+        state.store.clone(),
+        state.token.clone(),
+        Arc::new(state.intake.agents().to_vec()),
+    );
+    match data_dir {
+        Some(dir) => dashboard.with_data_dir(dir),
+        None => dashboard,
+    }
 }
 
 pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {

@@ -110,7 +110,7 @@ pub async fn start(
         hooks: parts.hooks,
     };
     tracing::info!(%address, token = %token_source, "HTTP API listening");
-    let server = spawn_server(listener, state, &stop);
+    let server = spawn_server(listener, state, data_dir.clone(), &stop);
     let notifier = Stoppable::spawn(|s| parts.notifier.run(s));
     let keeper = spawn_keeper(config, &store, daemon_id, &supervisor);
     refuse_tasks_on_stop(&supervisor, &stop);
@@ -295,12 +295,13 @@ fn spawn_timer(intake: &Intake, daemon_id: &str, stop: &CancellationToken) -> Jo
 fn spawn_server(
     listener: TcpListener,
     state: api::ApiState,
+    data_dir: std::path::PathBuf,
     stop: &CancellationToken,
 ) -> JoinHandle<std::io::Result<()>> {
     let stop = stop.clone();
     tokio::spawn(async move {
         let graceful = stop.clone();
-        let served = axum::serve(listener, api::router(state))
+        let served = axum::serve(listener, api::router_with_data_dir(state, Some(data_dir)))
             .with_graceful_shutdown(async move { graceful.cancelled().await })
             .await;
         stop.cancel();

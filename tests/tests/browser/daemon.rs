@@ -7,6 +7,9 @@
 //! - `deployer`: its `deploy` call needs an approval, then it answers.
 //! - `sleeper`: sleeps an hour with `schedule_wakeup`, then answers when woken.
 //! - `slow`: its `gate` command waits for the file `out/go`, then it answers.
+//! - `builder`: a command whose long output is cut (its whole text an artifact), then a
+//!   background task that prints, waits for `out/task-go`, prints again and ends; the run
+//!   sleeps until the task's ending wakes it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -68,6 +71,9 @@ fn config(db: &TestDb, dir: &Path) -> Config {
     assert!(!out.contains('\''), "no quotes in temp paths: {out}");
     let gate = format!(
         "touch '{out}/started'; while [ ! -f '{out}/go' ]; do sleep 0.05; done; echo gate-open"
+    );
+    let task = format!(
+        "echo compiling-step-one; while [ ! -f '{out}/task-go' ]; do sleep 0.05; done; echo linked-step-two"
     );
     let body = [
         command_tool(
@@ -141,6 +147,35 @@ fn config(db: &TestDb, dir: &Path) -> Config {
                     "tool_use"
                 ),
                 turn(json!([text("Through the gate.")]), "end_turn"),
+            ]),
+            "",
+        ),
+        agent(
+            dir,
+            "builder",
+            &["run_command"],
+            json!([
+                turn(
+                    json!([call(
+                        "call_seq",
+                        "run_command",
+                        json!({"command": "seq 1 20000; echo big-output-end"})
+                    )]),
+                    "tool_use"
+                ),
+                turn(
+                    json!([
+                        text("Now the build, in the background."),
+                        call(
+                            "call_build",
+                            "run_command",
+                            json!({"command": task, "background": true})
+                        )
+                    ]),
+                    "tool_use"
+                ),
+                turn(json!([text("Waiting for the build.")]), "end_turn"),
+                turn(json!([text("The build finished.")]), "end_turn"),
             ]),
             "",
         ),

@@ -453,6 +453,64 @@ async fn the_keyboard_alone_reaches_cancel_and_escape_keeps_the_run() {
 }
 
 #[tokio::test]
+async fn a_background_task_streams_its_output_and_a_cut_output_opens_whole() {
+    let Some((db, serve, b)) = setup(Backend::Sqlite, "browser_task").await else {
+        return;
+    };
+    sign_in(&b, &serve).await;
+    let id = serve.enqueue("builder", "Build it.", json!({})).await;
+    open_run(&b, &serve, &id).await;
+    // The task's newest output, read from the daemon's disk while it runs.
+    b.until(
+        "the running task's output",
+        "var t = document.querySelector('ol#timeline > li[data-kind=task]'); return !!t && t.innerText.includes('compiling-step-one')",
+    )
+    .await;
+    b.js("window.__same_page = 7; return true").await;
+    std::fs::write(serve.gate("task-go"), "").unwrap();
+    b.until(
+        "the task's ending on the page",
+        "var t = document.querySelector('ol#timeline > li[data-kind=task]'); return !!t && t.innerText.includes('linked-step-two') && t.innerText.includes('succeeded')",
+    )
+    .await;
+    waits_for_status(&b, "succeeded").await;
+    assert_eq!(
+        b.js("return window.__same_page").await,
+        json!(7),
+        "no reload"
+    );
+    // The cut output: head and tail on the page, the whole one click away.
+    let call = b
+        .find("ol#timeline > li[data-kind=tool_call][data-call-id=call_seq]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(call.contains("big-output-end"), "the tail is shown: {call}");
+    let href = b
+        .find("li[data-call-id=call_seq] p.artifact a")
+        .await
+        .attr("href")
+        .await
+        .unwrap()
+        .expect("an href");
+    b.goto(&serve.url(&href)).await;
+    let whole = b.text().await;
+    assert!(
+        whole.contains("\n10000\n") && whole.contains("big-output-end"),
+        "the artifact holds the whole output ({} chars)",
+        whole.len()
+    );
+    b.goto(&serve.url(&format!("/ui/runs/{id}/artifacts/..%2F..%2Fapi-token")))
+        .await;
+    assert!(
+        b.text().await.contains("No such artifact"),
+        "no way out of the run's files"
+    );
+    teardown(db, serve, b).await;
+}
+
+#[tokio::test]
 async fn a_cross_site_form_is_refused_and_changes_nothing() {
     let Some((db, serve, b)) = setup(Backend::Sqlite, "browser_cross_site").await else {
         return;

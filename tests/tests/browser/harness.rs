@@ -148,12 +148,25 @@ impl Browser {
 
     /// The first element matching `css`, waiting until there is one.
     pub async fn find(&self, css: &str) -> Element {
-        self.client
+        let found = self
+            .client
             .wait()
             .at_most(PATIENCE)
             .for_element(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no element `{css}` within {PATIENCE:?}: {e}"))
+            .await;
+        match found {
+            Ok(el) => el,
+            Err(e) => {
+                let url = self.client.current_url().await.map(|u| u.to_string());
+                let html = self
+                    .js("return document.querySelector('main') ? document.querySelector('main').outerHTML : document.documentElement.outerHTML")
+                    .await;
+                panic!(
+                    "no element `{css}` within {PATIENCE:?} on {url:?}: {e}; the page:\n{}",
+                    html.as_str().unwrap_or_default()
+                )
+            }
+        }
     }
 
     /// Every element matching `css` now.
