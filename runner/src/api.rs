@@ -88,7 +88,8 @@ pub fn router(state: ApiState) -> Router {
             nightshift_dashboard::DashboardState::new(
                 state.store,
                 state.token,
-                Arc::new(state.intake.agents().to_vec()),
+                state.intake,
+                state.hooks,
             ),
         ))
 }
