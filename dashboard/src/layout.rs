@@ -227,22 +227,29 @@ mod tests {
     #[test]
     fn every_embedded_template_parses_and_renders_empty() {
         let env = templates();
-        for name in [
-            "queue.html",
-            "schedules.html",
-            "hooks.html",
-            "notifications.html",
-            "approvals.html",
-            "confirm.html",
+        let none = Vec::<()>::new();
+        let q = context! { states => none.clone(), workers => none.clone(), leases => none };
+        for (name, empty) in [
+            ("queue.html", "none queued"),
+            ("schedules.html", "No schedules; add"),
+            ("hooks.html", "No webhooks; add"),
+            ("notifications.html", "No notifications yet"),
+            ("approvals.html", "No tool call is waiting"),
+            ("confirm.html", "No, go back"),
         ] {
             let html = env
                 .get_template(name)
-                .and_then(|t| t.render(context! { signed_in => true, csrf => "c", nav => "queue" }))
+                .and_then(|t| {
+                    t.render(
+                        context! { signed_in => true, csrf => "c", nav => "queue", q => q.clone() },
+                    )
+                })
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(
                 html.contains("href=\"/ui/queue\" aria-current=\"page\""),
-                "{name}"
+                "{name}: {html}"
             );
+            assert!(html.contains(empty), "{name}: {html}");
         }
     }
 }
