@@ -1,8 +1,11 @@
 //! The actions on a run, as POST forms with the session's CSRF token, each through the same
 //! store call as the API's handler (`cancel_run`, `wake_now`, `decide_approval`). After an
-//! action: 303 back to the run page with a flash message; a store error is shown as the
-//! same readable message the API gives. Cancel and deny cannot be undone: without
-//! `confirmed=yes` (sent by the `<dialog>` app.js opens) they answer with a confirm page.
+//! action: 303 back to the page it came from with a flash message ([`back_to`], which the
+//! other pages' actions use too); a store error is shown as the same readable message the
+//! API gives. Cancel and deny cannot be undone: without `confirmed=yes` (sent by the
+//! `<dialog>` app.js opens) they answer with a confirm page whose "No, go back" links to
+//! that page. A decision made from the approvals inbox (`return=approvals`) goes back
+//! there; only the known pages are allowed ([`decide_return`]), never a URL from the form.
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -25,39 +28,69 @@ pub fn store_message(e: &StoreError) -> String {
     }
 }
 
-/// 303 back to the run page with `flash`, signed for this session so only the dashboard's
-/// own words are shown there.
-fn back(state: &DashboardState, session: &Session, id: &str, flash: &str) -> Response {
-    let enc: String = flash
-        .bytes()
+/// `text` percent-encoded for a query value (pure).
+pub fn query_value(text: &str) -> String {
+    text.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
-        .collect();
+        .collect()
+}
+
+/// 303 to the dashboard page `path` (a `/ui/…` path the caller built, never one from the
+/// request) with `flash`, signed for this session so only the dashboard's own words are
+/// shown there.
+pub fn back_to(state: &DashboardState, session: &Session, path: &str, flash: &str) -> Response {
+    debug_assert!(path.starts_with("/ui/"), "a dashboard path: {path}");
+    let sep = if path.contains('?') { '&' } else { '?' };
     let mac = state.keys.flash_mac(session, flash);
     (
         StatusCode::SEE_OTHER,
         [(
             header::LOCATION,
-            format!("/ui/runs/{id}?flash={enc}&fs={mac}"),
+            format!("{path}{sep}flash={}&fs={mac}", query_value(flash)),
         )],
     )
         .into_response()
 }
 
+/// 303 back to the run page of `id` with `flash`.
+fn back(state: &DashboardState, session: &Session, id: &str, flash: &str) -> Response {
+    back_to(state, session, &format!("/ui/runs/{id}"), flash)
+}
+
+/// Where a decision on run `id`'s call goes back to: its run page (no `return`, or
+/// `return=run`) or the approvals inbox (`return=approvals`); anything else is refused with
+/// what is allowed (pure).
+pub fn decide_return(given: Option<&str>, id: &str) -> Result<String, String> {
+    match given.map(str::trim).unwrap_or("") {
+        "" | "run" => Ok(format!("/ui/runs/{id}")),
+        "approvals" => Ok("/ui/approvals".to_string()),
+        other => Err(format!(
+            "return '{other}' is not a page this form can go back to; use run or approvals. Nothing was changed."
+        )),
+    }
+}
+
+/// The confirm page of an irreversible action: `what` it does, a form re-posting to
+/// `action` with `confirmed=yes`, and "No, go back" linking to `back`.
 fn confirm(
     state: &DashboardState,
     session: &Session,
     action: &str,
     what: &str,
     reason: &str,
+    back: &str,
+    return_to: &str,
 ) -> Response {
     layout::render(
         state,
         StatusCode::OK,
         "confirm.html",
-        context! { action, what, reason, csrf => state.keys.csrf(session), signed_in => true },
+        context! { action, what, reason, back, return_to, csrf => state.keys.csrf(session), signed_in => true },
     )
 }
 
@@ -87,6 +120,8 @@ pub async fn cancel(
             &session,
             &format!("/ui/runs/{id}/cancel"),
             &format!("Cancel run {id}? This cannot be undone."),
+            "",
+            &format!("/ui/runs/{id}"),
             "",
         );
     }
@@ -133,6 +168,9 @@ pub struct DecideForm {
     reason: Option<String>,
     #[serde(default)]
     confirmed: Option<String>,
+    /// The page to go back to: `run` (default) or `approvals`.
+    #[serde(default, rename = "return")]
+    return_to: Option<String>,
 }
 
 pub async fn decide(
@@ -145,6 +183,12 @@ pub async fn decide(
     if let Err(refused) = check_post(&state, &session, &headers, &form.csrf) {
         return refused;
     }
+    let back_path = match decide_return(form.return_to.as_deref(), &id) {
+        Ok(p) => p,
+        Err(why) => {
+            return layout::message(&state, StatusCode::UNPROCESSABLE_ENTITY, "Refused", &why);
+        }
+    };
     let approve = match form.decision.as_str() {
         "approve" => true,
         "deny" => false,
@@ -171,23 +215,48 @@ pub async fn decide(
             &format!("/ui/runs/{id}/approvals/{call}"),
             &format!("Deny call {call}? The model is told it was denied; this cannot be undone."),
             reason.unwrap_or(""),
+            &back_path,
+            form.return_to.as_deref().map(str::trim).unwrap_or(""),
         );
     }
-    match state
+    let flash = match state
         .store
         .decide_approval(&id, &call, approve, reason)
         .await
     {
-        Ok(()) => back(
-            &state,
-            &session,
-            &id,
-            if approve {
-                "Approved: the run resumes."
-            } else {
-                "Denied: the run resumes without the call."
-            },
-        ),
-        Err(e) => back(&state, &session, &id, &store_message(&e)),
+        Ok(()) if approve => format!("Approved call {call} of run {id}: the run resumes."),
+        Ok(()) => format!("Denied call {call} of run {id}: the run resumes without the call."),
+        Err(e) => store_message(&e),
+    };
+    back_to(&state, &session, &back_path, &flash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decision_goes_back_only_to_a_known_page() {
+        assert_eq!(decide_return(None, "r1").unwrap(), "/ui/runs/r1");
+        assert_eq!(decide_return(Some("run"), "r1").unwrap(), "/ui/runs/r1");
+        assert_eq!(
+            decide_return(Some("approvals"), "r1").unwrap(),
+            "/ui/approvals"
+        );
+        let refused = decide_return(Some("https://evil.example/"), "r1").unwrap_err();
+        assert!(
+            refused.contains("evil.example") && refused.contains("run or approvals"),
+            "{refused}"
+        );
+        assert!(decide_return(Some("/ui/runs"), "r1").is_err());
+    }
+
+    #[test]
+    fn flash_text_is_encoded_for_a_query() {
+        assert_eq!(
+            query_value("enqueued run a-1_b.c~"),
+            "enqueued%20run%20a-1_b.c~"
+        );
+        assert_eq!(query_value("a&b=c?é"), "a%26b%3Dc%3F%C3%A9");
     }
 }

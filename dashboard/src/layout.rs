@@ -1,5 +1,6 @@
 //! The page frame and sign-in: the embedded templates, rendering, the session middleware,
-//! login and logout, and the plain message pages (401, 403, errors).
+//! login and logout, the plain message pages (401, 403, errors), and reading a page's
+//! signed flash ([`flash`]).
 
 use axum::Form;
 use axum::extract::{Request, State};
@@ -23,6 +24,14 @@ pub fn templates() -> Environment<'static> {
         ("run.html", include_str!("templates/run.html")),
         ("item.html", include_str!("templates/item.html")),
         ("confirm.html", include_str!("templates/confirm.html")),
+        ("queue.html", include_str!("templates/queue.html")),
+        ("schedules.html", include_str!("templates/schedules.html")),
+        ("hooks.html", include_str!("templates/hooks.html")),
+        (
+            "notifications.html",
+            include_str!("templates/notifications.html"),
+        ),
+        ("approvals.html", include_str!("templates/approvals.html")),
     ] {
         env.add_template(name, src)
             .expect("embedded templates parse");
@@ -56,6 +65,39 @@ pub fn message(state: &DashboardState, status: StatusCode, title: &str, message:
         status,
         "message.html",
         context! { title, message, signed_in => true },
+    )
+}
+
+/// A page's flash in its query: `flash` and its signature `fs` (see `Keys::flash_mac`).
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct FlashQuery {
+    #[serde(default)]
+    pub flash: Option<String>,
+    #[serde(default)]
+    pub fs: Option<String>,
+}
+
+/// The flash to show: the text when it is signed for this session, else nothing (a link
+/// cannot put its own words on a page).
+pub fn flash(
+    state: &DashboardState,
+    session: &Session,
+    flash: Option<&str>,
+    fs: Option<&str>,
+) -> String {
+    flash
+        .filter(|text| state.keys.flash_ok(session, text, fs.unwrap_or("")))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The store failed while reading a page: a 503 saying so.
+pub fn store_failed(state: &DashboardState, e: &dyn std::fmt::Display) -> Response {
+    message(
+        state,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The store failed",
+        &format!("{e}. Reload the page to try again."),
     )
 }
 
@@ -176,4 +218,38 @@ pub async fn logout(
         ],
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_embedded_template_parses_and_renders_empty() {
+        let env = templates();
+        let none = Vec::<()>::new();
+        let q = context! { states => none.clone(), workers => none.clone(), leases => none };
+        for (name, empty) in [
+            ("queue.html", "none queued"),
+            ("schedules.html", "No schedules; add"),
+            ("hooks.html", "No webhooks; add"),
+            ("notifications.html", "No notifications yet"),
+            ("approvals.html", "No tool call is waiting"),
+            ("confirm.html", "No, go back"),
+        ] {
+            let html = env
+                .get_template(name)
+                .and_then(|t| {
+                    t.render(
+                        context! { signed_in => true, csrf => "c", nav => "queue", q => q.clone() },
+                    )
+                })
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(
+                html.contains("href=\"/ui/queue\" aria-current=\"page\""),
+                "{name}: {html}"
+            );
+            assert!(html.contains(empty), "{name}: {html}");
+        }
+    }
 }

@@ -1,8 +1,10 @@
 //! # nightshift-dashboard
 //!
 //! The web dashboard `nightshift serve` serves under `/ui` on the API's listener: sign in
-//! with the API token, the runs list, a run's live timeline, and the actions on a run
-//! (cancel, wake, approve, deny) through the same store calls as the API.
+//! with the API token; the runs list, a run's live timeline, the queue, schedules, webhooks,
+//! notifications and the approvals inbox; and the actions (cancel, wake, approve, deny a
+//! run's call; trigger, enable, disable a schedule; redeliver a dead notification), each
+//! through the same code path as the API's handler.
 //!
 //! What it guarantees:
 //! - **One binary.** Templates, CSS and JS are embedded (`include_str!`).
@@ -15,18 +17,28 @@
 //!   dashboard's own forms) and pages
 //!   `Cache-Control: no-store`. The token is never rendered.
 //!
-//! One module per page: [`runs`], [`run_page`] (+ [`live`], [`files`]), [`actions`]; the
-//! pure parts are [`format`] and [`timeline`].
+//! - **Honest flashes.** After an action the browser is sent back (303) to the page it
+//!   acted from with a flash message signed for the session ([`actions::back_to`]), so a
+//!   link cannot put words on a page.
+//!
+//! One module per page: [`runs`], [`run_page`] (+ [`live`], [`files`]), [`queue`],
+//! [`schedules`], [`hooks`], [`notifications`], [`approvals`]; the run actions are in
+//! [`actions`]; the pure parts are [`format`] and [`timeline`].
 
 pub mod actions;
+pub mod approvals;
 pub mod auth;
 pub mod data;
 pub mod files;
 pub mod format;
+pub mod hooks;
 pub mod layout;
 pub mod live;
+pub mod notifications;
+pub mod queue;
 pub mod run_page;
 pub mod runs;
+pub mod schedules;
 pub mod timeline;
 
 use std::sync::Arc;
@@ -37,6 +49,8 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use nightshift_scheduler::Intake;
+use nightshift_scheduler::hooks::HookSet;
 use nightshift_store::Store;
 
 /// What the dashboard's handlers share.
@@ -47,6 +61,11 @@ pub struct DashboardState {
     pub token: Arc<String>,
     /// The configured agent names (the agent filter's choices).
     pub agents: Arc<Vec<String>>,
+    /// Where runs are checked and enqueued (a schedule's trigger goes through it, as the
+    /// API's does).
+    pub intake: Intake,
+    /// The configured webhooks, with their in-process counters (as `GET /v1/hooks` shows).
+    pub hooks: Arc<HookSet>,
     /// This daemon's run files (artifacts, task logs), when it has a data directory.
     pub files: Option<Arc<files::Files>>,
     pub(crate) keys: auth::Keys,
@@ -54,13 +73,21 @@ pub struct DashboardState {
 }
 
 impl DashboardState {
-    /// The state for `store`, `token` and the configured `agents`.
-    pub fn new(store: Store, token: Arc<String>, agents: Arc<Vec<String>>) -> DashboardState {
+    /// The state for `store`, `token`, the API's `intake` (which knows the configured
+    /// agents) and its `hooks`.
+    pub fn new(
+        store: Store,
+        token: Arc<String>,
+        intake: Intake,
+        hooks: Arc<HookSet>,
+    ) -> DashboardState {
         DashboardState {
             keys: auth::Keys::new(&token),
+            agents: Arc::new(intake.agents().to_vec()),
             store,
             token,
-            agents,
+            intake,
+            hooks,
             files: None,
             templates: Arc::new(layout::templates()),
         }
@@ -95,6 +122,18 @@ pub fn router(state: DashboardState) -> Router {
         .route("/ui/runs/{id}/cancel", post(actions::cancel))
         .route("/ui/runs/{id}/wake", post(actions::wake))
         .route("/ui/runs/{id}/approvals/{call}", post(actions::decide))
+        .route("/ui/queue", get(queue::page))
+        .route("/ui/schedules", get(schedules::page))
+        .route("/ui/schedules/{name}/trigger", post(schedules::trigger))
+        .route("/ui/schedules/{name}/enable", post(schedules::enable))
+        .route("/ui/schedules/{name}/disable", post(schedules::disable))
+        .route("/ui/hooks", get(hooks::page))
+        .route("/ui/notifications", get(notifications::page))
+        .route(
+            "/ui/notifications/{id}/redeliver",
+            post(notifications::redeliver),
+        )
+        .route("/ui/approvals", get(approvals::page))
         .route("/ui/confirm", get(actions::confirm_page))
         .route("/ui/logout", post(layout::logout))
         .route_layer(middleware::from_fn_with_state(

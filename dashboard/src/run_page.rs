@@ -130,10 +130,8 @@ pub async fn page(
         "run.html",
         context! {
             run => Value::from(minijinja::value::Serde(&run)), csrf, items => rendered, last_seq, signed_in => true,
-            flash => q
-                .flash
-                .filter(|text| state.keys.flash_ok(&session, text, q.fs.as_deref().unwrap_or("")))
-                .unwrap_or_default(),
+            flash => layout::flash(&state, &session, q.flash.as_deref(), q.fs.as_deref()),
+            nav => "runs",
             status => status.as_str(),
             terminal => status.is_terminal(),
             can_cancel => !status.is_terminal(),

@@ -90,7 +90,7 @@ pub async fn page(
                 &state,
                 StatusCode::BAD_REQUEST,
                 "runs.html",
-                context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.agents.to_vec(), rows => Vec::<()>::new(), error => why, signed_in => true },
+                context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.agents.to_vec(), rows => Vec::<()>::new(), error => why, signed_in => true, nav => "runs" },
             );
         }
     };
@@ -150,7 +150,7 @@ pub async fn page(
         &state,
         StatusCode::OK,
         "runs.html",
-        context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.agents.to_vec(), rows => Value::from(minijinja::value::Serde(&rows)), next, error => "", signed_in => true },
+        context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.agents.to_vec(), rows => Value::from(minijinja::value::Serde(&rows)), next, error => "", signed_in => true, nav => "runs" },
     )
 }
 

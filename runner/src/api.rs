@@ -102,7 +102,8 @@ fn dashboard_state(
     let dashboard = nightshift_dashboard::DashboardState::new(
         state.store.clone(),
         state.token.clone(),
-        Arc::new(state.intake.agents().to_vec()),
+        state.intake.clone(),
+        state.hooks.clone(),
     );
     match data_dir {
         Some(dir) => dashboard.with_data_dir(dir),

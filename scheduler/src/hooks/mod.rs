@@ -153,6 +153,11 @@ impl Hook {
     pub fn route_names(&self) -> Vec<&str> {
         self.routes.iter().map(|r| r.name.as_str()).collect()
     }
+
+    /// The routes, in matching order (for pages that show what each takes and makes).
+    pub fn routes(&self) -> &[CompiledRoute] {
+        &self.routes
+    }
 }
 
 /// Every configured hook, by name.

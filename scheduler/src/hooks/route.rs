@@ -220,6 +220,11 @@ impl CompiledRoute {
         })
     }
 
+    /// The events this route takes; `None` for any event.
+    pub fn events(&self) -> Option<&[String]> {
+        self.events.as_deref()
+    }
+
     /// Whether a delivery of `event` with `body` takes this route: its event is one of the
     /// route's (when it names any) and every condition holds. A missing path never matches.
     pub fn matches(&self, event: &str, body: &Json) -> bool {

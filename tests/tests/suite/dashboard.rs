@@ -16,23 +16,32 @@ on_both_backends! {
     a_signed_in_operator_sees_the_run_and_cancels_it_with_csrf => pages_and_actions;
 }
 
-const TOKEN: &str = "dash-token-456";
+pub(super) const TOKEN: &str = "dash-token-456";
 
-struct Dash {
-    base: String,
-    http: reqwest::Client,
-    store: Store,
+/// The API's router (with the dashboard) on a loopback port, and a client that does not
+/// follow redirects (shared with `dashboard_pages`).
+pub(super) struct Dash {
+    pub(super) base: String,
+    pub(super) http: reqwest::Client,
+    pub(super) store: Store,
     _server: tokio::task::JoinHandle<()>,
 }
 
 impl Dash {
-    async fn start(db: &TestDb) -> Dash {
-        let store = db.store().await;
+    pub(super) async fn start(db: &TestDb) -> Dash {
+        Dash::start_with(db.store().await, nightshift_runner::hooks::none()).await
+    }
+
+    /// Serves `store` with agent `helper` and the webhooks `hooks`.
+    pub(super) async fn start_with(
+        store: Store,
+        hooks: Arc<nightshift_scheduler::hooks::HookSet>,
+    ) -> Dash {
         let state = ApiState {
             store: store.clone(),
             intake: nightshift_scheduler::Intake::new(store.clone(), ["helper"]),
             token: Arc::new(TOKEN.to_string()),
-            hooks: nightshift_runner::hooks::none(),
+            hooks,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -54,7 +63,7 @@ impl Dash {
         }
     }
 
-    async fn post_form(
+    pub(super) async fn post_form(
         &self,
         path: &str,
         body: &str,
@@ -75,7 +84,11 @@ impl Dash {
         req.send().await.unwrap()
     }
 
-    async fn get(&self, path: &str, cookie: Option<&str>) -> (StatusCode, String, String) {
+    pub(super) async fn get(
+        &self,
+        path: &str,
+        cookie: Option<&str>,
+    ) -> (StatusCode, String, String) {
         let mut req = self.http.get(format!("{}{path}", self.base));
         if let Some(c) = cookie {
             req = req.header(COOKIE, c);
@@ -91,7 +104,7 @@ impl Dash {
     }
 
     /// Signs in with the right token; the session cookie as a `Cookie` header value.
-    async fn sign_in(&self) -> String {
+    pub(super) async fn sign_in(&self) -> String {
         let resp = self
             .post_form("/ui/login", &format!("token={TOKEN}"), None, None)
             .await;
@@ -102,7 +115,7 @@ impl Dash {
 }
 
 /// The value of the first hidden `csrf` field of a page.
-fn csrf_of(page: &str) -> String {
+pub(super) fn csrf_of(page: &str) -> String {
     let at = page
         .find("name=\"csrf\" value=\"")
         .expect("a form with a csrf field");
@@ -168,9 +181,12 @@ async fn signing_in(db: &TestDb) {
         .await
         .unwrap();
     assert_eq!(api.status(), StatusCode::UNAUTHORIZED);
-    // A forged session (the right shape, another signature) is refused.
+    // A forged session (the right shape, another signature) is refused. The last hex digit
+    // is changed to one it is not (always '0' forged nothing one time in sixteen).
     let (name, value) = cookie.split_once('=').unwrap();
-    let forged = format!("{name}={}0", &value[..value.len() - 1]);
+    let other = if value.ends_with('0') { '1' } else { '0' };
+    let forged = format!("{name}={}{other}", &value[..value.len() - 1]);
+    assert_ne!(forged, cookie);
     let (status, location, _) = d.get("/ui/runs", Some(&forged)).await;
     assert_eq!(
         (status, location.as_str()),

@@ -46,6 +46,8 @@
 //!   written by the model, echoed by a provider's 401 — then a sweep of every byte the
 //!   daemon wrote or sent finds none of them.
 //! - `dashboard`: the web dashboard as a browser speaks to it: sign-in, pages, CSRF refusals.
+//! - `dashboard_pages`: its queue, schedules, webhooks, notifications and approvals pages and
+//!   their actions, each refused without CSRF or from another site.
 //! - `runs_list`: listing runs (filters, search, keyset pages) and the queue overview, in
 //!   the store and over `GET /v1/runs`.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
@@ -61,6 +63,7 @@ mod concurrency;
 mod crash;
 mod daemon;
 mod dashboard;
+mod dashboard_pages;
 mod fakes;
 mod hooks;
 mod hostile;
