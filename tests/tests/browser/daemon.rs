@@ -7,6 +7,8 @@
 //! - `deployer`: its `deploy` call needs an approval, then it answers.
 //! - `sleeper`: sleeps an hour with `schedule_wakeup`, then answers when woken.
 //! - `slow`: its `gate` command waits for the file `out/go`, then it answers.
+//! - a schedule `nightly-digest` (07:00 Europe/Berlin, `reviewer`) and an unsigned webhook
+//!   `ci` whose deliveries start `reviewer` runs.
 //! - `builder`: a command whose long output is cut (its whole text an artifact), then a
 //!   background task that prints, waits for `out/task-go`, prints again and ends; the run
 //!   sleeps until the task's ending wakes it.
@@ -63,6 +65,25 @@ fn call(id: &str, tool: &str, input: Value) -> Value {
 fn text(t: &str) -> Value {
     json!({"type": "text", "text": t})
 }
+
+const SCHEDULE_AND_HOOK: &str = r#"
+[[schedules]]
+name = "nightly-digest"
+cron = "0 7 * * *"
+timezone = "Europe/Berlin"
+agent = "reviewer"
+prompt = "Write the digest for {{ date }}."
+
+[[hooks]]
+name = "ci"
+signature = "none"
+delivery_id = { pointer = "/id" }
+
+[[hooks.routes]]
+name = "build"
+agent = "reviewer"
+prompt = "CI finished on {{ branch }}: review what changed."
+"#;
 
 fn config(db: &TestDb, dir: &Path) -> Config {
     let out = dir.join("out");
@@ -179,6 +200,7 @@ fn config(db: &TestDb, dir: &Path) -> Config {
             ]),
             "",
         ),
+        SCHEDULE_AND_HOOK.to_string(),
     ]
     .concat();
     let text = format!(
@@ -250,6 +272,18 @@ impl Serve {
         assert!(resp.status().is_success(), "enqueue: {}", resp.status());
         let body: Value = resp.json().await.unwrap();
         body["run_id"].as_str().unwrap().to_string()
+    }
+
+    /// Posts a delivery to the unsigned webhook `ci`; returns the HTTP status.
+    pub async fn deliver(&self, id: &str, branch: &str) -> u16 {
+        self.http
+            .post(self.url("/hooks/ci"))
+            .json(&json!({"id": id, "branch": branch}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
     }
 
     pub async fn status(&self, run_id: &str) -> RunStatus {

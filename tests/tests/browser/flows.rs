@@ -511,6 +511,69 @@ async fn a_background_task_streams_its_output_and_a_cut_output_opens_whole() {
 }
 
 #[tokio::test]
+async fn a_schedule_is_triggered_from_its_page_and_a_delivery_leads_to_its_run() {
+    let Some((db, serve, b)) = setup(Backend::Sqlite, "browser_schedules_hooks").await else {
+        return;
+    };
+    sign_in(&b, &serve).await;
+    b.goto(&serve.url("/ui/schedules")).await;
+    let row = "table#schedules tr[data-schedule=nightly-digest]";
+    let local = b
+        .find(&format!("{row} td.next-local"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let utc = b
+        .find(&format!("{row} td.next-utc"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !local.trim().is_empty() && !utc.trim().is_empty(),
+        "next fires: {local} / {utc}"
+    );
+    assert_ne!(local, utc, "07:00 in Berlin is not 07:00 UTC");
+    click(&b, &format!("{row} form[data-action=trigger] button")).await;
+    let flash = b.find(".flash").await.text().await.unwrap();
+    assert!(flash.contains("enqueued"), "{flash}");
+    let runs = serve
+        .store
+        .runs_page(
+            &nightshift_store::RunFilter {
+                trigger: Some(nightshift_store::Trigger::Schedule),
+                ..Default::default()
+            },
+            None,
+            10,
+        )
+        .await
+        .unwrap()
+        .runs;
+    assert_eq!(runs.len(), 1, "one run from the schedule: {runs:?}");
+    assert!(
+        flash.contains(&runs[0].id),
+        "the flash names the run: {flash}"
+    );
+
+    assert_eq!(serve.deliver("delivery-1", "main").await, 202);
+    b.goto(&serve.url("/ui/hooks")).await;
+    let delivery = "section.hook[data-hook=ci] table.deliveries tr[data-delivery-id]";
+    b.find(delivery).await;
+    click(&b, &format!("{delivery} a[href^='/ui/runs/']")).await;
+    b.find("ol#timeline > li[data-kind=prompt]").await;
+    let prompt = b
+        .find("ol#timeline > li[data-kind=prompt]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(prompt.contains("CI finished on main"), "{prompt}");
+    teardown(db, serve, b).await;
+}
+
+#[tokio::test]
 async fn a_cross_site_form_is_refused_and_changes_nothing() {
     let Some((db, serve, b)) = setup(Backend::Sqlite, "browser_cross_site").await else {
         return;

@@ -64,7 +64,16 @@ async fn the_main_pages_fit_a_laptop_and_a_phone_and_are_kept_as_screenshots() {
     b.screenshot("login").await;
     sign_in(&b, &serve).await;
     let reviewed = a_day_of_runs(&serve).await;
-    for (path, name) in [("/ui/runs", "runs")] {
+    assert_eq!(serve.deliver("delivery-7", "main").await, 202);
+    let pages = [
+        ("/ui/runs", "runs"),
+        ("/ui/queue", "queue"),
+        ("/ui/schedules", "schedules"),
+        ("/ui/hooks", "webhooks"),
+        ("/ui/notifications", "notifications"),
+        ("/ui/approvals", "approvals"),
+    ];
+    for (path, name) in pages {
         b.goto(&serve.url(path)).await;
         b.find("main h1").await;
         assert_eq!(b.js(FITS).await, json!(true), "{path} fits a laptop screen");
@@ -74,10 +83,14 @@ async fn the_main_pages_fit_a_laptop_and_a_phone_and_are_kept_as_screenshots() {
     b.screenshot("run-timeline").await;
 
     b.client.set_window_size(390, 844).await.unwrap();
-    b.goto(&serve.url("/ui/runs")).await;
-    b.find("table#runs tr[data-run-id]").await;
-    assert_eq!(b.js(FITS).await, json!(true), "the runs list fits a phone");
-    b.screenshot("phone-runs").await;
+    for (path, name) in pages {
+        b.goto(&serve.url(path)).await;
+        b.find("main h1").await;
+        assert_eq!(b.js(FITS).await, json!(true), "{path} fits a phone");
+        if name == "runs" {
+            b.screenshot("phone-runs").await;
+        }
+    }
     open_run(&b, &serve, &reviewed).await;
     assert_eq!(b.js(FITS).await, json!(true), "the timeline fits a phone");
     b.screenshot("phone-run-timeline").await;
