@@ -1,5 +1,6 @@
-//! A run's timeline: a PURE function from the run, its jobs and its events to the items the
-//! run page shows, in log order, with the jobs (attempts) after them.
+//! A run's timeline: a PURE function from the run, its jobs, its tasks and its events to the
+//! items the run page shows, in log order, each job (attempt) where it was made and each task
+//! after the call that started it.
 //!
 //! Each item has a stable `key` (`e<seq>` of the event that opened it, `j<id>` for a job)
 //! and `last_seq`, the newest event it reflects, so the live stream can send exactly the
@@ -378,7 +379,13 @@ pub fn build(run: &Run, jobs: &[Job], tasks: &[TaskView], events: &[Event]) -> V
             it = it.fact("lease owner", owner.clone());
         }
         it.body = j.last_error.clone();
-        items.push(it);
+        // In time order: each job before the first item logged after it was made (a resume
+        // job lands after the wakeup or approval that made it).
+        let at = items
+            .iter()
+            .position(|i| i.last_seq > 0 && i.at > j.created_at)
+            .unwrap_or(items.len());
+        items.insert(at, it);
     }
     if run.status.is_terminal() {
         if let Some(result) = &run.result
@@ -750,6 +757,64 @@ mod tests {
         );
         assert!(t1.facts.contains(&("exit code".into(), "0".into())));
         assert!(t1.marks.is_empty());
+    }
+
+    fn job(id: i64, kind: nightshift_store::JobKind, created_at: i64, owner: &str) -> Job {
+        Job {
+            id,
+            run_id: "r1".into(),
+            kind,
+            lane: "default".into(),
+            priority: 0,
+            payload: "{}".into(),
+            run_at: created_at,
+            attempts: 1,
+            max_attempts: 5,
+            dedupe_key: None,
+            status: nightshift_store::JobState::Succeeded,
+            lease_owner: Some(owner.into()),
+            lease_token: 1,
+            lease_expires_at: None,
+            cancel_requested_at: None,
+            last_error: None,
+            created_at,
+            updated_at: created_at,
+            finished_at: None,
+            concurrency_key: None,
+        }
+    }
+
+    #[test]
+    fn each_job_sits_where_it_was_made_with_the_daemon_that_ran_it() {
+        use nightshift_store::JobKind;
+        let events = log(vec![
+            RunEvent::UserMessage {
+                message: Message::user_text("Go"),
+            },
+            RunEvent::WakeupScheduled {
+                call_id: "w".into(),
+                due_at: 60_000,
+                reason: "CI".into(),
+                scheduled_at: 1_500,
+            },
+            RunEvent::Resumed {
+                job_id: 2,
+                reminder: "woke".into(),
+            },
+        ]);
+        let jobs = [
+            job(1, JobKind::Start, 0, "daemon-a"),
+            job(2, JobKind::Resume, 2_500, "daemon-b"),
+        ];
+        let items = build(&run(RunStatus::Running), &jobs, &[], &events);
+        let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
+        // e1 at 1s, e2 at 2s, job 2 made at 2.5s, e3 (its resume) at 3s.
+        assert_eq!(keys, ["j1", "e1", "e2", "j2"], "{items:?}");
+        assert!(
+            items[3]
+                .facts
+                .contains(&("lease owner".into(), "daemon-b".into()))
+        );
     }
 
     #[test]
