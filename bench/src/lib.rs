@@ -1,9 +1,12 @@
 //! What the bench binaries share (the queue bench in `main.rs` keeps its own harness).
 //!
 //! [`backends`] gives the stores a bench measures on: a SQLite file in the given directory,
-//! and PostgreSQL from `NIGHTSHIFT_BENCH_PG_URL` (default
+//! and PostgreSQL from `NIGHTSHIFT_BENCH_PG_URL` (else `NIGHTSHIFT_TEST_PG_URL`, else
 //! `postgres://postgres@127.0.0.1:5432/test`) in a schema of its own, unless `--sqlite-only`
 //! is passed or the server cannot be reached (then a note says its rows are skipped).
+
+pub mod dashboard_seed;
+pub mod timeline_seed;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,6 +28,7 @@ pub async fn backends(dir: &Path, name: &str) -> Vec<(&'static str, StoreConfig)
         return backends;
     }
     let pg_url = std::env::var("NIGHTSHIFT_BENCH_PG_URL")
+        .or_else(|_| std::env::var("NIGHTSHIFT_TEST_PG_URL"))
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let mut pg = StoreConfig::for_url(&pg_url);
     pg.schema = Some(format!("bench_{name}_{}", std::process::id()));

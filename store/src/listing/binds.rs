@@ -1,5 +1,7 @@
 //! The bind-only implementation of [`ListingStatements`](super::ListingStatements), the same
 //! on both backends: `listing_statements!(Backend, "dir")` reads `store/sql/<dir>/listing/`.
+//! The page and exact statements are sent unprepared (`persistent(false)`), so that each is
+//! planned with its own values.
 
 /// Implements [`ListingStatements`](crate::listing::ListingStatements) for a backend from its
 /// SQL directory.
@@ -19,7 +21,10 @@ macro_rules! listing_statements {
                     Shape::Trigger => $crate::backend::sql!($dir, "listing/page_trigger"),
                     Shape::Key => $crate::backend::sql!($dir, "listing/page_key"),
                 };
+                // Not kept prepared: planned with this page's values every time (see the
+                // module doc of `listing`).
                 Ok(sqlx::query_as(sql)
+                    .persistent(false)
                     .bind(q.status)
                     .bind(q.agent)
                     .bind(q.trigger)
@@ -40,6 +45,7 @@ macro_rules! listing_statements {
                 q: &$crate::listing::PageQuery<'_>,
             ) -> $crate::Result<Vec<$crate::listing::SummaryRow>> {
                 Ok(sqlx::query_as($crate::backend::sql!($dir, "listing/exact"))
+                    .persistent(false)
                     .bind($crate::text::Text(needle))
                     .bind(q.status)
                     .bind(q.agent)

@@ -10,6 +10,12 @@
 //! settings (without migration 9 the claim's plan here is a scan of `jobs_next_due` and a
 //! sort), and with the settings the store's claiming connections use (that they do use them
 //! is a unit test in `postgres.rs`).
+//!
+//! The listings are read on a long analyzed history: each shape of `Store::runs_page`, as
+//! planned with its values (the store sends them unprepared, since a generic plan fetched
+//! and sorted every run of a filter), walks an index of migration 13 newest first; the
+//! statements of `Store::queue_overview`, under custom and generic plans, read the live
+//! jobs' partial indexes. None scans `runs` or `jobs` whole or sorts a filter's every row.
 
 use nightshift_store::{NewRun, POSTGRES_CLAIM_PLANNER_SETTINGS, POSTGRES_WARM_SETTINGS};
 use nightshift_tests::{Backend, TestDb};
@@ -111,7 +117,8 @@ async fn busy_queue_analyzed(db: &TestDb, jobs: usize) -> PgConnection {
     conn
 }
 
-/// The generic plan of `sql` prepared with parameter `types` and run with `args`.
+/// The plan of `sql` prepared with parameter `types` and run with `args`: the generic one
+/// unless the connection's `plan_cache_mode` forces custom plans.
 async fn generic_plan(
     conn: &mut PgConnection,
     name: &str,
@@ -259,6 +266,244 @@ async fn the_warm_settle_plan_made_on_empty_tables_scans_no_table() {
     let plan = generic_plan(&mut conn, "settle", SETTLE, SETTLE_TYPES, SETTLE_ARGS).await;
     assert!(!plan.contains("Seq Scan"), "{plan}");
     assert_walks_the_claim_index(&plan, "jobs_claim");
+    conn.close().await.unwrap();
+    db.cleanup().await;
+}
+
+// ---- Listings: `Store::runs_page` and `Store::queue_overview` (store/sql/postgres/listing/).
+
+const PAGE: &str = include_str!("../../../store/sql/postgres/listing/page.sql");
+const PAGE_STATUS: &str = include_str!("../../../store/sql/postgres/listing/page_status.sql");
+const PAGE_AGENT: &str = include_str!("../../../store/sql/postgres/listing/page_agent.sql");
+const PAGE_TRIGGER: &str = include_str!("../../../store/sql/postgres/listing/page_trigger.sql");
+const PAGE_KEY: &str = include_str!("../../../store/sql/postgres/listing/page_key.sql");
+const EXACT: &str = include_str!("../../../store/sql/postgres/listing/exact.sql");
+const LIVE_JOBS: &str = include_str!("../../../store/sql/postgres/listing/live_jobs.sql");
+const OLDEST_DUE: &str = include_str!("../../../store/sql/postgres/listing/oldest_due.sql");
+const LEASES: &str = include_str!("../../../store/sql/postgres/listing/leases.sql");
+
+/// `$1` status, `$2` agent, `$3` trigger, `$4` key, `$5`/`$6` since/until, `$7` text,
+/// `$8`/`$9` the cursor, `$10` the limit (see `listing/page.sql`).
+const PAGE_TYPES: &str = "text, text, text, text, bigint, bigint, text, bigint, text, bigint";
+const EXACT_TYPES: &str = "text, text, text, text, text, bigint, bigint, bigint, text";
+/// No bounds: the first page's cursor and an open time range.
+const OPEN: &str = "-9223372036854775808, 9223372036854775807";
+const FIRST_PAGE: &str = "9223372036854775807, ''";
+
+/// The plan modes the queue overview's statements are read under: the reader pool keeps
+/// PostgreSQL's default (`auto`), which uses custom plans first and may settle on the
+/// generic one; both must read an index. (The page statements are sent unprepared, so they
+/// always get a custom plan: see `store/src/listing/binds.rs`.)
+const PLAN_MODES: [&str; 2] = [
+    "SET plan_cache_mode = force_custom_plan",
+    "SET plan_cache_mode = force_generic_plan",
+];
+
+/// A schema holding a long history, analyzed: `runs` runs over five agents, four triggers
+/// and 200 concurrency keys (half of the runs have one), a tenth failed, each with its start
+/// job (finished but for a few queued and running ones, leased by a registered worker); and
+/// a connection on it.
+async fn long_history_analyzed(db: &TestDb, runs: usize) -> PgConnection {
+    db.store().await.close().await;
+    let mut conn = connect_in_schema(db).await;
+    let statements = [
+        format!(
+            "INSERT INTO runs (id, agent, status, trigger_kind, input, idempotency_key, \
+             concurrency_key, turns, error, created_at, updated_at, started_at, finished_at) \
+             SELECT 'run-' || lpad(g::text, 7, '0'), \
+             (ARRAY['reviewer','triage','deployer','summariser','oncall'])[1 + g % 5], \
+             CASE WHEN g > {runs} - 8 THEN 'running' WHEN g > {runs} - 40 THEN 'queued' \
+                  WHEN g % 10 = 0 THEN 'failed' WHEN g % 50 = 1 THEN 'cancelled' \
+                  ELSE 'succeeded' END, \
+             (ARRAY['webhook','schedule','api','cli'])[1 + g % 4], \
+             'Review pull request #' || g || ' in acme/web', \
+             CASE WHEN g % 3 = 0 THEN 'idem-' || g END, \
+             CASE WHEN g % 4 < 2 THEN 'key-' || (g % 200) END, \
+             3, CASE WHEN g % 10 = 0 THEN 'provider: 529 overloaded' END, \
+             1700000000000 + g * 1000, 1700000000000 + g * 1000 + 900, \
+             1700000000000 + g * 1000 + 100, 1700000000000 + g * 1000 + 900 \
+             FROM generate_series(1, {runs}) g"
+        ),
+        "INSERT INTO jobs (run_id, kind, lane, priority, payload, run_at, attempts, \
+         max_attempts, status, lease_owner, lease_token, lease_expires_at, concurrency_key, \
+         created_at, updated_at, finished_at) \
+         SELECT r.id, 'start', 'default', 0, r.input, r.created_at, \
+         CASE WHEN r.status = 'queued' THEN 0 ELSE 1 END, 3, \
+         CASE r.status WHEN 'failed' THEN 'dead' WHEN 'running' THEN 'running' \
+              WHEN 'queued' THEN 'queued' WHEN 'cancelled' THEN 'cancelled' \
+              ELSE 'succeeded' END, \
+         CASE WHEN r.status = 'running' THEN 'w' END, \
+         CASE WHEN r.status = 'queued' THEN 0 ELSE 1 END, \
+         CASE WHEN r.status = 'running' THEN r.created_at + 30000 END, r.concurrency_key, \
+         r.created_at, r.updated_at, r.finished_at FROM runs r"
+            .to_string(),
+        "INSERT INTO workers (id, host, pid, started_at, last_heartbeat_at) \
+         VALUES ('w', 'host', 1, 0, 0)"
+            .to_string(),
+        "ANALYZE runs".to_string(),
+        "ANALYZE jobs".to_string(),
+        "ANALYZE workers".to_string(),
+    ];
+    execute_all(&mut conn, statements).await;
+    conn
+}
+
+/// Asserts `plan` reads `runs` newest first along `index` (or along `runs_created` when the
+/// planner finds that the filter matches so many runs that the page fills sooner that way),
+/// stopping after the page: no sort and no scan of a whole table.
+fn assert_pages_along(name: &str, plan: &str, index: &str) {
+    let along = |index: &str| plan.contains(&format!("Index Scan Backward using {index} on runs"));
+    assert!(
+        along(index) || along("runs_created"),
+        "{name} should walk {index} newest first:\n{plan}"
+    );
+    assert!(!plan.contains("Sort"), "{name} sorts its rows:\n{plan}");
+    assert!(!plan.contains("Seq Scan"), "{name} scans a table:\n{plan}");
+}
+
+/// Every shape of a runs page (no filter, first and deep page; status, agent, trigger or
+/// concurrency key leading, common and rare values; a time range; a text search) walks an
+/// index of migration 13 newest first and stops after the page, and the exact search
+/// reaches its runs by key, as planned with their values (the store sends them unprepared)
+/// on a long analyzed history.
+#[tokio::test]
+async fn runs_pages_walk_their_index() {
+    let Some(db) = TestDb::new(Backend::Postgres, "listing_plans").await else {
+        return;
+    };
+    let runs = 20_000;
+    let mut conn = long_history_analyzed(&db, runs).await;
+    execute_all(
+        &mut conn,
+        ["SET plan_cache_mode = force_custom_plan".to_string()],
+    )
+    .await;
+    let deep = "1700000010000000, 'run-0010000'";
+    let day = "1700000005000000, 1700000006000000";
+    let open = |f: &str| format!("{f}, {OPEN}, NULL, {FIRST_PAGE}, 51");
+    let pages = [
+        ("all", PAGE, "runs_created", open("NULL, NULL, NULL, NULL")),
+        (
+            "deep",
+            PAGE,
+            "runs_created",
+            format!("NULL, NULL, NULL, NULL, {OPEN}, NULL, {deep}, 51"),
+        ),
+        (
+            "range",
+            PAGE,
+            "runs_created",
+            format!("NULL, NULL, NULL, NULL, {day}, NULL, {FIRST_PAGE}, 51"),
+        ),
+        (
+            "text",
+            PAGE,
+            "runs_created",
+            format!("NULL, NULL, NULL, NULL, {OPEN}, '#12', {FIRST_PAGE}, 51"),
+        ),
+        (
+            "status",
+            PAGE_STATUS,
+            "runs_status",
+            open("'failed', NULL, NULL, NULL"),
+        ),
+        (
+            "rare status",
+            PAGE_STATUS,
+            "runs_status",
+            open("'cancelled', NULL, NULL, NULL"),
+        ),
+        (
+            "absent status",
+            PAGE_STATUS,
+            "runs_status",
+            open("'max_rounds', NULL, NULL, NULL"),
+        ),
+        (
+            "agent",
+            PAGE_AGENT,
+            "runs_agent_created",
+            open("NULL, 'deployer', NULL, NULL"),
+        ),
+        (
+            "absent agent",
+            PAGE_AGENT,
+            "runs_agent_created",
+            open("NULL, 'nobody', NULL, NULL"),
+        ),
+        (
+            "trigger",
+            PAGE_TRIGGER,
+            "runs_trigger_created",
+            open("NULL, NULL, 'schedule', NULL"),
+        ),
+        (
+            "absent trigger",
+            PAGE_TRIGGER,
+            "runs_trigger_created",
+            open("NULL, NULL, 'approval', NULL"),
+        ),
+        (
+            "key",
+            PAGE_KEY,
+            "runs_key_created",
+            open("NULL, NULL, NULL, 'key-7'"),
+        ),
+        (
+            "status in a range",
+            PAGE_STATUS,
+            "runs_status",
+            format!("'failed', NULL, NULL, NULL, {day}, NULL, {FIRST_PAGE}, 51"),
+        ),
+    ];
+    for (k, (name, sql, index, args)) in pages.iter().enumerate() {
+        let plan = generic_plan(&mut conn, &format!("page_{k}"), sql, PAGE_TYPES, args).await;
+        assert_pages_along(name, &plan, index);
+    }
+    let args = format!("'idem-300', NULL, NULL, NULL, NULL, {OPEN}, {FIRST_PAGE}");
+    let exact = generic_plan(&mut conn, "exact", EXACT, EXACT_TYPES, &args).await;
+    assert!(!exact.contains("Seq Scan"), "exact scans a table:\n{exact}");
+    for index in ["runs_pkey", "runs_idempotency_key_key"] {
+        assert!(exact.contains(index), "exact should use {index}:\n{exact}");
+    }
+    conn.close().await.unwrap();
+    db.cleanup().await;
+}
+
+/// The queue overview's statements read the live jobs from their partial indexes
+/// (`jobs_live_state_lane`, `jobs_next_due`, `jobs_lease_expiry`) and a leased job's run by
+/// its key, never scanning `jobs` or `runs` (which hold the whole history), under custom
+/// and generic plans.
+#[tokio::test]
+async fn the_queue_overview_reads_live_jobs_from_their_indexes() {
+    let Some(db) = TestDb::new(Backend::Postgres, "overview_plans").await else {
+        return;
+    };
+    let mut conn = long_history_analyzed(&db, 20_000).await;
+    for (round, mode) in PLAN_MODES.into_iter().enumerate() {
+        execute_all(&mut conn, [mode.to_string()]).await;
+        let plans = [
+            ("live_jobs", LIVE_JOBS, "", "", "jobs_live_state_lane"),
+            (
+                "oldest_due",
+                OLDEST_DUE,
+                "bigint",
+                "9999999999999",
+                "jobs_next_due",
+            ),
+            ("leases", LEASES, "", "", "jobs_lease_expiry"),
+        ];
+        for (name, sql, types, args, index) in plans {
+            let plan = generic_plan(&mut conn, &format!("{name}_{round}"), sql, types, args).await;
+            assert!(
+                plan.contains(index),
+                "{name} ({mode}) should read {index}:\n{plan}"
+            );
+            for table in ["Seq Scan on jobs", "Seq Scan on runs"] {
+                assert!(!plan.contains(table), "{name} ({mode}): {table}:\n{plan}");
+            }
+        }
+    }
     conn.close().await.unwrap();
     db.cleanup().await;
 }
