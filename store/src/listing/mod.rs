@@ -238,6 +238,21 @@ pub(crate) trait ListingStatements: Backend {
 /// Where a walk starts when no cursor is given: before every run that can exist.
 const FIRST: (Millis, &str) = (Millis::MAX, "");
 
+/// The keyset position a page walks down from (pure): after the cursor, and never above
+/// `until` — `(until, "")` sorts after every run created before `until` and before every
+/// other, so the index walk itself starts at the range's top (SQLite bounds an index range
+/// only by the row value, not by a separate `created_at < until`).
+pub(crate) fn start_before(
+    cursor: Option<(Millis, &str)>,
+    until: Option<Millis>,
+) -> (Millis, &str) {
+    let from = cursor.unwrap_or(FIRST);
+    match until {
+        Some(until) if (until, "") < from => (until, ""),
+        _ => from,
+    }
+}
+
 async fn page<B: ListingStatements>(
     b: &B,
     filter: &RunFilter,
@@ -252,10 +267,10 @@ async fn page<B: ListingStatements>(
         since: filter.since.unwrap_or(Millis::MIN),
         until: filter.until.unwrap_or(Millis::MAX),
         text: None,
-        before: before
-            .as_ref()
-            .map(|(at, id)| (*at, id.as_str()))
-            .unwrap_or(FIRST),
+        before: start_before(
+            before.as_ref().map(|(at, id)| (*at, id.as_str())),
+            filter.until,
+        ),
         limit: limit + 1,
     };
     let mut conn = b.reader().await?;
@@ -349,5 +364,20 @@ impl Store {
     pub async fn queue_overview(&self) -> Result<QueueOverview> {
         let now = self.now();
         dispatch!(self, b => overview(b, now))
+    }
+}
+
+#[cfg(test)]
+mod start_tests {
+    use super::*;
+
+    #[test]
+    fn a_walk_starts_at_the_lower_of_the_cursor_and_until() {
+        assert_eq!(start_before(None, None), FIRST);
+        assert_eq!(start_before(None, Some(5_000)), (5_000, ""));
+        assert_eq!(start_before(Some((9_000, "b")), Some(5_000)), (5_000, ""));
+        assert_eq!(start_before(Some((3_000, "b")), Some(5_000)), (3_000, "b"));
+        // A cursor on `until` itself: the run at `until` is outside [since, until) anyway.
+        assert_eq!(start_before(Some((5_000, "b")), Some(5_000)), (5_000, ""));
     }
 }
