@@ -6,6 +6,7 @@
 //! tests print a loud `SKIPPED` line and pass. Each test gets its own schema (PostgreSQL) or
 //! file (SQLite).
 
+pub mod config_text;
 pub mod pg;
 
 use std::sync::Arc;

@@ -19,39 +19,13 @@ use std::time::Duration;
 use nightshift_runner::config::Config;
 use nightshift_runner::daemon;
 use nightshift_store::{RunStatus, Store};
+use nightshift_tests::config_text::{agent_with, command_tool, q};
 use nightshift_tests::{TestDb, eventually};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 /// Never set: the daemon makes its own token under its data directory.
 const UNSET_TOKEN_ENV: &str = "NIGHTSHIFT_BROWSER_SUITE_TOKEN_NEVER_SET";
-
-fn q(s: &str) -> String {
-    Value::from(s).to_string()
-}
-
-fn agent(dir: &Path, name: &str, tools: &[&str], turns: Value, extra: &str) -> String {
-    let script = format!("script-{name}.json");
-    std::fs::write(dir.join(&script), turns.to_string()).unwrap();
-    format!(
-        "[providers.{name}]\nkind = \"scripted\"\nscript = {}\n\n\
-         [[agents]]\nname = {}\nprovider = {}\nmodel = \"scripted-1\"\ntools = {}\n{extra}\n",
-        q(&script),
-        q(name),
-        q(name),
-        json!(tools)
-    )
-}
-
-fn command_tool(name: &str, class: &str, program: &str) -> String {
-    format!(
-        "[[command_tools]]\nname = {}\ndescription = \"A test tool.\"\n\
-         command = {}\nclass = {}\n\n",
-        q(name),
-        json!(["sh", "-c", program]),
-        q(class)
-    )
-}
 
 fn turn(content: Value, stop: &str) -> Value {
     json!({"content": content, "stop_reason": stop,
@@ -105,7 +79,7 @@ fn config(db: &TestDb, dir: &Path) -> Config {
         command_tool("post", "side_effect", "echo 'review posted'"),
         command_tool("deploy", "side_effect", "echo 'deployed v2'"),
         command_tool("gate", "side_effect", &gate),
-        agent(
+        agent_with(
             dir,
             "reviewer",
             &["lint", "post"],
@@ -125,7 +99,7 @@ fn config(db: &TestDb, dir: &Path) -> Config {
             ]),
             "",
         ),
-        agent(
+        agent_with(
             dir,
             "deployer",
             &["deploy"],
@@ -138,7 +112,7 @@ fn config(db: &TestDb, dir: &Path) -> Config {
             ]),
             "[agents.tool_overrides.deploy]\napproval = \"required\"\n",
         ),
-        agent(
+        agent_with(
             dir,
             "sleeper",
             &["schedule_wakeup"],
@@ -155,7 +129,7 @@ fn config(db: &TestDb, dir: &Path) -> Config {
             ]),
             "",
         ),
-        agent(
+        agent_with(
             dir,
             "slow",
             &["gate"],
@@ -171,7 +145,7 @@ fn config(db: &TestDb, dir: &Path) -> Config {
             ]),
             "",
         ),
-        agent(
+        agent_with(
             dir,
             "builder",
             &["run_command"],

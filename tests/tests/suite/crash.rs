@@ -27,10 +27,8 @@ on_both_backends! {
 pub(crate) const FAST_WORKER: &str =
     "slots = 3\nlease_ms = 1500\nheartbeat_ms = 300\npoll_interval_ms = 100\n";
 
-/// A TOML string (JSON's string syntax is valid TOML).
-pub(crate) fn q(s: &str) -> String {
-    Value::from(s).to_string()
-}
+/// The config pieces every suite writes (shared with the browser tests).
+pub(crate) use nightshift_tests::config_text::{agent, command_tool, q};
 
 /// A path for a `sh -c` program, single-quoted.
 fn sh_path(p: &Path) -> String {
@@ -65,32 +63,6 @@ pub(crate) fn write_config(db: &TestDb, dir: &Path, worker: &str, body: &str) ->
     let path = dir.join("nightshift.toml");
     std::fs::write(&path, text).unwrap();
     path
-}
-
-/// A scripted provider and an agent of the same `name` using `tools`; the script is written
-/// next to the config.
-pub(crate) fn agent(dir: &Path, name: &str, tools: &[&str], turns: Value) -> String {
-    let script = format!("script-{name}.json");
-    std::fs::write(dir.join(&script), turns.to_string()).unwrap();
-    format!(
-        "[providers.{name}]\nkind = \"scripted\"\nscript = {}\n\n\
-         [[agents]]\nname = {}\nprovider = {}\nmodel = \"scripted-1\"\ntools = {}\n\n",
-        q(&script),
-        q(name),
-        q(name),
-        json!(tools)
-    )
-}
-
-/// A `[[command_tools]]` entry running `sh -c program`.
-pub(crate) fn command_tool(name: &str, class: &str, program: &str) -> String {
-    format!(
-        "[[command_tools]]\nname = {}\ndescription = \"A test tool.\"\n\
-         command = {}\nclass = {}\n\n",
-        q(name),
-        json!(["sh", "-c", program]),
-        q(class)
-    )
 }
 
 pub(crate) fn tool_turn(call_id: &str, tool: &str, input: Value) -> Value {
