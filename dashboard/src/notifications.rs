@@ -17,6 +17,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::{Extension, Form};
 use minijinja::{Value, context};
+use nightshift_store::notifications::shown_url;
 use nightshift_store::{DeliveryStatus, Millis, Notification};
 use serde::{Deserialize, Serialize};
 
@@ -47,27 +48,6 @@ pub fn parse_status(text: &str) -> Result<Option<DeliveryStatus>, String> {
     text.parse::<DeliveryStatus>()
         .map(Some)
         .map_err(|e| format!("{e}. Choose pending, delivered or dead, or any."))
-}
-
-/// A receiver URL as the API shows it: `scheme://host[:port]/`, with `…` standing for any
-/// path or query (pure). Userinfo is dropped.
-pub fn shown_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return "(invalid URL)".into();
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..end];
-    let host = authority.rsplit('@').next().unwrap_or("");
-    if scheme.is_empty() || host.is_empty() {
-        return "(invalid URL)".into();
-    }
-    let tail = &rest[end..];
-    let rest = if tail.is_empty() || tail == "/" {
-        "/"
-    } else {
-        "/…"
-    };
-    format!("{scheme}://{host}{rest}")
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -180,24 +160,6 @@ pub async fn redeliver(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls_show_only_scheme_host_and_port() {
-        assert_eq!(
-            shown_url("https://hooks.example.com/services/T000/B000/XXXX?token=s3cret"),
-            "https://hooks.example.com/…"
-        );
-        assert_eq!(
-            shown_url("http://127.0.0.1:9000/"),
-            "http://127.0.0.1:9000/"
-        );
-        assert_eq!(shown_url("http://127.0.0.1:9000"), "http://127.0.0.1:9000/");
-        assert_eq!(
-            shown_url("https://u:pw@h.example?k=v"),
-            "https://h.example/…"
-        );
-        assert_eq!(shown_url("not a url"), "(invalid URL)");
-    }
 
     #[test]
     fn the_status_filter_takes_the_three_or_any() {

@@ -370,26 +370,7 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-/// A notify URL as logs and the API show it: scheme, host and port only, because paths and
-/// queries of webhook URLs often hold tokens.
-pub fn shown_url(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(u) => {
-            let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
-            let rest = if u.path() == "/" && u.query().is_none() {
-                "/"
-            } else {
-                "/…"
-            };
-            format!(
-                "{}://{}{port}{rest}",
-                u.scheme(),
-                u.host_str().unwrap_or("")
-            )
-        }
-        Err(_) => "(invalid URL)".to_string(),
-    }
-}
+pub use nightshift_store::notifications::shown_url;
 
 /// A reqwest error without its URL, with its causes.
 fn describe(e: &reqwest::Error) -> String {
@@ -447,18 +428,5 @@ mod tests {
             cut.len()
         );
         assert!(cut.ends_with("é…"), "cut between characters");
-    }
-
-    #[test]
-    fn shown_urls_hide_paths_and_queries() {
-        assert_eq!(
-            shown_url("https://hooks.example.com/services/T000/B000/XXXX?token=s3cret"),
-            "https://hooks.example.com/…"
-        );
-        assert_eq!(
-            shown_url("http://127.0.0.1:9000/"),
-            "http://127.0.0.1:9000/"
-        );
-        assert_eq!(shown_url("nope"), "(invalid URL)");
     }
 }

@@ -429,9 +429,50 @@ impl Store {
     }
 }
 
+/// A notify URL as logs, the API, the CLI and the dashboard show it: `scheme://host[:port]/`,
+/// with `…` standing for any path or query (they often hold tokens); userinfo is dropped
+/// (pure).
+pub fn shown_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(u) => {
+            let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
+            let rest = if u.path() == "/" && u.query().is_none() {
+                "/"
+            } else {
+                "/…"
+            };
+            format!(
+                "{}://{}{port}{rest}",
+                u.scheme(),
+                u.host_str().unwrap_or("")
+            )
+        }
+        Err(_) => "(invalid URL)".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shown_urls_hide_paths_queries_and_userinfo() {
+        assert_eq!(
+            shown_url("https://hooks.example.com/services/T000/B000/XXXX?token=s3cret"),
+            "https://hooks.example.com/…"
+        );
+        assert_eq!(
+            shown_url("http://127.0.0.1:9000/"),
+            "http://127.0.0.1:9000/"
+        );
+        assert_eq!(shown_url("http://127.0.0.1:9000"), "http://127.0.0.1:9000/");
+        assert_eq!(
+            shown_url("https://u:pw@h.example?k=v"),
+            "https://h.example/…"
+        );
+        assert_eq!(shown_url("nope"), "(invalid URL)");
+        assert_eq!(shown_url("not a url"), "(invalid URL)");
+    }
 
     fn claimed(attempts: i64, max_attempts: i64) -> Notification {
         Notification {
