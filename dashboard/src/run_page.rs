@@ -8,21 +8,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use minijinja::{Value, context};
 use nightshift_store::{Run, RunStatus, TaskStatus};
-use serde::Deserialize;
 
 use crate::auth::Session;
+use crate::layout::FlashQuery;
 use crate::timeline::{self, Item, TaskView};
 use crate::{DashboardState, format, layout};
-
-#[derive(Debug, Default, Deserialize)]
-pub struct PageQuery {
-    #[serde(default)]
-    pub flash: Option<String>,
-    /// The flash's signature (see `Keys::flash_mac`); a flash without the right one is not
-    /// shown.
-    #[serde(default)]
-    pub fs: Option<String>,
-}
 
 /// The run, its items and the newest seq, or the page that says why not.
 #[allow(clippy::result_large_err)]
@@ -111,7 +101,7 @@ pub async fn page(
     State(state): State<DashboardState>,
     Extension(session): Extension<Session>,
     Path(id): Path<String>,
-    Query(q): Query<PageQuery>,
+    Query(q): Query<FlashQuery>,
 ) -> Response {
     let (run, items, last_seq) = match load(&state, &id).await {
         Ok(loaded) => loaded,

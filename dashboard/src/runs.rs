@@ -9,6 +9,7 @@ use minijinja::{Value, context};
 use nightshift_store::{RunStatus, Trigger};
 use serde::{Deserialize, Serialize};
 
+use crate::actions::query_value;
 use crate::auth::Session;
 use crate::data::{RunFilter, runs_page};
 use crate::{DashboardState, format, layout};
@@ -154,7 +155,7 @@ pub async fn page(
     )
 }
 
-/// `?status=…&…` of the form (percent-encoded by hand: only the form's own fields).
+/// `?status=…&…` of the form (only the form's own fields, each percent-encoded).
 fn serde_urlencoded_query(f: &FilterForm) -> String {
     let pairs = [
         ("status", &f.status),
@@ -166,20 +167,10 @@ fn serde_urlencoded_query(f: &FilterForm) -> String {
         ("q", &f.q),
         ("cursor", &f.cursor),
     ];
-    let enc = |s: &str| {
-        s.bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect::<String>()
-    };
     let q: Vec<String> = pairs
         .iter()
         .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| format!("{k}={}", enc(v)))
+        .map(|(k, v)| format!("{k}={}", query_value(v)))
         .collect();
     format!("/ui/runs?{}", q.join("&"))
 }
