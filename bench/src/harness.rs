@@ -19,6 +19,7 @@
 //!
 //! Every handler start is counted, so a job run twice shows up as `extra_runs`.
 
+use nightshift_bench::percentile;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -276,15 +277,6 @@ async fn sample_latencies<S: Subject>(
     Ok(ms)
 }
 
-/// The nearest-rank percentile `q` of sorted `values`.
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 fn rate(n: u64, elapsed: Duration) -> f64 {
     n as f64 / elapsed.as_secs_f64().max(1e-9)
 }
@@ -324,17 +316,4 @@ pub(crate) async fn apalis_noop(
 ) -> Result<(), apalis::prelude::BoxDynError> {
     probe.started();
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::percentile;
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let v: Vec<f64> = (1..=200).map(f64::from).collect();
-        assert_eq!(percentile(&v, 0.50), 100.0);
-        assert_eq!(percentile(&v, 0.99), 198.0);
-        assert_eq!(percentile(&[3.0], 0.99), 3.0);
-    }
 }

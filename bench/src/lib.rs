@@ -1,4 +1,5 @@
-//! What the bench binaries share (the queue bench in `main.rs` keeps its own harness).
+//! What the bench binaries share (the queue bench in `main.rs` keeps its own harness, and
+//! takes [`percentile`] from here).
 //!
 //! [`backends`] gives the stores a bench measures on: a SQLite file in the given directory,
 //! and PostgreSQL from `NIGHTSHIFT_BENCH_PG_URL` (else `NIGHTSHIFT_TEST_PG_URL`, else
@@ -12,6 +13,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use nightshift_store::{Store, StoreConfig, SystemClock};
+
+/// The nearest-rank percentile `q` of `sorted` values (NaN when there are none).
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
 
 /// The backends to measure on, named for the table: `SQLite` (a file `<name>.db` in `dir`)
 /// and, when reachable and not excluded by `--sqlite-only`, `PostgreSQL` in a schema
@@ -52,5 +62,19 @@ pub async fn drop_schema(config: &StoreConfig) {
         let _ = sqlx::query(sqlx::AssertSqlSafe(sql))
             .execute(&mut conn)
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percentile;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=200).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.50), 100.0);
+        assert_eq!(percentile(&v, 0.99), 198.0);
+        assert_eq!(percentile(&[3.0], 0.99), 3.0);
+        assert!(percentile(&[], 0.5).is_nan());
     }
 }

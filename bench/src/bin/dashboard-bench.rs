@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use axum::extract::Request;
 use axum::middleware::Next;
-use nightshift_bench::{dashboard_seed, timeline_seed};
+use nightshift_bench::{dashboard_seed, percentile, timeline_seed};
 use nightshift_runner::api::{ApiState, router};
 use nightshift_store::{NewRun, RunFilter, RunStatus, Store, StoreConfig, SystemClock, Trigger};
 use sqlx::{AssertSqlSafe, Connection};
@@ -352,13 +352,9 @@ async fn get(http: &reqwest::Client, url: &str, auth: &(&str, String)) -> Result
 
 fn stats(mut ms: Vec<f64>, rows: usize) -> Stats {
     ms.sort_by(f64::total_cmp);
-    let pct = |q: f64| {
-        let rank = (q * ms.len() as f64).ceil() as usize;
-        ms[rank.clamp(1, ms.len()) - 1]
-    };
     Stats {
-        p50: pct(0.50),
-        p95: pct(0.95),
+        p50: percentile(&ms, 0.50),
+        p95: percentile(&ms, 0.95),
         max: *ms.last().expect("at least one sample"),
         rows,
     }

@@ -207,13 +207,9 @@ async fn post_all(url: &str, deliveries: &[Delivery], status: u16) -> Result<Mea
     }
     let elapsed = start.elapsed().as_secs_f64();
     ms.sort_by(f64::total_cmp);
-    let pct = |q: f64| {
-        let rank = (q * ms.len() as f64).ceil() as usize;
-        ms[rank.clamp(1, ms.len()) - 1]
-    };
     Ok(Measured {
         per_second: ms.len() as f64 / elapsed,
-        p50_ms: pct(0.50),
-        p99_ms: pct(0.99),
+        p50_ms: nightshift_bench::percentile(&ms, 0.50),
+        p99_ms: nightshift_bench::percentile(&ms, 0.99),
     })
 }
