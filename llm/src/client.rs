@@ -458,11 +458,20 @@ pub async fn send_with_fallback(
     cancel: &CancellationToken,
 ) -> Result<ModelResponse, ProviderError> {
     let mut last = None;
-    for client in chain {
+    for (i, client) in chain.iter().enumerate() {
         match client.send(req, cancel).await {
             Ok(resp) => return Ok(resp),
             Err(e) if e.is_transient() => {
-                tracing::warn!(model = client.model(), error = %e, "falling back to the next model");
+                match chain.get(i + 1) {
+                    Some(next) => {
+                        tracing::warn!(model = client.model(), next = next.model(), error = %e,
+                                                 "model failed; falling back to the next model")
+                    }
+                    None if chain.len() > 1 => tracing::warn!(model = client.model(), error = %e,
+                                                 "the last model of the fallback chain failed too"),
+                    None => tracing::warn!(model = client.model(), error = %e,
+                                           "model call failed (no fallback model is configured)"),
+                }
                 last = Some(e);
             }
             Err(e) => return Err(e),

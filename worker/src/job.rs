@@ -96,7 +96,10 @@ pub(crate) async fn run_job<H: Handler>(
     }
     let written = apply_outcome(&lease, &outcome, &timings.backoff).await;
     Exit::Finished(match written {
-        Ok(()) => Finished::Recorded(outcome),
+        Ok(()) => {
+            log_recorded(lease.job(), &outcome);
+            Finished::Recorded(outcome)
+        }
         Err(Error::LeaseLost { .. }) => {
             tracing::warn!(job_id, "lease lost before the outcome was written; dropped");
             Finished::LeaseLost
@@ -106,6 +109,28 @@ pub(crate) async fn run_job<H: Handler>(
             Finished::WriteFailed(e.to_string())
         }
     })
+}
+
+/// The one line for a retry or a deferral that was written: whether the attempt was the last
+/// (the job is dead-lettered, or cancelled when that was asked) or the job comes back.
+fn log_recorded(job: &nightshift_store::Job, outcome: &JobOutcome) {
+    match outcome {
+        JobOutcome::Retry { error, .. } if job.cancel_requested_at.is_some() => {
+            tracing::info!(%error, "attempt failed; the run was cancelled meanwhile, so it is not retried");
+        }
+        JobOutcome::Retry { error, .. } if job.attempts >= job.max_attempts => {
+            tracing::warn!(%error, attempt = job.attempts, max_attempts = job.max_attempts,
+                           "attempt failed and it was the last one: the job is dead-lettered and the run failed");
+        }
+        JobOutcome::Retry { error, .. } => {
+            tracing::info!(%error, attempt = job.attempts, max_attempts = job.max_attempts,
+                           "attempt failed; the job will be retried");
+        }
+        JobOutcome::Defer { until, error } => {
+            tracing::info!(%error, until, "job deferred; the attempt is not counted");
+        }
+        _ => {}
+    }
 }
 
 /// Writes a handler's outcome under `lease`: complete, retry (after the outcome's delay or

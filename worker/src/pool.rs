@@ -23,6 +23,7 @@ use crate::handler::{Handler, JobOutcome};
 use crate::job::{Exit, Finished, JobTimings, run_job};
 use crate::plan::{self, Drain, Next, WaitFor};
 use crate::slots::{Slot, Slots};
+use tracing::Instrument;
 
 /// How many times the pool yields to the scheduler after a job ends, to let jobs about to end
 /// join the same batch of ends.
@@ -147,12 +148,16 @@ impl<H: Handler> Pool<H> {
         match self.settle(&mut jobs.book, true).await {
             Ok((leases, claimed_all)) => {
                 for (lease, slot) in leases {
-                    let handle = jobs.tasks.spawn(run_job(
-                        self.handler.clone(),
-                        lease,
-                        timings.clone(),
-                        jobs.hard_stop.clone(),
-                    ));
+                    let span = job_span(lease.job());
+                    let handle = jobs.tasks.spawn(
+                        run_job(
+                            self.handler.clone(),
+                            lease,
+                            timings.clone(),
+                            jobs.hard_stop.clone(),
+                        )
+                        .instrument(span),
+                    );
                     jobs.book.running.insert(handle.id(), slot);
                 }
                 Some(claimed_all)
@@ -427,23 +432,26 @@ impl Book {
     fn count(&mut self, finished: &Finished) {
         let report = &mut self.report;
         match finished {
-            Finished::Recorded(outcome) => {
-                report.recorded += 1;
-                match outcome {
-                    JobOutcome::Retry { error, .. } => {
-                        tracing::info!(%error, "job will be retried")
-                    }
-                    JobOutcome::Defer { until, error } => {
-                        tracing::info!(%error, until, "job deferred; the attempt is not counted");
-                    }
-                    _ => {}
-                }
-            }
+            Finished::Recorded(_) => report.recorded += 1,
             Finished::Released => report.released += 1,
             Finished::LeaseLost => report.lease_lost += 1,
             Finished::WriteFailed(_) => report.failed_writes += 1,
         }
     }
+}
+
+/// The span every line logged while a job runs is in: its run, job, attempt and lane, and
+/// the agent (recorded by the handler once it has read the run). No secret is in it.
+fn job_span(job: &nightshift_store::Job) -> tracing::Span {
+    tracing::info_span!(
+        "job",
+        run_id = %job.run_id,
+        job_id = job.id,
+        attempt = job.attempts,
+        kind = job.kind.as_str(),
+        lane = %job.lane,
+        agent = tracing::field::Empty,
+    )
 }
 
 /// This machine's host name (`localhost` when it cannot be read): the first part of worker
