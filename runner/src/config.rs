@@ -32,6 +32,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// `[runtime]`: where runs work and what their tools may reach.
     pub runtime: RuntimeConfig,
+    /// `[log]`: how log lines are written (see [`crate::logging`]).
+    pub log: crate::logging::LogConfig,
     /// `[sandbox]`: how the commands tools start are confined.
     pub sandbox: crate::sandbox::SandboxConfig,
     /// `[providers.NAME]`: model providers agents refer to by name.

@@ -226,6 +226,17 @@ impl Parts {
     }
 }
 
+/// Checks `config` the way [`start`] does before it touches anything — agents, models and
+/// tools, schedules, webhooks, notify targets — without starting or changing anything. `Ok`
+/// when a daemon could start on it.
+pub fn check(config: &Config, store: &Store) -> anyhow::Result<()> {
+    build_runtime(config, None, redaction::secrets(config))?;
+    config.compiled_schedules()?;
+    crate::hooks::build(config)?;
+    Notifier::new(store.clone(), &config.agents)?;
+    Ok(())
+}
+
 /// This daemon's id: host, pid and a random suffix (two daemons never share one).
 fn daemon_id() -> String {
     format!(

@@ -13,6 +13,7 @@ pub mod daemon;
 pub mod demo;
 pub mod gateway;
 pub mod hooks;
+pub mod logging;
 pub mod notify;
 pub mod private;
 pub mod redaction;

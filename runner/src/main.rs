@@ -93,20 +93,6 @@ fn main() -> ExitCode {
     // Before anything is created: the database, data directory and logs are private.
     nightshift_runner::private::restrict_umask();
     let cli = Cli::parse();
-    // The demo prints a transcript; the daemon's progress logs would interleave with it.
-    let default_filter = match cli.command {
-        Command::Demo { .. } => "warn",
-        _ => "info,sqlx=warn",
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
-        )
-        // Each line is redacted once the config (and so every secret) is known.
-        .with_writer(nightshift_runner::redaction::LogWriter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -174,6 +174,8 @@ impl AgentRuntime {
             .run(run_id)
             .await?
             .ok_or_else(|| Stop::Corrupt(format!("run {run_id} is missing")))?;
+        // The pool's job span leaves the agent to whoever reads the run.
+        tracing::Span::current().record("agent", run.agent.as_str());
         let Some(agent) = self.agents.get(&run.agent) else {
             return Ok(JobOutcome::failed(format!(
                 "agent '{}' is not configured; configured agents: {}",

@@ -89,8 +89,14 @@ impl Session<'_> {
                     "the agent's definition changed since this run started; resuming with the new one"
                 );
             }
+            tracing::info!(
+                job_kind = self.ctx.lease.job().kind.as_str(),
+                turns = self.state.turns,
+                "run resumed"
+            );
             return Ok(None);
         }
+        tracing::info!(job_kind = self.ctx.lease.job().kind.as_str(), "run started");
         self.log(RunEvent::RunStarted {
             agent: self.agent.config.name.clone(),
             agent_hash: self.agent.hash.clone(),

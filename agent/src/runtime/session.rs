@@ -108,7 +108,37 @@ impl Session<'_> {
         }
         self.checkpoint().await?;
         self.record_progress().await?;
+        self.log_end(&end);
         Ok(JobOutcome::Done(end))
+    }
+
+    /// The one line an operator reads when a run ends (the job's span adds the run, job,
+    /// agent and attempt).
+    fn log_end(&self, end: &RunEnd) {
+        let duration_ms = self
+            .started_at
+            .map(|started| self.ctx.lease.store().now() - started);
+        let st = &self.state;
+        let status = end.run_status().as_str();
+        let (input_tokens, output_tokens) = (st.usage.input_tokens, st.usage.output_tokens);
+        let detail = match end {
+            RunEnd::Succeeded { .. } | RunEnd::Cancelled => None,
+            RunEnd::Failed { error: d }
+            | RunEnd::BudgetExhausted { detail: d }
+            | RunEnd::MaxRounds { detail: d } => d.lines().next(),
+        };
+        tracing::info!(
+            status,
+            duration_ms,
+            turns = st.turns,
+            input_tokens,
+            output_tokens,
+            cache_read_tokens = st.usage.cache_read_input_tokens,
+            cache_write_tokens = st.usage.cache_creation_input_tokens,
+            cost_usd = st.cost_usd,
+            detail,
+            "run ended"
+        );
     }
 
     /// The request for the next call, with `extra` appended at the bottom: the same state

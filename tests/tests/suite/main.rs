@@ -50,6 +50,8 @@
 //!   their actions, each refused without CSRF or from another site.
 //! - `runs_list`: listing runs (filters, search, keyset pages) and the queue overview, in
 //!   the store and over `GET /v1/runs`.
+//! - `logs`: the daemon's JSON log: every line an object, the job's lines carrying its run,
+//!   job, attempt and agent, one line at the run's start and one at its end.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -68,6 +70,7 @@ mod fakes;
 mod hooks;
 mod hostile;
 mod hostile_loop;
+mod logs;
 mod loop_property;
 mod notify;
 mod nul_text;

@@ -232,7 +232,7 @@ pub const API_TOKEN: &str = "process-test-token";
 
 /// A config for `nightshift serve` on `db` with one scripted agent `echo`; returns its path
 /// and the API's base URL.
-fn config_file(db: &TestDb, dir: &std::path::Path) -> (std::path::PathBuf, String) {
+pub(crate) fn config_file(db: &TestDb, dir: &std::path::Path) -> (std::path::PathBuf, String) {
     let script = r#"[{"content": [{"type": "text", "text": "hello from the script"}], "stop_reason": "end_turn"}]"#;
     std::fs::write(dir.join("script.json"), script).unwrap();
     let port = free_port();

@@ -1,0 +1,189 @@
+//! The daemon's log as an operator reads it: `[log] format = "json"` gives one JSON object per
+//! line, and the lines written while a job runs carry the run, job, attempt and agent, with
+//! one line when the run starts and one when it ends (status, duration, turns, tokens, cost).
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use nightshift_store::RunStatus;
+use nightshift_tests::{TestDb, eventually, on_both_backends};
+use serde_json::Value;
+
+use crate::process::{API_TOKEN, Proc, config_file, nightshift_bin};
+
+on_both_backends! {
+    json_log_lines_carry_the_run_and_say_when_it_starts_and_ends => json_log_lines_carry_the_run;
+    sighup_checks_the_config_and_never_stops_the_daemon => sighup_checks_the_config;
+}
+
+/// `nightshift serve` on `cfg` with its stderr (the log) written to `log_path`.
+fn serve_logging_to(cfg: &std::path::Path, log_path: &std::path::Path) -> Proc {
+    Proc {
+        child: Command::new(nightshift_bin())
+            .arg("--config")
+            .arg(cfg)
+            .arg("serve")
+            .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log_path).unwrap())
+            .spawn()
+            .expect("spawn nightshift serve"),
+    }
+}
+
+/// A config for `db` with JSON logs; its path, the API's URL and where the log goes.
+fn json_logging_config(
+    db: &TestDb,
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, String, std::path::PathBuf) {
+    let (cfg, api) = config_file(db, dir);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("[log]\nformat = \"json\"\n");
+    std::fs::write(&cfg, text).unwrap();
+    (cfg, api, dir.join("serve.log"))
+}
+
+async fn wait_for_api(http: &reqwest::Client, api: &str) {
+    eventually(Duration::from_secs(30), "the API to answer", || async {
+        let r = http.get(format!("{api}/healthz")).send().await.ok()?;
+        r.status().is_success().then_some(())
+    })
+    .await;
+}
+
+/// Enqueues a run of `echo` over the API and waits for it to succeed; its id.
+async fn run_echo(http: &reqwest::Client, api: &str, store: &nightshift_store::Store) -> String {
+    let created: Value = http
+        .post(format!("{api}/v1/runs"))
+        .bearer_auth(API_TOKEN)
+        .json(&serde_json::json!({"agent": "echo", "prompt": "hello, logs"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run_id = created["run_id"].as_str().expect("a run id").to_string();
+    eventually(Duration::from_secs(30), "the run to succeed", || async {
+        let run = store.run(&run_id).await.ok()??;
+        (run.status == RunStatus::Succeeded).then_some(())
+    })
+    .await;
+    run_id
+}
+
+/// Every line of the log at `path`, each parsed as JSON (a line that is not fails the test).
+fn json_lines(path: &std::path::Path) -> (String, Vec<Value>) {
+    let written = std::fs::read_to_string(path).unwrap();
+    let lines = written
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect();
+    (written, lines)
+}
+
+async fn json_log_lines_carry_the_run(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, api, log_path) = json_logging_config(db, dir.path());
+    let mut serve = serve_logging_to(&cfg, &log_path);
+    let store = db.store().await;
+    let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
+    wait_for_api(&http, &api).await;
+    let run_id = run_echo(&http, &api, &store).await;
+    serve.signal("TERM");
+    assert!(serve.wait_exit(Duration::from_secs(20)).await.success());
+
+    let (written, lines) = json_lines(&log_path);
+    for line in &lines {
+        for key in ["timestamp", "level", "target", "message"] {
+            assert!(line.get(key).is_some(), "{key} in {line}");
+        }
+    }
+    assert!(
+        lines.iter().any(|l| l["message"] == "HTTP API listening"),
+        "the daemon's own lines are JSON too: {written}"
+    );
+    let of_run: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["span"]["run_id"] == run_id.as_str())
+        .collect();
+    let job = store.jobs_of_run(&run_id).await.unwrap()[0].clone();
+    for line in &of_run {
+        let span = &line["span"];
+        assert_eq!(span["name"], "job", "{line}");
+        assert_eq!(span["job_id"], job.id, "{line}");
+        assert_eq!(span["attempt"], 1, "{line}");
+        assert_eq!(span["kind"], "start", "{line}");
+        assert_eq!(span["lane"], "default", "{line}");
+    }
+    let started = of_run
+        .iter()
+        .find(|l| l["message"] == "run started")
+        .unwrap_or_else(|| panic!("a 'run started' line for {run_id}: {written}"));
+    assert_eq!(started["span"]["agent"], "echo", "{started}");
+    let ended = of_run
+        .iter()
+        .find(|l| l["message"] == "run ended")
+        .unwrap_or_else(|| panic!("a 'run ended' line for {run_id}: {written}"));
+    assert_eq!(ended["span"]["agent"], "echo", "{ended}");
+    assert_eq!(ended["status"], "succeeded", "{ended}");
+    assert_eq!(ended["turns"], 1, "{ended}");
+    assert!(
+        ended["duration_ms"].as_i64().is_some_and(|d| d >= 0),
+        "{ended}"
+    );
+    let run = store.run(&run_id).await.unwrap().unwrap();
+    assert_eq!(ended["input_tokens"], run.input_tokens, "{ended}");
+    assert_eq!(ended["output_tokens"], run.output_tokens, "{ended}");
+    assert!(ended["cost_usd"].is_number(), "{ended}");
+}
+
+/// SIGHUP checks the config file again and logs the verdict, and the daemon keeps working on
+/// the config it started with: after a valid file, after an invalid one (the error names the
+/// key), and a run still succeeds after both.
+async fn sighup_checks_the_config(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, api, log_path) = json_logging_config(db, dir.path());
+    let mut serve = serve_logging_to(&cfg, &log_path);
+    let store = db.store().await;
+    let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
+    wait_for_api(&http, &api).await;
+    let said = |message: &'static str| {
+        let log_path = log_path.clone();
+        move || {
+            let log_path = log_path.clone();
+            async move {
+                let (_, lines) = json_lines(&log_path);
+                lines.into_iter().find(|l| l["message"] == message)
+            }
+        }
+    };
+    serve.signal("HUP");
+    eventually(
+        Duration::from_secs(20),
+        "the valid config to be reported",
+        said("SIGHUP: the config is valid, but this version applies a changed config only at a restart; still running on the config it started with"),
+    )
+    .await;
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    assert!(good.contains("slots = 2"), "{good}");
+    std::fs::write(&cfg, good.replace("slots = 2", "slots = \"many\"")).unwrap();
+    serve.signal("HUP");
+    let refused = eventually(
+        Duration::from_secs(20),
+        "the invalid config to be reported",
+        said("SIGHUP: the config is invalid; still running on the config it started with"),
+    )
+    .await;
+    assert_eq!(refused["level"], "ERROR", "{refused}");
+    let error = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("slots"),
+        "the error names the key: {refused}"
+    );
+    assert!(serve.child.try_wait().unwrap().is_none(), "still running");
+    run_echo(&http, &api, &store).await;
+    serve.signal("TERM");
+    assert!(serve.wait_exit(Duration::from_secs(20)).await.success());
+}
