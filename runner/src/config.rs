@@ -142,8 +142,17 @@ pub struct Overrides {
 impl Config {
     /// Parses TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> anyhow::Result<Config> {
-        toml::from_str::<Config>(text).map_err(|e| {
-            let message = e.message();
+        let parsed: Result<Config, _> =
+            serde_path_to_error::deserialize(toml::Deserializer::new(text));
+        parsed.map_err(|e| {
+            // The key the value was meant for (`worker.slots`, `agents[0].budgets`), when
+            // serde got as far as one.
+            let key = e.path().to_string();
+            let e = e.into_inner();
+            let message = match key.as_str() {
+                "" | "." => e.message().to_string(),
+                key => format!("{key}: {}", e.message()),
+            };
             let location = e
                 .span()
                 .map(|span| {
@@ -412,6 +421,28 @@ mod tests {
             config.agents[0].notify[0].secret_env,
             "REVIEWER_NOTIFY_SECRET"
         );
+    }
+
+    #[test]
+    fn wrong_types_and_bad_enum_values_name_the_whole_key() {
+        for (text, expect) in [
+            (
+                "[worker]\nslots = \"many\"\n",
+                "x.toml (line 2): worker.slots: invalid type: string \"many\", expected usize",
+            ),
+            (
+                "[[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\n\
+                 budgets = { max_turns = \"x\" }\n",
+                "x.toml (line 5): agents[0].budgets.max_turns: invalid type: string \"x\"",
+            ),
+            (
+                "[log]\nformat = \"xml\"\n",
+                "x.toml (line 2): log.format: unknown variant `xml`, expected `text` or `json`",
+            ),
+        ] {
+            let err = Config::parse(text, "x.toml").unwrap_err().to_string();
+            assert!(err.starts_with(expect), "{text}: {err}");
+        }
     }
 
     #[test]
