@@ -268,6 +268,17 @@ impl AgentConfig {
                 "must be at least 1",
             ));
         }
+        if let Some(max) = self.budgets.max_cost_usd
+            && !(max.is_finite() && max > 0.0)
+        {
+            return Err(ConfigError::value(
+                at("budgets.max_cost_usd"),
+                format!(
+                    "is {max}; a budget is a positive number of US dollars, like 2.0 (leave it \
+                     out for no cost budget)"
+                ),
+            ));
+        }
         let c = &self.context;
         if !(c.compact_at > 0.0 && c.compact_at <= 1.0) {
             return Err(ConfigError::value(

@@ -446,6 +446,36 @@ mod tests {
     }
 
     #[test]
+    fn a_cost_budget_that_is_not_a_positive_number_is_refused_naming_the_key() {
+        let agent = |budget: &str| {
+            format!(
+                "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
+                 [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\n\
+                 budgets = {{ max_cost_usd = {budget} }}\n"
+            )
+        };
+        for bad in ["-1.0", "0.0", "nan", "inf"] {
+            let err = Config::parse(&agent(bad), "x.toml")
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("agents.a.budgets.max_cost_usd"),
+                "{bad}: {err}"
+            );
+            assert!(
+                err.contains("positive number of US dollars"),
+                "{bad}: {err}"
+            );
+        }
+        Config::parse(&agent("2.5"), "x.toml")
+            .unwrap()
+            .validate()
+            .unwrap();
+    }
+
+    #[test]
     fn command_tool_schemas_must_be_valid_json_schema() {
         let tool = |schema: &str| {
             format!(
