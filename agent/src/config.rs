@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::pricing::{ModelPrices, PriceTable, Pricing};
 use sha2::{Digest, Sha256};
 
 /// A value of an `[[agents]]` entry (or of its `wakeups`, `approvals` or `notify` tables) that
@@ -87,9 +89,10 @@ pub struct AgentConfig {
     /// same provider).
     #[serde(default)]
     pub fallback: Vec<String>,
-    /// Prices, USD per million tokens, for the cost budget. Default 0.
-    #[serde(default)]
-    pub pricing: Pricing,
+    /// The main model's prices, USD per million tokens, instead of the built-in price table's
+    /// (see [`crate::pricing`]). Default: the table's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<Pricing>,
     /// Limits on `schedule_wakeup` (enable it by listing it in `tools`).
     #[serde(default)]
     pub wakeups: crate::wakeup::WakeupPolicy,
@@ -204,27 +207,6 @@ impl Default for ContextPolicy {
     }
 }
 
-/// USD per million tokens.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Pricing {
-    pub input: f64,
-    pub output: f64,
-    pub cache_write: f64,
-    pub cache_read: f64,
-}
-
-impl Pricing {
-    /// The cost of one call's usage.
-    pub fn cost(&self, u: &nightshift_llm::Usage) -> f64 {
-        let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
-        per(u.input_tokens, self.input)
-            + per(u.output_tokens, self.output)
-            + per(u.cache_creation_input_tokens, self.cache_write)
-            + per(u.cache_read_input_tokens, self.cache_read)
-    }
-}
-
 impl AgentConfig {
     /// Checks every value; the error names the agent and the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -279,6 +261,11 @@ impl AgentConfig {
                 ),
             ));
         }
+        if let Some(pricing) = &self.pricing {
+            pricing
+                .check()
+                .map_err(|e| ConfigError::value(at("pricing"), e))?;
+        }
         let c = &self.context;
         if !(c.compact_at > 0.0 && c.compact_at <= 1.0) {
             return Err(ConfigError::value(
@@ -295,10 +282,30 @@ impl AgentConfig {
         Ok(())
     }
 
-    /// Resolves the system prompt (reading `system_file` relative to `base`) and computes the
-    /// definition's hash.
+    /// The ids of the models this agent may call: its `model`, then each `fallback`'s model
+    /// (`provider/model` or `model`), in order, each once.
+    pub fn model_ids(&self) -> Vec<String> {
+        let mut ids = vec![self.model.clone()];
+        for f in &self.fallback {
+            let model = f.split_once('/').map_or(f.as_str(), |(_, m)| m).to_string();
+            if !ids.contains(&model) {
+                ids.push(model);
+            }
+        }
+        ids
+    }
+
+    /// [`AgentConfig::resolve_with`] the built-in price table.
     pub fn resolve(&self, base: &Path) -> Result<AgentDef, ConfigError> {
+        self.resolve_with(base, &PriceTable::builtin())
+    }
+
+    /// Resolves the system prompt (reading `system_file` relative to `base`), the prices of
+    /// the agent's models from `prices` (refusing a cost budget over an unpriced model) and
+    /// computes the definition's hash.
+    pub fn resolve_with(&self, base: &Path, prices: &PriceTable) -> Result<AgentDef, ConfigError> {
         self.validate()?;
+        let prices = ModelPrices::for_agent(self, prices)?;
         let system = match (&self.system, &self.system_file) {
             (Some(s), _) => s.clone(),
             (None, Some(file)) => {
@@ -323,6 +330,7 @@ impl AgentConfig {
             config: self.clone(),
             system,
             hash,
+            prices,
         })
     }
 }
@@ -333,6 +341,8 @@ pub struct AgentDef {
     pub config: AgentConfig,
     pub system: String,
     pub hash: String,
+    /// What its models' calls cost.
+    pub prices: ModelPrices,
 }
 
 #[cfg(test)]

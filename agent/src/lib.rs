@@ -34,19 +34,20 @@ pub mod config;
 pub mod events;
 pub mod notify;
 pub mod ports;
+pub mod pricing;
 pub mod runtime;
 pub mod state;
 pub mod tasks;
 pub mod wakeup;
 
 pub use config::{
-    AgentConfig, AgentDef, AgentSandbox, Budgets, ConfigError, ContextPolicy, Pricing,
-    SandboxNetwork,
+    AgentConfig, AgentDef, AgentSandbox, Budgets, ConfigError, ContextPolicy, SandboxNetwork,
 };
 pub use events::{EndStatus, EventError, RunEvent};
 pub use nightshift_tools::{ToolClass, ToolOutput};
 pub use notify::NotifyTarget;
 pub use ports::{ModelFailure, ModelGateway, ToolBox, ToolCall};
+pub use pricing::{ModelPrices, PriceTable, Pricing};
 pub use runtime::{AgentRuntime, Step, next_step};
 pub use state::{RunState, StateError};
 pub use wakeup::{SCHEDULE_WAKEUP, WakeupPolicy, is_control_tool};

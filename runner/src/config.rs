@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::collections::BTreeMap;
 
 use anyhow::{Context, bail};
-use nightshift_agent::AgentConfig;
+use nightshift_agent::{AgentConfig, PriceTable, Pricing};
 use nightshift_llm::ProviderConfig;
 use nightshift_scheduler::cron::{Schedule, ScheduleSpec};
 use nightshift_scheduler::hooks::HookConfig;
@@ -47,6 +47,9 @@ pub struct Config {
     pub schedules: Vec<ScheduleSpec>,
     /// `[[hooks]]`: webhook endpoints `POST /hooks/{name}` and the runs they start.
     pub hooks: Vec<HookConfig>,
+    /// `[prices."MODEL"]`: USD per million tokens for models the built-in table does not
+    /// know, or other prices for ones it does (see `nightshift_agent::pricing`).
+    pub prices: BTreeMap<String, Pricing>,
     /// The directory relative paths in the file are resolved against (the file's own).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -172,16 +175,18 @@ impl Config {
                 let text = std::fs::read_to_string(p)
                     .with_context(|| format!("cannot read the config file {}", p.display()))?;
                 let mut config = Config::parse(&text, &p.display().to_string())?;
-                config.base_dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
+                config.anchor_paths(p.parent().unwrap_or(Path::new("")))?;
                 config
             }
             None => {
                 let p = PathBuf::from(DEFAULT_PATH);
-                match std::fs::read_to_string(&p) {
+                let mut config = match std::fs::read_to_string(&p) {
                     Ok(text) => Config::parse(&text, DEFAULT_PATH)?,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
                     Err(e) => bail!("cannot read {DEFAULT_PATH}: {e}"),
-                }
+                };
+                config.anchor_paths(Path::new(""))?;
+                config
             }
         };
         if let Ok(url) = std::env::var(DATABASE_URL_ENV)
@@ -214,9 +219,11 @@ impl Config {
                 .validate()
                 .map_err(|e| invalid(format!("providers.{name}.{}: {}", e.key, e.message)))?;
         }
+        let prices = self.price_table()?;
         let mut seen = std::collections::BTreeSet::new();
         for agent in &self.agents {
             agent.validate().map_err(invalid)?;
+            nightshift_agent::ModelPrices::for_agent(agent, &prices).map_err(invalid)?;
             if !seen.insert(agent.name.as_str()) {
                 return Err(invalid(format!(
                     "agents: '{}' is defined twice; agent names must be unique",
@@ -262,6 +269,11 @@ impl Config {
         Ok(())
     }
 
+    /// The built-in model prices with the file's `[prices]` laid over them.
+    pub fn price_table(&self) -> anyhow::Result<PriceTable> {
+        PriceTable::with_overrides(&self.prices).map_err(|e| anyhow::anyhow!("invalid config: {e}"))
+    }
+
     /// The `[[schedules]]`, checked: names unique, expressions, zones, agents and prompt
     /// templates valid.
     pub fn compiled_schedules(&self) -> anyhow::Result<Vec<Schedule>> {
@@ -284,6 +296,32 @@ impl Config {
         Ok(out)
     }
 
+    /// Makes every relative path the file holds relative to `dir`, the file's directory (made
+    /// absolute against the working directory once, here): the SQLite file of
+    /// `database.url`, `runtime.data_dir`, and command tools' programs given as a relative
+    /// path with a `/` (a bare name is still looked up on PATH). System prompt files, scripts
+    /// and the sandbox launcher are resolved against [`Config::base_dir`] where they are
+    /// read. A database URL from the environment or a flag is taken as given, relative to the
+    /// working directory like any command-line path.
+    pub fn anchor_paths(&mut self, dir: &Path) -> anyhow::Result<()> {
+        let dir = std::path::absolute(dir)
+            .with_context(|| format!("cannot make {} absolute", dir.display()))?;
+        self.database.url = anchor_sqlite_url(&self.database.url, &dir);
+        if self.runtime.data_dir.is_relative() {
+            self.runtime.data_dir = dir.join(&self.runtime.data_dir);
+        }
+        for tool in &mut self.command_tools {
+            if let Some(program) = tool.command.first_mut()
+                && program.contains('/')
+                && Path::new(program.as_str()).is_relative()
+            {
+                *program = dir.join(program.as_str()).display().to_string();
+            }
+        }
+        self.base_dir = dir;
+        Ok(())
+    }
+
     /// A path from the file, resolved against the file's directory.
     pub fn resolve_path(&self, p: &Path) -> PathBuf {
         if p.is_absolute() {
@@ -291,6 +329,23 @@ impl Config {
         } else {
             self.base_dir.join(p)
         }
+    }
+}
+
+/// `url` with a relative SQLite file path made relative to `dir` (other URLs unchanged).
+fn anchor_sqlite_url(url: &str, dir: &Path) -> String {
+    let trimmed = url.trim();
+    let Some(file) = crate::private::sqlite_file(trimmed) else {
+        return url.to_string();
+    };
+    if file.is_absolute() {
+        return url.to_string();
+    }
+    let query = trimmed.split_once('?').map(|(_, q)| q);
+    let anchored = dir.join(file);
+    match query {
+        Some(q) => format!("sqlite://{}?{q}", anchored.display()),
+        None => format!("sqlite://{}", anchored.display()),
     }
 }
 
@@ -451,6 +506,7 @@ mod tests {
             format!(
                 "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
                  [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\n\
+                 pricing = {{ input = 1.0, output = 2.0 }}\n\
                  budgets = {{ max_cost_usd = {budget} }}\n"
             )
         };
@@ -631,5 +687,97 @@ mod tests {
             };
             assert!(err.contains(expect), "{expect}: {err}");
         }
+    }
+
+    #[test]
+    fn relative_paths_in_the_file_resolve_against_its_directory_whatever_the_cwd() {
+        let dir = tempfile::tempdir().unwrap();
+        let etc = dir.path().join("etc");
+        std::fs::create_dir(&etc).unwrap();
+        let file = etc.join("nightshift.toml");
+        std::fs::write(
+            &file,
+            "[database]\nurl = \"sqlite://state/ns.db?mode=rwc\"\n\
+             [runtime]\ndata_dir = \"data\"\n\
+             [[command_tools]]\nname = \"lint\"\ndescription = \"d\"\n\
+             command = [\"scripts/lint.sh\", \"--fix\"]\n\
+             [[command_tools]]\nname = \"jq\"\ndescription = \"d\"\ncommand = [\"jq\"]\n",
+        )
+        .unwrap();
+        let c = Config::load(Some(&file), &Overrides::default()).unwrap();
+        assert_eq!(
+            c.database.url,
+            format!("sqlite://{}?mode=rwc", etc.join("state/ns.db").display())
+        );
+        assert_eq!(c.runtime.data_dir, etc.join("data"));
+        assert_eq!(c.base_dir, etc);
+        assert_eq!(
+            c.command_tools[0].command,
+            [
+                etc.join("scripts/lint.sh").display().to_string(),
+                "--fix".into()
+            ]
+        );
+        assert_eq!(
+            c.command_tools[1].command,
+            ["jq"],
+            "a bare name stays a PATH lookup"
+        );
+        // Absolute paths and PostgreSQL URLs are kept; a URL given as an override is not
+        // moved (it is the command line's, relative to the working directory).
+        assert_eq!(
+            anchor_sqlite_url("sqlite:///var/lib/ns.db", &etc),
+            "sqlite:///var/lib/ns.db"
+        );
+        assert_eq!(
+            anchor_sqlite_url("postgres://u@h/db", &etc),
+            "postgres://u@h/db"
+        );
+        assert_eq!(
+            anchor_sqlite_url("sqlite::memory:", &etc),
+            "sqlite::memory:"
+        );
+        let o = Overrides {
+            database_url: Some("sqlite://here.db".into()),
+            slots: None,
+        };
+        let c = Config::load(Some(&file), &o).unwrap();
+        assert_eq!(c.database.url, "sqlite://here.db");
+    }
+
+    #[test]
+    fn a_cost_budget_over_a_model_without_a_price_is_refused_at_load() {
+        let agent = |model: &str| {
+            format!(
+                "[providers.p]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\
+                 [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"{model}\"\n\
+                 budgets = {{ max_cost_usd = 2.0 }}\n"
+            )
+        };
+        Config::parse(&agent("gpt-4o-mini"), "x")
+            .unwrap()
+            .validate()
+            .unwrap();
+        let err = Config::parse(&agent("qwen2.5-coder"), "x")
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("agents.a.budgets.max_cost_usd") && err.contains("'qwen2.5-coder'"),
+            "{err}"
+        );
+        let priced = format!(
+            "{}[prices.\"qwen2.5-coder\"]\ninput = 0.2\noutput = 0.6\n",
+            agent("qwen2.5-coder")
+        );
+        Config::parse(&priced, "x").unwrap().validate().unwrap();
+        let negative = format!("{}[prices.\"m\"]\ninput = -0.2\n", agent("gpt-4o"));
+        let err = Config::parse(&negative, "x")
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("prices.\"m\" has input = -0.2"), "{err}");
     }
 }

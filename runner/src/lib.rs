@@ -43,10 +43,11 @@ pub fn build_runtime(
     tasks: Option<nightshift_tools::TaskSupervisor>,
     secrets: nightshift_tools::SecretResolver,
 ) -> anyhow::Result<AgentRuntime> {
+    let prices = config.price_table()?;
     let defs = config
         .agents
         .iter()
-        .map(|a| a.resolve(&config.base_dir))
+        .map(|a| a.resolve_with(&config.base_dir, &prices))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("invalid config: {e}"))?;
     let gateway = Gateway::build(config)?;

@@ -43,7 +43,8 @@ pub struct CommandToolConfig {
     /// Tool name shown to the model: 1–64 of `A-Z a-z 0-9 _ -`.
     pub name: String,
     pub description: String,
-    /// Program and arguments (no shell). Use an absolute path or a name found on PATH.
+    /// Program and arguments (no shell): an absolute path, a path relative to the config
+    /// file's directory (made absolute when the config loads), or a name found on PATH.
     pub command: Vec<String>,
     /// JSON Schema of the input; must be a valid JSON Schema (draft 2020-12 unless `$schema`
     /// names another) with `"type": "object"`, self-contained (no remote `$ref`). Every call's

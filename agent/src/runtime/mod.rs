@@ -376,7 +376,7 @@ impl AgentRuntime {
         }
         match self.models.call(s.agent, &req, &s.ctx.cancel).await {
             Ok(resp) => {
-                let cost_usd = s.agent.config.pricing.cost(&resp.usage);
+                let cost_usd = s.agent.prices.cost(&resp.model, &resp.usage);
                 s.log(RunEvent::Compacted {
                     summary: format!(
                         "[Summary of the earlier conversation]\n{}",

@@ -183,7 +183,7 @@ impl Session<'_> {
         resp: &ModelResponse,
         latency: std::time::Duration,
     ) -> Result<(), Stop> {
-        let cost_usd = self.agent.config.pricing.cost(&resp.usage);
+        let cost_usd = self.agent.prices.cost(&resp.model, &resp.usage);
         self.log(RunEvent::AssistantMessage {
             message: resp.message(),
             stop_reason: resp.stop_reason.clone(),
