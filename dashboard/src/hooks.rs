@@ -129,7 +129,7 @@ pub async fn page(
             name: h.name.clone(),
             path: format!("/hooks/{}", h.name),
             signature: h.scheme.name(),
-            routes: routes(h),
+            routes: routes(&h),
             counts: h.counters.snapshot().into_iter().collect(),
             deliveries: recorded.iter().map(|d| delivery(d, now)).collect(),
         });

@@ -59,10 +59,9 @@ pub struct DashboardState {
     pub store: Store,
     /// The API token (sign-in compares against it; sessions are keyed from it).
     pub token: Arc<String>,
-    /// The configured agent names (the agent filter's choices).
-    pub agents: Arc<Vec<String>>,
     /// Where runs are checked and enqueued (a schedule's trigger goes through it, as the
-    /// API's does).
+    /// API's does); it knows the configured agent names (the agent filter's choices), as
+    /// they are after a reload.
     pub intake: Intake,
     /// The configured webhooks, with their in-process counters (as `GET /v1/hooks` shows).
     pub hooks: Arc<HookSet>,
@@ -83,7 +82,6 @@ impl DashboardState {
     ) -> DashboardState {
         DashboardState {
             keys: auth::Keys::new(&token),
-            agents: Arc::new(intake.agents().to_vec()),
             store,
             token,
             intake,
@@ -104,7 +102,7 @@ impl DashboardState {
 impl std::fmt::Debug for DashboardState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DashboardState")
-            .field("agents", &self.agents)
+            .field("agents", &self.intake.agents())
             .field("token", &"[redacted]")
             .finish()
     }

@@ -91,7 +91,7 @@ pub async fn page(
                 &state,
                 StatusCode::BAD_REQUEST,
                 "runs.html",
-                context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.agents.to_vec(), rows => Vec::<()>::new(), error => why, signed_in => true, nav => "runs" },
+                context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.intake.agents().to_vec(), rows => Vec::<()>::new(), error => why, signed_in => true, nav => "runs" },
             );
         }
     };
@@ -151,7 +151,7 @@ pub async fn page(
         &state,
         StatusCode::OK,
         "runs.html",
-        context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.agents.to_vec(), rows => Value::from(minijinja::value::Serde(&rows)), next, error => "", signed_in => true, nav => "runs" },
+        context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.intake.agents().to_vec(), rows => Value::from(minijinja::value::Serde(&rows)), next, error => "", signed_in => true, nav => "runs" },
     )
 }
 

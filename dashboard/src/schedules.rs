@@ -174,7 +174,7 @@ async fn set_enabled(
         enabled: Some(enabled),
         ..SchedulePatch::default()
     };
-    let flash = match cron::update(&state.store, &name, patch, state.intake.agents()).await {
+    let flash = match cron::update(&state.store, &name, patch, &state.intake.agents()).await {
         Ok(r) if enabled => match r.next_fire_at {
             Some(t) => format!("Enabled {name}: next fire {}.", format::utc(t)),
             None => format!("Enabled {name}."),

@@ -13,7 +13,7 @@ use nightshift_worker::shutdown_on_signals;
 use nightshift_runner::config::{Config, Overrides};
 use nightshift_runner::logging::{self, LogFormat};
 use nightshift_runner::notify::shown_url;
-use nightshift_runner::{daemon, redaction};
+use nightshift_runner::{daemon, redaction, reload};
 
 use crate::Cli;
 use crate::Command;
@@ -188,38 +188,12 @@ async fn serve(
     nightshift_sandbox::harden_daemon()
         .map_err(|e| anyhow::anyhow!("cannot harden the daemon: {e}"))?;
     let shutdown = shutdown_on_signals().context("cannot install signal handlers")?;
-    check_config_on_sighup(store.clone(), path, overrides)?;
-    daemon::run(config, store.clone(), shutdown).await
-}
-
-/// What SIGHUP logs when the config file is valid.
-const SIGHUP_VALID: &str = "SIGHUP: the config is valid, but this version applies a changed \
-                            config only at a restart; still running on the config it started with";
-
-/// SIGHUP never stops the daemon (its default action would kill it at once): the config file
-/// is read and checked again as `serve` checks it at start, and the answer logged — an error
-/// naming what is wrong, or that it is valid. Applying a changed config still takes a restart
-/// (`systemctl restart` drains first); the log line says so.
-fn check_config_on_sighup(
-    store: Store,
-    path: Option<std::path::PathBuf>,
-    overrides: Overrides,
-) -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = signal(SignalKind::hangup()).context("cannot install the SIGHUP handler")?;
-    tokio::spawn(async move {
-        while hup.recv().await.is_some() {
-            let checked = Config::load(path.as_deref(), &overrides)
-                .and_then(|config| daemon::check(&config, &store));
-            match checked {
-                Ok(()) => tracing::warn!("{SIGHUP_VALID}"),
-                Err(e) => tracing::error!(
-                    error = %format!("{e:#}"),
-                    "SIGHUP: the config is invalid; still running on the config it started with"
-                ),
-            }
-        }
-    });
+    // SIGHUP reloads the config file (see `nightshift_runner::reload`); it never stops the
+    // daemon (its default action would kill it at once), also while it starts.
+    let hangups = reload::hangups()?;
+    let running = daemon::start(config, store.clone(), shutdown).await?;
+    reload::on_sighup(hangups, running.reloader(), path, overrides);
+    running.wait().await?;
     Ok(())
 }
 

@@ -23,6 +23,10 @@
 //! 6. **store**: migrations, the data directory and database made private, tool processes a
 //!    crashed predecessor left are killed, and the config's schedules applied.
 //!
+//! [`Running::reloader`] reloads a changed config into the running subsystems (SIGHUP; see
+//! [`crate::reload`]): the agent runtime the pool takes for each job, the intake's agents,
+//! the webhooks, the notifier and the schedules.
+//!
 //! Then the subsystems are spawned: the schedule timer, the HTTP server, the notifier, the
 //! task keeper, and last the worker pool, so no run starts before the rest is up.
 //!
@@ -48,7 +52,7 @@
 //! ([`redaction::install_for_logs`]).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -65,6 +69,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::notify::Notifier;
+use crate::reload::{LiveRuntime, Reloader};
 use crate::tasks::TaskKeeper;
 use crate::{api, build_runtime, private, redaction};
 
@@ -95,6 +100,7 @@ pub async fn start(
     );
     let (token, token_source) = api::resolve_token(&config.server.token_env, &data_dir)?;
     let secrets = secrets(config);
+    redaction::require_runtime_secrets(config)?;
     let parts = Parts::build(config, &store, &supervisor, secrets)?;
     let listener = bind(&config.server.address).await?;
     let address = listener.local_addr()?;
@@ -105,17 +111,29 @@ pub async fn start(
     let timer = spawn_timer(&intake, &daemon_id, &stop);
     let state = api::ApiState {
         store: store.clone(),
-        intake,
+        intake: intake.clone(),
         token: Arc::new(token),
-        hooks: parts.hooks,
+        hooks: parts.hooks.clone(),
     };
     tracing::info!(%address, token = %token_source, "HTTP API listening");
     let server = spawn_server(listener, state, data_dir.clone(), &stop);
-    let notifier = Stoppable::spawn(|s| parts.notifier.run(s));
+    let notifier = Arc::new(Mutex::new(Stoppable::spawn(|s| parts.notifier.run(s))));
     let keeper = spawn_keeper(config, &store, daemon_id, &supervisor);
     refuse_tasks_on_stop(&supervisor, &stop);
-    let pool = spawn_pool(config, &store, parts.runtime, &stop);
+    let runtime = LiveRuntime::new(parts.runtime);
+    let reloader = Reloader {
+        store: store.clone(),
+        intake,
+        hooks: parts.hooks,
+        runtime: runtime.clone(),
+        supervisor: supervisor.clone(),
+        notifier: notifier.clone(),
+        config: Arc::new(Mutex::new(config.clone())),
+        busy: Arc::default(),
+    };
+    let pool = spawn_pool(config, &store, runtime, &stop);
     Ok(Running {
+        reloader,
         address,
         stop,
         pool,
@@ -130,11 +148,13 @@ pub async fn start(
 #[derive(Debug)]
 pub struct Running {
     address: SocketAddr,
+    /// Reloads the config into the running daemon (SIGHUP).
+    reloader: Reloader,
     /// Stops every subsystem that stops at once (a child of the caller's `shutdown`).
     stop: CancellationToken,
     pool: JoinHandle<nightshift_store::Result<PoolReport>>,
     keeper: Stoppable,
-    notifier: Stoppable,
+    notifier: Arc<Mutex<Stoppable>>,
     server: JoinHandle<std::io::Result<()>>,
     timer: JoinHandle<()>,
 }
@@ -155,12 +175,21 @@ impl Running {
         self.address
     }
 
+    /// What reloads a new config into this daemon (see [`crate::reload`]).
+    pub fn reloader(&self) -> Reloader {
+        self.reloader.clone()
+    }
+
     /// Waits for the shutdown, then stops the subsystems in the documented order. Every one
     /// is joined; the first that failed is the error.
     pub async fn wait(self) -> anyhow::Result<Stopped> {
         let pooled = drain_pool(self.pool, &self.stop).await;
         let kept = stop_keeper(self.keeper).await;
-        let notices_cut_short = stop_notifier(self.notifier).await;
+        let notifier = {
+            let mut slot = self.notifier.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::replace(&mut *slot, Stoppable::spawn(|_| async {}))
+        };
+        let notices_cut_short = stop_notifier(notifier).await;
         let served = join_server(self.server).await;
         let timed = self.timer.await.context("the schedule timer failed");
         kept?;
@@ -175,13 +204,13 @@ impl Running {
 
 /// A task stopped by a token of its own, later than the rest.
 #[derive(Debug)]
-struct Stoppable {
-    stop: CancellationToken,
+pub(crate) struct Stoppable {
+    pub(crate) stop: CancellationToken,
     handle: JoinHandle<()>,
 }
 
 impl Stoppable {
-    fn spawn<F, Fut>(task: F) -> Self
+    pub(crate) fn spawn<F, Fut>(task: F) -> Self
     where
         F: FnOnce(CancellationToken) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
@@ -230,6 +259,7 @@ impl Parts {
 /// tools, schedules, webhooks, notify targets — without starting or changing anything. `Ok`
 /// when a daemon could start on it.
 pub fn check(config: &Config, store: &Store) -> anyhow::Result<()> {
+    redaction::require_runtime_secrets(config)?;
     build_runtime(config, None, redaction::secrets(config))?;
     config.compiled_schedules()?;
     crate::hooks::build(config)?;
@@ -351,7 +381,7 @@ fn refuse_tasks_on_stop(supervisor: &TaskSupervisor, stop: &CancellationToken) {
 fn spawn_pool(
     config: &Config,
     store: &Store,
-    runtime: AgentRuntime,
+    runtime: LiveRuntime,
     stop: &CancellationToken,
 ) -> JoinHandle<nightshift_store::Result<PoolReport>> {
     let pool = Pool::new(store.clone(), runtime, config.worker.clone());

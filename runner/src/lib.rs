@@ -17,6 +17,7 @@ pub mod logging;
 pub mod notify;
 pub mod private;
 pub mod redaction;
+pub mod reload;
 pub mod sandbox;
 pub mod schedules_api;
 pub mod tasks;

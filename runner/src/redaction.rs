@@ -94,6 +94,22 @@ pub fn secrets(config: &Config) -> SecretResolver {
     SecretResolver::from_env(config.runtime.secret_names()).with_redact_only(daemon_held(config))
 }
 
+/// `Err` naming the first `runtime.secrets` variable that is not set (or empty), as an unset
+/// hook or notify secret refuses the start: a tool call using it would fail later, at the
+/// worst moment.
+pub fn require_runtime_secrets(config: &Config) -> anyhow::Result<()> {
+    for name in config.runtime.secret_names() {
+        let set = std::env::var(&name).is_ok_and(|v| !v.is_empty());
+        anyhow::ensure!(
+            set,
+            "invalid config: runtime.secrets names ${name}, which is not set (or empty); export \
+             it in the daemon's environment (with systemd: in the EnvironmentFile) or remove it \
+             from runtime.secrets"
+        );
+    }
+    Ok(())
+}
+
 static LOG_REDACTOR: RwLock<Option<Redactor>> = RwLock::new(None);
 
 /// From now on, [`LogWriter`] redacts with `redactor` (the last one installed wins).

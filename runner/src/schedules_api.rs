@@ -90,7 +90,7 @@ async fn create(
         Ok(b) => b,
         Err(e) => return bad_body(e),
     };
-    match cron::create(&state.store, spec, state.intake.agents()).await {
+    match cron::create(&state.store, spec, &state.intake.agents()).await {
         Ok(row) => view(&state, row, StatusCode::CREATED).await,
         Err(e) => schedule_error(e),
     }
@@ -116,7 +116,7 @@ async fn change(
         Ok(b) => b,
         Err(e) => return bad_body(e),
     };
-    match cron::update(&state.store, &name, patch, state.intake.agents()).await {
+    match cron::update(&state.store, &name, patch, &state.intake.agents()).await {
         Ok(row) => view(&state, row, StatusCode::OK).await,
         Err(e) => schedule_error(e),
     }

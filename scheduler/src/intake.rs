@@ -7,7 +7,7 @@
 //! its [`IntakeError`] says what to change. Config loaders that want to refuse a bad file at
 //! start (webhook routes, schedules) ask the same questions through [`check_agent`].
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use nightshift_store::{
@@ -81,11 +81,12 @@ pub enum IntakeError {
     Store(#[from] nightshift_store::Error),
 }
 
-/// The intake of one deployment: its store and the agents it runs.
+/// The intake of one deployment: its store and the agents it runs. Clones share the agent
+/// list, so [`Intake::set_agents`] (a config reload) reaches every one of them at once.
 #[derive(Debug, Clone)]
 pub struct Intake {
     store: Store,
-    agents: Arc<[String]>,
+    agents: Arc<RwLock<Arc<[String]>>>,
 }
 
 impl Intake {
@@ -93,7 +94,7 @@ impl Intake {
     pub fn new<S: Into<String>>(store: Store, agents: impl IntoIterator<Item = S>) -> Self {
         Self {
             store,
-            agents: agents.into_iter().map(Into::into).collect(),
+            agents: Arc::new(RwLock::new(agents.into_iter().map(Into::into).collect())),
         }
     }
 
@@ -102,15 +103,25 @@ impl Intake {
         &self.store
     }
 
-    /// The configured agent names.
-    pub fn agents(&self) -> &[String] {
-        &self.agents
+    /// The configured agent names, as they are now.
+    pub fn agents(&self) -> Arc<[String]> {
+        self.agents
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// From now on this intake and all its clones take runs of `agents` (a reloaded config).
+    /// Runs already enqueued are not touched.
+    pub fn set_agents<S: Into<String>>(&self, agents: impl IntoIterator<Item = S>) {
+        let agents: Arc<[String]> = agents.into_iter().map(Into::into).collect();
+        *self.agents.write().unwrap_or_else(|e| e.into_inner()) = agents;
     }
 
     /// Checks `req` and enqueues it. A request whose idempotency key was used before returns
     /// the first run with `duplicate: true`.
     pub async fn submit(&self, req: RunRequest) -> Result<Enqueued, IntakeError> {
-        check_agent(&self.agents, &req.agent)?;
+        check_agent(&self.agents(), &req.agent)?;
         let new = check(&req, self.store.now())?;
         Ok(self.store.enqueue(&new).await?)
     }

@@ -55,8 +55,8 @@ pub mod signature;
 pub use delivery::deliver;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -118,6 +118,23 @@ impl Counters {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Adds `other`'s counts to these (a reloaded hook keeps its counts).
+    pub fn add_from(&self, other: &Counters) {
+        for (to, from) in [
+            (&self.accepted, &other.accepted),
+            (&self.duplicate, &other.duplicate),
+            (&self.unauthorized, &other.unauthorized),
+            (&self.bad_request, &other.bad_request),
+            (&self.too_large, &other.too_large),
+            (&self.unmatched, &other.unmatched),
+            (&self.no_run, &other.no_run),
+            (&self.error, &other.error),
+            (&self.ping, &other.ping),
+        ] {
+            to.fetch_add(from.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+
     /// The counts by outcome name.
     pub fn snapshot(&self) -> BTreeMap<&'static str, u64> {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -160,10 +177,11 @@ impl Hook {
     }
 }
 
-/// Every configured hook, by name.
+/// Every configured hook, by name. [`HookSet::replace`] swaps in the hooks of a reloaded
+/// config for every holder at once; a delivery being handled keeps the hook it started with.
 #[derive(Debug, Default)]
 pub struct HookSet {
-    hooks: BTreeMap<String, Arc<Hook>>,
+    hooks: RwLock<Arc<BTreeMap<String, Arc<Hook>>>>,
     /// Requests to `/hooks/{name}` for a name that is not configured.
     pub unknown: AtomicU64,
 }
@@ -218,19 +236,38 @@ impl HookSet {
             }
         }
         Ok(HookSet {
-            hooks,
+            hooks: RwLock::new(Arc::new(hooks)),
             unknown: AtomicU64::new(0),
         })
     }
 
-    /// The hook named `name`.
-    pub fn get(&self, name: &str) -> Option<Arc<Hook>> {
-        self.hooks.get(name).cloned()
+    fn current(&self) -> Arc<BTreeMap<String, Arc<Hook>>> {
+        self.hooks.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// All hooks, by name.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Hook>> {
-        self.hooks.values()
+    /// The hook named `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<Hook>> {
+        self.current().get(name).cloned()
+    }
+
+    /// All hooks, by name, as they are now.
+    pub fn iter(&self) -> impl Iterator<Item = Arc<Hook>> + use<> {
+        let current = self.current();
+        current.values().cloned().collect::<Vec<_>>().into_iter()
+    }
+
+    /// From now on, the hooks of `new` (a reloaded config): a hook kept by name keeps its
+    /// counts, a removed one answers 404 from now on, deliveries in flight finish on the hook
+    /// they started with.
+    pub fn replace(&self, new: HookSet) {
+        let old = self.current();
+        let hooks = new.hooks.into_inner().unwrap_or_else(|e| e.into_inner());
+        for (name, hook) in hooks.iter() {
+            if let Some(before) = old.get(name) {
+                hook.counters.add_from(&before.counters);
+            }
+        }
+        *self.hooks.write().unwrap_or_else(|e| e.into_inner()) = hooks;
     }
 }
 

@@ -13,7 +13,7 @@ use crate::process::{API_TOKEN, Proc, config_file, nightshift_bin};
 
 on_both_backends! {
     json_log_lines_carry_the_run_and_say_when_it_starts_and_ends => json_log_lines_carry_the_run;
-    sighup_checks_the_config_and_never_stops_the_daemon => sighup_checks_the_config;
+    sighup_reloads_a_valid_config_and_keeps_the_old_one_on_error => sighup_checks_the_config;
 }
 
 /// `nightshift serve` on `cfg` with its stderr (the log) written to `log_path`.
@@ -142,6 +142,22 @@ async fn json_log_lines_carry_the_run(db: &TestDb) {
 /// SIGHUP checks the config file again and logs the verdict, and the daemon keeps working on
 /// the config it started with: after a valid file, after an invalid one (the error names the
 /// key), and a run still succeeds after both.
+/// The scripted agent `second` and a webhook `ci` starting its runs: what the reload adds.
+const RELOAD_ADDS: &str = "\n[[agents]]\nname = \"second\"\nprovider = \"scripted\"\n\
+    model = \"scripted-1\"\n\
+    [[hooks]]\nname = \"ci\"\nsignature = \"none\"\ndelivery_id = { header = \"X-Id\" }\n\
+    [[hooks.routes]]\nname = \"go\"\nagent = \"second\"\nprompt = \"from the hook\"\n";
+
+async fn post_run(http: &reqwest::Client, api: &str, agent: &str) -> reqwest::StatusCode {
+    http.post(format!("{api}/v1/runs"))
+        .bearer_auth(API_TOKEN)
+        .json(&serde_json::json!({"agent": agent, "prompt": "hello"}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
 async fn sighup_checks_the_config(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let (cfg, api, log_path) = json_logging_config(db, dir.path());
@@ -149,40 +165,115 @@ async fn sighup_checks_the_config(db: &TestDb) {
     let store = db.store().await;
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
     wait_for_api(&http, &api).await;
-    let said = |message: &'static str| {
+    let said = |message: &'static str, nth: usize| {
         let log_path = log_path.clone();
         move || {
             let log_path = log_path.clone();
             async move {
                 let (_, lines) = json_lines(&log_path);
-                lines.into_iter().find(|l| l["message"] == message)
+                lines
+                    .into_iter()
+                    .filter(|l| l["message"] == message)
+                    .nth(nth)
             }
         }
     };
+    let original = std::fs::read_to_string(&cfg).unwrap();
+    assert_eq!(
+        post_run(&http, &api, "second").await,
+        422,
+        "not an agent yet"
+    );
+
+    // A valid file that adds an agent and a webhook: applied without a restart.
+    std::fs::write(&cfg, format!("{original}{RELOAD_ADDS}")).unwrap();
     serve.signal("HUP");
-    eventually(
+    let reloaded = eventually(
         Duration::from_secs(20),
-        "the valid config to be reported",
-        said("SIGHUP: the config is valid, but this version applies a changed config only at a restart; still running on the config it started with"),
+        "the reload to be logged",
+        said(nightshift_runner::reload::RELOADED, 0),
     )
     .await;
-    let good = std::fs::read_to_string(&cfg).unwrap();
-    assert!(good.contains("slots = 2"), "{good}");
-    std::fs::write(&cfg, good.replace("slots = 2", "slots = \"many\"")).unwrap();
+    assert_eq!(reloaded["agents"], "[\"echo\", \"second\"]", "{reloaded}");
+    assert_eq!(post_run(&http, &api, "second").await, 202);
+    let delivered = http
+        .post(format!("{api}/hooks/ci"))
+        .header("X-Id", "d-1")
+        .json(&serde_json::json!({"any": "thing"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delivered.status(), 202, "the new hook takes deliveries");
+    let body: Value = delivered.json().await.unwrap();
+    let hook_run = body["runs"][0]["run_id"].as_str().unwrap().to_string();
+    eventually(
+        Duration::from_secs(30),
+        "the hook's run to succeed",
+        || async {
+            let run = store.run(&hook_run).await.ok()??;
+            (run.status == RunStatus::Succeeded && run.agent == "second").then_some(())
+        },
+    )
+    .await;
+
+    // A setting the daemon is built on: the rest applies, the key is named as needing a restart.
+    let reloaded_text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(reloaded_text.contains("slots = 2"), "{reloaded_text}");
+    std::fs::write(&cfg, reloaded_text.replace("slots = 2", "slots = 3")).unwrap();
+    serve.signal("HUP");
+    let restart = eventually(
+        Duration::from_secs(20),
+        "the restart-only change to be named",
+        said(
+            "SIGHUP: these settings changed but apply only at a restart: worker",
+            0,
+        ),
+    )
+    .await;
+    assert_eq!(restart["level"], "WARN", "{restart}");
+
+    // An invalid file changes nothing: the error names the key, the daemon runs on.
+    std::fs::write(&cfg, original.replace("slots = 2", "slots = \"many\"")).unwrap();
     serve.signal("HUP");
     let refused = eventually(
         Duration::from_secs(20),
         "the invalid config to be reported",
-        said("SIGHUP: the config is invalid; still running on the config it started with"),
+        said(nightshift_runner::reload::REFUSED, 0),
     )
     .await;
     assert_eq!(refused["level"], "ERROR", "{refused}");
     let error = refused["error"].as_str().unwrap_or_default();
     assert!(
-        error.contains("slots"),
+        error.contains("worker.slots"),
         "the error names the key: {refused}"
     );
+    // A secret the file lists but the environment lacks is refused like at start.
+    std::fs::write(
+        &cfg,
+        original.replace(
+            "[runtime]\n",
+            "[runtime]\nsecrets = [\"NIGHTSHIFT_TEST_UNSET_SECRET\"]\n",
+        ),
+    )
+    .unwrap();
+    serve.signal("HUP");
+    let refused = eventually(
+        Duration::from_secs(20),
+        "the unset secret to be reported",
+        said(nightshift_runner::reload::REFUSED, 1),
+    )
+    .await;
+    let error = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("runtime.secrets names $NIGHTSHIFT_TEST_UNSET_SECRET, which is not set"),
+        "{refused}"
+    );
     assert!(serve.child.try_wait().unwrap().is_none(), "still running");
+    assert_eq!(
+        post_run(&http, &api, "second").await,
+        202,
+        "still running on the reloaded config"
+    );
     run_echo(&http, &api, &store).await;
     serve.signal("TERM");
     assert!(serve.wait_exit(Duration::from_secs(20)).await.success());
