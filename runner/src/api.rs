@@ -17,22 +17,27 @@
 //! | `GET` | `/v1/notifications?run=&status=&limit=` | run notice deliveries, newest first: status (`pending`, `delivered`, `dead`), attempts, last error |
 //! | `POST` | `/v1/notifications/{delivery_id}/redeliver` | send a dead delivery again (fresh attempts, same delivery id) |
 //! | `GET` | `/healthz` | liveness, without the token |
+//! | `GET` | `/readyz` | readiness: 200 when the store takes a write transaction within 2 s, else 503 with `Retry-After`; no token |
+//! | `GET` | `/openapi.json` | the OpenAPI 3.1 document of every route above (see [`crate::openapi`]); no token |
 //! | `GET` | `/ui…` | the web dashboard, signed in with the token (see `nightshift_dashboard`) |
 //! | … | `/v1/schedules…` | cron schedules (see [`crate::schedules_api`]) |
 //!
 //! Every error is JSON `{"error": "…"}` saying what was wrong; a refused request changes
-//! nothing.
+//! nothing. The codes are decided in [`crate::api_errors`]: 400 for a body that is not JSON
+//! or a bad query parameter (naming it), 415 for a body not sent as JSON, 422 for a JSON
+//! value that does not fit (naming the key) or a bad value, 503 with `Retry-After` whenever
+//! the store is unavailable, 500 only for a bug.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Json;
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use nightshift_scheduler::{Intake, IntakeError, RunRequest};
 use nightshift_store::{
     CancelOutcome, ConcurrencyPolicy, DeliveryStatus, Error as StoreError, RunStatus, Store,

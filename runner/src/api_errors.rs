@@ -54,10 +54,9 @@ pub fn unavailable(why: impl std::fmt::Display) -> Response {
              {RETRY_AFTER_SECONDS} seconds"
         ),
     );
-    response.headers_mut().insert(
-        header::RETRY_AFTER,
-        HeaderValue::from(RETRY_AFTER_SECONDS),
-    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
     response
 }
 
@@ -124,7 +123,12 @@ where
         }
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
-            .map_err(|e| error(e.status(), format!("cannot read the body: {}", e.body_text())))?;
+            .map_err(|e| {
+                error(
+                    e.status(),
+                    format!("cannot read the body: {}", e.body_text()),
+                )
+            })?;
         decode_body(&bytes)
             .map(JsonBody)
             .map_err(|(status, message)| error(status, message))
@@ -157,9 +161,7 @@ pub fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, (StatusCode, 
             return Err(refusal(&path, &inner));
         }
     };
-    json.end()
-        .map_err(|e| refusal(".", &e))
-        .map(|()| value)
+    json.end().map_err(|e| refusal(".", &e)).map(|()| value)
 }
 
 fn refusal(path: &str, e: &serde_json::Error) -> (StatusCode, String) {

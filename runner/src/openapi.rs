@@ -121,7 +121,11 @@ pub fn document() -> Document {
     for (path, op) in operations(&mut doc) {
         if op.request_body.is_some() {
             add_error(op, 400, "the body is not JSON");
-            add_error(op, 415, "the body is not sent as `Content-Type: application/json`");
+            add_error(
+                op,
+                415,
+                "the body is not sent as `Content-Type: application/json`",
+            );
             add_error(
                 op,
                 422,
@@ -200,7 +204,11 @@ fn add_store_errors(op: &mut Operation) {
     op.responses
         .responses
         .insert("503".into(), RefOr::T(unavailable));
-    add_error(op, 500, "a bug: the store returned something it should not; logged");
+    add_error(
+        op,
+        500,
+        "a bug: the store returned something it should not; logged",
+    );
 }
 
 /// `{"ok": true}`.

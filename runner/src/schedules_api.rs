@@ -28,7 +28,6 @@ use utoipa_axum::routes;
 
 use crate::api::{ApiState, ErrorBody, JsonBody, error, store_error};
 
-
 /// The schedule routes (merged into [`crate::openapi`]'s routes behind the token).
 pub fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
@@ -165,10 +164,7 @@ async fn list(State(state): State<ApiState>) -> Response {
         (status = 422, description = "a bad value, naming its key (`schedules.NAME.cron`, …)", body = ErrorBody),
     )
 )]
-async fn create(
-    State(state): State<ApiState>,
-    JsonBody(spec): JsonBody<ScheduleSpec>,
-) -> Response {
+async fn create(State(state): State<ApiState>, JsonBody(spec): JsonBody<ScheduleSpec>) -> Response {
     match cron::create(&state.store, spec, state.intake.agents()).await {
         Ok(row) => view(&state, row, StatusCode::CREATED).await,
         Err(e) => schedule_error(e),
