@@ -12,13 +12,14 @@
 //! | answer | when |
 //! |---|---|
 //! | 202 | accepted: `{"hook", "delivery", "event", "redelivery": false, "runs": [{"route", "kind", "run_id", "job_id", "duplicate", "skipped", "superseded"}]}` |
-//! | 200 | a redelivery: the same body with `"redelivery": true` and the original runs; nothing enqueued. Also GitHub's `ping` (`"ping": true`, no runs) when no route takes it |
+//! | 200 | a redelivery: the same body with `"redelivery": true` and the original runs; nothing enqueued (also for copies arriving at once: exactly one of them gets the 202). Also GitHub's `ping` (`"ping": true`, no runs) when no route takes it |
 //! | 400 | the body is not JSON, or the delivery id is missing |
 //! | 401 | the signature is missing or wrong, or its timestamp is outside the tolerance |
 //! | 404 | no hook of that name; or a `resume` route found no unfinished run for its key |
 //! | 413 | the body is larger than the hook's `max_body_bytes` |
 //! | 422 | no route matched, or a template failed on this payload |
-//! | 500/503 | the store failed (503: retrying can help) |
+//! | 503 | the store is unavailable (with `Retry-After`; see [`crate::api_errors`]) |
+//! | 500 | a bug (logged) |
 //!
 //! Every refusal is JSON `{"error": "…"}` and enqueues nothing.
 

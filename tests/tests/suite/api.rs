@@ -326,6 +326,26 @@ async fn bad_requests_change_nothing(db: &TestDb) {
         api.store.list_runs(None, 10).await.unwrap().is_empty(),
         "nothing was enqueued"
     );
+    let schedule = json!({"name": "s", "cron": "@daily", "agent": "helper", "prompt": "p",
+                          "overlap": "sometimes"});
+    let (status, err) = api.send("POST", "/v1/schedules", Some(schedule)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(
+        err["error"],
+        "overlap: unknown variant `sometimes`, expected one of `skip`, `queue`, `allow`"
+    );
+    let (status, err) = api
+        .send("PATCH", "/v1/schedules/s", Some(json!({"enabled": "yes"})))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("enabled: invalid type"),
+        "{err}"
+    );
+    assert!(api.store.schedules().await.unwrap().is_empty());
     let (status, _) = api.send("GET", "/v1/runs/nope", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, err) = api.send("GET", "/v1/runs?status=sleeping", None).await;
