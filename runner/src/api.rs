@@ -17,30 +17,38 @@
 //! | `GET` | `/v1/notifications?run=&status=&limit=` | run notice deliveries, newest first: status (`pending`, `delivered`, `dead`), attempts, last error |
 //! | `POST` | `/v1/notifications/{delivery_id}/redeliver` | send a dead delivery again (fresh attempts, same delivery id) |
 //! | `GET` | `/healthz` | liveness, without the token |
+//! | `GET` | `/readyz` | readiness: 200 when the store takes a write transaction within 2 s, else 503 with `Retry-After`; no token |
+//! | `GET` | `/openapi.json` | the OpenAPI 3.1 document of every route above (see [`crate::openapi`]); no token |
 //! | `GET` | `/ui…` | the web dashboard, signed in with the token (see `nightshift_dashboard`) |
 //! | … | `/v1/schedules…` | cron schedules (see [`crate::schedules_api`]) |
 //!
 //! Every error is JSON `{"error": "…"}` saying what was wrong; a refused request changes
-//! nothing.
+//! nothing. The codes are decided in [`crate::api_errors`]: 400 for a body that is not JSON
+//! or a bad query parameter (naming it), 415 for a body not sent as JSON, 422 for a JSON
+//! value that does not fit (naming the key) or a bad value, 503 with `Retry-After` whenever
+//! the store is unavailable, 500 only for a bug.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::Json;
+use axum::Router;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use nightshift_scheduler::{Intake, IntakeError, RunRequest};
 use nightshift_store::{
     CancelOutcome, ConcurrencyPolicy, DeliveryStatus, Error as StoreError, RunStatus, Store,
     Trigger,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use subtle::ConstantTimeEq;
+use utoipa::{IntoParams, ToSchema};
+
+pub use crate::api_errors::{ErrorBody, JsonBody, error, store_error};
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -68,26 +76,10 @@ pub fn router(state: ApiState) -> Router {
 }
 
 /// The API's routes and the dashboard, which shows the run files (artifacts, running
-/// tasks' output) under `data_dir`.
+/// tasks' output) under `data_dir`. The API's routes all come from [`crate::openapi::routes`],
+/// so each one served is in `GET /openapi.json`; only the dashboard (HTML) is added here.
 pub fn router_with_data_dir(state: ApiState, data_dir: Option<std::path::PathBuf>) -> Router {
-    let v1 = Router::new()
-        .route("/v1/runs", post(create_run).get(list_runs))
-        .route("/v1/runs/{id}", get(show_run))
-        .route("/v1/runs/{id}/events", get(run_events))
-        .route("/v1/runs/{id}/cancel", post(cancel_run))
-        .route("/v1/runs/{id}/wake", post(wake_run))
-        .route("/v1/wakeups", get(list_wakeups))
-        .route("/v1/approvals", get(list_approvals))
-        .route("/v1/runs/{id}/approvals/{call}", post(decide_approval))
-        .merge(crate::schedules_api::routes())
-        .merge(crate::tasks_api::routes())
-        .route("/v1/notifications", get(list_notifications))
-        .route("/v1/notifications/{id}/redeliver", post(redeliver))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
-    Router::new()
-        .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
-        .merge(v1)
-        .merge(crate::hooks::routes(&state))
+    crate::openapi::routes(&state)
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint") })
         .with_state(state.clone())
         .merge(nightshift_dashboard::router(dashboard_state(
@@ -111,8 +103,11 @@ fn dashboard_state(
     }
 }
 
-pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(json!({ "error": message.into() }))).into_response()
+/// A query string parsed as `T`, or the 400 naming what is wrong with it.
+#[allow(clippy::result_large_err)] // the Err is the response, handed straight back to axum
+pub(crate) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, Response> {
+    q.map(|Query(q)| q)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))
 }
 
 /// A listing's query and its optional `status` filter parsed as `S`, or the 400 that says
@@ -125,7 +120,7 @@ pub(crate) fn status_query<T, S>(
 where
     S: std::str::FromStr<Err = nightshift_store::UnknownName>,
 {
-    let Query(q) = q.map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let q = query(q)?;
     let parsed = status(&q)
         .map(str::parse::<S>)
         .transpose()
@@ -155,15 +150,22 @@ pub(crate) async fn require_token(
 }
 
 /// The body of `POST /v1/runs`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRun {
+    /// A configured agent.
+    #[schema(example = "reviewer")]
     pub agent: String,
+    /// What the agent is asked to do.
+    #[schema(example = "Review PR 7")]
     pub prompt: String,
+    /// A second request with the same key answers 200 with the first run's ids.
     #[serde(default)]
     pub idempotency_key: Option<String>,
+    /// Higher runs first (-1000 to 1000, default 0).
     #[serde(default)]
     pub priority: Option<i64>,
+    /// The worker lane (default `default`).
     #[serde(default)]
     pub lane: Option<String>,
     /// Start no earlier than this many seconds from now.
@@ -172,40 +174,72 @@ pub struct CreateRun {
     /// Start no earlier than this time (RFC 3339, e.g. `2026-12-01T07:00:00Z`).
     #[serde(default)]
     pub run_at: Option<String>,
+    /// Attempts before the run fails (default from the config).
     #[serde(default)]
     pub max_attempts: Option<i64>,
     /// Runs with the same key run one at a time.
     #[serde(default)]
     pub concurrency_key: Option<String>,
-    /// `queue` (default), `skip`, `supersede` or `debounce` (with `debounce_seconds`).
+    /// What a run does when its key is held (default `queue`).
     #[serde(default)]
-    pub concurrency_policy: Option<String>,
+    pub concurrency_policy: Option<PolicyName>,
+    /// The debounce window, 1 to 86400 (only with `debounce`).
     #[serde(default)]
     pub debounce_seconds: Option<u64>,
 }
 
-#[derive(Debug, Serialize)]
-struct Created {
+/// A concurrency policy, by name.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyName {
+    /// Wait for the key.
+    Queue,
+    /// Drop the new run; answer with the active one (`skipped`).
+    Skip,
+    /// Cancel the runs holding the key and start this one.
+    Supersede,
+    /// Replace a queued run for the key; start after `debounce_seconds` of quiet.
+    Debounce,
+}
+
+impl PolicyName {
+    fn as_str(self) -> &'static str {
+        match self {
+            PolicyName::Queue => "queue",
+            PolicyName::Skip => "skip",
+            PolicyName::Supersede => "supersede",
+            PolicyName::Debounce => "debounce",
+        }
+    }
+}
+
+/// The answer to `POST /v1/runs`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Created {
     run_id: String,
     job_id: i64,
+    /// The idempotency key was used before: these are the first run's ids.
     duplicate: bool,
+    /// The `skip` policy dropped the new run: these are the active run's ids.
     skipped: bool,
+    /// Runs this one ended under the `supersede` policy.
     superseded: Vec<String>,
 }
 
-async fn create_run(
+/// `POST /v1/runs`: enqueues a run.
+#[utoipa::path(
+    post, path = "/v1/runs", tag = "runs",
+    request_body = CreateRun,
+    responses(
+        (status = 202, description = "enqueued", body = Created),
+        (status = 200, description = "a repeated idempotency key (`duplicate`), or the `skip` policy with the key held (`skipped`): the existing run's ids; nothing enqueued", body = Created),
+        (status = 422, description = "a bad value, naming it (unknown agent, empty prompt, priority out of range, …); nothing enqueued", body = ErrorBody),
+    )
+)]
+pub(crate) async fn create_run(
     State(state): State<ApiState>,
-    body: Result<Json<CreateRun>, JsonRejection>,
+    JsonBody(body): JsonBody<CreateRun>,
 ) -> Response {
-    let Json(body) = match body {
-        Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("invalid request body: {}", e.body_text()),
-            );
-        }
-    };
     let delay = match (&body.delay_seconds, &body.run_at) {
         (Some(_), Some(_)) => {
             return error(
@@ -230,8 +264,7 @@ async fn create_run(
     };
     let policy = match body
         .concurrency_policy
-        .as_deref()
-        .map(|name| ConcurrencyPolicy::from_name(name, body.debounce_seconds))
+        .map(|name| ConcurrencyPolicy::from_name(name.as_str(), body.debounce_seconds))
     {
         None if body.debounce_seconds.is_some() => {
             return error(
@@ -280,31 +313,40 @@ async fn create_run(
     }
 }
 
-pub(crate) fn store_error(e: StoreError) -> Response {
-    match e {
-        StoreError::NotFound { .. } => error(StatusCode::NOT_FOUND, e.to_string()),
-        StoreError::Conflict(m) => error(StatusCode::CONFLICT, m),
-        StoreError::Invalid(m) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
-        e if e.is_transient() => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        e => {
-            tracing::error!(error = %e, "API request failed");
-            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
+/// The query of `GET /v1/runs`.
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
-struct ListQuery {
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListQuery {
+    /// queued, running, waiting, succeeded, failed, cancelled, …
     status: Option<String>,
     agent: Option<String>,
+    /// api, schedule, webhook, cli, …
     trigger: Option<String>,
+    /// The concurrency key.
     key: Option<String>,
+    /// Created at or after: RFC 3339 or epoch milliseconds.
     since: Option<String>,
+    /// Created before: RFC 3339 or epoch milliseconds.
     until: Option<String>,
+    /// A run id or idempotency key (exact), else text of the prompt (case-insensitive).
     q: Option<String>,
+    /// `next_cursor` of the previous page.
     cursor: Option<String>,
+    /// 1-200, default 50.
     limit: Option<i64>,
+}
+
+/// A page of run summaries, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunsPage {
+    /// `{id, agent, status, trigger_kind, concurrency_key, idempotency_key, prompt_head,
+    /// turns, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,
+    /// error_head, created_at, …}` per run.
+    #[schema(value_type = Vec<Object>)]
+    runs: Vec<nightshift_store::RunSummary>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    next_cursor: Option<String>,
 }
 
 /// A time parameter: RFC 3339 or epoch milliseconds, or the message naming `name`.
@@ -354,13 +396,22 @@ fn run_filter(q: &ListQuery) -> Result<nightshift_store::RunFilter, String> {
     })
 }
 
-async fn list_runs(
+/// `GET /v1/runs`: run summaries, filtered, newest first, a page at a time.
+#[utoipa::path(
+    get, path = "/v1/runs", tag = "runs",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "a page of runs", body = RunsPage),
+        (status = 400, description = "a bad parameter, naming it", body = ErrorBody),
+    )
+)]
+pub(crate) async fn list_runs(
     State(state): State<ApiState>,
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
-    let Query(q) = match q {
+    let q = match query(q) {
         Ok(q) => q,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+        Err(refused) => return refused,
     };
     let filter = match run_filter(&q) {
         Ok(filter) => filter,
@@ -371,16 +422,40 @@ async fn list_runs(
         .runs_page(&filter, q.cursor.as_deref(), q.limit.unwrap_or(50))
         .await;
     match page {
-        Ok(page) => {
-            Json(json!({ "runs": page.runs, "next_cursor": page.next_cursor })).into_response()
-        }
+        Ok(page) => Json(RunsPage {
+            runs: page.runs,
+            next_cursor: page.next_cursor,
+        })
+        .into_response(),
         // A malformed cursor or an empty time range is a bad parameter like any other.
         Err(StoreError::Invalid(m)) => error(StatusCode::BAD_REQUEST, m),
         Err(e) => store_error(e),
     }
 }
 
-async fn show_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+/// A run, as `GET /v1/runs/{id}` shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunView {
+    /// The stored run: `id, agent, status, input, result, error, trigger_kind, turns,
+    /// input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,
+    /// created_at, started_at, finished_at, …`.
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    run: nightshift_store::Run,
+    /// Why its newest job was last retried or is waiting (a model outage's real cause).
+    last_error: Option<String>,
+}
+
+/// `GET /v1/runs/{id}`: one run.
+#[utoipa::path(
+    get, path = "/v1/runs/{id}", tag = "runs",
+    params(("id" = String, Path, description = "the run id")),
+    responses(
+        (status = 200, description = "the run", body = RunView),
+        (status = 404, description = "no such run", body = ErrorBody),
+    )
+)]
+pub(crate) async fn show_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
     let run = match state.store.run(&id).await {
         Ok(Some(run)) => run,
         Ok(None) => return error(StatusCode::NOT_FOUND, format!("run {id} not found")),
@@ -395,25 +470,55 @@ async fn show_run(State(state): State<ApiState>, Path(id): Path<String>) -> Resp
             .and_then(|j| j.last_error),
         Err(e) => return store_error(e),
     };
-    let mut body = serde_json::to_value(&run).expect("a run serialises");
-    body["last_error"] = json!(last_error);
-    Json(body).into_response()
+    Json(RunView { run, last_error }).into_response()
 }
 
-#[derive(Debug, Deserialize)]
+/// The query of `GET /v1/runs/{id}/events`.
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
-struct EventsQuery {
+#[into_params(parameter_in = Query)]
+pub(crate) struct EventsQuery {
+    /// Only events after this sequence number (default 0: all).
     after: Option<i64>,
 }
 
-async fn run_events(
+/// One event of a run's log.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventView {
+    seq: i64,
+    /// `turn`, `tool_call`, `tool_result`, `checkpoint`, …
+    #[serde(rename = "type")]
+    event_type: String,
+    /// Epoch milliseconds.
+    created_at: i64,
+    /// The event's JSON payload (a string when it is not JSON).
+    payload: Value,
+}
+
+/// A run's event log.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventsPage {
+    events: Vec<EventView>,
+}
+
+/// `GET /v1/runs/{id}/events`: a run's event log, oldest first.
+#[utoipa::path(
+    get, path = "/v1/runs/{id}/events", tag = "runs",
+    params(("id" = String, Path, description = "the run id"), EventsQuery),
+    responses(
+        (status = 200, description = "the events", body = EventsPage),
+        (status = 400, description = "a bad parameter, naming it", body = ErrorBody),
+        (status = 404, description = "no such run", body = ErrorBody),
+    )
+)]
+pub(crate) async fn run_events(
     State(state): State<ApiState>,
     Path(id): Path<String>,
-    q: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+    q: Result<Query<EventsQuery>, QueryRejection>,
 ) -> Response {
-    let Query(q) = match q {
+    let q = match query(q) {
         Ok(q) => q,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+        Err(refused) => return refused,
     };
     match state.store.run(&id).await {
         Ok(Some(_)) => {}
@@ -422,35 +527,57 @@ async fn run_events(
     }
     match state.store.events(&id, q.after.unwrap_or(0)).await {
         Ok(events) => {
-            let events: Vec<Value> = events
+            let events = events
                 .into_iter()
-                .map(|e| {
-                    json!({
-                        "seq": e.seq,
-                        "type": e.event_type,
-                        "created_at": e.created_at,
-                        "payload": serde_json::from_str::<Value>(&e.payload).unwrap_or(Value::String(e.payload)),
-                    })
+                .map(|e| EventView {
+                    seq: e.seq,
+                    event_type: e.event_type,
+                    created_at: e.created_at,
+                    payload: serde_json::from_str::<Value>(&e.payload)
+                        .unwrap_or(Value::String(e.payload)),
                 })
                 .collect();
-            Json(json!({ "events": events })).into_response()
+            Json(EventsPage { events }).into_response()
         }
         Err(e) => store_error(e),
     }
 }
 
-async fn cancel_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
-    match state.store.cancel_run(&id).await {
-        Ok(CancelOutcome::Cancelled) => {
-            Json(json!({"run_id": id, "status": "cancelled"})).into_response()
-        }
-        Ok(CancelOutcome::Requested) => (
-            StatusCode::ACCEPTED,
-            Json(json!({"run_id": id, "status": "cancel_requested"})),
-        )
-            .into_response(),
-        Err(e) => store_error(e),
-    }
+/// What a cancel did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CancelAnswer {
+    run_id: String,
+    /// `cancelled` (nothing was running) or `cancel_requested` (a worker holds it and stops
+    /// at its next step).
+    #[schema(example = "cancelled")]
+    status: &'static str,
+}
+
+/// `POST /v1/runs/{id}/cancel`: cancels a run.
+#[utoipa::path(
+    post, path = "/v1/runs/{id}/cancel", tag = "runs",
+    params(("id" = String, Path, description = "the run id")),
+    responses(
+        (status = 200, description = "cancelled: nothing was running", body = CancelAnswer),
+        (status = 202, description = "a worker holds it: cancel requested", body = CancelAnswer),
+        (status = 404, description = "no such run", body = ErrorBody),
+        (status = 409, description = "the run already finished", body = ErrorBody),
+    )
+)]
+pub(crate) async fn cancel_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    let (status, word) = match state.store.cancel_run(&id).await {
+        Ok(CancelOutcome::Cancelled) => (StatusCode::OK, "cancelled"),
+        Ok(CancelOutcome::Requested) => (StatusCode::ACCEPTED, "cancel_requested"),
+        Err(e) => return store_error(e),
+    };
+    (
+        status,
+        Json(CancelAnswer {
+            run_id: id,
+            status: word,
+        }),
+    )
+        .into_response()
 }
 
 /// The API token: from the environment variable `token_env` when set, else the one kept in
@@ -491,59 +618,180 @@ pub fn resolve_token(
     Ok((token, format!("new, written to {}", path.display())))
 }
 
-async fn wake_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+/// A woken run.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WakeAnswer {
+    run_id: String,
+    woken: bool,
+}
+
+/// `POST /v1/runs/{id}/wake`: wakes a sleeping run now.
+#[utoipa::path(
+    post, path = "/v1/runs/{id}/wake", tag = "wakeups",
+    params(("id" = String, Path, description = "the run id")),
+    responses(
+        (status = 202, description = "its resume job is due now", body = WakeAnswer),
+        (status = 404, description = "no such run", body = ErrorBody),
+        (status = 409, description = "the run is not sleeping", body = ErrorBody),
+    )
+)]
+pub(crate) async fn wake_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
     match state.store.wake_now(&id).await {
         Ok(()) => (
             StatusCode::ACCEPTED,
-            Json(json!({"run_id": id, "woken": true})),
+            Json(WakeAnswer {
+                run_id: id,
+                woken: true,
+            }),
         )
             .into_response(),
         Err(e) => store_error(e),
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct WakeupsQuery {
+/// The query of `GET /v1/wakeups` and `GET /v1/approvals`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct LimitQuery {
+    /// At most this many (default 100).
     limit: Option<i64>,
 }
 
-async fn list_wakeups(State(state): State<ApiState>, Query(q): Query<WakeupsQuery>) -> Response {
+/// A sleeping run.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WakeupView {
+    run_id: String,
+    agent: String,
+    /// The resume job armed for the wakeup.
+    job_id: i64,
+    /// Epoch milliseconds.
+    due_at: i64,
+    /// Why it sleeps: the agent's reason, or the background task it waits for.
+    reason: Option<String>,
+}
+
+/// Sleeping runs, soonest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WakeupsPage {
+    wakeups: Vec<WakeupView>,
+}
+
+/// `GET /v1/wakeups`: sleeping runs and when each wakes, soonest first.
+#[utoipa::path(
+    get, path = "/v1/wakeups", tag = "wakeups",
+    params(LimitQuery),
+    responses(
+        (status = 200, description = "sleeping runs", body = WakeupsPage),
+        (status = 400, description = "a bad parameter, naming it", body = ErrorBody),
+    )
+)]
+pub(crate) async fn list_wakeups(
+    State(state): State<ApiState>,
+    q: Result<Query<LimitQuery>, QueryRejection>,
+) -> Response {
+    let q = match query(q) {
+        Ok(q) => q,
+        Err(refused) => return refused,
+    };
     match state.store.pending_wakeups(q.limit.unwrap_or(100)).await {
         Ok(rows) => {
-            let items: Vec<Value> = rows
+            let wakeups = rows
                 .iter()
-                .map(|w| {
-                    json!({
-                        "run_id": w.run_id,
-                        "agent": w.agent,
-                        "job_id": w.job_id,
-                        "due_at": w.due_at,
-                        "reason": w.reason(),
-                    })
+                .map(|w| WakeupView {
+                    run_id: w.run_id.clone(),
+                    agent: w.agent.clone(),
+                    job_id: w.job_id,
+                    due_at: w.due_at,
+                    reason: w.reason(),
                 })
                 .collect();
-            Json(json!({ "wakeups": items })).into_response()
+            Json(WakeupsPage { wakeups }).into_response()
         }
         Err(e) => store_error(e),
     }
 }
 
-async fn list_approvals(State(state): State<ApiState>, Query(q): Query<WakeupsQuery>) -> Response {
+/// Tool calls waiting for a decision, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalsPage {
+    /// `{run_id, call_id, agent, tool, input, reason, requested_at, expires_at, …}` per call.
+    #[schema(value_type = Vec<Object>)]
+    approvals: Vec<nightshift_store::Approval>,
+}
+
+/// `GET /v1/approvals`: tool calls waiting for a decision, oldest first.
+#[utoipa::path(
+    get, path = "/v1/approvals", tag = "approvals",
+    params(LimitQuery),
+    responses(
+        (status = 200, description = "pending calls", body = ApprovalsPage),
+        (status = 400, description = "a bad parameter, naming it", body = ErrorBody),
+    )
+)]
+pub(crate) async fn list_approvals(
+    State(state): State<ApiState>,
+    q: Result<Query<LimitQuery>, QueryRejection>,
+) -> Response {
+    let q = match query(q) {
+        Ok(q) => q,
+        Err(refused) => return refused,
+    };
     match state.store.pending_approvals(q.limit.unwrap_or(100)).await {
-        Ok(rows) => Json(json!({ "approvals": rows })).into_response(),
+        Ok(approvals) => Json(ApprovalsPage { approvals }).into_response(),
         Err(e) => store_error(e),
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// The query of `GET /v1/notifications`.
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
-struct NotificationsQuery {
+#[into_params(parameter_in = Query)]
+pub(crate) struct NotificationsQuery {
+    /// Only this run's deliveries.
     run: Option<String>,
+    /// `pending`, `delivered` or `dead`.
     status: Option<String>,
+    /// At most this many (default 100).
     limit: Option<i64>,
 }
 
-async fn list_notifications(
+/// One run notice delivery.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NotificationView {
+    delivery_id: String,
+    run_id: String,
+    /// The receiver, without credentials or query.
+    url: String,
+    /// `pending`, `delivered` or `dead`.
+    #[schema(value_type = String)]
+    status: DeliveryStatus,
+    attempts: i64,
+    max_attempts: i64,
+    /// When the next attempt is due (pending only), epoch milliseconds.
+    next_attempt_at: Option<i64>,
+    last_error: Option<String>,
+    last_status_code: Option<i64>,
+    created_at: i64,
+    delivered_at: Option<i64>,
+}
+
+/// Run notice deliveries, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NotificationsPage {
+    notifications: Vec<NotificationView>,
+}
+
+/// `GET /v1/notifications`: run notice deliveries, newest first.
+#[utoipa::path(
+    get, path = "/v1/notifications", tag = "notifications",
+    params(NotificationsQuery),
+    responses(
+        (status = 200, description = "deliveries", body = NotificationsPage),
+        (status = 400, description = "a bad parameter, naming it and the allowed values", body = ErrorBody),
+    )
+)]
+pub(crate) async fn list_notifications(
     State(state): State<ApiState>,
     q: Result<Query<NotificationsQuery>, QueryRejection>,
 ) -> Response {
@@ -557,64 +805,75 @@ async fn list_notifications(
         .await;
     match listed {
         Ok(rows) => {
-            let items: Vec<Value> = rows
+            let notifications = rows
                 .iter()
-                .map(|n| {
-                    json!({
-                        "delivery_id": n.delivery_id,
-                        "run_id": n.run_id,
-                        "url": crate::notify::shown_url(&n.url),
-                        "status": n.status,
-                        "attempts": n.attempts,
-                        "max_attempts": n.max_attempts,
-                        "next_attempt_at": (n.status == DeliveryStatus::Pending)
-                            .then_some(n.next_attempt_at),
-                        "last_error": n.last_error,
-                        "last_status_code": n.last_status_code,
-                        "created_at": n.created_at,
-                        "delivered_at": n.delivered_at,
-                    })
+                .map(|n| NotificationView {
+                    delivery_id: n.delivery_id.clone(),
+                    run_id: n.run_id.clone(),
+                    url: crate::notify::shown_url(&n.url),
+                    status: n.status,
+                    attempts: n.attempts,
+                    max_attempts: n.max_attempts,
+                    next_attempt_at: (n.status == DeliveryStatus::Pending)
+                        .then_some(n.next_attempt_at),
+                    last_error: n.last_error.clone(),
+                    last_status_code: n.last_status_code,
+                    created_at: n.created_at,
+                    delivered_at: n.delivered_at,
                 })
                 .collect();
-            Json(json!({ "notifications": items })).into_response()
+            Json(NotificationsPage { notifications }).into_response()
         }
         Err(e) => store_error(e),
     }
 }
 
 /// The body of `POST /v1/runs/{id}/approvals/{call}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Decide {
-    decision: String,
+pub struct Decide {
+    pub decision: Decision,
+    /// Shown to the agent with a denial.
     #[serde(default)]
-    reason: Option<String>,
+    pub reason: Option<String>,
 }
 
-async fn decide_approval(
+/// A decision on a tool call.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Approve,
+    Deny,
+}
+
+/// A decided call.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Decided {
+    run_id: String,
+    call_id: String,
+    decision: Decision,
+}
+
+/// `POST /v1/runs/{id}/approvals/{call}`: decides one waiting call; the run resumes.
+#[utoipa::path(
+    post, path = "/v1/runs/{id}/approvals/{call}", tag = "approvals",
+    params(
+        ("id" = String, Path, description = "the run id"),
+        ("call" = String, Path, description = "the tool call id"),
+    ),
+    request_body = Decide,
+    responses(
+        (status = 202, description = "decided; the run resumes on any worker", body = Decided),
+        (status = 404, description = "no such call waiting", body = ErrorBody),
+        (status = 409, description = "decided before, or timed out", body = ErrorBody),
+    )
+)]
+pub(crate) async fn decide_approval(
     State(state): State<ApiState>,
     Path((id, call)): Path<(String, String)>,
-    body: Result<Json<Decide>, JsonRejection>,
+    JsonBody(body): JsonBody<Decide>,
 ) -> Response {
-    let Json(body) = match body {
-        Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("invalid request body: {}", e.body_text()),
-            );
-        }
-    };
-    let approve = match body.decision.as_str() {
-        "approve" => true,
-        "deny" => false,
-        other => {
-            return error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("decision '{other}' is not allowed; use approve or deny"),
-            );
-        }
-    };
+    let approve = matches!(body.decision, Decision::Approve);
     match state
         .store
         .decide_approval(&id, &call, approve, body.reason.as_deref())
@@ -622,18 +881,46 @@ async fn decide_approval(
     {
         Ok(()) => (
             StatusCode::ACCEPTED,
-            Json(json!({"run_id": id, "call_id": call, "decision": body.decision})),
+            Json(Decided {
+                run_id: id,
+                call_id: call,
+                decision: body.decision,
+            }),
         )
             .into_response(),
         Err(e) => store_error(e),
     }
 }
 
-async fn redeliver(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
-    match state.store.redeliver(&id).await {
+/// A delivery sent again.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Redelivered {
+    delivery_id: String,
+    #[schema(example = "pending")]
+    status: &'static str,
+}
+
+/// `POST /v1/notifications/{delivery_id}/redeliver`: sends a dead delivery again.
+#[utoipa::path(
+    post, path = "/v1/notifications/{delivery_id}/redeliver", tag = "notifications",
+    params(("delivery_id" = String, Path, description = "the delivery id")),
+    responses(
+        (status = 202, description = "pending again, with fresh attempts", body = Redelivered),
+        (status = 404, description = "no such delivery", body = ErrorBody),
+        (status = 409, description = "the delivery is not dead", body = ErrorBody),
+    )
+)]
+pub(crate) async fn redeliver(
+    State(state): State<ApiState>,
+    Path(delivery_id): Path<String>,
+) -> Response {
+    match state.store.redeliver(&delivery_id).await {
         Ok(()) => (
             StatusCode::ACCEPTED,
-            Json(json!({"delivery_id": id, "status": "pending"})),
+            Json(Redelivered {
+                delivery_id,
+                status: "pending",
+            }),
         )
             .into_response(),
         Err(e) => store_error(e),

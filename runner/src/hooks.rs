@@ -12,13 +12,14 @@
 //! | answer | when |
 //! |---|---|
 //! | 202 | accepted: `{"hook", "delivery", "event", "redelivery": false, "runs": [{"route", "kind", "run_id", "job_id", "duplicate", "skipped", "superseded"}]}` |
-//! | 200 | a redelivery: the same body with `"redelivery": true` and the original runs; nothing enqueued. Also GitHub's `ping` (`"ping": true`, no runs) when no route takes it |
+//! | 200 | a redelivery: the same body with `"redelivery": true` and the original runs; nothing enqueued (also for copies arriving at once: exactly one of them gets the 202). Also GitHub's `ping` (`"ping": true`, no runs) when no route takes it |
 //! | 400 | the body is not JSON, or the delivery id is missing |
 //! | 401 | the signature is missing or wrong, or its timestamp is outside the tolerance |
 //! | 404 | no hook of that name; or a `resume` route found no unfinished run for its key |
 //! | 413 | the body is larger than the hook's `max_body_bytes` |
 //! | 422 | no route matched, or a template failed on this payload |
-//! | 500/503 | the store failed (503: retrying can help) |
+//! | 503 | the store is unavailable (with `Retry-After`; see [`crate::api_errors`]) |
+//! | 500 | a bug (logged) |
 //!
 //! Every refusal is JSON `{"error": "…"}` and enqueues nothing.
 
@@ -26,28 +27,58 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::Json;
-use axum::Router;
 use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use nightshift_scheduler::hooks::{self, DeliveryOutcome, HookSet, Refused};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::api::{ApiState, error, require_token, store_error};
+use crate::api::{ApiState, ErrorBody, error, query, store_error};
 
-/// The webhook routes, merged into [`crate::api::router`].
-pub fn routes(state: &ApiState) -> Router<ApiState> {
-    let listing = Router::new()
-        .route("/v1/hooks", get(list_hooks))
-        .route("/v1/hooks/{name}/deliveries", get(list_deliveries))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
-    Router::new()
-        .route("/hooks/{name}", post(receive))
-        .merge(listing)
+/// `POST /hooks/{name}`: authenticated by the hook's signature, not the API token.
+pub fn public_routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new().routes(routes!(receive))
+}
+
+/// The listings, behind the API token.
+pub fn token_routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_hooks))
+        .routes(routes!(list_deliveries))
+}
+
+/// The answer to an accepted delivery: `{"hook", "delivery", "event", "redelivery",
+/// "runs": [{"route", "kind", "run_id", "job_id", "duplicate", "skipped", "superseded"}]}`
+/// (`"ping": true` and no runs for GitHub's ping; `{"challenge"}` for Slack's handshake).
+#[derive(Serialize, ToSchema)]
+#[schema(value_type = Object)]
+pub(crate) struct AcceptedDoc(Value);
+
+/// The hooks and their counts.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct HooksList {
+    /// `{name, path, signature, max_body_bytes, routes, counts}` per hook; `counts` by
+    /// outcome since this daemon started.
+    #[schema(value_type = Vec<Object>)]
+    hooks: Vec<Value>,
+    /// Requests to `/hooks/{name}` for a name that is not configured.
+    unknown_hook_requests: u64,
+    counts_since: &'static str,
+}
+
+/// A hook's recorded deliveries.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct DeliveriesPage {
+    /// `{hook, delivery_id, event, status, runs, received, first_received_at,
+    /// last_received_at, finished_at}` per delivery, newest first.
+    #[schema(value_type = Vec<Object>)]
+    deliveries: Vec<Value>,
 }
 
 /// Builds the configured hooks, reading their secrets from the environment.
@@ -68,6 +99,21 @@ fn is_length_limit(e: &axum::Error) -> bool {
     false
 }
 
+/// `POST /hooks/{name}`: one webhook delivery (see the module doc for the answers).
+#[utoipa::path(
+    post, path = "/hooks/{name}", tag = "hooks",
+    params(("name" = String, Path, description = "the hook's name (`[[hooks]] name`)")),
+    request_body(content = Object, description = "the sender's JSON payload, signed as the hook's `signature` says", content_type = "application/json"),
+    responses(
+        (status = 202, description = "accepted: the runs are enqueued", body = AcceptedDoc),
+        (status = 200, description = "a redelivery (`redelivery: true`, the original runs, nothing enqueued), also for copies that arrive at once; GitHub's ping; Slack's challenge", body = AcceptedDoc),
+        (status = 400, description = "the body is not JSON, or the delivery id is missing", body = ErrorBody),
+        (status = 401, description = "the signature is missing or wrong, or its timestamp is outside the tolerance", body = ErrorBody),
+        (status = 404, description = "no hook of that name; or a `resume` route found no unfinished run", body = ErrorBody),
+        (status = 413, description = "the body is larger than the hook's `max_body_bytes`", body = ErrorBody),
+        (status = 422, description = "no route matched, or a template failed on this payload", body = ErrorBody),
+    )
+)]
 async fn receive(
     State(state): State<ApiState>,
     Path(name): Path<String>,
@@ -146,6 +192,11 @@ async fn receive(
     }
 }
 
+/// `GET /v1/hooks`: each hook with its routes and counts per outcome.
+#[utoipa::path(
+    get, path = "/v1/hooks", tag = "hooks",
+    responses((status = 200, description = "the hooks", body = HooksList))
+)]
 async fn list_hooks(State(state): State<ApiState>) -> Response {
     let hooks: Vec<Value> = state
         .hooks
@@ -161,28 +212,41 @@ async fn list_hooks(State(state): State<ApiState>) -> Response {
             })
         })
         .collect();
-    Json(json!({
-        "hooks": hooks,
-        "unknown_hook_requests": state.hooks.unknown.load(Ordering::Relaxed),
-        "counts_since": "this daemon started (in-process counters); GET /v1/hooks/{name}/deliveries for the durable record",
-    }))
+    Json(HooksList {
+        hooks,
+        unknown_hook_requests: state.hooks.unknown.load(Ordering::Relaxed),
+        counts_since: "this daemon started (in-process counters); GET /v1/hooks/{name}/deliveries for the durable record",
+    })
     .into_response()
 }
 
-#[derive(Debug, Deserialize)]
+/// The query of `GET /v1/hooks/{name}/deliveries`.
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct DeliveriesQuery {
+    /// At most this many (1-1000, default 50).
     limit: Option<i64>,
 }
 
+/// `GET /v1/hooks/{name}/deliveries`: a hook's recorded deliveries, newest first.
+#[utoipa::path(
+    get, path = "/v1/hooks/{name}/deliveries", tag = "hooks",
+    params(("name" = String, Path, description = "the hook's name"), DeliveriesQuery),
+    responses(
+        (status = 200, description = "the deliveries", body = DeliveriesPage),
+        (status = 400, description = "a bad parameter, naming it", body = ErrorBody),
+        (status = 404, description = "no hook of that name", body = ErrorBody),
+    )
+)]
 async fn list_deliveries(
     State(state): State<ApiState>,
     Path(name): Path<String>,
-    q: Result<Query<DeliveriesQuery>, axum::extract::rejection::QueryRejection>,
+    q: Result<Query<DeliveriesQuery>, QueryRejection>,
 ) -> Response {
-    let Query(q) = match q {
+    let q = match query(q) {
         Ok(q) => q,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e.body_text()),
+        Err(refused) => return refused,
     };
     if state.hooks.get(&name).is_none() {
         return error(
@@ -208,7 +272,7 @@ async fn list_deliveries(
                     v
                 })
                 .collect();
-            Json(json!({ "deliveries": rows })).into_response()
+            Json(DeliveriesPage { deliveries: rows }).into_response()
         }
         Err(e) => store_error(e),
     }

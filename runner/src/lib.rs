@@ -8,6 +8,7 @@
 //! process.
 
 pub mod api;
+pub mod api_errors;
 pub mod config;
 pub mod daemon;
 pub mod demo;
@@ -15,6 +16,7 @@ pub mod gateway;
 pub mod hooks;
 pub mod logging;
 pub mod notify;
+pub mod openapi;
 pub mod private;
 pub mod redaction;
 pub mod reload;

@@ -13,29 +13,27 @@
 //! can read and trigger them but refuses to change or delete them (409, saying to edit the
 //! file). Every refusal is JSON `{"error": "…"}` and changes nothing.
 
-use axum::extract::rejection::JsonRejection;
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use nightshift_scheduler::cron::{
     self, FireOutcome, ScheduleError, SchedulePatch, ScheduleSpec, describe,
 };
 use nightshift_store::ScheduleRow;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::api::{ApiState, error};
+use crate::api::{ApiState, ErrorBody, JsonBody, error, store_error};
 
-/// The schedule routes (merged into [`crate::api::router`] before its token check).
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/schedules", get(list).post(create))
-        .route(
-            "/v1/schedules/{name}",
-            get(show).patch(change).delete(remove),
-        )
-        .route("/v1/schedules/{name}/trigger", post(trigger))
+/// The schedule routes (merged into [`crate::openapi`]'s routes behind the token).
+pub fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(show, change, remove))
+        .routes(routes!(trigger))
 }
 
 fn schedule_error(e: ScheduleError) -> Response {
@@ -43,21 +41,90 @@ fn schedule_error(e: ScheduleError) -> Response {
         ScheduleError::Invalid(m) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
         ScheduleError::NotFound(m) => error(StatusCode::NOT_FOUND, m),
         ScheduleError::Conflict(m) => error(StatusCode::CONFLICT, m),
-        ScheduleError::Store(e) if e.is_transient() => {
-            error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
-        }
-        ScheduleError::Store(e) => {
-            tracing::error!(error = %e, "schedule API request failed");
-            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-        }
+        ScheduleError::Store(e) => store_error(e),
     }
 }
 
-fn bad_body(e: JsonRejection) -> Response {
-    error(
-        StatusCode::BAD_REQUEST,
-        format!("invalid request body: {}", e.body_text()),
-    )
+/// The body of `POST /v1/schedules` (documents `nightshift_scheduler::cron::ScheduleSpec`,
+/// which decodes it).
+#[derive(ToSchema)]
+#[allow(dead_code)] // a schema only
+pub(crate) struct NewSchedule {
+    /// Unique; 1-64 letters, digits, `-`, `_` or `.`.
+    #[schema(example = "nightly-report")]
+    name: String,
+    /// Five fields (`minute hour day-of-month month day-of-week`), six (seconds first), or
+    /// `@daily` and friends.
+    #[schema(example = "0 7 * * 1-5")]
+    cron: String,
+    /// The IANA zone the expression is read in (default `UTC`).
+    timezone: Option<String>,
+    /// The agent each fire starts a run of.
+    agent: String,
+    /// The prompt template (MiniJinja).
+    prompt: String,
+    overlap: Option<OverlapName>,
+    missed: Option<MissedName>,
+    /// Default true.
+    enabled: Option<bool>,
+}
+
+/// The body of `PATCH /v1/schedules/{name}`: the fields given replace the stored ones
+/// (documents `nightshift_scheduler::cron::SchedulePatch`).
+#[derive(ToSchema)]
+#[allow(dead_code)] // a schema only
+pub(crate) struct ScheduleChange {
+    cron: Option<String>,
+    timezone: Option<String>,
+    agent: Option<String>,
+    prompt: Option<String>,
+    overlap: Option<OverlapName>,
+    missed: Option<MissedName>,
+    enabled: Option<bool>,
+}
+
+/// What a fire does while the schedule's previous run is still going (default `skip`).
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)] // a schema only
+pub(crate) enum OverlapName {
+    Skip,
+    Queue,
+    Allow,
+}
+
+/// What happens to fires due while no daemon ran (default `skip`).
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)] // a schema only
+pub(crate) enum MissedName {
+    Skip,
+    RunOnce,
+}
+
+/// A schedule as the API shows it: its stored row (`id, name, cron, timezone, agent,
+/// prompt, overlap, missed, enabled, source, next_fire_at, last_fire_at, last_run_id, …`)
+/// with `next_fire_local`, `next_fire_utc`, `last_fire_local` and `last_run_status`.
+#[derive(Serialize, ToSchema)]
+#[schema(value_type = Object)]
+pub(crate) struct ScheduleDoc(serde_json::Value);
+
+/// Every schedule.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct SchedulesPage {
+    schedules: Vec<ScheduleDoc>,
+}
+
+/// What a manual fire did: `{"outcome": "enqueued", "run_id", "duplicate"}` or
+/// `{"outcome": "skipped", "active_run"}`.
+#[derive(Serialize, ToSchema)]
+#[schema(value_type = Object)]
+pub(crate) struct FireDoc(serde_json::Value);
+
+/// A deleted schedule.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Deleted {
+    deleted: String,
 }
 
 async fn view(state: &ApiState, row: ScheduleRow, status: StatusCode) -> Response {
@@ -67,10 +134,15 @@ async fn view(state: &ApiState, row: ScheduleRow, status: StatusCode) -> Respons
     }
 }
 
+/// `GET /v1/schedules`: every schedule, with its next fire and last run.
+#[utoipa::path(
+    get, path = "/v1/schedules", tag = "schedules",
+    responses((status = 200, description = "every schedule", body = SchedulesPage))
+)]
 async fn list(State(state): State<ApiState>) -> Response {
     let rows = match state.store.schedules().await {
         Ok(rows) => rows,
-        Err(e) => return schedule_error(e.into()),
+        Err(e) => return store_error(e),
     };
     let mut views = Vec::with_capacity(rows.len());
     for row in rows {
@@ -79,23 +151,35 @@ async fn list(State(state): State<ApiState>) -> Response {
             Err(e) => return schedule_error(e),
         }
     }
-    Json(json!({ "schedules": views })).into_response()
+    Json(serde_json::json!({ "schedules": views })).into_response()
 }
 
-async fn create(
-    State(state): State<ApiState>,
-    body: Result<Json<ScheduleSpec>, JsonRejection>,
-) -> Response {
-    let Json(spec) = match body {
-        Ok(b) => b,
-        Err(e) => return bad_body(e),
-    };
+/// `POST /v1/schedules`: creates a schedule.
+#[utoipa::path(
+    post, path = "/v1/schedules", tag = "schedules",
+    request_body = NewSchedule,
+    responses(
+        (status = 201, description = "created", body = ScheduleDoc),
+        (status = 409, description = "the name is taken", body = ErrorBody),
+        (status = 422, description = "a bad value, naming its key (`schedules.NAME.cron`, …)", body = ErrorBody),
+    )
+)]
+async fn create(State(state): State<ApiState>, JsonBody(spec): JsonBody<ScheduleSpec>) -> Response {
     match cron::create(&state.store, spec, &state.intake.agents()).await {
         Ok(row) => view(&state, row, StatusCode::CREATED).await,
         Err(e) => schedule_error(e),
     }
 }
 
+/// `GET /v1/schedules/{name}`: one schedule.
+#[utoipa::path(
+    get, path = "/v1/schedules/{name}", tag = "schedules",
+    params(("name" = String, Path, description = "the schedule's name")),
+    responses(
+        (status = 200, description = "the schedule", body = ScheduleDoc),
+        (status = 404, description = "no such schedule", body = ErrorBody),
+    )
+)]
 async fn show(State(state): State<ApiState>, Path(name): Path<String>) -> Response {
     match state.store.schedule(&name).await {
         Ok(Some(row)) => view(&state, row, StatusCode::OK).await,
@@ -103,32 +187,60 @@ async fn show(State(state): State<ApiState>, Path(name): Path<String>) -> Respon
             StatusCode::NOT_FOUND,
             format!("schedule '{name}' not found"),
         ),
-        Err(e) => schedule_error(e.into()),
+        Err(e) => store_error(e),
     }
 }
 
+/// `PATCH /v1/schedules/{name}`: changes a schedule made through the API.
+#[utoipa::path(
+    patch, path = "/v1/schedules/{name}", tag = "schedules",
+    params(("name" = String, Path, description = "the schedule's name")),
+    request_body = ScheduleChange,
+    responses(
+        (status = 200, description = "changed", body = ScheduleDoc),
+        (status = 404, description = "no such schedule", body = ErrorBody),
+        (status = 409, description = "a schedule from the config file: edit the file", body = ErrorBody),
+        (status = 422, description = "a bad value, naming its key", body = ErrorBody),
+    )
+)]
 async fn change(
     State(state): State<ApiState>,
     Path(name): Path<String>,
-    body: Result<Json<SchedulePatch>, JsonRejection>,
+    JsonBody(patch): JsonBody<SchedulePatch>,
 ) -> Response {
-    let Json(patch) = match body {
-        Ok(b) => b,
-        Err(e) => return bad_body(e),
-    };
     match cron::update(&state.store, &name, patch, &state.intake.agents()).await {
         Ok(row) => view(&state, row, StatusCode::OK).await,
         Err(e) => schedule_error(e),
     }
 }
 
+/// `DELETE /v1/schedules/{name}`: deletes a schedule made through the API.
+#[utoipa::path(
+    delete, path = "/v1/schedules/{name}", tag = "schedules",
+    params(("name" = String, Path, description = "the schedule's name")),
+    responses(
+        (status = 200, description = "deleted", body = Deleted),
+        (status = 404, description = "no such schedule", body = ErrorBody),
+        (status = 409, description = "a schedule from the config file: edit the file", body = ErrorBody),
+    )
+)]
 async fn remove(State(state): State<ApiState>, Path(name): Path<String>) -> Response {
     match state.store.delete_schedule(&name).await {
-        Ok(()) => Json(json!({ "deleted": name })).into_response(),
+        Ok(()) => Json(Deleted { deleted: name }).into_response(),
         Err(e) => schedule_error(e.into()),
     }
 }
 
+/// `POST /v1/schedules/{name}/trigger`: fires a schedule now.
+#[utoipa::path(
+    post, path = "/v1/schedules/{name}/trigger", tag = "schedules",
+    params(("name" = String, Path, description = "the schedule's name")),
+    responses(
+        (status = 202, description = "a run was enqueued", body = FireDoc),
+        (status = 200, description = "the overlap policy `skip` held it back", body = FireDoc),
+        (status = 404, description = "no such schedule", body = ErrorBody),
+    )
+)]
 async fn trigger(State(state): State<ApiState>, Path(name): Path<String>) -> Response {
     match cron::trigger(&state.intake, &name).await {
         Ok(outcome @ FireOutcome::Enqueued { .. }) => {

@@ -10,32 +10,55 @@
 //! output, and its times (ms since the Unix epoch). A bad `status` is 400 and names the
 //! allowed values.
 
+use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
 use nightshift_store::TaskStatus;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::api::{ApiState, error, status_query, store_error};
+use crate::api::{ApiState, ErrorBody, error, status_query, store_error};
 
-/// The task routes (merged into [`crate::api::router`] before its token check).
-pub fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/v1/tasks", get(list))
-        .route("/v1/runs/{id}/tasks", get(of_run))
+/// The task routes (merged into [`crate::openapi`]'s routes behind the token).
+pub fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(of_run))
 }
 
-#[derive(Debug, Deserialize)]
+/// The query of `GET /v1/tasks`.
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// running, succeeded, failed, timed_out, stopped or lost.
     status: Option<String>,
+    /// At most this many (default 50).
     limit: Option<i64>,
 }
 
+/// Background tasks.
+#[derive(Debug, Serialize, ToSchema)]
+struct TasksPage {
+    /// `{id, run_id, call_id, command, daemon, status, exit_code, ended_by, output_tail,
+    /// started_at, ended_at, …}` per task (the command with secrets redacted).
+    #[schema(value_type = Vec<Object>)]
+    tasks: Vec<nightshift_store::Task>,
+}
+
+/// `GET /v1/tasks`: tasks of every run, newest first.
+#[utoipa::path(
+    get, path = "/v1/tasks", tag = "tasks",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "tasks", body = TasksPage),
+        (status = 400, description = "a bad parameter, naming it and the allowed values", body = ErrorBody),
+    )
+)]
 async fn list(
     State(state): State<ApiState>,
     q: Result<Query<ListQuery>, QueryRejection>,
@@ -45,11 +68,20 @@ async fn list(
         Err(refused) => return refused,
     };
     match state.store.list_tasks(status, q.limit.unwrap_or(50)).await {
-        Ok(tasks) => Json(json!({ "tasks": tasks })).into_response(),
+        Ok(tasks) => Json(TasksPage { tasks }).into_response(),
         Err(e) => store_error(e),
     }
 }
 
+/// `GET /v1/runs/{id}/tasks`: one run's tasks, oldest first.
+#[utoipa::path(
+    get, path = "/v1/runs/{id}/tasks", tag = "tasks",
+    params(("id" = String, Path, description = "the run id")),
+    responses(
+        (status = 200, description = "the run's tasks", body = TasksPage),
+        (status = 404, description = "no such run", body = ErrorBody),
+    )
+)]
 async fn of_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
     match state.store.run(&id).await {
         Ok(Some(_)) => {}
@@ -57,7 +89,7 @@ async fn of_run(State(state): State<ApiState>, Path(id): Path<String>) -> Respon
         Err(e) => return store_error(e),
     }
     match state.store.tasks_of_run(&id).await {
-        Ok(tasks) => Json(json!({ "tasks": tasks })).into_response(),
+        Ok(tasks) => Json(TasksPage { tasks }).into_response(),
         Err(e) => store_error(e),
     }
 }

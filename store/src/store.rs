@@ -311,6 +311,14 @@ impl Store {
         dispatch!(self, b => queue::workers(b))
     }
 
+    /// Answers when the database can take a write now: opens a write transaction and rolls
+    /// it back (SQLite: `BEGIN IMMEDIATE`, so a file another process holds locked fails after
+    /// the busy timeout; PostgreSQL: a pooled connection and a round trip). Changes nothing.
+    /// For readiness checks (`GET /readyz`).
+    pub async fn ping(&self) -> Result<()> {
+        dispatch!(self, b => ping(b))
+    }
+
     /// Closes the connection pools.
     pub async fn close(&self) {
         if let Some(listener) = &self.inner.listener {
@@ -321,6 +329,10 @@ impl Store {
             Backend::Postgres(b) => b.close().await,
         }
     }
+}
+
+async fn ping<B: crate::backend::Backend>(b: &B) -> Result<()> {
+    B::rollback(b.begin().await?).await
 }
 
 /// A job this worker holds a lease on. Its methods are the only writers of the job row, and

@@ -96,6 +96,8 @@ async fn deliver_inner(
         Parsed::Challenge(challenge) => return Ok(challenge_answer(hook, challenge)),
         Parsed::Delivery(d) => d,
     };
+    // Copies of this delivery in this process wait here for each other (see `in_flight`).
+    let _held = hook.in_flight.hold(&d.id).await;
     if let Some(done) = store.webhook_redelivery(&hook.name, &d.id).await? {
         return answer(hook, &d, done.runs.as_deref(), true);
     }
@@ -156,9 +158,14 @@ async fn record(
 ) -> Result<Accepted, Refused> {
     let runs = vec![route_run(route, enqueued)];
     let recorded = serde_json::to_string(&runs).expect("runs serialise");
-    store
+    let finished = store
         .finish_webhook_delivery(&hook.name, &d.id, &recorded)
         .await?;
+    if !finished {
+        // A copy taken by another process finished first: answer with what it recorded.
+        let row = store.webhook_delivery(&hook.name, &d.id).await?;
+        return answer(hook, &d, row.and_then(|r| r.runs).as_deref(), true);
+    }
     tracing::info!(hook = %hook.name, delivery = %d.id, event = %d.event, route = %route.name,
                    run_id = %runs[0].run_id, duplicate = runs[0].duplicate, "webhook delivery accepted");
     Ok(Accepted {

@@ -26,9 +26,12 @@
 //!   or between 6 and 7 leaves a `claimed` row: the retry finds it, enqueues again with the
 //!   *same* idempotency key — the store returns the run made the first time (`duplicate`)
 //!   or makes it now — and records it. Only `done` rows short-cut at step 3.
-//! - **Concurrent copies of one delivery make one run**: both may pass step 5, but their
-//!   enqueues carry the same key, and the store's dedupe is exact under races; both answer
-//!   with the same run id.
+//! - **Concurrent copies of one delivery make one run and one 202**: in one process, copies
+//!   of a delivery id take steps 3–7 one after another, so the later ones find it `done` at
+//!   step 3 and answer 200 as redeliveries. Copies taken by different daemons on one database
+//!   may both pass step 5, but their enqueues carry the same key, the store's dedupe is exact
+//!   under races, and only the copy whose step 7 moves the row to `done` answers 202; the
+//!   others answer 200 with the runs recorded there. Never a 409 or 500 for a copy.
 //! - **Traceable prompts**: Nightshift (not the user's template) appends
 //!   `[webhook <hook> delivery=<id> event=<event>]` to every prompt and resume message.
 //!
@@ -49,6 +52,7 @@
 pub mod config;
 mod delivery;
 pub mod error;
+mod in_flight;
 pub mod route;
 pub mod signature;
 
@@ -163,6 +167,8 @@ pub struct Hook {
     event_source: Option<FieldSource>,
     routes: Vec<CompiledRoute>,
     pub counters: Counters,
+    /// The deliveries this process is taking now (copies of one wait for each other).
+    in_flight: in_flight::InFlight,
 }
 
 impl Hook {
@@ -227,6 +233,7 @@ impl HookSet {
                 event_source: c.event_source(),
                 routes,
                 counters: Counters::default(),
+                in_flight: in_flight::InFlight::default(),
             };
             if hooks.insert(c.name.clone(), Arc::new(hook)).is_some() {
                 return Err(ConfigError::table(

@@ -237,13 +237,25 @@ async fn bad_requests_change_nothing(db: &TestDb) {
         ),
         (
             json!({"agent": "helper", "prompt": "x", "promt": 1}),
-            StatusCode::BAD_REQUEST,
-            "unknown field `promt`",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "promt: unknown field `promt`",
         ),
         (
             json!({"agent": "helper"}),
-            StatusCode::BAD_REQUEST,
+            StatusCode::UNPROCESSABLE_ENTITY,
             "missing field `prompt`",
+        ),
+        (
+            json!({"agent": "helper", "prompt": "x", "concurrency_key": "k",
+                   "concurrency_policy": "sometimes"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "concurrency_policy: unknown variant `sometimes`, expected one of `queue`, `skip`, \
+             `supersede`, `debounce`",
+        ),
+        (
+            json!({"agent": "helper", "prompt": "x", "priority": "high"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "priority: invalid type: string \"high\", expected i64",
         ),
         (
             json!({"agent": "helper", "prompt": " "}),
@@ -284,10 +296,56 @@ async fn bad_requests_change_nothing(db: &TestDb) {
         .await
         .unwrap();
     assert_eq!(raw.status(), StatusCode::BAD_REQUEST);
+    let err: Value = raw.json().await.unwrap();
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("the body is not valid JSON"),
+        "{err}"
+    );
+    let form = api
+        .http
+        .post(format!("{}/v1/runs", api.base))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("agent=helper&prompt=x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let err: Value = form.json().await.unwrap();
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("Content-Type: application/json"),
+        "{err}"
+    );
     assert!(
         api.store.list_runs(None, 10).await.unwrap().is_empty(),
         "nothing was enqueued"
     );
+    let schedule = json!({"name": "s", "cron": "@daily", "agent": "helper", "prompt": "p",
+                          "overlap": "sometimes"});
+    let (status, err) = api.send("POST", "/v1/schedules", Some(schedule)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(
+        err["error"],
+        "overlap: unknown variant `sometimes`, expected one of `skip`, `queue`, `allow`"
+    );
+    let (status, err) = api
+        .send("PATCH", "/v1/schedules/s", Some(json!({"enabled": "yes"})))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("enabled: invalid type"),
+        "{err}"
+    );
+    assert!(api.store.schedules().await.unwrap().is_empty());
     let (status, _) = api.send("GET", "/v1/runs/nope", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, err) = api.send("GET", "/v1/runs?status=sleeping", None).await;
@@ -328,7 +386,10 @@ async fn concurrency_and_wakeups_over_http(db: &TestDb) {
     // Bad policies are explained and make no run.
     let before = api.store.list_runs(None, 100).await.unwrap().len();
     for (body, expect) in [
-        (run("d", "later"), "unknown concurrency policy 'later'"),
+        (
+            run("d", "later"),
+            "concurrency_policy: unknown variant `later`, expected one of",
+        ),
         (run("d", "debounce"), "needs debounce_seconds"),
         (
             json!({"agent": "reviewer", "prompt": "d", "concurrency_policy": "skip"}),
@@ -389,15 +450,19 @@ async fn concurrency_and_wakeups_over_http(db: &TestDb) {
     let decide = |body: Value| api.send("POST", "/v1/runs/nope/approvals/c1", Some(body));
     let (status, err) = decide(json!({"decision": "maybe"})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        err["error"],
+        "decision: unknown variant `maybe`, expected `approve` or `deny`"
+    );
+    let (status, err) = decide(json!({"verdict": "approve"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
         err["error"]
             .as_str()
             .unwrap()
-            .contains("use approve or deny"),
+            .starts_with("verdict: unknown field"),
         "{err}"
     );
-    let (status, _) = decide(json!({"verdict": "approve"})).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
     let (status, _) = decide(json!({"decision": "approve"})).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (_, listed) = api.send("GET", "/v1/approvals", None).await;

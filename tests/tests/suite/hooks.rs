@@ -28,6 +28,7 @@ on_both_backends! {
     github_deliveries_are_routed_templated_and_deduped => routed_templated_deduped;
     every_refusal_has_its_status_and_enqueues_nothing => refusals_enqueue_nothing;
     concurrent_copies_of_one_delivery_make_one_run => concurrent_copies_make_one_run;
+    copies_taken_by_two_daemons_make_one_run_and_one_202 => copies_across_two_daemons;
     a_crash_between_claim_and_record_is_finished_by_the_redelivery => crash_between_steps;
     timestamped_signatures_follow_the_store_clock => timestamped_signatures;
     nightshift_serve_runs_the_agent_a_delivery_started => serve_end_to_end;
@@ -373,14 +374,22 @@ async fn concurrent_copies_make_one_run(db: &TestDb) {
         }));
     }
     let mut ids = std::collections::BTreeSet::new();
+    let mut accepted = 0;
     for t in tasks {
         let (status, answer) = t.await.unwrap();
-        assert!(
-            status == StatusCode::ACCEPTED || status == StatusCode::OK,
-            "{status}: {answer}"
-        );
+        match status {
+            StatusCode::ACCEPTED => {
+                accepted += 1;
+                assert_eq!(answer["redelivery"], false, "{answer}");
+            }
+            // The README: a redelivery answers with the original run ids, also when copies
+            // arrive at once.
+            StatusCode::OK => assert_eq!(answer["redelivery"], true, "{answer}"),
+            other => panic!("a copy was answered {other}: {answer}"),
+        }
         ids.insert(run_id(&answer));
     }
+    assert_eq!(accepted, 1, "exactly one copy is answered 202");
     assert_eq!(
         ids.len(),
         1,
@@ -400,6 +409,46 @@ async fn concurrent_copies_make_one_run(db: &TestDb) {
         .unwrap();
     assert_eq!(row.received, 12);
     assert_eq!(row.status, nightshift_store::WebhookDeliveryStatus::Done);
+}
+
+/// Two daemons (two APIs, each with its own hooks and in-process state) on one database take
+/// copies of one delivery at once: one run, one 202, every other copy a 200 redelivery.
+async fn copies_across_two_daemons(db: &TestDb) {
+    let daemons = [
+        Arc::new(Intake::start(db).await),
+        Arc::new(Intake::start(db).await),
+    ];
+    let body = fixture("pull_request.opened");
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        let intake = daemons[i % 2].clone();
+        let body = body.clone();
+        tasks.push(tokio::spawn(async move {
+            intake.github("pull_request", "d-split", body).await
+        }));
+    }
+    let mut ids = std::collections::BTreeSet::new();
+    let mut accepted = 0;
+    for t in tasks {
+        let (status, answer) = t.await.unwrap();
+        match status {
+            StatusCode::ACCEPTED => accepted += 1,
+            StatusCode::OK => assert_eq!(answer["redelivery"], true, "{answer}"),
+            other => panic!("a copy was answered {other}: {answer}"),
+        }
+        ids.insert(run_id(&answer));
+    }
+    assert_eq!(accepted, 1, "exactly one copy is answered 202");
+    assert_eq!(ids.len(), 1, "every copy names the same run: {ids:?}");
+    let runs = daemons[0].runs().await;
+    assert_eq!(runs.len(), 1, "one run");
+    let row = daemons[1]
+        .store
+        .webhook_delivery("github", "d-split")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.received, 12);
 }
 
 async fn crash_between_steps(db: &TestDb) {

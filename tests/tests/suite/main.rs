@@ -52,6 +52,10 @@
 //!   the store and over `GET /v1/runs`.
 //! - `logs`: the daemon's JSON log: every line an object, the job's lines carrying its run,
 //!   job, attempt and agent, one line at the run's start and one at its end.
+//! - `openapi`: `GET /openapi.json` lists every route served (and the README's), with the
+//!   bearer scheme, the error answers and the request schemas the handlers check.
+//! - `store_down`: the API while the store is really down (a cut proxy to PostgreSQL, a
+//!   held SQLite write lock): 503 with `Retry-After`, `/readyz` not ready, then recovery.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -74,6 +78,7 @@ mod logs;
 mod loop_property;
 mod notify;
 mod nul_text;
+mod openapi;
 mod plans;
 mod pool;
 mod process;
@@ -86,5 +91,6 @@ mod schedules_ha;
 mod schedules_http;
 mod security;
 mod setup;
+mod store_down;
 mod tasks;
 mod wakeup;

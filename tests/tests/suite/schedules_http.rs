@@ -105,7 +105,7 @@ async fn schedules_api(db: &TestDb) {
     let unknown = json!({"name": "bad", "cron": "@daily", "agent": "reporter", "prompt": "p",
                          "when": "now"});
     let (status, err) = send(&http, &base, "POST", "/v1/schedules", Some(unknown)).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(err["error"].as_str().unwrap().contains("when"), "{err}");
     let (_, list) = send(&http, &base, "GET", "/v1/schedules", None).await;
     let names: Vec<&str> = list["schedules"]

@@ -1,0 +1,295 @@
+//! How the HTTP API refuses a request: one JSON error shape, one mapping from store errors to
+//! status codes, and one JSON body extractor.
+//!
+//! What it guarantees:
+//! - **Every error is `{"error": "…"}`** ([`ErrorBody`]) saying what was wrong and what to do.
+//! - **A store that cannot be reached is a 503 with `Retry-After`**, never a 500: a refused or
+//!   dropped connection, a pool that timed out, a busy or locked SQLite file, an I/O error,
+//!   PostgreSQL shutting down or refusing connections ([`store_unavailable`] decides). Only a
+//!   real bug (a corrupt row, a failed migration, an unexpected database error) is a 500, and
+//!   it is logged. Every handler maps store errors through [`store_error`], so no endpoint
+//!   answers an outage differently.
+//! - **A JSON body that does not fit is a 422 naming the key** ([`JsonBody`]): a wrong type, a
+//!   bad enum value, a missing or unknown field, e.g. `concurrency_policy: unknown variant
+//!   "sometimes", expected one of "queue", "skip", "supersede", "debounce"`. A body that is
+//!   not JSON at all is a 400; a body sent without `Content-Type: application/json` is a 415.
+//!   Decoding is a pure function ([`decode_body`]) so each case is tested without a server.
+
+use axum::extract::{FromRequest, Request};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use nightshift_store::Error as StoreError;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The seconds a client is told to wait (`Retry-After`) before retrying when the store is
+/// unavailable.
+pub const RETRY_AFTER_SECONDS: u64 = 5;
+
+/// The body of every error answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// What was wrong and what to do about it.
+    #[schema(example = "missing field `prompt`")]
+    pub error: String,
+}
+
+/// An error answer: `status` with `{"error": message}`.
+pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (
+        status,
+        axum::Json(ErrorBody {
+            error: message.into(),
+        }),
+    )
+        .into_response()
+}
+
+/// A 503 with `Retry-After`: the store cannot answer now (`why`), retrying later can help.
+pub fn unavailable(why: impl std::fmt::Display) -> Response {
+    let mut response = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "the store is unavailable ({why}); nothing was changed — retry in \
+             {RETRY_AFTER_SECONDS} seconds"
+        ),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+    response
+}
+
+/// True when `e` means the store could not be reached or is too busy to answer now, so the
+/// same request may succeed later: what [`StoreError::is_transient`] says, and PostgreSQL's
+/// connection exceptions (class 08), shutdowns and start-ups (57P01-57P03) and a full
+/// connection table (53300).
+pub fn store_unavailable(e: &StoreError) -> bool {
+    if e.is_transient() {
+        return true;
+    }
+    match e {
+        StoreError::Database(sqlx::Error::Database(db)) => {
+            let code = db.code();
+            let code = code.as_deref().unwrap_or("");
+            code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
+        }
+        StoreError::Database(sqlx::Error::Tls(_) | sqlx::Error::Protocol(_)) => true,
+        _ => false,
+    }
+}
+
+/// The one mapping from a store error to an answer: 404, 409 and 422 for the caller's
+/// mistakes, 503 with `Retry-After` when the store is unavailable, else a logged 500.
+pub fn store_error(e: StoreError) -> Response {
+    match e {
+        StoreError::NotFound { .. } => error(StatusCode::NOT_FOUND, e.to_string()),
+        StoreError::Conflict(m) => error(StatusCode::CONFLICT, m),
+        StoreError::Invalid(m) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
+        e if store_unavailable(&e) => {
+            tracing::warn!(error = %e, "API request refused: the store is unavailable");
+            unavailable(e)
+        }
+        e => {
+            tracing::error!(error = %e, "API request failed");
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+    }
+}
+
+/// A JSON request body decoded as `T`, or the refusal [`decode_body`] and the content-type
+/// check decide.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<T, S> FromRequest<S> for JsonBody<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if !is_json_content_type(content_type) {
+            return Err(error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "the body must be JSON; send it with `Content-Type: application/json`",
+            ));
+        }
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| {
+                error(
+                    e.status(),
+                    format!("cannot read the body: {}", e.body_text()),
+                )
+            })?;
+        decode_body(&bytes)
+            .map(JsonBody)
+            .map_err(|(status, message)| error(status, message))
+    }
+}
+
+/// `application/json`, optionally with parameters, or any `application/*+json`.
+fn is_json_content_type(value: &str) -> bool {
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// Decodes a JSON body as `T`: a body that is not JSON is a 400; JSON that does not fit `T`
+/// (wrong type, bad enum value, missing or unknown field) is a 422 whose message starts with
+/// the key's path (`concurrency_policy: unknown variant …`, `routes[0].agent: …`).
+pub fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, (StatusCode, String)> {
+    let mut json = serde_json::Deserializer::from_slice(bytes);
+    let decoded: Result<T, _> = serde_path_to_error::deserialize(&mut json);
+    let value = match decoded {
+        Ok(value) => value,
+        Err(e) => {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            return Err(refusal(&path, &inner));
+        }
+    };
+    json.end().map_err(|e| refusal(".", &e)).map(|()| value)
+}
+
+fn refusal(path: &str, e: &serde_json::Error) -> (StatusCode, String) {
+    let message = without_position(e);
+    match e.classify() {
+        serde_json::error::Category::Data => {
+            let message = if path == "." {
+                message
+            } else {
+                format!("{path}: {message}")
+            };
+            (StatusCode::UNPROCESSABLE_ENTITY, message)
+        }
+        _ => (
+            StatusCode::BAD_REQUEST,
+            format!("the body is not valid JSON: {message}; send a JSON object"),
+        ),
+    }
+}
+
+/// serde_json's message without its " at line L column C" suffix.
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    text.strip_suffix(&suffix).unwrap_or(&text).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Body {
+        name: String,
+        #[serde(default)]
+        mode: Option<Mode>,
+        #[serde(default)]
+        items: Vec<Item>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    enum Mode {
+        Fast,
+        Slow,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Item {
+        count: u32,
+    }
+
+    fn refused(body: &str) -> (StatusCode, String) {
+        decode_body::<Body>(body.as_bytes()).unwrap_err()
+    }
+
+    #[test]
+    fn data_that_does_not_fit_is_422_naming_the_key() {
+        let (status, m) = refused(r#"{"name": "a", "mode": "sometimes"}"#);
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            m,
+            "mode: unknown variant `sometimes`, expected `fast` or `slow`"
+        );
+        let (status, m) = refused(r#"{"name": 7}"#);
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(m, "name: invalid type: integer `7`, expected a string");
+        let (status, m) = refused(r#"{"name": "a", "items": [{"count": -1}]}"#);
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(m.starts_with("items[0].count: invalid value"), "{m}");
+        let (status, m) = refused(r#"{"mode": "fast"}"#);
+        assert_eq!(
+            (status, m.as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "missing field `name`")
+        );
+        let (status, m) = refused(r#"{"name": "a", "nmae": "b"}"#);
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(m.starts_with("nmae: unknown field `nmae`"), "{m}");
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_is_400() {
+        for body in ["{not json", "", r#"{"name": "a"} trailing"#] {
+            let (status, m) = refused(body);
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {m}");
+            assert!(m.starts_with("the body is not valid JSON"), "{m}");
+        }
+        assert_eq!(decode_body::<Body>(br#"{"name": "a"}"#).unwrap().name, "a");
+    }
+
+    #[test]
+    fn json_content_types_are_recognised() {
+        for ok in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
+            "application/merge-patch+json",
+        ] {
+            assert!(is_json_content_type(ok), "{ok}");
+        }
+        for no in ["", "text/plain", "application/x-www-form-urlencoded"] {
+            assert!(!is_json_content_type(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn an_unreachable_store_is_503_with_retry_after_and_a_bug_is_500() {
+        let down = store_error(StoreError::Database(sqlx::Error::PoolTimedOut));
+        assert_eq!(down.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            down.headers()[header::RETRY_AFTER],
+            RETRY_AFTER_SECONDS.to_string().as_str()
+        );
+        let refused = store_error(StoreError::Connect {
+            target: "127.0.0.1:5432/app".into(),
+            detail: "connection refused".into(),
+        });
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let bug = store_error(StoreError::Corrupt("runs.status 'odd'".into()));
+        assert_eq!(bug.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(bug.headers().get(header::RETRY_AFTER).is_none());
+        assert_eq!(
+            store_error(StoreError::Conflict("taken".into())).status(),
+            StatusCode::CONFLICT
+        );
+    }
+}
