@@ -83,6 +83,7 @@ pub fn router_with_data_dir(state: ApiState, data_dir: Option<std::path::PathBuf
         .merge(crate::tasks_api::routes())
         .route("/v1/notifications", get(list_notifications))
         .route("/v1/notifications/{id}/redeliver", post(redeliver))
+        .merge(crate::metrics::routes())
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"ok": true})) }))

@@ -14,6 +14,7 @@ pub mod demo;
 pub mod gateway;
 pub mod hooks;
 pub mod logging;
+pub mod metrics;
 pub mod notify;
 pub mod private;
 pub mod redaction;
