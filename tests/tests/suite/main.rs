@@ -52,6 +52,8 @@
 //!   the store and over `GET /v1/runs`.
 //! - `logs`: the daemon's JSON log: every line an object, the job's lines carrying its run,
 //!   job, attempt and agent, one line at the run's start and one at its end.
+//! - `metrics`: `GET /metrics` of a daemon in process: a run with tools, then the scrape's
+//!   counts per agent, model, tool, hook, schedule, notice and wakeup.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -72,6 +74,7 @@ mod hostile;
 mod hostile_loop;
 mod logs;
 mod loop_property;
+mod metrics;
 mod notify;
 mod nul_text;
 mod plans;
