@@ -16,6 +16,7 @@
 //! | `POST` | `/hooks/{name}` | a webhook delivery, authenticated by its signature, not the token |
 //! | `GET` | `/v1/notifications?run=&status=&limit=` | run notice deliveries, newest first: status (`pending`, `delivered`, `dead`), attempts, last error |
 //! | `POST` | `/v1/notifications/{delivery_id}/redeliver` | send a dead delivery again (fresh attempts, same delivery id) |
+//! | `GET` | `/metrics` | Prometheus metrics (see [`crate::metrics`]); also without the token on `telemetry.metrics_address` |
 //! | `GET` | `/healthz` | liveness, without the token |
 //! | `GET` | `/readyz` | readiness: 200 when the store takes a write transaction within 2 s, else 503 with `Retry-After`; no token |
 //! | `GET` | `/openapi.json` | the OpenAPI 3.1 document of every route above (see [`crate::openapi`]); no token |

@@ -50,6 +50,8 @@ pub struct Config {
     /// `[prices."MODEL"]`: USD per million tokens for models the built-in table does not
     /// know, or other prices for ones it does (see `nightshift_agent::pricing`).
     pub prices: BTreeMap<String, Pricing>,
+    /// `[telemetry]`: where the Prometheus metrics are served besides `GET /metrics`.
+    pub telemetry: TelemetryConfig,
     /// The directory relative paths in the file are resolved against (the file's own).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -73,6 +75,16 @@ impl Default for ServerConfig {
             token_env: "NIGHTSHIFT_API_TOKEN".into(),
         }
     }
+}
+
+/// The `[telemetry]` settings. `GET /metrics` (behind the API token) is always served.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// An address (`127.0.0.1:9464`) that serves the same metrics at `GET /metrics` without
+    /// the token, for a Prometheus that holds none. Default none. Bind it to loopback or a
+    /// private network: the metrics name agents, tools, hooks and schedules.
+    pub metrics_address: Option<std::net::SocketAddr>,
 }
 
 /// The `[runtime]` settings.

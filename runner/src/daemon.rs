@@ -19,7 +19,8 @@
 //! 4. **config**: the agent runtime (agents, models, tools, the sandbox probe), schedules,
 //!    webhooks and the notifier are built — the whole config is checked before the database
 //!    is touched;
-//! 5. **listener**: `server.address` is bound (a taken port fails here, before migrating);
+//! 5. **listener**: `server.address` is bound (a taken port fails here, before migrating),
+//!    and `telemetry.metrics_address` when set;
 //! 6. **store**: migrations, the data directory and database made private, tool processes a
 //!    crashed predecessor left are killed, and the config's schedules applied.
 //!
@@ -27,15 +28,16 @@
 //! [`crate::reload`]): the agent runtime the pool takes for each job, the intake's agents,
 //! the webhooks, the notifier and the schedules.
 //!
-//! Then the subsystems are spawned: the schedule timer, the HTTP server, the notifier, the
-//! task keeper, and last the worker pool, so no run starts before the rest is up.
+//! Then the subsystems are spawned: the schedule timer, the metrics listener, the HTTP server,
+//! the notifier, the task keeper, and last the worker pool, so no run starts before the rest
+//! is up.
 //!
 //! ## Stop order
 //!
 //! The caller's `shutdown` token (in the binary: the first SIGTERM or SIGINT) stops the
 //! daemon; so does the HTTP server failing, or the pool returning on its own. At that moment
-//! the pool stops claiming, the HTTP server stops accepting (requests in flight are answered),
-//! the timer stops firing and no background task starts any more. Then, in this order:
+//! the pool stops claiming, the HTTP server (and the metrics listener) stops accepting
+//! (requests in flight are answered), the timer stops firing and no background task starts any more. Then, in this order:
 //!
 //! 1. **the pool drains**: running jobs finish within `worker.shutdown_grace_ms`, then their
 //!    leases are released. First, because the runs ending now still need the rest;
@@ -48,8 +50,9 @@
 //! Every subsystem is joined before [`Running::wait`] returns; the first failure is its error.
 //!
 //! Process-wide settings are the binary's, not this module's: signals, the umask and making
-//! the process non-dumpable. The one global this module sets is the log writer's redactor
-//! ([`redaction::install_for_logs`]).
+//! the process non-dumpable. The globals this module sets are the log writer's redactor
+//! ([`redaction::install_for_logs`]) and the metrics recorder (`nightshift_telemetry::install`,
+//! once per process).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -91,6 +94,7 @@ pub async fn start(
     shutdown: CancellationToken,
 ) -> anyhow::Result<Running> {
     let daemon_id = daemon_id();
+    nightshift_telemetry::install();
     let data_dir = config.resolve_path(&config.runtime.data_dir);
     let supervisor = crate::tasks::supervisor(
         &store,
@@ -104,6 +108,11 @@ pub async fn start(
     let parts = Parts::build(config, &store, &supervisor, secrets)?;
     let listener = bind(&config.server.address).await?;
     let address = listener.local_addr()?;
+    let metrics_listener = bind_metrics(config).await?;
+    let metrics_address = match &metrics_listener {
+        Some(l) => Some(l.local_addr()?),
+        None => None,
+    };
     prepare_store(config, &store, &parts).await?;
     // From here on nothing fails: the subsystems are spawned, stopped by `stop`.
     let stop = shutdown.child_token();
@@ -116,6 +125,7 @@ pub async fn start(
         hooks: parts.hooks.clone(),
     };
     tracing::info!(%address, token = %token_source, "HTTP API listening");
+    let metrics = metrics_listener.map(|l| spawn_metrics(l, state.clone(), &stop));
     let server = spawn_server(listener, state, data_dir.clone(), &stop);
     let notifier = Arc::new(Mutex::new(Stoppable::spawn(|s| parts.notifier.run(s))));
     let keeper = spawn_keeper(config, &store, daemon_id, &supervisor);
@@ -135,11 +145,13 @@ pub async fn start(
     Ok(Running {
         reloader,
         address,
+        metrics_address,
         stop,
         pool,
         keeper,
         notifier,
         server,
+        metrics,
         timer,
     })
 }
@@ -150,12 +162,15 @@ pub struct Running {
     address: SocketAddr,
     /// Reloads the config into the running daemon (SIGHUP).
     reloader: Reloader,
+    metrics_address: Option<SocketAddr>,
     /// Stops every subsystem that stops at once (a child of the caller's `shutdown`).
     stop: CancellationToken,
     pool: JoinHandle<nightshift_store::Result<PoolReport>>,
     keeper: Stoppable,
     notifier: Arc<Mutex<Stoppable>>,
     server: JoinHandle<std::io::Result<()>>,
+    /// `GET /metrics` without the token on `telemetry.metrics_address`, when set.
+    metrics: Option<JoinHandle<std::io::Result<()>>>,
     timer: JoinHandle<()>,
 }
 
@@ -180,6 +195,11 @@ impl Running {
         self.reloader.clone()
     }
 
+    /// The address of `GET /metrics` without the token (`telemetry.metrics_address`), if set.
+    pub fn metrics_address(&self) -> Option<SocketAddr> {
+        self.metrics_address
+    }
+
     /// Waits for the shutdown, then stops the subsystems in the documented order. Every one
     /// is joined; the first that failed is the error.
     pub async fn wait(self) -> anyhow::Result<Stopped> {
@@ -191,9 +211,14 @@ impl Running {
         };
         let notices_cut_short = stop_notifier(notifier).await;
         let served = join_server(self.server).await;
+        let metrics_served = match self.metrics {
+            Some(metrics) => join_server(metrics).await,
+            None => Ok(()),
+        };
         let timed = self.timer.await.context("the schedule timer failed");
         kept?;
         served?;
+        metrics_served?;
         timed?;
         Ok(Stopped {
             pool: pooled?,
@@ -289,6 +314,35 @@ async fn bind(address: &str) -> anyhow::Result<TcpListener> {
     TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen on {address} (server.address)"))
+}
+
+/// The listener of `telemetry.metrics_address`, when set (a taken port fails the start).
+async fn bind_metrics(config: &Config) -> anyhow::Result<Option<TcpListener>> {
+    let Some(address) = config.telemetry.metrics_address else {
+        return Ok(None);
+    };
+    let listener = TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address} (telemetry.metrics_address)"))?;
+    Ok(Some(listener))
+}
+
+/// `GET /metrics` without the token on `listener` until `stop`; failing, it takes the daemon
+/// down like the API server.
+fn spawn_metrics(
+    listener: TcpListener,
+    state: api::ApiState,
+    stop: &CancellationToken,
+) -> JoinHandle<std::io::Result<()>> {
+    let stop = stop.clone();
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, "metrics listening (GET /metrics, no token)");
+    }
+    tokio::spawn(async move {
+        let served = crate::metrics::serve(listener, state, stop.clone()).await;
+        stop.cancel();
+        served
+    })
 }
 
 /// Migrates, makes the data directory and database private, kills tool processes a crashed

@@ -14,9 +14,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 
+/// One model of a chain: its client, and the configured provider name and model it is
+/// counted under in the metrics.
+struct Link {
+    client: Arc<ModelClient>,
+    provider: String,
+    model: String,
+}
+
 /// Model chains by agent name.
 pub struct Gateway {
-    chains: HashMap<String, Vec<Arc<ModelClient>>>,
+    chains: HashMap<String, Vec<Link>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -57,7 +65,13 @@ impl Gateway {
                         e.message
                     )
                 })?;
-                chain.push(client);
+                let link = Link {
+                    client,
+                    provider: provider.to_string(),
+                    model: model.to_string(),
+                };
+                publish_breaker(&link);
+                chain.push(link);
             }
             chains.insert(agent.name.clone(), chain);
         }
@@ -79,9 +93,13 @@ impl ModelGateway for Gateway {
                     agent.config.name
                 )));
             };
-            send_with_fallback(chain, req, cancel)
+            let clients: Vec<Arc<ModelClient>> = chain.iter().map(|l| l.client.clone()).collect();
+            let began = std::time::Instant::now();
+            let sent = send_with_fallback(&clients, req, cancel)
                 .await
-                .map_err(failure)
+                .map_err(failure);
+            record_call(agent, chain, &sent, began.elapsed());
+            sent
         })
     }
 }
@@ -101,4 +119,76 @@ fn failure(e: ProviderError) -> ModelFailure {
         },
         e => ModelFailure::Fatal(e.to_string()),
     }
+}
+
+/// Counts a call through `chain` in the metrics: a reply under the link that answered (its
+/// model named by the reply; the main link when none matches), a failure under the main link;
+/// then every link's breaker.
+fn record_call(
+    agent: &AgentDef,
+    chain: &[Link],
+    sent: &Result<ModelResponse, ModelFailure>,
+    took: std::time::Duration,
+) {
+    let (link, status, tokens, cost_usd) = match sent {
+        Ok(resp) => {
+            let link = answering_link(chain, &resp.model);
+            let u = &resp.usage;
+            let tokens = nightshift_telemetry::Tokens {
+                input: u.input_tokens,
+                output: u.output_tokens,
+                cache_read: u.cache_read_input_tokens,
+                cache_write: u.cache_creation_input_tokens,
+            };
+            (link, "ok", tokens, agent.prices.cost(&resp.model, u))
+        }
+        Err(e) => (chain.first(), failure_status(e), Default::default(), 0.0),
+    };
+    if let Some(link) = link {
+        nightshift_telemetry::model_call(&nightshift_telemetry::ModelCall {
+            provider: &link.provider,
+            model: &link.model,
+            status,
+            duration: took,
+            tokens,
+            cost_usd,
+        });
+    }
+    chain.iter().for_each(publish_breaker);
+}
+
+/// The link whose model answered: named exactly by the reply, or the start of its name (a
+/// provider may answer an alias with a dated snapshot), else the main link.
+fn answering_link<'a>(chain: &'a [Link], answered: &str) -> Option<&'a Link> {
+    chain
+        .iter()
+        .find(|l| l.model == answered)
+        .or_else(|| {
+            chain
+                .iter()
+                .find(|l| answered.starts_with(l.model.as_str()))
+        })
+        .or(chain.first())
+}
+
+/// The metrics' name of a failed call.
+fn failure_status(e: &ModelFailure) -> &'static str {
+    match e {
+        ModelFailure::Unavailable { .. } => "unavailable",
+        ModelFailure::Fatal(_) => "fatal",
+        ModelFailure::ContextTooLong(_) => "context_too_long",
+        ModelFailure::Cancelled => "cancelled",
+    }
+}
+
+/// Sets the metrics' breaker gauge of `link`.
+fn publish_breaker(link: &Link) {
+    use nightshift_llm::BreakerState;
+    use nightshift_telemetry::Breaker;
+    let state = match link.client.breaker_state() {
+        BreakerState::Closed { .. } => Breaker::Closed,
+        BreakerState::HalfOpen { .. } => Breaker::HalfOpen,
+        BreakerState::Open { .. } => Breaker::Open,
+    };
+    nightshift_telemetry::breaker(&link.provider, &link.model, state);
 }

@@ -133,6 +133,7 @@ async fn receive(
     };
     let too_large = || {
         hook.counters.count(DeliveryOutcome::TooLarge);
+        nightshift_telemetry::webhook_delivery(&hook.name, DeliveryOutcome::TooLarge.as_str());
         error(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(

@@ -15,6 +15,7 @@ pub mod demo;
 pub mod gateway;
 pub mod hooks;
 pub mod logging;
+pub mod metrics;
 pub mod notify;
 pub mod openapi;
 pub mod private;

@@ -248,6 +248,16 @@ impl Notifier {
         };
         match self.store.record_attempt(&d, &outcome).await {
             Ok(true) => {
+                let status = match &outcome {
+                    AttemptOutcome::Delivered { .. } => "delivered",
+                    AttemptOutcome::Failed { .. } if d.attempts >= d.max_attempts => "dead",
+                    AttemptOutcome::Failed { .. } => "retrying",
+                };
+                let agent = nightshift_telemetry::labels::configured(
+                    &run.agent,
+                    self.targets.contains_key(&run.agent),
+                );
+                nightshift_telemetry::notification_delivery(agent, status);
                 if matches!(outcome, AttemptOutcome::Delivered { .. }) {
                     tracing::info!(run_id = %d.run_id, delivery = %d.delivery_id,
                         attempt = d.attempts, "run notice delivered");

@@ -10,6 +10,7 @@
 //!   unavailable, 500 for a bug; and on routes with a JSON body, 400 (not JSON), 415 (not
 //!   `application/json`) and 422 (a value that does not fit, naming the key).
 //!
+//! `GET /metrics` is behind the token (and open on `telemetry.metrics_address`).
 //! `GET /healthz`, `GET /readyz`, `GET /openapi.json` and `POST /hooks/{name}` (signed) need
 //! no token; the document holds no secrets. The dashboard (`/ui…`, HTML) is not part of it.
 
@@ -73,6 +74,7 @@ fn token_routes() -> OpenApiRouter<ApiState> {
         .merge(crate::schedules_api::routes())
         .merge(crate::tasks_api::routes())
         .merge(crate::hooks::token_routes())
+        .merge(crate::metrics::api_routes())
 }
 
 /// The routes without the token.

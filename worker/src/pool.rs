@@ -82,6 +82,8 @@ impl<H: Handler> Pool<H> {
             async move { store.warm_up().await }
         });
         tracing::info!(worker = %self.worker_id, slots = self.config.slots, "worker pool started");
+        nightshift_telemetry::worker_slots(self.config.slots);
+        nightshift_telemetry::labels::know_lanes(self.config.lanes.keys().cloned());
         let mut jobs = Jobs {
             book: Book {
                 slots: Slots::new(self.config.slots, &self.config.lanes),
@@ -147,7 +149,9 @@ impl<H: Handler> Pool<H> {
     async fn settle_and_start(&self, jobs: &mut Jobs, timings: &JobTimings) -> Option<bool> {
         match self.settle(&mut jobs.book, true).await {
             Ok((leases, claimed_all)) => {
+                let now = self.store.now();
                 for (lease, slot) in leases {
+                    record_claim(lease.job(), now);
                     let span = job_span(lease.job());
                     let handle = jobs.tasks.spawn(
                         run_job(
@@ -232,6 +236,7 @@ impl<H: Handler> Pool<H> {
         let got: Vec<usize> = claimed.iter().map(Vec::len).collect();
         let claimed_all = plan::claimed_all(&requests, &got);
         let placed = place(book, claimed.into_iter().flatten().collect()).await;
+        nightshift_telemetry::busy_slots(book.slots.busy());
         Ok((placed, claimed_all))
     }
 
@@ -392,6 +397,7 @@ impl Book {
         };
         if let Some(slot) = self.running.remove(&id) {
             self.slots.free(&slot);
+            nightshift_telemetry::busy_slots(self.slots.busy());
         }
         self.count(&finished);
     }
@@ -437,6 +443,21 @@ impl Book {
             Finished::LeaseLost => report.lease_lost += 1,
             Finished::WriteFailed(_) => report.failed_writes += 1,
         }
+    }
+}
+
+/// Records a claim at `now`: the job's start delay (from its due time), and for the resume job
+/// of a wakeup, how late the wakeup is.
+fn record_claim(job: &nightshift_store::Job, now: nightshift_store::Millis) {
+    let late = std::time::Duration::from_millis(u64::try_from(now - job.run_at).unwrap_or(0));
+    nightshift_telemetry::job_claimed(&job.lane, job.kind.as_str(), late);
+    if job.kind == nightshift_store::JobKind::Resume
+        && matches!(
+            nightshift_store::ResumeReason::from_payload(&job.payload),
+            Some(nightshift_store::ResumeReason::Wakeup { .. })
+        )
+    {
+        nightshift_telemetry::wakeup_claimed(late);
     }
 }
 

@@ -25,6 +25,7 @@ use crate::wakeup;
 
 mod approvals;
 mod background;
+mod metrics;
 mod opening;
 mod outage;
 mod redact;
@@ -120,17 +121,22 @@ impl AgentRuntime {
 
 impl Handler for AgentRuntime {
     async fn handle(&self, ctx: JobContext) -> JobOutcome {
-        let outcome = self.outcome(&ctx).await;
+        let mut seen = None;
+        let outcome = self.outcome(&ctx, &mut seen).await;
         if matches!(outcome, JobOutcome::Done(_)) {
             self.tools.run_ended(&ctx.lease.job().run_id).await;
+        }
+        if let Some(seen) = seen {
+            metrics::job_ended(&seen, ctx.lease.job(), &outcome, ctx.lease.store().now());
         }
         redact::outcome(&self.redactor, outcome)
     }
 }
 
 impl AgentRuntime {
-    async fn outcome(&self, ctx: &JobContext) -> JobOutcome {
-        match self.run_job(ctx).await {
+    /// The job's outcome; `seen` is set to the run's agent and start once the run was read.
+    async fn outcome(&self, ctx: &JobContext, seen: &mut Option<metrics::Seen>) -> JobOutcome {
+        match self.run_job(ctx, seen).await {
             Ok(outcome) => outcome,
             Err(Stop::Store(e)) if e.is_lease_lost() => {
                 // Nothing more can be written; the pool drops whatever we return.
@@ -167,13 +173,21 @@ impl From<StoreError> for Stop {
 }
 
 impl AgentRuntime {
-    async fn run_job(&self, ctx: &JobContext) -> Result<JobOutcome, Stop> {
+    async fn run_job(
+        &self,
+        ctx: &JobContext,
+        seen: &mut Option<metrics::Seen>,
+    ) -> Result<JobOutcome, Stop> {
         let store = ctx.lease.store();
         let run_id = &ctx.lease.job().run_id;
         let run = store
             .run(run_id)
             .await?
             .ok_or_else(|| Stop::Corrupt(format!("run {run_id} is missing")))?;
+        *seen = Some(metrics::Seen::of(
+            &run,
+            self.agents.contains_key(&run.agent),
+        ));
         // The pool's job span leaves the agent to whoever reads the run.
         tracing::Span::current().record("agent", run.agent.as_str());
         let Some(agent) = self.agents.get(&run.agent) else {

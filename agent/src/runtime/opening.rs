@@ -102,6 +102,7 @@ impl Session<'_> {
             agent_hash: self.agent.hash.clone(),
         })
         .await?;
+        nightshift_telemetry::run_started(&self.agent.config.name);
         let job = self.ctx.lease.job();
         let prompt = match job.kind {
             JobKind::Start => job.payload.clone(),

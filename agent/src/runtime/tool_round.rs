@@ -23,6 +23,7 @@ use crate::state::{Decision, PendingCall};
 use crate::tasks;
 use crate::wakeup;
 
+use super::metrics;
 use super::session::Session;
 use super::{AgentRuntime, INTERRUPTED_NOTICE, REFUSED_NOTICE, Stop, ToolsEnd};
 
@@ -156,13 +157,18 @@ impl AgentRuntime {
         planned: Planned,
     ) -> Result<Option<ToolsEnd>, Stop> {
         let call = &planned.call;
+        let class = self.durability(s.agent, &call.name, &call.input);
+        let count =
+            |outcome, ran_for| metrics::tool_call(s.agent, &call.name, class, outcome, ran_for);
         let key = match planned.plan {
             CallPlan::RefuseInput(violation) => {
                 s.log_result(&call.call_id, violation, true).await?;
+                count("refused_input", None);
                 return Ok(None);
             }
             CallPlan::Denied(content) => {
                 s.log(tool_error(&call.call_id, content, false)).await?;
+                count("denied", None);
                 return Ok(None);
             }
             CallPlan::AskApproval => {
@@ -178,31 +184,35 @@ impl AgentRuntime {
                     None => INTERRUPTED_NOTICE.to_string(),
                 };
                 s.log(tool_error(&call.call_id, content, true)).await?;
+                count("interrupted", None);
                 return Ok(None);
             }
             CallPlan::Replay { key } => key,
             CallPlan::Start { key, durability } => {
                 if !start(s, call, &key, durability).await? {
+                    count("refused", None);
                     return Ok(Some(ToolsEnd::Refused));
                 }
                 key
             }
         };
-        if planned.control {
-            self.run_control_tool(s, &call.call_id, &call.input).await?;
+        let began = std::time::Instant::now();
+        let failed = if planned.control {
+            self.run_control_tool(s, &call.call_id, &call.input).await?
         } else {
-            self.run_tool(s, call, &key).await?;
-        }
+            self.run_tool(s, call, &key).await?
+        };
+        count(if failed { "error" } else { "ok" }, Some(began.elapsed()));
         Ok(None)
     }
 
-    /// Runs a call on the tool box and logs its result.
+    /// Runs a call on the tool box and logs its result. True when the result is an error.
     async fn run_tool(
         &self,
         s: &mut Session<'_>,
         call: &PendingCall,
         key: &str,
-    ) -> Result<(), Stop> {
+    ) -> Result<bool, Stop> {
         let reply = self
             .tools
             .call(
@@ -218,7 +228,8 @@ impl AgentRuntime {
             )
             .await;
         s.log_result(&call.call_id, reply.content, reply.is_error)
-            .await
+            .await?;
+        Ok(reply.is_error)
     }
 
     /// What the agent's config and the tool box say about a call.
@@ -261,12 +272,13 @@ impl AgentRuntime {
     }
 
     /// `schedule_wakeup`: arms the wakeup (once per call, also when re-run after a crash).
+    /// True when its result is an error.
     async fn run_control_tool(
         &self,
         s: &mut Session<'_>,
         call_id: &str,
         input: &serde_json::Value,
-    ) -> Result<(), Stop> {
+    ) -> Result<bool, Stop> {
         let armed = s.state.wakeup.clone().filter(|w| w.call_id == call_id);
         let planned = match armed {
             Some(w) => Ok(w),
@@ -299,7 +311,8 @@ impl AgentRuntime {
             is_error,
             interrupted: false,
         })
-        .await
+        .await?;
+        Ok(is_error)
     }
 }
 

@@ -173,6 +173,21 @@ pub enum FireOutcome {
     Skipped { active_run: String },
 }
 
+impl FireOutcome {
+    /// Its name in the metrics: `enqueued`, `duplicate` or `skipped`.
+    pub fn metric_name(&self) -> &'static str {
+        match self {
+            FireOutcome::Enqueued {
+                duplicate: false, ..
+            } => "enqueued",
+            FireOutcome::Enqueued {
+                duplicate: true, ..
+            } => "duplicate",
+            FireOutcome::Skipped { .. } => "skipped",
+        }
+    }
+}
+
 /// Fires `schedule` (stored as `row`) for `fire_at`: renders its prompt and enqueues the run
 /// under the fire's idempotency key and the schedule's overlap policy.
 pub async fn fire(
@@ -236,6 +251,7 @@ pub async fn trigger(intake: &Intake, name: &str) -> Result<FireOutcome, Schedul
     let schedule = Schedule::from_row(&row).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
     let now = store.now();
     let outcome = fire(intake, &row, &schedule, now, true).await?;
+    nightshift_telemetry::schedule_fire(&row.name, "manual", outcome.metric_name());
     if let FireOutcome::Enqueued {
         run_id,
         duplicate: false,

@@ -195,7 +195,9 @@ impl Timer {
             return Ok(());
         }
         tick.missed += missed;
+        nightshift_telemetry::schedule_missed(&row.name, missed);
         if let (Some(outcome), Some(at)) = (outcome, fire_at) {
+            nightshift_telemetry::schedule_fire(&row.name, "timer", outcome.metric_name());
             match &outcome {
                 FireOutcome::Enqueued { run_id, duplicate } => tracing::info!(
                     schedule = %row.name, fire_time = %schedule.local_rfc3339(at), %run_id,

@@ -70,15 +70,17 @@ pub async fn deliver(
     body: &[u8],
 ) -> Result<Accepted, Refused> {
     let result = deliver_inner(intake, hook, header, body).await;
-    match &result {
-        Ok(a) if a.ping => hook.counters.count(DeliveryOutcome::Ping),
-        Ok(a) if a.redelivery => hook.counters.count(DeliveryOutcome::Duplicate),
-        Ok(_) => hook.counters.count(DeliveryOutcome::Accepted),
+    let outcome = match &result {
+        Ok(a) if a.ping => DeliveryOutcome::Ping,
+        Ok(a) if a.redelivery => DeliveryOutcome::Duplicate,
+        Ok(_) => DeliveryOutcome::Accepted,
         Err(e) => {
-            hook.counters.count(e.outcome());
             tracing::info!(hook = %hook.name, error = %e, "webhook delivery refused");
+            e.outcome()
         }
-    }
+    };
+    hook.counters.count(outcome);
+    nightshift_telemetry::webhook_delivery(&hook.name, outcome.as_str());
     result
 }
 

@@ -105,6 +105,23 @@ pub enum DeliveryOutcome {
     Ping,
 }
 
+impl DeliveryOutcome {
+    /// Its name, as `GET /v1/hooks` and the metrics show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryOutcome::Accepted => "accepted",
+            DeliveryOutcome::Duplicate => "duplicate",
+            DeliveryOutcome::Unauthorized => "unauthorized",
+            DeliveryOutcome::BadRequest => "bad_request",
+            DeliveryOutcome::TooLarge => "too_large",
+            DeliveryOutcome::Unmatched => "unmatched",
+            DeliveryOutcome::NoRun => "no_run",
+            DeliveryOutcome::Error => "error",
+            DeliveryOutcome::Ping => "ping",
+        }
+    }
+}
+
 impl Counters {
     /// Counts one outcome.
     pub fn count(&self, outcome: DeliveryOutcome) {

@@ -56,6 +56,8 @@
 //!   bearer scheme, the error answers and the request schemas the handlers check.
 //! - `store_down`: the API while the store is really down (a cut proxy to PostgreSQL, a
 //!   held SQLite write lock): 503 with `Retry-After`, `/readyz` not ready, then recovery.
+//! - `metrics`: `GET /metrics` of a daemon in process: a run with tools, then the scrape's
+//!   counts per agent, model, tool, hook, schedule, notice and wakeup.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
 
@@ -76,6 +78,7 @@ mod hostile;
 mod hostile_loop;
 mod logs;
 mod loop_property;
+mod metrics;
 mod notify;
 mod nul_text;
 mod openapi;

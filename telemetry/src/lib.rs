@@ -1,0 +1,121 @@
+//! # Nightshift's metrics
+//!
+//! Every metric's name, help text, unit and label set is declared once, in [`catalog`]; the
+//! crates that do the work call one typed function of [`record`] at each place where
+//! something happens. Both are built on the `metrics` facade: until a recorder is installed
+//! every call does nothing, so library users and unit tests pay nothing.
+//!
+//! The daemon calls [`install`] (once per process; calling it again returns the same handle,
+//! so several daemons in one test process share one recorder) and serves [`render`]'s
+//! Prometheus text at `GET /metrics`.
+//!
+//! ## Guarantees
+//!
+//! - **Bounded labels.** A label takes either one of a fixed set of values or a name from
+//!   the config (agents, tools, providers, models, hooks, schedules, reserved lanes); a name
+//!   that is not in the config is folded into `unknown` (lanes: `other`) by [`labels`]. No
+//!   run id, job id, prompt, URL or error text is ever a label value.
+//! - **Gauges of store state do not stick.** [`record::sample_jobs`] and
+//!   [`record::sample_wakeups`] set every label set of the previous sample that is gone to 0.
+//! - **Histograms are drained** by an upkeep thread every few seconds, so samples do not pile
+//!   up between scrapes.
+//!
+//! ## The metrics
+//!
+//! | name | type | labels | meaning |
+//! |---|---|---|---|
+//! | `nightshift_jobs` | gauge | `state`, `lane` | live jobs (queued, running, parked) per state and lane, read from the store at each scrape |
+//! | `nightshift_job_start_delay_seconds` | histogram | `lane`, `kind` | from when a job became due (enqueued, or its delay, retry or wakeup time) to its claim |
+//! | `nightshift_job_outcomes_total` | counter | `agent`, `kind`, `outcome` | what the runtime made of each job: `done`, `retry`, `defer`, `park`, `await_approval` |
+//! | `nightshift_worker_slots` | gauge | — | the pool's slots |
+//! | `nightshift_worker_busy_slots` | gauge | — | the pool's slots running a job now |
+//! | `nightshift_runs_started_total` | counter | `agent` | runs started (first job began) |
+//! | `nightshift_runs_ended_total` | counter | `agent`, `status` | runs ended, by final status |
+//! | `nightshift_run_duration_seconds` | histogram | `agent`, `status` | a run's start to its end, waits included |
+//! | `nightshift_model_calls_total` | counter | `provider`, `model`, `status` | model calls through an agent's fallback chain: `ok`, `unavailable`, `fatal`, `context_too_long`, `cancelled` |
+//! | `nightshift_model_call_duration_seconds` | histogram | `provider`, `model`, `status` | a model call's time, retries and fallbacks included |
+//! | `nightshift_model_tokens_total` | counter | `provider`, `model`, `kind` | tokens of replies: `input`, `output`, `cache_read`, `cache_write` |
+//! | `nightshift_model_cost_usd` | gauge (only grows) | `provider`, `model` | USD spent at the agents' prices |
+//! | `nightshift_model_breaker_state` | gauge | `provider`, `model` | circuit breaker: 0 closed, 1 half-open, 2 open |
+//! | `nightshift_tool_calls_total` | counter | `tool`, `class`, `outcome` | tool calls: `ok`, `error`, `refused_input`, `denied`, `refused`, `interrupted` |
+//! | `nightshift_tool_call_duration_seconds` | histogram | `tool`, `class`, `outcome` | time of tool calls that ran |
+//! | `nightshift_webhook_deliveries_total` | counter | `hook`, `outcome` | webhook deliveries by outcome |
+//! | `nightshift_notification_deliveries_total` | counter | `agent`, `status` | run notice attempts: `delivered`, `retrying`, `dead` |
+//! | `nightshift_wakeups_armed` | gauge | `agent` | sleeping runs with an armed resume job, read from the store at each scrape |
+//! | `nightshift_wakeup_lateness_seconds` | histogram | — | a wakeup's due time to the claim of its resume job |
+//! | `nightshift_schedule_fires_total` | counter | `schedule`, `trigger`, `outcome` | schedule fires (`timer`, `manual`): `enqueued`, `duplicate`, `skipped` |
+//! | `nightshift_schedule_missed_fires_total` | counter | `schedule` | fires missed while no daemon led the timer |
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{KeyName, Recorder, SharedString};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+pub mod catalog;
+pub mod labels;
+pub mod record;
+
+pub use record::*;
+
+/// How often histogram samples are folded into their buckets between scrapes.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process's recorder (the first call) and returns the handle that renders it.
+/// When another recorder was installed first (an embedding program's), ours is not global
+/// and renders only the metric descriptions; that is logged once.
+pub fn install() -> &'static PrometheusHandle {
+    HANDLE.get_or_init(|| {
+        let recorder = build();
+        let handle = recorder.handle();
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!(
+                "another metrics recorder is installed in this process; GET /metrics shows none \
+                 of Nightshift's samples"
+            );
+        }
+        let upkeep = handle.clone();
+        let spawned = std::thread::Builder::new()
+            .name("nightshift-metrics".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(UPKEEP_EVERY);
+                    upkeep.run_upkeep();
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start the metrics upkeep thread; histograms are folded at scrapes only");
+        }
+        handle
+    })
+}
+
+/// The Prometheus text exposition of every metric (installing the recorder if need be).
+pub fn render() -> String {
+    install().render()
+}
+
+/// A recorder with every metric described and every histogram's buckets set.
+pub fn build() -> metrics_exporter_prometheus::PrometheusRecorder {
+    let mut builder = PrometheusBuilder::new();
+    for m in catalog::METRICS.iter().filter(|m| !m.buckets.is_empty()) {
+        builder = builder
+            .set_buckets_for_metric(Matcher::Full(m.name.to_string()), m.buckets)
+            .expect("the catalog's buckets are not empty");
+    }
+    let recorder = builder.build_recorder();
+    for m in catalog::METRICS {
+        let (name, help) = (KeyName::from(m.name), SharedString::from(m.help));
+        match m.kind {
+            catalog::Kind::Counter => recorder.describe_counter(name, None, help),
+            catalog::Kind::Gauge => recorder.describe_gauge(name, None, help),
+            catalog::Kind::Histogram => recorder.describe_histogram(name, None, help),
+        }
+    }
+    recorder
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,231 @@
+//! Every recording function through a recorder of its own, and every series it rendered
+//! checked against the catalog: known metric, exactly its labels, fixed labels within their
+//! set, and no hostile text (ids, prompts, URLs) anywhere.
+
+use std::time::Duration;
+
+use crate::catalog::{self, Kind, METRICS, Values};
+use crate::labels::{self, UNKNOWN};
+use crate::record::*;
+
+/// One sample line: name, labels, value.
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: Vec<(String, String)>,
+    value: f64,
+}
+
+fn parse(text: &str) -> Vec<Sample> {
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').expect("a value");
+            let (name, labels) = match series.split_once('{') {
+                Some((name, rest)) => (name, parse_labels(rest.strip_suffix('}').unwrap())),
+                None => (series, Vec::new()),
+            };
+            Sample {
+                name: name.to_string(),
+                labels,
+                value: value.parse().expect("a number"),
+            }
+        })
+        .collect()
+}
+
+fn parse_labels(mut rest: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once("=\"").expect("key=\"");
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            match chars.next().expect("a closing quote") {
+                (_, '\\') => value.push(chars.next().unwrap().1),
+                (i, '"') => break i,
+                (_, c) => value.push(c),
+            }
+        };
+        out.push((key.to_string(), value));
+        rest = after[end + 1..].trim_start_matches(',');
+    }
+    out
+}
+
+/// Records through every function, with names that must be folded or never appear.
+fn record_everything() {
+    labels::know_lanes(["interactive"]);
+    job_claimed("interactive", "start", Duration::from_millis(3));
+    job_claimed("run-0192f0c4-lane", "resume", Duration::from_secs(2));
+    wakeup_claimed(Duration::from_millis(40));
+    job_outcome("triage", "start", "done");
+    job_outcome(UNKNOWN, "resume", "retry");
+    worker_slots(4);
+    busy_slots(1);
+    run_started("triage");
+    run_ended("triage", "succeeded", Some(Duration::from_secs(90)));
+    model_call(&ModelCall {
+        provider: "claude",
+        model: "claude-sonnet-4-5",
+        status: "ok",
+        duration: Duration::from_millis(800),
+        tokens: Tokens {
+            input: 100,
+            output: 20,
+            cache_read: 5,
+            cache_write: 7,
+        },
+        cost_usd: 0.0123,
+    });
+    breaker("claude", "claude-sonnet-4-5", Breaker::HalfOpen);
+    tool_call(
+        "read_file",
+        "read_only",
+        "ok",
+        Some(Duration::from_millis(2)),
+    );
+    tool_call(
+        labels::configured("curl https://example.invalid/?token=abc", false),
+        "side_effect",
+        "error",
+        Some(Duration::from_millis(2)),
+    );
+    webhook_delivery("github", "accepted");
+    notification_delivery("triage", "delivered");
+    schedule_fire("nightly", "manual", "enqueued");
+    schedule_missed("nightly", 3);
+    sample_jobs([
+        ("queued", "default", 2),
+        ("running", "some-free-form-lane", 1),
+    ]);
+    sample_wakeups(["triage", "triage"]);
+}
+
+fn rendered() -> String {
+    let recorder = crate::build();
+    metrics::with_local_recorder(&recorder, record_everything);
+    recorder.handle().render()
+}
+
+/// The catalog entry of a sample (a histogram's `_bucket`, `_sum` and `_count` are its own).
+fn metric_of(name: &str) -> &'static catalog::Metric {
+    catalog::find(name)
+        .or_else(|| {
+            ["_bucket", "_sum", "_count"]
+                .iter()
+                .filter_map(|s| name.strip_suffix(s))
+                .filter_map(catalog::find)
+                .find(|m| m.kind == Kind::Histogram)
+        })
+        .unwrap_or_else(|| panic!("{name} is not in the catalog"))
+}
+
+#[test]
+fn every_series_has_exactly_its_metrics_labels_within_their_bounds() {
+    let text = rendered();
+    let samples = parse(&text);
+    assert!(samples.len() > 20, "{text}");
+    for s in &samples {
+        let m = metric_of(&s.name);
+        let names: Vec<&str> = s
+            .labels
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| *k != "le")
+            .collect();
+        let declared: Vec<&str> = m.labels.iter().map(|l| l.name).collect();
+        assert_eq!(names, declared, "labels of {}", s.name);
+        for (key, value) in &s.labels {
+            if let Some(l) = m.labels.iter().find(|l| l.name == key)
+                && let Values::Fixed(allowed) = l.values
+            {
+                assert!(
+                    allowed.contains(&value.as_str()),
+                    "{}: {key}={value}",
+                    s.name
+                );
+            }
+        }
+    }
+    for hostile in [
+        "0192f0c4",
+        "https://",
+        "token=abc",
+        "rm -rf",
+        "some-free-form-lane",
+    ] {
+        assert!(!text.contains(hostile), "{hostile} leaked into:\n{text}");
+    }
+}
+
+#[test]
+fn invented_tools_and_free_form_lanes_are_folded() {
+    let samples = parse(&rendered());
+    let has = |name: &str, label: (&str, &str)| {
+        samples.iter().any(|s| {
+            s.name == name
+                && s.labels
+                    .iter()
+                    .any(|(k, v)| (k.as_str(), v.as_str()) == label)
+        })
+    };
+    assert!(has("nightshift_tool_calls_total", ("tool", UNKNOWN)));
+    assert!(has("nightshift_jobs", ("lane", labels::OTHER_LANE)));
+    assert!(has(
+        "nightshift_job_start_delay_seconds_count",
+        ("lane", labels::OTHER_LANE)
+    ));
+}
+
+#[test]
+fn sampled_gauges_go_back_to_zero_for_label_sets_that_vanished() {
+    let recorder = crate::build();
+    metrics::with_local_recorder(&recorder, || {
+        sample_wakeups(["zeroing-agent"]);
+        sample_wakeups(["other-agent"]);
+    });
+    let samples = parse(&recorder.handle().render());
+    let value = |agent: &str| {
+        samples
+            .iter()
+            .find(|s| s.name == "nightshift_wakeups_armed" && s.labels[0].1 == agent)
+            .map(|s| s.value)
+    };
+    assert_eq!(value("zeroing-agent"), Some(0.0));
+    assert_eq!(value("other-agent"), Some(1.0));
+}
+
+#[test]
+fn histograms_have_buckets_and_every_metric_a_help_line() {
+    let text = rendered();
+    assert!(text.contains("nightshift_job_start_delay_seconds_bucket{lane=\"interactive\",kind=\"start\",le=\"0.005\"} 1"), "{text}");
+    for m in METRICS {
+        if text.contains(&format!("\n{}", m.name)) || text.starts_with(m.name) {
+            assert!(text.contains(&format!("# HELP {} ", m.name)), "{}", m.name);
+            assert!(
+                text.contains(&format!("# TYPE {} {}", m.name, m.kind.as_str())),
+                "{}",
+                m.name
+            );
+        }
+    }
+}
+
+#[test]
+fn the_crate_doc_and_the_readme_list_every_metric() {
+    let doc = include_str!("lib.rs");
+    let readme = include_str!("../../README.md");
+    for m in METRICS {
+        assert!(
+            doc.contains(&format!("`{}`", m.name)),
+            "lib.rs doc lacks {}",
+            m.name
+        );
+        assert!(
+            readme.contains(&format!("`{}`", m.name)),
+            "README lacks {}",
+            m.name
+        );
+    }
+}
