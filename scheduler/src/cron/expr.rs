@@ -64,6 +64,14 @@ pub enum ExprError {
          on whether a day must match one or both, so use '*' in one of them (or two schedules)"
     )]
     BothDays { expr: String },
+    /// A numeric value (or step) in field `field` is outside what the field allows; `problem`
+    /// says which value and the allowed range ("61 is out of range; minutes are 0-59").
+    #[error("'{expr}': {field} {problem}")]
+    FieldRange {
+        expr: String,
+        field: &'static str,
+        problem: String,
+    },
     /// The `cron` crate refuses the (translated) fields.
     #[error("'{expr}' is not a valid cron expression: {source}")]
     Invalid {
@@ -124,6 +132,13 @@ impl CronExpr {
             }
         };
         let dom = if dom == "?" { "*" } else { dom };
+        for (value, limits) in [second, minute, hour, dom, month].iter().zip(&FIELD_LIMITS) {
+            check_field(value, limits).map_err(|problem| ExprError::FieldRange {
+                expr: expr(),
+                field: limits.name,
+                problem,
+            })?;
+        }
         let dow_names = day_of_week_names(dow).map_err(|problem| ExprError::DayOfWeek {
             expr: expr(),
             field: dow.to_string(),
@@ -227,6 +242,104 @@ fn instant_of(tz: &Tz, wall: NaiveDateTime) -> Option<DateTime<Utc>> {
             None
         }
     }
+}
+
+/// The allowed values of one numeric field, for [`check_field`].
+struct FieldLimits {
+    /// The field's name in an error ("minute").
+    name: &'static str,
+    /// What the values are called in an error ("minutes").
+    plural: &'static str,
+    lo: u32,
+    hi: u32,
+    /// Names accepted in place of numbers (months), counted from `lo`.
+    names: &'static [&'static str],
+}
+
+const MONTH_NAMES: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
+
+/// Second, minute, hour, day-of-month and month, in that order. (Day of week has its own
+/// check, [`day_of_week_names`].)
+const FIELD_LIMITS: [FieldLimits; 5] = [
+    FieldLimits {
+        name: "second",
+        plural: "seconds",
+        lo: 0,
+        hi: 59,
+        names: &[],
+    },
+    FieldLimits {
+        name: "minute",
+        plural: "minutes",
+        lo: 0,
+        hi: 59,
+        names: &[],
+    },
+    FieldLimits {
+        name: "hour",
+        plural: "hours",
+        lo: 0,
+        hi: 23,
+        names: &[],
+    },
+    FieldLimits {
+        name: "day-of-month",
+        plural: "days of the month",
+        lo: 1,
+        hi: 31,
+        names: &[],
+    },
+    FieldLimits {
+        name: "month",
+        plural: "months",
+        lo: 1,
+        hi: 12,
+        names: &MONTH_NAMES,
+    },
+];
+
+/// Checks every number in one field (single values, ranges `a-b`, steps `*/n` and `a-b/n`,
+/// lists) against the field's real limits and refuses a step of 0, so the error states the
+/// limits correctly (the `cron` crate's own wording is off by one). Words other than the field's names are left for the
+/// `cron` crate to judge. The error is worded to follow the field's name.
+fn check_field(field: &str, limits: &FieldLimits) -> Result<(), String> {
+    let range = || {
+        let names = match limits.names.first().zip(limits.names.last()) {
+            Some((a, z)) => format!(" or {}-{}", a.to_ascii_uppercase(), z.to_ascii_uppercase()),
+            None => String::new(),
+        };
+        format!("{} are {}-{}{names}", limits.plural, limits.lo, limits.hi)
+    };
+    let check_value = |v: &str| -> Result<(), String> {
+        let Ok(n) = v.parse::<u64>() else {
+            return Ok(());
+        };
+        if n < u64::from(limits.lo) || n > u64::from(limits.hi) {
+            return Err(format!("{n} is out of range; {}", range()));
+        }
+        Ok(())
+    };
+    for item in field.split(',') {
+        let base = match item.split_once('/') {
+            Some((base, step)) => {
+                if step.parse::<u64>() == Ok(0) {
+                    return Err("step 0 never advances; use a step of 1 or more".to_string());
+                }
+                base
+            }
+            None => item,
+        };
+        match base.split_once('-') {
+            Some((a, z)) => {
+                check_value(a)?;
+                check_value(z)?;
+            }
+            None => check_value(base)?,
+        }
+    }
+    Ok(())
 }
 
 const DAY_NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];

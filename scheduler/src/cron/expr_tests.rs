@@ -258,12 +258,88 @@ fn bad_expressions_say_what_is_allowed() {
         ("0 7 1 * 1", "restricts both day-of-month and day-of-week"),
         ("0 7 * * 5-1", "runs backwards"),
         ("@often", "not a known shorthand"),
-        ("61 * * * *", "not a valid cron expression"),
+        ("x * * * *", "not a valid cron expression"),
+        ("61 * * * *", "minute 61 is out of range; minutes are 0-59"),
         ("0 0 30 2 *", "never fires"),
         ("0 7 * * saö", "'saö'"),
         ("0 7 * * tuesdayx", "'tuesdayx'"),
     ] {
         let err = CronExpr::parse(expr).unwrap_err().to_string();
         assert!(err.contains(expect), "{expr}: {err}");
+    }
+}
+
+#[test]
+fn out_of_range_values_name_the_field_and_its_real_limits() {
+    let refused = [
+        (
+            "61 * * * *",
+            "'61 * * * *': minute 61 is out of range; minutes are 0-59",
+        ),
+        (
+            "60 * * * *",
+            "'60 * * * *': minute 60 is out of range; minutes are 0-59",
+        ),
+        (
+            "60 0 * * * *",
+            "'60 0 * * * *': second 60 is out of range; seconds are 0-59",
+        ),
+        (
+            "0 24 * * *",
+            "'0 24 * * *': hour 24 is out of range; hours are 0-23",
+        ),
+        (
+            "0 0 32 * *",
+            "'0 0 32 * *': day-of-month 32 is out of range; days of the month are 1-31",
+        ),
+        (
+            "0 0 0 * *",
+            "'0 0 0 * *': day-of-month 0 is out of range; days of the month are 1-31",
+        ),
+        (
+            "0 0 1 13 *",
+            "'0 0 1 13 *': month 13 is out of range; months are 1-12 or JAN-DEC",
+        ),
+        (
+            "0 0 1 0 *",
+            "'0 0 1 0 *': month 0 is out of range; months are 1-12 or JAN-DEC",
+        ),
+        // Ranges, steps over ranges and lists are checked value by value.
+        ("0 9-24 * * *", "hour 24 is out of range; hours are 0-23"),
+        (
+            "0 22-23,24 * * *",
+            "hour 24 is out of range; hours are 0-23",
+        ),
+        (
+            "0-60/5 * * * *",
+            "minute 60 is out of range; minutes are 0-59",
+        ),
+        ("*/0 * * * *", "'*/0 * * * *': minute step 0 never advances"),
+        ("0 0-23/0 * * *", "hour step 0 never advances"),
+    ];
+    for (expr, expect) in refused {
+        let err = CronExpr::parse(expr).expect_err(expr);
+        assert!(
+            matches!(err, ExprError::FieldRange { .. }),
+            "{expr}: {err:?}"
+        );
+        let msg = err.to_string();
+        assert!(msg.contains(expect), "{expr}: {msg}");
+        assert!(!msg.contains("must be less than"), "{expr}: {msg}");
+    }
+}
+
+#[test]
+fn the_edge_values_of_each_field_are_accepted() {
+    for expr in [
+        "59 23 31 12 *",
+        "0 0 1 1 *",
+        "59 59 23 * * *",
+        "0-59/15 0-23 1-31 1-12 *",
+        "*/59 */23 */31 */12 *",
+        "0 0 1 JAN-DEC *",
+        "0 0 1 dec *",
+    ] {
+        CronExpr::parse(expr).unwrap_or_else(|e| panic!("{expr}: {e}"));
     }
 }

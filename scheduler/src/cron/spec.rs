@@ -73,22 +73,70 @@ pub enum SpecError {
         key: &'static str,
         problem: String,
     },
-    /// The prompt template does not render (a name that is not one of the variables).
-    #[error("the template does not render: {source}{}", variables_hint(source))]
+    /// The prompt template does not render. `undefined` lists the names it reads that are not
+    /// variables (sorted), when that is why.
+    #[error("{}", template_problem(source, undefined))]
     Template {
         #[source]
         source: minijinja::Error,
+        undefined: Vec<String>,
     },
 }
 
-/// The list of variables, for an error about a name that is not one of them.
-fn variables_hint(e: &minijinja::Error) -> &'static str {
-    if matches!(e.kind(), minijinja::ErrorKind::UndefinedError) {
-        "; the variables are fire_time, fire_time_utc, date, time, weekday, schedule, timezone \
-         and manual"
-    } else {
-        ""
+/// The variables a prompt template can read.
+const VARIABLES: [&str; 8] = [
+    "fire_time",
+    "fire_time_utc",
+    "date",
+    "time",
+    "weekday",
+    "schedule",
+    "timezone",
+    "manual",
+];
+
+/// The message of [`SpecError::Template`]: the names that are not variables and the list of
+/// those that are, or minijinja's own words when the failure is something else.
+fn template_problem(source: &minijinja::Error, undefined: &[String]) -> String {
+    let variables = VARIABLES.join(", ");
+    match undefined {
+        [] if matches!(source.kind(), minijinja::ErrorKind::UndefinedError) => {
+            format!("the template does not render: {source}; the variables are {variables}")
+        }
+        [] => format!("the template does not render: {source}"),
+        names => not_defined(names),
     }
+}
+
+/// "{{ a }} is not defined; the variables are …" for the names in `undefined` (not empty).
+fn not_defined(undefined: &[String]) -> String {
+    let variables = VARIABLES.join(", ");
+    match undefined {
+        [one] => format!("{{{{ {one} }}}} is not defined; the variables are {variables}"),
+        many => format!(
+            "{} are not defined; the variables are {variables}",
+            many.iter()
+                .map(|n| format!("{{{{ {n} }}}}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// The names `prompt` reads that are neither variables nor minijinja's global functions
+/// (`range`, `namespace` …), sorted. Empty when the template does not parse.
+fn undefined_names(env: &Environment, prompt: &str) -> Vec<String> {
+    let Ok(template) = env.template_from_str(prompt) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = template
+        .undeclared_variables(false)
+        .into_iter()
+        .filter(|n| !VARIABLES.contains(&n.as_str()))
+        .filter(|n| !env.globals().any(|(g, _)| g == n))
+        .collect();
+    names.sort();
+    names
 }
 
 /// A checked schedule, ready to compute fires and render prompts.
@@ -143,6 +191,12 @@ impl Schedule {
         if let Some(agents) = agents {
             crate::intake::check_agent(agents, &spec.agent)
                 .map_err(|e| err("agent", e.to_string()))?;
+        }
+        // Every name the prompt reads must be a variable, also inside a branch the sample fire
+        // below does not take (`{% if manual %}`).
+        let undefined = undefined_names(&Environment::new(), &spec.prompt);
+        if !undefined.is_empty() {
+            return Err(err("prompt", not_defined(&undefined)));
         }
         let schedule = Schedule { spec, expr, tz };
         let sample = Utc.with_ymd_and_hms(2026, 1, 5, 7, 0, 0).unwrap();
@@ -205,7 +259,14 @@ impl Schedule {
             manual => manual,
         };
         env.render_str(&self.spec.prompt, ctx)
-            .map_err(|source| SpecError::Template { source })
+            .map_err(|source| SpecError::Template {
+                undefined: if matches!(source.kind(), minijinja::ErrorKind::UndefinedError) {
+                    undefined_names(&env, &self.spec.prompt)
+                } else {
+                    Vec::new()
+                },
+                source,
+            })
     }
 
     /// The row to store for this schedule, armed for `next_fire_at`.
@@ -303,7 +364,8 @@ mod tests {
                     prompt: "Report for {{ dat }}".into(),
                     ..spec()
                 },
-                "schedules.digest.prompt: the template does not render",
+                "schedules.digest.prompt: {{ dat }} is not defined; the variables are \
+                 fire_time, fire_time_utc, date, time, weekday, schedule, timezone, manual",
             ),
             (
                 ScheduleSpec {
@@ -341,6 +403,50 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("the variables are fire_time"), "{err}");
+    }
+
+    #[test]
+    fn an_undefined_prompt_variable_is_named_at_load() {
+        let compile = |prompt: &str| {
+            Schedule::compile(
+                ScheduleSpec {
+                    prompt: prompt.into(),
+                    ..spec()
+                },
+                None,
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            compile("Digest for {{ fire_date }} ({{ weekday }})").unwrap_err(),
+            "schedules.digest.prompt: {{ fire_date }} is not defined; the variables are \
+             fire_time, fire_time_utc, date, time, weekday, schedule, timezone, manual"
+        );
+        // Names inside blocks and several at once; loop variables and globals are not names
+        // the prompt lacks.
+        let err = compile(
+            "{% for i in range(2) %}{{ i }}{% endfor %}{% if manual %}{{ zone }}{% endif %}\
+             {{ dat | upper }}",
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("schedules.digest.prompt: {{ dat }}, {{ zone }} are not defined;"),
+            "{err}"
+        );
+        // A name behind a branch the sample fire does not take is refused all the same.
+        assert!(
+            compile("{% if manual %}{{ nope }}{% endif %}Digest for {{ date }}")
+                .unwrap_err()
+                .starts_with("schedules.digest.prompt: {{ nope }} is not defined;")
+        );
+        compile("{% if manual %}Run now:{% endif %} Digest for {{ date }}").unwrap();
+        // A failure that is not an undefined name keeps minijinja's words.
+        let err = compile("{{ date | no_such_filter }}").unwrap_err();
+        assert!(
+            err.contains("the template does not render") && err.contains("no_such_filter"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -60,14 +60,29 @@ pub enum VerifierError {
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
     /// The template failed on this payload (a path it reads is missing, a filter failed).
-    #[error("route '{route}': the {template} template failed on this delivery: {source:#}")]
+    /// `missing` lists the dotted paths it reads that this delivery lacks (sorted), when that
+    /// is why; otherwise the message is minijinja's.
+    #[error(
+        "route '{route}': the {template} template failed on this delivery: {}",
+        template_problem(source, missing)
+    )]
     Template {
         route: String,
         template: String,
         #[source]
         source: minijinja::Error,
+        missing: Vec<String>,
     },
     /// A key template rendered only whitespace.
     #[error("route '{route}': the {template} template rendered an empty key")]
     EmptyKey { route: String, template: String },
+}
+
+/// What went wrong in a [`RenderError::Template`]: the missing paths, or minijinja's words.
+fn template_problem(source: &minijinja::Error, missing: &[String]) -> String {
+    match missing {
+        [] => format!("{source:#}"),
+        [one] => format!("{one} is not in the payload"),
+        many => format!("{} are not in the payload", many.join(", ")),
+    }
 }

@@ -262,7 +262,8 @@ impl CompiledRoute {
             "webhook".into(),
             serde_json::json!({"name": hook, "event": event, "delivery": delivery}),
         );
-        let ctx = Value::from(minijinja::value::Serde(Json::Object(ctx)));
+        let json_ctx = Json::Object(ctx);
+        let ctx = Value::from(minijinja::value::Serde(&json_ctx));
         let render = |name: &str| -> Result<Option<String>, RenderError> {
             let Ok(t) = self.templates.get_template(name) else {
                 return Ok(None);
@@ -272,6 +273,11 @@ impl CompiledRoute {
                 .map_err(|source| RenderError::Template {
                     route: self.name.clone(),
                     template: name.to_string(),
+                    missing: if matches!(source.kind(), minijinja::ErrorKind::UndefinedError) {
+                        missing_paths(&self.templates, &t, &json_ctx)
+                    } else {
+                        Vec::new()
+                    },
                     source,
                 })
         };
@@ -292,6 +298,42 @@ impl CompiledRoute {
             run_key: key("run_key")?,
         })
     }
+}
+
+/// The dotted paths `template` reads (`pull_request.head.sha`) that `ctx` lacks, sorted. A
+/// path that starts at a loop variable or a `set` name, or at one of minijinja's global
+/// functions, is not counted, nor one that goes on past a string or number (minijinja's
+/// analysis cannot tell an attribute from a method there). Paths through an index (`labels[0].name`) are not seen by
+/// minijinja's analysis; their failure keeps minijinja's own message.
+fn missing_paths(env: &Environment, template: &minijinja::Template, ctx: &Json) -> Vec<String> {
+    let mut missing: Vec<String> = template
+        .undeclared_variables(true)
+        .into_iter()
+        .filter(|path| {
+            let root = path.split('.').next().unwrap_or_default();
+            !env.globals().any(|(g, _)| g == root)
+        })
+        .filter(|path| lacks_key(ctx, path))
+        .collect();
+    missing.sort();
+    missing
+}
+
+/// Whether dotted `path` stops at an object (or list) that lacks its next key (index).
+fn lacks_key(ctx: &Json, path: &str) -> bool {
+    let mut at = ctx;
+    for segment in path.split('.') {
+        let next = match at {
+            Json::Object(m) => m.get(segment),
+            Json::Array(a) => segment.parse::<usize>().ok().and_then(|i| a.get(i)),
+            _ => return false,
+        };
+        match next {
+            Some(v) => at = v,
+            None => return true,
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -387,10 +429,10 @@ mod tests {
             std::error::Error::source(&err).is_some(),
             "keeps minijinja's error"
         );
-        let err = err.to_string();
-        assert!(
-            err.contains("route 'review'") && err.contains("prompt"),
-            "{err}"
+        assert_eq!(
+            err.to_string(),
+            "route 'review': the prompt template failed on this delivery: \
+             pull_request.nubmer is not in the payload"
         );
         let blank_key =
             CompiledRoute::compile(&route(json!({"concurrency_key": " {{ '' }} "})), "x").unwrap();
@@ -400,6 +442,73 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "route 'review': the concurrency_key template rendered an empty key"
+        );
+    }
+
+    #[test]
+    fn a_failed_render_names_the_paths_missing_from_this_delivery() {
+        let render = |extra: Json, body: &Json| {
+            CompiledRoute::compile(&route(extra), "x")
+                .unwrap()
+                .render("gh", "pull_request", "d", body)
+                .map(|r| r.prompt)
+                .map_err(|e| e.to_string())
+        };
+        let body = pr("opened", false);
+        // Deep paths, `payload.` paths, several at once, in a key template too.
+        assert_eq!(
+            render(
+                json!({"prompt": "{{ pull_request.head.shaa }} {{ payload.sender.login }}"}),
+                &body
+            )
+            .unwrap_err(),
+            "route 'review': the prompt template failed on this delivery: \
+             payload.sender.login, pull_request.head.shaa are not in the payload"
+        );
+        assert_eq!(
+            render(
+                json!({"concurrency_key": "{{ repository.owner.id }}"}),
+                &body
+            )
+            .unwrap_err(),
+            "route 'review': the concurrency_key template failed on this delivery: \
+             repository.owner.id is not in the payload"
+        );
+        // Loop variables, globals and paths that exist are not named; the path is named as the
+        // template reads it.
+        let with_labels = json!({
+            "pull_request": {"number": 7, "title": "Fix it",
+                             "labels": [{"name": "bug"}]},
+            "repository": {"full_name": "octo/hello"},
+        });
+        assert_eq!(
+            render(
+                json!({"prompt": "{% for l in pull_request.labels %}{{ l.name }}{% endfor %}\
+                                  {% for i in range(1) %}{{ pull_request.title | upper }}{{ pull_request.labels | length }}\
+                                  {% endfor %}{{ pull_request.head.ref }}"}),
+                &with_labels
+            )
+            .unwrap_err(),
+            "route 'review': the prompt template failed on this delivery: \
+             pull_request.head.ref is not in the payload"
+        );
+        // A path behind a branch this delivery does not take is not a failure.
+        assert_eq!(
+            render(
+                json!({"prompt": "{% if pull_request.draft %}{{ pull_request.nope }}{% endif %}\
+                                  PR {{ pull_request.number }}"}),
+                &body
+            )
+            .unwrap(),
+            "PR 7"
+        );
+        // A failure that is not a missing path keeps minijinja's words.
+        let err = render(json!({"prompt": "{{ pull_request.title + 1 }}"}), &body).unwrap_err();
+        assert!(
+            err.starts_with("route 'review': the prompt template failed on this delivery: ")
+                && !err.contains("not in the payload")
+                && err.contains("invalid operation"),
+            "{err}"
         );
     }
 

@@ -275,7 +275,10 @@ async fn refusals_enqueue_nothing(db: &TestDb) {
     let (status, body) = intake.github("label", "d6", label.to_vec()).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert!(
-        error(&body).contains("route 'labels': the prompt template failed"),
+        error(&body).contains(
+            "route 'labels': the prompt template failed on this delivery: repository.nmae is \
+             not in the payload"
+        ),
         "{body}"
     );
     // A comment on a PR with no unfinished run.
