@@ -316,6 +316,12 @@ impl Config {
     /// read. A database URL from the environment or a flag is taken as given, relative to the
     /// working directory like any command-line path.
     pub fn anchor_paths(&mut self, dir: &Path) -> anyhow::Result<()> {
+        // A file named without a directory (`nightshift.toml`) is in the working directory.
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
         let dir = std::path::absolute(dir)
             .with_context(|| format!("cannot make {} absolute", dir.display()))?;
         self.database.url = anchor_sqlite_url(&self.database.url, &dir);

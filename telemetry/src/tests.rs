@@ -102,7 +102,16 @@ fn record_everything() {
     sample_wakeups(["triage", "triage"]);
 }
 
+/// The sampled gauges remember, process-wide, which label sets they last set; tests that
+/// sample take turns so one never sees another's sample as its "before".
+static SAMPLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn sampling() -> std::sync::MutexGuard<'static, ()> {
+    SAMPLING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn rendered() -> String {
+    let _turn = sampling();
     let recorder = crate::build();
     metrics::with_local_recorder(&recorder, record_everything);
     recorder.handle().render()
@@ -180,6 +189,7 @@ fn invented_tools_and_free_form_lanes_are_folded() {
 
 #[test]
 fn sampled_gauges_go_back_to_zero_for_label_sets_that_vanished() {
+    let _turn = sampling();
     let recorder = crate::build();
     metrics::with_local_recorder(&recorder, || {
         sample_wakeups(["zeroing-agent"]);
