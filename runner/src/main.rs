@@ -7,7 +7,7 @@
 //! one-shot operations on the same store. The hidden `sandbox-exec` is the launcher that
 //! confines a tool's command (see `nightshift_sandbox::launch`).
 
-mod commands;
+mod cli;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,11 +39,11 @@ enum Command {
         slots: Option<usize>,
     },
     /// Enqueue a run of AGENT on PROMPT and print its id.
-    Run(commands::RunArgs),
+    Run(cli::RunArgs),
     /// Inspect or cancel runs.
     Runs {
         #[command(subcommand)]
-        command: commands::RunsCommand,
+        command: cli::RunsCommand,
     },
     /// Show how many jobs are in each state, and the live workers.
     Queue,
@@ -66,12 +66,12 @@ enum Command {
     /// List or trigger cron schedules.
     Schedules {
         #[command(subcommand)]
-        command: commands::SchedulesCommand,
+        command: cli::SchedulesCommand,
     },
     /// List run notice deliveries, or send a dead one again.
     Notifications {
         #[command(subcommand)]
-        command: commands::NotificationsCommand,
+        command: cli::NotificationsCommand,
     },
     /// Run a sample agent end to end on the embedded default: SQLite, a scripted model (no
     /// API key), real file and command tools. Prints the transcript and usage.
@@ -103,7 +103,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(commands::dispatch(cli)) {
+    match runtime.block_on(cli::dispatch(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

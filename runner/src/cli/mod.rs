@@ -8,12 +8,13 @@ use clap::{Args, Subcommand};
 use nightshift_scheduler::cron::{self as schedules, FireOutcome};
 use nightshift_scheduler::{Intake, RunRequest};
 use nightshift_store::{CancelOutcome, Store, Trigger};
-use nightshift_worker::shutdown_on_signals;
 
 use nightshift_runner::config::{Config, Overrides};
 use nightshift_runner::logging::{self, LogFormat};
 use nightshift_runner::notify::shown_url;
-use nightshift_runner::{daemon, redaction};
+use nightshift_runner::redaction;
+
+mod serve;
 
 use crate::Cli;
 use crate::Command;
@@ -136,7 +137,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     let store = nightshift_runner::open_store(&config).await?;
     let result = match cli.command {
         Command::Migrate => migrate(&store).await,
-        Command::Serve { .. } => serve(&store, &config, cli.config.clone(), overrides).await,
+        Command::Serve { .. } => serve::serve(&store, &config, cli.config.clone(), overrides).await,
         Command::Run(args) => run(&store, &config, args).await,
         Command::Runs { command } => runs(&store, command).await,
         Command::Queue => queue(&store).await,
@@ -173,53 +174,6 @@ async fn migrate(store: &Store) -> anyhow::Result<()> {
             report.version
         );
     }
-    Ok(())
-}
-
-/// The daemon (see `nightshift_runner::daemon`), with the process-wide settings that are the
-/// binary's: not dumpable (processes of the daemon's user cannot read its memory or
-/// environment), and SIGTERM/SIGINT turned into the shutdown.
-async fn serve(
-    store: &Store,
-    config: &Config,
-    path: Option<std::path::PathBuf>,
-    overrides: Overrides,
-) -> anyhow::Result<()> {
-    nightshift_sandbox::harden_daemon()
-        .map_err(|e| anyhow::anyhow!("cannot harden the daemon: {e}"))?;
-    let shutdown = shutdown_on_signals().context("cannot install signal handlers")?;
-    check_config_on_sighup(store.clone(), path, overrides)?;
-    daemon::run(config, store.clone(), shutdown).await
-}
-
-/// What SIGHUP logs when the config file is valid.
-const SIGHUP_VALID: &str = "SIGHUP: the config is valid, but this version applies a changed \
-                            config only at a restart; still running on the config it started with";
-
-/// SIGHUP never stops the daemon (its default action would kill it at once): the config file
-/// is read and checked again as `serve` checks it at start, and the answer logged — an error
-/// naming what is wrong, or that it is valid. Applying a changed config still takes a restart
-/// (`systemctl restart` drains first); the log line says so.
-fn check_config_on_sighup(
-    store: Store,
-    path: Option<std::path::PathBuf>,
-    overrides: Overrides,
-) -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = signal(SignalKind::hangup()).context("cannot install the SIGHUP handler")?;
-    tokio::spawn(async move {
-        while hup.recv().await.is_some() {
-            let checked = Config::load(path.as_deref(), &overrides)
-                .and_then(|config| daemon::check(&config, &store));
-            match checked {
-                Ok(()) => tracing::warn!("{SIGHUP_VALID}"),
-                Err(e) => tracing::error!(
-                    error = %format!("{e:#}"),
-                    "SIGHUP: the config is invalid; still running on the config it started with"
-                ),
-            }
-        }
-    });
     Ok(())
 }
 
