@@ -81,6 +81,7 @@ pub fn router_with_data_dir(state: ApiState, data_dir: Option<std::path::PathBuf
         .route("/v1/runs/{id}/approvals/{call}", post(decide_approval))
         .merge(crate::schedules_api::routes())
         .merge(crate::tasks_api::routes())
+        .merge(crate::queue_api::routes())
         .route("/v1/notifications", get(list_notifications))
         .route("/v1/notifications/{id}/redeliver", post(redeliver))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));

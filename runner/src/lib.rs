@@ -16,6 +16,7 @@ pub mod hooks;
 pub mod logging;
 pub mod notify;
 pub mod private;
+pub mod queue_api;
 pub mod redaction;
 pub mod sandbox;
 pub mod schedules_api;

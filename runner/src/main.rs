@@ -14,9 +14,15 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Nightshift: a durable job-queue runner for LLM agents.
+/// Nightshift runs LLM agents as durable jobs: runs are queued in SQLite or PostgreSQL,
+/// worked by a daemon (`nightshift serve`) that survives crashes and restarts, started from
+/// this CLI, the HTTP API, cron schedules or webhooks, and watched and steered from here.
+///
+/// The operator commands (run, runs, queue, approvals, approve, deny, schedules,
+/// notifications) work on the database the config names, or, with --server, on a remote
+/// daemon through its HTTP API (no config file or database access needed).
 #[derive(Debug, Parser)]
-#[command(name = "nightshift", version, about)]
+#[command(name = "nightshift", version)]
 struct Cli {
     /// The config file (default: ./nightshift.toml when it exists).
     #[arg(long, global = true, value_name = "PATH")]
@@ -24,6 +30,12 @@ struct Cli {
     /// The database URL, overriding the config and NIGHTSHIFT_DATABASE_URL.
     #[arg(long, global = true, value_name = "URL")]
     database_url: Option<String>,
+    /// Work through this daemon's HTTP API (e.g. http://nightshift.internal:8080) instead of
+    /// the database. The API token is read from the environment variable
+    /// NIGHTSHIFT_API_TOKEN, never from a flag (flags show in `ps`). Ignored by serve,
+    /// migrate and demo.
+    #[arg(long, global = true, env = "NIGHTSHIFT_SERVER", value_name = "URL")]
+    server: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -45,19 +57,26 @@ enum Command {
         #[command(subcommand)]
         command: cli::RunsCommand,
     },
-    /// Show how many jobs are in each state, and the live workers.
+    /// Show the live jobs per state and lane, how long the oldest has waited, and the
+    /// workers with the age of their last heartbeat.
     Queue,
     /// Approve a tool call waiting for a decision (see `nightshift approvals`).
     Approve {
+        /// The run whose tool call waits (the RUN column of `nightshift approvals`).
         run_id: String,
+        /// The tool call's id (the CALL column of `nightshift approvals`, e.g. toolu_01…).
         call_id: String,
+        /// Why, kept with the decision and shown in the run's events.
         #[arg(long)]
         reason: Option<String>,
     },
     /// Deny a tool call waiting for a decision; the model gets a `denied` result.
     Deny {
+        /// The run whose tool call waits (the RUN column of `nightshift approvals`).
         run_id: String,
+        /// The tool call's id (the CALL column of `nightshift approvals`, e.g. toolu_01…).
         call_id: String,
+        /// Why, kept with the decision and given to the model with the denial.
         #[arg(long)]
         reason: Option<String>,
     },
