@@ -5,7 +5,7 @@
 //! | method | path | does |
 //! |---|---|---|
 //! | `GET` | `/v1/queue` | the queue at a glance: live jobs per state and lane (`by_state_lane`), the oldest due queued job's due time, the workers with their last heartbeat, the live leases, and the server's `now` (ms since the Unix epoch) to measure them against |
-//! | `GET` | `/v1/runs/{id}/jobs` | a run's jobs (lane, priority, attempts, state, lease, last error), oldest first; 404 for an unknown run |
+//! | `GET` | `/v1/runs/{id}/jobs` | a run's jobs (lane, priority, attempts, state, lease, last error); 404 for an unknown run |
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
