@@ -4,7 +4,8 @@
 //! `serve` is the daemon (`nightshift_runner::daemon`: migrations, then the HTTP API, timer,
 //! notifier and worker pool until SIGTERM, stopped in a documented order); this binary adds
 //! only what is process-wide — signals, the umask, not dumpable. The other commands are
-//! one-shot operations on the same store. The hidden `sandbox-exec` is the launcher that
+//! one-shot operations on the same store, or on a remote daemon's API with `--server`
+//! (see `cli`). The hidden `sandbox-exec` is the launcher that
 //! confines a tool's command (see `nightshift_sandbox::launch`).
 
 mod cli;
@@ -52,7 +53,7 @@ enum Command {
     },
     /// Enqueue a run of AGENT on PROMPT and print its id.
     Run(cli::RunArgs),
-    /// Inspect or cancel runs.
+    /// List, follow, inspect, cancel or wake runs.
     Runs {
         #[command(subcommand)]
         command: cli::RunsCommand,
