@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod notify;
 pub mod openapi;
 pub mod private;
+pub mod queue_api;
 pub mod redaction;
 pub mod reload;
 pub mod sandbox;

@@ -4,19 +4,26 @@
 //! `serve` is the daemon (`nightshift_runner::daemon`: migrations, then the HTTP API, timer,
 //! notifier and worker pool until SIGTERM, stopped in a documented order); this binary adds
 //! only what is process-wide — signals, the umask, not dumpable. The other commands are
-//! one-shot operations on the same store. The hidden `sandbox-exec` is the launcher that
+//! one-shot operations on the same store, or on a remote daemon's API with `--server`
+//! (see `cli`). The hidden `sandbox-exec` is the launcher that
 //! confines a tool's command (see `nightshift_sandbox::launch`).
 
-mod commands;
+mod cli;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Nightshift: a durable job-queue runner for LLM agents.
+/// Nightshift runs LLM agents as durable jobs: runs are queued in SQLite or PostgreSQL,
+/// worked by a daemon (`nightshift serve`) that survives crashes and restarts, started from
+/// this CLI, the HTTP API, cron schedules or webhooks, and watched and steered from here.
+///
+/// The operator commands (run, runs, queue, approvals, approve, deny, schedules,
+/// notifications) work on the database the config names, or, with --server, on a remote
+/// daemon through its HTTP API (no config file or database access needed).
 #[derive(Debug, Parser)]
-#[command(name = "nightshift", version, about)]
+#[command(name = "nightshift", version)]
 struct Cli {
     /// The config file (default: ./nightshift.toml when it exists).
     #[arg(long, global = true, value_name = "PATH")]
@@ -24,6 +31,12 @@ struct Cli {
     /// The database URL, overriding the config and NIGHTSHIFT_DATABASE_URL.
     #[arg(long, global = true, value_name = "URL")]
     database_url: Option<String>,
+    /// Work through this daemon's HTTP API (e.g. http://nightshift.internal:8080) instead of
+    /// the database. The API token is read from the environment variable
+    /// NIGHTSHIFT_API_TOKEN, never from a flag (flags show in `ps`). Ignored by serve,
+    /// migrate and demo.
+    #[arg(long, global = true, env = "NIGHTSHIFT_SERVER", value_name = "URL")]
+    server: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -39,25 +52,32 @@ enum Command {
         slots: Option<usize>,
     },
     /// Enqueue a run of AGENT on PROMPT and print its id.
-    Run(commands::RunArgs),
-    /// Inspect or cancel runs.
+    Run(cli::RunArgs),
+    /// List, follow, inspect, cancel or wake runs.
     Runs {
         #[command(subcommand)]
-        command: commands::RunsCommand,
+        command: cli::RunsCommand,
     },
-    /// Show how many jobs are in each state, and the live workers.
+    /// Show the live jobs per state and lane, how long the oldest has waited, and the
+    /// workers with the age of their last heartbeat.
     Queue,
     /// Approve a tool call waiting for a decision (see `nightshift approvals`).
     Approve {
+        /// The run whose tool call waits (the RUN column of `nightshift approvals`).
         run_id: String,
+        /// The tool call's id (the CALL column of `nightshift approvals`, e.g. toolu_01…).
         call_id: String,
+        /// Why, kept with the decision and shown in the run's events.
         #[arg(long)]
         reason: Option<String>,
     },
     /// Deny a tool call waiting for a decision; the model gets a `denied` result.
     Deny {
+        /// The run whose tool call waits (the RUN column of `nightshift approvals`).
         run_id: String,
+        /// The tool call's id (the CALL column of `nightshift approvals`, e.g. toolu_01…).
         call_id: String,
+        /// Why, kept with the decision and given to the model with the denial.
         #[arg(long)]
         reason: Option<String>,
     },
@@ -66,12 +86,12 @@ enum Command {
     /// List or trigger cron schedules.
     Schedules {
         #[command(subcommand)]
-        command: commands::SchedulesCommand,
+        command: cli::SchedulesCommand,
     },
     /// List run notice deliveries, or send a dead one again.
     Notifications {
         #[command(subcommand)]
-        command: commands::NotificationsCommand,
+        command: cli::NotificationsCommand,
     },
     /// Run a sample agent end to end on the embedded default: SQLite, a scripted model (no
     /// API key), real file and command tools. Prints the transcript and usage.
@@ -103,7 +123,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(commands::dispatch(cli)) {
+    match runtime.block_on(cli::dispatch(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

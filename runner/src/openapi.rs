@@ -75,6 +75,7 @@ fn token_routes() -> OpenApiRouter<ApiState> {
         .merge(crate::tasks_api::routes())
         .merge(crate::hooks::token_routes())
         .merge(crate::metrics::api_routes())
+        .merge(crate::queue_api::routes())
 }
 
 /// The routes without the token.

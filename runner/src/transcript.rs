@@ -1,6 +1,6 @@
 //! A run's events as a transcript a person reads: what the user asked, what the model said
-//! and which tools it called with what result, and the end. Used by `nightshift demo` and
-//! `nightshift run --wait`.
+//! and which tools it called with what result, and the end. Used by `nightshift demo`,
+//! `nightshift run --wait` and `nightshift runs follow`.
 
 use std::time::Duration;
 
@@ -14,8 +14,14 @@ const RESULT_LINES: usize = 6;
 
 /// The lines for one stored event (none for bookkeeping events).
 pub fn render(event: &Event) -> Vec<String> {
-    let Ok(parsed) = RunEvent::parse(&event.event_type, &event.payload) else {
-        return vec![format!("[{}] (unreadable event)", event.seq)];
+    render_parts(&event.run_id, event.seq, &event.event_type, &event.payload)
+}
+
+/// The lines for event `seq` of run `run_id`, of type `event_type` with the JSON `payload`
+/// (what [`render`] shows, for events read from the HTTP API).
+pub fn render_parts(run_id: &str, seq: i64, event_type: &str, payload: &str) -> Vec<String> {
+    let Ok(parsed) = RunEvent::parse(event_type, payload) else {
+        return vec![format!("[{seq}] (unreadable event)")];
     };
     match parsed {
         RunEvent::RunStarted { agent, .. } => vec![format!("── run started (agent {agent})")],
@@ -71,9 +77,12 @@ pub fn render(event: &Event) -> Vec<String> {
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
                 .unwrap_or_default()
         )],
-        RunEvent::ApprovalRequested { call_id, name, .. } => vec![format!(
-            "── waiting for approval of {name} ({call_id}): nightshift runs approve RUN {call_id}"
-        )],
+        RunEvent::ApprovalRequested { call_id, name, .. } => vec![
+            format!("── waiting for approval of {name} ({call_id}):"),
+            format!(
+                "   nightshift approve {run_id} {call_id}   (or: nightshift deny {run_id} {call_id})"
+            ),
+        ],
         RunEvent::ApprovalDecided {
             call_id,
             approved,

@@ -92,7 +92,10 @@ fn run_commands_enqueue_show_and_cancel() {
     let bad = nightshift(d, &["run", "a", "hi", "--priority", "-5000"], &[]);
     assert!(text(&bad.stderr).contains("priority -5000 is out of range"));
     let queue = text(&nightshift(d, &["queue"], &[]).stdout);
-    assert!(queue.is_empty(), "nothing was enqueued: {queue}");
+    assert!(
+        queue.starts_with("no live jobs\n"),
+        "nothing was enqueued: {queue}"
+    );
 
     let out = nightshift(
         d,
@@ -119,7 +122,17 @@ fn run_commands_enqueue_show_and_cancel() {
     let delay = show["jobs"][0]["run_at"].as_i64().unwrap()
         - show["jobs"][0]["created_at"].as_i64().unwrap();
     assert_eq!(delay, 3_600_000);
-    assert_eq!(text(&nightshift(d, &["queue"], &[]).stdout), "queued\t1\n");
+    let queue = text(&nightshift(d, &["queue"], &[]).stdout);
+    let rows: Vec<Vec<&str>> = queue
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0], ["STATE", "LANE", "JOBS"], "{queue}");
+    assert_eq!(rows[1], ["queued", "batch", "1"], "{queue}");
+    assert!(
+        !queue.contains("oldest due job"),
+        "a delayed job is not due: {queue}"
+    );
 
     let cancel = nightshift(d, &["runs", "cancel", &run_id], &[]);
     assert_eq!(text(&cancel.stdout), format!("{run_id}\tcancelled\n"));
@@ -128,6 +141,51 @@ fn run_commands_enqueue_show_and_cancel() {
     assert!(text(&again.stderr).contains("already finished as cancelled"));
     let missing = nightshift(d, &["runs", "show", "nope"], &[]);
     assert!(text(&missing.stderr).contains("run nope not found"));
+}
+
+#[test]
+fn run_wait_without_a_daemon_says_so_and_how_to_detach() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("nightshift.toml"),
+        "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
+         [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\n",
+    )
+    .unwrap();
+    let mut child = Command::new(nightshift_bin())
+        .current_dir(d)
+        .args(["run", "a", "hi", "--wait"])
+        .env_remove("NIGHTSHIFT_DATABASE_URL")
+        .env_remove("NIGHTSHIFT_SERVER")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    // Read until the notice; a follower that never printed it would end this loop only when
+    // killed, so the notice is looked for line by line and the process killed right after.
+    let mut said = Vec::new();
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        let done = line.contains("no daemon is consuming the queue");
+        said.push(line);
+        if done {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let notice = said.last().cloned().unwrap_or_default();
+    assert!(
+        notice.contains("no daemon is consuming the queue") && notice.contains("nightshift serve"),
+        "{said:?}"
+    );
+    assert!(
+        notice.contains("Ctrl-C stops following") && notice.contains("nightshift runs follow "),
+        "{notice}"
+    );
 }
 
 #[test]

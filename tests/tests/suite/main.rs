@@ -67,6 +67,7 @@ mod approval;
 mod attempts;
 mod batch;
 mod cli;
+mod cli_remote;
 mod concurrency;
 mod crash;
 mod daemon;

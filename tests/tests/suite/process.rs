@@ -406,7 +406,8 @@ async fn nightshift_serve_end_to_end(db: &TestDb) {
         .args(["runs", "list", "--status", "succeeded"])
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&listed.stdout).lines().count(), 2);
+    // A header and the two runs.
+    assert_eq!(String::from_utf8_lossy(&listed.stdout).lines().count(), 3);
     serve.signal("TERM");
     let status = serve.wait_exit(Duration::from_secs(20)).await;
     assert!(

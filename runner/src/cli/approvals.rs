@@ -1,0 +1,50 @@
+//! `nightshift approvals`, `approve` and `deny`: the tool calls waiting for a person.
+
+use super::format;
+use super::operator::Operator;
+
+pub async fn list(op: &Operator) -> anyhow::Result<()> {
+    let now = op.now();
+    let rows = op.approvals().await?;
+    if rows.is_empty() {
+        println!("no tool calls are waiting for a decision");
+        return Ok(());
+    }
+    let cells: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|a| {
+            vec![
+                a.run_id,
+                a.call_id,
+                a.tool,
+                format::ago(now, a.requested_at),
+                format::ago(now, a.expires_at),
+                format::first_line(&a.input, 80),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        format::table(
+            &["RUN", "CALL", "TOOL", "ASKED", "EXPIRES", "INPUT"],
+            &cells
+        )
+    );
+    println!(
+        "decide with: nightshift approve RUN CALL   (or: nightshift deny RUN CALL --reason …)"
+    );
+    Ok(())
+}
+
+pub async fn decide(
+    op: &Operator,
+    run_id: &str,
+    call_id: &str,
+    approve: bool,
+    reason: Option<String>,
+) -> anyhow::Result<()> {
+    op.decide(run_id, call_id, approve, reason).await?;
+    let verb = if approve { "approved" } else { "denied" };
+    println!("{run_id}\t{call_id}\t{verb}; the run resumes as soon as a worker is free");
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! The commands. `serve`, `migrate` and `demo` work on the local config and store. Every
+//! other command works through an [`Operator`]: the store the layered config names, or,
+//! with `--server URL` (NIGHTSHIFT_SERVER), a daemon's HTTP API with the token from
+//! NIGHTSHIFT_API_TOKEN — no config file and no database needed. Output goes to stdout;
+//! errors go to stderr with a non-zero exit status.
+
+mod approvals;
+mod format;
+mod notifications;
+mod operator;
+mod queue;
+mod remote;
+mod runs;
+mod schedules;
+mod serve;
+
+pub use notifications::NotificationsCommand;
+pub use runs::{RunArgs, RunsCommand};
+pub use schedules::SchedulesCommand;
+
+use nightshift_runner::config::{Config, Overrides};
+use nightshift_runner::logging::{self, LogFormat};
+use nightshift_runner::redaction;
+
+use crate::Cli;
+use crate::Command;
+use operator::Operator;
+use remote::{ApiClient, TOKEN_ENV};
+
+pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    if let Command::Demo { keep } = cli.command {
+        // The demo prints a transcript; progress lines would interleave with it.
+        logging::init(LogFormat::Text, "warn");
+        return nightshift_runner::demo::run(keep).await;
+    }
+    let local_only = matches!(cli.command, Command::Migrate | Command::Serve { .. });
+    if let Some(server) = cli.server.as_deref().filter(|_| !local_only) {
+        logging::init(LogFormat::Text, "warn");
+        let op = Operator::Remote(ApiClient::new(server, std::env::var(TOKEN_ENV).ok())?);
+        return operate(&op, cli.command).await;
+    }
+    let slots = match &cli.command {
+        Command::Serve { slots } => *slots,
+        _ => None,
+    };
+    let overrides = Overrides {
+        database_url: cli.database_url.clone(),
+        slots,
+    };
+    let config = Config::load(cli.config.as_deref(), &overrides)?;
+    logging::init(config.log.format, "info,sqlx=warn");
+    // From here on every log line is redacted with every secret the config names; the daemon
+    // builds that set itself, once, after resolving its API token (one of the secrets).
+    if !matches!(cli.command, Command::Serve { .. }) {
+        redaction::install_for_logs(redaction::secrets(&config).redactor().clone());
+    }
+    let store = nightshift_runner::open_store(&config).await?;
+    let result = match cli.command {
+        Command::Migrate => migrate(&store).await,
+        Command::Serve { .. } => serve::serve(&store, &config, cli.config.clone(), overrides).await,
+        command => {
+            let op = Operator::Local {
+                store: store.clone(),
+                agents: config.agents.iter().map(|a| a.name.clone()).collect(),
+            };
+            operate(&op, command).await
+        }
+    };
+    store.close().await;
+    result
+}
+
+/// The operator commands, the same over the store and over the API.
+async fn operate(op: &Operator, command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Run(args) => runs::run(op, args).await,
+        Command::Runs { command } => runs::runs(op, command).await,
+        Command::Queue => queue::queue(op).await,
+        Command::Approve {
+            run_id,
+            call_id,
+            reason,
+        } => approvals::decide(op, &run_id, &call_id, true, reason).await,
+        Command::Deny {
+            run_id,
+            call_id,
+            reason,
+        } => approvals::decide(op, &run_id, &call_id, false, reason).await,
+        Command::Approvals => approvals::list(op).await,
+        Command::Schedules { command } => schedules::schedules(op, command).await,
+        Command::Notifications { command } => notifications::notifications(op, command).await,
+        Command::Migrate | Command::Serve { .. } | Command::Demo { .. } => {
+            unreachable!("handled by dispatch")
+        }
+    }
+}
+
+async fn migrate(store: &nightshift_store::Store) -> anyhow::Result<()> {
+    let report = store.migrate().await?;
+    if report.applied.is_empty() {
+        println!("schema is up to date (version {})", report.version);
+    } else {
+        println!(
+            "applied {} migration(s); schema is at version {}",
+            report.applied.len(),
+            report.version
+        );
+    }
+    Ok(())
+}
+
+/// A listing's `flag` (e.g. `--status`) parsed as `S`; the error names the flag and the
+/// allowed values.
+fn status_flag<S: std::str::FromStr<Err = nightshift_store::UnknownName>>(
+    flag: &str,
+    value: Option<String>,
+) -> anyhow::Result<Option<S>> {
+    value
+        .map(|s| s.parse::<S>())
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+}

@@ -1,0 +1,574 @@
+//! The one seam between the commands and where their data lives: [`Operator::Local`] reads
+//! and writes the store named by the config; [`Operator::Remote`] goes through a daemon's
+//! HTTP API (`--server`) and needs no config file and no database. Both return the same
+//! typed rows, so each command's output is written once. Local rows are made by serializing
+//! the same store types the API serializes, so the two paths cannot drift apart unnoticed
+//! (the suite's `cli_remote` tests compare their output).
+
+use std::time::Duration;
+
+use anyhow::Context;
+use nightshift_scheduler::{Intake, RunRequest};
+use nightshift_store::{
+    CancelOutcome, DeliveryStatus, JobState, RunFilter, RunStatus, Store, TaskStatus, Trigger,
+};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::remote::ApiClient;
+use nightshift_runner::notify::shown_url;
+
+/// Where the commands' data comes from.
+#[derive(Debug)]
+pub enum Operator {
+    /// The store the config names, and the configured agents' names.
+    Local { store: Store, agents: Vec<String> },
+    /// A daemon's HTTP API.
+    Remote(ApiClient),
+}
+
+/// What `nightshift run` asks for.
+#[derive(Debug, Clone)]
+pub struct NewRunArgs {
+    pub agent: String,
+    pub prompt: String,
+    pub idempotency_key: Option<String>,
+    pub lane: Option<String>,
+    pub priority: Option<i64>,
+    pub delay_seconds: Option<u64>,
+    pub max_attempts: Option<i64>,
+}
+
+/// An enqueued run.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Submitted {
+    pub run_id: String,
+    pub job_id: i64,
+    pub duplicate: bool,
+}
+
+/// A row of `runs list`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRow {
+    pub id: String,
+    pub agent: String,
+    pub status: RunStatus,
+    pub trigger_kind: Trigger,
+    pub concurrency_key: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub prompt_head: String,
+    pub turns: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+    pub error_head: Option<String>,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+/// What following a run needs of it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RunState {
+    pub id: String,
+    pub status: RunStatus,
+    pub turns: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost_usd: f64,
+    pub error: Option<String>,
+}
+
+/// One event of a run, its payload as JSON (as `GET /v1/runs/{id}/events` gives it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EventRow {
+    pub seq: i64,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub created_at: i64,
+    pub payload: Value,
+}
+
+/// A sleeping run.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WakeupRow {
+    pub run_id: String,
+    pub agent: String,
+    pub due_at: i64,
+    pub reason: Option<String>,
+}
+
+/// A tool call waiting for a decision.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ApprovalRow {
+    pub run_id: String,
+    pub call_id: String,
+    pub tool: String,
+    pub input: String,
+    pub requested_at: i64,
+    pub expires_at: i64,
+}
+
+/// The queue at a glance, with the clock of whoever read it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct QueueView {
+    pub now: i64,
+    pub by_state_lane: Vec<LaneCount>,
+    pub oldest_queued_at: Option<i64>,
+    pub workers: Vec<WorkerView>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LaneCount {
+    pub lane: String,
+    pub state: JobState,
+    pub count: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct WorkerView {
+    pub id: String,
+    pub host: String,
+    pub pid: i64,
+    pub started_at: i64,
+    pub last_heartbeat_at: i64,
+}
+
+/// A worker whose heartbeat is older than this is not counted as consuming the queue.
+pub const LIVE_WORKER: Duration = Duration::from_secs(60);
+
+impl QueueView {
+    /// Whether some worker has beaten its heart lately (see [`LIVE_WORKER`]).
+    pub fn has_live_worker(&self) -> bool {
+        let fresh = i64::try_from(LIVE_WORKER.as_millis()).unwrap_or(i64::MAX);
+        self.workers
+            .iter()
+            .any(|w| self.now - w.last_heartbeat_at < fresh)
+    }
+}
+
+/// A run notice delivery (its URL without path and query).
+#[derive(Debug, Clone, Deserialize)]
+pub struct NotificationRow {
+    pub delivery_id: String,
+    pub run_id: String,
+    pub url: String,
+    pub status: DeliveryStatus,
+    pub attempts: i64,
+    pub max_attempts: i64,
+    pub last_error: Option<String>,
+}
+
+/// A background task.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TaskRow {
+    pub id: String,
+    pub run_id: String,
+    pub status: TaskStatus,
+    pub detail: Option<String>,
+    pub command: String,
+}
+
+/// A schedule as listed.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ScheduleRow {
+    pub name: String,
+    pub source: String,
+    pub cron: String,
+    pub timezone: String,
+    pub enabled: bool,
+    pub next_fire_local: Option<String>,
+    pub next_fire_utc: Option<String>,
+    pub last_fire_local: Option<String>,
+    pub last_run_id: Option<String>,
+    pub last_run_status: Option<RunStatus>,
+    pub fired_count: i64,
+    pub skipped_count: i64,
+    pub missed_count: i64,
+}
+
+/// What firing a schedule by hand did.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Fired {
+    Enqueued { run_id: String, duplicate: bool },
+    Skipped { active_run: String },
+}
+
+/// A value of a store type read as the CLI's row type (the same JSON the API sends).
+fn row<T: DeserializeOwned>(value: impl Serialize) -> anyhow::Result<T> {
+    Ok(serde_json::from_value(serde_json::to_value(value)?)?)
+}
+
+/// A query parameter when it is set.
+fn param(name: &'static str, value: Option<impl ToString>) -> Option<(&'static str, String)> {
+    value.map(|v| (name, v.to_string()))
+}
+
+impl Operator {
+    /// The time the rows are measured against: the store's clock, or this machine's.
+    pub fn now(&self) -> i64 {
+        match self {
+            Operator::Local { store, .. } => store.now(),
+            Operator::Remote(_) => chrono::Utc::now().timestamp_millis(),
+        }
+    }
+
+    pub async fn submit(&self, args: NewRunArgs) -> anyhow::Result<Submitted> {
+        match self {
+            Operator::Local { store, agents } => {
+                // A run can be enqueued before the daemon first started: bring the schema
+                // up first (idempotent, under the migration lock).
+                store.migrate().await?;
+                let intake = Intake::new(store.clone(), agents.iter().cloned());
+                let e = intake
+                    .submit(RunRequest {
+                        agent: args.agent,
+                        prompt: args.prompt,
+                        trigger: Trigger::Cli,
+                        idempotency_key: args.idempotency_key,
+                        lane: args.lane,
+                        priority: args.priority,
+                        delay: args.delay_seconds.map(Duration::from_secs),
+                        max_attempts: args.max_attempts,
+                        concurrency_key: None,
+                        concurrency_policy: None,
+                    })
+                    .await?;
+                Ok(Submitted {
+                    run_id: e.run_id,
+                    job_id: e.job_id,
+                    duplicate: e.duplicate,
+                })
+            }
+            Operator::Remote(api) => {
+                let body = json!({
+                    "agent": args.agent,
+                    "prompt": args.prompt,
+                    "idempotency_key": args.idempotency_key,
+                    "lane": args.lane,
+                    "priority": args.priority,
+                    "delay_seconds": args.delay_seconds,
+                    "max_attempts": args.max_attempts,
+                });
+                api.post("/v1/runs", body).await
+            }
+        }
+    }
+
+    /// The newest runs matching `filter`, at most `limit`.
+    pub async fn runs(&self, filter: &RunFilter, limit: i64) -> anyhow::Result<Vec<RunRow>> {
+        match self {
+            Operator::Local { store, .. } => row(store.runs_page(filter, None, limit).await?.runs),
+            Operator::Remote(api) => {
+                let query: Vec<(&str, String)> = [
+                    param("status", filter.status),
+                    param("agent", filter.agent.as_ref()),
+                    param("trigger", filter.trigger),
+                    param("key", filter.concurrency_key.as_ref()),
+                    param("since", filter.since),
+                    param("limit", Some(limit)),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                let page: Value = api.get("/v1/runs", &query).await?;
+                Ok(serde_json::from_value(page["runs"].clone())?)
+            }
+        }
+    }
+
+    /// A run, its jobs and its notice deliveries, as `runs show` prints them.
+    pub async fn show(&self, id: &str) -> anyhow::Result<Value> {
+        let (run, jobs) = match self {
+            Operator::Local { store, .. } => {
+                let run = store
+                    .run(id)
+                    .await?
+                    .with_context(|| format!("run {id} not found"))?;
+                (
+                    serde_json::to_value(run)?,
+                    serde_json::to_value(store.jobs_of_run(id).await?)?,
+                )
+            }
+            Operator::Remote(api) => {
+                let mut run: Value = api.get(&format!("/v1/runs/{id}"), &[]).await?;
+                if let Some(fields) = run.as_object_mut() {
+                    fields.remove("last_error"); // the jobs say it
+                }
+                let jobs: Value = api.get(&format!("/v1/runs/{id}/jobs"), &[]).await?;
+                (run, jobs["jobs"].clone())
+            }
+        };
+        let notifications: Vec<Value> = self
+            .notifications(Some(id), None, 100)
+            .await?
+            .into_iter()
+            .map(|n| {
+                json!({
+                    "delivery_id": n.delivery_id,
+                    "url": n.url,
+                    "status": n.status,
+                    "attempts": n.attempts,
+                    "last_error": n.last_error,
+                })
+            })
+            .collect();
+        Ok(json!({ "run": run, "jobs": jobs, "notifications": notifications }))
+    }
+
+    pub async fn run_state(&self, id: &str) -> anyhow::Result<RunState> {
+        match self {
+            Operator::Local { store, .. } => row(store
+                .run(id)
+                .await?
+                .with_context(|| format!("run {id} not found"))?),
+            Operator::Remote(api) => api.get(&format!("/v1/runs/{id}"), &[]).await,
+        }
+    }
+
+    /// The run's events after sequence number `after`.
+    pub async fn events(&self, id: &str, after: i64) -> anyhow::Result<Vec<EventRow>> {
+        match self {
+            Operator::Local { store, .. } => {
+                store
+                    .run(id)
+                    .await?
+                    .with_context(|| format!("run {id} not found"))?;
+                Ok(store
+                    .events(id, after)
+                    .await?
+                    .into_iter()
+                    .map(|e| EventRow {
+                        seq: e.seq,
+                        created_at: e.created_at,
+                        payload: serde_json::from_str(&e.payload)
+                            .unwrap_or(Value::String(e.payload)),
+                        event_type: e.event_type,
+                    })
+                    .collect())
+            }
+            Operator::Remote(api) => {
+                let page: Value = api
+                    .get(
+                        &format!("/v1/runs/{id}/events"),
+                        &[("after", after.to_string())],
+                    )
+                    .await?;
+                Ok(serde_json::from_value(page["events"].clone())?)
+            }
+        }
+    }
+
+    pub async fn cancel(&self, id: &str) -> anyhow::Result<CancelOutcome> {
+        match self {
+            Operator::Local { store, .. } => Ok(store.cancel_run(id).await?),
+            Operator::Remote(api) => {
+                let said: Value = api
+                    .post(&format!("/v1/runs/{id}/cancel"), json!({}))
+                    .await?;
+                Ok(if said["status"] == "cancelled" {
+                    CancelOutcome::Cancelled
+                } else {
+                    CancelOutcome::Requested
+                })
+            }
+        }
+    }
+
+    pub async fn wake(&self, id: &str) -> anyhow::Result<()> {
+        match self {
+            Operator::Local { store, .. } => Ok(store.wake_now(id).await?),
+            Operator::Remote(api) => {
+                let _: Value = api.post(&format!("/v1/runs/{id}/wake"), json!({})).await?;
+                Ok(())
+            }
+        }
+    }
+
+    pub async fn wakeups(&self, limit: i64) -> anyhow::Result<Vec<WakeupRow>> {
+        match self {
+            Operator::Local { store, .. } => Ok(store
+                .pending_wakeups(limit)
+                .await?
+                .into_iter()
+                .map(|w| WakeupRow {
+                    reason: w.reason(),
+                    run_id: w.run_id,
+                    agent: w.agent,
+                    due_at: w.due_at,
+                })
+                .collect()),
+            Operator::Remote(api) => {
+                let page: Value = api
+                    .get("/v1/wakeups", &[("limit", limit.to_string())])
+                    .await?;
+                Ok(serde_json::from_value(page["wakeups"].clone())?)
+            }
+        }
+    }
+
+    pub async fn approvals(&self) -> anyhow::Result<Vec<ApprovalRow>> {
+        match self {
+            Operator::Local { store, .. } => row(store.pending_approvals(1000).await?),
+            Operator::Remote(api) => {
+                let page: Value = api
+                    .get("/v1/approvals", &[("limit", "1000".to_string())])
+                    .await?;
+                Ok(serde_json::from_value(page["approvals"].clone())?)
+            }
+        }
+    }
+
+    pub async fn decide(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        approve: bool,
+        reason: Option<String>,
+    ) -> anyhow::Result<()> {
+        match self {
+            Operator::Local { store, .. } => Ok(store
+                .decide_approval(run_id, call_id, approve, reason.as_deref())
+                .await?),
+            Operator::Remote(api) => {
+                let decision = if approve { "approve" } else { "deny" };
+                let body = json!({ "decision": decision, "reason": reason });
+                let _: Value = api
+                    .post(&format!("/v1/runs/{run_id}/approvals/{call_id}"), body)
+                    .await?;
+                Ok(())
+            }
+        }
+    }
+
+    pub async fn queue(&self) -> anyhow::Result<QueueView> {
+        match self {
+            Operator::Local { store, .. } => {
+                let mut view = serde_json::to_value(store.queue_overview().await?)?;
+                view["now"] = json!(store.now());
+                Ok(serde_json::from_value(view)?)
+            }
+            Operator::Remote(api) => api.get("/v1/queue", &[]).await,
+        }
+    }
+
+    pub async fn notifications(
+        &self,
+        run: Option<&str>,
+        status: Option<DeliveryStatus>,
+        limit: i64,
+    ) -> anyhow::Result<Vec<NotificationRow>> {
+        match self {
+            Operator::Local { store, .. } => Ok(store
+                .notifications(run, status, limit)
+                .await?
+                .into_iter()
+                .map(|n| NotificationRow {
+                    url: shown_url(&n.url),
+                    delivery_id: n.delivery_id,
+                    run_id: n.run_id,
+                    status: n.status,
+                    attempts: n.attempts,
+                    max_attempts: n.max_attempts,
+                    last_error: n.last_error,
+                })
+                .collect()),
+            Operator::Remote(api) => {
+                let query: Vec<(&str, String)> = [
+                    param("run", run),
+                    param("status", status),
+                    param("limit", Some(limit)),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                let page: Value = api.get("/v1/notifications", &query).await?;
+                Ok(serde_json::from_value(page["notifications"].clone())?)
+            }
+        }
+    }
+
+    pub async fn redeliver(&self, delivery_id: &str) -> anyhow::Result<()> {
+        match self {
+            Operator::Local { store, .. } => Ok(store.redeliver(delivery_id).await?),
+            Operator::Remote(api) => {
+                let path = format!("/v1/notifications/{delivery_id}/redeliver");
+                let _: Value = api.post(&path, json!({})).await?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Background tasks newest first: of one run, or of every run.
+    pub async fn tasks(
+        &self,
+        run: Option<&str>,
+        status: Option<TaskStatus>,
+        limit: i64,
+    ) -> anyhow::Result<Vec<TaskRow>> {
+        let mut tasks: Vec<TaskRow> = match (self, run) {
+            (Operator::Local { store, .. }, Some(id)) => {
+                store
+                    .run(id)
+                    .await?
+                    .with_context(|| format!("run {id} not found"))?;
+                let mut tasks: Vec<TaskRow> = row(store.tasks_of_run(id).await?)?;
+                tasks.reverse();
+                tasks
+            }
+            (Operator::Local { store, .. }, None) => row(store.list_tasks(status, limit).await?)?,
+            (Operator::Remote(api), Some(id)) => {
+                let page: Value = api.get(&format!("/v1/runs/{id}/tasks"), &[]).await?;
+                let mut tasks: Vec<TaskRow> = serde_json::from_value(page["tasks"].clone())?;
+                tasks.reverse();
+                tasks
+            }
+            (Operator::Remote(api), None) => {
+                let query: Vec<(&str, String)> =
+                    [param("status", status), param("limit", Some(limit))]
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                let page: Value = api.get("/v1/tasks", &query).await?;
+                serde_json::from_value(page["tasks"].clone())?
+            }
+        };
+        tasks.retain(|t| status.is_none_or(|s| t.status == s));
+        tasks.truncate(usize::try_from(limit.max(1)).unwrap_or(50));
+        Ok(tasks)
+    }
+
+    pub async fn schedules(&self) -> anyhow::Result<Vec<ScheduleRow>> {
+        match self {
+            Operator::Local { store, .. } => {
+                // The schedules table may be newer than the database (idempotent, locked).
+                store.migrate().await?;
+                let mut rows = Vec::new();
+                for r in store.schedules().await? {
+                    rows.push(row(nightshift_scheduler::cron::describe(store, r).await?)?);
+                }
+                Ok(rows)
+            }
+            Operator::Remote(api) => {
+                let page: Value = api.get("/v1/schedules", &[]).await?;
+                Ok(serde_json::from_value(page["schedules"].clone())?)
+            }
+        }
+    }
+
+    pub async fn trigger_schedule(&self, name: &str) -> anyhow::Result<Fired> {
+        match self {
+            Operator::Local { store, agents } => {
+                store.migrate().await?;
+                let intake = Intake::new(store.clone(), agents.iter().cloned());
+                row(nightshift_scheduler::cron::trigger(&intake, name).await?)
+            }
+            Operator::Remote(api) => {
+                api.post(&format!("/v1/schedules/{name}/trigger"), json!({}))
+                    .await
+            }
+        }
+    }
+}
