@@ -53,6 +53,7 @@ use metrics::{KeyName, Recorder, SharedString};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 pub mod catalog;
+pub mod exposition;
 pub mod labels;
 pub mod record;
 

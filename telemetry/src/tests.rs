@@ -5,53 +5,9 @@
 use std::time::Duration;
 
 use crate::catalog::{self, Kind, METRICS, Values};
+use crate::exposition::parse;
 use crate::labels::{self, UNKNOWN};
 use crate::record::*;
-
-/// One sample line: name, labels, value.
-#[derive(Debug)]
-struct Sample {
-    name: String,
-    labels: Vec<(String, String)>,
-    value: f64,
-}
-
-fn parse(text: &str) -> Vec<Sample> {
-    text.lines()
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|line| {
-            let (series, value) = line.rsplit_once(' ').expect("a value");
-            let (name, labels) = match series.split_once('{') {
-                Some((name, rest)) => (name, parse_labels(rest.strip_suffix('}').unwrap())),
-                None => (series, Vec::new()),
-            };
-            Sample {
-                name: name.to_string(),
-                labels,
-                value: value.parse().expect("a number"),
-            }
-        })
-        .collect()
-}
-
-fn parse_labels(mut rest: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    while !rest.is_empty() {
-        let (key, after) = rest.split_once("=\"").expect("key=\"");
-        let mut value = String::new();
-        let mut chars = after.char_indices();
-        let end = loop {
-            match chars.next().expect("a closing quote") {
-                (_, '\\') => value.push(chars.next().unwrap().1),
-                (i, '"') => break i,
-                (_, c) => value.push(c),
-            }
-        };
-        out.push((key.to_string(), value));
-        rest = after[end + 1..].trim_start_matches(',');
-    }
-    out
-}
 
 /// Records through every function, with names that must be folded or never appear.
 fn record_everything() {

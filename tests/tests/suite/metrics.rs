@@ -37,51 +37,7 @@ const UNSET_ENV: &str = "NIGHTSHIFT_METRICS_SUITE_NEVER_SET";
 /// notice goes to a closed port, so its one attempt fails and the delivery is dead.
 const SET_ENV: &str = "PATH";
 
-/// One sample of the exposition: name, labels, value.
-#[derive(Debug, Clone)]
-struct Sample {
-    name: String,
-    labels: Vec<(String, String)>,
-    value: f64,
-}
-
-/// Parses the text exposition format (comments skipped, label values unescaped).
-fn parse(text: &str) -> Vec<Sample> {
-    text.lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|line| {
-            let (series, value) = line.rsplit_once(' ').expect("a sample value");
-            let (name, labels) = match series.split_once('{') {
-                Some((name, rest)) => (name, parse_labels(rest.strip_suffix('}').unwrap())),
-                None => (series, Vec::new()),
-            };
-            Sample {
-                name: name.to_string(),
-                labels,
-                value: value.parse().expect("a number"),
-            }
-        })
-        .collect()
-}
-
-fn parse_labels(mut rest: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    while !rest.is_empty() {
-        let (key, after) = rest.split_once("=\"").expect("key=\"value\"");
-        let mut value = String::new();
-        let mut chars = after.char_indices();
-        let end = loop {
-            match chars.next().expect("a closing quote") {
-                (_, '\\') => value.push(chars.next().unwrap().1),
-                (i, '"') => break i,
-                (_, c) => value.push(c),
-            }
-        };
-        out.push((key.to_string(), value));
-        rest = after[end + 1..].trim_start_matches(',');
-    }
-    out
-}
+use nightshift_telemetry::exposition::{Sample, parse};
 
 /// The value of the series `name` with exactly `labels` (in any order), if any.
 fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
