@@ -478,6 +478,7 @@ mod tests {
             updated_at: 0,
             started_at: None,
             finished_at: None,
+            trace_parent: None,
         }
     }
 

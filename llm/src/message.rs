@@ -117,6 +117,21 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// The reason as the Anthropic wire format names it (`end_turn`, `tool_use`, …; an
+    /// unknown one verbatim).
+    pub fn as_str(&self) -> &str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::StopSequence => "stop_sequence",
+            StopReason::ToolUse => "tool_use",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::PauseTurn => "pause_turn",
+            StopReason::Refusal => "refusal",
+            StopReason::ModelContextWindowExceeded => "model_context_window_exceeded",
+            StopReason::Other(other) => other,
+        }
+    }
+
     /// Whether the model stopped because the context window is full (so the conversation
     /// must be compacted before it can go on).
     pub fn means_context_full(&self) -> bool {

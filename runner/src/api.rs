@@ -227,10 +227,20 @@ pub struct Created {
     superseded: Vec<String>,
 }
 
-/// `POST /v1/runs`: enqueues a run.
+/// The request's W3C `traceparent` header, if it has one (checked when the run is made).
+pub(crate) fn traceparent(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// `POST /v1/runs`: enqueues a run. A `traceparent` header makes the run's trace continue
+/// the caller's.
 #[utoipa::path(
     post, path = "/v1/runs", tag = "runs",
     request_body = CreateRun,
+    params(("traceparent" = Option<String>, Header, description = "W3C Trace Context: the run's trace continues this one (ignored when invalid)")),
     responses(
         (status = 202, description = "enqueued", body = Created),
         (status = 200, description = "a repeated idempotency key (`duplicate`), or the `skip` policy with the key held (`skipped`): the existing run's ids; nothing enqueued", body = Created),
@@ -239,6 +249,7 @@ pub struct Created {
 )]
 pub(crate) async fn create_run(
     State(state): State<ApiState>,
+    headers: HeaderMap,
     JsonBody(body): JsonBody<CreateRun>,
 ) -> Response {
     let delay = match (&body.delay_seconds, &body.run_at) {
@@ -288,6 +299,7 @@ pub(crate) async fn create_run(
         max_attempts: body.max_attempts,
         concurrency_key: body.concurrency_key,
         concurrency_policy: policy,
+        trace_parent: traceparent(&headers),
     };
     match state.intake.submit(req).await {
         Ok(e) => {

@@ -78,13 +78,40 @@ impl Default for ServerConfig {
 }
 
 /// The `[telemetry]` settings. `GET /metrics` (behind the API token) is always served.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TelemetryConfig {
     /// An address (`127.0.0.1:9464`) that serves the same metrics at `GET /metrics` without
     /// the token, for a Prometheus that holds none. Default none. Bind it to loopback or a
     /// private network: the metrics name agents, tools, hooks and schedules.
     pub metrics_address: Option<std::net::SocketAddr>,
+    /// An OpenTelemetry collector's OTLP/HTTP address (`http://127.0.0.1:4318`): `serve`
+    /// exports a trace per run to `<endpoint>/v1/traces`. Default none (no traces).
+    pub otlp_endpoint: Option<String>,
+    /// The traces' `service.name`. Default `nightshift`.
+    pub service_name: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            metrics_address: None,
+            otlp_endpoint: None,
+            service_name: "nightshift".into(),
+        }
+    }
+}
+
+impl TelemetryConfig {
+    fn validate(&self) -> Result<(), String> {
+        if let Some(endpoint) = &self.otlp_endpoint {
+            nightshift_telemetry::traces::traces_url(endpoint).map_err(|e| e.to_string())?;
+        }
+        if self.service_name.trim().is_empty() {
+            return Err("telemetry.service_name is empty; leave it out for \"nightshift\"".into());
+        }
+        Ok(())
+    }
 }
 
 /// The `[runtime]` settings.
@@ -225,6 +252,7 @@ impl Config {
         self.worker.validate().map_err(invalid)?;
         self.runtime.background.validate().map_err(invalid)?;
         self.runtime.validate_secrets().map_err(invalid)?;
+        self.telemetry.validate().map_err(invalid)?;
         crate::sandbox::validate(self).map_err(invalid)?;
         for (name, provider) in &self.providers {
             provider

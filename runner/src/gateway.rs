@@ -10,7 +10,9 @@ use nightshift_agent::{AgentDef, ModelFailure, ModelGateway};
 use nightshift_llm::{
     ClientRegistry, ModelClient, ModelRequest, ModelResponse, ProviderError, send_with_fallback,
 };
+use nightshift_telemetry::traces;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::config::Config;
 
@@ -94,11 +96,16 @@ impl ModelGateway for Gateway {
                 )));
             };
             let clients: Vec<Arc<ModelClient>> = chain.iter().map(|l| l.client.clone()).collect();
+            let span = match chain.first() {
+                Some(main) => traces::model_call_span(main.client.provider_name(), &main.model),
+                None => tracing::Span::none(),
+            };
             let began = std::time::Instant::now();
             let sent = send_with_fallback(&clients, req, cancel)
+                .instrument(span.clone())
                 .await
                 .map_err(failure);
-            record_call(agent, chain, &sent, began.elapsed());
+            record_call(agent, chain, &sent, began.elapsed(), &span);
             sent
         })
     }
@@ -123,12 +130,13 @@ fn failure(e: ProviderError) -> ModelFailure {
 
 /// Counts a call through `chain` in the metrics: a reply under the link that answered (its
 /// model named by the reply; the main link when none matches), a failure under the main link;
-/// then every link's breaker.
+/// then every link's breaker. Records the reply (or the failure's kind) on the call's `span`.
 fn record_call(
     agent: &AgentDef,
     chain: &[Link],
     sent: &Result<ModelResponse, ModelFailure>,
     took: std::time::Duration,
+    span: &tracing::Span,
 ) {
     let (link, status, tokens, cost_usd) = match sent {
         Ok(resp) => {
@@ -140,9 +148,26 @@ fn record_call(
                 cache_read: u.cache_read_input_tokens,
                 cache_write: u.cache_creation_input_tokens,
             };
-            (link, "ok", tokens, agent.prices.cost(&resp.model, u))
+            let cost_usd = agent.prices.cost(&resp.model, u);
+            traces::record_model_reply(
+                span,
+                Ok(traces::ModelReply {
+                    model: &resp.model,
+                    input_tokens: u.input_tokens,
+                    output_tokens: u.output_tokens,
+                    cache_read_tokens: u.cache_read_input_tokens,
+                    cache_write_tokens: u.cache_creation_input_tokens,
+                    finish_reason: resp.stop_reason.as_str(),
+                    cost_usd,
+                    retries: resp.retries,
+                }),
+            );
+            (link, "ok", tokens, cost_usd)
         }
-        Err(e) => (chain.first(), failure_status(e), Default::default(), 0.0),
+        Err(e) => {
+            traces::record_model_reply(span, Err(failure_status(e)));
+            (chain.first(), failure_status(e), Default::default(), 0.0)
+        }
     };
     if let Some(link) = link {
         nightshift_telemetry::model_call(&nightshift_telemetry::ModelCall {

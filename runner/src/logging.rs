@@ -17,7 +17,10 @@
 //! config, since the format is part of it.
 
 use serde::Deserialize;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::{FilterExt, filter_fn};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 /// The `[log]` settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -57,25 +60,34 @@ fn filter(default: &str) -> (EnvFilter, Option<String>) {
     }
 }
 
+/// A layer added to the process's subscriber beside the log (the OTLP trace export).
+pub type ExtraLayer = Box<dyn Layer<Registry> + Send + Sync + 'static>;
+
 /// Sets the process's logger: `format`, filtered by `RUST_LOG` or `default_filter`, written
-/// to stderr through the redacting writer. A second call does nothing (the first logger
-/// stays).
-pub fn init(format: LogFormat, default_filter: &str) {
+/// to stderr through the redacting writer; and `traces`, the OTLP layer when traces are
+/// exported. The log never shows the trace spans (target `nightshift::trace`): their fields
+/// are for the collector, and a job's lines keep the job's span as theirs. A second call does
+/// nothing (the first logger stays).
+pub fn init(format: LogFormat, default_filter: &str, traces: Option<ExtraLayer>) {
     let (filter, complaint) = filter(default_filter);
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(crate::redaction::LogWriter);
-    let installed = match format {
-        LogFormat::Text => builder
+    let not_traces = filter_fn(|meta| meta.target() != nightshift_telemetry::traces::TARGET);
+    let log: ExtraLayer = match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(crate::redaction::LogWriter)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .try_init(),
-        LogFormat::Json => builder
+            .with_filter(filter.and(not_traces))
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .with_writer(crate::redaction::LogWriter)
             .json()
             .flatten_event(true)
             .with_current_span(true)
             .with_span_list(false)
-            .try_init(),
+            .with_filter(filter.and(not_traces))
+            .boxed(),
     };
+    let layers: Vec<ExtraLayer> = std::iter::once(log).chain(traces).collect();
+    let installed = tracing_subscriber::registry().with(layers).try_init();
     if installed.is_ok()
         && let Some(complaint) = complaint
     {

@@ -27,6 +27,9 @@
 //! the receiver gets the same notice again. Every POST carries the delivery's stable id
 //! (`X-Nightshift-Delivery`, and `delivery_id` in the body) to dedupe on.
 //!
+//! Every POST carries the run's W3C `traceparent` (naming the run's span), so a receiver that
+//! traces its work joins the run's trace.
+//!
 //! Each body is signed with HMAC-SHA256 under the secret in the environment variable the
 //! entry names: `X-Nightshift-Signature-256: sha256=<hex>`, GitHub's shape, over the raw
 //! body. The body's `sent_at` (also in `X-Nightshift-Timestamp`) is covered by the signature,
@@ -48,6 +51,13 @@ use tokio_util::sync::CancellationToken;
 
 /// The signature header: `sha256=<hex of HMAC-SHA256(secret, raw body)>`.
 pub const SIGNATURE_HEADER: &str = "X-Nightshift-Signature-256";
+/// The W3C Trace Context header naming the run's span.
+pub const TRACEPARENT_HEADER: &str = "traceparent";
+
+/// The `traceparent` a notice of `run` carries: the run's span in the run's trace.
+pub fn run_traceparent(run: &Run) -> String {
+    nightshift_telemetry::traces::RunTrace::of(&run.id, run.trace_parent.as_deref()).traceparent()
+}
 /// The delivery's stable id, the same on every attempt.
 pub const DELIVERY_HEADER: &str = "X-Nightshift-Delivery";
 /// When this attempt was sent, in milliseconds since the Unix epoch (also `sent_at` in the
@@ -297,6 +307,7 @@ impl Notifier {
             .header(DELIVERY_HEADER, &d.delivery_id)
             .header(TIMESTAMP_HEADER, sent_at.to_string())
             .header(SIGNATURE_HEADER, signature)
+            .header(TRACEPARENT_HEADER, run_traceparent(run))
             .body(body)
             .send()
             .await

@@ -38,6 +38,9 @@ pub struct RunRequest {
     /// How a run meets an active run with its key (`None`: queue behind it). Refused without
     /// a `concurrency_key`.
     pub concurrency_policy: Option<ConcurrencyPolicy>,
+    /// The W3C `traceparent` of the request that starts the run: its trace continues that
+    /// one. An invalid value is ignored (a trace of its own), as the W3C spec asks.
+    pub trace_parent: Option<String>,
 }
 
 impl RunRequest {
@@ -54,6 +57,7 @@ impl RunRequest {
             max_attempts: None,
             concurrency_key: None,
             concurrency_policy: None,
+            trace_parent: None,
         }
     }
 }
@@ -213,6 +217,10 @@ fn check(req: &RunRequest, now: i64) -> Result<NewRun, IntakeError> {
     check_prompt(&req.prompt)?;
     let mut new = NewRun::new(&req.agent, &req.prompt);
     new.trigger = req.trigger;
+    new.trace_parent = req
+        .trace_parent
+        .as_deref()
+        .and_then(nightshift_telemetry::traces::TraceParent::normalise);
     match (&req.concurrency_key, req.concurrency_policy) {
         (None, Some(_)) => {
             return invalid(

@@ -43,6 +43,9 @@ pub struct Run {
     pub updated_at: Millis,
     pub started_at: Option<Millis>,
     pub finished_at: Option<Millis>,
+    /// The W3C `traceparent` the run was started with (a webhook delivery's or an API
+    /// request's), normalised: its trace continues that one. `None`: a trace of its own.
+    pub trace_parent: Option<String>,
 }
 
 /// A job, as stored.
@@ -160,6 +163,9 @@ pub struct NewRun {
     pub concurrency_key: Option<String>,
     pub concurrency_policy: ConcurrencyPolicy,
     pub job: JobOptions,
+    /// The W3C `traceparent` the request that starts the run carried, if valid (normalised
+    /// with `nightshift_telemetry::traces::TraceParent::normalise`).
+    pub trace_parent: Option<String>,
 }
 
 /// What a new run does when an earlier run with its concurrency key is still active (queued,
@@ -242,7 +248,14 @@ impl NewRun {
             concurrency_key: None,
             concurrency_policy: ConcurrencyPolicy::Queue,
             job: JobOptions::default(),
+            trace_parent: None,
         }
+    }
+
+    /// Sets the trace the run continues (a valid, normalised `traceparent`).
+    pub fn trace_parent(mut self, traceparent: impl Into<String>) -> Self {
+        self.trace_parent = Some(traceparent.into());
+        self
     }
 
     /// Sets the dedupe key.

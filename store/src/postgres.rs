@@ -305,6 +305,7 @@ impl QueuePaths for PgBackend {
                 .bind(new.job.max_attempts)
                 .bind(&self.channel)
                 .bind(run.notify)
+                .bind(new.trace_parent.as_deref())
                 .fetch_optional(&self.pool)
                 .await?;
         Ok(job_id)

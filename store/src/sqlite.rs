@@ -174,6 +174,7 @@ impl QueuePaths for SqliteBackend {
                 .bind(new.job.run_at.unwrap_or(run.now))
                 .bind(new.job.max_attempts)
                 .bind(run.notify)
+                .bind(new.trace_parent.as_deref())
                 .fetch_optional(&mut *self.writer().await?)
                 .await?;
         Ok(job_id)

@@ -56,6 +56,7 @@ pub mod catalog;
 pub mod exposition;
 pub mod labels;
 pub mod record;
+pub mod traces;
 
 pub use record::*;
 

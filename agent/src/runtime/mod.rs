@@ -9,6 +9,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use nightshift_tools::Redactor;
 
 use nightshift_llm::{Message, Role, conversation};
@@ -32,6 +34,7 @@ mod redact;
 mod session;
 mod step;
 mod tool_round;
+mod traces;
 
 use session::Session;
 
@@ -121,22 +124,31 @@ impl AgentRuntime {
 
 impl Handler for AgentRuntime {
     async fn handle(&self, ctx: JobContext) -> JobOutcome {
-        let mut seen = None;
-        let outcome = self.outcome(&ctx, &mut seen).await;
+        let (mut seen, mut trace) = (None, None);
+        let outcome = self.outcome(&ctx, &mut seen, &mut trace).await;
         if matches!(outcome, JobOutcome::Done(_)) {
             self.tools.run_ended(&ctx.lease.job().run_id).await;
         }
         if let Some(seen) = seen {
             metrics::job_ended(&seen, ctx.lease.job(), &outcome, ctx.lease.store().now());
         }
+        if let Some(trace) = trace {
+            trace.close(ctx.lease.job(), &outcome);
+        }
         redact::outcome(&self.redactor, outcome)
     }
 }
 
 impl AgentRuntime {
-    /// The job's outcome; `seen` is set to the run's agent and start once the run was read.
-    async fn outcome(&self, ctx: &JobContext, seen: &mut Option<metrics::Seen>) -> JobOutcome {
-        match self.run_job(ctx, seen).await {
+    /// The job's outcome; `seen` is set to the run's agent and start once the run was read,
+    /// `trace` to the job's span once its agent is known.
+    async fn outcome(
+        &self,
+        ctx: &JobContext,
+        seen: &mut Option<metrics::Seen>,
+        trace: &mut Option<traces::JobTrace>,
+    ) -> JobOutcome {
+        match self.run_job(ctx, seen, trace).await {
             Ok(outcome) => outcome,
             Err(Stop::Store(e)) if e.is_lease_lost() => {
                 // Nothing more can be written; the pool drops whatever we return.
@@ -177,6 +189,7 @@ impl AgentRuntime {
         &self,
         ctx: &JobContext,
         seen: &mut Option<metrics::Seen>,
+        trace: &mut Option<traces::JobTrace>,
     ) -> Result<JobOutcome, Stop> {
         let store = ctx.lease.store();
         let run_id = &ctx.lease.job().run_id;
@@ -197,6 +210,21 @@ impl AgentRuntime {
                 self.agent_names().join(", ")
             )));
         };
+        let span = trace
+            .insert(traces::JobTrace::open(&run, ctx.lease.job()))
+            .span();
+        self.run_agent(ctx, agent, &run).instrument(span).await
+    }
+
+    /// The job of `run`, an agent's: its state loaded, then the loop.
+    async fn run_agent(
+        &self,
+        ctx: &JobContext,
+        agent: &Arc<AgentDef>,
+        run: &nightshift_store::Run,
+    ) -> Result<JobOutcome, Stop> {
+        let store = ctx.lease.store();
+        let run_id = &run.id;
         let mut s = Session {
             ctx,
             agent,
@@ -206,7 +234,7 @@ impl AgentRuntime {
             compacted_for_overflow: false,
             redactor: &self.redactor,
         };
-        if let Some(ended) = s.begin(&run).await? {
+        if let Some(ended) = s.begin(run).await? {
             return Ok(ended);
         }
         if let Some(ended) = self.deliver_resume(&mut s).await? {

@@ -12,7 +12,9 @@
 
 use std::collections::BTreeMap;
 
+use nightshift_telemetry::traces;
 use nightshift_tools::ToolClass;
+use tracing::Instrument;
 
 use crate::approval;
 use crate::calls;
@@ -158,8 +160,15 @@ impl AgentRuntime {
     ) -> Result<Option<ToolsEnd>, Stop> {
         let call = &planned.call;
         let class = self.durability(s.agent, &call.name, &call.input);
-        let count =
-            |outcome, ran_for| metrics::tool_call(s.agent, &call.name, class, outcome, ran_for);
+        let span = traces::tool_call_span(
+            metrics::tool_label(s.agent, &call.name),
+            &call.call_id,
+            class.as_str(),
+        );
+        let count = |outcome, ran_for| {
+            metrics::tool_call(s.agent, &call.name, class, outcome, ran_for);
+            traces::record_tool_outcome(&span, outcome);
+        };
         let key = match planned.plan {
             CallPlan::RefuseInput(violation) => {
                 s.log_result(&call.call_id, violation, true).await?;
@@ -172,6 +181,7 @@ impl AgentRuntime {
                 return Ok(None);
             }
             CallPlan::AskApproval => {
+                traces::record_tool_outcome(&span, "await_approval");
                 let until = s.request_approval(call).await?;
                 return Ok(Some(ToolsEnd::AwaitApproval {
                     call_id: call.call_id.clone(),
@@ -198,9 +208,13 @@ impl AgentRuntime {
         };
         let began = std::time::Instant::now();
         let failed = if planned.control {
-            self.run_control_tool(s, &call.call_id, &call.input).await?
+            self.run_control_tool(s, &call.call_id, &call.input)
+                .instrument(span.clone())
+                .await?
         } else {
-            self.run_tool(s, call, &key).await?
+            self.run_tool(s, call, &key)
+                .instrument(span.clone())
+                .await?
         };
         count(if failed { "error" } else { "ok" }, Some(began.elapsed()));
         Ok(None)

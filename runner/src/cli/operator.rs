@@ -234,6 +234,7 @@ impl Operator {
                         max_attempts: args.max_attempts,
                         concurrency_key: None,
                         concurrency_policy: None,
+                        trace_parent: None,
                     })
                     .await?;
                 Ok(Submitted {

@@ -25,6 +25,11 @@ pub(crate) async fn serve(
     let hangups = reload::hangups()?;
     let running = daemon::start(config, store.clone(), shutdown).await?;
     reload::on_sighup(hangups, running.reloader(), path, overrides);
-    running.wait().await?;
+    let stopped = running.wait().await;
+    // The spans of the last jobs are still queued for the collector (a no-op without traces).
+    tokio::task::spawn_blocking(nightshift_telemetry::traces::shutdown)
+        .await
+        .ok();
+    stopped?;
     Ok(())
 }

@@ -33,6 +33,8 @@ pub(crate) struct Delivery {
     pub id: String,
     pub event: String,
     pub json: serde_json::Value,
+    /// The request's W3C `traceparent`, if any: a run it starts continues that trace.
+    pub trace_parent: Option<String>,
 }
 
 /// Which route takes a delivery.
@@ -214,7 +216,12 @@ pub(crate) fn parse(hook: &Hook, header: &Headers<'_>, body: &[u8]) -> Result<Pa
         Some(src) => read_source(src, header, &json).unwrap_or_default(),
         None => String::new(),
     };
-    Ok(Parsed::Delivery(Delivery { id, event, json }))
+    Ok(Parsed::Delivery(Delivery {
+        id,
+        event,
+        json,
+        trace_parent: header("traceparent"),
+    }))
 }
 
 /// Step 4: the first route whose event and conditions match, rendered; GitHub's `ping`
@@ -266,6 +273,7 @@ pub(crate) fn plan_enqueue(
                 Trigger::Webhook,
             );
             req.idempotency_key = Some(key);
+            req.trace_parent = d.trace_parent.clone();
             req.lane = route.lane.clone();
             req.priority = route.priority;
             if let Some(ck) = rendered.concurrency_key {

@@ -28,6 +28,7 @@ fn headers<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<Strin
 
 fn delivery(id: &str, event: &str, json: serde_json::Value) -> Delivery {
     Delivery {
+        trace_parent: None,
         id: id.into(),
         event: event.into(),
         json,

@@ -53,6 +53,7 @@ macro_rules! queue_statements {
                         .bind($crate::text::Text::opt(run.new.concurrency_key.as_deref()))
                         .bind(run.now)
                         .bind(run.notify)
+                        .bind(run.new.trace_parent.as_deref())
                         .fetch_optional(c)
                         .await?;
                 Ok(inserted.is_some())

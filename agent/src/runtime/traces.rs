@@ -1,0 +1,69 @@
+//! What the runtime tells the traces (`nightshift_telemetry::traces`) about a job: its span,
+//! a child of its run's span (the run's trace is decided from what is stored, so a job on
+//! another daemon after a crash joins the same trace), entered while the job runs so the
+//! model and tool calls under it become its children; and, when the job ends its run, the run
+//! span itself.
+
+use nightshift_store::{Job, Run};
+use nightshift_telemetry::traces::{self, RunEnded, RunTrace};
+use nightshift_worker::JobOutcome;
+
+use super::metrics::{outcome_name, run_end};
+
+/// A job's span and what its run's span needs when the job ends the run.
+pub(super) struct JobTrace {
+    span: tracing::Span,
+    run: RunTrace,
+    run_id: String,
+    agent: String,
+    trigger: &'static str,
+    created_at: i64,
+}
+
+impl JobTrace {
+    /// The span of `job` of `run` (not yet entered).
+    pub(super) fn open(run: &Run, job: &Job) -> JobTrace {
+        let trace = RunTrace::of(&run.id, run.trace_parent.as_deref());
+        JobTrace {
+            span: traces::job_span(
+                &trace,
+                &run.id,
+                job.id,
+                job.attempts,
+                job.kind.as_str(),
+                &run.agent,
+            ),
+            run: trace,
+            run_id: run.id.clone(),
+            agent: run.agent.clone(),
+            trigger: run.trigger_kind.as_str(),
+            created_at: run.created_at,
+        }
+    }
+
+    /// The span to run the job in.
+    pub(super) fn span(&self) -> tracing::Span {
+        self.span.clone()
+    }
+
+    /// Records the job's outcome on its span and ends it; when the outcome ends the run,
+    /// writes the run's span too.
+    pub(super) fn close(self, job: &Job, outcome: &JobOutcome) {
+        let ends = run_end(job, outcome);
+        let failed = matches!(ends, Some("failed")) || matches!(outcome, JobOutcome::Retry { .. });
+        traces::record_job_outcome(&self.span, outcome_name(outcome), failed);
+        drop(self.span);
+        if let Some(status) = ends {
+            traces::run_ended(
+                &self.run,
+                &RunEnded {
+                    run_id: &self.run_id,
+                    agent: &self.agent,
+                    trigger: self.trigger,
+                    status,
+                    created_at_ms: self.created_at,
+                },
+            );
+        }
+    }
+}
