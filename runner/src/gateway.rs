@@ -12,7 +12,6 @@ use nightshift_llm::{
 };
 use nightshift_telemetry::traces;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use crate::config::Config;
 
@@ -96,16 +95,20 @@ impl ModelGateway for Gateway {
                 )));
             };
             let clients: Vec<Arc<ModelClient>> = chain.iter().map(|l| l.client.clone()).collect();
-            let span = match chain.first() {
-                Some(main) => traces::model_call_span(main.client.provider_name(), &main.model),
-                None => tracing::Span::none(),
+            let Some(main) = chain.first() else {
+                return Err(ModelFailure::Fatal(format!(
+                    "agent {} has no model",
+                    agent.config.name
+                )));
             };
+            let span = traces::model_call_span(main.client.provider_name(), &main.model);
             let began = std::time::Instant::now();
-            let sent = send_with_fallback(&clients, req, cancel)
-                .instrument(span.clone())
+            let sent = span
+                .wrap(send_with_fallback(&clients, req, cancel))
                 .await
                 .map_err(failure);
             record_call(agent, chain, &sent, began.elapsed(), &span);
+            span.end();
             sent
         })
     }
@@ -136,7 +139,7 @@ fn record_call(
     chain: &[Link],
     sent: &Result<ModelResponse, ModelFailure>,
     took: std::time::Duration,
-    span: &tracing::Span,
+    span: &traces::TraceSpan,
 ) {
     let (link, status, tokens, cost_usd) = match sent {
         Ok(resp) => {

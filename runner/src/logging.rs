@@ -17,10 +17,7 @@
 //! config, since the format is part of it.
 
 use serde::Deserialize;
-use tracing_subscriber::filter::{FilterExt, filter_fn};
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Layer, Registry};
+use tracing_subscriber::EnvFilter;
 
 /// The `[log]` settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -60,34 +57,25 @@ fn filter(default: &str) -> (EnvFilter, Option<String>) {
     }
 }
 
-/// A layer added to the process's subscriber beside the log (the OTLP trace export).
-pub type ExtraLayer = Box<dyn Layer<Registry> + Send + Sync + 'static>;
-
 /// Sets the process's logger: `format`, filtered by `RUST_LOG` or `default_filter`, written
-/// to stderr through the redacting writer; and `traces`, the OTLP layer when traces are
-/// exported. The log never shows the trace spans (target `nightshift::trace`): their fields
-/// are for the collector, and a job's lines keep the job's span as theirs. A second call does
-/// nothing (the first logger stays).
-pub fn init(format: LogFormat, default_filter: &str, traces: Option<ExtraLayer>) {
+/// to stderr through the redacting writer. A second call does nothing (the first logger
+/// stays).
+pub fn init(format: LogFormat, default_filter: &str) {
     let (filter, complaint) = filter(default_filter);
-    let not_traces = filter_fn(|meta| meta.target() != nightshift_telemetry::traces::TARGET);
-    let log: ExtraLayer = match format {
-        LogFormat::Text => tracing_subscriber::fmt::layer()
-            .with_writer(crate::redaction::LogWriter)
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(crate::redaction::LogWriter);
+    let installed = match format {
+        LogFormat::Text => builder
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_filter(filter.and(not_traces))
-            .boxed(),
-        LogFormat::Json => tracing_subscriber::fmt::layer()
-            .with_writer(crate::redaction::LogWriter)
+            .try_init(),
+        LogFormat::Json => builder
             .json()
             .flatten_event(true)
             .with_current_span(true)
             .with_span_list(false)
-            .with_filter(filter.and(not_traces))
-            .boxed(),
+            .try_init(),
     };
-    let layers: Vec<ExtraLayer> = std::iter::once(log).chain(traces).collect();
-    let installed = tracing_subscriber::registry().with(layers).try_init();
     if installed.is_ok()
         && let Some(complaint) = complaint
     {

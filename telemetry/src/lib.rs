@@ -1,4 +1,9 @@
-//! # Nightshift's metrics
+//! # Nightshift's telemetry
+//!
+//! Two parts: the Prometheus metrics (this page) and the OpenTelemetry traces of runs
+//! ([`traces`]: a trace per run across its jobs and daemons, exported over OTLP).
+//!
+//! ## Metrics
 //!
 //! Every metric's name, help text, unit and label set is declared once, in [`catalog`]; the
 //! crates that do the work call one typed function of [`record`] at each place where

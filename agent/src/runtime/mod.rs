@@ -9,8 +9,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tracing::Instrument;
-
 use nightshift_tools::Redactor;
 
 use nightshift_llm::{Message, Role, conversation};
@@ -210,10 +208,8 @@ impl AgentRuntime {
                 self.agent_names().join(", ")
             )));
         };
-        let span = trace
-            .insert(traces::JobTrace::open(&run, ctx.lease.job()))
-            .span();
-        self.run_agent(ctx, agent, &run).instrument(span).await
+        let trace = trace.insert(traces::JobTrace::open(&run, ctx.lease.job()));
+        trace.span().wrap(self.run_agent(ctx, agent, &run)).await
     }
 
     /// The job of `run`, an agent's: its state loaded, then the loop.

@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 
 use nightshift_telemetry::traces;
 use nightshift_tools::ToolClass;
-use tracing::Instrument;
 
 use crate::approval;
 use crate::calls;
@@ -208,13 +207,10 @@ impl AgentRuntime {
         };
         let began = std::time::Instant::now();
         let failed = if planned.control {
-            self.run_control_tool(s, &call.call_id, &call.input)
-                .instrument(span.clone())
+            span.wrap(self.run_control_tool(s, &call.call_id, &call.input))
                 .await?
         } else {
-            self.run_tool(s, call, &key)
-                .instrument(span.clone())
-                .await?
+            span.wrap(self.run_tool(s, call, &key)).await?
         };
         count(if failed { "error" } else { "ok" }, Some(began.elapsed()));
         Ok(None)

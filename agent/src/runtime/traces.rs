@@ -1,18 +1,18 @@
 //! What the runtime tells the traces (`nightshift_telemetry::traces`) about a job: its span,
 //! a child of its run's span (the run's trace is decided from what is stored, so a job on
-//! another daemon after a crash joins the same trace), entered while the job runs so the
+//! another daemon after a crash joins the same trace), current while the job runs so the
 //! model and tool calls under it become its children; and, when the job ends its run, the run
 //! span itself.
 
 use nightshift_store::{Job, Run};
-use nightshift_telemetry::traces::{self, RunEnded, RunTrace};
+use nightshift_telemetry::traces::{self, RunEnded, RunTrace, TraceSpan};
 use nightshift_worker::JobOutcome;
 
 use super::metrics::{outcome_name, run_end};
 
 /// A job's span and what its run's span needs when the job ends the run.
 pub(super) struct JobTrace {
-    span: tracing::Span,
+    span: TraceSpan,
     run: RunTrace,
     run_id: String,
     agent: String,
@@ -42,8 +42,8 @@ impl JobTrace {
     }
 
     /// The span to run the job in.
-    pub(super) fn span(&self) -> tracing::Span {
-        self.span.clone()
+    pub(super) fn span(&self) -> &TraceSpan {
+        &self.span
     }
 
     /// Records the job's outcome on its span and ends it; when the outcome ends the run,
@@ -52,7 +52,7 @@ impl JobTrace {
         let ends = run_end(job, outcome);
         let failed = matches!(ends, Some("failed")) || matches!(outcome, JobOutcome::Retry { .. });
         traces::record_job_outcome(&self.span, outcome_name(outcome), failed);
-        drop(self.span);
+        self.span.end();
         if let Some(status) = ends {
             traces::run_ended(
                 &self.run,

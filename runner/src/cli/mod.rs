@@ -30,12 +30,12 @@ use remote::{ApiClient, TOKEN_ENV};
 pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     if let Command::Demo { keep } = cli.command {
         // The demo prints a transcript; progress lines would interleave with it.
-        logging::init(LogFormat::Text, "warn", None);
+        logging::init(LogFormat::Text, "warn");
         return nightshift_runner::demo::run(keep).await;
     }
     let local_only = matches!(cli.command, Command::Migrate | Command::Serve { .. });
     if let Some(server) = cli.server.as_deref().filter(|_| !local_only) {
-        logging::init(LogFormat::Text, "warn", None);
+        logging::init(LogFormat::Text, "warn");
         let op = Operator::Remote(ApiClient::new(server, std::env::var(TOKEN_ENV).ok())?);
         return operate(&op, cli.command).await;
     }
@@ -48,15 +48,14 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         slots,
     };
     let config = Config::load(cli.config.as_deref(), &overrides)?;
+    logging::init(config.log.format, "info,sqlx=warn");
     // `serve` exports traces when the config says where to; nothing else does.
-    let traces = match (&cli.command, &config.telemetry.otlp_endpoint) {
-        (Command::Serve { .. }, Some(endpoint)) => Some(nightshift_telemetry::traces::install(
-            endpoint,
-            &config.telemetry.service_name,
-        )?),
-        _ => None,
-    };
-    logging::init(config.log.format, "info,sqlx=warn", traces);
+    if let (Command::Serve { .. }, Some(endpoint)) = (&cli.command, &config.telemetry.otlp_endpoint)
+    {
+        // The exporter's HTTP client is reqwest's, built without a TLS crypto provider.
+        nightshift_llm::http::install_crypto_provider();
+        nightshift_telemetry::traces::install(endpoint, &config.telemetry.service_name)?;
+    }
     // From here on every log line is redacted with every secret the config names; the daemon
     // builds that set itself, once, after resolving its API token (one of the secrets).
     if !matches!(cli.command, Command::Serve { .. }) {

@@ -1,7 +1,7 @@
 //! The OTLP export: [`install`] builds the exporter, the batch processor and the tracer
-//! provider once per process and returns the `tracing` layer that turns [`TARGET`] spans
-//! into OpenTelemetry spans; [`run_ended`] writes a run's own span (its ids are chosen, not
-//! generated, so it is handed to the processor directly); [`shutdown`] flushes.
+//! provider once per process; the span constructors take the tracer from [`tracer`] (none:
+//! traces are off); [`run_ended`] writes a run's own span (its ids are chosen, not generated,
+//! so it is handed to the processor directly); [`shutdown`] flushes.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -12,13 +12,10 @@ use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{
-    BatchSpanProcessor, SdkTracerProvider, Span, SpanData, SpanExporter, SpanProcessor,
+    BatchSpanProcessor, SdkTracer, SdkTracerProvider, Span, SpanData, SpanExporter, SpanProcessor,
 };
-use tracing_subscriber::Layer;
-use tracing_subscriber::Registry;
-use tracing_subscriber::filter::filter_fn;
 
-use super::{RunTrace, TARGET};
+use super::RunTrace;
 
 /// How long [`shutdown`] waits for the last spans to be sent.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -26,6 +23,7 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// The process's exporter, once installed.
 struct Installed {
     provider: SdkTracerProvider,
+    tracer: SdkTracer,
     processor: Arc<BatchSpanProcessor>,
     scope: InstrumentationScope,
 }
@@ -64,14 +62,11 @@ pub fn traces_url(endpoint: &str) -> Result<String, TracesError> {
 }
 
 /// Sets up the export of traces to the OTLP/HTTP collector at `endpoint` (see
-/// [`traces_url`]), as `service_name`, and returns the layer to add to the process's
-/// subscriber: it records only [`TARGET`] spans. Headers (a hosted collector's key) come from
-/// `OTEL_EXPORTER_OTLP_HEADERS`; batch sizes and the export interval from the SDK's
-/// `OTEL_BSP_*` variables (default: every 5 s).
-pub fn install(
-    endpoint: &str,
-    service_name: &str,
-) -> Result<Box<dyn Layer<Registry> + Send + Sync + 'static>, TracesError> {
+/// [`traces_url`]), as `service_name`, for the rest of the process. Headers (a hosted
+/// collector's key) come from `OTEL_EXPORTER_OTLP_HEADERS`; batch sizes and the export
+/// interval from the SDK's `OTEL_BSP_*` variables (default: every 5 s). Call it where a
+/// TLS crypto provider is installed (reqwest is built without one).
+pub fn install(endpoint: &str, service_name: &str) -> Result<(), TracesError> {
     let url = traces_url(endpoint)?;
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
@@ -99,19 +94,16 @@ pub fn install(
     INSTALLED
         .set(Installed {
             provider,
+            tracer,
             processor,
             scope,
         })
-        .map_err(|_| TracesError::AlreadyInstalled)?;
-    Ok(tracing_opentelemetry::layer()
-        .with_tracer(tracer)
-        .with_location(false)
-        .with_threads(false)
-        .with_target(false)
-        .with_level(false)
-        .with_tracked_inactivity(false)
-        .with_filter(filter_fn(|meta| meta.target() == TARGET))
-        .boxed())
+        .map_err(|_| TracesError::AlreadyInstalled)
+}
+
+/// The process's tracer, when traces are exported.
+pub(super) fn tracer() -> Option<&'static SdkTracer> {
+    INSTALLED.get().map(|i| &i.tracer)
 }
 
 /// Sends what is queued and stops the exporter (waits at most a few seconds). Nothing when

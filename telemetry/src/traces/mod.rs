@@ -22,8 +22,9 @@
 //!   never a prompt, a tool's input or output, a model's text or an error message (those can
 //!   hold secrets; the error's *kind* is sent as `error.type`). Log lines are not attached to
 //!   spans. A tool name the agent was not given is sent as `unknown`.
-//! - **Nothing when off.** The spans are `tracing` spans of the target [`TARGET`], which the
-//!   log layer ignores; without the OTLP layer they are disabled and cost a callsite check.
+//! - **Nothing when off.** Without [`install`] every span constructor returns an empty span
+//!   that records nothing. The spans are made with the OpenTelemetry API, apart from the
+//!   `tracing` spans of the log, so the log's lines and their `job{…}` span stay as they are.
 //! - **Export never blocks a job.** Finished spans go to a bounded queue that a background
 //!   thread of the SDK exports in batches; when the collector is down spans are dropped, not
 //!   waited for. [`shutdown`] flushes what is queued when the daemon stops.
@@ -41,9 +42,6 @@ mod spans;
 pub use context::{RunTrace, TraceParent};
 pub use export::{RunEnded, TracesError, install, run_ended, shutdown, traces_url};
 pub use spans::{
-    ModelReply, job_span, model_call_span, record_job_outcome, record_model_reply,
+    ModelReply, TraceSpan, job_span, model_call_span, record_job_outcome, record_model_reply,
     record_tool_outcome, tool_call_span,
 };
-
-/// The `tracing` target of every span that is exported (and of nothing else).
-pub const TARGET: &str = "nightshift::trace";

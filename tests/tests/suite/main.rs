@@ -97,4 +97,5 @@ mod security;
 mod setup;
 mod store_down;
 mod tasks;
+mod traces;
 mod wakeup;
