@@ -2,14 +2,18 @@
 
 use clap::Subcommand;
 
+use super::format;
 use super::operator::Operator;
 use super::status_flag;
+
+/// The most characters of an error the table shows.
+const ERROR_CHARS: usize = 60;
 
 /// `nightshift notifications …`
 #[derive(Debug, Subcommand)]
 pub enum NotificationsCommand {
-    /// Run notice deliveries, newest first: delivery id, run, status, attempts, last error,
-    /// URL (without its path and query).
+    /// Run notice deliveries, newest first: delivery id, run, status, attempts, URL (without
+    /// its path and query), last error.
     List {
         /// Only this run's deliveries.
         #[arg(long)]
@@ -20,6 +24,9 @@ pub enum NotificationsCommand {
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: i64,
+        /// JSON lines, one delivery each, instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// Send a dead delivery again: fresh attempts, the same delivery id.
     Redeliver {
@@ -30,20 +37,41 @@ pub enum NotificationsCommand {
 
 pub async fn notifications(op: &Operator, command: NotificationsCommand) -> anyhow::Result<()> {
     match command {
-        NotificationsCommand::List { run, status, limit } => {
+        NotificationsCommand::List {
+            run,
+            status,
+            limit,
+            json,
+        } => {
             let status = status_flag("--status", status)?;
-            for n in op.notifications(run.as_deref(), status, limit).await? {
-                println!(
-                    "{}\t{}\t{}\t{}/{}\t{}\t{}",
-                    n.delivery_id,
-                    n.run_id,
-                    n.status,
-                    n.attempts,
-                    n.max_attempts,
-                    n.last_error.as_deref().unwrap_or("-"),
-                    n.url
-                );
+            let rows = op.notifications(run.as_deref(), status, limit).await?;
+            if json {
+                for n in &rows {
+                    println!("{}", serde_json::to_string(n)?);
+                }
+                return Ok(());
             }
+            let rows: Vec<Vec<String>> = rows
+                .into_iter()
+                .map(|n| {
+                    vec![
+                        n.delivery_id,
+                        n.run_id,
+                        n.status.to_string(),
+                        format!("{}/{}", n.attempts, n.max_attempts),
+                        n.url,
+                        n.last_error
+                            .map_or("-".to_string(), |e| format::first_line(&e, ERROR_CHARS)),
+                    ]
+                })
+                .collect();
+            println!(
+                "{}",
+                format::table(
+                    &["DELIVERY", "RUN", "STATUS", "ATTEMPTS", "URL", "LAST ERROR"],
+                    &rows
+                )
+            );
         }
         NotificationsCommand::Redeliver { delivery_id } => {
             op.redeliver(&delivery_id).await?;

@@ -91,7 +91,7 @@ pub struct EventRow {
 }
 
 /// A sleeping run.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WakeupRow {
     pub run_id: String,
     pub agent: String,
@@ -149,7 +149,7 @@ impl QueueView {
 }
 
 /// A run notice delivery (its URL without path and query).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NotificationRow {
     pub delivery_id: String,
     pub run_id: String,
@@ -161,7 +161,7 @@ pub struct NotificationRow {
 }
 
 /// A background task.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TaskRow {
     pub id: String,
     pub run_id: String,
@@ -171,7 +171,7 @@ pub struct TaskRow {
 }
 
 /// A schedule as listed.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScheduleRow {
     pub name: String,
     pub source: String,

@@ -107,6 +107,9 @@ pub enum RunsCommand {
         /// At most this many.
         #[arg(long, default_value_t = 100)]
         limit: i64,
+        /// JSON lines, one sleeping run each (`due_at` in epoch ms), instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// List background tasks (`run_command` with `background: true`), newest first: id, run,
     /// status, how it ended, command.
@@ -120,6 +123,9 @@ pub enum RunsCommand {
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: i64,
+        /// JSON lines, one task each, instead of the table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -293,11 +299,16 @@ pub async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<()> {
             op.wake(&id).await?;
             println!("{id}\twoken; it resumes as soon as a worker is free");
         }
-        RunsCommand::Wakeups { limit } => {
+        RunsCommand::Wakeups { limit, json } => {
             let now = op.now();
-            let rows: Vec<Vec<String>> = op
-                .wakeups(limit)
-                .await?
+            let wakeups = op.wakeups(limit).await?;
+            if json {
+                for w in &wakeups {
+                    println!("{}", serde_json::to_string(w)?);
+                }
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = wakeups
                 .into_iter()
                 .map(|w| {
                     vec![
@@ -313,22 +324,43 @@ pub async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<()> {
                 format::table(&["RUN", "AGENT", "WAKES", "REASON"], &rows)
             );
         }
-        RunsCommand::Tasks { run, status, limit } => {
+        RunsCommand::Tasks {
+            run,
+            status,
+            limit,
+            json,
+        } => {
             let status = status_flag("--status", status)?;
-            for t in op.tasks(run.as_deref(), status, limit).await? {
-                println!(
-                    "{}\t{}\t{}\t{}\t{}",
-                    t.id,
-                    t.run_id,
-                    t.status,
-                    t.detail.as_deref().unwrap_or("-"),
-                    t.command
-                );
+            let tasks = op.tasks(run.as_deref(), status, limit).await?;
+            if json {
+                for t in &tasks {
+                    println!("{}", serde_json::to_string(t)?);
+                }
+                return Ok(());
             }
+            let rows: Vec<Vec<String>> = tasks
+                .into_iter()
+                .map(|t| {
+                    vec![
+                        t.id,
+                        t.run_id,
+                        t.status.to_string(),
+                        t.detail.unwrap_or_else(|| "-".to_string()),
+                        format::first_line(&t.command, COMMAND_CHARS),
+                    ]
+                })
+                .collect();
+            println!(
+                "{}",
+                format::table(&["TASK", "RUN", "STATUS", "ENDED", "COMMAND"], &rows)
+            );
         }
     }
     Ok(())
 }
+
+/// The most characters of a task's command `runs tasks` shows.
+const COMMAND_CHARS: usize = 80;
 
 /// The most characters of an error `runs list` shows.
 const ERROR_CHARS: usize = 60;

@@ -2,13 +2,18 @@
 
 use clap::Subcommand;
 
-use super::operator::{Fired, Operator};
+use super::format;
+use super::operator::{Fired, Operator, ScheduleRow};
 
 /// `nightshift schedules …`
 #[derive(Debug, Subcommand)]
 pub enum SchedulesCommand {
     /// List the schedules: next fire in the schedule's zone and in UTC, last fire, last run.
-    List,
+    List {
+        /// JSON lines, one schedule each, instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Fire a schedule now (its timing is unchanged; the overlap policy applies).
     Trigger {
         /// The schedule's name (see `nightshift schedules list`).
@@ -18,40 +23,39 @@ pub enum SchedulesCommand {
 
 pub async fn schedules(op: &Operator, command: SchedulesCommand) -> anyhow::Result<()> {
     match command {
-        SchedulesCommand::List => {
+        SchedulesCommand::List { json } => {
             let rows = op.schedules().await?;
+            if json {
+                for v in &rows {
+                    println!("{}", serde_json::to_string(v)?);
+                }
+                return Ok(());
+            }
             if rows.is_empty() {
                 println!(
                     "no schedules; add [[schedules]] to nightshift.toml or POST /v1/schedules"
                 );
                 return Ok(());
             }
+            let rows: Vec<Vec<String>> = rows.into_iter().map(schedule_cells).collect();
             println!(
-                "NAME\tSOURCE\tCRON\tZONE\tNEXT (LOCAL)\tNEXT (UTC)\tLAST FIRE (LOCAL)\tLAST RUN\t\
-                 STATUS\tFIRED/SKIPPED/MISSED"
+                "{}",
+                format::table(
+                    &[
+                        "NAME",
+                        "SOURCE",
+                        "CRON",
+                        "ZONE",
+                        "NEXT (LOCAL)",
+                        "NEXT (UTC)",
+                        "LAST FIRE (LOCAL)",
+                        "LAST RUN",
+                        "STATUS",
+                        "FIRED/SKIPPED/MISSED",
+                    ],
+                    &rows
+                )
             );
-            for v in rows {
-                let next_local = match (&v.next_fire_local, v.enabled) {
-                    (_, false) => "disabled".to_string(),
-                    (Some(t), true) => t.clone(),
-                    (None, true) => "never".to_string(),
-                };
-                println!(
-                    "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}/{}/{}",
-                    v.name,
-                    v.source,
-                    v.cron,
-                    v.timezone,
-                    next_local,
-                    v.next_fire_utc.as_deref().unwrap_or("-"),
-                    v.last_fire_local.as_deref().unwrap_or("-"),
-                    v.last_run_id.as_deref().unwrap_or("-"),
-                    v.last_run_status.map_or("-".to_string(), |s| s.to_string()),
-                    v.fired_count,
-                    v.skipped_count,
-                    v.missed_count,
-                );
-            }
         }
         SchedulesCommand::Trigger { name } => match op.trigger_schedule(&name).await? {
             Fired::Enqueued { run_id, duplicate } => {
@@ -66,4 +70,26 @@ pub async fn schedules(op: &Operator, command: SchedulesCommand) -> anyhow::Resu
         },
     }
     Ok(())
+}
+
+/// A schedule's cells in the table.
+fn schedule_cells(v: ScheduleRow) -> Vec<String> {
+    let next_local = match (v.next_fire_local, v.enabled) {
+        (_, false) => "disabled".to_string(),
+        (Some(t), true) => t,
+        (None, true) => "never".to_string(),
+    };
+    let dash = |o: Option<String>| o.unwrap_or_else(|| "-".to_string());
+    vec![
+        v.name,
+        v.source,
+        v.cron,
+        v.timezone,
+        next_local,
+        dash(v.next_fire_utc),
+        dash(v.last_fire_local),
+        dash(v.last_run_id),
+        v.last_run_status.map_or("-".to_string(), |s| s.to_string()),
+        format!("{}/{}/{}", v.fired_count, v.skipped_count, v.missed_count),
+    ]
 }

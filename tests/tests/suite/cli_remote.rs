@@ -32,7 +32,16 @@ async fn daemon(db: &TestDb, dir: &Path) -> (Proc, std::path::PathBuf, String) {
       {"content": [{"type": "text", "text": "all done here"}], "stop_reason": "end_turn"}
     ]"#;
     std::fs::write(dir.join("script.json"), turns).unwrap();
+    let naps = r#"[
+      {"content": [{"type": "tool_use", "id": "toolu_01nap", "name": "schedule_wakeup",
+                    "input": {"delay_seconds": 3600, "reason": "a long nap"}}],
+       "stop_reason": "tool_use"},
+      {"content": [{"type": "text", "text": "rested"}], "stop_reason": "end_turn"}
+    ]"#;
+    std::fs::write(dir.join("naps.json"), naps).unwrap();
     let port = free_port();
+    // Nothing listens here: the guarded agent's notices fail and are dead after one attempt.
+    let closed = free_port();
     let config = format!(
         "[database]\nurl = \"{}\"\n{}\n\
          [server]\naddress = \"127.0.0.1:{port}\"\n\
@@ -44,6 +53,13 @@ async fn daemon(db: &TestDb, dir: &Path) -> (Proc, std::path::PathBuf, String) {
          [[agents]]\nname = \"guarded\"\nprovider = \"scripted\"\nmodel = \"scripted-1\"\n\
          tools = [\"read_file\"]\n\
          [agents.tool_overrides.read_file]\napproval = \"required\"\n\
+         [[agents.notify]]\nurl = \"http://127.0.0.1:{closed}/notices\"\n\
+         secret_env = \"CLI_TEST_HOOK_SECRET\"\nmax_attempts = 1\n\
+         [providers.naps]\nkind = \"scripted\"\nscript = \"naps.json\"\n\
+         [[agents]]\nname = \"sleeper\"\nprovider = \"naps\"\nmodel = \"scripted-1\"\n\
+         tools = [\"schedule_wakeup\"]\n\
+         [[schedules]]\nname = \"yearly\"\ncron = \"0 0 1 1 *\"\nagent = \"sleeper\"\n\
+         prompt = \"once a year\"\n\
          [[hooks]]\nname = \"gh\"\nsignature = \"github\"\nsecret_env = \"CLI_TEST_HOOK_SECRET\"\n\
          [[hooks.routes]]\nname = \"look\"\nevent = \"push\"\nagent = \"bot\"\n\
          prompt = \"Look at {{{{ repository.full_name }}}}\"\n",
@@ -310,6 +326,109 @@ async fn remote_matches_local(db: &TestDb) {
         "{}",
         text(&missing.stderr)
     );
+
+    // A sleeping run: listed alike in both modes, then woken remotely.
+    let sleeps = remote(&api, API_TOKEN, &["run", "sleeper", "take a nap"]);
+    let sleeps_id = text(&sleeps.stdout).split('\t').next().unwrap().to_string();
+    eventually(Duration::from_secs(30), "the run to sleep", || async {
+        let out = text(&remote(&api, API_TOKEN, &["runs", "wakeups", "--json"]).stdout);
+        out.contains(&sleeps_id).then_some(())
+    })
+    .await;
+    let (l, r) = both(&cfg, &api, &["runs", "wakeups", "--json"]);
+    assert_eq!(l, r);
+    let sleeping: Value = serde_json::from_str(
+        r.lines()
+            .find(|l| l.contains(&sleeps_id))
+            .expect("the sleeping run"),
+    )
+    .unwrap();
+    assert_eq!(sleeping["agent"], "sleeper");
+    assert_eq!(sleeping["reason"], "a long nap");
+    let (_, r) = both(&cfg, &api, &["runs", "wakeups"]);
+    assert!(r.starts_with("RUN") && r.contains("in 59m"), "{r}");
+    let woken = remote(&api, API_TOKEN, &["runs", "wake", &sleeps_id]);
+    assert!(
+        text(&woken.stdout).contains("woken"),
+        "{}",
+        text(&woken.stderr)
+    );
+    let followed = remote(&api, API_TOKEN, &["runs", "follow", &sleeps_id]);
+    assert!(
+        text(&followed.stdout).contains("rested"),
+        "{}",
+        text(&followed.stdout)
+    );
+
+    // A denial, made remotely; the model is told and finishes.
+    let denied = remote(&api, API_TOKEN, &["run", "guarded", "read it, maybe"]);
+    let denied_id = text(&denied.stdout).split('\t').next().unwrap().to_string();
+    eventually(Duration::from_secs(30), "the second approval", || async {
+        let out = text(&remote(&api, API_TOKEN, &["approvals"]).stdout);
+        out.contains(&denied_id).then_some(())
+    })
+    .await;
+    let decided = remote(
+        &api,
+        API_TOKEN,
+        &["deny", &denied_id, "toolu_01look", "--reason", "not today"],
+    );
+    assert!(decided.status.success(), "{}", text(&decided.stderr));
+    let followed = remote(&api, API_TOKEN, &["runs", "follow", &denied_id]);
+    assert!(followed.status.success(), "{}", text(&followed.stderr));
+    let (l, r) = both(&cfg, &api, &["runs", "events", &denied_id]);
+    assert_eq!(l, r);
+    assert!(r.contains("not today"), "the reason is in the events: {r}");
+
+    // Schedules: listed alike, fired remotely.
+    let (l, r) = both(&cfg, &api, &["schedules", "list", "--json"]);
+    assert_eq!(l, r);
+    let yearly: Value = serde_json::from_str(r.trim()).expect("one schedule");
+    assert_eq!(
+        (yearly["name"].as_str(), yearly["cron"].as_str()),
+        (Some("yearly"), Some("0 0 1 1 *"))
+    );
+    let (l, r) = both(&cfg, &api, &["schedules", "list"]);
+    assert_eq!(l, r);
+    assert!(
+        r.starts_with("NAME") && r.contains("yearly  config  0 0 1 1 *"),
+        "{r}"
+    );
+    let fired = remote(&api, API_TOKEN, &["schedules", "trigger", "yearly"]);
+    assert!(
+        text(&fired.stdout).contains("(enqueued)"),
+        "{}",
+        text(&fired.stderr)
+    );
+
+    // Notices: the guarded runs' notices went nowhere and are dead; listed alike, sent again.
+    let dead = eventually(Duration::from_secs(30), "a dead notice", || async {
+        let out = remote(
+            &api,
+            API_TOKEN,
+            &["notifications", "list", "--status", "dead", "--json"],
+        );
+        let line = text(&out.stdout).lines().next()?.to_string();
+        Some(serde_json::from_str::<Value>(&line).unwrap())
+    })
+    .await;
+    let (l, r) = both(&cfg, &api, &["notifications", "list", "--json"]);
+    assert_eq!(l, r);
+    let (l, r) = both(&cfg, &api, &["notifications", "list", "--status", "dead"]);
+    assert_eq!(l, r);
+    assert!(r.starts_with("DELIVERY") && r.contains("1/1"), "{r}");
+    assert!(!r.contains("/notices"), "URLs without their path: {r}");
+    let delivery = dead["delivery_id"].as_str().unwrap();
+    let again = remote(&api, API_TOKEN, &["notifications", "redeliver", delivery]);
+    assert!(
+        text(&again.stdout).contains("queued again"),
+        "{}",
+        text(&again.stderr)
+    );
+
+    // Background tasks: none here, and both modes agree on that.
+    let (l, r) = both(&cfg, &api, &["runs", "tasks", "--json"]);
+    assert_eq!((l.as_str(), r.as_str()), ("", ""));
 
     // A wrong token, and a server that is not there.
     let refused = remote(&api, "not-the-token", &["runs", "list"]);

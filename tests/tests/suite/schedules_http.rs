@@ -249,27 +249,58 @@ async fn serve_fires_a_schedule(db: &TestDb) {
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&listed.stdout);
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header[..3], ["NAME", "SOURCE", "CRON"], "{out}");
     let line = out
         .lines()
-        .find(|l| l.starts_with("every-second\tconfig\t* * * * * *\tEurope/Berlin\t"))
-        .unwrap_or_else(|| panic!("the schedule is listed: {out}"));
-    let cols: Vec<&str> = line.split('\t').collect();
-    assert_eq!(cols.len(), 10, "{line}");
+        .find(|l| l.starts_with("every-second  config  * * * * * *  Europe/Berlin  "))
+        .unwrap_or_else(|| panic!("the schedule is listed in the table: {out}"));
+    let listed = Command::new(&bin)
+        .arg("--config")
+        .arg(&cfg)
+        .args(["schedules", "list", "--json"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&listed.stdout);
+    let row: serde_json::Value = out
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|r| r["name"] == "every-second")
+        .unwrap_or_else(|| panic!("the schedule is listed as JSON: {out}"));
+    assert_eq!(row["source"], "config");
+    assert_eq!(row["timezone"], "Europe/Berlin");
+    let next_local = row["next_fire_local"].as_str().unwrap();
     assert!(
-        cols[4].ends_with("+01:00") || cols[4].ends_with("+02:00"),
-        "next fire, Berlin: {line}"
+        next_local.ends_with("+01:00") || next_local.ends_with("+02:00"),
+        "next fire, Berlin: {row}"
     );
-    assert!(cols[5].ends_with('Z'), "next fire, UTC: {line}");
-    assert!(cols[6].contains('T'), "last fire: {line}");
+    assert!(line.contains(next_local), "the table shows it too: {line}");
+    assert!(
+        row["next_fire_utc"].as_str().unwrap().ends_with('Z'),
+        "{row}"
+    );
+    assert!(
+        row["last_fire_local"].as_str().unwrap().contains('T'),
+        "{row}"
+    );
     let last = store
-        .run(cols[7])
+        .run(row["last_run_id"].as_str().unwrap())
         .await
         .unwrap()
         .expect("the last run exists");
     assert_eq!(last.trigger_kind, Trigger::Schedule);
     assert!(
-        cols[8].parse::<RunStatus>().is_ok(),
-        "last run status: {line}"
+        row["last_run_status"]
+            .as_str()
+            .unwrap()
+            .parse::<RunStatus>()
+            .is_ok(),
+        "last run status: {row}"
     );
     let lease = store.leader(cron::LEADER_LEASE).await.unwrap().unwrap();
     assert!(lease.expires_at > store.now(), "the daemon holds the lease");

@@ -636,10 +636,15 @@ async fn task_wakes_run_in_daemon(db: &TestDb) {
     assert_eq!(std::fs::read_to_string(log).unwrap(), "built-ok\n");
     let listed = cli(&cfg, &["runs", "tasks", "--run", &run_id]);
     assert!(
-        listed.contains(&run_id)
-            && listed.contains("\tsucceeded\texit code 0\tsleep 1; echo built-ok"),
+        listed.starts_with("TASK") && listed.contains(&run_id) && listed.contains("succeeded"),
         "{listed}"
     );
+    let listed = cli(&cfg, &["runs", "tasks", "--run", &run_id, "--json"]);
+    let task: serde_json::Value = serde_json::from_str(listed.trim()).expect("one JSON line");
+    assert_eq!(task["run_id"], run_id.as_str());
+    assert_eq!(task["status"], "succeeded");
+    assert_eq!(task["detail"], "exit code 0");
+    assert_eq!(task["command"], "sleep 1; echo built-ok");
     let refused = nightshift(&cfg)
         .args(["runs", "tasks", "--status", "done"])
         .output()

@@ -279,13 +279,26 @@ async fn never_succeeds_ends_dead(db: &TestDb) {
     // Through the CLI, as an operator would: listed as dead, then sent again.
     let dir = tempfile::tempdir().unwrap();
     let cfg = crate::crash::write_config(db, dir.path(), crate::crash::FAST_WORKER, "");
-    let listed = crate::crash::cli(&cfg, &["notifications", "list", "--status", "dead"]);
+    let listed = crate::crash::cli(
+        &cfg,
+        &["notifications", "list", "--status", "dead", "--json"],
+    );
+    let row: serde_json::Value = serde_json::from_str(listed.trim()).expect("one JSON line");
+    assert_eq!(row["delivery_id"], d.delivery_id.as_str(), "{listed}");
+    assert_eq!(row["run_id"], run_id.as_str());
+    assert_eq!(row["status"], "dead");
+    assert_eq!(
+        (row["attempts"].as_i64(), row["max_attempts"].as_i64()),
+        (Some(3), Some(3))
+    );
     assert!(
-        listed.contains(&format!(
-            "{}\t{run_id}\tdead\t3/3\tHTTP 503\t",
-            d.delivery_id
-        )),
-        "{listed}"
+        row["last_error"].as_str().unwrap().starts_with("HTTP 503"),
+        "{row}"
+    );
+    let table = crate::crash::cli(&cfg, &["notifications", "list", "--status", "dead"]);
+    assert!(
+        table.starts_with("DELIVERY") && table.contains(&d.delivery_id) && table.contains("3/3"),
+        "{table}"
     );
     assert!(
         !listed.contains("/hooks/"),
