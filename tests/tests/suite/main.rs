@@ -94,6 +94,7 @@ mod schedules;
 mod schedules_ha;
 mod schedules_http;
 mod security;
+mod service;
 mod setup;
 mod store_down;
 mod tasks;
