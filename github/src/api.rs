@@ -1,0 +1,345 @@
+//! The REST client: one request at a time, as GitHub documents its answers — rate limits
+//! waited out (within a bound), errors carrying GitHub's `message`, `Link` pagination
+//! followed — and a token sent only to the configured API origin.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, USER_AGENT};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use url::Url;
+
+use crate::limits::{next_link, rate_limit_wait};
+use crate::tokens::Secret;
+
+/// GitHub's REST media type and the API version these requests are written for.
+const MEDIA_TYPE: &str = "application/vnd.github+json";
+const API_VERSION: &str = "2022-11-28";
+/// The most a request waits for rate limits in all, by default.
+const MAX_RATE_LIMIT_WAIT: Duration = Duration::from_secs(300);
+/// The most pages [`Api::get_all`] reads.
+const MAX_PAGES: usize = 100;
+
+/// How a request authenticates.
+#[derive(Debug, Clone, Copy)]
+pub enum Auth<'a> {
+    /// No credentials (public data on GitHub.com; rate-limited hard).
+    None,
+    /// `Authorization: Bearer …`: an App JWT, an installation token or a personal token.
+    Bearer(&'a Secret),
+}
+
+/// What a request to GitHub ended in, when not in its answer.
+#[derive(Debug, thiserror::Error)]
+pub enum GithubError {
+    /// GitHub answered with an error status; `message` is GitHub's own.
+    #[error("GitHub answered {status} to {method} {path}: {message}")]
+    Status {
+        status: u16,
+        method: Method,
+        path: String,
+        message: String,
+        documentation_url: Option<String>,
+    },
+    /// Still rate-limited after waiting as long as allowed.
+    #[error(
+        "GitHub still rate-limits {method} {path} after {waited_secs} s of waiting; try again \
+         later"
+    )]
+    RateLimited {
+        method: Method,
+        path: String,
+        waited_secs: u64,
+    },
+    /// No answer (connection refused, timeout, TLS).
+    #[error("cannot reach GitHub at {origin}: {reason}")]
+    Transport { origin: String, reason: String },
+    /// An answer that is not the JSON expected.
+    #[error("GitHub's answer to {method} {path} is not what was expected: {reason}")]
+    Decode {
+        method: Method,
+        path: String,
+        reason: String,
+    },
+    /// A URL (a pagination link) outside the configured API: the token is not sent there.
+    #[error("{url} is not under the GitHub API at {base}; it is not requested with the token")]
+    Foreign { url: String, base: String },
+}
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct Page {
+    pub items: Vec<Value>,
+    /// The next page's URL (already checked to be under the API).
+    pub next: Option<Url>,
+}
+
+/// The REST client of one GitHub API (GitHub.com, or an Enterprise Server's `/api/v3`).
+#[derive(Debug, Clone)]
+pub struct Api {
+    http: reqwest::Client,
+    base: Url,
+    max_wait: Duration,
+}
+
+impl Api {
+    /// A client of the API at `base_url` (`https://api.github.com`, or
+    /// `https://ghe.example.com/api/v3`), sending with `http`.
+    pub fn new(http: reqwest::Client, base_url: &str) -> Result<Api, String> {
+        let mut base = Url::parse(base_url).map_err(|e| {
+            format!("github.base_url {base_url:?} is not a URL ({e}); write it like https://api.github.com")
+        })?;
+        if !matches!(base.scheme(), "https" | "http") || base.host().is_none() {
+            return Err(format!(
+                "github.base_url {base_url:?} is not an http(s) URL with a host; write it like \
+                 https://api.github.com"
+            ));
+        }
+        if !base.path().ends_with('/') {
+            let path = format!("{}/", base.path());
+            base.set_path(&path);
+        }
+        Ok(Api {
+            http,
+            base,
+            max_wait: MAX_RATE_LIMIT_WAIT,
+        })
+    }
+
+    /// The most one request may wait for rate limits in all.
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Api {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// The API's base URL (always ending in `/`).
+    pub fn base(&self) -> &Url {
+        &self.base
+    }
+
+    /// `path` (`/repos/o/r/pulls/1`) under the base URL.
+    pub fn url(&self, path: &str) -> Url {
+        self.base
+            .join(path.trim_start_matches('/'))
+            .unwrap_or_else(|_| self.base.clone())
+    }
+
+    /// Whether `url` is under the API (same origin, under its path): where a token may go.
+    pub fn is_own(&self, url: &Url) -> bool {
+        url.origin() == self.base.origin() && url.path().starts_with(self.base.path())
+    }
+
+    /// `method path` with `body`: the answer's JSON (`null` for an empty body).
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        auth: Auth<'_>,
+        body: Option<&Value>,
+    ) -> Result<Value, GithubError> {
+        let (_, _, json) = self.send(method, self.url(path), auth, body).await?;
+        Ok(json)
+    }
+
+    /// One page of a list at `url` (a path's URL, or a `next` link).
+    pub async fn page(&self, url: Url, auth: Auth<'_>) -> Result<Page, GithubError> {
+        let (_, headers, json) = self.send(Method::GET, url.clone(), auth, None).await?;
+        let items = match json {
+            Value::Array(items) => items,
+            other => {
+                return Err(GithubError::Decode {
+                    method: Method::GET,
+                    path: url.path().to_string(),
+                    reason: format!("a list was expected, not {}", kind(&other)),
+                });
+            }
+        };
+        let next = match next_link(&headers) {
+            None => None,
+            Some(link) => {
+                let next = Url::parse(&link).map_err(|e| GithubError::Decode {
+                    method: Method::GET,
+                    path: url.path().to_string(),
+                    reason: format!("its Link header's next URL {link:?} is not a URL: {e}"),
+                })?;
+                if !self.is_own(&next) {
+                    return Err(GithubError::Foreign {
+                        url: link,
+                        base: self.base.to_string(),
+                    });
+                }
+                Some(next)
+            }
+        };
+        Ok(Page { items, next })
+    }
+
+    /// Every item of the list at `path`, following `Link: rel="next"` (at most 100 pages).
+    pub async fn get_all(&self, path: &str, auth: Auth<'_>) -> Result<Vec<Value>, GithubError> {
+        let mut items = Vec::new();
+        let mut next = Some(self.url(path));
+        let mut pages = 0;
+        while let Some(url) = next.take() {
+            let page = self.page(url, auth).await?;
+            items.extend(page.items);
+            pages += 1;
+            if pages < MAX_PAGES {
+                next = page.next;
+            }
+        }
+        Ok(items)
+    }
+
+    /// Sends one request, waiting out rate limits; an error status is an error carrying
+    /// GitHub's message.
+    pub async fn send(
+        &self,
+        method: Method,
+        url: Url,
+        auth: Auth<'_>,
+        body: Option<&Value>,
+    ) -> Result<(StatusCode, HeaderMap, Value), GithubError> {
+        if !self.is_own(&url) {
+            return Err(GithubError::Foreign {
+                url: url.to_string(),
+                base: self.base.to_string(),
+            });
+        }
+        let path = url.path().to_string();
+        let mut waited = Duration::ZERO;
+        loop {
+            let mut req = self
+                .http
+                .request(method.clone(), url.clone())
+                .header(ACCEPT, MEDIA_TYPE)
+                .header("X-GitHub-Api-Version", API_VERSION)
+                .header(USER_AGENT, "nightshift");
+            if let Auth::Bearer(secret) = auth {
+                req = req.header(AUTHORIZATION, format!("Bearer {}", secret.expose()));
+            }
+            if let Some(body) = body {
+                req = req.json(body);
+            }
+            let resp = req.send().await.map_err(|e| GithubError::Transport {
+                origin: self.base.origin().ascii_serialization(),
+                reason: without_url(&e),
+            })?;
+            let status = resp.status();
+            let headers = resp.headers().clone();
+            let text = resp.text().await.map_err(|e| GithubError::Transport {
+                origin: self.base.origin().ascii_serialization(),
+                reason: without_url(&e),
+            })?;
+            if !status.is_success() {
+                if let Some(wait) = rate_limit_wait(status, &headers, &text, epoch_secs()) {
+                    if waited + wait.0 > self.max_wait {
+                        return Err(GithubError::RateLimited {
+                            method,
+                            path,
+                            waited_secs: waited.as_secs(),
+                        });
+                    }
+                    tracing::info!(%method, %path, wait_s = wait.0.as_secs(),
+                        "GitHub rate-limited the request; waiting as it asks");
+                    tokio::time::sleep(wait.0).await;
+                    waited += wait.0;
+                    continue;
+                }
+                let json: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                return Err(GithubError::Status {
+                    status: status.as_u16(),
+                    method,
+                    path,
+                    message: json["message"]
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| first_chars(&text)),
+                    documentation_url: json["documentation_url"].as_str().map(str::to_string),
+                });
+            }
+            let json = if text.trim().is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_str(&text).map_err(|e| GithubError::Decode {
+                    method: method.clone(),
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?
+            };
+            return Ok((status, headers, json));
+        }
+    }
+}
+
+fn epoch_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A transport error's text without the URL (which may carry a query worth keeping out).
+fn without_url(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    if let Some(url) = e.url() {
+        text = text.replace(url.as_str(), "…");
+    }
+    text
+}
+
+fn first_chars(text: &str) -> String {
+    let t: String = text.chars().take(200).collect();
+    if t.is_empty() {
+        "(no message)".into()
+    } else {
+        t
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http() -> reqwest::Client {
+        nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap()
+    }
+
+    fn api(base: &str) -> Api {
+        Api::new(http(), base).unwrap()
+    }
+
+    #[test]
+    fn paths_join_the_base_and_only_its_urls_are_its_own() {
+        let ghes = api("https://ghe.example.com/api/v3");
+        let url = ghes.url("/repos/o/r/pulls/1");
+        assert_eq!(
+            url.as_str(),
+            "https://ghe.example.com/api/v3/repos/o/r/pulls/1"
+        );
+        assert!(ghes.is_own(&url));
+        for other in [
+            "https://ghe.example.com/other/repos",
+            "http://ghe.example.com/api/v3/repos",
+            "https://ghe.example.com:8443/api/v3/repos",
+            "https://evil.example.com/api/v3/repos",
+        ] {
+            assert!(!ghes.is_own(&Url::parse(other).unwrap()), "{other}");
+        }
+        let dotcom = api(crate::GITHUB_API);
+        assert_eq!(dotcom.url("user").as_str(), "https://api.github.com/user");
+        for bad in ["api.github.com", "ftp://x/y", "not a url"] {
+            assert!(Api::new(http(), bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! # GitHub for Nightshift
+//!
+//! What a review bot needs to talk to GitHub the way a GitHub App does:
+//!
+//! - [`AppKey`]: an App's private key (PEM, read from an environment variable or a file the
+//!   config names; never inline) and the RS256 JWTs it signs — `iss` the App id, issued 60 s
+//!   in the past and valid 9 minutes, inside GitHub's 10-minute limit.
+//! - [`InstallationTokens`]: exchanges the JWT for an installation access token
+//!   (`POST /app/installations/{id}/access_tokens`), caches it per installation until five
+//!   minutes before it expires, and refreshes it then; concurrent callers share one exchange.
+//! - [`Api`]: the REST client. Every request carries GitHub's media type and API version;
+//!   secondary and primary rate limits (403/429 with `retry-after` or
+//!   `x-ratelimit-remaining: 0` and `x-ratelimit-reset`) are waited out within a bound;
+//!   `Link` pagination is followed; and a token is only ever sent to the configured API
+//!   origin (GitHub Enterprise Server: its `base_url`) — a `Link` elsewhere is refused.
+//!
+//! Tokens are [`Secret`]s: their `Debug` never shows them. Errors carry GitHub's own message
+//! and never a token.
+
+mod api;
+mod app;
+mod limits;
+mod tokens;
+
+pub use api::{Api, Auth, GithubError, Page};
+pub use app::{AppKey, KeyError};
+pub use limits::{RateLimitWait, next_link, rate_limit_wait};
+pub use tokens::{InstallationTokens, Secret};
+
+/// GitHub.com's REST API.
+pub const GITHUB_API: &str = "https://api.github.com";
