@@ -51,11 +51,18 @@ pub(super) fn run_end(job: &Job, outcome: &JobOutcome) -> Option<&'static str> {
     }
 }
 
-/// Counts the job's outcome and, when its run ends, the run's end and duration.
-pub(super) fn job_ended(seen: &Seen, job: &Job, outcome: &JobOutcome, now: Millis) {
+/// Counts the job's outcome and, when its run `ended` (with that status: [`run_end`], a
+/// cancellation told apart from a supersession), the run's end and duration.
+pub(super) fn job_ended(
+    seen: &Seen,
+    job: &Job,
+    outcome: &JobOutcome,
+    ended: Option<&'static str>,
+    now: Millis,
+) {
     let agent = seen.agent.as_str();
     nightshift_telemetry::job_outcome(agent, job.kind.as_str(), outcome_name(outcome));
-    if let Some(status) = run_end(job, outcome) {
+    if let Some(status) = ended {
         let ran = u64::try_from(now - seen.started_at).unwrap_or(0);
         nightshift_telemetry::run_ended(agent, status, Some(Duration::from_millis(ran)));
     }

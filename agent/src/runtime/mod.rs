@@ -127,13 +127,32 @@ impl Handler for AgentRuntime {
         if matches!(outcome, JobOutcome::Done(_)) {
             self.tools.run_ended(&ctx.lease.job().run_id).await;
         }
+        let ended = match metrics::run_end(ctx.lease.job(), &outcome) {
+            Some("cancelled") => Some(cancelled_or_superseded(&ctx).await),
+            ended => ended,
+        };
         if let Some(seen) = seen {
-            metrics::job_ended(&seen, ctx.lease.job(), &outcome, ctx.lease.store().now());
+            metrics::job_ended(
+                &seen,
+                ctx.lease.job(),
+                &outcome,
+                ended,
+                ctx.lease.store().now(),
+            );
         }
         if let Some(trace) = trace {
-            trace.close(ctx.lease.job(), &outcome);
+            trace.close(&outcome, ended);
         }
         redact::outcome(&self.redactor, outcome)
+    }
+}
+
+/// How a run whose job ended it as cancelled really ended: `superseded` when a newer run
+/// took its concurrency key (the store says so), else `cancelled`.
+async fn cancelled_or_superseded(ctx: &JobContext) -> &'static str {
+    match ctx.lease.store().run(&ctx.lease.job().run_id).await {
+        Ok(Some(run)) if run.status == nightshift_store::RunStatus::Superseded => "superseded",
+        _ => "cancelled",
     }
 }
 

@@ -119,7 +119,11 @@ impl Session<'_> {
             .started_at
             .map(|started| self.ctx.lease.store().now() - started);
         let st = &self.state;
-        let status = end.run_status().as_str();
+        // The logged ending says `superseded` where `end` can only say cancelled.
+        let status = match &self.state.ending {
+            Some(ending) => ending.status.as_str(),
+            None => end.run_status().as_str(),
+        };
         let (input_tokens, output_tokens) = (st.usage.input_tokens, st.usage.output_tokens);
         let detail = match end {
             RunEnd::Succeeded { .. } | RunEnd::Cancelled => None,

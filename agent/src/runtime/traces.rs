@@ -8,7 +8,7 @@ use nightshift_store::{Job, Run};
 use nightshift_telemetry::traces::{self, RunEnded, RunTrace, TraceSpan};
 use nightshift_worker::JobOutcome;
 
-use super::metrics::{outcome_name, run_end};
+use super::metrics::outcome_name;
 
 /// A job's span and what its run's span needs when the job ends the run.
 pub(super) struct JobTrace {
@@ -46,10 +46,9 @@ impl JobTrace {
         &self.span
     }
 
-    /// Records the job's outcome on its span and ends it; when the outcome ends the run,
-    /// writes the run's span too.
-    pub(super) fn close(self, job: &Job, outcome: &JobOutcome) {
-        let ends = run_end(job, outcome);
+    /// Records the job's outcome on its span and ends it; when the job `ends` the run (with
+    /// that status), writes the run's span too.
+    pub(super) fn close(self, outcome: &JobOutcome, ends: Option<&'static str>) {
         let failed = matches!(ends, Some("failed")) || matches!(outcome, JobOutcome::Retry { .. });
         traces::record_job_outcome(&self.span, outcome_name(outcome), failed);
         self.span.end();

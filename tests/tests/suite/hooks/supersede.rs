@@ -152,5 +152,28 @@ concurrency_policy = "supersede"
         e,
         RunEvent::ToolResult { content, .. } if content == REFUSED_NOTICE
     )));
+    // The metrics count the old review as superseded, not cancelled (its job ended it as a
+    // cancellation; the store says why).
+    let scrape = http
+        .get(format!("{api}/metrics"))
+        .bearer_auth(API_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let ended = |status: &str| {
+        nightshift_telemetry::exposition::parse(&scrape)
+            .into_iter()
+            .find(|s| {
+                s.name == "nightshift_runs_ended_total"
+                    && s.labels.contains(&("agent".into(), "reviewer".into()))
+                    && s.labels.contains(&("status".into(), status.into()))
+            })
+            .map(|s| s.value)
+    };
+    assert_eq!(ended("superseded"), Some(1.0), "{scrape}");
+    assert_eq!(ended("cancelled"), None, "{scrape}");
     sigterm(daemon).await;
 }
