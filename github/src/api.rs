@@ -61,6 +61,14 @@ pub enum GithubError {
         path: String,
         reason: String,
     },
+    /// No configured credential reaches the repository.
+    #[error(
+        "no credential for {repo}: {}; install the App on the repository, or set \
+         github.token_env to a token that can read it",
+        if apps.is_empty() { "no GitHub App is configured".to_string() }
+        else { format!("the GitHub App(s) {} are not installed on it", apps.join(", ")) }
+    )]
+    NoCredential { repo: String, apps: Vec<String> },
     /// A URL (a pagination link) outside the configured API: the token is not sent there.
     #[error("{url} is not under the GitHub API at {base}; it is not requested with the token")]
     Foreign { url: String, base: String },
@@ -86,19 +94,7 @@ impl Api {
     /// A client of the API at `base_url` (`https://api.github.com`, or
     /// `https://ghe.example.com/api/v3`), sending with `http`.
     pub fn new(http: reqwest::Client, base_url: &str) -> Result<Api, String> {
-        let mut base = Url::parse(base_url).map_err(|e| {
-            format!("github.base_url {base_url:?} is not a URL ({e}); write it like https://api.github.com")
-        })?;
-        if !matches!(base.scheme(), "https" | "http") || base.host().is_none() {
-            return Err(format!(
-                "github.base_url {base_url:?} is not an http(s) URL with a host; write it like \
-                 https://api.github.com"
-            ));
-        }
-        if !base.path().ends_with('/') {
-            let path = format!("{}/", base.path());
-            base.set_path(&path);
-        }
+        let base = check_base_url(base_url)?;
         Ok(Api {
             http,
             base,
@@ -190,6 +186,20 @@ impl Api {
         Ok(items)
     }
 
+    /// `GET path` as text in the media type `accept` (`application/vnd.github.diff` for a
+    /// pull request's diff, `application/vnd.github.raw+json` for a file's contents).
+    pub async fn raw(
+        &self,
+        path: &str,
+        accept: &str,
+        auth: Auth<'_>,
+    ) -> Result<String, GithubError> {
+        let (_, _, text) = self
+            .send_text(Method::GET, self.url(path), auth, None, accept)
+            .await?;
+        Ok(text)
+    }
+
     /// Sends one request, waiting out rate limits; an error status is an error carrying
     /// GitHub's message.
     pub async fn send(
@@ -199,6 +209,31 @@ impl Api {
         auth: Auth<'_>,
         body: Option<&Value>,
     ) -> Result<(StatusCode, HeaderMap, Value), GithubError> {
+        let path = url.path().to_string();
+        let (status, headers, text) = self
+            .send_text(method.clone(), url, auth, body, MEDIA_TYPE)
+            .await?;
+        let json = if text.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).map_err(|e| GithubError::Decode {
+                method,
+                path,
+                reason: e.to_string(),
+            })?
+        };
+        Ok((status, headers, json))
+    }
+
+    /// [`Self::send`] with the answer as text in the media type `accept`.
+    async fn send_text(
+        &self,
+        method: Method,
+        url: Url,
+        auth: Auth<'_>,
+        body: Option<&Value>,
+        accept: &str,
+    ) -> Result<(StatusCode, HeaderMap, String), GithubError> {
         if !self.is_own(&url) {
             return Err(GithubError::Foreign {
                 url: url.to_string(),
@@ -211,7 +246,7 @@ impl Api {
             let mut req = self
                 .http
                 .request(method.clone(), url.clone())
-                .header(ACCEPT, MEDIA_TYPE)
+                .header(ACCEPT, accept)
                 .header("X-GitHub-Api-Version", API_VERSION)
                 .header(USER_AGENT, "nightshift");
             if let Auth::Bearer(secret) = auth {
@@ -257,18 +292,28 @@ impl Api {
                     documentation_url: json["documentation_url"].as_str().map(str::to_string),
                 });
             }
-            let json = if text.trim().is_empty() {
-                Value::Null
-            } else {
-                serde_json::from_str(&text).map_err(|e| GithubError::Decode {
-                    method: method.clone(),
-                    path: path.clone(),
-                    reason: e.to_string(),
-                })?
-            };
-            return Ok((status, headers, json));
+            return Ok((status, headers, text));
         }
     }
+}
+
+/// `base_url` as the API's base (ending in `/`), or why it cannot be one (the message starts
+/// `base_url`, for the config key it comes from).
+pub fn check_base_url(base_url: &str) -> Result<Url, String> {
+    let mut base = Url::parse(base_url).map_err(|e| {
+        format!("base_url {base_url:?} is not a URL ({e}); write it like https://api.github.com")
+    })?;
+    if !matches!(base.scheme(), "https" | "http") || base.host().is_none() {
+        return Err(format!(
+            "base_url {base_url:?} is not an http(s) URL with a host; write it like \
+             https://api.github.com"
+        ));
+    }
+    if !base.path().ends_with('/') {
+        let path = format!("{}/", base.path());
+        base.set_path(&path);
+    }
+    Ok(base)
 }
 
 fn epoch_secs() -> i64 {

@@ -14,15 +14,21 @@
 //!   `Link` pagination is followed; and a token is only ever sent to the configured API
 //!   origin (GitHub Enterprise Server: its `base_url`) — a `Link` elsewhere is refused.
 //!
+//! - [`GithubAccess`]: the token for a repository — the installation token of the first
+//!   configured App installed on it (`GET /repos/{owner}/{repo}/installation`, cached), else
+//!   a personal token.
+//!
 //! Tokens are [`Secret`]s: their `Debug` never shows them. Errors carry GitHub's own message
 //! and never a token.
 
+mod access;
 mod api;
 mod app;
 mod limits;
 mod tokens;
 
-pub use api::{Api, Auth, GithubError, Page};
+pub use access::{App, GithubAccess};
+pub use api::{Api, Auth, GithubError, Page, check_base_url};
 pub use app::{AppKey, KeyError};
 pub use limits::{RateLimitWait, next_link, rate_limit_wait};
 pub use tokens::{InstallationTokens, Secret};

@@ -52,6 +52,8 @@ pub struct Config {
     pub prices: BTreeMap<String, Pricing>,
     /// `[telemetry]`: where the Prometheus metrics are served besides `GET /metrics`.
     pub telemetry: TelemetryConfig,
+    /// `[github]`: the GitHub App(s) and token the GitHub tools use.
+    pub github: crate::github::GithubConfig,
     /// The directory relative paths in the file are resolved against (the file's own).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -253,6 +255,7 @@ impl Config {
         self.runtime.background.validate().map_err(invalid)?;
         self.runtime.validate_secrets().map_err(invalid)?;
         self.telemetry.validate().map_err(invalid)?;
+        self.github.validate().map_err(invalid)?;
         crate::sandbox::validate(self).map_err(invalid)?;
         for (name, provider) in &self.providers {
             provider

@@ -13,6 +13,7 @@ pub mod config;
 pub mod daemon;
 pub mod demo;
 pub mod gateway;
+pub mod github;
 pub mod hooks;
 pub mod logging;
 pub mod metrics;

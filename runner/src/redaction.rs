@@ -3,8 +3,8 @@
 //! [`secrets`] collects, from the config and the environment: each provider's key (the
 //! variable `api_key_env` names, or its per-kind default such as `ANTHROPIC_API_KEY`), the
 //! API token (`server.token_env`, or the one kept in `<data_dir>/api-token`), every hook's
-//! signing secret (`hooks.*.secret_env`), every notify target's `secret_env`, and
-//! `runtime.secrets`. Only `runtime.secrets` can be substituted into a tool call
+//! signing secret (`hooks.*.secret_env`), every notify target's `secret_env`, the GitHub
+//! token and App private keys (`[github]`), and `runtime.secrets`. Only `runtime.secrets` can be substituted into a tool call
 //! (`{{secret:NAME}}`); the others are redact-only, so a model can never ask for the API
 //! token or a provider key. The same set redacts tool output, the model's own text before it
 //! is stored or sent again, stored errors and — through [`LogWriter`], once
@@ -30,6 +30,7 @@ pub fn daemon_held(config: &Config) -> Vec<(String, String)> {
     );
     names.push(config.server.token_env.clone());
     names.extend(config.hooks.iter().filter_map(|h| h.secret_env.clone()));
+    names.extend(config.github.secret_envs());
     for agent in &config.agents {
         names.extend(agent.notify.iter().map(|t| t.secret_env.clone()));
     }
@@ -47,6 +48,7 @@ pub fn daemon_held(config: &Config) -> Vec<(String, String)> {
     if let Some(token) = token_file(&config.resolve_path(&config.runtime.data_dir)) {
         held.push((config.server.token_env.clone(), token));
     }
+    held.extend(config.github.key_files(config));
     let (kept, short) = split_too_short(held);
     warn_too_short(&short);
     kept

@@ -37,6 +37,7 @@ pub struct Tools {
     processes: ProcessRegistry,
     tasks: Option<TaskSupervisor>,
     confinement: Option<Confinement>,
+    github: Option<std::sync::Arc<nightshift_github::GithubAccess>>,
 }
 
 impl std::fmt::Debug for Tools {
@@ -99,6 +100,7 @@ impl Tools {
             processes: ProcessRegistry::new(config.resolve_path(&rt.data_dir).join("procs")),
             tasks: None,
             confinement,
+            github: crate::github::access(config)?,
         })
     }
 
@@ -143,6 +145,10 @@ impl Tools {
             .with_env_allow(self.env_allow.iter())
             .with_idempotency_key(call.idempotency_key)
             .with_process_registry(self.processes.clone());
+        let ctx = match &self.github {
+            Some(github) => ctx.with_github(github.clone()),
+            None => ctx,
+        };
         Ok(match &self.tasks {
             Some(tasks) => ctx.with_tasks(tasks.clone()),
             None => ctx,

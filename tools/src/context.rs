@@ -165,6 +165,7 @@ pub struct ToolContext {
     processes: Option<crate::orphans::ProcessRegistry>,
     tasks: Option<crate::background::TaskSupervisor>,
     sandbox: Option<Arc<Sandbox>>,
+    github: Option<Arc<nightshift_github::GithubAccess>>,
 }
 
 impl ToolContext {
@@ -203,6 +204,7 @@ impl ToolContext {
             processes: None,
             tasks: None,
             sandbox: None,
+            github: None,
         })
     }
 
@@ -276,6 +278,17 @@ impl ToolContext {
     pub fn with_tasks(mut self, supervisor: crate::background::TaskSupervisor) -> Self {
         self.tasks = Some(supervisor);
         self
+    }
+
+    /// Lets the GitHub tools reach GitHub with `access`'s credentials.
+    pub fn with_github(mut self, access: Arc<nightshift_github::GithubAccess>) -> Self {
+        self.github = Some(access);
+        self
+    }
+
+    /// The daemon's GitHub credentials, if `[github]` is configured.
+    pub fn github(&self) -> Option<&nightshift_github::GithubAccess> {
+        self.github.as_deref()
     }
 
     /// The supervisor of background commands, if this daemon runs them.

@@ -6,6 +6,7 @@
 //! inside such work becomes an `is_error` output instead of unwinding.
 
 pub(crate) mod files;
+pub(crate) mod github;
 pub(crate) mod http;
 pub(crate) mod run_command;
 pub(crate) mod search;
@@ -20,8 +21,12 @@ use serde_json::Value;
 use crate::{Tool, ToolOutput};
 
 /// Names of the built-in tools, sorted.
-pub const BUILTIN_TOOLS: [&str; 10] = [
+pub const BUILTIN_TOOLS: [&str; 14] = [
     "edit_file",
+    "github_file",
+    "github_pr_diff",
+    "github_pr_files",
+    "github_pull_request",
     "grep",
     "http_request",
     "list_files",
@@ -46,6 +51,10 @@ pub(crate) fn by_name(name: &str) -> Option<Arc<dyn Tool>> {
         "todo_write" => Arc::new(todo::TodoWrite),
         "task_output" => Arc::new(tasks::TaskOutput),
         "task_stop" => Arc::new(tasks::TaskStop),
+        "github_pull_request" => Arc::new(github::PullRequest),
+        "github_pr_files" => Arc::new(github::PrFiles),
+        "github_pr_diff" => Arc::new(github::PrDiff),
+        "github_file" => Arc::new(github::File),
         _ => return None,
     })
 }

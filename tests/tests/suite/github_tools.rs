@@ -1,0 +1,385 @@
+//! The read-only GitHub tools in a daemon, against a fake GitHub REST API on loopback that
+//! answers in GitHub's shapes (the pull request is the one of the `pull_request` webhook
+//! fixture; files and errors as GitHub's REST reference shows them) and checks credentials
+//! as GitHub does: the App JWT (RS256, verified with the App's public key) for the
+//! repository's installation and the token exchange, the installation token for the rest.
+//!
+//! A scripted reviewer reads the pull request, its files (two pages), its diff and a file at
+//! the head commit, and asks for a repository name that is not one; then:
+//! - each result holds what GitHub answered; the bad name is refused before any request;
+//! - the installation was looked up and a token fetched once, then reused;
+//! - the installation token is in no stored byte of the run.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use nightshift_agent::RunEvent;
+use nightshift_runner::config::Config;
+use nightshift_runner::daemon;
+use nightshift_store::RunStatus;
+use nightshift_tests::config_text::agent_with;
+use nightshift_tests::{TestDb, on_both_backends};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::crash::{events, text_turn, tool_turn, wait_finished};
+
+on_both_backends! {
+    an_agent_reads_a_pull_request_through_the_github_tools => reads_a_pull_request;
+}
+
+const APP_ID: &str = "424242";
+const INSTALLATION: u64 = 51234567;
+const TOKEN: &str = "ghs_suiteInstallationToken0123456789";
+const REPO: &str = "octo-org/hello-world";
+
+fn fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../github/tests/fixtures")
+}
+
+fn pull_request() -> Value {
+    let path = format!(
+        "{}/fixtures/github/pull_request.synchronize.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let payload: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    payload["pull_request"].clone()
+}
+
+#[derive(Default)]
+struct Seen {
+    installation_lookups: usize,
+    exchanges: usize,
+    requests: Vec<String>,
+}
+
+type Shared = Arc<Mutex<Seen>>;
+
+fn github_error(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        Json(json!({"message": message,
+                    "documentation_url": "https://docs.github.com/rest"})),
+    )
+        .into_response()
+}
+
+fn bearer(headers: &HeaderMap) -> String {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Whether `headers` carry a JWT of the App, signed with its key.
+fn app_jwt(headers: &HeaderMap) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Claims {
+        iss: String,
+    }
+    let public = std::fs::read(fixtures().join("test-app-key.pub.pem")).unwrap();
+    let key = jsonwebtoken::DecodingKey::from_rsa_pem(&public).unwrap();
+    let validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+    jsonwebtoken::decode::<Claims>(&bearer(headers), &key, &validation)
+        .is_ok_and(|d| d.claims.iss == APP_ID)
+}
+
+async fn installation(State(seen): State<Shared>, headers: HeaderMap) -> Response {
+    if !app_jwt(&headers) {
+        return github_error(
+            StatusCode::UNAUTHORIZED,
+            "A JSON web token could not be decoded",
+        );
+    }
+    seen.lock().unwrap().installation_lookups += 1;
+    Json(
+        json!({"id": INSTALLATION, "app_id": 424242, "target_type": "Organization",
+                "account": {"login": "octo-org", "type": "Organization"},
+                "repository_selection": "selected"}),
+    )
+    .into_response()
+}
+
+async fn access_tokens(State(seen): State<Shared>, headers: HeaderMap) -> Response {
+    if !app_jwt(&headers) {
+        return github_error(
+            StatusCode::UNAUTHORIZED,
+            "A JSON web token could not be decoded",
+        );
+    }
+    seen.lock().unwrap().exchanges += 1;
+    let expires = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() + 3600, 0)
+        .unwrap()
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    (
+        StatusCode::CREATED,
+        Json(json!({"token": TOKEN, "expires_at": expires,
+                    "permissions": {"pull_requests": "read", "contents": "read"},
+                    "repository_selection": "selected"})),
+    )
+        .into_response()
+}
+
+/// Checks the installation token and notes the request; `Some` is GitHub's 401.
+fn refused(seen: &Shared, headers: &HeaderMap, what: &str) -> Option<Response> {
+    if bearer(headers) != TOKEN {
+        return Some(github_error(StatusCode::UNAUTHORIZED, "Bad credentials"));
+    }
+    seen.lock().unwrap().requests.push(what.to_string());
+    None
+}
+
+async fn pull(State(seen): State<Shared>, headers: HeaderMap) -> Response {
+    if let Some(e) = refused(&seen, &headers, "pull") {
+        return e;
+    }
+    let accept = headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if accept == "application/vnd.github.diff" {
+        return (
+            [("content-type", "text/plain; charset=utf-8")],
+            "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n\
+             @@ -1 +1 @@\n-fn old() {}\n+fn retry_uploads() {}\n",
+        )
+            .into_response();
+    }
+    Json(pull_request()).into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct PageQuery {
+    page: Option<usize>,
+}
+
+async fn files(
+    State(seen): State<Shared>,
+    headers: HeaderMap,
+    Query(q): Query<PageQuery>,
+) -> Response {
+    if let Some(e) = refused(&seen, &headers, "files") {
+        return e;
+    }
+    let page = q.page.unwrap_or(1);
+    let file = |name: &str, status: &str| {
+        json!({"sha": "bbcd538c8e72b8c175046e27cc8f907076331401", "filename": name,
+               "status": status, "additions": 3, "deletions": 1, "changes": 4,
+               "blob_url": format!("https://github.com/{REPO}/blob/c48f1b3/{name}"),
+               "raw_url": format!("https://github.com/{REPO}/raw/c48f1b3/{name}"),
+               "contents_url": format!("https://api.github.com/repos/{REPO}/contents/{name}"),
+               "patch": "@@ -1 +1 @@\n-fn old() {}\n+fn retry_uploads() {}"})
+    };
+    let items = if page == 1 {
+        vec![
+            file("src/lib.rs", "modified"),
+            file("src/upload.rs", "added"),
+        ]
+    } else {
+        vec![file("README.md", "modified")]
+    };
+    let mut resp = Json(items).into_response();
+    if page == 1 {
+        let base = headers
+            .get("host")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let link = format!(
+            "<http://{base}/repos/{REPO}/pulls/42/files?per_page=100&page=2>; rel=\"next\", \
+             <http://{base}/repos/{REPO}/pulls/42/files?per_page=100&page=2>; rel=\"last\""
+        );
+        resp.headers_mut()
+            .insert("link", HeaderValue::from_str(&link).unwrap());
+    }
+    resp
+}
+
+#[derive(serde::Deserialize)]
+struct RefQuery {
+    #[serde(rename = "ref")]
+    git_ref: Option<String>,
+}
+
+async fn contents(
+    State(seen): State<Shared>,
+    headers: HeaderMap,
+    Query(q): Query<RefQuery>,
+) -> Response {
+    if let Some(e) = refused(&seen, &headers, "contents") {
+        return e;
+    }
+    let head = pull_request()["head"]["sha"].as_str().unwrap().to_string();
+    if q.git_ref.as_deref() != Some(head.as_str()) {
+        return github_error(StatusCode::NOT_FOUND, "No commit found for the ref");
+    }
+    "pub fn retry_uploads() {}\n".into_response()
+}
+
+async fn fake_github() -> (String, Shared) {
+    let seen = Shared::default();
+    let app = Router::new()
+        .route(&format!("/repos/{REPO}/installation"), get(installation))
+        .route(
+            &format!("/app/installations/{INSTALLATION}/access_tokens"),
+            post(access_tokens),
+        )
+        .route(&format!("/repos/{REPO}/pulls/42"), get(pull))
+        .route(&format!("/repos/{REPO}/pulls/42/files"), get(files))
+        .route(&format!("/repos/{REPO}/contents/src/lib.rs"), get(contents))
+        .with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, seen)
+}
+
+fn config(db: &TestDb, dir: &Path, github: &str) -> Config {
+    let head = pull_request()["head"]["sha"].as_str().unwrap().to_string();
+    let pr = json!({"repo": REPO, "number": 42});
+    let reviewer = agent_with(
+        dir,
+        "reviewer",
+        &[
+            "github_pull_request",
+            "github_pr_files",
+            "github_pr_diff",
+            "github_file",
+        ],
+        json!([
+            tool_turn("c1", "github_pull_request", pr.clone()),
+            tool_turn("c2", "github_pr_files", pr.clone()),
+            tool_turn("c3", "github_pr_diff", pr),
+            tool_turn(
+                "c4",
+                "github_file",
+                json!({"repo": REPO, "path": "src/lib.rs", "ref": head})
+            ),
+            tool_turn("c5", "github_file", json!({"repo": "../..", "path": "x"})),
+            text_turn("reviewed"),
+        ]),
+        "",
+    );
+    let text = format!(
+        "[worker]\nslots = 2\nheartbeat_ms = 200\nlease_ms = 5000\npoll_interval_ms = 100\n\n\
+         [server]\naddress = \"127.0.0.1:0\"\ntoken_env = \"NIGHTSHIFT_GITHUB_SUITE_NEVER_SET\"\n\n\
+         [runtime]\ndata_dir = \"data\"\n\n[sandbox]\nmode = \"off\"\n\n\
+         [github]\nbase_url = \"{github}\"\n\n\
+         [[github.apps]]\nname = \"review-bot\"\napp_id = {APP_ID}\nprivate_key_file = \"{}\"\n\n\
+         {reviewer}",
+        fixtures().join("test-app-key.pem").display()
+    );
+    let mut config = Config::parse(&text, "github tools test config").unwrap();
+    config.base_dir = dir.to_path_buf();
+    config.database = db.config.clone();
+    config.validate().unwrap();
+    config
+}
+
+async fn reads_a_pull_request(db: &TestDb) {
+    let (github, seen) = fake_github().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(db, dir.path(), &github);
+    let store = nightshift_runner::open_store(&config).await.unwrap();
+    let shutdown = CancellationToken::new();
+    let running = daemon::start(&config, store.clone(), shutdown.clone())
+        .await
+        .expect("the daemon starts");
+    let stopped = tokio::spawn(running.wait());
+    let intake = nightshift_scheduler::Intake::new(store.clone(), ["reviewer".to_string()]);
+    let run_id = intake
+        .submit(nightshift_scheduler::RunRequest::new(
+            "reviewer",
+            "Review pull request 42.",
+            nightshift_store::Trigger::Api,
+        ))
+        .await
+        .unwrap()
+        .run_id;
+    let run = tokio::time::timeout(Duration::from_secs(60), wait_finished(&store, &run_id))
+        .await
+        .expect("the run ends");
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+
+    let log = events(&store, &run_id).await;
+    let result = |call: &str| -> (String, bool) {
+        log.iter()
+            .find_map(|(_, e)| match e {
+                RunEvent::ToolResult {
+                    call_id,
+                    content,
+                    is_error,
+                    ..
+                } if call_id == call => Some((content.clone(), *is_error)),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("a result for {call}"))
+    };
+    let (summary, failed) = result("c1");
+    assert!(!failed, "{summary}");
+    let summary: Value = serde_json::from_str(&summary).unwrap();
+    let pr = pull_request();
+    assert_eq!(summary["head"]["sha"], pr["head"]["sha"]);
+    assert_eq!(summary["base"]["sha"], pr["base"]["sha"]);
+    assert_eq!(summary["title"], pr["title"]);
+    assert_eq!(summary["author"], pr["user"]["login"]);
+    let (files, failed) = result("c2");
+    assert!(!failed, "{files}");
+    let files: Vec<Value> = serde_json::from_str(&files).unwrap();
+    let names: Vec<&str> = files
+        .iter()
+        .map(|f| f["filename"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["src/lib.rs", "src/upload.rs", "README.md"],
+        "both pages"
+    );
+    assert!(
+        files[0]["patch"]
+            .as_str()
+            .unwrap()
+            .contains("retry_uploads")
+    );
+    let (diff, failed) = result("c3");
+    assert!(
+        !failed && diff.starts_with("diff --git a/src/lib.rs"),
+        "{diff}"
+    );
+    let (file, failed) = result("c4");
+    assert_eq!(
+        (file.as_str(), failed),
+        ("pub fn retry_uploads() {}\n", false)
+    );
+    let (refused, failed) = result("c5");
+    assert!(failed && refused.contains("is not owner/name"), "{refused}");
+
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(
+            (seen.installation_lookups, seen.exchanges),
+            (1, 1),
+            "one lookup and one token for every call"
+        );
+        assert_eq!(
+            seen.requests,
+            ["pull", "files", "files", "pull", "contents"]
+        );
+    }
+    // The token is the daemon's: in no event or run field.
+    for (event, _) in &log {
+        assert!(!event.payload.contains(TOKEN), "{}", event.payload);
+    }
+    let stored = format!("{:?}", store.run(&run_id).await.unwrap());
+    assert!(!stored.contains(TOKEN));
+    shutdown.cancel();
+    stopped.await.unwrap().unwrap();
+}

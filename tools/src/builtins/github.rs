@@ -1,0 +1,350 @@
+//! The read-only GitHub tools: `github_pull_request` (metadata, head and base SHA),
+//! `github_pr_files` (every changed file, all pages), `github_pr_diff` (the unified diff) and
+//! `github_file` (a file's contents at a ref).
+//!
+//! Guarantees: the credentials are the daemon's ([`nightshift_github::GithubAccess`]: the
+//! installation token of the App installed on the repository, else the personal token);
+//! no token ever reaches the model — inputs name only a repository, a number, a path and a
+//! ref, each checked and percent-encoded, so the model cannot point a request anywhere but
+//! the configured API; GitHub's refusals (404, 401, 422, rate limits it would not lift) are
+//! `is_error` outputs carrying GitHub's message and what to do; a refused token is dropped
+//! and the call tried once more with a fresh one; long outputs are cut by the registry with
+//! the whole kept as an artifact. All four are `read_only`: a crash re-runs them.
+
+use futures::future::BoxFuture;
+use nightshift_github::{Auth, GithubAccess, GithubError, Secret};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::parse_input;
+use crate::context::ToolContext;
+use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
+
+/// The most characters of a pull request's body `github_pull_request` shows.
+const BODY_CHARS: usize = 4000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PullInput {
+    repo: String,
+    number: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileInput {
+    repo: String,
+    path: String,
+    #[serde(rename = "ref")]
+    git_ref: Option<String>,
+}
+
+fn repo_schema() -> Value {
+    json!({"type": "string", "description": "The repository, as owner/name.",
+           "pattern": "^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"})
+}
+
+fn pull_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "repo": repo_schema(),
+            "number": {"type": "integer", "minimum": 1, "description": "The pull request's number."}
+        },
+        "required": ["repo", "number"],
+        "additionalProperties": false
+    })
+}
+
+/// `owner/name` checked: two segments of letters, digits, `-`, `_` and `.`, neither `.` nor
+/// `..`.
+fn checked_repo(repo: &str) -> Result<&str, ToolOutput> {
+    let ok = repo.split_once('/').is_some_and(|(owner, name)| {
+        [owner, name].iter().all(|s| {
+            !s.is_empty()
+                && *s != "."
+                && *s != ".."
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        })
+    });
+    if ok {
+        Ok(repo)
+    } else {
+        Err(ToolOutput::error(format!(
+            "repo {repo:?} is not owner/name (letters, digits, '-', '_' and '.'), like \
+             octocat/hello-world"
+        )))
+    }
+}
+
+/// `text` percent-encoded but for RFC 3986's unreserved characters (and `/` when `slashes`).
+fn encode(text: &str, slashes: bool) -> String {
+    let mut out = String::new();
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) || (slashes && b == b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A file path inside the repository, checked (relative, no `.` or `..` segment) and encoded.
+fn checked_path(path: &str) -> Result<String, ToolOutput> {
+    let bad = path.is_empty()
+        || path.starts_with('/')
+        || path
+            .split('/')
+            .any(|s| s.is_empty() || s == "." || s == "..")
+        || path.chars().any(char::is_control);
+    if bad {
+        return Err(ToolOutput::error(format!(
+            "path {path:?} is not a file path inside the repository; write it relative to the \
+             repository's root, like src/main.rs"
+        )));
+    }
+    Ok(encode(path, true))
+}
+
+/// The daemon's GitHub, or the error output saying it is not configured.
+fn access(ctx: &ToolContext) -> Result<&GithubAccess, ToolOutput> {
+    ctx.github().ok_or_else(|| {
+        ToolOutput::error(
+            "GitHub is not configured on this daemon (no [github] section); ask the operator \
+             to add a GitHub App or token",
+        )
+    })
+}
+
+/// What the model is told about a failed request.
+fn refusal(e: &GithubError) -> ToolOutput {
+    let hint = match e {
+        GithubError::Status { status: 404, .. } => {
+            " (the repository, pull request or file does not exist, or the credentials cannot \
+             see it: check the names)"
+        }
+        GithubError::Status {
+            status: 401 | 403, ..
+        } => " (the credentials were refused: the App may lack a permission on this repository)",
+        GithubError::Status { status: 422, .. } => " (GitHub refused the request as invalid)",
+        _ => "",
+    };
+    ToolOutput::error(format!("{e}{hint}"))
+}
+
+/// Runs `request` with the token for `repo`; a refused token (401) is dropped and the
+/// request tried once more with a fresh one. Honours cancellation.
+async fn with_token<'a, T, F, Fut>(
+    ctx: &'a ToolContext,
+    repo: &str,
+    request: F,
+) -> Result<T, ToolOutput>
+where
+    F: Fn(&'a GithubAccess, Secret) -> Fut,
+    Fut: std::future::Future<Output = Result<T, GithubError>> + 'a,
+{
+    let gh = access(ctx)?;
+    let attempt = async {
+        for retry in [false, true] {
+            let token = gh.token_for(repo).await?;
+            match request(gh, token).await {
+                Err(GithubError::Status { status: 401, .. }) if !retry => gh.forget(repo).await,
+                done => return done,
+            }
+        }
+        unreachable!("the loop returns on its second pass")
+    };
+    tokio::select! {
+        () = ctx.cancel().cancelled() => Err(ToolOutput::error("cancelled")),
+        done = attempt => done.map_err(|e| refusal(&e)),
+    }
+}
+
+macro_rules! github_tool {
+    ($ty:ident, $name:literal, $description:literal, $schema:expr) => {
+        #[doc = concat!("`", $name, "`: ", $description)]
+        #[derive(Debug, Default)]
+        pub struct $ty;
+
+        impl Tool for $ty {
+            fn definition(&self) -> ToolDefinition {
+                ToolDefinition {
+                    name: $name.into(),
+                    description: $description.into(),
+                    input_schema: $schema,
+                    class: ToolClass::ReadOnly,
+                }
+            }
+
+            fn call<'a>(&'a self, ctx: &'a ToolContext, input: Value) -> BoxFuture<'a, ToolOutput> {
+                Box::pin(async move { self.run(ctx, input).await.unwrap_or_else(|e| e) })
+            }
+        }
+    };
+}
+
+github_tool!(
+    PullRequest,
+    "github_pull_request",
+    "A GitHub pull request: title, state, author, head and base (ref and commit SHA), size and \
+     description.",
+    pull_schema()
+);
+
+impl PullRequest {
+    async fn run(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> {
+        let input: PullInput = parse_input("github_pull_request", input)?;
+        let repo = checked_repo(&input.repo)?;
+        let path = format!("/repos/{repo}/pulls/{}", input.number);
+        let pr = with_token(ctx, repo, |gh, token| {
+            let path = path.clone();
+            async move {
+                gh.api()
+                    .request(reqwest::Method::GET, &path, Auth::Bearer(&token), None)
+                    .await
+            }
+        })
+        .await?;
+        let body: String = pr["body"]
+            .as_str()
+            .unwrap_or_default()
+            .chars()
+            .take(BODY_CHARS)
+            .collect();
+        let summary = json!({
+            "number": pr["number"], "title": pr["title"], "state": pr["state"],
+            "draft": pr["draft"], "merged": pr["merged"], "author": pr["user"]["login"],
+            "head": {"ref": pr["head"]["ref"], "sha": pr["head"]["sha"],
+                     "repo": pr["head"]["repo"]["full_name"]},
+            "base": {"ref": pr["base"]["ref"], "sha": pr["base"]["sha"]},
+            "commits": pr["commits"], "changed_files": pr["changed_files"],
+            "additions": pr["additions"], "deletions": pr["deletions"],
+            "url": pr["html_url"], "body": body,
+        });
+        Ok(ToolOutput::ok(
+            serde_json::to_string_pretty(&summary).unwrap_or_default(),
+        ))
+    }
+}
+
+github_tool!(
+    PrFiles,
+    "github_pr_files",
+    "Every file a GitHub pull request changes: name, status, additions, deletions and the \
+     patch of each (all pages).",
+    pull_schema()
+);
+
+impl PrFiles {
+    async fn run(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> {
+        let input: PullInput = parse_input("github_pr_files", input)?;
+        let repo = checked_repo(&input.repo)?;
+        let path = format!("/repos/{repo}/pulls/{}/files?per_page=100", input.number);
+        let files = with_token(ctx, repo, |gh, token| {
+            let path = path.clone();
+            async move { gh.api().get_all(&path, Auth::Bearer(&token)).await }
+        })
+        .await?;
+        let files: Vec<Value> = files
+            .iter()
+            .map(|f| {
+                json!({"filename": f["filename"], "status": f["status"],
+                       "previous_filename": f["previous_filename"],
+                       "additions": f["additions"], "deletions": f["deletions"],
+                       "patch": f["patch"]})
+            })
+            .collect();
+        Ok(ToolOutput::ok(
+            serde_json::to_string_pretty(&files).unwrap_or_default(),
+        ))
+    }
+}
+
+github_tool!(
+    PrDiff,
+    "github_pr_diff",
+    "The unified diff of a GitHub pull request (long diffs are cut, the whole kept as an \
+     artifact).",
+    pull_schema()
+);
+
+impl PrDiff {
+    async fn run(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> {
+        let input: PullInput = parse_input("github_pr_diff", input)?;
+        let repo = checked_repo(&input.repo)?;
+        let path = format!("/repos/{repo}/pulls/{}", input.number);
+        let diff = with_token(ctx, repo, |gh, token| {
+            let path = path.clone();
+            async move {
+                gh.api()
+                    .raw(&path, "application/vnd.github.diff", Auth::Bearer(&token))
+                    .await
+            }
+        })
+        .await?;
+        Ok(ToolOutput::ok(diff))
+    }
+}
+
+github_tool!(
+    File,
+    "github_file",
+    "A file's contents in a GitHub repository, at a branch, tag or commit SHA (default: the \
+     default branch).",
+    json!({
+        "type": "object",
+        "properties": {
+            "repo": repo_schema(),
+            "path": {"type": "string", "description": "The file's path from the repository's root."},
+            "ref": {"type": "string", "description": "A branch, tag or commit SHA."}
+        },
+        "required": ["repo", "path"],
+        "additionalProperties": false
+    })
+);
+
+impl File {
+    async fn run(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> {
+        let input: FileInput = parse_input("github_file", input)?;
+        let repo = checked_repo(&input.repo)?;
+        let mut path = format!("/repos/{repo}/contents/{}", checked_path(&input.path)?);
+        if let Some(r) = input.git_ref.as_deref().filter(|r| !r.is_empty()) {
+            path.push_str(&format!("?ref={}", encode(r, false)));
+        }
+        let text = with_token(ctx, repo, |gh, token| {
+            let path = path.clone();
+            async move {
+                gh.api()
+                    .raw(
+                        &path,
+                        "application/vnd.github.raw+json",
+                        Auth::Bearer(&token),
+                    )
+                    .await
+            }
+        })
+        .await?;
+        Ok(ToolOutput::ok(text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repositories_and_paths_are_checked_and_encoded() {
+        assert!(checked_repo("octocat/hello-world").is_ok());
+        for bad in ["octocat", "a/b/c", "../x", "a/..", "a b/c", "a/b?x=1", "/a"] {
+            assert!(checked_repo(bad).is_err(), "{bad}");
+        }
+        assert_eq!(checked_path("src/main.rs").unwrap(), "src/main.rs");
+        assert_eq!(checked_path("docs/a b#c.md").unwrap(), "docs/a%20b%23c.md");
+        for bad in ["", "/etc/passwd", "a/../b", "./a", "a//b", "a\n"] {
+            assert!(checked_path(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(encode("feature/x?y", false), "feature%2Fx%3Fy");
+    }
+}
