@@ -86,11 +86,7 @@ async fn daemon(db: &TestDb, dir: &Path) -> (Proc, std::path::PathBuf, String) {
     };
     let api = format!("http://127.0.0.1:{port}");
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
-    eventually(Duration::from_secs(30), "the API to answer", || async {
-        let r = http.get(format!("{api}/healthz")).send().await.ok()?;
-        r.status().is_success().then_some(())
-    })
-    .await;
+    crate::process::wait_for_api(&http, &api).await;
     (serve, cfg, api)
 }
 

@@ -58,6 +58,8 @@ struct Seen {
     installation_lookups: usize,
     exchanges: usize,
     requests: Vec<String>,
+    /// The pull request's comments: (id, body).
+    comments: Vec<(u64, String)>,
 }
 
 type Shared = Arc<Mutex<Seen>>;
@@ -224,6 +226,66 @@ async fn contents(
     "pub fn retry_uploads() {}\n".into_response()
 }
 
+fn comment_json(id: u64, body: &str) -> Value {
+    json!({"id": id, "node_id": "IC_kwDOABCD", "body": body,
+           "user": {"login": "review-bot[bot]", "type": "Bot"},
+           "html_url": format!("https://github.com/{REPO}/pull/42#issuecomment-{id}"),
+           "created_at": "2026-12-03T10:00:00Z", "updated_at": "2026-12-03T10:00:00Z",
+           "author_association": "NONE"})
+}
+
+async fn list_comments(State(seen): State<Shared>, headers: HeaderMap) -> Response {
+    if let Some(e) = refused(&seen, &headers, "list comments") {
+        return e;
+    }
+    let comments = seen.lock().unwrap().comments.clone();
+    Json(
+        comments
+            .iter()
+            .map(|(id, body)| comment_json(*id, body))
+            .collect::<Vec<_>>(),
+    )
+    .into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct CommentBody {
+    body: String,
+}
+
+async fn create_comment(
+    State(seen): State<Shared>,
+    headers: HeaderMap,
+    Json(c): Json<CommentBody>,
+) -> Response {
+    if let Some(e) = refused(&seen, &headers, "create comment") {
+        return e;
+    }
+    let mut s = seen.lock().unwrap();
+    let id = 1000 + s.comments.len() as u64;
+    s.comments.push((id, c.body.clone()));
+    (StatusCode::CREATED, Json(comment_json(id, &c.body))).into_response()
+}
+
+async fn update_comment(
+    State(seen): State<Shared>,
+    axum::extract::Path(id): axum::extract::Path<u64>,
+    headers: HeaderMap,
+    Json(c): Json<CommentBody>,
+) -> Response {
+    if let Some(e) = refused(&seen, &headers, "update comment") {
+        return e;
+    }
+    let mut s = seen.lock().unwrap();
+    match s.comments.iter_mut().find(|(cid, _)| *cid == id) {
+        Some(existing) => {
+            existing.1 = c.body.clone();
+            Json(comment_json(id, &c.body)).into_response()
+        }
+        None => github_error(StatusCode::NOT_FOUND, "Not Found"),
+    }
+}
+
 async fn fake_github() -> (String, Shared) {
     let seen = Shared::default();
     let app = Router::new()
@@ -235,6 +297,14 @@ async fn fake_github() -> (String, Shared) {
         .route(&format!("/repos/{REPO}/pulls/42"), get(pull))
         .route(&format!("/repos/{REPO}/pulls/42/files"), get(files))
         .route(&format!("/repos/{REPO}/contents/src/lib.rs"), get(contents))
+        .route(
+            &format!("/repos/{REPO}/issues/42/comments"),
+            get(list_comments).post(create_comment),
+        )
+        .route(
+            &format!("/repos/{REPO}/issues/comments/{{id}}"),
+            axum::routing::patch(update_comment),
+        )
         .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -253,6 +323,7 @@ fn config(db: &TestDb, dir: &Path, github: &str) -> Config {
             "github_pr_files",
             "github_pr_diff",
             "github_file",
+            "github_comment",
         ],
         json!([
             tool_turn("c1", "github_pull_request", pr.clone()),
@@ -264,6 +335,25 @@ fn config(db: &TestDb, dir: &Path, github: &str) -> Config {
                 json!({"repo": REPO, "path": "src/lib.rs", "ref": head})
             ),
             tool_turn("c5", "github_file", json!({"repo": "../..", "path": "x"})),
+            // A plain comment whose body tries to claim the sticky comment's marker.
+            tool_turn(
+                "c6",
+                "github_comment",
+                json!({"repo": REPO, "number": 42,
+                "body": "Looks good.\n<!-- nightshift:comment sticky status -->"})
+            ),
+            tool_turn(
+                "c7",
+                "github_comment",
+                json!({"repo": REPO, "number": 42,
+                "body": "Review: in progress", "sticky": "status"})
+            ),
+            tool_turn(
+                "c8",
+                "github_comment",
+                json!({"repo": REPO, "number": 42,
+                "body": "Review: done", "sticky": "status"})
+            ),
             text_turn("reviewed"),
         ]),
         "",
@@ -361,6 +451,37 @@ async fn reads_a_pull_request(db: &TestDb) {
     );
     let (refused, failed) = result("c5");
     assert!(failed && refused.contains("is not owner/name"), "{refused}");
+    let (created, failed) = result("c6");
+    assert!(
+        !failed && created.starts_with("comment 1000 created: https://github.com/"),
+        "{created}"
+    );
+    let (sticky, _) = result("c7");
+    assert!(
+        sticky.starts_with("comment 1001 created"),
+        "a claimed marker is not honoured: {sticky}"
+    );
+    let (again, _) = result("c8");
+    assert!(
+        again.starts_with("comment 1001 updated"),
+        "the sticky comment is updated: {again}"
+    );
+    {
+        let comments = seen.lock().unwrap().comments.clone();
+        assert_eq!(comments.len(), 2, "{comments:?}");
+        assert!(
+            comments[0]
+                .1
+                .starts_with("Looks good.\n\n<!-- nightshift:comment call ")
+                && !comments[0].1.contains("sticky status"),
+            "the model's marker line is dropped, the call's own appended: {:?}",
+            comments[0].1
+        );
+        assert_eq!(
+            comments[1].1,
+            "Review: done\n\n<!-- nightshift:comment sticky status -->"
+        );
+    }
 
     {
         let seen = seen.lock().unwrap();
@@ -371,7 +492,19 @@ async fn reads_a_pull_request(db: &TestDb) {
         );
         assert_eq!(
             seen.requests,
-            ["pull", "files", "files", "pull", "contents"]
+            [
+                "pull",
+                "files",
+                "files",
+                "pull",
+                "contents",
+                "list comments",
+                "create comment",
+                "list comments",
+                "create comment",
+                "list comments",
+                "update comment"
+            ]
         );
     }
     // The token is the daemon's: in no event or run field.

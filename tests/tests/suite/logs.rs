@@ -9,7 +9,7 @@ use nightshift_store::RunStatus;
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use serde_json::Value;
 
-use crate::process::{API_TOKEN, Proc, config_file, nightshift_bin};
+use crate::process::{API_TOKEN, Proc, config_file, nightshift_bin, wait_for_api};
 
 on_both_backends! {
     json_log_lines_carry_the_run_and_say_when_it_starts_and_ends => json_log_lines_carry_the_run;
@@ -42,14 +42,6 @@ fn json_logging_config(
     text.push_str("[log]\nformat = \"json\"\n");
     std::fs::write(&cfg, text).unwrap();
     (cfg, api, dir.join("serve.log"))
-}
-
-async fn wait_for_api(http: &reqwest::Client, api: &str) {
-    eventually(Duration::from_secs(30), "the API to answer", || async {
-        let r = http.get(format!("{api}/healthz")).send().await.ok()?;
-        r.status().is_success().then_some(())
-    })
-    .await;
 }
 
 /// Enqueues a run of `echo` over the API and waits for it to succeed; its id.

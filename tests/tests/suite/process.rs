@@ -227,6 +227,15 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Waits (30 s at most) until the daemon at `api` answers `GET /healthz`.
+pub(crate) async fn wait_for_api(http: &reqwest::Client, api: &str) {
+    eventually(Duration::from_secs(30), "the API to answer", || async {
+        let r = http.get(format!("{api}/healthz")).send().await.ok()?;
+        r.status().is_success().then_some(())
+    })
+    .await;
+}
+
 /// The token test daemons run with (`NIGHTSHIFT_API_TOKEN`).
 pub const API_TOKEN: &str = "process-test-token";
 
@@ -293,11 +302,7 @@ async fn serve_keeps_what_it_writes_private(db: &TestDb) {
     }
     let mut serve = serve(&cfg);
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
-    eventually(Duration::from_secs(30), "the API to answer", || async {
-        let r = http.get(format!("{api}/healthz")).send().await.ok()?;
-        r.status().is_success().then_some(())
-    })
-    .await;
+    wait_for_api(&http, &api).await;
     for p in [&data, &data.join("artifacts"), &data.join("old-task.log")] {
         assert_eq!(shared_bits(p), 0, "{} is private", p.display());
     }
@@ -324,11 +329,7 @@ async fn nightshift_serve_end_to_end(db: &TestDb) {
     let mut serve = serve(&cfg);
     let store = db.store().await;
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
-    eventually(Duration::from_secs(30), "the API to answer", || async {
-        let r = http.get(format!("{api}/healthz")).send().await.ok()?;
-        r.status().is_success().then_some(())
-    })
-    .await;
+    wait_for_api(&http, &api).await;
     let created: serde_json::Value = http
         .post(format!("{api}/v1/runs"))
         .bearer_auth(API_TOKEN)

@@ -232,11 +232,7 @@ async fn run_is_one_trace(db: &TestDb) {
     };
     let api = format!("http://127.0.0.1:{api_port}");
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
-    eventually(Duration::from_secs(30), "the API to answer", || async {
-        let r = http.get(format!("{api}/healthz")).send().await.ok()?;
-        r.status().is_success().then_some(())
-    })
-    .await;
+    crate::process::wait_for_api(&http, &api).await;
     let store = db.store().await;
 
     // A webhook delivery in the sender's trace.

@@ -1,6 +1,9 @@
-//! The read-only GitHub tools: `github_pull_request` (metadata, head and base SHA),
-//! `github_pr_files` (every changed file, all pages), `github_pr_diff` (the unified diff) and
-//! `github_file` (a file's contents at a ref).
+//! The GitHub tools: `github_pull_request` (metadata, head and base SHA), `github_pr_files`
+//! (every changed file, all pages), `github_pr_diff` (the unified diff) and `github_file` (a
+//! file's contents at a ref), all `read_only`; and `github_comment`, an issue or pull request
+//! comment that is `idempotent` through a hidden marker: the call looks for the comment
+//! carrying its marker first and updates it in place, so a call run again after a crash (or
+//! a `sticky` comment written by every run) never makes a second comment.
 //!
 //! Guarantees: the credentials are the daemon's ([`nightshift_github::GithubAccess`]: the
 //! installation token of the App installed on the repository, else the personal token);
@@ -9,7 +12,7 @@
 //! the configured API; GitHub's refusals (404, 401, 422, rate limits it would not lift) are
 //! `is_error` outputs carrying GitHub's message and what to do; a refused token is dropped
 //! and the call tried once more with a fresh one; long outputs are cut by the registry with
-//! the whole kept as an artifact. All four are `read_only`: a crash re-runs them.
+//! the whole kept as an artifact.
 
 use futures::future::BoxFuture;
 use nightshift_github::{Auth, GithubAccess, GithubError, Secret};
@@ -164,6 +167,9 @@ where
 
 macro_rules! github_tool {
     ($ty:ident, $name:literal, $description:literal, $schema:expr) => {
+        github_tool!($ty, $name, $description, $schema, ToolClass::ReadOnly);
+    };
+    ($ty:ident, $name:literal, $description:literal, $schema:expr, $class:expr) => {
         #[doc = concat!("`", $name, "`: ", $description)]
         #[derive(Debug, Default)]
         pub struct $ty;
@@ -174,7 +180,7 @@ macro_rules! github_tool {
                     name: $name.into(),
                     description: $description.into(),
                     input_schema: $schema,
-                    class: ToolClass::ReadOnly,
+                    class: $class,
                 }
             }
 
@@ -327,6 +333,108 @@ impl File {
         })
         .await?;
         Ok(ToolOutput::ok(text))
+    }
+}
+
+/// The hidden line that marks a comment as this call's (or this sticky key's).
+fn marker(key: &str) -> String {
+    format!("<!-- nightshift:comment {key} -->")
+}
+
+/// What ends every marker line (a model's body loses any such line: it cannot claim another
+/// comment's marker).
+const MARKER_PREFIX: &str = "<!-- nightshift:comment ";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommentInput {
+    repo: String,
+    number: u64,
+    body: String,
+    sticky: Option<String>,
+}
+
+github_tool!(
+    Comment,
+    "github_comment",
+    "Comments on a GitHub issue or pull request (Markdown). Calling it again after a crash \
+     updates the same comment instead of adding one; with `sticky`, every run updates one \
+     comment under that name (a status comment kept current).",
+    json!({
+        "type": "object",
+        "properties": {
+            "repo": repo_schema(),
+            "number": {"type": "integer", "minimum": 1,
+                       "description": "The issue's or pull request's number."},
+            "body": {"type": "string", "minLength": 1, "maxLength": 60000,
+                     "description": "The comment, in GitHub Markdown."},
+            "sticky": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$",
+                       "description": "A name: the comment of that name on this issue is updated instead of adding one."}
+        },
+        "required": ["repo", "number", "body"],
+        "additionalProperties": false
+    }),
+    ToolClass::Idempotent
+);
+
+impl Comment {
+    async fn run(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> {
+        let input: CommentInput = parse_input("github_comment", input)?;
+        let repo = checked_repo(&input.repo)?;
+        let key = match &input.sticky {
+            Some(name) => format!("sticky {name}"),
+            None => format!("call {}", ctx.idempotency_key()),
+        };
+        let mark = marker(&key);
+        let mut body: String = input
+            .body
+            .lines()
+            .filter(|l| !l.trim_start().starts_with(MARKER_PREFIX))
+            .collect::<Vec<_>>()
+            .join("\n");
+        body.push_str("\n\n");
+        body.push_str(&mark);
+        let list = format!(
+            "/repos/{repo}/issues/{}/comments?per_page=100",
+            input.number
+        );
+        let (verb, comment) = with_token(ctx, repo, |gh, token| {
+            let (list, body, mark) = (list.clone(), body.clone(), mark.clone());
+            async move {
+                let auth = Auth::Bearer(&token);
+                let existing = gh.api().get_all(&list, auth).await?;
+                let mine = existing
+                    .iter()
+                    .find(|c| c["body"].as_str().is_some_and(|b| b.contains(&mark)));
+                let payload = json!({ "body": body });
+                match mine.and_then(|c| c["id"].as_u64()) {
+                    Some(id) => {
+                        let path = format!("/repos/{repo}/issues/comments/{id}");
+                        let updated = gh
+                            .api()
+                            .request(reqwest::Method::PATCH, &path, auth, Some(&payload))
+                            .await?;
+                        Ok(("updated", updated))
+                    }
+                    None => {
+                        let path = list.split('?').next().unwrap_or(&list).to_string();
+                        let created = gh
+                            .api()
+                            .request(reqwest::Method::POST, &path, auth, Some(&payload))
+                            .await?;
+                        Ok(("created", created))
+                    }
+                }
+            }
+        })
+        .await?;
+        Ok(ToolOutput::ok(format!(
+            "comment {} {verb}: {}",
+            comment["id"],
+            comment["html_url"]
+                .as_str()
+                .unwrap_or("(no URL in GitHub's answer)")
+        )))
     }
 }
 

@@ -21,8 +21,9 @@ use serde_json::Value;
 use crate::{Tool, ToolOutput};
 
 /// Names of the built-in tools, sorted.
-pub const BUILTIN_TOOLS: [&str; 14] = [
+pub const BUILTIN_TOOLS: [&str; 15] = [
     "edit_file",
+    "github_comment",
     "github_file",
     "github_pr_diff",
     "github_pr_files",
@@ -55,6 +56,7 @@ pub(crate) fn by_name(name: &str) -> Option<Arc<dyn Tool>> {
         "github_pr_files" => Arc::new(github::PrFiles),
         "github_pr_diff" => Arc::new(github::PrDiff),
         "github_file" => Arc::new(github::File),
+        "github_comment" => Arc::new(github::Comment),
         _ => return None,
     })
 }
