@@ -51,6 +51,8 @@ pub struct ToolCall<'a> {
     /// Unique per call across the run and stable across re-runs of the same call:
     /// `{run_id}:{turn}:{call_id}` (see [`crate::calls`]).
     pub idempotency_key: &'a str,
+    /// What the run knows about what started it (the stored run context), if anything.
+    pub context: Option<&'a serde_json::Value>,
 }
 
 /// Runs the tools of agents.

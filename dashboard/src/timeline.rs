@@ -479,6 +479,7 @@ mod tests {
             started_at: None,
             finished_at: None,
             trace_parent: None,
+            context: None,
         }
     }
 

@@ -79,11 +79,28 @@ pub struct GithubAccess {
     api: Api,
     apps: Vec<App>,
     token: Option<Secret>,
+    review_events: Vec<String>,
 }
 
 impl GithubAccess {
     pub fn new(api: Api, apps: Vec<App>, token: Option<Secret>) -> GithubAccess {
-        GithubAccess { api, apps, token }
+        GithubAccess {
+            api,
+            apps,
+            token,
+            review_events: vec!["COMMENT".into()],
+        }
+    }
+
+    /// The review events (`COMMENT`, `REQUEST_CHANGES`, `APPROVE`) reviews may have; default
+    /// `COMMENT` only.
+    pub fn with_review_events(mut self, events: Vec<String>) -> GithubAccess {
+        self.review_events = events;
+        self
+    }
+
+    pub fn review_events(&self) -> &[String] {
+        &self.review_events
     }
 
     pub fn api(&self) -> &Api {

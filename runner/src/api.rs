@@ -300,6 +300,7 @@ pub(crate) async fn create_run(
         concurrency_key: body.concurrency_key,
         concurrency_policy: policy,
         trace_parent: traceparent(&headers),
+        context: None,
     };
     match state.intake.submit(req).await {
         Ok(e) => {

@@ -29,6 +29,10 @@ pub struct GithubConfig {
     pub token_env: Option<String>,
     /// GitHub Apps, tried in order: the first installed on a repository serves it.
     pub apps: Vec<GithubApp>,
+    /// The verdicts `github_review` may post: `COMMENT` (default), `REQUEST_CHANGES`,
+    /// `APPROVE`. Keep APPROVE out unless a bot's approval is meant to count: a pull request
+    /// can ask the model to approve it.
+    pub review_events: Vec<String>,
 }
 
 impl Default for GithubConfig {
@@ -37,6 +41,7 @@ impl Default for GithubConfig {
             base_url: nightshift_github::GITHUB_API.into(),
             token_env: None,
             apps: Vec::new(),
+            review_events: vec!["COMMENT".into()],
         }
     }
 }
@@ -84,6 +89,14 @@ impl GithubConfig {
     /// The shape: names unique, one key source per App, a usable base URL.
     pub fn validate(&self) -> Result<(), String> {
         nightshift_github::check_base_url(&self.base_url).map_err(|e| format!("github.{e}"))?;
+        for event in &self.review_events {
+            if !["COMMENT", "REQUEST_CHANGES", "APPROVE"].contains(&event.as_str()) {
+                return Err(format!(
+                    "github.review_events: {event:?} is not a review event; use COMMENT, \
+                     REQUEST_CHANGES or APPROVE"
+                ));
+            }
+        }
         let mut names = std::collections::BTreeSet::new();
         for app in &self.apps {
             let at = format!("github.apps[{}]", app.name);
@@ -195,7 +208,9 @@ pub fn access(config: &Config) -> anyhow::Result<Option<Arc<GithubAccess>>> {
                 })?,
         )),
     };
-    Ok(Some(Arc::new(GithubAccess::new(api, apps, token))))
+    Ok(Some(Arc::new(
+        GithubAccess::new(api, apps, token).with_review_events(gh.review_events.clone()),
+    )))
 }
 
 #[cfg(test)]

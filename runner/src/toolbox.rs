@@ -144,6 +144,7 @@ impl Tools {
             .with_limits(self.limits.clone())
             .with_env_allow(self.env_allow.iter())
             .with_idempotency_key(call.idempotency_key)
+            .with_run_context(call.context.cloned())
             .with_process_registry(self.processes.clone());
         let ctx = match &self.github {
             Some(github) => ctx.with_github(github.clone()),
@@ -283,6 +284,7 @@ mod tests {
             name: "pay",
             input,
             idempotency_key: "run-1:call-1",
+            context: None,
         }
     }
 
@@ -378,6 +380,7 @@ mod tests {
             name: "http_request",
             input,
             idempotency_key: "run-1:call-1",
+            context: None,
         };
 
         let bound = request(json!({"Authorization": "{{secret:NIGHTSHIFT_TEST_BOUND}}"}));

@@ -14,6 +14,9 @@ use nightshift_store::{
     ConcurrencyPolicy, Enqueued, JobOptions, NewResume, NewRun, ResumeReason, Store, Trigger,
 };
 
+/// The most a run's context may hold, in bytes (JSON).
+pub const MAX_CONTEXT_BYTES: usize = 16 * 1024;
+
 /// The most a prompt may hold, in bytes.
 pub const MAX_PROMPT_BYTES: usize = 1 << 20;
 /// Priorities outside this range are refused.
@@ -41,6 +44,9 @@ pub struct RunRequest {
     /// The W3C `traceparent` of the request that starts the run: its trace continues that
     /// one. An invalid value is ignored (a trace of its own), as the W3C spec asks.
     pub trace_parent: Option<String>,
+    /// What is known about what starts the run (a JSON object from trusted data, such as a
+    /// GitHub delivery's repository and head SHA), stored with it for its tools.
+    pub context: Option<serde_json::Value>,
 }
 
 impl RunRequest {
@@ -58,6 +64,7 @@ impl RunRequest {
             concurrency_key: None,
             concurrency_policy: None,
             trace_parent: None,
+            context: None,
         }
     }
 }
@@ -221,6 +228,19 @@ fn check(req: &RunRequest, now: i64) -> Result<NewRun, IntakeError> {
         .trace_parent
         .as_deref()
         .and_then(nightshift_telemetry::traces::TraceParent::normalise);
+    if let Some(context) = &req.context {
+        if !context.is_object() {
+            return invalid("a run's context must be a JSON object".into());
+        }
+        let text = context.to_string();
+        if text.len() > MAX_CONTEXT_BYTES {
+            return invalid(format!(
+                "a run's context is {} bytes; the limit is {MAX_CONTEXT_BYTES}",
+                text.len()
+            ));
+        }
+        new.context = Some(text);
+    }
     match (&req.concurrency_key, req.concurrency_policy) {
         (None, Some(_)) => {
             return invalid(

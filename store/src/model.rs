@@ -46,6 +46,9 @@ pub struct Run {
     /// The W3C `traceparent` the run was started with (a webhook delivery's or an API
     /// request's), normalised: its trace continues that one. `None`: a trace of its own.
     pub trace_parent: Option<String>,
+    /// What is known about what started the run, as a JSON object written at enqueue from
+    /// trusted data (a GitHub delivery's repository, number, head SHA and installation).
+    pub context: Option<String>,
 }
 
 /// A job, as stored.
@@ -166,6 +169,8 @@ pub struct NewRun {
     /// The W3C `traceparent` the request that starts the run carried, if valid (normalised
     /// with `nightshift_telemetry::traces::TraceParent::normalise`).
     pub trace_parent: Option<String>,
+    /// What is known about what started the run (a JSON object; see [`Run::context`]).
+    pub context: Option<String>,
 }
 
 /// What a new run does when an earlier run with its concurrency key is still active (queued,
@@ -249,6 +254,7 @@ impl NewRun {
             concurrency_policy: ConcurrencyPolicy::Queue,
             job: JobOptions::default(),
             trace_parent: None,
+            context: None,
         }
     }
 

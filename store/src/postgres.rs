@@ -306,6 +306,7 @@ impl QueuePaths for PgBackend {
                 .bind(&self.channel)
                 .bind(run.notify)
                 .bind(new.trace_parent.as_deref())
+                .bind(new.context.as_deref())
                 .fetch_optional(&self.pool)
                 .await?;
         Ok(job_id)

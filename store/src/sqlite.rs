@@ -175,6 +175,7 @@ impl QueuePaths for SqliteBackend {
                 .bind(new.job.max_attempts)
                 .bind(run.notify)
                 .bind(new.trace_parent.as_deref())
+                .bind(new.context.as_deref())
                 .fetch_optional(&mut *self.writer().await?)
                 .await?;
         Ok(job_id)

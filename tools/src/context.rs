@@ -166,6 +166,7 @@ pub struct ToolContext {
     tasks: Option<crate::background::TaskSupervisor>,
     sandbox: Option<Arc<Sandbox>>,
     github: Option<Arc<nightshift_github::GithubAccess>>,
+    run_context: Option<serde_json::Value>,
 }
 
 impl ToolContext {
@@ -205,6 +206,7 @@ impl ToolContext {
             tasks: None,
             sandbox: None,
             github: None,
+            run_context: None,
         })
     }
 
@@ -284,6 +286,18 @@ impl ToolContext {
     pub fn with_github(mut self, access: Arc<nightshift_github::GithubAccess>) -> Self {
         self.github = Some(access);
         self
+    }
+
+    /// What the run knows about what started it (the stored run context: trusted data, never
+    /// the model's).
+    pub fn with_run_context(mut self, context: Option<serde_json::Value>) -> Self {
+        self.run_context = context;
+        self
+    }
+
+    /// The run's context, if it has one.
+    pub fn run_context(&self) -> Option<&serde_json::Value> {
+        self.run_context.as_ref()
     }
 
     /// The daemon's GitHub credentials, if `[github]` is configured.

@@ -248,6 +248,10 @@ impl AgentRuntime {
             state: opening::load_state(store, run_id).await?,
             compacted_for_overflow: false,
             redactor: &self.redactor,
+            context: run
+                .context
+                .as_deref()
+                .and_then(|c| serde_json::from_str(c).ok()),
         };
         if let Some(ended) = s.begin(run).await? {
             return Ok(ended);

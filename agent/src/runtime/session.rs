@@ -24,6 +24,8 @@ pub(super) struct Session<'a> {
     pub(super) compacted_for_overflow: bool,
     /// Every event is redacted with it before it is logged or folded into the state.
     pub(super) redactor: &'a nightshift_tools::Redactor,
+    /// The run's stored context (what started it), for its tools.
+    pub(super) context: Option<serde_json::Value>,
 }
 
 impl Session<'_> {

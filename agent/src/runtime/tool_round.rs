@@ -128,8 +128,9 @@ pub(crate) fn plan_round(
 
 impl AgentRuntime {
     /// Runs every pending call of the newest reply by the plan of [`plan_round`], in the order
-    /// the model gave them: `tool_started` is committed before a tool runs; a side-effect call
-    /// is started only while the run is neither cancelled nor superseded (one guarded write),
+    /// the model gave them: `tool_started` is committed before a tool runs; a side-effect or
+    /// idempotent call is started only while the run is neither cancelled nor superseded (one
+    /// guarded write),
     /// and when one is refused so, the round ends [`ToolsEnd::Refused`] and the run must stop.
     /// A call that needs approval and has no decision ends the round until one is made. A
     /// cancelled job stops between calls.
@@ -233,6 +234,7 @@ impl AgentRuntime {
                     name: &call.name,
                     input: &call.input,
                     idempotency_key: key,
+                    context: s.context.as_ref(),
                 },
                 &s.ctx.cancel,
             )
@@ -326,8 +328,8 @@ impl AgentRuntime {
     }
 }
 
-/// Logs a new call's `tool_started`; a side-effect call only while the run is neither
-/// cancelled nor superseded. False when the fence refused it (its result then says so).
+/// Logs a new call's `tool_started`; a side-effect or idempotent call only while the run is
+/// neither cancelled nor superseded. False when the fence refused it (its result then says so).
 async fn start(
     s: &mut Session<'_>,
     call: &PendingCall,
@@ -341,7 +343,10 @@ async fn start(
         durability,
         idempotency_key: key.to_string(),
     };
-    if durability != ToolClass::SideEffect {
+    // A read-only call changes nothing: no fence. An idempotent call may still change the
+    // world (a comment updated in place, a review posted once): it is fenced like a side
+    // effect, so a cancelled or superseded run starts neither.
+    if durability == ToolClass::ReadOnly {
         s.log(started).await?;
         return Ok(true);
     }

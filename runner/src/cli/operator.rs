@@ -235,6 +235,7 @@ impl Operator {
                         concurrency_key: None,
                         concurrency_policy: None,
                         trace_parent: None,
+                        context: None,
                     })
                     .await?;
                 Ok(Submitted {

@@ -274,6 +274,9 @@ pub(crate) fn plan_enqueue(
             );
             req.idempotency_key = Some(key);
             req.trace_parent = d.trace_parent.clone();
+            if hook.scheme == SignatureScheme::Github {
+                req.context = github_context(&d.json);
+            }
             req.lane = route.lane.clone();
             req.priority = route.priority;
             if let Some(ck) = rendered.concurrency_key {
@@ -288,6 +291,36 @@ pub(crate) fn plan_enqueue(
             idempotency_key: Some(key),
         }),
     }
+}
+
+/// What a GitHub delivery tells its run about the pull request or issue it is about:
+/// `{"github": {"repo", "number", "head_sha", "installation_id"}}`, each field only when the
+/// payload has it (`number` of the pull request, else of the issue; `head_sha` of the pull
+/// request's head). `None` without a repository.
+pub(crate) fn github_context(json: &serde_json::Value) -> Option<serde_json::Value> {
+    let repo = json.pointer("/repository/full_name")?.as_str()?;
+    let mut gh = serde_json::Map::new();
+    gh.insert("repo".into(), repo.into());
+    let number = json
+        .pointer("/pull_request/number")
+        .or_else(|| json.pointer("/issue/number"))
+        .and_then(serde_json::Value::as_u64);
+    if let Some(n) = number {
+        gh.insert("number".into(), n.into());
+    }
+    if let Some(sha) = json
+        .pointer("/pull_request/head/sha")
+        .and_then(|v| v.as_str())
+    {
+        gh.insert("head_sha".into(), sha.into());
+    }
+    if let Some(id) = json
+        .pointer("/installation/id")
+        .and_then(serde_json::Value::as_u64)
+    {
+        gh.insert("installation_id".into(), id.into());
+    }
+    Some(serde_json::json!({ "github": gh }))
 }
 
 /// What the intake's refusal `e` of `route`'s enqueue answers, and whether the claim goes.

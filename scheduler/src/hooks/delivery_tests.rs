@@ -288,3 +288,29 @@ fn building_names_an_unset_secret_and_a_hook_defined_twice() {
         "hooks: 'gh' is defined twice; hook names must be unique"
     );
 }
+
+#[test]
+fn a_github_delivery_tells_its_run_the_repository_number_head_and_installation() {
+    let pr = json!({
+        "action": "synchronize",
+        "pull_request": {"number": 42, "head": {"sha": "c48f1b3e", "ref": "fix"}},
+        "repository": {"full_name": "octo-org/hello-world"},
+        "installation": {"id": 51234567}
+    });
+    assert_eq!(
+        github_context(&pr),
+        Some(
+            json!({"github": {"repo": "octo-org/hello-world", "number": 42,
+                               "head_sha": "c48f1b3e", "installation_id": 51234567}})
+        )
+    );
+    let comment = json!({
+        "issue": {"number": 7, "pull_request": {}},
+        "repository": {"full_name": "octo-org/hello-world"}
+    });
+    assert_eq!(
+        github_context(&comment),
+        Some(json!({"github": {"repo": "octo-org/hello-world", "number": 7}}))
+    );
+    assert_eq!(github_context(&json!({"zen": "Keep it simple."})), None);
+}

@@ -2,11 +2,11 @@
 -- on its own), waking idle workers on commit. No row back means the idempotency key was
 -- taken. $1 run id, $2 agent, $3 trigger_kind, $4 input, $5 idempotency_key, $6 now,
 -- $7 lane, $8 priority, $9 run_at, $10 max_attempts, $11 channel, $12 notify,
--- $13 trace_parent
+-- $13 trace_parent, $14 context
 WITH run AS (
     INSERT INTO runs (id, agent, status, trigger_kind, input, idempotency_key, notify,
-                      trace_parent, created_at, updated_at)
-    VALUES ($1, $2, 'queued', $3, $4, $5, $12, $13, $6, $6)
+                      trace_parent, context, created_at, updated_at)
+    VALUES ($1, $2, 'queued', $3, $4, $5, $12, $13, $14, $6, $6)
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id
 ), job AS (

@@ -54,6 +54,7 @@ macro_rules! queue_statements {
                         .bind(run.now)
                         .bind(run.notify)
                         .bind(run.new.trace_parent.as_deref())
+                        .bind(run.new.context.as_deref())
                         .fetch_optional(c)
                         .await?;
                 Ok(inserted.is_some())

@@ -33,6 +33,7 @@ use crate::crash::{events, text_turn, tool_turn, wait_finished};
 
 on_both_backends! {
     an_agent_reads_a_pull_request_through_the_github_tools => reads_a_pull_request;
+    a_review_is_posted_once_on_the_head_the_run_was_started_for => reviews_once_on_its_head;
 }
 
 const APP_ID: &str = "424242";
@@ -60,6 +61,10 @@ struct Seen {
     requests: Vec<String>,
     /// The pull request's comments: (id, body).
     comments: Vec<(u64, String)>,
+    /// The pull request's reviews, as GitHub lists them.
+    reviews: Vec<Value>,
+    /// The pull request's head now, when a push moved it from the fixture's.
+    head: Option<String>,
 }
 
 type Shared = Arc<Mutex<Seen>>;
@@ -156,7 +161,58 @@ async fn pull(State(seen): State<Shared>, headers: HeaderMap) -> Response {
         )
             .into_response();
     }
-    Json(pull_request()).into_response()
+    let mut pr = pull_request();
+    if let Some(head) = seen.lock().unwrap().head.clone() {
+        pr["head"]["sha"] = json!(head);
+    }
+    Json(pr).into_response()
+}
+
+async fn list_reviews(State(seen): State<Shared>, headers: HeaderMap) -> Response {
+    if let Some(e) = refused(&seen, &headers, "list reviews") {
+        return e;
+    }
+    Json(seen.lock().unwrap().reviews.clone()).into_response()
+}
+
+/// `POST …/reviews` as GitHub answers it: 422 for a `commit_id` that is not the head, else
+/// the review with its state.
+async fn create_review(
+    State(seen): State<Shared>,
+    headers: HeaderMap,
+    Json(review): Json<Value>,
+) -> Response {
+    if let Some(e) = refused(&seen, &headers, "create review") {
+        return e;
+    }
+    let mut s = seen.lock().unwrap();
+    let head = s
+        .head
+        .clone()
+        .unwrap_or_else(|| pull_request()["head"]["sha"].as_str().unwrap().to_string());
+    if review["commit_id"] != json!(head) {
+        return github_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Unprocessable Entity: commit_id is not part of the pull request",
+        );
+    }
+    let id = 80 + s.reviews.len() as u64;
+    let state = match review["event"].as_str() {
+        Some("APPROVE") => "APPROVED",
+        Some("REQUEST_CHANGES") => "CHANGES_REQUESTED",
+        _ => "COMMENTED",
+    };
+    let stored = json!({
+        "id": id, "node_id": "PRR_kwDOABCD", "body": review["body"], "state": state,
+        "user": {"login": "review-bot[bot]", "type": "Bot"},
+        "html_url": format!("https://github.com/{REPO}/pull/42#pullrequestreview-{id}"),
+        "pull_request_url": format!("https://api.github.com/repos/{REPO}/pulls/42"),
+        "commit_id": review["commit_id"], "submitted_at": "2026-12-03T10:00:00Z",
+        "author_association": "NONE",
+        "comments_posted": review["comments"].as_array().map_or(0, Vec::len),
+    });
+    s.reviews.push(stored.clone());
+    Json(stored).into_response()
 }
 
 #[derive(serde::Deserialize)]
@@ -296,6 +352,10 @@ async fn fake_github() -> (String, Shared) {
         )
         .route(&format!("/repos/{REPO}/pulls/42"), get(pull))
         .route(&format!("/repos/{REPO}/pulls/42/files"), get(files))
+        .route(
+            &format!("/repos/{REPO}/pulls/42/reviews"),
+            get(list_reviews).post(create_review),
+        )
         .route(&format!("/repos/{REPO}/contents/src/lib.rs"), get(contents))
         .route(
             &format!("/repos/{REPO}/issues/42/comments"),
@@ -513,6 +573,179 @@ async fn reads_a_pull_request(db: &TestDb) {
     }
     let stored = format!("{:?}", store.run(&run_id).await.unwrap());
     assert!(!stored.contains(TOKEN));
+    shutdown.cancel();
+    stopped.await.unwrap().unwrap();
+}
+
+/// A daemon with an agent `reviewer` whose model posts one review, and `approver`, whose
+/// model approves.
+fn review_config(db: &TestDb, dir: &Path, github: &str) -> Config {
+    let review =
+        |id: &str, input: Value| json!([tool_turn(id, "github_review", input), text_turn("done")]);
+    let reviewer = agent_with(
+        dir,
+        "reviewer",
+        &["github_review"],
+        review(
+            "r1",
+            json!({"body": "Two nits.\n<!-- nightshift:review run=other call=x -->",
+                   "comments": [{"path": "src/lib.rs", "line": 1, "body": "nit: name"}]}),
+        ),
+        "",
+    );
+    let approver = agent_with(
+        dir,
+        "approver",
+        &["github_review"],
+        review("a1", json!({"event": "APPROVE", "body": "Ship it."})),
+        "",
+    );
+    let text = format!(
+        "[worker]\nslots = 2\nheartbeat_ms = 200\nlease_ms = 5000\npoll_interval_ms = 100\n\n\
+         [server]\naddress = \"127.0.0.1:0\"\ntoken_env = \"NIGHTSHIFT_GITHUB_SUITE_NEVER_SET\"\n\n\
+         [runtime]\ndata_dir = \"data\"\n\n[sandbox]\nmode = \"off\"\n\n\
+         [github]\nbase_url = \"{github}\"\n\n\
+         [[github.apps]]\nname = \"review-bot\"\napp_id = {APP_ID}\nprivate_key_file = \"{}\"\n\n\
+         {reviewer}{approver}",
+        fixtures().join("test-app-key.pem").display()
+    );
+    let mut config = Config::parse(&text, "github review test config").unwrap();
+    config.base_dir = dir.to_path_buf();
+    config.database = db.config.clone();
+    config.validate().unwrap();
+    config
+}
+
+/// The context a pull_request delivery gives its run, for `head_sha`.
+fn started_for(head_sha: &str) -> Value {
+    json!({"github": {"repo": REPO, "number": 42, "head_sha": head_sha,
+                      "installation_id": INSTALLATION}})
+}
+
+async fn reviews_once_on_its_head(db: &TestDb) {
+    let (github, seen) = fake_github().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = review_config(db, dir.path(), &github);
+    let store = nightshift_runner::open_store(&config).await.unwrap();
+    let shutdown = CancellationToken::new();
+    let running = daemon::start(&config, store.clone(), shutdown.clone())
+        .await
+        .expect("the daemon starts");
+    let stopped = tokio::spawn(running.wait());
+    let intake = nightshift_scheduler::Intake::new(
+        store.clone(),
+        ["reviewer".to_string(), "approver".to_string()],
+    );
+    let submit = |agent: &'static str, context: Option<Value>| {
+        let intake = intake.clone();
+        async move {
+            let mut req = nightshift_scheduler::RunRequest::new(
+                agent,
+                "Review pull request 42.",
+                nightshift_store::Trigger::Webhook,
+            );
+            req.context = context;
+            intake.submit(req).await.unwrap().run_id
+        }
+    };
+    let result_of = |run_id: String| {
+        let store = store.clone();
+        async move {
+            let run = tokio::time::timeout(Duration::from_secs(60), wait_finished(&store, &run_id))
+                .await
+                .expect("the run ends");
+            assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+            events(&store, &run_id)
+                .await
+                .into_iter()
+                .find_map(|(_, e)| match e {
+                    RunEvent::ToolResult {
+                        content, is_error, ..
+                    } => Some((content, is_error)),
+                    _ => None,
+                })
+                .expect("the review's result")
+        }
+    };
+    let head = pull_request()["head"]["sha"].as_str().unwrap().to_string();
+
+    // Started for the current head: posted on it, once.
+    let posted_run = submit("reviewer", Some(started_for(&head))).await;
+    let (posted, failed) = result_of(posted_run.clone()).await;
+    assert!(!failed, "{posted}");
+    assert!(
+        posted.starts_with(&format!("review 80 posted on {head} (COMMENTED)")),
+        "{posted}"
+    );
+    let review = seen.lock().unwrap().reviews[0].clone();
+    assert_eq!(review["commit_id"], json!(head));
+    assert_eq!(review["comments_posted"], 1);
+    let key = events(&store, &posted_run)
+        .await
+        .into_iter()
+        .find_map(|(_, e)| match e {
+            RunEvent::ToolStarted {
+                idempotency_key, ..
+            } => Some(idempotency_key),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        review["body"],
+        json!(format!(
+            "Two nits.\n\n<!-- nightshift:review run={posted_run} call={key} -->"
+        )),
+        "the model's own marker line is dropped; the call's is appended"
+    );
+
+    // The same call run again (as after a crash between the POST and its result): it finds
+    // its review and posts nothing.
+    let access = nightshift_runner::github::access(&config).unwrap().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let ctx = nightshift_tools::ToolContext::new(
+        &posted_run,
+        "r1",
+        workspace.path(),
+        workspace.path().join("artifacts"),
+    )
+    .unwrap()
+    .with_github(access)
+    .with_run_context(Some(started_for(&head)))
+    .with_idempotency_key(key);
+    let tool = nightshift_tools::Registry::builtin("github_review").unwrap();
+    let again = tool.call(&ctx, json!({"body": "Two nits."})).await;
+    assert!(
+        !again.is_error && again.content.starts_with("review 80 was already posted"),
+        "{}",
+        again.content
+    );
+    assert_eq!(seen.lock().unwrap().reviews.len(), 1, "posted once");
+
+    // Started for an older head (a push came since): refused, nothing posted.
+    let stale = submit("reviewer", Some(started_for(&"1".repeat(40)))).await;
+    let (refused, failed) = result_of(stale).await;
+    assert!(
+        failed && refused.contains(&format!("the pull request's head is now {head}")),
+        "{refused}"
+    );
+    // APPROVE is not allowed by default; a run not started by a pull request cannot review.
+    let approve = submit("approver", Some(started_for(&head))).await;
+    let (refused, failed) = result_of(approve).await;
+    assert!(
+        failed && refused.contains("allows only COMMENT reviews"),
+        "{refused}"
+    );
+    let api_run = submit("reviewer", None).await;
+    let (refused, failed) = result_of(api_run).await;
+    assert!(
+        failed && refused.contains("not started by a GitHub pull_request delivery"),
+        "{refused}"
+    );
+    assert_eq!(
+        seen.lock().unwrap().reviews.len(),
+        1,
+        "nothing else was posted"
+    );
     shutdown.cancel();
     stopped.await.unwrap().unwrap();
 }

@@ -21,13 +21,14 @@ use serde_json::Value;
 use crate::{Tool, ToolOutput};
 
 /// Names of the built-in tools, sorted.
-pub const BUILTIN_TOOLS: [&str; 15] = [
+pub const BUILTIN_TOOLS: [&str; 16] = [
     "edit_file",
     "github_comment",
     "github_file",
     "github_pr_diff",
     "github_pr_files",
     "github_pull_request",
+    "github_review",
     "grep",
     "http_request",
     "list_files",
@@ -57,6 +58,7 @@ pub(crate) fn by_name(name: &str) -> Option<Arc<dyn Tool>> {
         "github_pr_diff" => Arc::new(github::PrDiff),
         "github_file" => Arc::new(github::File),
         "github_comment" => Arc::new(github::Comment),
+        "github_review" => Arc::new(github::Review),
         _ => return None,
     })
 }

@@ -42,7 +42,7 @@ struct FileInput {
     git_ref: Option<String>,
 }
 
-fn repo_schema() -> Value {
+pub(super) fn repo_schema() -> Value {
     json!({"type": "string", "description": "The repository, as owner/name.",
            "pattern": "^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"})
 }
@@ -61,7 +61,7 @@ fn pull_schema() -> Value {
 
 /// `owner/name` checked: two segments of letters, digits, `-`, `_` and `.`, neither `.` nor
 /// `..`.
-fn checked_repo(repo: &str) -> Result<&str, ToolOutput> {
+pub(super) fn checked_repo(repo: &str) -> Result<&str, ToolOutput> {
     let ok = repo.split_once('/').is_some_and(|(owner, name)| {
         [owner, name].iter().all(|s| {
             !s.is_empty()
@@ -112,7 +112,7 @@ fn checked_path(path: &str) -> Result<String, ToolOutput> {
 }
 
 /// The daemon's GitHub, or the error output saying it is not configured.
-fn access(ctx: &ToolContext) -> Result<&GithubAccess, ToolOutput> {
+pub(super) fn access(ctx: &ToolContext) -> Result<&GithubAccess, ToolOutput> {
     ctx.github().ok_or_else(|| {
         ToolOutput::error(
             "GitHub is not configured on this daemon (no [github] section); ask the operator \
@@ -122,7 +122,7 @@ fn access(ctx: &ToolContext) -> Result<&GithubAccess, ToolOutput> {
 }
 
 /// What the model is told about a failed request.
-fn refusal(e: &GithubError) -> ToolOutput {
+pub(super) fn refusal(e: &GithubError) -> ToolOutput {
     let hint = match e {
         GithubError::Status { status: 404, .. } => {
             " (the repository, pull request or file does not exist, or the credentials cannot \
@@ -139,7 +139,7 @@ fn refusal(e: &GithubError) -> ToolOutput {
 
 /// Runs `request` with the token for `repo`; a refused token (401) is dropped and the
 /// request tried once more with a fresh one. Honours cancellation.
-async fn with_token<'a, T, F, Fut>(
+pub(super) async fn with_token<'a, T, F, Fut>(
     ctx: &'a ToolContext,
     repo: &str,
     request: F,
@@ -165,6 +165,7 @@ where
     }
 }
 
+/// A GitHub tool: its definition and a `run` of its own that may end in an error output.
 macro_rules! github_tool {
     ($ty:ident, $name:literal, $description:literal, $schema:expr) => {
         github_tool!($ty, $name, $description, $schema, ToolClass::ReadOnly);
@@ -341,9 +342,21 @@ fn marker(key: &str) -> String {
     format!("<!-- nightshift:comment {key} -->")
 }
 
-/// What ends every marker line (a model's body loses any such line: it cannot claim another
-/// comment's marker).
-const MARKER_PREFIX: &str = "<!-- nightshift:comment ";
+/// How every marker line starts (a model's text loses any such line: it cannot claim another
+/// comment's or review's marker).
+const MARKER_PREFIX: &str = "<!-- nightshift:";
+
+/// `body` without any marker line, then `mark` on a line of its own.
+pub(super) fn with_marker(body: &str, mark: &str) -> String {
+    let mut text = body
+        .lines()
+        .filter(|l| !l.trim_start().starts_with(MARKER_PREFIX))
+        .collect::<Vec<_>>()
+        .join("\n");
+    text.push_str("\n\n");
+    text.push_str(mark);
+    text
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -386,14 +399,7 @@ impl Comment {
             None => format!("call {}", ctx.idempotency_key()),
         };
         let mark = marker(&key);
-        let mut body: String = input
-            .body
-            .lines()
-            .filter(|l| !l.trim_start().starts_with(MARKER_PREFIX))
-            .collect::<Vec<_>>()
-            .join("\n");
-        body.push_str("\n\n");
-        body.push_str(&mark);
+        let body = with_marker(&input.body, &mark);
         let list = format!(
             "/repos/{repo}/issues/{}/comments?per_page=100",
             input.number
@@ -437,6 +443,10 @@ impl Comment {
         )))
     }
 }
+
+mod review;
+
+pub(crate) use review::Review;
 
 #[cfg(test)]
 mod tests {
