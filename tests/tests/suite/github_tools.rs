@@ -36,16 +36,16 @@ on_both_backends! {
     a_review_is_posted_once_on_the_head_the_run_was_started_for => reviews_once_on_its_head;
 }
 
-const APP_ID: &str = "424242";
+pub(crate) const APP_ID: &str = "424242";
 const INSTALLATION: u64 = 51234567;
 const TOKEN: &str = "ghs_suiteInstallationToken0123456789";
-const REPO: &str = "octo-org/hello-world";
+pub(crate) const REPO: &str = "octo-org/hello-world";
 
-fn fixtures() -> std::path::PathBuf {
+pub(crate) fn fixtures() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../github/tests/fixtures")
 }
 
-fn pull_request() -> Value {
+pub(crate) fn pull_request() -> Value {
     let path = format!(
         "{}/fixtures/github/pull_request.synchronize.json",
         env!("CARGO_MANIFEST_DIR")
@@ -55,19 +55,22 @@ fn pull_request() -> Value {
 }
 
 #[derive(Default)]
-struct Seen {
+pub(crate) struct Seen {
     installation_lookups: usize,
     exchanges: usize,
     requests: Vec<String>,
     /// The pull request's comments: (id, body).
     comments: Vec<(u64, String)>,
     /// The pull request's reviews, as GitHub lists them.
-    reviews: Vec<Value>,
+    pub(crate) reviews: Vec<Value>,
     /// The pull request's head now, when a push moved it from the fixture's.
     head: Option<String>,
+    /// A daemon to SIGKILL as soon as the first review is stored (a crash between GitHub's
+    /// "created" and the daemon's record of it).
+    pub(crate) kill_on_review: Option<u32>,
 }
 
-type Shared = Arc<Mutex<Seen>>;
+pub(crate) type Shared = Arc<Mutex<Seen>>;
 
 fn github_error(status: StatusCode, message: &str) -> Response {
     (
@@ -212,6 +215,13 @@ async fn create_review(
         "comments_posted": review["comments"].as_array().map_or(0, Vec::len),
     });
     s.reviews.push(stored.clone());
+    if let Some(pid) = s.kill_on_review.take() {
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(killed.success(), "kill -KILL {pid}");
+    }
     Json(stored).into_response()
 }
 
@@ -342,7 +352,7 @@ async fn update_comment(
     }
 }
 
-async fn fake_github() -> (String, Shared) {
+pub(crate) async fn fake_github() -> (String, Shared) {
     let seen = Shared::default();
     let app = Router::new()
         .route(&format!("/repos/{REPO}/installation"), get(installation))

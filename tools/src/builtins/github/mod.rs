@@ -150,14 +150,13 @@ where
 {
     let gh = access(ctx)?;
     let attempt = async {
-        for retry in [false, true] {
-            let token = gh.token_for(repo).await?;
-            match request(gh, token).await {
-                Err(GithubError::Status { status: 401, .. }) if !retry => gh.forget(repo).await,
-                done => return done,
+        match request(gh, gh.token_for(repo).await?).await {
+            Err(GithubError::Status { status: 401, .. }) => {
+                gh.forget(repo).await;
+                request(gh, gh.token_for(repo).await?).await
             }
+            done => done,
         }
-        unreachable!("the loop returns on its second pass")
     };
     tokio::select! {
         () = ctx.cancel().cancelled() => Err(ToolOutput::error("cancelled")),
