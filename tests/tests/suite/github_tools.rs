@@ -64,7 +64,7 @@ pub(crate) struct Seen {
     /// The pull request's reviews, as GitHub lists them.
     pub(crate) reviews: Vec<Value>,
     /// The pull request's head now, when a push moved it from the fixture's.
-    head: Option<String>,
+    pub(crate) head: Option<String>,
     /// A daemon to SIGKILL as soon as the first review is stored (a crash between GitHub's
     /// "created" and the daemon's record of it).
     pub(crate) kill_on_review: Option<u32>,

@@ -74,7 +74,7 @@ mod daemon;
 mod dashboard;
 mod dashboard_pages;
 mod fakes;
-mod github_review_crash;
+mod github_review;
 mod github_tools;
 mod hooks;
 mod hostile;
