@@ -60,6 +60,16 @@
 //!   counts per agent, model, tool, hook, schedule, notice and wakeup.
 //! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
 //!   newer schemas.
+//! - `traces`: OTLP traces of a real `serve` decoded by a receiver: one trace per run across
+//!   its jobs, the sender's `traceparent` continued, GenAI attributes, nothing secret.
+//! - `cli_remote`: `runs follow` on a webhook run, and every operator command over `--server`
+//!   printing what the local mode prints.
+//! - `service`: `ops/nightshift.service` through `systemd-analyze verify`, and `serve` under
+//!   the unit's restrictions still running sandboxed commands.
+//! - `github_tools`: the GitHub tools in a daemon against a fake GitHub REST API (App JWT
+//!   verified): reads, pagination, marker comments, a review pinned to the run's head.
+//! - `github_review`: the review bot through real processes and signed deliveries: SIGKILLed
+//!   right after the review POST (exactly one review), and superseded by a push mid-review.
 
 mod agent;
 mod api;
