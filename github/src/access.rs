@@ -4,6 +4,7 @@
 //! nothing — and the error then says what to configure.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use reqwest::Method;
 
@@ -19,9 +20,14 @@ pub struct App {
     tokens: InstallationTokens,
     /// The installation the config names (every repository goes through it).
     installation: Option<u64>,
-    /// Installations found per repository (`None`: the App is not installed there).
-    found: tokio::sync::Mutex<HashMap<String, Option<u64>>>,
+    /// Installations found per repository (`None`: the App is not installed there), and
+    /// when: a "not installed" is asked again after [`NOT_INSTALLED_TTL`].
+    found: tokio::sync::Mutex<HashMap<String, (Option<u64>, Instant)>>,
 }
+
+/// How long "this App is not installed on that repository" is believed: installing the App
+/// takes effect within this, without a restart.
+const NOT_INSTALLED_TTL: Duration = Duration::from_secs(300);
 
 impl App {
     pub fn new(name: impl Into<String>, api: Api, key: AppKey, installation: Option<u64>) -> App {
@@ -40,7 +46,9 @@ impl App {
             return Ok(Some(id));
         }
         let mut found = self.found.lock().await;
-        if let Some(known) = found.get(repo) {
+        if let Some((known, at)) = found.get(repo)
+            && (known.is_some() || at.elapsed() < NOT_INSTALLED_TTL)
+        {
             return Ok(*known);
         }
         let jwt = Secret::new(self.key.jwt(now()).map_err(|reason| GithubError::Decode {
@@ -61,7 +69,7 @@ impl App {
             Err(GithubError::Status { status: 404, .. }) => None,
             Err(e) => return Err(e),
         };
-        found.insert(repo.to_string(), id);
+        found.insert(repo.to_string(), (id, Instant::now()));
         Ok(id)
     }
 }
@@ -80,6 +88,7 @@ pub struct GithubAccess {
     apps: Vec<App>,
     token: Option<Secret>,
     review_events: Vec<String>,
+    marker_key: Vec<u8>,
 }
 
 impl GithubAccess {
@@ -89,6 +98,7 @@ impl GithubAccess {
             apps,
             token,
             review_events: vec!["COMMENT".into()],
+            marker_key: Vec::new(),
         }
     }
 
@@ -111,7 +121,15 @@ impl GithubAccess {
     pub async fn token_for(&self, repo: &str) -> Result<Secret, GithubError> {
         for app in &self.apps {
             if let Some(installation) = app.installation_for(&self.api, repo).await? {
-                return app.tokens.token(installation).await;
+                return match app.tokens.token(installation).await {
+                    // The installation is gone (the App was uninstalled, perhaps reinstalled
+                    // under a new id): look again next time.
+                    Err(e @ GithubError::Status { status: 404, .. }) => {
+                        app.found.lock().await.remove(repo);
+                        Err(e)
+                    }
+                    done => done,
+                };
             }
         }
         self.token.clone().ok_or_else(|| GithubError::NoCredential {
@@ -120,16 +138,35 @@ impl GithubAccess {
         })
     }
 
-    /// Forgets the cached token for `repo` (GitHub refused it: revoked or expired early).
+    /// Forgets what is cached for `repo` — its token and the installation found for it
+    /// (GitHub refused the token: revoked, or the App was reinstalled under a new id).
     pub async fn forget(&self, repo: &str) {
         for app in &self.apps {
-            let installation = match app.installation {
-                Some(id) => Some(id),
-                None => app.found.lock().await.get(repo).copied().flatten(),
-            };
-            if let Some(id) = installation {
+            let found = app.found.lock().await.remove(repo).and_then(|(id, _)| id);
+            if let Some(id) = app.installation.or(found) {
                 app.tokens.forget(id).await;
             }
         }
+    }
+
+    /// A short signature of `text` under a key derived from the configured credentials (the
+    /// same on every daemon with the same config): markers carry it, so nobody without the
+    /// credentials can write a marker the tools would take for their own.
+    pub fn sign_marker(&self, text: &str) -> String {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.marker_key);
+        ring::hmac::sign(&key, text.as_bytes())
+            .as_ref()
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// Sets the secret material markers are signed with (the App keys and the token).
+    pub fn with_marker_secret(mut self, material: &[u8]) -> GithubAccess {
+        self.marker_key = ring::digest::digest(&ring::digest::SHA256, material)
+            .as_ref()
+            .to_vec();
+        self
     }
 }

@@ -17,6 +17,8 @@ const MEDIA_TYPE: &str = "application/vnd.github+json";
 const API_VERSION: &str = "2022-11-28";
 /// The most a request waits for rate limits in all, by default.
 const MAX_RATE_LIMIT_WAIT: Duration = Duration::from_secs(300);
+/// The most times one request is asked again after rate limits.
+const MAX_RATE_LIMIT_RETRIES: u32 = 10;
 /// The most pages [`Api::get_all`] reads.
 const MAX_PAGES: usize = 100;
 
@@ -242,6 +244,7 @@ impl Api {
         }
         let path = url.path().to_string();
         let mut waited = Duration::ZERO;
+        let mut retries = 0;
         loop {
             let mut req = self
                 .http
@@ -267,7 +270,8 @@ impl Api {
             })?;
             if !status.is_success() {
                 if let Some(wait) = rate_limit_wait(status, &headers, &text, epoch_secs()) {
-                    if waited + wait.0 > self.max_wait {
+                    retries += 1;
+                    if waited + wait.0 > self.max_wait || retries > MAX_RATE_LIMIT_RETRIES {
                         return Err(GithubError::RateLimited {
                             method,
                             path,

@@ -37,7 +37,8 @@ pub fn rate_limit_wait(
         return None;
     }
     if let Some(secs) = header(headers, "retry-after").and_then(|v| v.parse::<u64>().ok()) {
-        return Some(RateLimitWait(Duration::from_secs(secs)));
+        // Never 0: a request asked again at once, forever, is no wait.
+        return Some(RateLimitWait(Duration::from_secs(secs.max(1))));
     }
     if header(headers, "x-ratelimit-remaining") == Some("0")
         && let Some(reset) =
@@ -103,6 +104,11 @@ mod tests {
             rate_limit_wait(forbidden, &primary, "", 2000),
             Some(RateLimitWait(Duration::from_secs(1))),
             "a reset in the past waits a second, not forever or never"
+        );
+        assert_eq!(
+            rate_limit_wait(forbidden, &headers(&[("retry-after", "0")]), "", 0),
+            Some(RateLimitWait(Duration::from_secs(1))),
+            "a zero wait is a second, not a busy loop"
         );
         let secondary = r#"{"message": "You have exceeded a secondary rate limit."}"#;
         assert_eq!(

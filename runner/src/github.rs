@@ -166,6 +166,8 @@ pub fn access(config: &Config) -> anyhow::Result<Option<Arc<GithubAccess>>> {
     let api =
         Api::new(http, &gh.base_url).map_err(|e| anyhow::anyhow!("invalid config: github.{e}"))?;
     let mut apps = Vec::new();
+    // What the tools' markers are signed with: every credential's secret text.
+    let mut marker_secret = Vec::new();
     for app in &gh.apps {
         let at = format!("github.apps[{}]", app.name);
         let pem = match (&app.private_key_env, &app.private_key_file) {
@@ -189,6 +191,7 @@ pub fn access(config: &Config) -> anyhow::Result<Option<Arc<GithubAccess>>> {
             }
             (None, None) => unreachable!("validated: one key source"),
         };
+        marker_secret.extend_from_slice(pem.as_bytes());
         let key = AppKey::from_pem(app.app_id.to_string(), pem.as_bytes())
             .map_err(|e| anyhow::anyhow!("invalid config: {at}: {e}"))?;
         apps.push(App::new(&app.name, api.clone(), key, app.installation_id));
@@ -208,8 +211,13 @@ pub fn access(config: &Config) -> anyhow::Result<Option<Arc<GithubAccess>>> {
                 })?,
         )),
     };
+    if let Some(token) = &token {
+        marker_secret.extend_from_slice(token.expose().as_bytes());
+    }
     Ok(Some(Arc::new(
-        GithubAccess::new(api, apps, token).with_review_events(gh.review_events.clone()),
+        GithubAccess::new(api, apps, token)
+            .with_review_events(gh.review_events.clone())
+            .with_marker_secret(&marker_secret),
     )))
 }
 

@@ -182,7 +182,7 @@ impl AgentRuntime {
 enum ToolsEnd {
     /// Every call that could run has its result.
     Done,
-    /// A side-effect call was refused: the run was cancelled or superseded.
+    /// A side-effect or idempotent call was refused: the run was cancelled or superseded.
     Refused,
     /// A call waits for a human's decision until `until`.
     AwaitApproval { call_id: String, until: i64 },

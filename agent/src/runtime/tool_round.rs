@@ -6,8 +6,8 @@
 //! person's denial, waiting for approval (the round stops there), replayed from the
 //! write-ahead log (started before a crash: run again with the logged key when read-only or
 //! idempotent, reported as interrupted when it has side effects), or started now (its
-//! `tool_started` committed first — for side effects under the cancel/supersede fence — then
-//! run). It is a function of the run's state and of what the tool box says about each call,
+//! `tool_started` committed first — for every call but a read-only one under the
+//! cancel/supersede fence — then run). It is a function of the run's state and of what the tool box says about each call,
 //! so a run resumed after a crash plans what the uninterrupted run would have done.
 
 use std::collections::BTreeMap;
@@ -53,7 +53,7 @@ pub(crate) enum CallPlan {
     Interrupted,
     /// Started before a crash and safe to repeat: run again under the logged key.
     Replay { key: String },
-    /// Log `tool_started` (under the fence for side effects), then run it.
+    /// Log `tool_started` (under the fence unless read-only), then run it.
     Start { key: String, durability: ToolClass },
 }
 

@@ -202,7 +202,7 @@ github_tool!(
 impl PullRequest {
     async fn run(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> {
         let input: PullInput = parse_input("github_pull_request", input)?;
-        let repo = checked_repo(&input.repo)?;
+        let repo = allowed_repo(ctx, &input.repo)?;
         let path = format!("/repos/{repo}/pulls/{}", input.number);
         let pr = with_token(ctx, repo, |gh, token| {
             let path = path.clone();
@@ -246,7 +246,7 @@ github_tool!(
 impl PrFiles {
     async fn run(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> {
         let input: PullInput = parse_input("github_pr_files", input)?;
-        let repo = checked_repo(&input.repo)?;
+        let repo = allowed_repo(ctx, &input.repo)?;
         let path = format!("/repos/{repo}/pulls/{}/files?per_page=100", input.number);
         let files = with_token(ctx, repo, |gh, token| {
             let path = path.clone();
@@ -279,7 +279,7 @@ github_tool!(
 impl PrDiff {
     async fn run(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> {
         let input: PullInput = parse_input("github_pr_diff", input)?;
-        let repo = checked_repo(&input.repo)?;
+        let repo = allowed_repo(ctx, &input.repo)?;
         let path = format!("/repos/{repo}/pulls/{}", input.number);
         let diff = with_token(ctx, repo, |gh, token| {
             let path = path.clone();
@@ -314,7 +314,7 @@ github_tool!(
 impl File {
     async fn run(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> {
         let input: FileInput = parse_input("github_file", input)?;
-        let repo = checked_repo(&input.repo)?;
+        let repo = allowed_repo(ctx, &input.repo)?;
         let mut path = format!("/repos/{repo}/contents/{}", checked_path(&input.path)?);
         if let Some(r) = input.git_ref.as_deref().filter(|r| !r.is_empty()) {
             path.push_str(&format!("?ref={}", encode(r, false)));
@@ -336,25 +336,43 @@ impl File {
     }
 }
 
-/// The hidden line that marks a comment as this call's (or this sticky key's).
-fn marker(key: &str) -> String {
-    format!("<!-- nightshift:comment {key} -->")
+/// The hidden line that marks a comment as this call's (or this sticky key's), signed with
+/// the daemon's credentials so that nobody else can write one the tool would take for its own.
+fn marker(gh: &GithubAccess, kind: &str, key: &str) -> String {
+    format!(
+        "<!-- nightshift:{kind} {key} sig={} -->",
+        gh.sign_marker(&format!("{kind} {key}"))
+    )
 }
 
-/// How every marker line starts (a model's text loses any such line: it cannot claim another
-/// comment's or review's marker).
+/// How every marker starts.
 const MARKER_PREFIX: &str = "<!-- nightshift:";
 
-/// `body` without any marker line, then `mark` on a line of its own.
+/// `body` with anything that looks like a marker defused (a model cannot claim another
+/// comment's or review's marker), then `mark` on a line of its own.
 pub(super) fn with_marker(body: &str, mark: &str) -> String {
-    let mut text = body
-        .lines()
-        .filter(|l| !l.trim_start().starts_with(MARKER_PREFIX))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let mut text = body.replace(MARKER_PREFIX, "<!-- (nightshift):");
     text.push_str("\n\n");
     text.push_str(mark);
     text
+}
+
+/// The repository a call may touch: a run started by a GitHub delivery may use the GitHub
+/// tools only on that delivery's repository (a pull request cannot make the model read a
+/// private repository and post what it read); other runs, any the credentials reach.
+pub(super) fn allowed_repo<'r>(ctx: &ToolContext, repo: &'r str) -> Result<&'r str, ToolOutput> {
+    let repo = checked_repo(repo)?;
+    let pinned = ctx
+        .run_context()
+        .and_then(|c| c.pointer("/github/repo"))
+        .and_then(Value::as_str);
+    match pinned {
+        Some(own) if !own.eq_ignore_ascii_case(repo) => Err(ToolOutput::error(format!(
+            "this run was started by a delivery from {own}, so its GitHub tools work on {own} \
+             only, not {repo}"
+        ))),
+        _ => Ok(repo),
+    }
 }
 
 #[derive(Deserialize)]
@@ -392,12 +410,12 @@ github_tool!(
 impl Comment {
     async fn run(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> {
         let input: CommentInput = parse_input("github_comment", input)?;
-        let repo = checked_repo(&input.repo)?;
+        let repo = allowed_repo(ctx, &input.repo)?;
         let key = match &input.sticky {
             Some(name) => format!("sticky {name}"),
             None => format!("call {}", ctx.idempotency_key()),
         };
-        let mark = marker(&key);
+        let mark = marker(access(ctx)?, "comment", &key);
         let body = with_marker(&input.body, &mark);
         let list = format!(
             "/repos/{repo}/issues/{}/comments?per_page=100",

@@ -147,10 +147,10 @@ async fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> 
         )));
     }
     let t = target(ctx)?;
-    let mark = format!(
-        "<!-- nightshift:review run={} call={} -->",
-        ctx.run_id(),
-        ctx.idempotency_key()
+    let mark = super::marker(
+        access(ctx)?,
+        "review",
+        &format!("run={} call={}", ctx.run_id(), ctx.idempotency_key()),
     );
     let body = with_marker(&input.body, &mark);
     let pull = format!("/repos/{}/pulls/{}", t.repo, t.number);
