@@ -119,6 +119,25 @@ impl GithubAccess {
 
     /// The token for requests about `repo` (`owner/name`).
     pub async fn token_for(&self, repo: &str) -> Result<Secret, GithubError> {
+        self.token_for_delivery(repo, None).await
+    }
+
+    /// [`Self::token_for`], told the installation a webhook delivery about `repo` named:
+    /// with one App configured (and no installation fixed in the config) that is its
+    /// installation, so no lookup is needed.
+    pub async fn token_for_delivery(
+        &self,
+        repo: &str,
+        installation: Option<u64>,
+    ) -> Result<Secret, GithubError> {
+        if let ([app], Some(id)) = (self.apps.as_slice(), installation)
+            && app.installation.is_none()
+        {
+            let mut found = app.found.lock().await;
+            if !matches!(found.get(repo), Some((Some(_), _))) {
+                found.insert(repo.to_string(), (Some(id), Instant::now()));
+            }
+        }
         for app in &self.apps {
             if let Some(installation) = app.installation_for(&self.api, repo).await? {
                 return match app.tokens.token(installation).await {

@@ -788,6 +788,11 @@ async fn reviews_once_on_its_head(db: &TestDb) {
         1,
         "nothing else was posted"
     );
+    assert_eq!(
+        seen.lock().unwrap().installation_lookups,
+        0,
+        "the installation came from the delivery, not a lookup"
+    );
     shutdown.cancel();
     stopped.await.unwrap().unwrap();
 }

@@ -149,8 +149,17 @@ where
     Fut: std::future::Future<Output = Result<T, GithubError>> + 'a,
 {
     let gh = access(ctx)?;
+    // The installation the run's delivery named, for that delivery's repository.
+    let github = ctx.run_context().and_then(|c| c.get("github"));
+    let installation = github
+        .filter(|g| {
+            g["repo"]
+                .as_str()
+                .is_some_and(|r| r.eq_ignore_ascii_case(repo))
+        })
+        .and_then(|g| g["installation_id"].as_u64());
     let attempt = async {
-        match request(gh, gh.token_for(repo).await?).await {
+        match request(gh, gh.token_for_delivery(repo, installation).await?).await {
             Err(GithubError::Status { status: 401, .. }) => {
                 gh.forget(repo).await;
                 request(gh, gh.token_for(repo).await?).await
