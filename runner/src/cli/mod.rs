@@ -116,6 +116,25 @@ async fn migrate(store: &nightshift_store::Store) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A listing as a person or a machine reads it: one JSON object per line with `json`, else
+/// an aligned table under `header`, each row's cells from `cells`.
+fn print_listing<T: serde::Serialize>(
+    rows: Vec<T>,
+    json: bool,
+    header: &[&str],
+    cells: impl FnMut(T) -> Vec<String>,
+) -> anyhow::Result<()> {
+    if json {
+        for row in &rows {
+            println!("{}", serde_json::to_string(row)?);
+        }
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = rows.into_iter().map(cells).collect();
+    println!("{}", format::table(header, &rows));
+    Ok(())
+}
+
 /// A listing's `flag` (e.g. `--status`) parsed as `S`; the error names the flag and the
 /// allowed values.
 fn status_flag<S: std::str::FromStr<Err = nightshift_store::UnknownName>>(

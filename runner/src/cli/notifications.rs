@@ -4,7 +4,7 @@ use clap::Subcommand;
 
 use super::format;
 use super::operator::Operator;
-use super::status_flag;
+use super::{print_listing, status_flag};
 
 /// The most characters of an error the table shows.
 const ERROR_CHARS: usize = 60;
@@ -44,16 +44,11 @@ pub async fn notifications(op: &Operator, command: NotificationsCommand) -> anyh
             json,
         } => {
             let status = status_flag("--status", status)?;
-            let rows = op.notifications(run.as_deref(), status, limit).await?;
-            if json {
-                for n in &rows {
-                    println!("{}", serde_json::to_string(n)?);
-                }
-                return Ok(());
-            }
-            let rows: Vec<Vec<String>> = rows
-                .into_iter()
-                .map(|n| {
+            print_listing(
+                op.notifications(run.as_deref(), status, limit).await?,
+                json,
+                &["DELIVERY", "RUN", "STATUS", "ATTEMPTS", "URL", "LAST ERROR"],
+                |n| {
                     vec![
                         n.delivery_id,
                         n.run_id,
@@ -63,15 +58,8 @@ pub async fn notifications(op: &Operator, command: NotificationsCommand) -> anyh
                         n.last_error
                             .map_or("-".to_string(), |e| format::first_line(&e, ERROR_CHARS)),
                     ]
-                })
-                .collect();
-            println!(
-                "{}",
-                format::table(
-                    &["DELIVERY", "RUN", "STATUS", "ATTEMPTS", "URL", "LAST ERROR"],
-                    &rows
-                )
-            );
+                },
+            )?;
         }
         NotificationsCommand::Redeliver { delivery_id } => {
             op.redeliver(&delivery_id).await?;

@@ -10,7 +10,7 @@ use nightshift_store::{CancelOutcome, RunFilter, RunStatus, Trigger};
 
 use super::format;
 use super::operator::{NewRunArgs, Operator, RunRow, RunState};
-use super::status_flag;
+use super::{print_listing, status_flag};
 use nightshift_runner::transcript;
 
 /// Arguments of `nightshift run`.
@@ -258,14 +258,15 @@ pub async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<()> {
                     .map_err(anyhow::Error::msg)?,
                 ..RunFilter::default()
             };
-            let rows = op.runs(&filter, limit).await?;
-            if json {
-                for r in &rows {
-                    println!("{}", serde_json::to_string(r)?);
-                }
-            } else {
-                println!("{}", runs_table(&rows, op.now()));
-            }
+            let now = op.now();
+            print_listing(
+                op.runs(&filter, limit).await?,
+                json,
+                &[
+                    "ID", "AGENT", "STATUS", "TRIGGER", "AGE", "DURATION", "TURNS", "COST", "ERROR",
+                ],
+                |r| run_cells(r, now),
+            )?;
         }
         RunsCommand::Show { id } => {
             println!("{}", serde_json::to_string_pretty(&op.show(&id).await?)?);
@@ -301,28 +302,19 @@ pub async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<()> {
         }
         RunsCommand::Wakeups { limit, json } => {
             let now = op.now();
-            let wakeups = op.wakeups(limit).await?;
-            if json {
-                for w in &wakeups {
-                    println!("{}", serde_json::to_string(w)?);
-                }
-                return Ok(());
-            }
-            let rows: Vec<Vec<String>> = wakeups
-                .into_iter()
-                .map(|w| {
+            print_listing(
+                op.wakeups(limit).await?,
+                json,
+                &["RUN", "AGENT", "WAKES", "REASON"],
+                |w| {
                     vec![
                         w.run_id,
                         w.agent,
                         format::ago(now, w.due_at),
                         w.reason.unwrap_or_default(),
                     ]
-                })
-                .collect();
-            println!(
-                "{}",
-                format::table(&["RUN", "AGENT", "WAKES", "REASON"], &rows)
-            );
+                },
+            )?;
         }
         RunsCommand::Tasks {
             run,
@@ -331,16 +323,11 @@ pub async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<()> {
             json,
         } => {
             let status = status_flag("--status", status)?;
-            let tasks = op.tasks(run.as_deref(), status, limit).await?;
-            if json {
-                for t in &tasks {
-                    println!("{}", serde_json::to_string(t)?);
-                }
-                return Ok(());
-            }
-            let rows: Vec<Vec<String>> = tasks
-                .into_iter()
-                .map(|t| {
+            print_listing(
+                op.tasks(run.as_deref(), status, limit).await?,
+                json,
+                &["TASK", "RUN", "STATUS", "ENDED", "COMMAND"],
+                |t| {
                     vec![
                         t.id,
                         t.run_id,
@@ -348,12 +335,8 @@ pub async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<()> {
                         t.detail.unwrap_or_else(|| "-".to_string()),
                         format::first_line(&t.command, COMMAND_CHARS),
                     ]
-                })
-                .collect();
-            println!(
-                "{}",
-                format::table(&["TASK", "RUN", "STATUS", "ENDED", "COMMAND"], &rows)
-            );
+                },
+            )?;
         }
     }
     Ok(())
@@ -365,35 +348,24 @@ const COMMAND_CHARS: usize = 80;
 /// The most characters of an error `runs list` shows.
 const ERROR_CHARS: usize = 60;
 
-/// The `runs list` table: a header and one aligned row per run.
-fn runs_table(rows: &[RunRow], now: i64) -> String {
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let duration = match (r.started_at, r.finished_at) {
-                (Some(s), Some(f)) => format::duration(f - s),
-                (Some(s), None) => format!("{} so far", format::duration(now - s)),
-                _ => "-".to_string(),
-            };
-            vec![
-                r.id.clone(),
-                r.agent.clone(),
-                r.status.to_string(),
-                r.trigger_kind.to_string(),
-                format::ago(now, r.created_at),
-                duration,
-                r.turns.to_string(),
-                format!("${:.4}", r.cost_usd),
-                r.error_head
-                    .as_deref()
-                    .map_or(String::new(), |e| format::first_line(e, ERROR_CHARS)),
-            ]
-        })
-        .collect();
-    format::table(
-        &[
-            "ID", "AGENT", "STATUS", "TRIGGER", "AGE", "DURATION", "TURNS", "COST", "ERROR",
-        ],
-        &cells,
-    )
+/// The cells of a run's row in `runs list`.
+fn run_cells(r: RunRow, now: i64) -> Vec<String> {
+    let duration = match (r.started_at, r.finished_at) {
+        (Some(s), Some(f)) => format::duration(f - s),
+        (Some(s), None) => format!("{} so far", format::duration(now - s)),
+        _ => "-".to_string(),
+    };
+    vec![
+        r.id,
+        r.agent,
+        r.status.to_string(),
+        r.trigger_kind.to_string(),
+        format::ago(now, r.created_at),
+        duration,
+        r.turns.to_string(),
+        format!("${:.4}", r.cost_usd),
+        r.error_head
+            .as_deref()
+            .map_or(String::new(), |e| format::first_line(e, ERROR_CHARS)),
+    ]
 }

@@ -2,8 +2,8 @@
 
 use clap::Subcommand;
 
-use super::format;
 use super::operator::{Fired, Operator, ScheduleRow};
+use super::print_listing;
 
 /// `nightshift schedules …`
 #[derive(Debug, Subcommand)]
@@ -25,37 +25,29 @@ pub async fn schedules(op: &Operator, command: SchedulesCommand) -> anyhow::Resu
     match command {
         SchedulesCommand::List { json } => {
             let rows = op.schedules().await?;
-            if json {
-                for v in &rows {
-                    println!("{}", serde_json::to_string(v)?);
-                }
-                return Ok(());
-            }
-            if rows.is_empty() {
+            if rows.is_empty() && !json {
                 println!(
                     "no schedules; add [[schedules]] to nightshift.toml or POST /v1/schedules"
                 );
                 return Ok(());
             }
-            let rows: Vec<Vec<String>> = rows.into_iter().map(schedule_cells).collect();
-            println!(
-                "{}",
-                format::table(
-                    &[
-                        "NAME",
-                        "SOURCE",
-                        "CRON",
-                        "ZONE",
-                        "NEXT (LOCAL)",
-                        "NEXT (UTC)",
-                        "LAST FIRE (LOCAL)",
-                        "LAST RUN",
-                        "STATUS",
-                        "FIRED/SKIPPED/MISSED",
-                    ],
-                    &rows
-                )
-            );
+            print_listing(
+                rows,
+                json,
+                &[
+                    "NAME",
+                    "SOURCE",
+                    "CRON",
+                    "ZONE",
+                    "NEXT (LOCAL)",
+                    "NEXT (UTC)",
+                    "LAST FIRE (LOCAL)",
+                    "LAST RUN",
+                    "STATUS",
+                    "FIRED/SKIPPED/MISSED",
+                ],
+                schedule_cells,
+            )?;
         }
         SchedulesCommand::Trigger { name } => match op.trigger_schedule(&name).await? {
             Fired::Enqueued { run_id, duplicate } => {
