@@ -6,8 +6,6 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use nightshift_scheduler::hooks::config::HmacAlgorithm;
-use nightshift_scheduler::hooks::signature::hmac;
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use serde_json::Value;
 
@@ -134,13 +132,7 @@ async fn follow_webhook_run(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let (mut serve, cfg, api) = daemon(db, dir.path()).await;
     let body = br#"{"repository": {"full_name": "acme/widgets"}}"#;
-    let signature = format!(
-        "sha256={}",
-        hmac(HmacAlgorithm::Sha256, HOOK_SECRET.as_bytes(), &[body])
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    );
+    let signature = crate::hooks::harness::github_signature(body, HOOK_SECRET);
     let answer: Value = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default())
         .unwrap()
         .post(format!("{api}/hooks/gh"))

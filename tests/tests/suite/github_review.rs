@@ -15,8 +15,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use nightshift_agent::RunEvent;
-use nightshift_scheduler::hooks::config::HmacAlgorithm;
-use nightshift_scheduler::hooks::signature::hmac;
 use nightshift_store::RunStatus;
 use nightshift_tests::{TestDb, on_both_backends};
 use serde_json::{Value, json};
@@ -26,6 +24,7 @@ use crate::crash::{
     write_config,
 };
 use crate::github_tools::{APP_ID, fake_github, fixtures, pull_request};
+use crate::hooks::harness::{fixture, github_signature};
 use crate::process::Proc;
 
 on_both_backends! {
@@ -93,23 +92,10 @@ fn serve(cfg: &Path) -> Proc {
 /// Delivers the `pull_request.synchronize` fixture with head `sha` as delivery `id`; the run
 /// it started.
 async fn deliver(http: &reqwest::Client, api: &str, id: &str, sha: &str) -> String {
-    let mut payload: Value = serde_json::from_slice(
-        &std::fs::read(format!(
-            "{}/fixtures/github/pull_request.synchronize.json",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap(),
-    )
-    .unwrap();
+    let mut payload: Value = serde_json::from_slice(&fixture("pull_request.synchronize")).unwrap();
     payload["pull_request"]["head"]["sha"] = json!(sha);
     let body = serde_json::to_vec(&payload).unwrap();
-    let signature = format!(
-        "sha256={}",
-        hmac(HmacAlgorithm::Sha256, HOOK_SECRET.as_bytes(), &[&body])
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    );
+    let signature = github_signature(&body, HOOK_SECRET);
     let answer: Value = http
         .post(format!("{api}/hooks/github"))
         .header("X-GitHub-Event", "pull_request")

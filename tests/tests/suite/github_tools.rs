@@ -70,6 +70,15 @@ pub(crate) struct Seen {
     pub(crate) kill_on_review: Option<u32>,
 }
 
+impl Seen {
+    /// The pull request's head commit now.
+    fn head(&self) -> String {
+        self.head
+            .clone()
+            .unwrap_or_else(|| pull_request()["head"]["sha"].as_str().unwrap().to_string())
+    }
+}
+
 pub(crate) type Shared = Arc<Mutex<Seen>>;
 
 fn github_error(status: StatusCode, message: &str) -> Response {
@@ -165,9 +174,7 @@ async fn pull(State(seen): State<Shared>, headers: HeaderMap) -> Response {
             .into_response();
     }
     let mut pr = pull_request();
-    if let Some(head) = seen.lock().unwrap().head.clone() {
-        pr["head"]["sha"] = json!(head);
-    }
+    pr["head"]["sha"] = json!(seen.lock().unwrap().head());
     Json(pr).into_response()
 }
 
@@ -189,10 +196,7 @@ async fn create_review(
         return e;
     }
     let mut s = seen.lock().unwrap();
-    let head = s
-        .head
-        .clone()
-        .unwrap_or_else(|| pull_request()["head"]["sha"].as_str().unwrap().to_string());
+    let head = s.head();
     if review["commit_id"] != json!(head) {
         return github_error(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -428,20 +432,7 @@ fn config(db: &TestDb, dir: &Path, github: &str) -> Config {
         ]),
         "",
     );
-    let text = format!(
-        "[worker]\nslots = 2\nheartbeat_ms = 200\nlease_ms = 5000\npoll_interval_ms = 100\n\n\
-         [server]\naddress = \"127.0.0.1:0\"\ntoken_env = \"NIGHTSHIFT_GITHUB_SUITE_NEVER_SET\"\n\n\
-         [runtime]\ndata_dir = \"data\"\n\n[sandbox]\nmode = \"off\"\n\n\
-         [github]\nbase_url = \"{github}\"\n\n\
-         [[github.apps]]\nname = \"review-bot\"\napp_id = {APP_ID}\nprivate_key_file = \"{}\"\n\n\
-         {reviewer}",
-        fixtures().join("test-app-key.pem").display()
-    );
-    let mut config = Config::parse(&text, "github tools test config").unwrap();
-    config.base_dir = dir.to_path_buf();
-    config.database = db.config.clone();
-    config.validate().unwrap();
-    config
+    daemon_config(db, dir, github, &reviewer)
 }
 
 /// A comment someone else wrote, carrying the sticky comment's marker without its signature.
@@ -625,16 +616,22 @@ fn review_config(db: &TestDb, dir: &Path, github: &str) -> Config {
         review("a1", json!({"event": "APPROVE", "body": "Ship it."})),
         "",
     );
+    daemon_config(db, dir, github, &(reviewer + &approver))
+}
+
+/// A daemon's config: the test's database, the sandbox off, `[github]` with the test App on
+/// the fake at `github`, then `agents`.
+fn daemon_config(db: &TestDb, dir: &Path, github: &str, agents: &str) -> Config {
     let text = format!(
         "[worker]\nslots = 2\nheartbeat_ms = 200\nlease_ms = 5000\npoll_interval_ms = 100\n\n\
          [server]\naddress = \"127.0.0.1:0\"\ntoken_env = \"NIGHTSHIFT_GITHUB_SUITE_NEVER_SET\"\n\n\
          [runtime]\ndata_dir = \"data\"\n\n[sandbox]\nmode = \"off\"\n\n\
          [github]\nbase_url = \"{github}\"\n\n\
          [[github.apps]]\nname = \"review-bot\"\napp_id = {APP_ID}\nprivate_key_file = \"{}\"\n\n\
-         {reviewer}{approver}",
+         {agents}",
         fixtures().join("test-app-key.pem").display()
     );
-    let mut config = Config::parse(&text, "github review test config").unwrap();
+    let mut config = Config::parse(&text, "github test config").unwrap();
     config.base_dir = dir.to_path_buf();
     config.database = db.config.clone();
     config.validate().unwrap();

@@ -7,7 +7,7 @@
 //! review of the older head, whose post is refused.
 
 mod daemon;
-mod harness;
+pub(crate) mod harness;
 mod supersede;
 
 use std::sync::Arc;

@@ -114,12 +114,12 @@ fn secrets(var: &str) -> Option<String> {
     }
 }
 
-pub(super) fn fixture(name: &str) -> Vec<u8> {
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/fixtures/github/{name}.json", env!("CARGO_MANIFEST_DIR"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-pub(super) fn github_signature(body: &[u8], secret: &str) -> String {
+pub(crate) fn github_signature(body: &[u8], secret: &str) -> String {
     format!(
         "sha256={}",
         hex_encode(&hmac(HmacAlgorithm::Sha256, secret.as_bytes(), &[body]))
