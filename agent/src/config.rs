@@ -116,6 +116,13 @@ pub struct AgentConfig {
     /// definition's hash at the default, so adding the field changed no hash.
     #[serde(default, skip_serializing_if = "AgentSandbox::is_default")]
     pub sandbox: AgentSandbox,
+    /// What the agent does on GitHub besides its tools (`[agents.github]`: a check run, the
+    /// review verdicts it may post). Left out of the definition's hash at the default.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::github::AgentGithub::is_default"
+    )]
+    pub github: crate::github::AgentGithub,
 }
 
 /// `[agents.sandbox]`: what this agent's commands (`run_command`, background tasks, command
@@ -235,6 +242,7 @@ impl AgentConfig {
         self.wakeups.validate(name)?;
         self.approvals.validate(name)?;
         crate::notify::validate(name, &self.notify)?;
+        self.github.validate(name)?;
         if self.outage_limit_seconds == 0 {
             return Err(ConfigError::value(
                 at("outage_limit_seconds"),

@@ -32,6 +32,7 @@ pub mod calls;
 pub mod checkpoint;
 pub mod config;
 pub mod events;
+pub mod github;
 pub mod notify;
 pub mod ports;
 pub mod pricing;
@@ -44,9 +45,10 @@ pub use config::{
     AgentConfig, AgentDef, AgentSandbox, Budgets, ConfigError, ContextPolicy, SandboxNetwork,
 };
 pub use events::{EndStatus, EventError, RunEvent};
+pub use github::AgentGithub;
 pub use nightshift_tools::{ToolClass, ToolOutput};
 pub use notify::NotifyTarget;
-pub use ports::{ModelFailure, ModelGateway, ToolBox, ToolCall};
+pub use ports::{ModelFailure, ModelGateway, PrepareError, RunStart, ToolBox, ToolCall};
 pub use pricing::{ModelPrices, PriceTable, Pricing};
 pub use runtime::{AgentRuntime, Step, next_step};
 pub use state::{RunState, StateError};

@@ -55,8 +55,38 @@ pub struct ToolCall<'a> {
     pub context: Option<&'a serde_json::Value>,
 }
 
+/// The run a job is about to work on, for [`ToolBox::prepare`].
+#[derive(Debug, Clone, Copy)]
+pub struct RunStart<'a> {
+    pub run_id: &'a str,
+    /// What the run knows about what started it (the stored run context), if anything.
+    pub context: Option<&'a serde_json::Value>,
+}
+
+/// Why a run could not be prepared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrepareError {
+    /// It never will be as things are (a repository gone, a ref missing, access refused):
+    /// the run fails with this message.
+    Fatal(String),
+    /// It may work later (the network, GitHub unavailable): the job is tried again.
+    Transient(String),
+}
+
 /// Runs the tools of agents.
 pub trait ToolBox: Send + Sync {
+    /// Prepares what a run's tools need before the job works on it (every job of the run,
+    /// before its first model call or tool call): for example the check run it keeps on its
+    /// pull request. Default: nothing.
+    fn prepare<'a>(
+        &'a self,
+        agent: &'a AgentDef,
+        run: RunStart<'a>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), PrepareError>> {
+        let _ = (agent, run, cancel);
+        Box::pin(async { Ok(()) })
+    }
     /// The tools `agent` may call, sorted by name, with stable schemas.
     fn specs(&self, agent: &AgentDef) -> Vec<ToolSpec>;
     /// The durability class of a call (it may depend on the input: an HTTP GET is

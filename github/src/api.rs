@@ -144,6 +144,17 @@ impl Api {
         let (_, headers, json) = self.send(Method::GET, url.clone(), auth, None).await?;
         let items = match json {
             Value::Array(items) => items,
+            // Search and check-run lists: `{"total_count": n, "<things>": [...]}`.
+            Value::Object(mut fields) if fields.contains_key("total_count") => {
+                let key = fields
+                    .iter()
+                    .find(|(_, v)| v.is_array())
+                    .map(|(k, _)| k.clone());
+                match key.and_then(|k| fields.remove(&k)) {
+                    Some(Value::Array(items)) => items,
+                    _ => Vec::new(),
+                }
+            }
             other => {
                 return Err(GithubError::Decode {
                     method: Method::GET,

@@ -18,12 +18,16 @@
 //!   configured App installed on it (`GET /repos/{owner}/{repo}/installation`, cached), else
 //!   a personal token.
 //!
+//! - [`checks`]: the check run of a run (`external_id` = the run's id), found or created,
+//!   updated and completed without storage of its own.
+//!
 //! Tokens are [`Secret`]s: their `Debug` never shows them. Errors carry GitHub's own message
 //! and never a token.
 
 mod access;
 mod api;
 mod app;
+pub mod checks;
 mod limits;
 mod tokens;
 

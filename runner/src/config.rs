@@ -266,6 +266,14 @@ impl Config {
         let mut seen = std::collections::BTreeSet::new();
         for agent in &self.agents {
             agent.validate().map_err(invalid)?;
+            if agent.github.check_run.is_some() && self.github.apps.is_empty() {
+                return Err(invalid(format!(
+                    "agents.{}.github.check_run needs a GitHub App: only Apps can create check \
+                     runs; add a [[github.apps]] entry (with the checks: write permission) or \
+                     remove check_run",
+                    agent.name
+                )));
+            }
             nightshift_agent::ModelPrices::for_agent(agent, &prices).map_err(invalid)?;
             if !seen.insert(agent.name.as_str()) {
                 return Err(invalid(format!(

@@ -270,7 +270,7 @@ impl Parts {
             tracing::info!(hook = %hook.name, path = %format!("/hooks/{}", hook.name),
                            signature = hook.scheme.name(), routes = ?hook.route_names(), "webhook ready");
         }
-        let notifier = Notifier::new(store.clone(), &config.agents)?;
+        let notifier = Notifier::for_config(store.clone(), config)?;
         Ok(Parts {
             runtime,
             schedules,
@@ -288,7 +288,7 @@ pub fn check(config: &Config, store: &Store) -> anyhow::Result<()> {
     build_runtime(config, None, redaction::secrets(config))?;
     config.compiled_schedules()?;
     crate::hooks::build(config)?;
-    Notifier::new(store.clone(), &config.agents)?;
+    Notifier::for_config(store.clone(), config)?;
     Ok(())
 }
 

@@ -89,14 +89,8 @@ impl GithubConfig {
     /// The shape: names unique, one key source per App, a usable base URL.
     pub fn validate(&self) -> Result<(), String> {
         nightshift_github::check_base_url(&self.base_url).map_err(|e| format!("github.{e}"))?;
-        for event in &self.review_events {
-            if !["COMMENT", "REQUEST_CHANGES", "APPROVE"].contains(&event.as_str()) {
-                return Err(format!(
-                    "github.review_events: {event:?} is not a review event; use COMMENT, \
-                     REQUEST_CHANGES or APPROVE"
-                ));
-            }
-        }
+        nightshift_agent::github::check_review_events("github.review_events", &self.review_events)
+            .map_err(|e| e.to_string())?;
         let mut names = std::collections::BTreeSet::new();
         for app in &self.apps {
             let at = format!("github.apps[{}]", app.name);

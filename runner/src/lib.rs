@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod api_errors;
+pub mod checks;
 pub mod config;
 pub mod daemon;
 pub mod demo;
@@ -66,7 +67,7 @@ pub fn build_runtime(
 }
 
 /// Connects to the store `config` names and tells it which agents notify (those with
-/// `[[agents.notify]]` entries), so that a run this process enqueues leaves an outbox row
+/// `[[agents.notify]]` entries or a check run), so that a run this process enqueues leaves an outbox row
 /// when it ends exactly when its agent has somewhere to send the notice. Every command that
 /// opens the store opens it here.
 pub async fn open_store(config: &Config) -> nightshift_store::Result<Store> {
@@ -75,11 +76,12 @@ pub async fn open_store(config: &Config) -> nightshift_store::Result<Store> {
     Ok(store)
 }
 
-/// The names of the agents that have notify URLs: the ones whose runs notify.
+/// The names of the agents whose runs' ends are written to the outbox: those with notify
+/// URLs, and those keeping a check run (completed from the outbox, see [`checks`]).
 pub fn notifying_agents(agents: &[nightshift_agent::AgentConfig]) -> Vec<String> {
     agents
         .iter()
-        .filter(|a| !a.notify.is_empty())
+        .filter(|a| !a.notify.is_empty() || a.github.check_run.is_some())
         .map(|a| a.name.clone())
         .collect()
 }

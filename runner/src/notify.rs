@@ -91,6 +91,9 @@ pub struct Notifier {
     targets: HashMap<String, Vec<NotifyTarget>>,
     http: reqwest::Client,
     lease: Duration,
+    /// The check run each agent keeps (see [`crate::checks`]), and the GitHub to reach.
+    check_runs: HashMap<String, String>,
+    github: Option<Arc<nightshift_github::GithubAccess>>,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -150,7 +153,20 @@ impl Notifier {
                 .collect(),
             http,
             lease: Duration::from_millis(slowest) + LEASE_MARGIN,
+            check_runs: agents
+                .iter()
+                .filter_map(|a| Some((a.name.clone(), a.github.check_run.clone()?)))
+                .collect(),
+            github: None,
         })
+    }
+
+    /// The notifier `serve` runs for `config`: its agents' notify URLs, and their check runs
+    /// completed through `[github]`.
+    pub fn for_config(store: Store, config: &crate::config::Config) -> anyhow::Result<Notifier> {
+        let mut notifier = Notifier::new(store, &config.agents)?;
+        notifier.github = crate::github::access(config)?;
+        Ok(notifier)
     }
 
     /// Delivers until `stop` is cancelled, then makes one last pass, so runs that ended
@@ -192,7 +208,7 @@ impl Notifier {
 
     async fn expand(&self) -> nightshift_store::Result<()> {
         for entry in self.store.unexpanded_outbox(&self.agents, 100).await? {
-            let deliveries: Vec<NewDelivery> = self
+            let mut deliveries: Vec<NewDelivery> = self
                 .targets
                 .get(&entry.agent)
                 .into_iter()
@@ -203,6 +219,13 @@ impl Notifier {
                     max_attempts: i64::from(t.max_attempts),
                 })
                 .collect();
+            if let Some(name) = self.check_runs.get(&entry.agent) {
+                deliveries.push(NewDelivery {
+                    url: format!("{}{name}", crate::checks::TARGET_PREFIX),
+                    secret_env: String::new(),
+                    max_attempts: i64::from(NotifyTarget::new("", "").max_attempts),
+                });
+            }
             if self.store.expand_outbox(entry.id, &deliveries).await? && !deliveries.is_empty() {
                 tracing::info!(run_id = %entry.run_id, status = %entry.status,
                     deliveries = deliveries.len(), "run notices queued");
@@ -232,7 +255,11 @@ impl Notifier {
             }
         };
         let target = self.target(&run.agent, &d);
-        let outcome = match self.post(&run, &d, &target).await {
+        let sent = match d.url.strip_prefix(crate::checks::TARGET_PREFIX) {
+            Some(name) => self.complete_check_run(&run, name).await,
+            None => self.post(&run, &d, &target).await,
+        };
+        let outcome = match sent {
             Ok(status_code) => AttemptOutcome::Delivered { status_code },
             Err((error, status_code)) => {
                 let backoff = Backoff {
@@ -278,6 +305,33 @@ impl Notifier {
                  it is tried again (the receiver may see it twice)"),
             Err(e) => tracing::warn!(error = %e, delivery = %d.delivery_id,
                 "cannot record a delivery's outcome; it is tried again"),
+        }
+    }
+
+    /// Completes the run's check run `name`; 200 when done (or nothing to do), else the
+    /// error and GitHub's status if any.
+    async fn complete_check_run(
+        &self,
+        run: &Run,
+        name: &str,
+    ) -> Result<u16, (String, Option<u16>)> {
+        let Some(gh) = &self.github else {
+            return Err(("[github] is not configured on this daemon".into(), None));
+        };
+        match crate::checks::complete(gh, name, run).await {
+            Ok(done) => {
+                if let Some(done) = done {
+                    tracing::info!(run_id = %run.id, check_run = name, ?done, "check run completed");
+                }
+                Ok(200)
+            }
+            Err(e) => {
+                let status = match &e {
+                    nightshift_github::GithubError::Status { status, .. } => Some(*status),
+                    _ => None,
+                };
+                Err((e.to_string(), status))
+            }
         }
     }
 

@@ -165,7 +165,7 @@ impl Reloader {
         let runtime = build_runtime(&config, Some(self.supervisor.clone()), secrets.clone())?;
         let schedules = config.compiled_schedules()?;
         let hooks = crate::hooks::build(&config)?;
-        let notifier = Notifier::new(self.store.clone(), &config.agents)?;
+        let notifier = Notifier::for_config(self.store.clone(), &config)?;
         Ok(Prepared {
             config,
             runtime,

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use nightshift_agent::{AgentDef, ToolBox, ToolCall};
+use nightshift_agent::{AgentDef, PrepareError, RunStart, ToolBox, ToolCall};
 use nightshift_llm::ToolSpec;
 use nightshift_tools::{
     HttpAllowlist, Limits, ProcessRegistry, Registry, RegistryConfig, SecretBindings,
@@ -149,7 +149,11 @@ impl Tools {
         let ctx = match &self.github {
             Some(github) => ctx.with_github(github.clone()),
             None => ctx,
-        };
+        }
+        .with_github_agent(nightshift_tools::GithubAgent {
+            check_run: agent.config.github.check_run.clone(),
+            review_events: agent.config.github.review_events.clone(),
+        });
         Ok(match &self.tasks {
             Some(tasks) => ctx.with_tasks(tasks.clone()),
             None => ctx,
@@ -158,6 +162,29 @@ impl Tools {
 }
 
 impl ToolBox for Tools {
+    /// Starts the run's check run when its agent keeps one (see [`crate::checks`]); GitHub
+    /// failing to make it is logged and the run goes on without it.
+    fn prepare<'a>(
+        &'a self,
+        agent: &'a AgentDef,
+        run: RunStart<'a>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), PrepareError>> {
+        Box::pin(async move {
+            if let (Some(name), Some(gh)) = (&agent.config.github.check_run, &self.github) {
+                let started = tokio::select! {
+                    () = cancel.cancelled() => return Ok(()),
+                    started = crate::checks::start(gh, name, run.run_id, run.context) => started,
+                };
+                if let Err(e) = started {
+                    tracing::warn!(run_id = run.run_id, check_run = %name, error = %e,
+                        "cannot start the run's check run; the run goes on without it");
+                }
+            }
+            Ok(())
+        })
+    }
+
     fn specs(&self, agent: &AgentDef) -> Vec<ToolSpec> {
         self.registries
             .get(&agent.config.name)

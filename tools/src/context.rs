@@ -166,7 +166,17 @@ pub struct ToolContext {
     tasks: Option<crate::background::TaskSupervisor>,
     sandbox: Option<Arc<Sandbox>>,
     github: Option<Arc<nightshift_github::GithubAccess>>,
+    github_agent: GithubAgent,
     run_context: Option<serde_json::Value>,
+}
+
+/// What the calling agent's `[agents.github]` says, as the GitHub tools need it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GithubAgent {
+    /// The name of the check run the agent keeps on its pull request, if any.
+    pub check_run: Option<String>,
+    /// The review verdicts the agent may post, when it narrows or widens the daemon's.
+    pub review_events: Option<Vec<String>>,
 }
 
 impl ToolContext {
@@ -206,6 +216,7 @@ impl ToolContext {
             tasks: None,
             sandbox: None,
             github: None,
+            github_agent: GithubAgent::default(),
             run_context: None,
         })
     }
@@ -286,6 +297,17 @@ impl ToolContext {
     pub fn with_github(mut self, access: Arc<nightshift_github::GithubAccess>) -> Self {
         self.github = Some(access);
         self
+    }
+
+    /// What the calling agent's `[agents.github]` says.
+    pub fn with_github_agent(mut self, settings: GithubAgent) -> Self {
+        self.github_agent = settings;
+        self
+    }
+
+    /// The calling agent's GitHub settings.
+    pub fn github_agent(&self) -> &GithubAgent {
+        &self.github_agent
     }
 
     /// What the run knows about what started it (the stored run context: trusted data, never

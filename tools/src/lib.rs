@@ -64,7 +64,7 @@ pub use builtins::search::{Grep, ListFiles};
 pub use builtins::tasks::{TaskOutput, TaskStop};
 pub use builtins::todo::{Todo, TodoStatus, TodoWrite, parse_todos, render_todos};
 pub use command_tool::{CommandTool, CommandToolConfig};
-pub use context::{HttpAllowlist, Limits, ToolContext};
+pub use context::{GithubAgent, HttpAllowlist, Limits, ToolContext};
 pub use orphans::ProcessRegistry;
 pub use registry::{Approval, Registry, RegistryConfig, RegistryError, ToolOverride};
 pub use schema::InputSchema;

@@ -256,6 +256,9 @@ impl AgentRuntime {
         if let Some(ended) = s.begin(run).await? {
             return Ok(ended);
         }
+        if let Some(ended) = self.prepare(&mut s).await? {
+            return Ok(ended);
+        }
         if let Some(ended) = self.deliver_resume(&mut s).await? {
             return Ok(ended);
         }

@@ -14,6 +14,7 @@ use nightshift_worker::JobOutcome;
 use super::{AgentRuntime, Session, Stop, ToolsEnd};
 use crate::checkpoint;
 use crate::events::RunEvent;
+use crate::ports::{PrepareError, RunStart};
 use crate::state::RunState;
 use crate::wakeup;
 
@@ -128,6 +129,35 @@ impl Session<'_> {
 }
 
 impl AgentRuntime {
+    /// Has the tool box prepare the run for this job (see [`ToolBox::prepare`]): a fatal
+    /// failure ends the run failed with its message, a transient one has the job tried again.
+    /// A cancelled job skips it (the loop ends the run).
+    pub(super) async fn prepare(&self, s: &mut Session<'_>) -> Result<Option<JobOutcome>, Stop> {
+        if s.ctx.cancel.is_cancelled() {
+            return Ok(None);
+        }
+        let start = RunStart {
+            run_id: &s.run_id,
+            context: s.context.as_ref(),
+        };
+        match self.tools.prepare(s.agent, start, &s.ctx.cancel).await {
+            Ok(()) => Ok(None),
+            Err(PrepareError::Transient(why)) => {
+                tracing::warn!(run_id = %s.run_id, error = %why,
+                    "the run could not be prepared; the job is tried again");
+                Ok(Some(JobOutcome::retry(format!(
+                    "preparing the run failed: {why}"
+                ))))
+            }
+            Err(PrepareError::Fatal(why)) => s
+                .finish(RunEnd::Failed {
+                    error: format!("preparing the run failed: {why}"),
+                })
+                .await
+                .map(Some),
+        }
+    }
+
     /// Delivers a resume job's reminder once (see [`reminder_for`]), recovering the calls a
     /// dead worker left first. Returns the job's outcome when that recovery ended it (the run
     /// was cancelled, or a call awaits approval).

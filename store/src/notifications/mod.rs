@@ -434,6 +434,10 @@ impl Store {
 /// (pure).
 pub fn shown_url(url: &str) -> String {
     match url::Url::parse(url) {
+        // Not a place on the web (`github-check-run:NAME`): a name, shown as it is.
+        Ok(u) if u.cannot_be_a_base() && u.scheme() != "http" && u.scheme() != "https" => {
+            url.to_string()
+        }
         Ok(u) => {
             let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
             let rest = if u.path() == "/" && u.query().is_none() {
@@ -472,6 +476,10 @@ mod tests {
         );
         assert_eq!(shown_url("nope"), "(invalid URL)");
         assert_eq!(shown_url("not a url"), "(invalid URL)");
+        assert_eq!(
+            shown_url("github-check-run:Nightshift review"),
+            "github-check-run:Nightshift review"
+        );
     }
 
     fn claimed(attempts: i64, max_attempts: i64) -> Notification {

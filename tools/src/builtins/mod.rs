@@ -21,13 +21,15 @@ use serde_json::Value;
 use crate::{Tool, ToolOutput};
 
 /// Names of the built-in tools, sorted.
-pub const BUILTIN_TOOLS: [&str; 16] = [
+pub const BUILTIN_TOOLS: [&str; 18] = [
     "edit_file",
+    "github_check_run",
     "github_comment",
     "github_file",
     "github_pr_diff",
     "github_pr_files",
     "github_pull_request",
+    "github_pull_requests",
     "github_review",
     "grep",
     "http_request",
@@ -57,7 +59,9 @@ pub(crate) fn by_name(name: &str) -> Option<Arc<dyn Tool>> {
         "github_pr_files" => Arc::new(github::PrFiles),
         "github_pr_diff" => Arc::new(github::PrDiff),
         "github_file" => Arc::new(github::File),
+        "github_check_run" => Arc::new(github::CheckRun),
         "github_comment" => Arc::new(github::Comment),
+        "github_pull_requests" => Arc::new(github::PullRequests),
         "github_review" => Arc::new(github::Review),
         _ => return None,
     })

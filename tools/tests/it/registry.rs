@@ -97,8 +97,8 @@ fn unknown_tool_names_are_a_clear_error() {
     assert!(message.contains("unknown tool `read_fiel`"), "{message}");
     assert!(
         message.contains(
-            "edit_file, github_comment, github_file, github_pr_diff, github_pr_files, github_pull_request, \
-             github_review, grep, \
+            "edit_file, github_check_run, github_comment, github_file, github_pr_diff, github_pr_files, github_pull_request, \
+             github_pull_requests, github_review, grep, \
              http_request, lint, list_files, read_file"
         ),
         "{message}"

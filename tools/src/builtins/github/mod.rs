@@ -470,8 +470,12 @@ impl Comment {
     }
 }
 
+mod check_run;
+mod list;
 mod review;
 
+pub(crate) use check_run::CheckRun;
+pub(crate) use list::PullRequests;
 pub(crate) use review::Review;
 
 #[cfg(test)]

@@ -11,8 +11,9 @@
 //!   and the call's idempotency key; the tool looks for a review with its marker before it
 //!   posts, so running it again after a crash (it is `idempotent`) answers with the review
 //!   already there instead of posting a second or leaving the outcome unknown.
-//! - **Only the events the daemon allows** (`github.review_events`, default `COMMENT`): a
-//!   model told by a pull request to approve it cannot, unless the operator allowed it.
+//! - **Only the events allowed**: the agent's `[agents.github] review_events`, else the
+//!   daemon's `github.review_events` (default `COMMENT`): a model told by a pull request to
+//!   approve it cannot, unless the operator allowed it.
 
 use futures::future::BoxFuture;
 use nightshift_github::Auth;
@@ -137,12 +138,22 @@ impl Tool for Review {
 
 async fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> {
     let input: ReviewInput = parse_input("github_review", input)?;
-    let allowed = access(ctx)?.review_events();
+    let (allowed, key) = match &ctx.github_agent().review_events {
+        Some(own) => (own.as_slice(), "the agent's github.review_events"),
+        None => (
+            access(ctx)?.review_events(),
+            "the daemon's github.review_events",
+        ),
+    };
     if !allowed.iter().any(|e| e == &input.event) {
+        let allowed = if allowed.is_empty() {
+            "no".to_string()
+        } else {
+            allowed.join(" or ")
+        };
         return Err(ToolOutput::error(format!(
-            "this daemon allows only {} reviews (github.review_events), not {}; post your \
-             review as one of those",
-            allowed.join(" or "),
+            "only {allowed} reviews are allowed ({key}), not {}; post your review as one of \
+             those, or report your findings another way",
             input.event
         )));
     }

@@ -1,0 +1,169 @@
+//! The check runs agents keep on pull requests (`[agents.github] check_run = "NAME"`).
+//!
+//! A run started by a GitHub pull request delivery (its context names the repository and the
+//! head commit) of such an agent gets a check run of that name on that commit:
+//! - **started** `in_progress` by every job of the run before it works ([`start`], from the
+//!   tool box's preparation; found again by `external_id` = the run's id, so a crash or a
+//!   second daemon makes no second one; a failure is logged and the run goes on);
+//! - **completed** when the run ends, whatever ended it — success, failure, cancellation,
+//!   supersession, a budget — from the run's outbox row ([`complete`], called by the notifier
+//!   for a delivery whose target is [`TARGET_PREFIX`]`NAME`). The outbox row is written in the
+//!   transaction that ends the run, so a run that ends without any job running (cancelled or
+//!   superseded while queued or parked) is completed too, and a failed completion is retried
+//!   with the notifier's backoff like any delivery. A check run the agent already completed
+//!   with `github_check_run` keeps the agent's verdict.
+
+use nightshift_github::checks::{self, CheckOutput, CheckRunKey, Completion};
+use nightshift_github::{Auth, GithubAccess, GithubError};
+use nightshift_store::{Run, RunStatus};
+use serde_json::Value;
+
+/// A notify delivery whose target starts with this completes the run's check run named by
+/// the rest (`github-check-run:Nightshift review`) instead of POSTing a notice.
+pub const TARGET_PREFIX: &str = "github-check-run:";
+
+/// The repository and head commit a run's context names, when it came from a pull request.
+pub fn pull_request_of(context: Option<&Value>) -> Option<(&str, &str, Option<u64>)> {
+    let gh = context?.get("github")?;
+    Some((
+        gh.get("repo")?.as_str()?,
+        gh.get("head_sha")?.as_str()?,
+        gh.get("installation_id").and_then(Value::as_u64),
+    ))
+}
+
+/// The conclusion and title a check run gets for a run that ended as `status`.
+pub fn conclusion_for(status: RunStatus) -> (&'static str, &'static str) {
+    match status {
+        RunStatus::Succeeded => ("success", "Done"),
+        RunStatus::Failed => ("failure", "The run failed"),
+        RunStatus::Cancelled => ("cancelled", "The run was cancelled"),
+        RunStatus::Superseded => ("cancelled", "Superseded by a newer run"),
+        RunStatus::BudgetExhausted => ("neutral", "Stopped by its budget"),
+        RunStatus::MaxRounds => ("neutral", "Stopped at its round limit"),
+        // Not an end; never asked (a delivery is made for terminal runs only).
+        RunStatus::Queued
+        | RunStatus::Running
+        | RunStatus::Waiting
+        | RunStatus::AwaitingApproval => ("neutral", "Not finished"),
+    }
+}
+
+/// What the completed check run says about `run`: its result or its error (both stored
+/// redacted).
+pub fn completion_output(run: &Run) -> CheckOutput {
+    let (_, title) = conclusion_for(run.status);
+    let summary = match (run.status, &run.result, &run.error) {
+        (RunStatus::Succeeded, Some(result), _) if !result.trim().is_empty() => result.clone(),
+        (_, _, Some(error)) if !error.trim().is_empty() => error.clone(),
+        _ => format!("Nightshift run {} ended as {}.", run.id, run.status),
+    };
+    CheckOutput {
+        title: title.into(),
+        summary,
+        text: Some(format!(
+            "Run `{}` of agent `{}`: {} turn(s), {} input and {} output tokens.",
+            run.id, run.agent, run.turns, run.input_tokens, run.output_tokens
+        )),
+    }
+}
+
+/// Creates the run's check run `in_progress` unless it exists.
+pub async fn start(
+    gh: &GithubAccess,
+    name: &str,
+    run_id: &str,
+    context: Option<&Value>,
+) -> Result<(), GithubError> {
+    let Some((repo, head_sha, installation)) = pull_request_of(context) else {
+        return Ok(());
+    };
+    let token = gh.token_for_delivery(repo, installation).await?;
+    let key = CheckRunKey {
+        repo,
+        head_sha,
+        name,
+        run_id,
+    };
+    let output = checks::started_output(run_id, head_sha);
+    checks::ensure_started(gh.api(), Auth::Bearer(&token), key, &output).await?;
+    Ok(())
+}
+
+/// Completes `run`'s check run `name` from how the run ended; `Ok(None)` when the run has no
+/// pull request to check.
+pub async fn complete(
+    gh: &GithubAccess,
+    name: &str,
+    run: &Run,
+) -> Result<Option<Completion>, GithubError> {
+    let context: Option<Value> = run
+        .context
+        .as_deref()
+        .and_then(|c| serde_json::from_str(c).ok());
+    let Some((repo, head_sha, installation)) = pull_request_of(context.as_ref()) else {
+        return Ok(None);
+    };
+    let token = gh.token_for_delivery(repo, installation).await?;
+    let key = CheckRunKey {
+        repo,
+        head_sha,
+        name,
+        run_id: &run.id,
+    };
+    let (conclusion, _) = conclusion_for(run.status);
+    // The agent's own output (set with github_check_run) is kept on success; any other end
+    // says what ended the run.
+    let keep_agents = run.status == RunStatus::Succeeded;
+    checks::complete(gh.api(), Auth::Bearer(&token), key, conclusion, |found| {
+        let agent_wrote = found.is_some_and(|c| !checks::untouched(c));
+        (!(agent_wrote && keep_agents)).then(|| completion_output(run))
+    })
+    .await
+    .map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_end_has_a_conclusion_github_accepts() {
+        let accepted = [
+            "success",
+            "failure",
+            "neutral",
+            "cancelled",
+            "timed_out",
+            "action_required",
+            "skipped",
+        ];
+        for status in [
+            RunStatus::Succeeded,
+            RunStatus::Failed,
+            RunStatus::Cancelled,
+            RunStatus::Superseded,
+            RunStatus::BudgetExhausted,
+            RunStatus::MaxRounds,
+        ] {
+            let (conclusion, title) = conclusion_for(status);
+            assert!(accepted.contains(&conclusion), "{status}: {conclusion}");
+            assert!(!title.is_empty());
+        }
+        assert_eq!(conclusion_for(RunStatus::Superseded).0, "cancelled");
+        assert_eq!(conclusion_for(RunStatus::Failed).0, "failure");
+    }
+
+    #[test]
+    fn only_a_pull_request_context_names_a_commit() {
+        let pr = json!({"github": {"repo": "o/r", "number": 1, "head_sha": "abc",
+                                   "installation_id": 7}});
+        assert_eq!(pull_request_of(Some(&pr)), Some(("o/r", "abc", Some(7))));
+        assert_eq!(
+            pull_request_of(Some(&json!({"github": {"repo": "o/r"}}))),
+            None
+        );
+        assert_eq!(pull_request_of(None), None);
+    }
+}
