@@ -23,7 +23,7 @@ use crate::crash::{
     FAST_WORKER, agent, events, nightshift, q, sigterm, text_turn, tool_turn, wait_finished,
     write_config,
 };
-use crate::github_tools::{APP_ID, fake_github, fixtures, pull_request};
+use crate::fake_github::{APP_ID, fake_github, fixtures, pull_request};
 use crate::hooks::harness::{fixture, github_signature};
 use crate::process::Proc;
 

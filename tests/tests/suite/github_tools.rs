@@ -1,8 +1,4 @@
-//! The read-only GitHub tools in a daemon, against a fake GitHub REST API on loopback that
-//! answers in GitHub's shapes (the pull request is the one of the `pull_request` webhook
-//! fixture; files and errors as GitHub's REST reference shows them) and checks credentials
-//! as GitHub does: the App JWT (RS256, verified with the App's public key) for the
-//! repository's installation and the token exchange, the installation token for the rest.
+//! The GitHub tools in a daemon, against the suite's fake GitHub (`fake_github`).
 //!
 //! A scripted reviewer reads the pull request, its files (two pages), its diff and a file at
 //! the head commit, and asks for a repository name that is not one; then:
@@ -11,15 +7,8 @@
 //! - the installation token is in no stored byte of the run.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Json;
-use axum::Router;
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use nightshift_agent::RunEvent;
 use nightshift_runner::config::Config;
 use nightshift_runner::daemon;
@@ -30,360 +19,11 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::crash::{events, text_turn, tool_turn, wait_finished};
+use crate::fake_github::{APP_ID, INSTALLATION, REPO, TOKEN, fake_github, fixtures, pull_request};
 
 on_both_backends! {
     an_agent_reads_a_pull_request_through_the_github_tools => reads_a_pull_request;
     a_review_is_posted_once_on_the_head_the_run_was_started_for => reviews_once_on_its_head;
-}
-
-pub(crate) const APP_ID: &str = "424242";
-const INSTALLATION: u64 = 51234567;
-const TOKEN: &str = "ghs_suiteInstallationToken0123456789";
-pub(crate) const REPO: &str = "octo-org/hello-world";
-
-pub(crate) fn fixtures() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../github/tests/fixtures")
-}
-
-pub(crate) fn pull_request() -> Value {
-    let path = format!(
-        "{}/fixtures/github/pull_request.synchronize.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let payload: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    payload["pull_request"].clone()
-}
-
-#[derive(Default)]
-pub(crate) struct Seen {
-    installation_lookups: usize,
-    exchanges: usize,
-    requests: Vec<String>,
-    /// The pull request's comments: (id, body).
-    comments: Vec<(u64, String)>,
-    /// The pull request's reviews, as GitHub lists them.
-    pub(crate) reviews: Vec<Value>,
-    /// The pull request's head now, when a push moved it from the fixture's.
-    pub(crate) head: Option<String>,
-    /// A daemon to SIGKILL as soon as the first review is stored (a crash between GitHub's
-    /// "created" and the daemon's record of it).
-    pub(crate) kill_on_review: Option<u32>,
-}
-
-impl Seen {
-    /// The pull request's head commit now.
-    fn head(&self) -> String {
-        self.head
-            .clone()
-            .unwrap_or_else(|| pull_request()["head"]["sha"].as_str().unwrap().to_string())
-    }
-}
-
-pub(crate) type Shared = Arc<Mutex<Seen>>;
-
-fn github_error(status: StatusCode, message: &str) -> Response {
-    (
-        status,
-        Json(json!({"message": message,
-                    "documentation_url": "https://docs.github.com/rest"})),
-    )
-        .into_response()
-}
-
-fn bearer(headers: &HeaderMap) -> String {
-    headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// Whether `headers` carry a JWT of the App, signed with its key.
-fn app_jwt(headers: &HeaderMap) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Claims {
-        iss: String,
-    }
-    let public = std::fs::read(fixtures().join("test-app-key.pub.pem")).unwrap();
-    let key = jsonwebtoken::DecodingKey::from_rsa_pem(&public).unwrap();
-    let validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
-    jsonwebtoken::decode::<Claims>(&bearer(headers), &key, &validation)
-        .is_ok_and(|d| d.claims.iss == APP_ID)
-}
-
-async fn installation(State(seen): State<Shared>, headers: HeaderMap) -> Response {
-    if !app_jwt(&headers) {
-        return github_error(
-            StatusCode::UNAUTHORIZED,
-            "A JSON web token could not be decoded",
-        );
-    }
-    seen.lock().unwrap().installation_lookups += 1;
-    Json(
-        json!({"id": INSTALLATION, "app_id": 424242, "target_type": "Organization",
-                "account": {"login": "octo-org", "type": "Organization"},
-                "repository_selection": "selected"}),
-    )
-    .into_response()
-}
-
-async fn access_tokens(State(seen): State<Shared>, headers: HeaderMap) -> Response {
-    if !app_jwt(&headers) {
-        return github_error(
-            StatusCode::UNAUTHORIZED,
-            "A JSON web token could not be decoded",
-        );
-    }
-    seen.lock().unwrap().exchanges += 1;
-    let expires = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() + 3600, 0)
-        .unwrap()
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    (
-        StatusCode::CREATED,
-        Json(json!({"token": TOKEN, "expires_at": expires,
-                    "permissions": {"pull_requests": "read", "contents": "read"},
-                    "repository_selection": "selected"})),
-    )
-        .into_response()
-}
-
-/// Checks the installation token and notes the request; `Some` is GitHub's 401.
-fn refused(seen: &Shared, headers: &HeaderMap, what: &str) -> Option<Response> {
-    if bearer(headers) != TOKEN {
-        return Some(github_error(StatusCode::UNAUTHORIZED, "Bad credentials"));
-    }
-    seen.lock().unwrap().requests.push(what.to_string());
-    None
-}
-
-async fn pull(State(seen): State<Shared>, headers: HeaderMap) -> Response {
-    if let Some(e) = refused(&seen, &headers, "pull") {
-        return e;
-    }
-    let accept = headers
-        .get("accept")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    if accept == "application/vnd.github.diff" {
-        return (
-            [("content-type", "text/plain; charset=utf-8")],
-            "diff --git a/src/lib.rs b/src/lib.rs\n--- a/src/lib.rs\n+++ b/src/lib.rs\n\
-             @@ -1 +1 @@\n-fn old() {}\n+fn retry_uploads() {}\n",
-        )
-            .into_response();
-    }
-    let mut pr = pull_request();
-    pr["head"]["sha"] = json!(seen.lock().unwrap().head());
-    Json(pr).into_response()
-}
-
-async fn list_reviews(State(seen): State<Shared>, headers: HeaderMap) -> Response {
-    if let Some(e) = refused(&seen, &headers, "list reviews") {
-        return e;
-    }
-    Json(seen.lock().unwrap().reviews.clone()).into_response()
-}
-
-/// `POST …/reviews` as GitHub answers it: 422 for a `commit_id` that is not the head, else
-/// the review with its state.
-async fn create_review(
-    State(seen): State<Shared>,
-    headers: HeaderMap,
-    Json(review): Json<Value>,
-) -> Response {
-    if let Some(e) = refused(&seen, &headers, "create review") {
-        return e;
-    }
-    let mut s = seen.lock().unwrap();
-    let head = s.head();
-    if review["commit_id"] != json!(head) {
-        return github_error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Unprocessable Entity: commit_id is not part of the pull request",
-        );
-    }
-    let id = 80 + s.reviews.len() as u64;
-    let state = match review["event"].as_str() {
-        Some("APPROVE") => "APPROVED",
-        Some("REQUEST_CHANGES") => "CHANGES_REQUESTED",
-        _ => "COMMENTED",
-    };
-    let stored = json!({
-        "id": id, "node_id": "PRR_kwDOABCD", "body": review["body"], "state": state,
-        "user": {"login": "review-bot[bot]", "type": "Bot"},
-        "html_url": format!("https://github.com/{REPO}/pull/42#pullrequestreview-{id}"),
-        "pull_request_url": format!("https://api.github.com/repos/{REPO}/pulls/42"),
-        "commit_id": review["commit_id"], "submitted_at": "2026-12-03T10:00:00Z",
-        "author_association": "NONE",
-        "comments_posted": review["comments"].as_array().map_or(0, Vec::len),
-    });
-    s.reviews.push(stored.clone());
-    if let Some(pid) = s.kill_on_review.take() {
-        let killed = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()
-            .expect("run kill");
-        assert!(killed.success(), "kill -KILL {pid}");
-    }
-    Json(stored).into_response()
-}
-
-#[derive(serde::Deserialize)]
-struct PageQuery {
-    page: Option<usize>,
-}
-
-async fn files(
-    State(seen): State<Shared>,
-    headers: HeaderMap,
-    Query(q): Query<PageQuery>,
-) -> Response {
-    if let Some(e) = refused(&seen, &headers, "files") {
-        return e;
-    }
-    let page = q.page.unwrap_or(1);
-    let file = |name: &str, status: &str| {
-        json!({"sha": "bbcd538c8e72b8c175046e27cc8f907076331401", "filename": name,
-               "status": status, "additions": 3, "deletions": 1, "changes": 4,
-               "blob_url": format!("https://github.com/{REPO}/blob/c48f1b3/{name}"),
-               "raw_url": format!("https://github.com/{REPO}/raw/c48f1b3/{name}"),
-               "contents_url": format!("https://api.github.com/repos/{REPO}/contents/{name}"),
-               "patch": "@@ -1 +1 @@\n-fn old() {}\n+fn retry_uploads() {}"})
-    };
-    let items = if page == 1 {
-        vec![
-            file("src/lib.rs", "modified"),
-            file("src/upload.rs", "added"),
-        ]
-    } else {
-        vec![file("README.md", "modified")]
-    };
-    let mut resp = Json(items).into_response();
-    if page == 1 {
-        let base = headers
-            .get("host")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        let link = format!(
-            "<http://{base}/repos/{REPO}/pulls/42/files?per_page=100&page=2>; rel=\"next\", \
-             <http://{base}/repos/{REPO}/pulls/42/files?per_page=100&page=2>; rel=\"last\""
-        );
-        resp.headers_mut()
-            .insert("link", HeaderValue::from_str(&link).unwrap());
-    }
-    resp
-}
-
-#[derive(serde::Deserialize)]
-struct RefQuery {
-    #[serde(rename = "ref")]
-    git_ref: Option<String>,
-}
-
-async fn contents(
-    State(seen): State<Shared>,
-    headers: HeaderMap,
-    Query(q): Query<RefQuery>,
-) -> Response {
-    if let Some(e) = refused(&seen, &headers, "contents") {
-        return e;
-    }
-    let head = pull_request()["head"]["sha"].as_str().unwrap().to_string();
-    if q.git_ref.as_deref() != Some(head.as_str()) {
-        return github_error(StatusCode::NOT_FOUND, "No commit found for the ref");
-    }
-    "pub fn retry_uploads() {}\n".into_response()
-}
-
-fn comment_json(id: u64, body: &str) -> Value {
-    json!({"id": id, "node_id": "IC_kwDOABCD", "body": body,
-           "user": {"login": "review-bot[bot]", "type": "Bot"},
-           "html_url": format!("https://github.com/{REPO}/pull/42#issuecomment-{id}"),
-           "created_at": "2026-12-03T10:00:00Z", "updated_at": "2026-12-03T10:00:00Z",
-           "author_association": "NONE"})
-}
-
-async fn list_comments(State(seen): State<Shared>, headers: HeaderMap) -> Response {
-    if let Some(e) = refused(&seen, &headers, "list comments") {
-        return e;
-    }
-    let comments = seen.lock().unwrap().comments.clone();
-    Json(
-        comments
-            .iter()
-            .map(|(id, body)| comment_json(*id, body))
-            .collect::<Vec<_>>(),
-    )
-    .into_response()
-}
-
-#[derive(serde::Deserialize)]
-struct CommentBody {
-    body: String,
-}
-
-async fn create_comment(
-    State(seen): State<Shared>,
-    headers: HeaderMap,
-    Json(c): Json<CommentBody>,
-) -> Response {
-    if let Some(e) = refused(&seen, &headers, "create comment") {
-        return e;
-    }
-    let mut s = seen.lock().unwrap();
-    let id = 1000 + s.comments.len() as u64;
-    s.comments.push((id, c.body.clone()));
-    (StatusCode::CREATED, Json(comment_json(id, &c.body))).into_response()
-}
-
-async fn update_comment(
-    State(seen): State<Shared>,
-    axum::extract::Path(id): axum::extract::Path<u64>,
-    headers: HeaderMap,
-    Json(c): Json<CommentBody>,
-) -> Response {
-    if let Some(e) = refused(&seen, &headers, "update comment") {
-        return e;
-    }
-    let mut s = seen.lock().unwrap();
-    match s.comments.iter_mut().find(|(cid, _)| *cid == id) {
-        Some(existing) => {
-            existing.1 = c.body.clone();
-            Json(comment_json(id, &c.body)).into_response()
-        }
-        None => github_error(StatusCode::NOT_FOUND, "Not Found"),
-    }
-}
-
-pub(crate) async fn fake_github() -> (String, Shared) {
-    let seen = Shared::default();
-    let app = Router::new()
-        .route(&format!("/repos/{REPO}/installation"), get(installation))
-        .route(
-            &format!("/app/installations/{INSTALLATION}/access_tokens"),
-            post(access_tokens),
-        )
-        .route(&format!("/repos/{REPO}/pulls/42"), get(pull))
-        .route(&format!("/repos/{REPO}/pulls/42/files"), get(files))
-        .route(
-            &format!("/repos/{REPO}/pulls/42/reviews"),
-            get(list_reviews).post(create_review),
-        )
-        .route(&format!("/repos/{REPO}/contents/src/lib.rs"), get(contents))
-        .route(
-            &format!("/repos/{REPO}/issues/42/comments"),
-            get(list_comments).post(create_comment),
-        )
-        .route(
-            &format!("/repos/{REPO}/issues/comments/{{id}}"),
-            axum::routing::patch(update_comment),
-        )
-        .with_state(seen.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (base, seen)
 }
 
 fn config(db: &TestDb, dir: &Path, github: &str) -> Config {
@@ -616,12 +256,20 @@ fn review_config(db: &TestDb, dir: &Path, github: &str) -> Config {
         review("a1", json!({"event": "APPROVE", "body": "Ship it."})),
         "",
     );
-    daemon_config(db, dir, github, &(reviewer + &approver))
+    // An agent the operator lets approve ([agents.github] review_events).
+    let lead = agent_with(
+        dir,
+        "lead",
+        &["github_review"],
+        review("a2", json!({"event": "APPROVE", "body": "Ship it."})),
+        "[agents.github]\nreview_events = [\"APPROVE\"]\n",
+    );
+    daemon_config(db, dir, github, &(reviewer + &approver + &lead))
 }
 
 /// A daemon's config: the test's database, the sandbox off, `[github]` with the test App on
 /// the fake at `github`, then `agents`.
-fn daemon_config(db: &TestDb, dir: &Path, github: &str, agents: &str) -> Config {
+pub(crate) fn daemon_config(db: &TestDb, dir: &Path, github: &str, agents: &str) -> Config {
     let text = format!(
         "[worker]\nslots = 2\nheartbeat_ms = 200\nlease_ms = 5000\npoll_interval_ms = 100\n\n\
          [server]\naddress = \"127.0.0.1:0\"\ntoken_env = \"NIGHTSHIFT_GITHUB_SUITE_NEVER_SET\"\n\n\
@@ -639,7 +287,7 @@ fn daemon_config(db: &TestDb, dir: &Path, github: &str, agents: &str) -> Config 
 }
 
 /// The context a pull_request delivery gives its run, for `head_sha`.
-fn started_for(head_sha: &str) -> Value {
+pub(crate) fn started_for(head_sha: &str) -> Value {
     json!({"github": {"repo": REPO, "number": 42, "head_sha": head_sha,
                       "installation_id": INSTALLATION}})
 }
@@ -656,7 +304,11 @@ async fn reviews_once_on_its_head(db: &TestDb) {
     let stopped = tokio::spawn(running.wait());
     let intake = nightshift_scheduler::Intake::new(
         store.clone(),
-        ["reviewer".to_string(), "approver".to_string()],
+        [
+            "reviewer".to_string(),
+            "approver".to_string(),
+            "lead".to_string(),
+        ],
     );
     let submit = |agent: &'static str, context: Option<Value>| {
         let intake = intake.clone();
@@ -771,9 +423,16 @@ async fn reviews_once_on_its_head(db: &TestDb) {
     let approve = submit("approver", Some(started_for(&head))).await;
     let (refused, failed) = result_of(approve).await;
     assert!(
-        failed && refused.contains("allows only COMMENT reviews"),
+        failed
+            && refused.contains(
+                "only COMMENT reviews are allowed (the daemon's github.review_events), not APPROVE"
+            ),
         "{refused}"
     );
+    // An agent allowed to approve does.
+    let lead = submit("lead", Some(started_for(&head))).await;
+    let (approved, failed) = result_of(lead).await;
+    assert!(!failed && approved.contains("(APPROVED)"), "{approved}");
     let api_run = submit("reviewer", None).await;
     let (refused, failed) = result_of(api_run).await;
     assert!(
@@ -782,7 +441,7 @@ async fn reviews_once_on_its_head(db: &TestDb) {
     );
     assert_eq!(
         seen.lock().unwrap().reviews.len(),
-        1,
+        2,
         "nothing else was posted"
     );
     assert_eq!(

@@ -68,6 +68,9 @@
 //!   the unit's restrictions still running sandboxed commands.
 //! - `github_tools`: the GitHub tools in a daemon against a fake GitHub REST API (App JWT
 //!   verified): reads, pagination, marker comments, a review pinned to the run's head.
+//! - `github_checks`: check runs kept for pull-request runs (started before the first model
+//!   call, filled in by the model, completed from the run's outbox — also for a run cancelled
+//!   while queued), and the merged-pull-request search.
 //! - `github_review`: the review bot through real processes and signed deliveries: SIGKILLed
 //!   right after the review POST (exactly one review), and superseded by a push mid-review.
 
@@ -83,7 +86,9 @@ mod crash;
 mod daemon;
 mod dashboard;
 mod dashboard_pages;
+mod fake_github;
 mod fakes;
+mod github_checks;
 mod github_review;
 mod github_tools;
 mod hooks;

@@ -1,0 +1,231 @@
+//! Check runs (`[agents.github] check_run`) in a daemon, against the suite's fake GitHub:
+//! - a run started for a pull request gets its check run created `in_progress` before the
+//!   model is asked anything; the model fills it in with `github_check_run` (annotations
+//!   included) after listing the day's merged pull requests with `github_pull_requests`; when
+//!   the run succeeds the check run is completed `success` and keeps the model's words;
+//! - a run cancelled while still queued (no job ever ran) gets its check run too, completed
+//!   `cancelled`, from the run's outbox row;
+//! - a run with no pull request makes no check run, and the tool says why.
+
+use std::path::Path;
+use std::time::Duration;
+
+use nightshift_agent::RunEvent;
+use nightshift_runner::config::Config;
+use nightshift_runner::daemon;
+use nightshift_store::RunStatus;
+use nightshift_tests::config_text::agent_with;
+use nightshift_tests::{TestDb, on_both_backends};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::crash::{events, text_turn, tool_turn, wait_finished};
+use crate::fake_github::{REPO, Shared, fake_github, pull_request};
+use crate::github_tools::{daemon_config, started_for};
+
+on_both_backends! {
+    a_pull_request_run_keeps_a_check_run_from_start_to_end => check_run_from_start_to_end;
+}
+
+const CHECK: &str = "Nightshift review";
+
+fn config(db: &TestDb, dir: &Path, github: &str) -> Config {
+    let checker = agent_with(
+        dir,
+        "checker",
+        &["github_check_run", "github_pull_requests"],
+        json!([
+            tool_turn(
+                "l1",
+                "github_pull_requests",
+                json!({"repo": REPO, "state": "merged", "since": "2026-12-02"})
+            ),
+            tool_turn(
+                "k1",
+                "github_check_run",
+                json!({"title": "2 findings", "summary": "Naming and a missing test.",
+                       "annotations": [{"path": "src/lib.rs", "start_line": 1, "end_line": 1,
+                                        "annotation_level": "warning",
+                                        "message": "retry_uploads has no test"}]})
+            ),
+            text_turn("reviewed"),
+        ]),
+        &format!("[agents.github]\ncheck_run = \"{CHECK}\"\n"),
+    );
+    daemon_config(db, dir, github, &checker)
+}
+
+/// The check run of `run_id`, once it is completed.
+async fn completed_check(seen: &Shared, run_id: &str) -> Value {
+    let wait = async {
+        loop {
+            let done = seen
+                .lock()
+                .unwrap()
+                .check_runs
+                .iter()
+                .find(|c| c["external_id"] == json!(run_id) && c["status"] == "completed")
+                .cloned();
+            if let Some(done) = done {
+                return done;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), wait)
+        .await
+        .expect("the check run is completed")
+}
+
+/// The results of the run's tool calls, in order.
+async fn tool_results(store: &nightshift_store::Store, run_id: &str) -> Vec<(String, bool)> {
+    events(store, run_id)
+        .await
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            RunEvent::ToolResult {
+                content, is_error, ..
+            } => Some((content, is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn check_run_from_start_to_end(db: &TestDb) {
+    let (github, seen) = fake_github().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(db, dir.path(), &github);
+    let store = nightshift_runner::open_store(&config).await.unwrap();
+    let shutdown = CancellationToken::new();
+    let running = daemon::start(&config, store.clone(), shutdown.clone())
+        .await
+        .expect("the daemon starts");
+    let stopped = tokio::spawn(running.wait());
+    let intake = nightshift_scheduler::Intake::new(store.clone(), ["checker".to_string()]);
+    let head = pull_request()["head"]["sha"].as_str().unwrap().to_string();
+    let request = |context: Option<Value>, delay: Option<Duration>| {
+        let mut req = nightshift_scheduler::RunRequest::new(
+            "checker",
+            "Review pull request 42.",
+            nightshift_store::Trigger::Webhook,
+        );
+        req.context = context;
+        req.delay = delay;
+        req
+    };
+
+    // A run for the pull request: in progress first, the model's words kept, success.
+    let run_id = intake
+        .submit(request(Some(started_for(&head)), None))
+        .await
+        .unwrap()
+        .run_id;
+    let run = tokio::time::timeout(Duration::from_secs(60), wait_finished(&store, &run_id))
+        .await
+        .expect("the run ends");
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    let check = completed_check(&seen, &run_id).await;
+    assert_eq!(check["name"], CHECK);
+    assert_eq!(check["head_sha"], json!(head));
+    assert_eq!(check["conclusion"], "success");
+    assert_eq!(check["output"]["title"], "2 findings", "{check}");
+    assert_eq!(check["output"]["annotations_count"], 1);
+    {
+        let s = seen.lock().unwrap();
+        assert_eq!(
+            s.check_runs.len(),
+            1,
+            "one check run for the run: {:?}",
+            s.check_runs
+        );
+        let first = &s.check_run_writes[0];
+        assert_eq!(first["status"], "in_progress", "{first}");
+        assert_eq!(first["external_id"], json!(run_id));
+        let created = s.requests.iter().position(|r| r == "create check run");
+        let searched = s.requests.iter().position(|r| r == "search");
+        assert!(
+            created.is_some() && created < searched,
+            "the check run is started before the model's first call: {:?}",
+            s.requests
+        );
+        assert_eq!(
+            s.searches,
+            [format!("repo:{REPO} is:pr is:merged merged:>=2026-12-02")]
+        );
+    }
+    let results = tool_results(&store, &run_id).await;
+    assert!(
+        !results[0].1 && results[0].0.starts_with("2 pull request(s)"),
+        "{results:?}"
+    );
+    assert!(results[0].0.contains("Retry uploads on 503"), "{results:?}");
+    assert!(
+        !results[1].1 && results[1].0.contains("updated (the daemon completes it"),
+        "{results:?}"
+    );
+
+    // Cancelled while queued: no job ever runs, the outbox completes its check run.
+    let queued = intake
+        .submit(request(
+            Some(started_for(&head)),
+            Some(Duration::from_secs(3600)),
+        ))
+        .await
+        .unwrap()
+        .run_id;
+    store.cancel_run(&queued).await.unwrap();
+    let check = completed_check(&seen, &queued).await;
+    assert_eq!(check["conclusion"], "cancelled");
+    assert_eq!(check["output"]["title"], "The run was cancelled");
+    assert!(
+        !seen
+            .lock()
+            .unwrap()
+            .check_run_writes
+            .iter()
+            .any(|w| w["external_id"] == json!(queued) && w["status"] == "in_progress"),
+        "a run that never started was never in progress"
+    );
+
+    // No pull request: no check run, and the tool says why.
+    let plain = intake.submit(request(None, None)).await.unwrap().run_id;
+    let run = tokio::time::timeout(Duration::from_secs(60), wait_finished(&store, &plain))
+        .await
+        .expect("the run ends");
+    assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
+    let results = tool_results(&store, &plain).await;
+    assert!(
+        results[1].1
+            && results[1]
+                .0
+                .contains("not started by a GitHub pull_request delivery"),
+        "{results:?}"
+    );
+    // The outbox row of the plain run is expanded and its completion finds no pull request.
+    let delivered = async {
+        loop {
+            let list = store
+                .notifications(Some(&plain), None, 10)
+                .await
+                .unwrap_or_default();
+            if list
+                .iter()
+                .any(|n| n.status == nightshift_store::DeliveryStatus::Delivered)
+            {
+                return list;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let list = tokio::time::timeout(Duration::from_secs(30), delivered)
+        .await
+        .expect("the plain run's check-run delivery is settled");
+    assert_eq!(list[0].url, format!("github-check-run:{CHECK}"));
+    assert_eq!(
+        seen.lock().unwrap().check_runs.len(),
+        2,
+        "none for the plain run"
+    );
+    shutdown.cancel();
+    stopped.await.unwrap().unwrap();
+}
