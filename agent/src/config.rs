@@ -123,6 +123,13 @@ pub struct AgentConfig {
         skip_serializing_if = "crate::github::AgentGithub::is_default"
     )]
     pub github: crate::github::AgentGithub,
+    /// How a run's workspace is prepared (`[agents.workspace]`: a checkout, setup commands).
+    /// Left out of the definition's hash at the default.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::workspace::AgentWorkspace::is_default"
+    )]
+    pub workspace: crate::workspace::AgentWorkspace,
 }
 
 /// `[agents.sandbox]`: what this agent's commands (`run_command`, background tasks, command
@@ -243,6 +250,7 @@ impl AgentConfig {
         self.approvals.validate(name)?;
         crate::notify::validate(name, &self.notify)?;
         self.github.validate(name)?;
+        self.workspace.validate(name)?;
         if self.outage_limit_seconds == 0 {
             return Err(ConfigError::value(
                 at("outage_limit_seconds"),

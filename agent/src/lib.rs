@@ -40,6 +40,7 @@ pub mod runtime;
 pub mod state;
 pub mod tasks;
 pub mod wakeup;
+pub mod workspace;
 
 pub use config::{
     AgentConfig, AgentDef, AgentSandbox, Budgets, ConfigError, ContextPolicy, SandboxNetwork,
@@ -53,3 +54,4 @@ pub use pricing::{ModelPrices, PriceTable, Pricing};
 pub use runtime::{AgentRuntime, Step, next_step};
 pub use state::{RunState, StateError};
 pub use wakeup::{SCHEDULE_WAKEUP, WakeupPolicy, is_control_tool};
+pub use workspace::AgentWorkspace;

@@ -32,6 +32,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use nightshift_scheduler::hooks::checkout::CheckoutTemplates;
 use nightshift_scheduler::hooks::{self, DeliveryOutcome, HookSet, Refused};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -84,8 +85,33 @@ pub(crate) struct DeliveriesPage {
 /// Builds the configured hooks, reading their secrets from the environment.
 pub fn build(config: &crate::config::Config) -> anyhow::Result<HookSet> {
     let agents: Vec<&str> = config.agents.iter().map(|a| a.name.as_str()).collect();
-    HookSet::build(&config.hooks, &agents, |var| std::env::var(var).ok())
-        .map_err(|e| anyhow::anyhow!("invalid config: {e}"))
+    HookSet::build_with(
+        &config.hooks,
+        &agents,
+        |var| std::env::var(var).ok(),
+        &checkout_templates(config),
+    )
+    .map_err(|e| anyhow::anyhow!("invalid config: {e}"))
+}
+
+/// The checkout templates of the agents that check a repository out, by agent name.
+pub fn checkout_templates(
+    config: &crate::config::Config,
+) -> std::collections::BTreeMap<String, CheckoutTemplates> {
+    config
+        .agents
+        .iter()
+        .filter_map(|a| Some((a.name.clone(), templates_of(a.workspace.checkout.as_ref()?))))
+        .collect()
+}
+
+/// An agent's `[agents.workspace] checkout` as the intake's templates.
+pub fn templates_of(checkout: &nightshift_agent::workspace::Checkout) -> CheckoutTemplates {
+    CheckoutTemplates {
+        repo: checkout.repo.clone(),
+        git_ref: checkout.git_ref.clone(),
+        depth: checkout.depth,
+    }
 }
 
 fn is_length_limit(e: &axum::Error) -> bool {

@@ -277,6 +277,10 @@ pub(crate) fn plan_enqueue(
             if hook.scheme == SignatureScheme::Github {
                 req.context = github_context(&d.json);
             }
+            if let Some(checkout) = rendered.checkout {
+                let context = req.context.get_or_insert_with(|| serde_json::json!({}));
+                context["workspace"] = checkout;
+            }
             req.lane = route.lane.clone();
             req.priority = route.priority;
             if let Some(ck) = rendered.concurrency_key {

@@ -49,6 +49,7 @@
 //! ([`Counters`]) live in this process (per daemon, reset on restart); the
 //! `webhook_deliveries` table is the durable history.
 
+pub mod checkout;
 pub mod config;
 mod delivery;
 pub mod error;
@@ -217,9 +218,30 @@ impl HookSet {
         agents: &[&str],
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<HookSet, ConfigError> {
+        Self::build_with(configs, agents, env, &BTreeMap::new())
+    }
+
+    /// [`HookSet::build`], with the checkout templates of the agents that check out (by
+    /// agent name): a route starting such an agent renders them into its runs' context.
+    pub fn build_with(
+        configs: &[HookConfig],
+        agents: &[&str],
+        env: impl Fn(&str) -> Option<String>,
+        checkouts: &BTreeMap<String, checkout::CheckoutTemplates>,
+    ) -> Result<HookSet, ConfigError> {
         let mut hooks = BTreeMap::new();
         for c in configs {
-            let routes = c.compile(agents)?;
+            let routes = c
+                .compile(agents)?
+                .into_iter()
+                .map(|r| match r.agent.as_ref().and_then(|a| checkouts.get(a)) {
+                    Some(t) => {
+                        let at = format!("hooks.{}.routes.{}", c.name, r.name);
+                        r.with_checkout(t, &at)
+                    }
+                    None => Ok(r),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             let secret = match &c.secret_env {
                 None => None,
                 Some(var) => match env(var) {

@@ -12,6 +12,7 @@
 use minijinja::{Environment, UndefinedBehavior, Value};
 use serde_json::Value as Json;
 
+use super::checkout::{self, CheckoutTemplates};
 use super::config::{PolicyName, RouteConfig, RouteKind};
 use super::error::{ConfigError, RenderError};
 use nightshift_store::ConcurrencyPolicy;
@@ -37,6 +38,8 @@ pub struct CompiledRoute {
     pub priority: Option<i64>,
     pub policy: ConcurrencyPolicy,
     templates: Environment<'static>,
+    /// The agent's checkout templates (compiled into `templates`), when it has them.
+    checkout: Option<CheckoutTemplates>,
 }
 
 /// What a matched route renders for one delivery.
@@ -46,6 +49,8 @@ pub struct Rendered {
     pub idempotency_key: Option<String>,
     pub concurrency_key: Option<String>,
     pub run_key: Option<String>,
+    /// The run's `workspace` context value (`{repo, ref, depth}`), when its agent checks out.
+    pub checkout: Option<Json>,
 }
 
 const TEMPLATES: [&str; 4] = ["prompt", "idempotency_key", "concurrency_key", "run_key"];
@@ -217,7 +222,21 @@ impl CompiledRoute {
             priority: route.priority,
             policy,
             templates,
+            checkout: None,
         })
+    }
+
+    /// Has the route render `checkout` (its agent's) into the context of the runs it starts.
+    pub fn with_checkout(
+        mut self,
+        checkout: &CheckoutTemplates,
+        at: &str,
+    ) -> Result<CompiledRoute, ConfigError> {
+        if self.kind == RouteKind::Start {
+            checkout.add_to(&mut self.templates, at)?;
+            self.checkout = Some(checkout.clone());
+        }
+        Ok(self)
     }
 
     /// The events this route takes; `None` for any event.
@@ -291,11 +310,19 @@ impl CompiledRoute {
                 Some(k) => Ok(Some(k.trim().to_string())),
             }
         };
+        let checkout = match &self.checkout {
+            None => None,
+            Some(c) => match (key(checkout::REPO)?, key(checkout::REF)?) {
+                (Some(repo), Some(git_ref)) => Some(c.rendered(&repo, &git_ref)),
+                _ => None,
+            },
+        };
         Ok(Rendered {
             prompt: render("prompt")?.unwrap_or_default(),
             idempotency_key: key("idempotency_key")?,
             concurrency_key: key("concurrency_key")?,
             run_key: key("run_key")?,
+            checkout,
         })
     }
 }
