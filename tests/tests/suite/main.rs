@@ -68,6 +68,9 @@
 //!   the unit's restrictions still running sandboxed commands.
 //! - `github_tools`: the GitHub tools in a daemon against a fake GitHub REST API (App JWT
 //!   verified): reads, pagination, marker comments, a review pinned to the run's head.
+//! - `checkout`: a repository cloned into a run's workspace from a fake git host (smart
+//!   HTTP behind GitHub's token check): a head SHA at depth 1, a branch, a pinned commit kept
+//!   or fetched again, no token on disk, and each failure its own error.
 //! - `github_review`: the review bot through real processes and signed deliveries: SIGKILLed
 //!   right after the review POST (exactly one review), and superseded by a push mid-review.
 
@@ -76,6 +79,7 @@ mod api;
 mod approval;
 mod attempts;
 mod batch;
+mod checkout;
 mod cli;
 mod cli_remote;
 mod concurrency;
