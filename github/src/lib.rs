@@ -17,6 +17,9 @@
 //! - [`GithubAccess`]: the token for a repository — the installation token of the first
 //!   configured App installed on it (`GET /repos/{owner}/{repo}/installation`, cached), else
 //!   a personal token.
+//! - [`checkout()`]: a repository at a ref (or a pinned commit) cloned into a run's workspace
+//!   with the `git` CLI, the token passed to git through its environment only — never in
+//!   argv, the remote URL or any file — and a workspace already on the pinned commit kept.
 //!
 //! - [`checks`]: the check run of a run (`external_id` = the run's id), found or created,
 //!   updated and completed without storage of its own.
@@ -27,13 +30,18 @@
 mod access;
 mod api;
 mod app;
+<<<<<<< HEAD
 pub mod checks;
+=======
+mod checkout;
+>>>>>>> checkout
 mod limits;
 mod tokens;
 
 pub use access::{App, GithubAccess};
 pub use api::{Api, Auth, GithubError, Page, check_base_url};
 pub use app::{AppKey, KeyError};
+pub use checkout::{Checkout, CheckoutError, CheckoutSpec, checkout, git_base};
 pub use limits::{RateLimitWait, next_link, rate_limit_wait};
 pub use tokens::{InstallationTokens, Secret};
 

@@ -5,8 +5,12 @@
 //! cluster started with the machine's `initdb`/`pg_ctl` when present; otherwise PostgreSQL
 //! tests print a loud `SKIPPED` line and pass. Each test gets its own schema (PostgreSQL) or
 //! file (SQLite).
+//!
+//! [`git_http`] is a fake GitHub git host (smart HTTP through `git http-backend`, installation
+//! tokens checked as GitHub checks them) for the workspace checkout's tests.
 
 pub mod config_text;
+pub mod git_http;
 pub mod pg;
 
 use std::sync::Arc;

@@ -71,6 +71,9 @@
 //! - `github_checks`: check runs kept for pull-request runs (started before the first model
 //!   call, filled in by the model, completed from the run's outbox — also for a run cancelled
 //!   while queued), and the merged-pull-request search.
+//! - `checkout`: a repository cloned into a run's workspace from a fake git host (smart
+//!   HTTP behind GitHub's token check): a head SHA at depth 1, a branch, a pinned commit kept
+//!   or fetched again, no token on disk, and each failure its own error.
 //! - `github_review`: the review bot through real processes and signed deliveries: SIGKILLed
 //!   right after the review POST (exactly one review), and superseded by a push mid-review.
 
@@ -79,6 +82,7 @@ mod api;
 mod approval;
 mod attempts;
 mod batch;
+mod checkout;
 mod cli;
 mod cli_remote;
 mod concurrency;

@@ -1,0 +1,969 @@
+//! Checking out a repository into a run's workspace before the model's first turn, with the
+//! `git` CLI, so that:
+//!
+//! - **The token reaches nothing on disk and no argv.** It goes to the one `git fetch`
+//!   process through its environment (`GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/
+//!   `GIT_CONFIG_VALUE_n`, readable only by the daemon's user) as an `Authorization: Basic`
+//!   header scoped to the git host (`http.<base>.extraHeader`), as GitHub App installation
+//!   tokens authenticate git over HTTPS. The remote URL carries no credentials; redirects are
+//!   not followed, so the header goes to that host only.
+//! - **git runs hardened:** a cleared environment (no `GIT_*`, askpass, `~/.netrc` or user
+//!   and system config), no prompts, hooks pointing nowhere, only the git host's scheme
+//!   allowed, no background maintenance, and `LC_ALL=C` so its messages can be read.
+//! - **A resumed run gets the same commit.** Given the commit a previous job recorded
+//!   (`pinned`), exactly that commit is fetched (by SHA) and checked, and a workspace already
+//!   on it is kept as it is (`reused`), without a fetch.
+//! - **A failure says what to do** ([`CheckoutError`]), never shows the token, and leaves
+//!   the workspace without a checkout (emptied, best effort).
+//!
+//! The workspace directory belongs to the run: a previous checkout in it is deleted before a
+//! new one; files that are not a checkout are never deleted (an error instead).
+//!
+//! The functions that decide (the plan, git's environment and arguments, reading git's
+//! errors) are apart from the ones that run git.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+use crate::tokens::Secret;
+
+/// What to check out: a repository at a ref.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckoutSpec {
+    /// `owner/name`.
+    pub repo: String,
+    /// A branch, a tag, a full ref (`refs/pull/7/head`) or a full commit SHA.
+    pub git_ref: String,
+    /// Fetch only this many commits of history (`1` for a review of the head); `None`: all.
+    pub depth: Option<u32>,
+}
+
+/// A checkout done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkout {
+    /// The full SHA of the commit checked out (`HEAD`, detached).
+    pub commit: String,
+    /// The workspace already held that commit: nothing was fetched or changed.
+    pub reused: bool,
+}
+
+/// Why a checkout failed. No message holds the token.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckoutError {
+    /// The spec or the host cannot be used; nothing was run.
+    #[error("cannot check out {repo}: {reason}")]
+    Invalid { repo: String, reason: String },
+    /// The host says there is no such repository (also what GitHub says to credentials that
+    /// cannot see a private one).
+    #[error(
+        "repository {repo} was not found at {host}, or the credentials cannot see it; check \
+         the name, and that the GitHub App is installed on it with read access to contents"
+    )]
+    RepoNotFound { repo: String, host: String },
+    /// The repository has no such branch, tag or commit.
+    #[error("the ref {git_ref} does not exist in {repo}; was the branch deleted or force-pushed?")]
+    RefMissing { repo: String, git_ref: String },
+    /// The host refused the credentials (401/403), or wants some and none were given.
+    #[error(
+        "{host} refused {} for {repo} ({detail}); {}",
+        if *had_token { "the token" } else { "to serve without credentials" },
+        if *had_token {
+            "the installation token may have expired or been revoked, or the App lacks read \
+             access to contents: fetch a fresh token and try again"
+        } else {
+            "install the GitHub App on the repository or configure a token"
+        }
+    )]
+    AuthRefused {
+        repo: String,
+        host: String,
+        detail: String,
+        had_token: bool,
+    },
+    /// The host did not answer, or answered with a server error.
+    #[error("cannot fetch {repo} from {host}: {detail}; try again later")]
+    Unreachable {
+        repo: String,
+        host: String,
+        detail: String,
+    },
+    /// `git` could not be started.
+    #[error("cannot run git ({reason}); install git on the daemon's machine and put it on PATH")]
+    GitMissing { reason: String },
+    #[error(
+        "checking out {repo} took longer than {secs} s; the host is slow or the repository \
+             large: set a depth, or allow more time"
+    )]
+    TimedOut { repo: String, secs: u64 },
+    #[error("checking out {repo} was cancelled")]
+    Cancelled { repo: String },
+    /// The fetched commit is not the one the run is pinned to.
+    #[error("{repo} at {git_ref} is {got}, not the commit {expected} the run is pinned to")]
+    CommitMismatch {
+        repo: String,
+        git_ref: String,
+        expected: String,
+        got: String,
+    },
+    /// The workspace directory cannot be used.
+    #[error("workspace {}: {reason}", path.display())]
+    Workspace { path: PathBuf, reason: String },
+    /// git failed otherwise; `stderr` is git's own (trimmed, token redacted).
+    #[error("git {step} failed for {repo} ({status}): {stderr}")]
+    Git {
+        repo: String,
+        step: &'static str,
+        status: String,
+        stderr: String,
+    },
+}
+
+impl CheckoutError {
+    /// Whether trying again later, unchanged, may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            CheckoutError::Unreachable { .. } | CheckoutError::TimedOut { .. }
+        )
+    }
+}
+
+/// The git host of a GitHub REST API base: `https://api.github.com/` → `https://github.com/`;
+/// an Enterprise Server's `https://HOST/api/v3/` → `https://HOST/`; anything else (a fake on
+/// loopback) unchanged. Always ends in `/`, without credentials, query or fragment.
+pub fn git_base(api_base: &Url) -> Url {
+    let mut base = api_base.clone();
+    let _ = base.set_username("");
+    let _ = base.set_password(None);
+    base.set_query(None);
+    base.set_fragment(None);
+    if base.host_str() == Some("api.github.com") {
+        let _ = base.set_host(Some("github.com"));
+        base.set_path("/");
+        return base;
+    }
+    let path = base.path().trim_end_matches('/').to_string();
+    let path = match path.strip_suffix("/api/v3") {
+        Some(prefix) => format!("{prefix}/"),
+        None => format!("{path}/"),
+    };
+    base.set_path(&path);
+    base
+}
+
+/// Checks out `spec` (or, when given, the `pinned` commit) into `dest`, fetching from the git
+/// host `git_base` (see [`git_base`]) with `token` (an installation token) if any. Gives up
+/// after `timeout` or when `cancel` fires; dropping the future kills git too.
+pub async fn checkout(
+    git_base: &Url,
+    spec: &CheckoutSpec,
+    token: Option<&Secret>,
+    dest: &Path,
+    pinned: Option<&str>,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<Checkout, CheckoutError> {
+    let plan = plan(git_base, spec, pinned)?;
+    let touched = AtomicBool::new(false);
+    let done = tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(CheckoutError::Cancelled { repo: spec.repo.clone() }),
+        done = tokio::time::timeout(timeout, run(&plan, token, dest, &touched)) => done.unwrap_or_else(|_| {
+            Err(CheckoutError::TimedOut { repo: spec.repo.clone(), secs: timeout.as_secs() })
+        }),
+    };
+    if done.is_err() && touched.load(Ordering::SeqCst) {
+        // Whatever this call left (an empty repository, a partial fetch) is not a checkout. A
+        // workspace it had not started to change (a kept checkout) is left alone.
+        let _ = empty(dest).await;
+    }
+    done
+}
+
+// ---- Deciding ------------------------------------------------------------------------------
+
+/// What one checkout does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Plan {
+    repo: String,
+    /// Where the repository is fetched from: `<git base><owner>/<name>.git`.
+    remote: Url,
+    git_base: Url,
+    /// What `git fetch` asks for: the pinned SHA, else the spec's ref.
+    want: String,
+    /// The commit the checkout must end on, when known before fetching.
+    expect: Option<String>,
+    depth: Option<u32>,
+}
+
+fn plan(git_base: &Url, spec: &CheckoutSpec, pinned: Option<&str>) -> Result<Plan, CheckoutError> {
+    let invalid = |reason: String| CheckoutError::Invalid {
+        repo: spec.repo.clone(),
+        reason,
+    };
+    check_repo(&spec.repo).map_err(invalid)?;
+    check_ref(&spec.git_ref).map_err(invalid)?;
+    if git_base.scheme() != "https" && !(git_base.scheme() == "http" && is_loopback(git_base)) {
+        return Err(invalid(format!(
+            "the git host {git_base} is not https (plain http is only for loopback tests)"
+        )));
+    }
+    if spec.depth == Some(0) {
+        return Err(invalid(
+            "depth 0 fetches nothing; leave it out or give 1 or more".into(),
+        ));
+    }
+    let pinned = match pinned {
+        Some(sha) if is_full_sha(sha) => Some(sha.to_ascii_lowercase()),
+        Some(sha) => {
+            return Err(invalid(format!(
+                "the pinned commit {sha:?} is not a full hexadecimal SHA"
+            )));
+        }
+        None => None,
+    };
+    let expect =
+        pinned.or_else(|| is_full_sha(&spec.git_ref).then(|| spec.git_ref.to_ascii_lowercase()));
+    let remote = git_base
+        .join(&format!("{}.git", spec.repo))
+        .map_err(|e| invalid(format!("no URL for the repository under {git_base}: {e}")))?;
+    Ok(Plan {
+        repo: spec.repo.clone(),
+        remote,
+        git_base: git_base.clone(),
+        want: expect.clone().unwrap_or_else(|| spec.git_ref.clone()),
+        expect,
+        depth: spec.depth,
+    })
+}
+
+/// `owner/name` as GitHub allows them: letters, digits, `-`, `_`, `.`; not `.` or `..`.
+fn check_repo(repo: &str) -> Result<(), String> {
+    let ok = |part: &str| {
+        !part.is_empty()
+            && part != "."
+            && part != ".."
+            && part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    match repo.split_once('/') {
+        Some((owner, name)) if ok(owner) && ok(name) => Ok(()),
+        _ => Err(format!(
+            "the repository {repo:?} is not of the form owner/name"
+        )),
+    }
+}
+
+/// A ref git accepts as a ref name or a SHA, and that `git fetch` cannot take for an option
+/// or a refspec (no leading `-` or `+`, no `:`).
+fn check_ref(git_ref: &str) -> Result<(), String> {
+    let bad = git_ref.is_empty()
+        || git_ref.starts_with(['-', '+', '/'])
+        || git_ref.ends_with(['/', '.'])
+        || git_ref.ends_with(".lock")
+        || git_ref.contains("..")
+        || git_ref.contains("//")
+        || git_ref.contains("@{")
+        || git_ref
+            .chars()
+            .any(|c| c.is_ascii_control() || c.is_whitespace() || ":?*[\\^~".contains(c));
+    if bad {
+        Err(format!("{git_ref:?} is not a branch, tag or commit SHA"))
+    } else {
+        Ok(())
+    }
+}
+
+/// A full SHA-1 (40) or SHA-256 (64) object name.
+fn is_full_sha(s: &str) -> bool {
+    matches!(s.len(), 40 | 64) && s.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// The environment of every git process: nothing inherited but `PATH` (and, for a host that
+/// is not loopback, the proxy and CA variables, read with `inherited`), no user or system
+/// config, and the config below. With `token`, the `Authorization` header for the git host.
+fn git_env(
+    git_base: &Url,
+    token: Option<&Secret>,
+    inherited: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = vec![
+        ("LC_ALL".into(), "C".into()),
+        ("HOME".into(), "/nonexistent".into()),
+        ("GIT_TERMINAL_PROMPT".into(), "0".into()),
+        ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
+        ("GIT_CONFIG_GLOBAL".into(), "/dev/null".into()),
+    ];
+    let mut inherit = vec!["PATH"];
+    if !is_loopback(git_base) {
+        inherit.extend([
+            "https_proxy",
+            "HTTPS_PROXY",
+            "http_proxy",
+            "all_proxy",
+            "ALL_PROXY",
+            "no_proxy",
+            "NO_PROXY",
+            "SSL_CERT_FILE",
+            "SSL_CERT_DIR",
+            "GIT_SSL_CAINFO",
+            "GIT_SSL_CAPATH",
+        ]);
+    }
+    for name in inherit {
+        if let Some(value) = inherited(name) {
+            env.push((name.into(), value));
+        }
+    }
+    let mut config: Vec<(String, String)> = [
+        ("protocol.allow", "never"),
+        ("http.followRedirects", "false"),
+        ("credential.helper", ""),
+        ("core.hooksPath", "/dev/null"),
+        ("core.fsmonitor", "false"),
+        ("submodule.recurse", "false"),
+        ("gc.auto", "0"),
+        ("maintenance.auto", "false"),
+        ("advice.detachedHead", "false"),
+        ("init.defaultBranch", "checkout"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    config.push((
+        format!("protocol.{}.allow", git_base.scheme()),
+        "always".into(),
+    ));
+    if let Some(token) = token {
+        config.push((
+            format!("http.{git_base}.extraHeader"),
+            format!("Authorization: {}", basic(token)),
+        ));
+    }
+    env.push(("GIT_CONFIG_COUNT".into(), config.len().to_string()));
+    for (i, (key, value)) in config.into_iter().enumerate() {
+        env.push((format!("GIT_CONFIG_KEY_{i}"), key));
+        env.push((format!("GIT_CONFIG_VALUE_{i}"), value));
+    }
+    env
+}
+
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(d)) => d == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// `Basic base64(x-access-token:<token>)`: how an installation token authenticates git.
+fn basic(token: &Secret) -> String {
+    let pair = format!("x-access-token:{}", token.expose());
+    format!("Basic {}", STANDARD.encode(pair))
+}
+
+/// `git fetch`'s arguments for `plan` (no credentials: those are in the environment).
+fn fetch_args(plan: &Plan) -> Vec<String> {
+    let mut args: Vec<String> = ["fetch", "--quiet", "--no-tags", "--no-recurse-submodules"]
+        .map(String::from)
+        .into();
+    if let Some(depth) = plan.depth {
+        args.push(format!("--depth={depth}"));
+    }
+    args.extend(["origin".to_string(), plan.want.clone()]);
+    args
+}
+
+/// What git's stderr (under `LC_ALL=C`) says went wrong in `step`.
+fn classify(
+    plan: &Plan,
+    step: &'static str,
+    status: String,
+    stderr: &str,
+    token: Option<&Secret>,
+) -> CheckoutError {
+    let repo = plan.repo.clone();
+    let host = plan.git_base.as_str().trim_end_matches('/').to_string();
+    let lower = stderr.to_ascii_lowercase();
+    let http_error = lower
+        .split("the requested url returned error: ")
+        .nth(1)
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| code.parse::<u16>().ok());
+    if lower.contains("couldn't find remote ref")
+        || lower.contains("not our ref")
+        || lower.contains("unadvertised object")
+    {
+        return CheckoutError::RefMissing {
+            repo,
+            git_ref: plan.want.clone(),
+        };
+    }
+    if lower.contains("repository not found")
+        || (lower.contains("repository '") && lower.contains("' not found"))
+        || http_error == Some(404)
+    {
+        return CheckoutError::RepoNotFound { repo, host };
+    }
+    let prompt =
+        lower.contains("could not read username") || lower.contains("could not read password");
+    if prompt || lower.contains("authentication failed") || matches!(http_error, Some(401 | 403)) {
+        let detail = match http_error {
+            Some(code) => format!("HTTP {code}"),
+            None => "HTTP 401".to_string(),
+        };
+        return CheckoutError::AuthRefused {
+            repo,
+            host,
+            detail,
+            had_token: token.is_some(),
+        };
+    }
+    let unreachable = [
+        "could not resolve host",
+        "failed to connect",
+        "connection refused",
+        "connection timed out",
+        "operation timed out",
+        "ssl certificate problem",
+        "recv failure",
+        "empty reply from server",
+        "rpc failed",
+    ];
+    if unreachable.iter().any(|s| lower.contains(s)) || http_error.is_some_and(|c| c >= 500) {
+        return CheckoutError::Unreachable {
+            repo,
+            host,
+            detail: last_line(&redact(stderr, token)),
+        };
+    }
+    CheckoutError::Git {
+        repo,
+        step,
+        status,
+        stderr: redact(stderr, token),
+    }
+}
+
+/// `stderr` trimmed to its last 2,000 characters, with the token (plain or in its header
+/// form) replaced.
+fn redact(stderr: &str, token: Option<&Secret>) -> String {
+    let mut text = stderr.trim().to_string();
+    if let Some(token) = token.filter(|t| !t.expose().is_empty()) {
+        text = text.replace(&basic(token), "Basic [REDACTED]");
+        text = text.replace(token.expose(), "[REDACTED]");
+    }
+    match text.char_indices().rev().nth(1999) {
+        Some((at, _)) => format!("…{}", &text[at..]),
+        None => text,
+    }
+}
+
+fn last_line(text: &str) -> String {
+    let line = text.lines().rev().find(|l| !l.trim().is_empty());
+    line.unwrap_or("").trim().to_string()
+}
+
+// ---- Doing ---------------------------------------------------------------------------------
+
+/// What the workspace directory holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dest {
+    Empty,
+    /// A `.git` directory (a checkout, or what a failed one left).
+    Checkout,
+    /// Files, and no `.git` directory.
+    Other,
+}
+
+/// Checks out `plan` into `dest`; sets `touched` before it changes anything there.
+async fn run(
+    plan: &Plan,
+    token: Option<&Secret>,
+    dest: &Path,
+    touched: &AtomicBool,
+) -> Result<Checkout, CheckoutError> {
+    let workspace = |reason: String| CheckoutError::Workspace {
+        path: dest.to_path_buf(),
+        reason,
+    };
+    tokio::fs::create_dir_all(dest)
+        .await
+        .map_err(|e| workspace(format!("cannot create it: {e}")))?;
+    let held = inspect(dest)
+        .await
+        .map_err(|e| workspace(format!("cannot read it: {e}")))?;
+    let git = Git {
+        plan,
+        dest,
+        plain: git_env(&plan.git_base, None, &|name| std::env::var(name).ok()),
+    };
+    match held {
+        Dest::Empty => {}
+        Dest::Checkout => {
+            if let Some(expect) = &plan.expect
+                && git.head().await.as_deref() == Some(expect.as_str())
+            {
+                return Ok(Checkout {
+                    commit: expect.clone(),
+                    reused: true,
+                });
+            }
+            touched.store(true, Ordering::SeqCst);
+            empty(dest)
+                .await
+                .map_err(|e| workspace(format!("cannot empty the previous checkout: {e}")))?;
+        }
+        Dest::Other => {
+            return Err(workspace(
+                "it holds files that are not a git checkout; they are not deleted: give the \
+                 checkout an empty directory"
+                    .into(),
+            ));
+        }
+    }
+    touched.store(true, Ordering::SeqCst);
+    let dest_arg = dest.to_string_lossy().into_owned();
+    git.run(
+        "init",
+        &["init", "--quiet", "--template=", &dest_arg],
+        None,
+        false,
+    )
+    .await?;
+    let remote = plan.remote.as_str();
+    git.run(
+        "remote add",
+        &["remote", "add", "origin", remote],
+        None,
+        true,
+    )
+    .await?;
+    let fetch = fetch_args(plan);
+    let fetch: Vec<&str> = fetch.iter().map(String::as_str).collect();
+    git.run("fetch", &fetch, token, true).await?;
+    let fetched = git
+        .run(
+            "rev-parse",
+            &["rev-parse", "--verify", "FETCH_HEAD^{commit}"],
+            None,
+            true,
+        )
+        .await?;
+    if let Some(expect) = &plan.expect
+        && &fetched != expect
+    {
+        return Err(CheckoutError::CommitMismatch {
+            repo: plan.repo.clone(),
+            git_ref: plan.want.clone(),
+            expected: expect.clone(),
+            got: fetched,
+        });
+    }
+    git.run(
+        "checkout",
+        &["checkout", "--quiet", "--detach", &fetched],
+        None,
+        true,
+    )
+    .await?;
+    match git.head().await {
+        Some(head) if head == fetched => Ok(Checkout {
+            commit: head,
+            reused: false,
+        }),
+        other => Err(CheckoutError::CommitMismatch {
+            repo: plan.repo.clone(),
+            git_ref: plan.want.clone(),
+            expected: fetched,
+            got: other.unwrap_or_else(|| "no commit".into()),
+        }),
+    }
+}
+
+/// The git processes of one checkout.
+struct Git<'a> {
+    plan: &'a Plan,
+    dest: &'a Path,
+    /// The environment without the token.
+    plain: Vec<(String, String)>,
+}
+
+impl Git<'_> {
+    /// Runs `git args`; `in_repo`: on the repository in `dest` (never one above it). Its
+    /// stdout, trimmed.
+    async fn run(
+        &self,
+        step: &'static str,
+        args: &[&str],
+        token: Option<&Secret>,
+        in_repo: bool,
+    ) -> Result<String, CheckoutError> {
+        let env = match token {
+            Some(_) => git_env(&self.plan.git_base, token, &|name| std::env::var(name).ok()),
+            None => self.plain.clone(),
+        };
+        let mut command = tokio::process::Command::new("git");
+        command
+            .args(args)
+            .env_clear()
+            .envs(env)
+            .current_dir(self.dest)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if in_repo {
+            command
+                .env("GIT_DIR", self.dest.join(".git"))
+                .env("GIT_WORK_TREE", self.dest);
+        }
+        let output = command.output().await.map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => CheckoutError::GitMissing {
+                reason: "no git on PATH".into(),
+            },
+            _ => CheckoutError::GitMissing {
+                reason: e.to_string(),
+            },
+        })?;
+        if output.status.success() {
+            return Ok(String::from_utf8_lossy(&output.stdout).trim().to_string());
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        Err(classify(
+            self.plan,
+            step,
+            output.status.to_string(),
+            &stderr,
+            token,
+        ))
+    }
+
+    /// The commit `HEAD` of the repository in `dest` is on, if any.
+    async fn head(&self) -> Option<String> {
+        let args = ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"];
+        self.run("rev-parse", &args, None, true).await.ok()
+    }
+}
+
+async fn inspect(dest: &Path) -> std::io::Result<Dest> {
+    let mut entries = tokio::fs::read_dir(dest).await?;
+    let mut any = false;
+    while let Some(entry) = entries.next_entry().await? {
+        if entry.file_name() == ".git" && entry.file_type().await?.is_dir() {
+            return Ok(Dest::Checkout);
+        }
+        any = true;
+    }
+    Ok(if any { Dest::Other } else { Dest::Empty })
+}
+
+/// Deletes everything in `dest` (not `dest` itself; symbolic links, not what they point to).
+async fn empty(dest: &Path) -> std::io::Result<()> {
+    let mut entries = tokio::fs::read_dir(dest).await?;
+    while let Some(entry) = entries.next_entry().await? {
+        if entry.file_type().await?.is_dir() {
+            tokio::fs::remove_dir_all(entry.path()).await?;
+        } else {
+            tokio::fs::remove_file(entry.path()).await?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    fn spec(git_ref: &str) -> CheckoutSpec {
+        CheckoutSpec {
+            repo: "octo-org/hello-world".into(),
+            git_ref: git_ref.into(),
+            depth: Some(1),
+        }
+    }
+
+    const SHA: &str = "6dcb09b5b57875f334f61aebed695e2e4193db5e";
+
+    #[test]
+    fn the_git_host_of_an_api_base() {
+        let cases = [
+            ("https://api.github.com/", "https://github.com/"),
+            ("https://api.github.com", "https://github.com/"),
+            (
+                "https://ghe.example.com/api/v3/",
+                "https://ghe.example.com/",
+            ),
+            ("https://ghe.example.com/api/v3", "https://ghe.example.com/"),
+            (
+                "https://ghe.example.com/github/api/v3/",
+                "https://ghe.example.com/github/",
+            ),
+            ("http://127.0.0.1:4567/", "http://127.0.0.1:4567/"),
+            (
+                "http://user:pw@127.0.0.1:4567/x?q=1#f",
+                "http://127.0.0.1:4567/x/",
+            ),
+        ];
+        for (api, git) in cases {
+            assert_eq!(git_base(&url(api)).as_str(), git, "{api}");
+        }
+    }
+
+    #[test]
+    fn a_plan_fetches_the_pinned_commit_else_the_ref() {
+        let base = url("https://github.com/");
+        let by_ref = plan(&base, &spec("main"), None).unwrap();
+        assert_eq!(
+            by_ref.remote.as_str(),
+            "https://github.com/octo-org/hello-world.git"
+        );
+        assert_eq!(
+            (by_ref.want.as_str(), by_ref.expect.as_deref()),
+            ("main", None)
+        );
+
+        let pinned = plan(&base, &spec("main"), Some(&SHA.to_uppercase())).unwrap();
+        assert_eq!(
+            (pinned.want.as_str(), pinned.expect.as_deref()),
+            (SHA, Some(SHA))
+        );
+
+        let by_sha = plan(&base, &spec(SHA), None).unwrap();
+        assert_eq!(
+            (by_sha.want.as_str(), by_sha.expect.as_deref()),
+            (SHA, Some(SHA))
+        );
+        assert_eq!(
+            fetch_args(&by_sha),
+            [
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-recurse-submodules",
+                "--depth=1",
+                "origin",
+                SHA
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_specs_and_hosts_are_refused_before_git_runs() {
+        let base = url("https://github.com/");
+        for git_ref in [
+            "",
+            "--upload-pack=touch /tmp/x",
+            "-b",
+            "+main",
+            "main:refs/heads/x",
+            "a..b",
+            "main ",
+            "ma\nin",
+            "HEAD@{1}",
+            "main^",
+            "x.lock",
+            "/main",
+            "main/",
+        ] {
+            assert!(plan(&base, &spec(git_ref), None).is_err(), "{git_ref:?}");
+        }
+        for repo in [
+            "octo-org",
+            "a/b/c",
+            "../x",
+            "octo-org/..",
+            "o/n?x",
+            "o/-n x",
+            "/n",
+        ] {
+            let s = CheckoutSpec {
+                repo: repo.into(),
+                ..spec("main")
+            };
+            assert!(plan(&base, &s, None).is_err(), "{repo:?}");
+        }
+        for pinned in ["abc123", "main", &format!("{SHA}0")] {
+            assert!(
+                plan(&base, &spec("main"), Some(pinned)).is_err(),
+                "{pinned:?}"
+            );
+        }
+        let zero = CheckoutSpec {
+            depth: Some(0),
+            ..spec("main")
+        };
+        assert!(plan(&base, &zero, None).is_err());
+        for host in [
+            "http://github.com/",
+            "ssh://github.com/",
+            "file:///srv/git/",
+        ] {
+            let error = plan(&url(host), &spec("main"), None).unwrap_err();
+            assert!(matches!(error, CheckoutError::Invalid { .. }), "{host}");
+        }
+        assert!(plan(&url("http://127.0.0.1:9/"), &spec("refs/pull/7/head"), None).is_ok());
+        assert!(plan(&url("http://[::1]:9/"), &spec("v1.2.3"), None).is_ok());
+    }
+
+    fn config(env: &[(String, String)]) -> Vec<(String, String)> {
+        let get = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let count: usize = get("GIT_CONFIG_COUNT").unwrap().parse().unwrap();
+        (0..count)
+            .map(|i| {
+                let key = get(&format!("GIT_CONFIG_KEY_{i}")).unwrap();
+                (key, get(&format!("GIT_CONFIG_VALUE_{i}")).unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_token_is_a_basic_header_scoped_to_the_git_host_in_the_environment_only() {
+        let token = Secret::new("ghs_16C7e42F292c6912E7710c838347Ae178B4a");
+        let base = url("https://github.com/");
+        let inherited = |name: &str| match name {
+            "PATH" => Some("/usr/bin".to_string()),
+            "HTTPS_PROXY" => Some("http://proxy:3128".to_string()),
+            "GIT_ASKPASS" | "GIT_TRACE_CURL" | "HOME" => Some("leaked".to_string()),
+            _ => None,
+        };
+        let env = git_env(&base, Some(&token), &inherited);
+        let config = config(&env);
+        let header = config
+            .iter()
+            .find(|(k, _)| k == "http.https://github.com/.extraHeader")
+            .map(|(_, v)| v.as_str());
+        // base64("x-access-token:ghs_16C7e42F292c6912E7710c838347Ae178B4a")
+        assert_eq!(
+            header,
+            Some(
+                "Authorization: Basic \
+                 eC1hY2Nlc3MtdG9rZW46Z2hzXzE2QzdlNDJGMjkyYzY5MTJFNzcxMGM4MzgzNDdBZTE3OEI0YQ=="
+            )
+        );
+        for (key, value) in [
+            ("protocol.allow", "never"),
+            ("protocol.https.allow", "always"),
+            ("http.followRedirects", "false"),
+            ("core.hooksPath", "/dev/null"),
+            ("credential.helper", ""),
+        ] {
+            assert!(config.contains(&(key.into(), value.into())), "{key}");
+        }
+        for (name, value) in [
+            ("LC_ALL", "C"),
+            ("GIT_TERMINAL_PROMPT", "0"),
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+            ("GIT_CONFIG_GLOBAL", "/dev/null"),
+            ("PATH", "/usr/bin"),
+            ("HTTPS_PROXY", "http://proxy:3128"),
+            ("HOME", "/nonexistent"),
+        ] {
+            assert!(env.contains(&(name.into(), value.into())), "{name}");
+        }
+        assert!(!env.iter().any(|(_, v)| v == "leaked"), "{env:?}");
+
+        let plain = git_env(&base, None, &inherited);
+        assert!(!format!("{plain:?}").contains("Authorization"));
+        let plan = plan(&base, &spec("main"), None).unwrap();
+        assert!(!fetch_args(&plan).concat().contains(token.expose()));
+        assert!(!plan.remote.as_str().contains('@'));
+
+        let loopback = git_env(&url("http://127.0.0.1:9/"), Some(&token), &inherited);
+        assert!(!loopback.iter().any(|(k, _)| k == "HTTPS_PROXY"));
+        let config = self::config(&loopback);
+        assert!(config.contains(&("protocol.http.allow".into(), "always".into())));
+        assert!(
+            config
+                .iter()
+                .any(|(k, _)| k == "http.http://127.0.0.1:9/.extraHeader")
+        );
+    }
+
+    #[test]
+    fn gits_errors_are_read_as_what_went_wrong() {
+        let token = Secret::new("ghs_secret");
+        let plan = plan(&url("https://github.com/"), &spec("main"), None).unwrap();
+        let read = |stderr: &str| {
+            classify(
+                &plan,
+                "fetch",
+                "exit status: 128".into(),
+                stderr,
+                Some(&token),
+            )
+        };
+        type Expect = fn(&CheckoutError) -> bool;
+        let cases: [(&str, Expect); 9] = [
+            (
+                "remote: Repository not found.\nfatal: repository 'https://github.com/o/n.git/' not found",
+                |e| matches!(e, CheckoutError::RepoNotFound { .. }),
+            ),
+            ("fatal: couldn't find remote ref main", |e| {
+                matches!(e, CheckoutError::RefMissing { .. })
+            }),
+            (
+                "fatal: remote error: upload-pack: not our ref 0123456789abcdef0123456789abcdef01234567",
+                |e| matches!(e, CheckoutError::RefMissing { .. }),
+            ),
+            (
+                "fatal: could not read Username for 'https://github.com': terminal prompts disabled",
+                |e| {
+                    matches!(
+                        e,
+                        CheckoutError::AuthRefused {
+                            had_token: true,
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "remote: Invalid username or token.\nfatal: Authentication failed for 'https://github.com/o/n.git/'",
+                |e| matches!(e, CheckoutError::AuthRefused { .. }),
+            ),
+            (
+                "fatal: unable to access 'https://github.com/o/n.git/': The requested URL returned error: 403",
+                |e| matches!(e, CheckoutError::AuthRefused { detail, .. } if detail == "HTTP 403"),
+            ),
+            (
+                "fatal: unable to access 'https://github.com/o/n.git/': Could not resolve host: github.com",
+                |e| matches!(e, CheckoutError::Unreachable { .. }) && e.is_transient(),
+            ),
+            (
+                "fatal: unable to access 'https://github.com/o/n.git/': The requested URL returned error: 502",
+                |e| matches!(e, CheckoutError::Unreachable { .. }),
+            ),
+            (
+                "fatal: bad object; header Authorization: Basic eC1hY2Nlc3MtdG9rZW46Z2hzX3NlY3JldA== ghs_secret",
+                |e| {
+                    matches!(e, CheckoutError::Git { stderr, .. }
+                    if !stderr.contains("ghs_secret") && !stderr.contains("eC1hY2Nlc3MtdG9rZW46Z2hzX3NlY3JldA"))
+                },
+            ),
+        ];
+        for (stderr, expected) in cases {
+            let error = read(stderr);
+            assert!(expected(&error), "{stderr} → {error:?}");
+            assert!(!error.to_string().contains("ghs_secret"), "{error}");
+        }
+        let long = "x".repeat(5000);
+        let CheckoutError::Git { stderr, .. } = read(&long) else {
+            panic!()
+        };
+        assert_eq!(stderr.chars().count(), 2001);
+    }
+}

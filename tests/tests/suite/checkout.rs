@@ -1,0 +1,485 @@
+//! `nightshift_github::checkout` against a fake git host on loopback
+//! ([`nightshift_tests::git_http`]: `git http-backend` behind GitHub's token check), no
+//! network:
+//! - a pull request's head SHA at depth 1 is exactly that commit and one commit of history;
+//!   a branch is its tip;
+//! - a pinned commit the workspace already holds is kept without a request to the host (the
+//!   run's files stay); on an empty workspace, or one on another commit, it is fetched by SHA
+//!   even after the branch moved;
+//! - the token is in no byte under the workspace (`.git` included) and not in the remote
+//!   URL, though every request carried it;
+//! - a refused token, no token, a missing repository and a missing ref or commit each end in
+//!   their own error, leaving no checkout; files that are not a checkout are never deleted,
+//!   and a checkout a cancelled call had not started to replace is kept.
+
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine;
+use nightshift_github::{Checkout, CheckoutError, CheckoutSpec, Secret, checkout};
+use nightshift_tests::git_http::{GitHttp, git, make_repo, set_ref};
+use reqwest::Url;
+use tokio_util::sync::CancellationToken;
+
+const TOKEN: &str = "ghs_checkoutSuiteToken0123456789abcdef";
+const REPO: &str = "octo-org/hello-world";
+
+/// A fake host with `REPO`: `main` is three commits, `feature` the first.
+struct Host {
+    _root: tempfile::TempDir,
+    fake: GitHttp,
+    base: Url,
+    shas: Vec<String>,
+}
+
+async fn host() -> Host {
+    let root = tempfile::tempdir().unwrap();
+    let shas = make_repo(
+        root.path(),
+        REPO,
+        &[
+            &[("README.md", "one\n")],
+            &[("README.md", "two\n"), ("src/lib.rs", "pub fn two() {}\n")],
+            &[("README.md", "three\n")],
+        ],
+    );
+    set_ref(root.path(), REPO, "refs/heads/feature", &shas[0]);
+    let fake = GitHttp::new(root.path());
+    fake.accept(TOKEN);
+    let base = fake.serve().await;
+    Host {
+        _root: root,
+        fake,
+        base,
+        shas,
+    }
+}
+
+fn spec(repo: &str, git_ref: &str, depth: Option<u32>) -> CheckoutSpec {
+    CheckoutSpec {
+        repo: repo.into(),
+        git_ref: git_ref.into(),
+        depth,
+    }
+}
+
+async fn run(
+    host: &Host,
+    spec: &CheckoutSpec,
+    token: Option<&str>,
+    dest: &Path,
+    pinned: Option<&str>,
+) -> Result<Checkout, CheckoutError> {
+    let token = token.map(Secret::new);
+    let cancel = CancellationToken::new();
+    let timeout = Duration::from_secs(120);
+    checkout(
+        &host.base,
+        spec,
+        token.as_ref(),
+        dest,
+        pinned,
+        timeout,
+        &cancel,
+    )
+    .await
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_pull_requests_head_sha_is_checked_out_at_depth_one() {
+    let host = host().await;
+    let dest = tempfile::tempdir().unwrap();
+    let head = &host.shas[1];
+    let done = run(
+        &host,
+        &spec(REPO, head, Some(1)),
+        Some(TOKEN),
+        dest.path(),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        done,
+        Checkout {
+            commit: head.clone(),
+            reused: false
+        }
+    );
+    assert_eq!(&git(dest.path(), &["rev-parse", "HEAD"]), head);
+    assert_eq!(git(dest.path(), &["rev-list", "--count", "HEAD"]), "1");
+    let readme = std::fs::read_to_string(dest.path().join("README.md")).unwrap();
+    assert_eq!(readme, "two\n");
+    assert!(dest.path().join("src/lib.rs").is_file());
+    assert_eq!(git(dest.path(), &["status", "--porcelain"]), "");
+}
+
+#[tokio::test]
+async fn a_branch_is_checked_out_at_its_tip() {
+    let host = host().await;
+    for (branch, sha) in [("feature", &host.shas[0]), ("main", &host.shas[2])] {
+        let dest = tempfile::tempdir().unwrap();
+        let done = run(
+            &host,
+            &spec(REPO, branch, None),
+            Some(TOKEN),
+            dest.path(),
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(&done.commit, sha, "{branch}");
+        assert_eq!(&git(dest.path(), &["rev-parse", "HEAD"]), sha, "{branch}");
+    }
+}
+
+#[tokio::test]
+async fn a_pinned_commit_is_kept_when_present_and_fetched_by_sha_otherwise() {
+    let host = host().await;
+    let dest = tempfile::tempdir().unwrap();
+    let first = run(
+        &host,
+        &spec(REPO, "main", Some(1)),
+        Some(TOKEN),
+        dest.path(),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.commit, host.shas[2]);
+    std::fs::write(dest.path().join("NOTES.md"), "the run's own work\n").unwrap();
+
+    // The branch moves on; a resumed run is pinned to what the first job checked out.
+    set_ref(host.fake.root(), REPO, "refs/heads/main", &host.shas[0]);
+    let asked = host.fake.requests().len();
+    let resumed = run(
+        &host,
+        &spec(REPO, "main", Some(1)),
+        Some(TOKEN),
+        dest.path(),
+        Some(&first.commit),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        resumed,
+        Checkout {
+            commit: first.commit.clone(),
+            reused: true
+        }
+    );
+    assert_eq!(
+        host.fake.requests().len(),
+        asked,
+        "a kept checkout asks the host nothing"
+    );
+    assert!(
+        dest.path().join("NOTES.md").is_file(),
+        "the run's files are kept"
+    );
+
+    // Another daemon, an empty workspace: the same commit, although main is elsewhere now.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let fetched = run(
+        &host,
+        &spec(REPO, "main", Some(1)),
+        Some(TOKEN),
+        elsewhere.path(),
+        Some(&first.commit),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        fetched,
+        Checkout {
+            commit: first.commit.clone(),
+            reused: false
+        }
+    );
+    assert!(host.fake.requests().len() > asked);
+    assert_eq!(git(elsewhere.path(), &["rev-parse", "HEAD"]), first.commit);
+
+    // A workspace on another commit is replaced by the pinned one.
+    let other = tempfile::tempdir().unwrap();
+    run(
+        &host,
+        &spec(REPO, "feature", None),
+        Some(TOKEN),
+        other.path(),
+        None,
+    )
+    .await
+    .unwrap();
+    std::fs::write(other.path().join("NOTES.md"), "stale\n").unwrap();
+    let replaced = run(
+        &host,
+        &spec(REPO, "feature", None),
+        Some(TOKEN),
+        other.path(),
+        Some(&host.shas[1]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        replaced,
+        Checkout {
+            commit: host.shas[1].clone(),
+            reused: false
+        }
+    );
+    assert!(!other.path().join("NOTES.md").exists());
+}
+
+#[tokio::test]
+async fn the_token_reaches_no_file_and_not_the_remote_url() {
+    let host = host().await;
+    let dest = tempfile::tempdir().unwrap();
+    run(
+        &host,
+        &spec(REPO, "main", None),
+        Some(TOKEN),
+        dest.path(),
+        None,
+    )
+    .await
+    .unwrap();
+    let requests = host.fake.requests();
+    assert!(!requests.is_empty());
+    for request in &requests {
+        assert_eq!(request.token.as_deref(), Some(TOKEN), "{request:?}");
+        assert_eq!(request.status, 200, "{request:?}");
+    }
+
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let forms = [
+        TOKEN.to_string(),
+        b64.encode(format!("x-access-token:{TOKEN}")),
+        b64.encode(TOKEN),
+    ];
+    let mut files = 0;
+    let mut stack = vec![dest.path().to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                stack.push(entry.path());
+                continue;
+            }
+            let bytes = if kind.is_symlink() {
+                std::fs::read_link(entry.path())
+                    .unwrap()
+                    .into_os_string()
+                    .into_encoded_bytes()
+            } else {
+                std::fs::read(entry.path()).unwrap()
+            };
+            files += 1;
+            for form in &forms {
+                let found = bytes.windows(form.len()).any(|w| w == form.as_bytes());
+                assert!(!found, "{form} is in {}", entry.path().display());
+            }
+        }
+    }
+    assert!(
+        files > 10,
+        "the scan read the checkout and its .git ({files} files)"
+    );
+    let remote = git(dest.path(), &["config", "--get", "remote.origin.url"]);
+    assert_eq!(remote, format!("{}{REPO}.git", host.base));
+    let config = std::fs::read_to_string(dest.path().join(".git/config")).unwrap();
+    assert!(
+        !config.to_ascii_lowercase().contains("extraheader"),
+        "{config}"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_or_missing_token_is_a_credentials_error_leaving_no_checkout() {
+    let host = host().await;
+    for token in [Some("ghs_notOneTheHostKnows"), None] {
+        let dest = tempfile::tempdir().unwrap();
+        let error = run(&host, &spec(REPO, "main", None), token, dest.path(), None)
+            .await
+            .unwrap_err();
+        match &error {
+            CheckoutError::AuthRefused { had_token, .. } => {
+                assert_eq!(*had_token, token.is_some(), "{error}");
+            }
+            other => panic!("expected AuthRefused, got {other:?}"),
+        }
+        assert_eq!(entries(dest.path()), Vec::<String>::new(), "{token:?}");
+    }
+
+    // A token that worked, then expired.
+    let dest = tempfile::tempdir().unwrap();
+    run(
+        &host,
+        &spec(REPO, "feature", None),
+        Some(TOKEN),
+        dest.path(),
+        None,
+    )
+    .await
+    .unwrap();
+    host.fake.revoke(TOKEN);
+    let error = run(
+        &host,
+        &spec(REPO, "main", None),
+        Some(TOKEN),
+        dest.path(),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            CheckoutError::AuthRefused {
+                had_token: true,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("expired") && !message.contains(TOKEN),
+        "{message}"
+    );
+    assert_eq!(entries(dest.path()), Vec::<String>::new());
+    assert_eq!(host.fake.requests().last().unwrap().status, 401);
+}
+
+#[tokio::test]
+async fn a_missing_repository_is_not_found() {
+    let host = host().await;
+    let dest = tempfile::tempdir().unwrap();
+    let error = run(
+        &host,
+        &spec("octo-org/nope", "main", None),
+        Some(TOKEN),
+        dest.path(),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(error, CheckoutError::RepoNotFound { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("octo-org/nope"), "{error}");
+    assert_eq!(entries(dest.path()), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_missing_ref_or_commit_is_ref_missing() {
+    let host = host().await;
+    let gone = "0123456789abcdef0123456789abcdef01234567";
+    for (git_ref, pinned) in [("deleted-branch", None), ("main", Some(gone)), (gone, None)] {
+        let dest = tempfile::tempdir().unwrap();
+        let error = run(
+            &host,
+            &spec(REPO, git_ref, Some(1)),
+            Some(TOKEN),
+            dest.path(),
+            pinned,
+        )
+        .await
+        .unwrap_err();
+        match &error {
+            CheckoutError::RefMissing { git_ref: named, .. } => {
+                assert_eq!(named, pinned.unwrap_or(git_ref));
+                assert!(
+                    error
+                        .to_string()
+                        .contains("does not exist in octo-org/hello-world")
+                );
+            }
+            other => panic!("expected RefMissing for {git_ref} {pinned:?}, got {other:?}"),
+        }
+        assert_eq!(entries(dest.path()), Vec::<String>::new());
+    }
+}
+
+#[tokio::test]
+async fn files_that_are_not_a_checkout_are_kept_and_cancelling_stops_it() {
+    let host = host().await;
+    let dest = tempfile::tempdir().unwrap();
+    std::fs::write(dest.path().join("precious.txt"), "keep me\n").unwrap();
+    let error = run(
+        &host,
+        &spec(REPO, "main", None),
+        Some(TOKEN),
+        dest.path(),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(error, CheckoutError::Workspace { .. }),
+        "{error:?}"
+    );
+    assert_eq!(entries(dest.path()), vec!["precious.txt".to_string()]);
+    assert!(host.fake.requests().is_empty());
+
+    let empty = tempfile::tempdir().unwrap();
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let token = Secret::new(TOKEN);
+    let error = checkout(
+        &host.base,
+        &spec(REPO, "main", None),
+        Some(&token),
+        empty.path(),
+        None,
+        Duration::from_secs(120),
+        &cancel,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(error, CheckoutError::Cancelled { .. }),
+        "{error:?}"
+    );
+    assert!(host.fake.requests().is_empty());
+
+    // A resumed run cancelled at once keeps the checkout it had, with its own files.
+    let kept = tempfile::tempdir().unwrap();
+    let first = run(
+        &host,
+        &spec(REPO, "main", None),
+        Some(TOKEN),
+        kept.path(),
+        None,
+    )
+    .await
+    .unwrap();
+    std::fs::write(kept.path().join("NOTES.md"), "the run's own work\n").unwrap();
+    let error = checkout(
+        &host.base,
+        &spec(REPO, "main", None),
+        Some(&token),
+        kept.path(),
+        Some(&host.shas[0]),
+        Duration::from_secs(120),
+        &cancel,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(error, CheckoutError::Cancelled { .. }),
+        "{error:?}"
+    );
+    assert!(kept.path().join("NOTES.md").is_file());
+    assert_eq!(git(kept.path(), &["rev-parse", "HEAD"]), first.commit);
+}
