@@ -123,6 +123,17 @@ pub enum RunEvent {
         since: i64,
         until: i64,
     },
+    /// The run's workspace was prepared before its first model call: `repo` checked out at
+    /// `commit` (what `ref` named then), then the `setup` commands run. Every later job of the
+    /// run, on any daemon, checks out this same commit.
+    WorkspacePrepared {
+        repo: String,
+        #[serde(rename = "ref")]
+        git_ref: String,
+        commit: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        setup: Vec<String>,
+    },
     /// The run ended (its final state is also on the run row).
     Finished {
         status: EndStatus,
@@ -223,6 +234,7 @@ impl RunEvent {
             RunEvent::ApprovalRequested { .. } => "approval_requested",
             RunEvent::ApprovalDecided { .. } => "approval_decided",
             RunEvent::ModelUnavailable { .. } => "model_unavailable",
+            RunEvent::WorkspacePrepared { .. } => "workspace_prepared",
             RunEvent::Finished { .. } => "finished",
         }
     }

@@ -49,7 +49,9 @@ pub use events::{EndStatus, EventError, RunEvent};
 pub use github::AgentGithub;
 pub use nightshift_tools::{ToolClass, ToolOutput};
 pub use notify::NotifyTarget;
-pub use ports::{ModelFailure, ModelGateway, PrepareError, RunStart, ToolBox, ToolCall};
+pub use ports::{
+    ModelFailure, ModelGateway, PrepareError, PreparedWorkspace, RunStart, ToolBox, ToolCall,
+};
 pub use pricing::{ModelPrices, PriceTable, Pricing};
 pub use runtime::{AgentRuntime, Step, next_step};
 pub use state::{RunState, StateError};

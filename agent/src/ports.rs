@@ -61,6 +61,19 @@ pub struct RunStart<'a> {
     pub run_id: &'a str,
     /// What the run knows about what started it (the stored run context), if anything.
     pub context: Option<&'a serde_json::Value>,
+    /// The commit an earlier job checked the run's workspace out at: it must be that one
+    /// again, whatever the ref names now.
+    pub workspace_commit: Option<&'a str>,
+}
+
+/// A workspace checked out for a run, as [`crate::RunEvent::WorkspacePrepared`] logs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedWorkspace {
+    pub repo: String,
+    pub git_ref: String,
+    pub commit: String,
+    /// The setup commands run after the checkout.
+    pub setup: Vec<String>,
 }
 
 /// Why a run could not be prepared.
@@ -76,16 +89,17 @@ pub enum PrepareError {
 /// Runs the tools of agents.
 pub trait ToolBox: Send + Sync {
     /// Prepares what a run's tools need before the job works on it (every job of the run,
-    /// before its first model call or tool call): for example the check run it keeps on its
-    /// pull request. Default: nothing.
+    /// before its first model call or tool call): the check run it keeps on its pull request,
+    /// its workspace's checkout. Returns the workspace when it checked one out (the loop logs
+    /// the first). Default: nothing.
     fn prepare<'a>(
         &'a self,
         agent: &'a AgentDef,
         run: RunStart<'a>,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<(), PrepareError>> {
+    ) -> BoxFuture<'a, Result<Option<PreparedWorkspace>, PrepareError>> {
         let _ = (agent, run, cancel);
-        Box::pin(async { Ok(()) })
+        Box::pin(async { Ok(None) })
     }
     /// The tools `agent` may call, sorted by name, with stable schemas.
     fn specs(&self, agent: &AgentDef) -> Vec<ToolSpec>;

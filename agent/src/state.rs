@@ -220,6 +220,9 @@ pub struct RunState {
     /// How many replies in a row stopped because the context window was full.
     #[serde(default)]
     pub context_full_streak: u32,
+    /// The commit the run's workspace was checked out at, once it was prepared.
+    #[serde(default)]
+    pub workspace_commit: Option<String>,
     /// Whether the conversation was compacted since the newest reply.
     #[serde(default)]
     pub compacted_since_reply: bool,
@@ -424,6 +427,9 @@ impl RunState {
                     deferrals: deferrals + 1,
                     last_error: error.clone(),
                 });
+            }
+            RunEvent::WorkspacePrepared { commit, .. } => {
+                self.workspace_commit = Some(commit.clone());
             }
             RunEvent::Finished { status, detail } => {
                 self.ending = Some(Ending {

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::ConfigError;
 
 /// `[agents.workspace]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentWorkspace {
     /// The repository to check out into the run's workspace, if any.
@@ -44,6 +44,16 @@ pub struct Checkout {
     /// Commits of history to fetch (`git fetch --depth`); default: all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
+}
+
+impl Default for AgentWorkspace {
+    fn default() -> Self {
+        AgentWorkspace {
+            checkout: None,
+            setup: Vec::new(),
+            setup_timeout_seconds: default_setup_timeout(),
+        }
+    }
 }
 
 fn default_setup_timeout() -> u64 {
@@ -133,5 +143,9 @@ mod tests {
             assert!(e.contains(says), "{text}: {e}");
         }
         assert!(toml::from_str::<AgentWorkspace>("checkout = { repo = \"o/r\" }").is_err());
+        assert!(
+            AgentWorkspace::default().validate("bot").is_ok(),
+            "an agent without the table is valid"
+        );
     }
 }

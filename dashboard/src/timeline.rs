@@ -346,6 +346,21 @@ pub fn build(run: &Run, jobs: &[Job], tasks: &[TaskView], events: &[Event]) -> V
                 it.body = Some(error);
                 items.push(it);
             }
+            RunEvent::WorkspacePrepared {
+                repo,
+                git_ref,
+                commit,
+                setup,
+            } => {
+                let mut it = Item::new(key, "workspace", "workspace prepared", at, seq)
+                    .fact("repository", repo)
+                    .fact("ref", git_ref)
+                    .fact("commit", commit);
+                if !setup.is_empty() {
+                    it.body = Some(setup.join("\n"));
+                }
+                items.push(it);
+            }
             RunEvent::Finished { status, detail } => {
                 let kind = if status.as_str() == "succeeded" {
                     "result"

@@ -30,11 +30,8 @@
 mod access;
 mod api;
 mod app;
-<<<<<<< HEAD
-pub mod checks;
-=======
 mod checkout;
->>>>>>> checkout
+pub mod checks;
 mod limits;
 mod tokens;
 

@@ -30,6 +30,7 @@ pub mod tasks;
 pub mod tasks_api;
 pub mod toolbox;
 pub mod transcript;
+pub mod workspace;
 
 use std::sync::Arc;
 

@@ -91,9 +91,17 @@ fn token_file(data_dir: &Path) -> Option<String> {
     (!token.is_empty()).then_some(token)
 }
 
-/// `runtime.secrets` for substitution, redacting every secret the daemon holds.
+/// `runtime.secrets` for substitution, redacting every secret the daemon holds (and, with
+/// `[github]`, every GitHub token by its form: installation tokens are minted at run time).
 pub fn secrets(config: &Config) -> SecretResolver {
-    SecretResolver::from_env(config.runtime.secret_names()).with_redact_only(daemon_held(config))
+    let secrets = SecretResolver::from_env(config.runtime.secret_names())
+        .with_redact_only(daemon_held(config));
+    if config.github.is_configured() {
+        // Installation tokens are minted while the daemon runs: known by their form.
+        secrets.with_redacted_shapes(&nightshift_tools::GITHUB_TOKEN_SHAPES)
+    } else {
+        secrets
+    }
 }
 
 /// `Err` naming the first `runtime.secrets` variable that is not set (or empty), as an unset

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use nightshift_agent::{AgentDef, PrepareError, RunStart, ToolBox, ToolCall};
+use nightshift_agent::{AgentDef, PrepareError, PreparedWorkspace, RunStart, ToolBox, ToolCall};
 use nightshift_llm::ToolSpec;
 use nightshift_tools::{
     HttpAllowlist, Limits, ProcessRegistry, Registry, RegistryConfig, SecretBindings,
@@ -37,7 +37,7 @@ pub struct Tools {
     processes: ProcessRegistry,
     tasks: Option<TaskSupervisor>,
     confinement: Option<Confinement>,
-    github: Option<std::sync::Arc<nightshift_github::GithubAccess>>,
+    pub(crate) github: Option<std::sync::Arc<nightshift_github::GithubAccess>>,
 }
 
 impl std::fmt::Debug for Tools {
@@ -127,6 +127,17 @@ impl Tools {
         call: &ToolCall<'_>,
         cancel: &CancellationToken,
     ) -> std::io::Result<ToolContext> {
+        self.context_for(agent, call, call.context.cloned(), cancel)
+    }
+
+    /// The context of a call of `agent` in run `call.run_id`, knowing `run_context`.
+    pub(crate) fn context_for(
+        &self,
+        agent: &AgentDef,
+        call: &ToolCall<'_>,
+        run_context: Option<serde_json::Value>,
+        cancel: &CancellationToken,
+    ) -> std::io::Result<ToolContext> {
         let workspace = self.workspace(call.run_id);
         std::fs::create_dir_all(&workspace)?;
         let artifacts = self.data_dir.join("artifacts").join(call.run_id);
@@ -144,7 +155,7 @@ impl Tools {
             .with_limits(self.limits.clone())
             .with_env_allow(self.env_allow.iter())
             .with_idempotency_key(call.idempotency_key)
-            .with_run_context(call.context.cloned())
+            .with_run_context(run_context)
             .with_process_registry(self.processes.clone());
         let ctx = match &self.github {
             Some(github) => ctx.with_github(github.clone()),
@@ -169,11 +180,11 @@ impl ToolBox for Tools {
         agent: &'a AgentDef,
         run: RunStart<'a>,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, Result<(), PrepareError>> {
+    ) -> BoxFuture<'a, Result<Option<PreparedWorkspace>, PrepareError>> {
         Box::pin(async move {
             if let (Some(name), Some(gh)) = (&agent.config.github.check_run, &self.github) {
                 let started = tokio::select! {
-                    () = cancel.cancelled() => return Ok(()),
+                    () = cancel.cancelled() => return Ok(None),
                     started = crate::checks::start(gh, name, run.run_id, run.context) => started,
                 };
                 if let Err(e) = started {
@@ -181,7 +192,7 @@ impl ToolBox for Tools {
                         "cannot start the run's check run; the run goes on without it");
                 }
             }
-            Ok(())
+            crate::workspace::prepare(self, agent, run, cancel).await
         })
     }
 

@@ -101,6 +101,16 @@ pub fn render_parts(run_id: &str, seq: i64, event_type: &str, payload: &str) -> 
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
                 .unwrap_or_default()
         )],
+        RunEvent::WorkspacePrepared {
+            repo,
+            git_ref,
+            commit,
+            setup,
+        } => {
+            let mut lines = vec![format!("── workspace: {repo} at {commit} ({git_ref})")];
+            lines.extend(setup.iter().map(|c| format!("── setup: {c}")));
+            lines
+        }
         RunEvent::Finished { status, .. } => vec![format!("── run {status}")],
     }
 }

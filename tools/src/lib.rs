@@ -69,7 +69,10 @@ pub use orphans::ProcessRegistry;
 pub use registry::{Approval, Registry, RegistryConfig, RegistryError, ToolOverride};
 pub use schema::InputSchema;
 pub use secret_hosts::{SecretBindings, SecretSpec};
-pub use secrets::{Redactor, SecretError, SecretResolver, encodings as secret_encodings};
+pub use secrets::{
+    GITHUB_TOKEN_SHAPES, Redactor, SecretError, SecretResolver, TokenShape,
+    encodings as secret_encodings,
+};
 
 use std::fmt;
 use std::path::PathBuf;

@@ -47,7 +47,35 @@ struct RedactInner {
     names: Vec<String>,
     /// The longest text any form can match, in bytes.
     longest: usize,
+    /// What the matcher was built from (to build a larger one).
+    secrets: Vec<(String, Vec<encodings::Pattern>)>,
 }
+
+/// A secret known by its form: a regular expression (without capture groups) every such
+/// secret matches, and the longest text it can match, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenShape {
+    /// The name in `[REDACTED:NAME]`.
+    pub name: &'static str,
+    pub regex: &'static str,
+    pub max_len: usize,
+}
+
+/// GitHub's tokens as GitHub documents their forms: installation (`ghs_`), user-to-server
+/// (`ghu_`), OAuth (`gho_`), refresh (`ghr_`) and classic personal (`ghp_`) tokens, and
+/// fine-grained personal tokens (`github_pat_`).
+pub const GITHUB_TOKEN_SHAPES: [TokenShape; 2] = [
+    TokenShape {
+        name: "GITHUB_TOKEN",
+        regex: r"gh[opsur]_[A-Za-z0-9]{36,251}",
+        max_len: 255,
+    },
+    TokenShape {
+        name: "GITHUB_TOKEN",
+        regex: r"github_pat_[A-Za-z0-9_]{22,244}",
+        max_len: 255,
+    },
+];
 
 /// Replaces secret values and their encoded forms with `[REDACTED:NAME]`. Cheap to clone
 /// (an `Arc`); knows values but never hands one out.
@@ -95,10 +123,16 @@ impl Redactor {
                 }
             }
         }
-        let mut secrets: Vec<(String, Vec<encodings::Pattern>)> = by_value
+        let secrets: Vec<(String, Vec<encodings::Pattern>)> = by_value
             .into_iter()
             .map(|(value, name)| (name, encodings::patterns(&value)))
             .collect();
+        Self::from_patterns(secrets)
+    }
+
+    /// A redactor for each (name, patterns) — the patterns of one secret's forms, the
+    /// longest first.
+    fn from_patterns(mut secrets: Vec<(String, Vec<encodings::Pattern>)>) -> Self {
         secrets.sort_by(|a, b| b.1[0].max_len.cmp(&a.1[0].max_len).then(a.0.cmp(&b.0)));
         let longest = secrets.first().map_or(0, |(_, p)| p[0].max_len);
         let matcher = (!secrets.is_empty()).then(|| {
@@ -114,15 +148,32 @@ impl Redactor {
                 .size_limit(256 << 20)
                 .dfa_size_limit(64 << 20)
                 .build()
-                .expect("patterns of escaped literals always form a valid regex")
+                .expect("patterns of escaped literals and token shapes form a valid regex")
         });
         Redactor {
             inner: Arc::new(RedactInner {
                 matcher,
-                names: secrets.into_iter().map(|(name, _)| name).collect(),
+                names: secrets.iter().map(|(name, _)| name.clone()).collect(),
                 longest,
+                secrets,
             }),
         }
+    }
+
+    /// This redactor, also redacting every text of the given shapes: secrets minted while
+    /// the daemon runs (GitHub installation tokens), known by their form, not their value.
+    pub fn with_shapes(&self, shapes: &[TokenShape]) -> Redactor {
+        let mut secrets = self.inner.secrets.clone();
+        secrets.extend(shapes.iter().map(|s| {
+            (
+                s.name.to_string(),
+                vec![encodings::Pattern {
+                    regex: s.regex.to_string(),
+                    max_len: s.max_len,
+                }],
+            )
+        }));
+        Self::from_patterns(secrets)
     }
 
     /// Whether there is nothing to redact.
@@ -277,6 +328,15 @@ impl SecretResolver {
         }))
     }
 
+    /// The same secrets, also redacting every text of the given shapes (see
+    /// [`Redactor::with_shapes`]).
+    pub fn with_redacted_shapes(self, shapes: &[TokenShape]) -> Self {
+        SecretResolver {
+            redactor: self.redactor.with_shapes(shapes),
+            values: self.values,
+        }
+    }
+
     /// The same substitutable secrets, redacting `extra` (name, value) pairs as well: values
     /// the daemon holds that no placeholder may ever name (provider keys, the API token,
     /// hook and notify secrets).
@@ -361,6 +421,20 @@ impl SecretResolver {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn token_shapes_are_redacted_beside_known_values() {
+        let r = Redactor::new([("KEY", "s3cret-value")]).with_shapes(&GITHUB_TOKEN_SHAPES);
+        let text = "key s3cret-value, token ghs_16C7e42F292c6912E7710c838347Ae178B4a, \
+                    pat github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz, \
+                    short ghs_abc, word ghost_town";
+        assert_eq!(
+            r.redact(text),
+            "key [REDACTED:KEY], token [REDACTED:GITHUB_TOKEN], pat [REDACTED:GITHUB_TOKEN], \
+             short ghs_abc, word ghost_town"
+        );
+        assert!(r.longest_match() >= 255);
+    }
+
     use super::*;
 
     #[test]

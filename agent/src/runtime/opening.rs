@@ -139,9 +139,21 @@ impl AgentRuntime {
         let start = RunStart {
             run_id: &s.run_id,
             context: s.context.as_ref(),
+            workspace_commit: s.state.workspace_commit.as_deref(),
         };
         match self.tools.prepare(s.agent, start, &s.ctx.cancel).await {
-            Ok(()) => Ok(None),
+            Ok(Some(w)) if s.state.workspace_commit.is_none() => {
+                tracing::info!(repo = %w.repo, commit = %w.commit, "workspace prepared");
+                s.log(RunEvent::WorkspacePrepared {
+                    repo: w.repo,
+                    git_ref: w.git_ref,
+                    commit: w.commit,
+                    setup: w.setup,
+                })
+                .await?;
+                Ok(None)
+            }
+            Ok(_) => Ok(None),
             Err(PrepareError::Transient(why)) => {
                 tracing::warn!(run_id = %s.run_id, error = %why,
                     "the run could not be prepared; the job is tried again");

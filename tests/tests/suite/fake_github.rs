@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 pub(crate) const APP_ID: &str = "424242";
 pub(crate) const INSTALLATION: u64 = 51234567;
-pub(crate) const TOKEN: &str = "ghs_suiteInstallationToken0123456789";
+pub(crate) const TOKEN: &str = "ghs_16C7e42F292c6912E7710c838347Ae178B4a";
 pub(crate) const REPO: &str = "octo-org/hello-world";
 
 pub(crate) fn fixtures() -> std::path::PathBuf {
@@ -54,6 +54,14 @@ pub(crate) struct Seen {
     /// A daemon to SIGKILL as soon as the first review is stored (a crash between GitHub's
     /// "created" and the daemon's record of it).
     pub(crate) kill_on_review: Option<u32>,
+    /// Mint a new token at each exchange, each valid this long (else [`TOKEN`], forever).
+    pub(crate) token_lifetime: Option<std::time::Duration>,
+    /// The tokens minted, and when.
+    pub(crate) minted: Vec<(String, std::time::Instant)>,
+    /// The token of every request the API took: (what, token).
+    pub(crate) tokens_used: Vec<(String, String)>,
+    /// The git host, told of each token minted.
+    pub(crate) git: Option<nightshift_tests::git_http::GitHttp>,
 }
 
 impl Seen {
@@ -121,14 +129,31 @@ async fn access_tokens(State(seen): State<Shared>, headers: HeaderMap) -> Respon
             "A JSON web token could not be decoded",
         );
     }
-    seen.lock().unwrap().exchanges += 1;
-    let expires = chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() + 3600, 0)
-        .unwrap()
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mut s = seen.lock().unwrap();
+    s.exchanges += 1;
+    let (token, lifetime) = match s.token_lifetime {
+        Some(lifetime) => (
+            format!("ghs_rotated{:0>29}", s.exchanges),
+            lifetime.as_secs(),
+        ),
+        None => (TOKEN.to_string(), 3600),
+    };
+    s.minted.push((token.clone(), std::time::Instant::now()));
+    if let Some(git) = &s.git {
+        git.accept(&token);
+    }
+    // GitHub says when the token expires; a client refreshes it ahead of that.
+    let expires = chrono::DateTime::from_timestamp(
+        chrono::Utc::now().timestamp() + 300 + i64::try_from(lifetime).unwrap(),
+        0,
+    )
+    .unwrap()
+    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     (
         StatusCode::CREATED,
-        Json(json!({"token": TOKEN, "expires_at": expires,
-                    "permissions": {"pull_requests": "read", "contents": "read"},
+        Json(json!({"token": token, "expires_at": expires,
+                    "permissions": {"pull_requests": "write", "contents": "read",
+                                    "checks": "write", "issues": "write"},
                     "repository_selection": "selected"})),
     )
         .into_response()
@@ -136,10 +161,21 @@ async fn access_tokens(State(seen): State<Shared>, headers: HeaderMap) -> Respon
 
 /// Checks the installation token and notes the request; `Some` is GitHub's 401.
 fn refused(seen: &Shared, headers: &HeaderMap, what: &str) -> Option<Response> {
-    if bearer(headers) != TOKEN {
+    let token = bearer(headers);
+    let mut s = seen.lock().unwrap();
+    let valid = match s.token_lifetime {
+        None => token == TOKEN,
+        // A minted token works for its lifetime, then GitHub answers 401.
+        Some(lifetime) => s
+            .minted
+            .iter()
+            .any(|(t, at)| *t == token && at.elapsed() < lifetime),
+    };
+    if !valid {
         return Some(github_error(StatusCode::UNAUTHORIZED, "Bad credentials"));
     }
-    seen.lock().unwrap().requests.push(what.to_string());
+    s.requests.push(what.to_string());
+    s.tokens_used.push((what.to_string(), token));
     None
 }
 
@@ -343,7 +379,17 @@ async fn update_comment(
 }
 
 pub(crate) async fn fake_github() -> (String, Shared) {
-    let seen = Shared::default();
+    fake_github_with(Seen::default(), None).await
+}
+
+/// [`fake_github`] starting from `seen`, also serving `git`'s repositories (smart HTTP, the
+/// tokens it mints accepted) on the same port, as github.com serves both.
+pub(crate) async fn fake_github_with(
+    seen: Seen,
+    git: Option<nightshift_tests::git_http::GitHttp>,
+) -> (String, Shared) {
+    let git_routes = git.as_ref().map(|g| g.router());
+    let seen = Arc::new(Mutex::new(Seen { git, ..seen }));
     let app = Router::new()
         .route(&format!("/repos/{REPO}/installation"), get(installation))
         .route(
@@ -376,6 +422,10 @@ pub(crate) async fn fake_github() -> (String, Shared) {
         )
         .route("/search/issues", get(search_issues))
         .with_state(seen.clone());
+    let app = match git_routes {
+        Some(git) => app.merge(git),
+        None => app,
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });

@@ -74,6 +74,9 @@
 //! - `checkout`: a repository cloned into a run's workspace from a fake git host (smart
 //!   HTTP behind GitHub's token check): a head SHA at depth 1, a branch, a pinned commit kept
 //!   or fetched again, no token on disk, and each failure its own error.
+//! - `review_bot`: `ops/examples/review-bot` run by `serve` against the fake GitHub with a git
+//!   host: check run, checkout at the head, review, verdict, a comment answered, an expired
+//!   installation token refreshed, no token in any stored byte or file.
 //! - `github_review`: the review bot through real processes and signed deliveries: SIGKILLed
 //!   right after the review POST (exactly one review), and superseded by a push mid-review.
 
@@ -109,6 +112,7 @@ mod pool;
 mod process;
 mod provider;
 mod queue;
+mod review_bot;
 mod runs_list;
 mod sandbox;
 mod schedules;
