@@ -76,6 +76,10 @@
 //!   or fetched again, no token on disk, and each failure its own error.
 //! - `github_review`: the review bot through real processes and signed deliveries: SIGKILLed
 //!   right after the review POST (exactly one review), and superseded by a push mid-review.
+//! - `examples`: each example in `ops/examples/` loaded from its real file and run by a real
+//!   `nightshift serve` against fakes (model, GitHub, Slack): the nightly digest schedule
+//!   posting the day's merged pull requests, and a long task that sleeps on a wakeup and
+//!   reads and stops its background command.
 
 mod agent;
 mod api;
@@ -90,6 +94,7 @@ mod crash;
 mod daemon;
 mod dashboard;
 mod dashboard_pages;
+mod examples;
 mod fake_github;
 mod fakes;
 mod github_checks;
