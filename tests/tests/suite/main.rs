@@ -79,6 +79,10 @@
 //!   installation token refreshed, no token in any stored byte or file.
 //! - `github_review`: the review bot through real processes and signed deliveries: SIGKILLed
 //!   right after the review POST (exactly one review), and superseded by a push mid-review.
+//! - `examples`: each example in `ops/examples/` loaded from its real file and run by a real
+//!   `nightshift serve` against fakes (model, GitHub, Slack): the nightly digest schedule
+//!   posting the day's merged pull requests, and a long task that sleeps on a wakeup and
+//!   reads and stops its background command.
 
 mod agent;
 mod api;
@@ -93,6 +97,7 @@ mod crash;
 mod daemon;
 mod dashboard;
 mod dashboard_pages;
+mod examples;
 mod fake_github;
 mod fakes;
 mod github_checks;
