@@ -9,9 +9,9 @@
 //!
 //! - `nightly-digest`: the schedule fired with `nightshift schedules trigger`; its prompt
 //!   carries the date, the agent lists that day's merged pull requests from the suite's fake
-//!   GitHub and posts a digest naming both to a fake of Slack's `chat.postMessage`, with the
-//!   bot token filled in by the daemon from `{{secret:SLACK_BOT_TOKEN}}` — a token that is in
-//!   no stored event, run field or model request.
+//!   GitHub and posts a digest naming both to a fake Slack incoming webhook, whose URL (the
+//!   credential) the daemon fills in from `{{secret:SLACK_WEBHOOK_URL}}` — a URL that is in no
+//!   stored event, run field or model request.
 //! - `long-task`: a background command started with a wakeup in the same reply; the run is
 //!   seen `waiting`, wakes in the same conversation, reads the command's output with
 //!   `task_output`, stops it with `task_stop` and succeeds with the last line it read.
@@ -46,8 +46,11 @@ on_both_backends! {
 
 /// The key the fake model expects (`x-api-key`), given to `serve` as `ANTHROPIC_API_KEY`.
 const MODEL_KEY: &str = "sk-ant-examples-suite-0123456789";
-/// The Slack bot token, given to `serve` as `SLACK_BOT_TOKEN`.
-const SLACK_TOKEN: &str = "xoxb-examples-suite-5f1e2d3c4b5a69788796";
+/// The path of the fake Slack incoming webhook: with its host, the URL given to `serve` as
+/// `SLACK_WEBHOOK_URL` (an incoming webhook's URL is its credential).
+const HOOK_PATH: &str = "/services/T0EXAMPLE/B0DIGEST/x7Qp2Lm9Zr4Kd8Wv1Ys6Tn3B";
+/// The part of [`HOOK_PATH`] that is the secret.
+const HOOK_SECRET_PART: &str = "x7Qp2Lm9Zr4Kd8Wv1Ys6Tn3B";
 
 /// `ops/examples/<name>`.
 fn example_dir(name: &str) -> PathBuf {
@@ -296,17 +299,16 @@ fn sorted(names: &[String]) -> Vec<String> {
 
 #[derive(Debug, Clone)]
 struct SlackPost {
-    authorization: String,
     content_type: String,
     idempotency_key: Option<String>,
     body: String,
 }
 
-/// Slack's `POST /api/chat.postMessage` on loopback: HTTP 200 always, `ok: false` with
-/// `invalid_auth` unless the bot token is [`SLACK_TOKEN`] (as Slack answers).
+/// A Slack incoming webhook on loopback at [`HOOK_PATH`]: `200 ok` (text) for a JSON body
+/// with `text`, `400 invalid_payload` otherwise, as Slack answers.
 async fn fake_slack() -> (String, Arc<Mutex<Vec<SlackPost>>>) {
     let posts: Arc<Mutex<Vec<SlackPost>>> = Arc::default();
-    async fn post_message(
+    async fn incoming(
         State(posts): State<Arc<Mutex<Vec<SlackPost>>>>,
         headers: HeaderMap,
         body: String,
@@ -317,26 +319,19 @@ async fn fake_slack() -> (String, Arc<Mutex<Vec<SlackPost>>>) {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string)
         };
-        let authorization = header("authorization").unwrap_or_default();
         posts.lock().unwrap().push(SlackPost {
-            authorization: authorization.clone(),
             content_type: header("content-type").unwrap_or_default(),
             idempotency_key: header("idempotency-key"),
             body: body.clone(),
         });
-        if authorization != format!("Bearer {SLACK_TOKEN}") {
-            return axum::Json(json!({"ok": false, "error": "invalid_auth"})).into_response();
-        }
         let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        axum::Json(json!({
-            "ok": true, "channel": "C0ENGINEERING", "ts": "1764698400.000100",
-            "message": {"type": "message", "subtype": "bot_message", "text": message["text"],
-                        "ts": "1764698400.000100", "bot_id": "B0DIGEST"}
-        }))
-        .into_response()
+        if !message["text"].is_string() {
+            return (axum::http::StatusCode::BAD_REQUEST, "invalid_payload").into_response();
+        }
+        "ok".into_response()
     }
     let app = Router::new()
-        .route("/api/chat.postMessage", post(post_message))
+        .route(HOOK_PATH, post(incoming))
         .with_state(posts.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let host = listener.local_addr().unwrap().to_string();
@@ -345,9 +340,9 @@ async fn fake_slack() -> (String, Arc<Mutex<Vec<SlackPost>>>) {
 }
 
 /// A digest model: lists the pull requests merged on the prompt's date, posts one bullet per
-/// pull request it was given to `slack` (host:port) with the placeholder for the token, then
-/// says whether Slack took it.
-fn digest_brain(slack: String) -> impl Fn(&Recorded) -> Step + Send + Sync {
+/// pull request it was given to the webhook whose URL is the secret's placeholder, then says
+/// whether Slack took it.
+fn digest_brain() -> impl Fn(&Recorded) -> Step + Send + Sync {
     move |req| match turn(req) {
         0 => {
             let prompt = prompt(req);
@@ -378,7 +373,7 @@ fn digest_brain(slack: String) -> impl Fn(&Recorded) -> Step + Send + Sync {
                     pr["url"].as_str().unwrap()
                 ));
             }
-            let body = json!({"channel": "#engineering", "text": digest}).to_string();
+            let body = json!({"text": digest}).to_string();
             reply(
                 vec![
                     Block::Text("Posting the digest.".into()),
@@ -387,11 +382,8 @@ fn digest_brain(slack: String) -> impl Fn(&Recorded) -> Step + Send + Sync {
                         "http_request",
                         json!({
                             "method": "POST",
-                            "url": format!("http://{slack}/api/chat.postMessage"),
-                            "headers": {
-                                "Authorization": "Bearer {{secret:SLACK_BOT_TOKEN}}",
-                                "Content-Type": "application/json; charset=utf-8"
-                            },
+                            "url": "{{secret:SLACK_WEBHOOK_URL}}",
+                            "headers": {"Content-Type": "application/json; charset=utf-8"},
                             "body": body
                         }),
                     ),
@@ -401,7 +393,7 @@ fn digest_brain(slack: String) -> impl Fn(&Recorded) -> Step + Send + Sync {
         }
         _ => {
             let (answer, failed) = result_of(req, "toolu_post");
-            if !failed && answer.contains("\"ok\":true") {
+            if !failed && answer.trim_end().ends_with("ok") {
                 text("Posted the digest: 2 pull requests.")
             } else {
                 text(&format!("The digest was not posted: {answer}"))
@@ -413,21 +405,21 @@ fn digest_brain(slack: String) -> impl Fn(&Recorded) -> Step + Send + Sync {
 async fn nightly_digest(db: &TestDb) {
     let (github, seen) = fake_github().await;
     let (slack, posts) = fake_slack().await;
-    let model = FakeModel::start(digest_brain(slack.clone())).await;
+    let model = FakeModel::start(digest_brain()).await;
     let dir = tempfile::tempdir().unwrap();
     let (original, copy, cfg) = example_config("nightly-digest", db, dir.path(), |text| {
-        // Slack's host is the fake's, for the allowlist and the token's binding alike; the
-        // GitHub API is the suite's fake.
+        // Slack's host is the fake's, for the allowlist and the webhook URL's binding alike;
+        // the GitHub API is the suite's fake.
         let text = change(
             &text,
-            "http_allowlist = [\"slack.com\"]",
+            "http_allowlist = [\"hooks.slack.com\"]",
             &format!("http_allowlist = [{}]", q(&slack)),
         );
         let text = change(
             &text,
-            "secrets = [{ name = \"SLACK_BOT_TOKEN\", hosts = [\"slack.com\"] }]",
+            "secrets = [{ name = \"SLACK_WEBHOOK_URL\", hosts = [\"hooks.slack.com\"] }]",
             &format!(
-                "secrets = [{{ name = \"SLACK_BOT_TOKEN\", hosts = [{}] }}]",
+                "secrets = [{{ name = \"SLACK_WEBHOOK_URL\", hosts = [{}] }}]",
                 q(&slack)
             ),
         );
@@ -466,19 +458,19 @@ async fn nightly_digest(db: &TestDb) {
         "{}",
         schedule.prompt
     );
-    assert_eq!(original.runtime.http_allowlist, ["slack.com"]);
+    assert_eq!(original.runtime.http_allowlist, ["hooks.slack.com"]);
     assert_eq!(
         original.runtime.secrets,
         [nightshift_tools::SecretSpec::bound(
-            "SLACK_BOT_TOKEN",
-            ["slack.com"]
+            "SLACK_WEBHOOK_URL",
+            ["hooks.slack.com"]
         )]
     );
     assert_eq!(original.github.token_env.as_deref(), Some("GITHUB_TOKEN"));
     let mut expected = moved(&original, &copy);
     expected.runtime.http_allowlist = vec![slack.clone()];
     expected.runtime.secrets = vec![nightshift_tools::SecretSpec::bound(
-        "SLACK_BOT_TOKEN",
+        "SLACK_WEBHOOK_URL",
         [slack.as_str()],
     )];
     expected.github.base_url = github.clone();
@@ -491,7 +483,7 @@ async fn nightly_digest(db: &TestDb) {
         ("ANTHROPIC_API_KEY", MODEL_KEY.to_string()),
         ("ANTHROPIC_BASE_URL", model.base_url.clone()),
         ("GITHUB_TOKEN", TOKEN.to_string()),
-        ("SLACK_BOT_TOKEN", SLACK_TOKEN.to_string()),
+        ("SLACK_WEBHOOK_URL", format!("http://{slack}{HOOK_PATH}")),
     ];
     let store = db.store().await;
     let daemon = serve(&cfg, &env);
@@ -524,22 +516,17 @@ async fn nightly_digest(db: &TestDb) {
         (fired_on - today).num_days().abs() <= 1,
         "{date} is not today"
     );
-    assert!(
-        run.input.contains("octo-org/hello-world") && run.input.contains("#engineering"),
-        "{}",
-        run.input
-    );
+    assert!(run.input.contains("octo-org/hello-world"), "{}", run.input);
     // GitHub was searched for exactly that day's merged pull requests of the repository.
     assert_eq!(
         seen.lock().unwrap().searches,
         [format!("repo:{REPO} is:pr is:merged merged:>={date}")]
     );
 
-    // Slack got one digest naming both, with the token the daemon filled in.
+    // Slack's webhook (its URL filled in by the daemon) got one digest naming both.
     let posts = posts.lock().unwrap().clone();
     assert_eq!(posts.len(), 1, "{posts:?}");
     let post = &posts[0];
-    assert_eq!(post.authorization, format!("Bearer {SLACK_TOKEN}"));
     assert_eq!(post.content_type, "application/json; charset=utf-8");
     assert!(
         post.idempotency_key
@@ -548,7 +535,6 @@ async fn nightly_digest(db: &TestDb) {
         "{post:?}"
     );
     let message: Value = serde_json::from_str(&post.body).unwrap();
-    assert_eq!(message["channel"], "#engineering");
     let digest = message["text"].as_str().unwrap();
     for title in ["Retry uploads on 503", "Document the upload limits"] {
         assert!(digest.contains(title), "{digest}");
@@ -571,7 +557,7 @@ async fn nightly_digest(db: &TestDb) {
             req.body["system"]
         );
         assert_eq!(offered_tools(req), sorted(&agent.tools));
-        assert!(!req.body.to_string().contains(SLACK_TOKEN));
+        assert!(!req.body.to_string().contains(HOOK_SECRET_PART));
         assert!(!req.body.to_string().contains(TOKEN));
     }
     let log = events(&store, run_id).await;
@@ -579,16 +565,20 @@ async fn nightly_digest(db: &TestDb) {
         log.iter().any(|(_, e)| matches!(e,
             RunEvent::ToolStarted { name, input, .. }
                 if name == "http_request"
-                    && input.to_string().contains("{{secret:SLACK_BOT_TOKEN}}"))),
+                    && input.to_string().contains("{{secret:SLACK_WEBHOOK_URL}}"))),
         "the stored call holds the placeholder"
     );
-    // Neither the Slack token nor GitHub's is in any stored byte of the run.
+    // Neither the webhook URL nor GitHub's token is in any stored byte of the run.
     for (event, _) in &log {
-        assert!(!event.payload.contains(SLACK_TOKEN), "{}", event.payload);
+        assert!(
+            !event.payload.contains(HOOK_SECRET_PART),
+            "{}",
+            event.payload
+        );
         assert!(!event.payload.contains(TOKEN), "{}", event.payload);
     }
     let stored = format!("{:?}", store.run(run_id).await.unwrap());
-    assert!(!stored.contains(SLACK_TOKEN) && !stored.contains(TOKEN));
+    assert!(!stored.contains(HOOK_SECRET_PART) && !stored.contains(TOKEN));
     sigterm(daemon).await;
 }
 

@@ -8,9 +8,10 @@
 //! headers, or method overrides, so the request goes where its URL says, as it says; GET and HEAD
 //! are `read_only`, every other method is `side_effect` and carries
 //! `Idempotency-Key: <run id>:<tool call id>` (the same key on a re-run); `{{secret:NAME}}`
-//! placeholders are filled in headers and body only (a URL with one is refused, so secrets do
-//! not end up in logs of URLs), and secret values are redacted from everything shown to the
-//! model; the response body is streamed into a bounded capture; cancellation aborts the
+//! placeholders are filled in headers and body, and a URL may be one placeholder as a whole
+//! when that secret is bound to hosts (a webhook URL that is itself the credential: Slack's
+//! incoming webhooks) — a placeholder in part of a URL is refused; secret values are redacted
+//! from everything shown to the model; the response body is streamed into a bounded capture; cancellation aborts the
 //! request; HTTP status >= 400 is an `is_error` output.
 
 use std::collections::BTreeMap;
@@ -122,7 +123,7 @@ impl Tool for HttpRequest {
                 "type": "object",
                 "properties": {
                     "method": {"type": "string", "enum": method_names(), "description": "HTTP method (upper or lower case)."},
-                    "url": {"type": "string", "description": "Absolute http(s) URL."},
+                    "url": {"type": "string", "description": "Absolute http(s) URL, or `{{secret:NAME}}` for a webhook URL kept as a secret."},
                     "headers": {"type": "object", "additionalProperties": {"type": "string"}},
                     "body": {"type": "string"}
                 },
@@ -160,6 +161,41 @@ impl Tool for HttpRequest {
 }
 
 impl HttpRequest {
+    /// The request's URL: as written, or — when it is exactly one `{{secret:NAME}}` of a
+    /// secret bound to hosts — the secret's value (a webhook URL that is itself the
+    /// credential). A placeholder anywhere else in a URL is refused.
+    fn url(&self, ctx: &ToolContext, text: &str) -> Result<Url, String> {
+        if !SecretResolver::has_placeholder(text) {
+            return Url::parse(text).map_err(|e| format!("invalid URL `{text}`: {e}"));
+        }
+        let whole = crate::secrets::PLACEHOLDER
+            .captures(text.trim())
+            .filter(|c| c.get(0).is_some_and(|m| m.as_str() == text.trim()))
+            .and_then(|c| c.get(1))
+            .map(|m| m.as_str().to_string());
+        let Some(name) = whole else {
+            return Err(
+                "a secret may be the whole URL (`{{secret:NAME}}`, for a webhook URL that is \
+                 itself the credential) or go in header values and the body, never in part of \
+                 a URL"
+                    .to_string(),
+            );
+        };
+        if ctx.secret_bindings().hosts(&name).is_none() {
+            return Err(format!(
+                "secret `{name}` can be a URL only when it is bound to hosts (runtime.secrets = \
+                 [{{ name = \"{name}\", hosts = [\"hooks.example.com\"] }}]), so that it can \
+                 only go there; the request was not sent"
+            ));
+        }
+        let value = ctx
+            .secrets()
+            .substitute(text.trim())
+            .map_err(|e| e.to_string())?;
+        Url::parse(&value)
+            .map_err(|_| format!("secret `{name}` is not a URL, so it cannot be the request's URL"))
+    }
+
     fn build(
         &self,
         ctx: &ToolContext,
@@ -174,14 +210,7 @@ impl HttpRequest {
             ));
         }
         let method = Method::from_bytes(method_name.as_bytes()).map_err(|e| e.to_string())?;
-        if SecretResolver::has_placeholder(&input.url) {
-            return Err(
-                "secrets can only be used in header values and the body, not in the URL"
-                    .to_string(),
-            );
-        }
-        let url =
-            Url::parse(&input.url).map_err(|e| format!("invalid URL `{}`: {e}", input.url))?;
+        let url = self.url(ctx, &input.url)?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!(
                 "only http and https URLs are allowed, not `{}`",
@@ -216,6 +245,7 @@ impl HttpRequest {
             .headers
             .values()
             .chain(&input.body)
+            .chain(std::iter::once(&input.url))
             .map(String::as_str);
         ctx.secret_bindings()
             .check(texts, host, port, default_port)?;

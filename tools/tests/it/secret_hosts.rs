@@ -222,3 +222,71 @@ async fn a_port_less_entry_refuses_another_port_and_says_why() {
     );
     assert!(seen.all().is_empty());
 }
+
+/// A webhook URL that is itself the credential (Slack's incoming webhooks): a URL that is one
+/// placeholder of a bound secret goes to that URL when its host is the secret's; a URL whose
+/// value points elsewhere, an unbound secret, a placeholder in part of a URL and a secret that
+/// is not a URL are refused before anything is sent, and the URL is shown to the model only as
+/// its placeholder.
+#[tokio::test]
+async fn a_bound_secret_can_be_the_whole_url_and_nothing_else() {
+    let (home, home_seen) = server().await;
+    let (other, other_seen) = other_server().await;
+    let fx = Fixture::new();
+    let hook = format!("http://{home}/services/T000/B000/s3cretPath");
+    let stray = format!("http://{other}/services/T000/B000/s3cretPath");
+    let ctx = fx
+        .ctx()
+        .with_http_allowlist(HttpAllowlist::new([home.to_string(), other.to_string()]))
+        .with_secrets(SecretResolver::from_map([
+            ("HOOK_URL", hook.as_str()),
+            ("STRAY_URL", stray.as_str()),
+            ("FREE_URL", hook.as_str()),
+            ("NOT_A_URL", "just-a-token-value"),
+        ]))
+        .with_secret_bindings(SecretBindings::from_specs(&[
+            SecretSpec::bound("HOOK_URL", [home.to_string()]),
+            SecretSpec::bound("STRAY_URL", [home.to_string()]),
+            SecretSpec::bound("NOT_A_URL", [home.to_string()]),
+            SecretSpec::unbound("FREE_URL"),
+        ]))
+        .with_idempotency_key("run:call");
+    let tool = HttpRequest::new();
+
+    let sent = call(
+        &tool,
+        &ctx,
+        json!({"method": "POST", "url": "{{secret:HOOK_URL}}", "body": "{\"text\": \"digest\"}"}),
+    )
+    .await;
+    assert!(!sent.is_error, "{}", sent.content);
+    let got = home_seen.all();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].path, "/services/T000/B000/s3cretPath");
+    assert!(!sent.content.contains("s3cretPath"), "{}", sent.content);
+
+    for (url, says) in [
+        ("{{secret:STRAY_URL}}", "may only be sent to"),
+        ("{{secret:FREE_URL}}", "only when it is bound to hosts"),
+        ("{{secret:NOT_A_URL}}", "is not a URL"),
+        (
+            &format!("http://{home}/services/{{{{secret:HOOK_URL}}}}") as &str,
+            "never in part of a URL",
+        ),
+    ] {
+        let out = call(
+            &tool,
+            &ctx,
+            json!({"method": "POST", "url": url, "body": "x"}),
+        )
+        .await;
+        assert!(
+            out.is_error && out.content.contains(says),
+            "{url}: {}",
+            out.content
+        );
+        assert!(!out.content.contains("s3cretPath"), "{}", out.content);
+    }
+    assert_eq!(home_seen.all().len(), 1, "nothing more was sent home");
+    assert!(other_seen.all().is_empty(), "nothing was sent elsewhere");
+}
