@@ -77,6 +77,8 @@
 //! - `review_bot`: `ops/examples/review-bot` run by `serve` against the fake GitHub with a git
 //!   host: check run, checkout at the head, review, verdict, a comment answered, an expired
 //!   installation token refreshed, no token in any stored byte or file.
+//! - `workspace`: `[agents.workspace]` checkouts in a daemon: a branch's newest commit ready
+//!   before the model, a missing ref or an unrenderable template failing the run first.
 //! - `github_review`: the review bot through real processes and signed deliveries: SIGKILLed
 //!   right after the review POST (exactly one review), and superseded by a push mid-review.
 //! - `examples`: each example in `ops/examples/` loaded from its real file and run by a real
@@ -130,3 +132,4 @@ mod store_down;
 mod tasks;
 mod traces;
 mod wakeup;
+mod workspace;

@@ -222,6 +222,11 @@ async fn reviews_a_pull_request(db: &TestDb) {
         (run.status == RunStatus::Waiting).then_some(())
     })
     .await;
+    // The resume finds no workspace, as on another daemon with a data directory of its own:
+    // the same commit is checked out again (and set up again).
+    let workspace = dir.path().join("data/workspaces").join(&run_id);
+    std::fs::remove_dir_all(&workspace).unwrap();
+    let fetches_before = git.requests().len();
     let mut comment: Value = serde_json::from_slice(&fixture("issue_comment.created")).unwrap();
     comment["comment"]["body"] = json!("Do we really need a test?");
     let answer = deliver(&http, &api, "issue_comment", "d-review-bot-2", &comment).await;
@@ -269,7 +274,15 @@ async fn reviews_a_pull_request(db: &TestDb) {
     );
     let (answered, failed) = result("c1");
     assert!(!failed && answered.contains("created"), "{answered}");
-    let workspace = dir.path().join("data/workspaces").join(&run_id);
+    assert!(
+        git.requests().len() > fetches_before,
+        "the resume fetched the commit again"
+    );
+    assert_eq!(
+        nightshift_tests::git_http::git(&workspace, &["rev-parse", "HEAD"]).trim(),
+        head.as_str(),
+        "the resumed run works on the same commit"
+    );
     assert_eq!(
         std::fs::read_to_string(workspace.join(".git/REVIEWED_COMMIT"))
             .unwrap()

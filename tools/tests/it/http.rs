@@ -216,14 +216,18 @@ async fn bad_secrets_and_bad_input_send_nothing() {
     let fx = Fixture::new();
     let ctx = ctx(&fx, &[&addr.to_string()]);
     let url = format!("http://{addr}/echo");
-    let cases: [(Value, &str); 4] = [
+    let cases: [(Value, &str); 5] = [
         (
             json!({"method": "POST", "url": url, "body": "{{secret:NOPE}}"}),
             "unknown secret `NOPE`; available secrets: API_TOKEN",
         ),
         (
             json!({"method": "GET", "url": format!("{url}?k={{{{secret:API_TOKEN}}}}")}),
-            "not in the URL",
+            "never in part of a URL",
+        ),
+        (
+            json!({"method": "GET", "url": "{{secret:API_TOKEN}}"}),
+            "can be a URL only when it is bound to hosts",
         ),
         (json!({"method": "BREW", "url": url}), "unsupported method"),
         (
