@@ -137,6 +137,22 @@ fn lines(path: &Path) -> Vec<String> {
 }
 
 /// The run's events, parsed.
+/// The result of tool call `call_id` in a run's `log` (from [`events`]): its text and whether
+/// it is an error. Panics when the call has no result.
+pub(crate) fn call_result(log: &[(Event, RunEvent)], call_id: &str) -> (String, bool) {
+    log.iter()
+        .find_map(|(_, e)| match e {
+            RunEvent::ToolResult {
+                call_id: id,
+                content,
+                is_error,
+                ..
+            } if id == call_id => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("a result for {call_id}"))
+}
+
 pub(crate) async fn events(store: &Store, run_id: &str) -> Vec<(Event, RunEvent)> {
     store
         .events(run_id, 0)

@@ -33,7 +33,7 @@ use nightshift_tests::config_text::q;
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use serde_json::{Value, json};
 
-use crate::crash::{events, nightshift, sigterm, wait_finished};
+use crate::crash::{call_result, events, nightshift, sigterm, wait_finished};
 use crate::fake_github::{REPO, TOKEN, fake_github};
 use crate::hostile::script::{Block, Step, Wire, call, error, render, reply, text};
 use crate::hostile::server::Recorded;
@@ -738,27 +738,14 @@ async fn long_task(db: &TestDb) {
         requests[1].last_user_text()
     );
     // The output was read while the task ran, then the task was stopped.
-    let result_of_call = |id: &str| {
-        log.iter()
-            .find_map(|(_, e)| match e {
-                RunEvent::ToolResult {
-                    call_id,
-                    content,
-                    is_error,
-                    ..
-                } if call_id == id => Some((content.clone(), *is_error)),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("a result for {id}"))
-    };
-    let (output, failed) = result_of_call("toolu_check");
+    let (output, failed) = call_result(&log, "toolu_check");
     assert!(
         !failed
             && output.contains("running;")
             && output.contains("\ntick 1: the service answered 200 OK\n"),
         "{output}"
     );
-    let (stopped, failed) = result_of_call("toolu_stop");
+    let (stopped, failed) = call_result(&log, "toolu_stop");
     assert!(!failed, "{stopped}");
     let task = store.tasks_of_run(&run_id).await.unwrap().remove(0);
     assert_eq!(task.status, TaskStatus::Stopped, "{task:?}");

@@ -12,16 +12,14 @@ use std::time::Duration;
 
 use nightshift_agent::RunEvent;
 use nightshift_runner::config::Config;
-use nightshift_runner::daemon;
 use nightshift_store::RunStatus;
 use nightshift_tests::config_text::agent_with;
 use nightshift_tests::{TestDb, on_both_backends};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use crate::crash::{events, text_turn, tool_turn, wait_finished};
 use crate::fake_github::{REPO, Shared, fake_github, pull_request};
-use crate::github_tools::{daemon_config, started_for};
+use crate::github_tools::{InProcess, daemon_config, in_process, started_for};
 
 on_both_backends! {
     a_pull_request_run_keeps_a_check_run_from_start_to_end => check_run_from_start_to_end;
@@ -95,12 +93,11 @@ async fn check_run_from_start_to_end(db: &TestDb) {
     let (github, seen) = fake_github().await;
     let dir = tempfile::tempdir().unwrap();
     let config = config(db, dir.path(), &github);
-    let store = nightshift_runner::open_store(&config).await.unwrap();
-    let shutdown = CancellationToken::new();
-    let running = daemon::start(&config, store.clone(), shutdown.clone())
-        .await
-        .expect("the daemon starts");
-    let stopped = tokio::spawn(running.wait());
+    let InProcess {
+        store,
+        shutdown,
+        stopped,
+    } = in_process(&config).await;
     let intake = nightshift_scheduler::Intake::new(store.clone(), ["checker".to_string()]);
     let head = pull_request()["head"]["sha"].as_str().unwrap().to_string();
     let request = |context: Option<Value>, delay: Option<Duration>| {

@@ -18,7 +18,7 @@ use nightshift_tests::{TestDb, on_both_backends};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::crash::{events, text_turn, tool_turn, wait_finished};
+use crate::crash::{call_result, events, text_turn, tool_turn, wait_finished};
 use crate::fake_github::{APP_ID, INSTALLATION, REPO, TOKEN, fake_github, fixtures, pull_request};
 
 on_both_backends! {
@@ -86,12 +86,11 @@ async fn reads_a_pull_request(db: &TestDb) {
         .push((1000, STRANGERS_COMMENT.to_string()));
     let dir = tempfile::tempdir().unwrap();
     let config = config(db, dir.path(), &github);
-    let store = nightshift_runner::open_store(&config).await.unwrap();
-    let shutdown = CancellationToken::new();
-    let running = daemon::start(&config, store.clone(), shutdown.clone())
-        .await
-        .expect("the daemon starts");
-    let stopped = tokio::spawn(running.wait());
+    let InProcess {
+        store,
+        shutdown,
+        stopped,
+    } = in_process(&config).await;
     let intake = nightshift_scheduler::Intake::new(store.clone(), ["reviewer".to_string()]);
     let run_id = intake
         .submit(nightshift_scheduler::RunRequest::new(
@@ -108,20 +107,7 @@ async fn reads_a_pull_request(db: &TestDb) {
     assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
 
     let log = events(&store, &run_id).await;
-    let result = |call: &str| -> (String, bool) {
-        log.iter()
-            .find_map(|(_, e)| match e {
-                RunEvent::ToolResult {
-                    call_id,
-                    content,
-                    is_error,
-                    ..
-                } if call_id == call => Some((content.clone(), *is_error)),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("a result for {call}"))
-    };
-    let (summary, failed) = result("c1");
+    let (summary, failed) = call_result(&log, "c1");
     assert!(!failed, "{summary}");
     let summary: Value = serde_json::from_str(&summary).unwrap();
     let pr = pull_request();
@@ -129,7 +115,7 @@ async fn reads_a_pull_request(db: &TestDb) {
     assert_eq!(summary["base"]["sha"], pr["base"]["sha"]);
     assert_eq!(summary["title"], pr["title"]);
     assert_eq!(summary["author"], pr["user"]["login"]);
-    let (files, failed) = result("c2");
+    let (files, failed) = call_result(&log, "c2");
     assert!(!failed, "{files}");
     let files: Vec<Value> = serde_json::from_str(&files).unwrap();
     let names: Vec<&str> = files
@@ -147,29 +133,29 @@ async fn reads_a_pull_request(db: &TestDb) {
             .unwrap()
             .contains("retry_uploads")
     );
-    let (diff, failed) = result("c3");
+    let (diff, failed) = call_result(&log, "c3");
     assert!(
         !failed && diff.starts_with("diff --git a/src/lib.rs"),
         "{diff}"
     );
-    let (file, failed) = result("c4");
+    let (file, failed) = call_result(&log, "c4");
     assert_eq!(
         (file.as_str(), failed),
         ("pub fn retry_uploads() {}\n", false)
     );
-    let (refused, failed) = result("c5");
+    let (refused, failed) = call_result(&log, "c5");
     assert!(failed && refused.contains("is not owner/name"), "{refused}");
-    let (created, failed) = result("c6");
+    let (created, failed) = call_result(&log, "c6");
     assert!(
         !failed && created.starts_with("comment 1001 created: https://github.com/"),
         "{created}"
     );
-    let (sticky, _) = result("c7");
+    let (sticky, _) = call_result(&log, "c7");
     assert!(
         sticky.starts_with("comment 1002 created"),
         "neither the model's nor a stranger's unsigned marker is honoured: {sticky}"
     );
-    let (again, _) = result("c8");
+    let (again, _) = call_result(&log, "c8");
     assert!(
         again.starts_with("comment 1002 updated"),
         "the sticky comment is updated: {again}"
@@ -286,6 +272,27 @@ pub(crate) fn daemon_config(db: &TestDb, dir: &Path, github: &str, agents: &str)
     config
 }
 
+/// A daemon started in this process: its store, what stops it, and its end.
+pub(crate) struct InProcess {
+    pub(crate) store: nightshift_store::Store,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) stopped: tokio::task::JoinHandle<anyhow::Result<daemon::Stopped>>,
+}
+
+/// Starts a daemon on `config` in this process.
+pub(crate) async fn in_process(config: &Config) -> InProcess {
+    let store = nightshift_runner::open_store(config).await.unwrap();
+    let shutdown = CancellationToken::new();
+    let running = daemon::start(config, store.clone(), shutdown.clone())
+        .await
+        .expect("the daemon starts");
+    InProcess {
+        store,
+        shutdown,
+        stopped: tokio::spawn(running.wait()),
+    }
+}
+
 /// The context a pull_request delivery gives its run, for `head_sha`.
 pub(crate) fn started_for(head_sha: &str) -> Value {
     json!({"github": {"repo": REPO, "number": 42, "head_sha": head_sha,
@@ -296,12 +303,11 @@ async fn reviews_once_on_its_head(db: &TestDb) {
     let (github, seen) = fake_github().await;
     let dir = tempfile::tempdir().unwrap();
     let config = review_config(db, dir.path(), &github);
-    let store = nightshift_runner::open_store(&config).await.unwrap();
-    let shutdown = CancellationToken::new();
-    let running = daemon::start(&config, store.clone(), shutdown.clone())
-        .await
-        .expect("the daemon starts");
-    let stopped = tokio::spawn(running.wait());
+    let InProcess {
+        store,
+        shutdown,
+        stopped,
+    } = in_process(&config).await;
     let intake = nightshift_scheduler::Intake::new(
         store.clone(),
         [

@@ -24,7 +24,7 @@ use nightshift_tests::git_http::{GitHttp, make_repo};
 use nightshift_tests::{TestDb, on_both_backends};
 use serde_json::{Value, json};
 
-use crate::crash::{events, nightshift, sigterm, text_turn, tool_turn, wait_finished};
+use crate::crash::{call_result, events, nightshift, sigterm, text_turn, tool_turn, wait_finished};
 use crate::fake_github::{APP_ID, REPO, Seen, fake_github_with, fixtures};
 use crate::hooks::harness::{fixture, github_signature};
 use crate::process::Proc;
@@ -249,30 +249,17 @@ async fn reviews_a_pull_request(db: &TestDb) {
         Some((REPO.to_string(), head.clone(), head.clone(), 1)),
         "the workspace is the head commit, set up"
     );
-    let result = |id: &str| {
-        log.iter()
-            .find_map(|(_, e)| match e {
-                RunEvent::ToolResult {
-                    call_id,
-                    content,
-                    is_error,
-                    ..
-                } if call_id == id => Some((content.clone(), *is_error)),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("a result for {id}"))
-    };
-    let (code, failed) = result("f1");
+    let (code, failed) = call_result(&log, "f1");
     assert!(
         !failed && code.contains("pub fn retry_uploads"),
         "read from the checkout: {code}"
     );
-    let (posted, failed) = result("r1");
+    let (posted, failed) = call_result(&log, "r1");
     assert!(
         !failed && posted.contains(&format!("posted on {head}")),
         "{posted}"
     );
-    let (answered, failed) = result("c1");
+    let (answered, failed) = call_result(&log, "c1");
     assert!(!failed && answered.contains("created"), "{answered}");
     assert!(
         git.requests().len() > fetches_before,

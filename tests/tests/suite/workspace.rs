@@ -7,17 +7,15 @@
 use std::time::Duration;
 
 use nightshift_agent::RunEvent;
-use nightshift_runner::daemon;
 use nightshift_store::RunStatus;
 use nightshift_tests::config_text::agent_with;
 use nightshift_tests::git_http::{GitHttp, make_repo};
 use nightshift_tests::{TestDb, on_both_backends};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use crate::crash::{events, text_turn, tool_turn, wait_finished};
 use crate::fake_github::{REPO, Seen, fake_github_with};
-use crate::github_tools::daemon_config;
+use crate::github_tools::{InProcess, daemon_config, in_process};
 
 on_both_backends! {
     a_checkout_is_ready_before_the_model_and_a_bad_one_fails_the_run_first => checkout_or_fail_first;
@@ -68,12 +66,11 @@ async fn checkout_or_fail_first(db: &TestDb) {
     ]
     .concat();
     let config = daemon_config(db, dir.path(), &github, &agents);
-    let store = nightshift_runner::open_store(&config).await.unwrap();
-    let shutdown = CancellationToken::new();
-    let running = daemon::start(&config, store.clone(), shutdown.clone())
-        .await
-        .expect("the daemon starts");
-    let stopped = tokio::spawn(running.wait());
+    let InProcess {
+        store,
+        shutdown,
+        stopped,
+    } = in_process(&config).await;
     let names = ["on-main", "no-branch", "no-context"].map(String::from);
     let intake = nightshift_scheduler::Intake::new(store.clone(), names);
     let run_of = |agent: &'static str| {
