@@ -64,6 +64,11 @@ pub struct RunStart<'a> {
     /// The commit an earlier job checked the run's workspace out at: it must be that one
     /// again, whatever the ref names now.
     pub workspace_commit: Option<&'a str>,
+    /// The store, to read the run again (it may end while it is being prepared).
+    pub store: &'a nightshift_store::Store,
+    /// Whether the run's end is written to the outbox (set when it was enqueued): what is
+    /// finished from there (a check run) is only started for such a run.
+    pub notifies: bool,
 }
 
 /// A workspace checked out for a run, as [`crate::RunEvent::WorkspacePrepared`] logs it.

@@ -161,11 +161,19 @@ pub fn git_base(api_base: &Url) -> Url {
 /// Checks out `spec` (or, when given, the `pinned` commit) into `dest`, fetching from the git
 /// host `git_base` (see [`git_base`]) with `token` (an installation token) if any. Gives up
 /// after `timeout` or when `cancel` fires; dropping the future kills git too.
+///
+/// A `dest` that already holds the pinned commit is kept as it is (with whatever was done in
+/// it since). Otherwise the repository is fetched and checked out in `staging` — a directory
+/// of the daemon's that nothing else may write (sandboxed commands of the run can write
+/// `dest` at any time, and a `.git/config` or `.git/info/attributes` they planted there must
+/// never steer the daemon's git) — and only the finished tree is moved into `dest`.
+#[allow(clippy::too_many_arguments)]
 pub async fn checkout(
     git_base: &Url,
     spec: &CheckoutSpec,
     token: Option<&Secret>,
     dest: &Path,
+    staging: &Path,
     pinned: Option<&str>,
     timeout: Duration,
     cancel: &CancellationToken,
@@ -175,13 +183,14 @@ pub async fn checkout(
     let done = tokio::select! {
         biased;
         () = cancel.cancelled() => Err(CheckoutError::Cancelled { repo: spec.repo.clone() }),
-        done = tokio::time::timeout(timeout, run(&plan, token, dest, &touched)) => done.unwrap_or_else(|_| {
+        done = tokio::time::timeout(timeout, run(&plan, token, dest, staging, &touched)) => done.unwrap_or_else(|_| {
             Err(CheckoutError::TimedOut { repo: spec.repo.clone(), secs: timeout.as_secs() })
         }),
     };
+    let _ = tokio::fs::remove_dir_all(staging).await;
     if done.is_err() && touched.load(Ordering::SeqCst) {
-        // Whatever this call left (an empty repository, a partial fetch) is not a checkout. A
-        // workspace it had not started to change (a kept checkout) is left alone.
+        // Whatever this call left half-moved is not a checkout. A workspace it had not
+        // started to change (a kept checkout) is left alone.
         let _ = empty(dest).await;
     }
     done
@@ -200,6 +209,9 @@ struct Plan {
     want: String,
     /// The commit the checkout must end on, when known before fetching.
     expect: Option<String>,
+    /// Whether `expect` is a commit an earlier checkout of the run logged (a workspace that
+    /// holds it is kept).
+    pinned: bool,
     depth: Option<u32>,
 }
 
@@ -229,6 +241,7 @@ fn plan(git_base: &Url, spec: &CheckoutSpec, pinned: Option<&str>) -> Result<Pla
         }
         None => None,
     };
+    let is_pinned = pinned.is_some();
     let expect =
         pinned.or_else(|| is_full_sha(&spec.git_ref).then(|| spec.git_ref.to_ascii_lowercase()));
     let remote = git_base
@@ -240,6 +253,7 @@ fn plan(git_base: &Url, spec: &CheckoutSpec, pinned: Option<&str>) -> Result<Pla
         git_base: git_base.clone(),
         want: expect.clone().unwrap_or_else(|| spec.git_ref.clone()),
         expect,
+        pinned: is_pinned,
         depth: spec.depth,
     })
 }
@@ -485,11 +499,13 @@ enum Dest {
     Other,
 }
 
-/// Checks out `plan` into `dest`; sets `touched` before it changes anything there.
+/// Checks out `plan` into `dest` by way of `staging`; sets `touched` before it changes
+/// anything in `dest`.
 async fn run(
     plan: &Plan,
     token: Option<&Secret>,
     dest: &Path,
+    staging: &Path,
     touched: &AtomicBool,
 ) -> Result<Checkout, CheckoutError> {
     let workspace = |reason: String| CheckoutError::Workspace {
@@ -502,26 +518,24 @@ async fn run(
     let held = inspect(dest)
         .await
         .map_err(|e| workspace(format!("cannot read it: {e}")))?;
-    let git = Git {
-        plan,
-        dest,
-        plain: git_env(&plan.git_base, None, &|name| std::env::var(name).ok()),
-    };
     match held {
         Dest::Empty => {}
         Dest::Checkout => {
-            if let Some(expect) = &plan.expect
-                && git.head().await.as_deref() == Some(expect.as_str())
+            // Kept when it holds the run's commit: whatever the run did since (commits,
+            // another branch, changed files) is its own work. Only read-only git runs here.
+            let kept = Git {
+                plan,
+                dest,
+                plain: git_env(&plan.git_base, None, &|name| std::env::var(name).ok()),
+            };
+            if let Some(expect) = plan.expect.as_ref().filter(|_| plan.pinned)
+                && kept.has_commit(expect).await
             {
                 return Ok(Checkout {
                     commit: expect.clone(),
                     reused: true,
                 });
             }
-            touched.store(true, Ordering::SeqCst);
-            empty(dest)
-                .await
-                .map_err(|e| workspace(format!("cannot empty the previous checkout: {e}")))?;
         }
         Dest::Other => {
             return Err(workspace(
@@ -531,11 +545,23 @@ async fn run(
             ));
         }
     }
-    touched.store(true, Ordering::SeqCst);
-    let dest_arg = dest.to_string_lossy().into_owned();
+    let staged = |reason: String| CheckoutError::Workspace {
+        path: staging.to_path_buf(),
+        reason,
+    };
+    let _ = tokio::fs::remove_dir_all(staging).await;
+    tokio::fs::create_dir_all(staging)
+        .await
+        .map_err(|e| staged(format!("cannot create it: {e}")))?;
+    let git = Git {
+        plan,
+        dest: staging,
+        plain: git_env(&plan.git_base, None, &|name| std::env::var(name).ok()),
+    };
+    let staging_arg = staging.to_string_lossy().into_owned();
     git.run(
         "init",
-        &["init", "--quiet", "--template=", &dest_arg],
+        &["init", "--quiet", "--template=", &staging_arg],
         None,
         false,
     )
@@ -577,17 +603,37 @@ async fn run(
     )
     .await?;
     match git.head().await {
-        Some(head) if head == fetched => Ok(Checkout {
-            commit: head,
-            reused: false,
-        }),
-        other => Err(CheckoutError::CommitMismatch {
-            repo: plan.repo.clone(),
-            git_ref: plan.want.clone(),
-            expected: fetched,
-            got: other.unwrap_or_else(|| "no commit".into()),
-        }),
+        Some(head) if head == fetched => {}
+        other => {
+            return Err(CheckoutError::CommitMismatch {
+                repo: plan.repo.clone(),
+                git_ref: plan.want.clone(),
+                expected: fetched,
+                got: other.unwrap_or_else(|| "no commit".into()),
+            });
+        }
     }
+    // The finished tree replaces whatever `dest` held.
+    touched.store(true, Ordering::SeqCst);
+    empty(dest)
+        .await
+        .map_err(|e| workspace(format!("cannot empty the previous checkout: {e}")))?;
+    move_entries(staging, dest)
+        .await
+        .map_err(|e| workspace(format!("cannot move the checkout into it: {e}")))?;
+    Ok(Checkout {
+        commit: fetched,
+        reused: false,
+    })
+}
+
+/// Moves every entry of `from` into `to` (renames: both are on the daemon's data disk).
+async fn move_entries(from: &Path, to: &Path) -> std::io::Result<()> {
+    let mut entries = tokio::fs::read_dir(from).await?;
+    while let Some(entry) = entries.next_entry().await? {
+        tokio::fs::rename(entry.path(), to.join(entry.file_name())).await?;
+    }
+    Ok(())
 }
 
 /// The git processes of one checkout.
@@ -652,6 +698,13 @@ impl Git<'_> {
     async fn head(&self) -> Option<String> {
         let args = ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"];
         self.run("rev-parse", &args, None, true).await.ok()
+    }
+
+    /// Whether the repository holds `commit`.
+    async fn has_commit(&self, commit: &str) -> bool {
+        let object = format!("{commit}^{{commit}}");
+        let args = ["cat-file", "-e", object.as_str()];
+        self.run("cat-file", &args, None, true).await.is_ok()
     }
 }
 

@@ -8,7 +8,9 @@
 //!   creates one only when there is none. A daemon that dies after creating it, or another
 //!   daemon resuming the run, finds the same one.
 //! - **A completed check run is final.** [`complete`] leaves a check run that is already
-//!   completed (the agent gave its verdict with the `github_check_run` tool) as it is.
+//!   completed (the agent gave its verdict with the `github_check_run` tool) as it is, and
+//!   completes every open one of the run (should a start racing the run's end have made a
+//!   second).
 //! - Outputs are cut to what GitHub accepts (65,535 characters for a summary or text).
 //!
 //! Only GitHub Apps can create check runs (with the `checks: write` permission); GitHub
@@ -92,24 +94,40 @@ pub enum Completion {
     AlreadyCompleted(Value),
 }
 
-/// The run's check run, if it exists.
-pub async fn find(
+/// The run's check runs (one, unless a race made two), the open ones first.
+pub async fn find_all(
     api: &Api,
     auth: Auth<'_>,
     key: CheckRunKey<'_>,
-) -> Result<Option<Value>, GithubError> {
+) -> Result<Vec<Value>, GithubError> {
     let name: String = url::form_urlencoded::byte_serialize(key.name.as_bytes()).collect();
     let path = format!(
         "/repos/{}/commits/{}/check-runs?check_name={name}&filter=all&per_page=100",
         key.repo, key.head_sha
     );
     let answer = api.request(Method::GET, &path, auth, None).await?;
-    Ok(answer["check_runs"]
+    let mut found: Vec<Value> = answer["check_runs"]
         .as_array()
         .into_iter()
         .flatten()
-        .find(|c| c["external_id"].as_str() == Some(key.run_id))
-        .cloned())
+        .filter(|c| c["external_id"].as_str() == Some(key.run_id))
+        .cloned()
+        .collect();
+    found.sort_by_key(is_completed);
+    Ok(found)
+}
+
+/// The run's check run, if it exists (an open one when there is one).
+pub async fn find(
+    api: &Api,
+    auth: Auth<'_>,
+    key: CheckRunKey<'_>,
+) -> Result<Option<Value>, GithubError> {
+    Ok(find_all(api, auth, key).await?.into_iter().next())
+}
+
+fn is_completed(check_run: &Value) -> bool {
+    check_run["status"].as_str() == Some("completed")
 }
 
 /// The run's check run, created `in_progress` with `output` when there is none yet.
@@ -159,49 +177,52 @@ pub async fn update(
     patch(api, auth, key.repo, &existing, &body).await
 }
 
-/// Completes the run's check run with `conclusion`, creating it completed when the run never
-/// made one; a completed one is left alone. Its output is what `output_for` makes of the
-/// check run found (`None`: GitHub keeps the output it has).
+/// Completes the run's check run with `conclusion` — every open one, should a race have made
+/// two — creating it completed when the run never made one; a completed one is left alone.
+/// Its output is what `output_for` makes of the check run found (`None`: GitHub keeps the
+/// output it has).
 pub async fn complete(
     api: &Api,
     auth: Auth<'_>,
     key: CheckRunKey<'_>,
     conclusion: &str,
-    output_for: impl FnOnce(Option<&Value>) -> Option<CheckOutput>,
+    output_for: impl Fn(Option<&Value>) -> Option<CheckOutput>,
 ) -> Result<Completion, GithubError> {
-    let existing = find(api, auth, key).await?;
-    if let Some(done) = existing
-        .as_ref()
-        .filter(|c| c["status"].as_str() == Some("completed"))
-    {
-        return Ok(Completion::AlreadyCompleted(done.clone()));
-    }
-    let mut body = json!({
-        "status": "completed",
-        "conclusion": conclusion,
-        "completed_at": now_rfc3339(),
-    });
-    if let Some(output) = output_for(existing.as_ref()) {
-        body["output"] = output.to_json();
-    }
-    match existing {
-        Some(existing) => patch(api, auth, key.repo, &existing, &body)
-            .await
-            .map(Completion::Completed),
-        None => {
-            body["name"] = json!(key.name);
-            body["head_sha"] = json!(key.head_sha);
-            body["external_id"] = json!(key.run_id);
-            api.request(
+    let found = find_all(api, auth, key).await?;
+    let body_for = |existing: Option<&Value>| {
+        let mut body = json!({
+            "status": "completed",
+            "conclusion": conclusion,
+            "completed_at": now_rfc3339(),
+        });
+        if let Some(output) = output_for(existing) {
+            body["output"] = output.to_json();
+        }
+        body
+    };
+    if found.is_empty() {
+        let mut body = body_for(None);
+        body["name"] = json!(key.name);
+        body["head_sha"] = json!(key.head_sha);
+        body["external_id"] = json!(key.run_id);
+        return api
+            .request(
                 Method::POST,
                 &format!("/repos/{}/check-runs", key.repo),
                 auth,
                 Some(&body),
             )
             .await
-            .map(Completion::Completed)
-        }
+            .map(Completion::Completed);
     }
+    let mut done = None;
+    for open in found.iter().filter(|c| !is_completed(c)) {
+        done = Some(patch(api, auth, key.repo, open, &body_for(Some(open))).await?);
+    }
+    Ok(match done {
+        Some(last) => Completion::Completed(last),
+        None => Completion::AlreadyCompleted(found[0].clone()),
+    })
 }
 
 async fn patch(

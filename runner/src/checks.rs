@@ -12,10 +12,13 @@
 //!   superseded while queued or parked) is completed too, and a failed completion is retried
 //!   with the notifier's backoff like any delivery. A check run the agent already completed
 //!   with `github_check_run` keeps the agent's verdict.
+//! - **Never left open by a race**: a run that ends while a job is making its check run (a
+//!   push supersedes it right then) has it completed by whichever of the two looks second
+//!   ([`complete_if_ended`]); should both have made one, every open one is completed.
 
 use nightshift_github::checks::{self, CheckOutput, CheckRunKey, Completion};
 use nightshift_github::{Auth, GithubAccess, GithubError};
-use nightshift_store::{Run, RunStatus};
+use nightshift_store::{Run, RunStatus, Store};
 use serde_json::Value;
 
 /// A notify delivery whose target starts with this completes the run's check run named by
@@ -121,6 +124,21 @@ pub async fn complete(
     })
     .await
     .map(Some)
+}
+
+/// After [`start`]: when the run ended meanwhile (a push superseded it as its job began), the
+/// outbox's completion may have looked for the check run before it existed — complete it now.
+/// Whichever comes second, this or the outbox's, completes it: this reads the run after its
+/// check run was made, the outbox's completion looks after the run ended.
+pub async fn complete_if_ended(gh: &GithubAccess, name: &str, store: &Store, run_id: &str) {
+    let ended = match store.run(run_id).await {
+        Ok(Some(run)) if run.status.is_terminal() => run,
+        _ => return,
+    };
+    if let Err(e) = complete(gh, name, &ended).await {
+        tracing::warn!(run_id, check_run = %name, error = %e,
+            "the run ended while its check run was made, and completing it failed");
+    }
 }
 
 #[cfg(test)]

@@ -318,7 +318,17 @@ impl Notifier {
         let Some(gh) = &self.github else {
             return Err(("[github] is not configured on this daemon".into(), None));
         };
-        match crate::checks::complete(gh, name, run).await {
+        // Never longer than the claim lasts, or another daemon could complete it meanwhile.
+        let bound = self.lease.saturating_sub(LEASE_MARGIN);
+        let done = tokio::time::timeout(bound, crate::checks::complete(gh, name, run))
+            .await
+            .unwrap_or_else(|_| {
+                Err(nightshift_github::GithubError::Transport {
+                    origin: "GitHub".into(),
+                    reason: format!("no answer within {} s", bound.as_secs()),
+                })
+            });
+        match done {
             Ok(done) => {
                 if let Some(done) = done {
                     tracing::info!(run_id = %run.id, check_run = name, ?done, "check run completed");

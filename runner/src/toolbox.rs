@@ -121,6 +121,12 @@ impl Tools {
         self.data_dir.join("workspaces").join(run_id)
     }
 
+    /// Where a run's checkout is made before it is moved into its workspace: the daemon's,
+    /// out of the sandbox's reach.
+    pub fn staging(&self, run_id: &str) -> PathBuf {
+        self.data_dir.join("checkouts").join(run_id)
+    }
+
     fn context(
         &self,
         agent: &AgentDef,
@@ -182,14 +188,28 @@ impl ToolBox for Tools {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<Option<PreparedWorkspace>, PrepareError>> {
         Box::pin(async move {
-            if let (Some(name), Some(gh)) = (&agent.config.github.check_run, &self.github) {
+            // Only for a run whose end reaches the outbox (enqueued while its agent kept a
+            // check run): nothing else would ever complete it.
+            let keeps = agent
+                .config
+                .github
+                .check_run
+                .as_ref()
+                .filter(|_| run.notifies);
+            if let (Some(name), Some(gh)) = (keeps, &self.github) {
                 let started = tokio::select! {
-                    () = cancel.cancelled() => return Ok(None),
+                    () = cancel.cancelled() => Ok(()),
                     started = crate::checks::start(gh, name, run.run_id, run.context) => started,
                 };
-                if let Err(e) = started {
-                    tracing::warn!(run_id = run.run_id, check_run = %name, error = %e,
-                        "cannot start the run's check run; the run goes on without it");
+                match started {
+                    Err(e) => tracing::warn!(run_id = run.run_id, check_run = %name, error = %e,
+                        "cannot start the run's check run; the run goes on without it"),
+                    Ok(()) => {
+                        crate::checks::complete_if_ended(gh, name, run.store, run.run_id).await;
+                    }
+                }
+                if cancel.is_cancelled() {
+                    return Ok(None);
                 }
             }
             crate::workspace::prepare(self, agent, run, cancel).await

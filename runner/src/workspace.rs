@@ -81,9 +81,14 @@ async fn token_for(
     match gh.token_for_delivery(repo, installation).await {
         Ok(token) => Ok(Some(token)),
         Err(nightshift_github::GithubError::NoCredential { .. }) => Ok(None),
-        Err(e @ nightshift_github::GithubError::Transport { .. }) => Err(PrepareError::Transient(
-            format!("cannot get a token to check out {repo}: {e}"),
-        )),
+        // GitHub unreachable, overloaded or rate-limiting: it passes.
+        Err(
+            e @ (nightshift_github::GithubError::Transport { .. }
+            | nightshift_github::GithubError::RateLimited { .. }
+            | nightshift_github::GithubError::Status { status: 500.., .. }),
+        ) => Err(PrepareError::Transient(format!(
+            "cannot get a token to check out {repo}: {e}"
+        ))),
         Err(e) => Err(PrepareError::Fatal(format!(
             "cannot get a token to check out {repo}: {e}"
         ))),
@@ -118,14 +123,17 @@ pub async fn prepare(
         ),
         None => (url::Url::parse(PUBLIC_GIT).expect("a URL"), None),
     };
+    // The daemon's own directory (not the workspace, which the run's commands can write).
+    let staging = tools.staging(run.run_id);
     let fetch = |token: Option<Secret>| {
-        let (git_base, spec, dest) = (&git_base, &spec, &dest);
+        let (git_base, spec, dest, staging) = (&git_base, &spec, &dest, &staging);
         async move {
             nightshift_github::checkout(
                 git_base,
                 spec,
                 token.as_ref(),
                 dest,
+                staging,
                 run.workspace_commit,
                 CHECKOUT_TIMEOUT,
                 cancel,

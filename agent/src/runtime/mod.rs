@@ -256,7 +256,7 @@ impl AgentRuntime {
         if let Some(ended) = s.begin(run).await? {
             return Ok(ended);
         }
-        if let Some(ended) = self.prepare(&mut s).await? {
+        if let Some(ended) = self.prepare(&mut s, run.notify).await? {
             return Ok(ended);
         }
         if let Some(ended) = self.deliver_resume(&mut s).await? {

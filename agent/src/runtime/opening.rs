@@ -132,14 +132,22 @@ impl AgentRuntime {
     /// Has the tool box prepare the run for this job (see [`ToolBox::prepare`]): a fatal
     /// failure ends the run failed with its message, a transient one has the job tried again.
     /// A cancelled job skips it (the loop ends the run).
-    pub(super) async fn prepare(&self, s: &mut Session<'_>) -> Result<Option<JobOutcome>, Stop> {
-        if s.ctx.cancel.is_cancelled() {
+    pub(super) async fn prepare(
+        &self,
+        s: &mut Session<'_>,
+        notifies: bool,
+    ) -> Result<Option<JobOutcome>, Stop> {
+        // A cancelled job leaves it to the loop; a run whose log says it ended (its job died
+        // before the ack) needs nothing.
+        if s.ctx.cancel.is_cancelled() || s.state.ending.is_some() {
             return Ok(None);
         }
         let start = RunStart {
             run_id: &s.run_id,
             context: s.context.as_ref(),
             workspace_commit: s.state.workspace_commit.as_deref(),
+            store: s.ctx.lease.store(),
+            notifies,
         };
         match self.tools.prepare(s.agent, start, &s.ctx.cancel).await {
             Ok(Some(w)) if s.state.workspace_commit.is_none() => {
@@ -154,6 +162,8 @@ impl AgentRuntime {
                 Ok(None)
             }
             Ok(_) => Ok(None),
+            // Cancelled (or superseded) while it was being prepared: the run ends so.
+            Err(_) if s.ctx.cancel.is_cancelled() => s.finish(RunEnd::Cancelled).await.map(Some),
             Err(PrepareError::Transient(why)) => {
                 tracing::warn!(run_id = %s.run_id, error = %why,
                     "the run could not be prepared; the job is tried again");

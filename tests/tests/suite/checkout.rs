@@ -78,6 +78,7 @@ async fn run(
         spec,
         token.as_ref(),
         dest,
+        &dest.with_extension("staging"),
         pinned,
         timeout,
         &cancel,
@@ -304,7 +305,7 @@ async fn the_token_reaches_no_file_and_not_the_remote_url() {
 }
 
 #[tokio::test]
-async fn a_refused_or_missing_token_is_a_credentials_error_leaving_no_checkout() {
+async fn a_refused_or_missing_token_is_a_credentials_error_changing_nothing() {
     let host = host().await;
     for token in [Some("ghs_notOneTheHostKnows"), None] {
         let dest = tempfile::tempdir().unwrap();
@@ -356,7 +357,14 @@ async fn a_refused_or_missing_token_is_a_credentials_error_leaving_no_checkout()
         message.contains("expired") && !message.contains(TOKEN),
         "{message}"
     );
-    assert_eq!(entries(dest.path()), Vec::<String>::new());
+    // The fetch failed in the staging directory: the workspace still holds what it held.
+    assert_eq!(entries(dest.path()), [".git", "README.md"]);
+    assert_eq!(
+        git(dest.path(), &["rev-parse", "HEAD"]).trim(),
+        host.shas[0].as_str(),
+        "the earlier checkout is untouched"
+    );
+    assert!(!dest.path().with_extension("staging").exists());
     assert_eq!(host.fake.requests().last().unwrap().status, 401);
 }
 
@@ -441,6 +449,7 @@ async fn files_that_are_not_a_checkout_are_kept_and_cancelling_stops_it() {
         &spec(REPO, "main", None),
         Some(&token),
         empty.path(),
+        &empty.path().with_extension("staging"),
         None,
         Duration::from_secs(120),
         &cancel,
@@ -470,6 +479,7 @@ async fn files_that_are_not_a_checkout_are_kept_and_cancelling_stops_it() {
         &spec(REPO, "main", None),
         Some(&token),
         kept.path(),
+        &kept.path().with_extension("staging"),
         Some(&host.shas[0]),
         Duration::from_secs(120),
         &cancel,
@@ -482,4 +492,50 @@ async fn files_that_are_not_a_checkout_are_kept_and_cancelling_stops_it() {
     );
     assert!(kept.path().join("NOTES.md").is_file());
     assert_eq!(git(kept.path(), &["rev-parse", "HEAD"]), first.commit);
+}
+
+/// A workspace the run's own commands could write: a `.git` planted there with a filter (and
+/// attributes applying it to every file) that would run a command of the model's choosing as
+/// the daemon, outside the sandbox. The fresh checkout is made in the daemon's staging
+/// directory, so the planted configuration is never read: the command never runs, and the
+/// workspace ends up holding the clean checkout.
+#[tokio::test]
+async fn a_git_config_planted_in_the_workspace_never_steers_the_daemons_git() {
+    let host = host().await;
+    let dest = tempfile::tempdir().unwrap();
+    let pwned = dest.path().with_extension("pwned");
+    let git_dir = dest.path().join(".git");
+    std::fs::create_dir_all(git_dir.join("info")).unwrap();
+    std::fs::write(git_dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(
+        git_dir.join("config"),
+        format!(
+            "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\
+             [filter \"x\"]\n\tsmudge = touch {} && cat\n\tclean = cat\n\
+             [http]\n\tproxy = http://127.0.0.1:9\n",
+            pwned.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(git_dir.join("info/attributes"), "* filter=x\n").unwrap();
+    std::fs::create_dir_all(git_dir.join("objects")).unwrap();
+    std::fs::create_dir_all(git_dir.join("refs")).unwrap();
+
+    let done = run(
+        &host,
+        &spec(REPO, "main", Some(1)),
+        Some(TOKEN),
+        dest.path(),
+        Some(&host.shas[2]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.commit, host.shas[2]);
+    assert!(!done.reused);
+    assert!(!pwned.exists(), "the planted filter ran as the daemon");
+    let config = std::fs::read_to_string(git_dir.join("config")).unwrap();
+    assert!(
+        !config.contains("filter") && !config.contains("proxy"),
+        "the workspace holds the clean checkout's config: {config}"
+    );
 }

@@ -192,8 +192,13 @@ impl HttpRequest {
             .secrets()
             .substitute(text.trim())
             .map_err(|e| e.to_string())?;
-        Url::parse(&value)
-            .map_err(|_| format!("secret `{name}` is not a URL, so it cannot be the request's URL"))
+        match Url::parse(&value) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(url),
+            // Nothing of the value is shown: not even its scheme.
+            _ => Err(format!(
+                "secret `{name}` is not an http(s) URL, so it cannot be the request's URL"
+            )),
+        }
     }
 
     fn build(

@@ -61,6 +61,7 @@ pub(super) fn patterns(value: &str) -> Vec<Pattern> {
     });
     out.push(url_pattern(value));
     out.push(json_pattern(value));
+    out.extend(url_parts(value));
     let reversed: String = value.chars().rev().collect();
     if reversed != value {
         out.push(Pattern {
@@ -71,6 +72,36 @@ pub(super) fn patterns(value: &str) -> Vec<Pattern> {
     out.sort_by(|a, b| b.max_len.cmp(&a.max_len).then(a.regex.cmp(&b.regex)));
     out.dedup();
     out
+}
+
+/// For a secret that is a URL (a webhook whose address is its credential): the forms a server
+/// or an HTTP client shows of it — the URL as normalised (`https://h:443/p` → `https://h/p`),
+/// and its path with the query, which error pages and redirects echo without the host — when
+/// that part is long enough to be the secret rather than ordinary text.
+fn url_parts(value: &str) -> Vec<Pattern> {
+    let Ok(url) = url::Url::parse(value) else {
+        return Vec::new();
+    };
+    if !matches!(url.scheme(), "http" | "https") {
+        return Vec::new();
+    }
+    let mut tail = url.path().to_string();
+    if let Some(query) = url.query() {
+        tail.push('?');
+        tail.push_str(query);
+    }
+    let mut forms = vec![url.as_str().to_string()];
+    if tail.trim_matches('/').len() >= MIN_VARIANT_LEN {
+        forms.push(tail.trim_end_matches('/').to_string());
+    }
+    forms
+        .into_iter()
+        .filter(|f| f != value)
+        .map(|f| Pattern {
+            regex: regex::escape(&f),
+            max_len: f.len(),
+        })
+        .collect()
 }
 
 /// The base64 and base64url texts to match: whole (padded and not) and the aligned cores.

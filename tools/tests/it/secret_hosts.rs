@@ -268,7 +268,7 @@ async fn a_bound_secret_can_be_the_whole_url_and_nothing_else() {
     for (url, says) in [
         ("{{secret:STRAY_URL}}", "may only be sent to"),
         ("{{secret:FREE_URL}}", "only when it is bound to hosts"),
-        ("{{secret:NOT_A_URL}}", "is not a URL"),
+        ("{{secret:NOT_A_URL}}", "is not an http(s) URL"),
         (
             &format!("http://{home}/services/{{{{secret:HOOK_URL}}}}") as &str,
             "never in part of a URL",
@@ -288,5 +288,12 @@ async fn a_bound_secret_can_be_the_whole_url_and_nothing_else() {
         assert!(!out.content.contains("s3cretPath"), "{}", out.content);
     }
     assert_eq!(home_seen.all().len(), 1, "nothing more was sent home");
+    // What a server echoes of the URL (an error page naming its path) is redacted too.
+    // (FREE_URL holds the same value; a value under two names is marked with the first.)
+    assert_eq!(
+        ctx.secrets()
+            .redact("Cannot POST /services/T000/B000/s3cretPath"),
+        "Cannot POST [REDACTED:FREE_URL]"
+    );
     assert!(other_seen.all().is_empty(), "nothing was sent elsewhere");
 }
