@@ -196,6 +196,29 @@ pub async fn checkout(
     done
 }
 
+/// Whether `dest` is a checkout whose repository holds `commit` — what [`checkout`] keeps when
+/// that commit is pinned — asked without the network or a token (read-only git, the same
+/// hardened environment).
+pub async fn holds_commit(git_base: &Url, dest: &Path, commit: &str) -> bool {
+    if !is_full_sha(commit) || !matches!(inspect(dest).await, Ok(Dest::Checkout)) {
+        return false;
+    }
+    let probe = CheckoutSpec {
+        repo: "nightshift/probe".into(),
+        git_ref: commit.into(),
+        depth: None,
+    };
+    let Ok(plan) = plan(git_base, &probe, Some(commit)) else {
+        return false;
+    };
+    let git = Git {
+        plan: &plan,
+        dest,
+        plain: git_env(&plan.git_base, None, &|name| std::env::var(name).ok()),
+    };
+    git.has_commit(&commit.to_ascii_lowercase()).await
+}
+
 // ---- Deciding ------------------------------------------------------------------------------
 
 /// What one checkout does.

@@ -38,7 +38,7 @@ mod tokens;
 pub use access::{App, GithubAccess};
 pub use api::{Api, Auth, GithubError, Page, check_base_url};
 pub use app::{AppKey, KeyError};
-pub use checkout::{Checkout, CheckoutError, CheckoutSpec, checkout, git_base};
+pub use checkout::{Checkout, CheckoutError, CheckoutSpec, checkout, git_base, holds_commit};
 pub use limits::{RateLimitWait, next_link, rate_limit_wait};
 pub use tokens::{InstallationTokens, Secret};
 

@@ -28,9 +28,23 @@ pub const TARGET_PREFIX: &str = "github-check-run:";
 /// The repository and head commit a run's context names, when it came from a pull request.
 pub fn pull_request_of(context: Option<&Value>) -> Option<(&str, &str, Option<u64>)> {
     let gh = context?.get("github")?;
-    Some((
-        gh.get("repo")?.as_str()?,
-        gh.get("head_sha")?.as_str()?,
+    let repo = gh.get("repo")?.as_str()?;
+    let head_sha = gh.get("head_sha")?.as_str()?;
+    // They go into API paths: an owner/name and a hexadecimal SHA, nothing else.
+    let repo_ok = repo.split_once('/').is_some_and(|(owner, name)| {
+        [owner, name].iter().all(|p| {
+            !p.is_empty()
+                && *p != "."
+                && *p != ".."
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        })
+    });
+    let sha_ok =
+        matches!(head_sha.len(), 40 | 64) && head_sha.bytes().all(|b| b.is_ascii_hexdigit());
+    (repo_ok && sha_ok).then_some((
+        repo,
+        head_sha,
         gh.get("installation_id").and_then(Value::as_u64),
     ))
 }
@@ -175,9 +189,21 @@ mod tests {
 
     #[test]
     fn only_a_pull_request_context_names_a_commit() {
-        let pr = json!({"github": {"repo": "o/r", "number": 1, "head_sha": "abc",
+        let sha = "a".repeat(40);
+        let pr = json!({"github": {"repo": "o/r", "number": 1, "head_sha": sha,
                                    "installation_id": 7}});
-        assert_eq!(pull_request_of(Some(&pr)), Some(("o/r", "abc", Some(7))));
+        assert_eq!(
+            pull_request_of(Some(&pr)),
+            Some(("o/r", sha.as_str(), Some(7)))
+        );
+        for (repo, sha) in [
+            ("o/r", "abc"),
+            ("o/../x", "a".repeat(40).as_str()),
+            ("o/r?x", "a"),
+        ] {
+            let bad = json!({"github": {"repo": repo, "head_sha": sha}});
+            assert_eq!(pull_request_of(Some(&bad)), None, "{repo} {sha}");
+        }
         assert_eq!(
             pull_request_of(Some(&json!({"github": {"repo": "o/r"}}))),
             None

@@ -116,12 +116,25 @@ pub async fn prepare(
         .context
         .and_then(|c| c.pointer("/github/installation_id"))
         .and_then(Value::as_u64);
-    let (git_base, token) = match &tools.github {
-        Some(gh) => (
-            nightshift_github::git_base(gh.api().base()),
-            token_for(gh, &spec.repo, installation).await?,
-        ),
-        None => (url::Url::parse(PUBLIC_GIT).expect("a URL"), None),
+    let git_base = match &tools.github {
+        Some(gh) => nightshift_github::git_base(gh.api().base()),
+        None => url::Url::parse(PUBLIC_GIT).expect("a URL"),
+    };
+    // The usual resume: the workspace still holds the run's commit. Kept, without asking
+    // GitHub anything (a GitHub outage does not stop a run that needs nothing from it).
+    if let Some(pinned) = run.workspace_commit
+        && nightshift_github::holds_commit(&git_base, &dest, pinned).await
+    {
+        return Ok(Some(PreparedWorkspace {
+            repo: spec.repo.clone(),
+            git_ref: spec.git_ref.clone(),
+            commit: pinned.to_string(),
+            setup: agent.config.workspace.setup.clone(),
+        }));
+    }
+    let token = match &tools.github {
+        Some(gh) => token_for(gh, &spec.repo, installation).await?,
+        None => None,
     };
     // The daemon's own directory (not the workspace, which the run's commands can write).
     let staging = tools.staging(run.run_id);

@@ -539,3 +539,33 @@ async fn a_git_config_planted_in_the_workspace_never_steers_the_daemons_git() {
         "the workspace holds the clean checkout's config: {config}"
     );
 }
+
+/// `holds_commit` answers from the workspace alone: true for a commit its repository has
+/// (also after the run moved on from it), false for one it lacks, for a SHA that is not one
+/// and for a directory that is no checkout — and it asks the host nothing.
+#[tokio::test]
+async fn a_workspace_holding_the_commit_is_known_without_the_host() {
+    let host = host().await;
+    let dest = tempfile::tempdir().unwrap();
+    let done = run(
+        &host,
+        &spec(REPO, "main", None),
+        Some(TOKEN),
+        dest.path(),
+        None,
+    )
+    .await
+    .unwrap();
+    let asked = host.fake.requests().len();
+    git(
+        dest.path(),
+        &["checkout", "--quiet", "--detach", &host.shas[0]],
+    );
+    assert!(nightshift_github::holds_commit(&host.base, dest.path(), &done.commit).await);
+    assert!(nightshift_github::holds_commit(&host.base, dest.path(), &host.shas[0]).await);
+    assert!(!nightshift_github::holds_commit(&host.base, dest.path(), &"0".repeat(40)).await);
+    assert!(!nightshift_github::holds_commit(&host.base, dest.path(), "main").await);
+    let empty = tempfile::tempdir().unwrap();
+    assert!(!nightshift_github::holds_commit(&host.base, empty.path(), &done.commit).await);
+    assert_eq!(host.fake.requests().len(), asked, "the host was not asked");
+}
