@@ -100,10 +100,18 @@ impl AgentWorkspace {
                 "is empty; write a shell command, like \"cargo fetch\"",
             ));
         }
-        if self.setup_timeout_seconds == 0 {
+        // Setup runs as run_command does: no longer than a foreground command may.
+        let longest = nightshift_tools::Limits::default()
+            .max_command_timeout
+            .as_secs();
+        if !(1..=longest).contains(&self.setup_timeout_seconds) {
             return Err(ConfigError::value(
                 at("setup_timeout_seconds"),
-                "must be at least 1",
+                format!(
+                    "is {}; it must be 1 to {longest} (the longest a command may run in the \
+                     foreground); leave longer work to the agent, in a background command",
+                    self.setup_timeout_seconds
+                ),
             ));
         }
         Ok(())

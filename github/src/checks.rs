@@ -105,13 +105,12 @@ pub async fn find_all(
         "/repos/{}/commits/{}/check-runs?check_name={name}&filter=all&per_page=100",
         key.repo, key.head_sha
     );
-    let answer = api.request(Method::GET, &path, auth, None).await?;
-    let mut found: Vec<Value> = answer["check_runs"]
-        .as_array()
+    // Every page: a commit may carry more than a page of check runs of one name.
+    let mut found: Vec<Value> = api
+        .get_all(&path, auth)
+        .await?
         .into_iter()
-        .flatten()
         .filter(|c| c["external_id"].as_str() == Some(key.run_id))
-        .cloned()
         .collect();
     found.sort_by_key(is_completed);
     Ok(found)
