@@ -1,5 +1,6 @@
 //! One task from spawn to recorded ending: [`Pump`] copies its output to the log (redacted as
-//! a stream, capped, the newest part kept in memory) and [`Watch`] waits for the first of
+//! a stream, capped, the newest part kept in memory; what is held back in case a secret
+//! straddles the next write is written once the task has been quiet for a moment) and [`Watch`] waits for the first of
 //! exit, stop and deadline, stops the whole process group when needed, drains the output,
 //! decides how the task ended and hands that to the ledger.
 //!
@@ -19,6 +20,9 @@ use tokio::sync::watch;
 
 use super::{DRAIN, EndedTask, Inner, Live, StopCause, TAIL_BYTES, TaskEnding, record_ending};
 use crate::secrets::SecretResolver;
+
+/// How long a task may write nothing before what is held back for redaction is written.
+const IDLE_FLUSH: Duration = Duration::from_millis(500);
 
 /// Copies a task's output to its log, redacted as a stream (a secret split across reads or
 /// spanning lines is still replaced whole) and capped; keeps the newest part in memory.
@@ -43,6 +47,14 @@ impl Pump {
 
     /// Everything still pending, at the end of the output.
     fn finish(&mut self) {
+        self.emit(true);
+    }
+
+    /// Everything still pending, after the task wrote nothing for [`IDLE_FLUSH`]: a quiet
+    /// task's newest line reaches its log (and `task_output`) instead of waiting, held back in
+    /// case a secret straddles the next write, until the task writes more. Only a secret the
+    /// task itself pauses in the middle of writing for that long is cut there.
+    fn flush_idle(&mut self) {
         self.emit(true);
     }
 
@@ -117,6 +129,9 @@ impl Watch {
                     Ok(0) | Err(_) => reading = false,
                     Ok(n) => self.pump.push(&buf[..n]),
                 },
+                () = tokio::time::sleep(IDLE_FLUSH), if !self.pump.pending.is_empty() => {
+                    self.pump.flush_idle();
+                }
             }
         };
         if !matches!(first, First::Exit(_)) {

@@ -275,6 +275,36 @@ async fn secrets_never_reach_the_log_the_record_or_the_ending() {
     }
 }
 
+/// A quiet task's newest line is in its log soon, although the redactor (here with secrets
+/// whose encoded forms are hundreds of bytes long) holds back the end of the output in case a
+/// secret straddles the next write; the secret is still redacted.
+#[tokio::test]
+async fn a_quiet_tasks_newest_line_reaches_its_log() {
+    let (_fx, _ledger, supervisor, ctx) = fixture();
+    let long = "k".repeat(300);
+    let ctx = ctx.with_secrets(SecretResolver::from_map([
+        ("LONG", long.as_str()),
+        ("TOKEN", "abc123xyz"),
+    ]));
+    let id = start(&ctx, "echo 'progress 1: abc123xyz'; sleep 30").await;
+    let log = supervisor.log_path(&id);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("progress 1") {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the quiet task's line never reached its log: {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(text, "progress 1: [REDACTED:TOKEN]\n");
+    let out = call(&TaskStop, &ctx, json!({"task_id": id})).await;
+    assert!(!out.is_error, "{}", out.content);
+}
+
 #[tokio::test]
 async fn secrets_spanning_lines_or_reads_are_redacted_whole() {
     let (_fx, ledger, supervisor, ctx) = fixture();
