@@ -200,7 +200,7 @@ pub async fn checkout(
 /// that commit is pinned — asked without the network or a token (read-only git, the same
 /// hardened environment).
 pub async fn holds_commit(git_base: &Url, dest: &Path, commit: &str) -> bool {
-    if !is_full_sha(commit) || !matches!(inspect(dest).await, Ok(Dest::Checkout)) {
+    if !crate::is_commit_sha(commit) || !matches!(inspect(dest).await, Ok(Dest::Checkout)) {
         return false;
     }
     let probe = CheckoutSpec {
@@ -256,7 +256,7 @@ fn plan(git_base: &Url, spec: &CheckoutSpec, pinned: Option<&str>) -> Result<Pla
         ));
     }
     let pinned = match pinned {
-        Some(sha) if is_full_sha(sha) => Some(sha.to_ascii_lowercase()),
+        Some(sha) if crate::is_commit_sha(sha) => Some(sha.to_ascii_lowercase()),
         Some(sha) => {
             return Err(invalid(format!(
                 "the pinned commit {sha:?} is not a full hexadecimal SHA"
@@ -265,8 +265,8 @@ fn plan(git_base: &Url, spec: &CheckoutSpec, pinned: Option<&str>) -> Result<Pla
         None => None,
     };
     let is_pinned = pinned.is_some();
-    let expect =
-        pinned.or_else(|| is_full_sha(&spec.git_ref).then(|| spec.git_ref.to_ascii_lowercase()));
+    let expect = pinned
+        .or_else(|| crate::is_commit_sha(&spec.git_ref).then(|| spec.git_ref.to_ascii_lowercase()));
     let remote = git_base
         .join(&format!("{}.git", spec.repo))
         .map_err(|e| invalid(format!("no URL for the repository under {git_base}: {e}")))?;
@@ -283,19 +283,12 @@ fn plan(git_base: &Url, spec: &CheckoutSpec, pinned: Option<&str>) -> Result<Pla
 
 /// `owner/name` as GitHub allows them: letters, digits, `-`, `_`, `.`; not `.` or `..`.
 fn check_repo(repo: &str) -> Result<(), String> {
-    let ok = |part: &str| {
-        !part.is_empty()
-            && part != "."
-            && part != ".."
-            && part
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    };
-    match repo.split_once('/') {
-        Some((owner, name)) if ok(owner) && ok(name) => Ok(()),
-        _ => Err(format!(
+    if crate::is_repo_name(repo) {
+        Ok(())
+    } else {
+        Err(format!(
             "the repository {repo:?} is not of the form owner/name"
-        )),
+        ))
     }
 }
 
@@ -320,10 +313,6 @@ fn check_ref(git_ref: &str) -> Result<(), String> {
 }
 
 /// A full SHA-1 (40) or SHA-256 (64) object name.
-fn is_full_sha(s: &str) -> bool {
-    matches!(s.len(), 40 | 64) && s.chars().all(|c| c.is_ascii_hexdigit())
-}
-
 /// The environment of every git process: nothing inherited but `PATH` (and, for a host that
 /// is not loopback, the proxy and CA variables, read with `inherited`), no user or system
 /// config, and the config below. With `token`, the `Authorization` header for the git host.

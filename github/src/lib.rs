@@ -33,6 +33,7 @@ mod app;
 mod checkout;
 pub mod checks;
 mod limits;
+mod names;
 mod tokens;
 
 pub use access::{App, GithubAccess};
@@ -40,6 +41,7 @@ pub use api::{Api, Auth, GithubError, Page, check_base_url};
 pub use app::{AppKey, KeyError};
 pub use checkout::{Checkout, CheckoutError, CheckoutSpec, checkout, git_base, holds_commit};
 pub use limits::{RateLimitWait, next_link, rate_limit_wait};
+pub use names::{is_commit_sha, is_repo_name};
 pub use tokens::{InstallationTokens, Secret};
 
 /// GitHub.com's REST API.

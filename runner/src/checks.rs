@@ -31,18 +31,8 @@ pub fn pull_request_of(context: Option<&Value>) -> Option<(&str, &str, Option<u6
     let repo = gh.get("repo")?.as_str()?;
     let head_sha = gh.get("head_sha")?.as_str()?;
     // They go into API paths: an owner/name and a hexadecimal SHA, nothing else.
-    let repo_ok = repo.split_once('/').is_some_and(|(owner, name)| {
-        [owner, name].iter().all(|p| {
-            !p.is_empty()
-                && *p != "."
-                && *p != ".."
-                && p.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        })
-    });
-    let sha_ok =
-        matches!(head_sha.len(), 40 | 64) && head_sha.bytes().all(|b| b.is_ascii_hexdigit());
-    (repo_ok && sha_ok).then_some((
+    let valid = nightshift_github::is_repo_name(repo) && nightshift_github::is_commit_sha(head_sha);
+    valid.then_some((
         repo,
         head_sha,
         gh.get("installation_id").and_then(Value::as_u64),

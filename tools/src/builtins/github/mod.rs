@@ -62,16 +62,7 @@ fn pull_schema() -> Value {
 /// `owner/name` checked: two segments of letters, digits, `-`, `_` and `.`, neither `.` nor
 /// `..`.
 pub(super) fn checked_repo(repo: &str) -> Result<&str, ToolOutput> {
-    let ok = repo.split_once('/').is_some_and(|(owner, name)| {
-        [owner, name].iter().all(|s| {
-            !s.is_empty()
-                && *s != "."
-                && *s != ".."
-                && s.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        })
-    });
-    if ok {
+    if nightshift_github::is_repo_name(repo) {
         Ok(repo)
     } else {
         Err(ToolOutput::error(format!(
