@@ -24,8 +24,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
-use sqlx::{ConnectOptions, Connection};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -281,32 +279,10 @@ fn rate(n: u64, elapsed: Duration) -> f64 {
     n as f64 / elapsed.as_secs_f64().max(1e-9)
 }
 
-/// Single-row INSERT commits per second on a fresh SQLite file in WAL mode with
-/// `synchronous=FULL` (the pragmas of our store), over `commits` commits.
+/// Single-row INSERT commits per second on SQLite with our pragmas (see
+/// [`nightshift_bench::sqlite_commit_rate`]).
 pub(crate) async fn fsync_commit_rate(dir: &Path, commits: u64) -> Result<f64> {
-    let path = dir.join("fsync-baseline.db");
-    let mut conn = SqliteConnectOptions::new()
-        .filename(&path)
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Full)
-        .connect()
-        .await
-        .context("opening the fsync baseline database")?;
-    sqlx::query("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
-        .execute(&mut conn)
-        .await?;
-    let t = Instant::now();
-    for i in 0..commits {
-        sqlx::query("INSERT INTO t (v) VALUES (?)")
-            .bind(format!("row {i}"))
-            .execute(&mut conn)
-            .await?;
-    }
-    let elapsed = t.elapsed();
-    conn.close().await?;
-    let _ = std::fs::remove_file(&path);
-    Ok(rate(commits, elapsed))
+    nightshift_bench::sqlite_commit_rate(dir, commits).await
 }
 
 /// The no-op apalis handler: reports its start and succeeds.

@@ -50,6 +50,38 @@ pub async fn backends(dir: &Path, name: &str) -> Vec<(&'static str, StoreConfig)
     backends
 }
 
+/// Single-row INSERT commits per second on a fresh SQLite file in `dir`, in WAL mode with
+/// `synchronous=FULL` (the pragmas of our store), over `commits` commits: the disk's commit
+/// rate, which bounds every SQLite write path that commits once per item.
+pub async fn sqlite_commit_rate(dir: &Path, commits: u64) -> anyhow::Result<f64> {
+    use anyhow::Context;
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+    use sqlx::{ConnectOptions, Connection};
+    let path = dir.join("commit-rate.db");
+    let mut conn = SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .connect()
+        .await
+        .context("opening the commit-rate database")?;
+    sqlx::query("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+        .execute(&mut conn)
+        .await?;
+    let t = std::time::Instant::now();
+    for i in 0..commits {
+        sqlx::query("INSERT INTO t (v) VALUES (?)")
+            .bind(format!("row {i}"))
+            .execute(&mut conn)
+            .await?;
+    }
+    let elapsed = t.elapsed();
+    conn.close().await?;
+    let _ = std::fs::remove_file(&path);
+    Ok(commits as f64 / elapsed.as_secs_f64().max(1e-9))
+}
+
 /// Drops the PostgreSQL schema a bench measured in (nothing for SQLite, whose file goes with
 /// its temporary directory). Failing to drop it is not an error of the bench.
 pub async fn drop_schema(config: &StoreConfig) {

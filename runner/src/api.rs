@@ -3,6 +3,7 @@
 //! | method | path | does |
 //! |---|---|---|
 //! | `POST` | `/v1/runs` | enqueue a run: `{agent, prompt, idempotency_key?, priority?, lane?, delay_seconds?, run_at?, max_attempts?, concurrency_key?, concurrency_policy?, debounce_seconds?}` → 202 with its id (200 and the first run's id for a repeated idempotency key, or the active run's with `skipped` under the skip policy) |
+//! | `POST` | `/v1/runs:batch` | `{runs: [<POST /v1/runs body>, …]}` (up to `server.max_batch_runs`): enqueue many in one transaction → 200 with one result per item, in order: `created`, `duplicate`, `skipped`, or `refused` with the reason (a refused item refuses only itself) |
 //! | `GET` | `/v1/runs?status=&agent=&trigger=&key=&since=&until=&q=&cursor=&limit=` | run summaries newest first, filtered (`since`/`until`: RFC 3339 or epoch ms, `[since, until)`; `q`: run id, idempotency key or prompt text), `limit` 1-200 (default 50): `{runs, next_cursor}`; pass `next_cursor` as `cursor` for the next page |
 //! | `GET` | `/v1/runs/{id}` | a run: status, usage, cost, result, error, and `last_error`: why its newest job was last retried or is waiting (a model outage's real cause) |
 //! | `GET` | `/v1/runs/{id}/events?after=N` | its event log |
@@ -252,55 +253,9 @@ pub(crate) async fn create_run(
     headers: HeaderMap,
     JsonBody(body): JsonBody<CreateRun>,
 ) -> Response {
-    let delay = match (&body.delay_seconds, &body.run_at) {
-        (Some(_), Some(_)) => {
-            return error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "give delay_seconds or run_at, not both",
-            );
-        }
-        (Some(s), None) => Some(Duration::from_secs(*s)),
-        (None, Some(at)) => match chrono::DateTime::parse_from_rfc3339(at) {
-            Ok(t) => {
-                let ms = t.timestamp_millis() - state.store.now();
-                Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
-            }
-            Err(e) => {
-                return error(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    format!("run_at '{at}' is not an RFC 3339 time like 2026-12-01T07:00:00Z: {e}"),
-                );
-            }
-        },
-        (None, None) => None,
-    };
-    let policy = match body
-        .concurrency_policy
-        .map(|name| ConcurrencyPolicy::from_name(name.as_str(), body.debounce_seconds))
-    {
-        None if body.debounce_seconds.is_some() => {
-            return error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "debounce_seconds needs concurrency_policy = \"debounce\"",
-            );
-        }
-        None => None,
-        Some(Ok(p)) => Some(p),
-        Some(Err(e)) => return error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
-    };
-    let req = RunRequest {
-        agent: body.agent,
-        prompt: body.prompt,
-        trigger: Trigger::Api,
-        idempotency_key: body.idempotency_key,
-        lane: body.lane,
-        priority: body.priority,
-        delay,
-        max_attempts: body.max_attempts,
-        concurrency_key: body.concurrency_key,
-        concurrency_policy: policy,
-        trace_parent: traceparent(&headers),
-        context: None,
+    let req = match run_request(body, traceparent(&headers), state.store.now()) {
+        Ok(req) => req,
+        Err(m) => return error(StatusCode::UNPROCESSABLE_ENTITY, m),
     };
     match state.intake.submit(req).await {
         Ok(e) => {
@@ -325,6 +280,56 @@ pub(crate) async fn create_run(
         Err(IntakeError::NotFound(m)) => error(StatusCode::NOT_FOUND, m),
         Err(IntakeError::Store(e)) => store_error(e),
     }
+}
+
+/// The run a `POST /v1/runs` body asks for (with the request's `traceparent`), or what is
+/// wrong with it. `now` is the store's clock, for `run_at`.
+pub(crate) fn run_request(
+    body: CreateRun,
+    trace_parent: Option<String>,
+    now: i64,
+) -> Result<RunRequest, String> {
+    let delay = match (&body.delay_seconds, &body.run_at) {
+        (Some(_), Some(_)) => return Err("give delay_seconds or run_at, not both".into()),
+        (Some(s), None) => Some(Duration::from_secs(*s)),
+        (None, Some(at)) => match chrono::DateTime::parse_from_rfc3339(at) {
+            Ok(t) => {
+                let ms = t.timestamp_millis() - now;
+                Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+            }
+            Err(e) => {
+                return Err(format!(
+                    "run_at '{at}' is not an RFC 3339 time like 2026-12-01T07:00:00Z: {e}"
+                ));
+            }
+        },
+        (None, None) => None,
+    };
+    let policy = match body
+        .concurrency_policy
+        .map(|name| ConcurrencyPolicy::from_name(name.as_str(), body.debounce_seconds))
+    {
+        None if body.debounce_seconds.is_some() => {
+            return Err("debounce_seconds needs concurrency_policy = \"debounce\"".into());
+        }
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => return Err(e.to_string()),
+    };
+    Ok(RunRequest {
+        agent: body.agent,
+        prompt: body.prompt,
+        trigger: Trigger::Api,
+        idempotency_key: body.idempotency_key,
+        lane: body.lane,
+        priority: body.priority,
+        delay,
+        max_attempts: body.max_attempts,
+        concurrency_key: body.concurrency_key,
+        concurrency_policy: policy,
+        trace_parent,
+        context: None,
+    })
 }
 
 /// The query of `GET /v1/runs`.

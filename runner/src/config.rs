@@ -68,6 +68,8 @@ pub struct ServerConfig {
     /// The environment variable holding the API token. Default `NIGHTSHIFT_API_TOKEN`; when
     /// it is unset, `serve` makes a token and keeps it in `<runtime.data_dir>/api-token`.
     pub token_env: String,
+    /// The most runs one `POST /v1/runs:batch` may hold, 1 to 10000. Default 1000.
+    pub max_batch_runs: usize,
 }
 
 impl Default for ServerConfig {
@@ -75,6 +77,7 @@ impl Default for ServerConfig {
         Self {
             address: "127.0.0.1:8686".into(),
             token_env: "NIGHTSHIFT_API_TOKEN".into(),
+            max_batch_runs: nightshift_scheduler::DEFAULT_BATCH_LIMIT,
         }
     }
 }
@@ -252,6 +255,12 @@ impl Config {
         }
         self.database.validate().map_err(invalid)?;
         self.worker.validate().map_err(invalid)?;
+        if !(1..=10_000).contains(&self.server.max_batch_runs) {
+            return Err(invalid(format!(
+                "server.max_batch_runs is {}; use 1 to 10000",
+                self.server.max_batch_runs
+            )));
+        }
         self.runtime.background.validate().map_err(invalid)?;
         self.runtime.validate_secrets().map_err(invalid)?;
         self.telemetry.validate().map_err(invalid)?;

@@ -117,6 +117,7 @@ pub async fn start(
     // From here on nothing fails: the subsystems are spawned, stopped by `stop`.
     let stop = shutdown.child_token();
     let intake = Intake::new(store.clone(), parts.runtime.agent_names());
+    intake.set_batch_limit(config.server.max_batch_runs);
     let timer = spawn_timer(&intake, &daemon_id, &stop);
     let state = api::ApiState {
         store: store.clone(),

@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod api_errors;
+pub mod batch_api;
 pub mod checks;
 pub mod config;
 pub mod daemon;

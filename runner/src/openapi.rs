@@ -71,6 +71,7 @@ fn token_routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(api::decide_approval))
         .routes(routes!(api::list_notifications))
         .routes(routes!(api::redeliver))
+        .merge(crate::batch_api::routes())
         .merge(crate::schedules_api::routes())
         .merge(crate::tasks_api::routes())
         .merge(crate::hooks::token_routes())

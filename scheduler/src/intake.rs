@@ -98,7 +98,11 @@ pub enum IntakeError {
 pub struct Intake {
     store: Store,
     agents: Arc<RwLock<Arc<[String]>>>,
+    batch_limit: Arc<std::sync::atomic::AtomicUsize>,
 }
+
+/// The most runs one batch enqueue may hold unless configured otherwise.
+pub const DEFAULT_BATCH_LIMIT: usize = 1_000;
 
 impl Intake {
     /// The intake for `store`, taking runs of `agents` (the configured agent names).
@@ -106,6 +110,7 @@ impl Intake {
         Self {
             store,
             agents: Arc::new(RwLock::new(agents.into_iter().map(Into::into).collect())),
+            batch_limit: Arc::new(std::sync::atomic::AtomicUsize::new(DEFAULT_BATCH_LIMIT)),
         }
     }
 
@@ -132,14 +137,70 @@ impl Intake {
     /// Checks `req` and enqueues it. A request whose idempotency key was used before returns
     /// the first run with `duplicate: true`.
     pub async fn submit(&self, req: RunRequest) -> Result<Enqueued, IntakeError> {
-        check_agent(&self.agents(), &req.agent)?;
-        let new = check(&req, self.store.now())?;
+        let new = self.check_run(&req)?;
         Ok(self.store.enqueue(&new).await?)
+    }
+
+    /// Checks each request as [`Intake::submit`] does and enqueues the good ones in one
+    /// transaction ([`Store::enqueue_many`]), answering per request in order: a refused
+    /// request refuses only itself. A store error fails the whole call (and then nothing of
+    /// it was enqueued).
+    pub async fn submit_many(
+        &self,
+        reqs: Vec<Result<RunRequest, IntakeError>>,
+    ) -> Result<Vec<Result<Enqueued, IntakeError>>, IntakeError> {
+        let checked: Vec<Result<NewRun, IntakeError>> = reqs
+            .into_iter()
+            .map(|req| req.and_then(|req| self.check_run(&req)))
+            .collect();
+        let good: Vec<NewRun> = checked
+            .iter()
+            .filter_map(|c| c.as_ref().ok().cloned())
+            .collect();
+        let mut written = self.store.enqueue_many(&good).await?.into_iter();
+        Ok(checked
+            .into_iter()
+            .map(|c| match c {
+                Ok(_) => match written.next() {
+                    Some(Ok(e)) => Ok(e),
+                    Some(Err(e)) => Err(IntakeError::from(e)),
+                    None => Err(IntakeError::Store(nightshift_store::Error::Corrupt(
+                        "a batch enqueue lost an answer".into(),
+                    ))),
+                },
+                Err(e) => Err(e),
+            })
+            .collect())
+    }
+
+    /// The most runs one batch may hold (`server.max_batch_runs`).
+    pub fn batch_limit(&self) -> usize {
+        self.batch_limit.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// From now on batches may hold up to `limit` runs (a loaded or reloaded config).
+    pub fn set_batch_limit(&self, limit: usize) {
+        self.batch_limit
+            .store(limit, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Checks `req` as [`Intake::submit`] does and returns the run it would enqueue, for a
+    /// caller that enqueues it with other writes (a webhook delivery's record).
+    pub fn check_run(&self, req: &RunRequest) -> Result<NewRun, IntakeError> {
+        check_agent(&self.agents(), &req.agent)?;
+        check(req, self.store.now())
     }
 
     /// Continues the newest unfinished run whose concurrency key is `req.run_key`.
     pub async fn resume(&self, req: ResumeRequest) -> Result<Enqueued, IntakeError> {
-        resume(&self.store, req).await
+        let new = find_resume(&self.store, req).await?;
+        Ok(self.store.enqueue_resume(&new).await?)
+    }
+
+    /// Checks `req` and finds the run it continues, as [`Intake::resume`] does, and returns
+    /// the resume job it would enqueue.
+    pub async fn check_resume(&self, req: ResumeRequest) -> Result<NewResume, IntakeError> {
+        find_resume(&self.store, req).await
     }
 }
 
@@ -160,7 +221,7 @@ pub fn check_agent<S: AsRef<str>>(agents: &[S], agent: &str) -> Result<(), Intak
     )))
 }
 
-async fn resume(store: &Store, req: ResumeRequest) -> Result<Enqueued, IntakeError> {
+async fn find_resume(store: &Store, req: ResumeRequest) -> Result<NewResume, IntakeError> {
     if req.run_key.is_empty() || req.run_key.len() > 255 {
         return Err(IntakeError::Invalid(
             "the run key must be 1-255 bytes".into(),
@@ -182,13 +243,12 @@ async fn resume(store: &Store, req: ResumeRequest) -> Result<Enqueued, IntakeErr
             run.id
         )));
     }
-    let new = NewResume {
+    Ok(NewResume {
         run_id: run.id,
         payload: ResumeReason::Message { text: req.message }.to_payload(),
         dedupe_key: req.idempotency_key,
         job: JobOptions::default(),
-    };
-    Ok(store.enqueue_resume(&new).await?)
+    })
 }
 
 fn check_prompt(prompt: &str) -> Result<(), IntakeError> {

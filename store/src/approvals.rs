@@ -241,7 +241,6 @@ async fn decide<B: ApprovalStatements>(b: &B, decision: Decision<'_>) -> Result<
         return Ok(false);
     }
     B::resume_now(&mut tx, decision.run_id, decision.now).await?;
-    b.notify_enqueued(&mut tx, "").await?;
     B::commit(tx).await?;
     Ok(true)
 }

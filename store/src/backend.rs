@@ -5,8 +5,8 @@
 //! A backend supplies:
 //!
 //! - [`Backend`]: connections and transactions — a connection to write on, one to read on, a
-//!   transaction, a transaction that claims jobs, and how a committed enqueue wakes other
-//!   processes' workers;
+//!   transaction, a transaction that claims jobs (other processes' workers are woken after a
+//!   commit, by `Store::wake`, never inside a transaction);
 //! - one statements trait per concern, each method one named SQL statement
 //!   (`store/sql/<backend>/<name>.sql`) with typed parameters and rows, or an algorithm that
 //!   legitimately differs between backends behind one signature (PostgreSQL's one-statement
@@ -57,13 +57,6 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
     fn begin_claiming(&self) -> impl Future<Output = Result<Self::Tx>> + Send;
     fn commit(tx: Self::Tx) -> impl Future<Output = Result<()>> + Send;
     fn rollback(tx: Self::Tx) -> impl Future<Output = Result<()>> + Send;
-    /// Tells other processes' workers, when `tx` commits, that `lane` has new work
-    /// (PostgreSQL: a `NOTIFY`; SQLite wakes in-process only and does nothing).
-    fn notify_enqueued(
-        &self,
-        tx: &mut Self::Tx,
-        lane: &str,
-    ) -> impl Future<Output = Result<()>> + Send;
 }
 
 /// The path of a backend's SQL file: `sql!("postgres", "claim")` is

@@ -272,10 +272,6 @@ async fn settle_in_transaction<B: QueuePaths>(
 ) -> Result<SettleOutcome> {
     let mut tx = b.begin_claiming().await?;
     let ended = B::finish_batch(&mut tx, done, now).await?;
-    if ended.contains(&Some(true)) {
-        // Jobs waiting for a key may run now.
-        b.notify_enqueued(&mut tx, "").await?;
-    }
     let rescued = claims.iter().any(|c| c.limit > 0);
     if rescued {
         rescue::<B>(&mut tx, now).await?;

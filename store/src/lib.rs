@@ -26,6 +26,7 @@
 //! How it fails: every error is an [`Error`] whose message says what to do;
 //! [`Error::is_transient`] tells whether retrying can help.
 
+mod announce;
 pub mod approvals;
 mod backend;
 pub mod backoff;
@@ -33,6 +34,8 @@ mod batch;
 pub mod clock;
 pub mod config;
 mod error;
+mod group;
+mod intake;
 pub mod listing;
 pub mod migrate;
 pub mod model;
@@ -56,6 +59,7 @@ pub use batch::{ClaimRequest, RESCUE_INTERVAL, Settled};
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use config::{BackendKind, ConfigError, StoreConfig, Synchronous};
 pub use error::{Error, LeaseLostReason, Result};
+pub use intake::{DeliveryRecord, DeliveryTaken, DeliveryWork};
 pub use listing::{LaneCount, LeaseRow, QueueOverview, RunFilter, RunPage, RunSummary};
 pub use model::{
     CancelOutcome, Checkpoint, ConcurrencyPolicy, Enqueued, Event, Heartbeat, Job, JobCount,

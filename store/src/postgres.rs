@@ -1,7 +1,9 @@
 //! The PostgreSQL backend: many daemons on many machines share one queue. Claims lock rows
 //! with `FOR UPDATE SKIP LOCKED` so claimers never wait on each other; fenced writes hold the
-//! job row `FOR SHARE` so a concurrent claim cannot slip between check and write; enqueues
-//! `NOTIFY` a channel per schema so idle workers everywhere wake at once.
+//! job row `FOR SHARE` so a concurrent claim cannot slip between check and write; writes that
+//! make work due are announced after their commit with a coalesced `NOTIFY` on a channel per
+//! schema (`announce.rs`), so idle workers everywhere wake at once without enqueues waiting
+//! on PostgreSQL's notify lock.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -11,11 +13,12 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, Postgres, Transaction};
 
+use crate::announce::Announcer;
 use crate::backend::Backend;
 use crate::config::{StoreConfig, redact_url};
 use crate::model::Job;
-use crate::queue::{ClaimRow, FastSettle, JobEnd, QueuePaths, RunRow};
-use crate::text::Text;
+use crate::queue::{ClaimRow, FastSettle, JobEnd, QueuePaths, QueueStatements, RunRow};
+use crate::text::{Text, encode};
 use crate::warm::{PING_AFTER, Warm};
 use crate::{Error, Result};
 
@@ -72,6 +75,8 @@ pub(crate) struct PgBackend {
     warm: Arc<Warm>,
     channel: String,
     schema: Option<String>,
+    /// Sends the coalesced `NOTIFY` after writes that made work due.
+    announcer: Arc<Announcer>,
 }
 
 impl Backend for PgBackend {
@@ -105,15 +110,6 @@ impl Backend for PgBackend {
 
     async fn rollback(tx: Tx) -> Result<()> {
         Ok(tx.rollback().await?)
-    }
-
-    async fn notify_enqueued(&self, tx: &mut Tx, lane: &str) -> Result<()> {
-        sqlx::query(include_str!("../sql/postgres/notify.sql"))
-            .bind(&self.channel)
-            .bind(lane)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
     }
 }
 
@@ -170,11 +166,13 @@ impl PgBackend {
             Some(schema) => format!("nightshift_jobs_{schema}"),
             None => "nightshift_jobs".to_string(),
         };
+        let announcer = Arc::new(Announcer::start(pool.clone(), channel.clone()));
         Ok(Self {
             pool,
             warm,
             channel,
             schema: config.schema.clone(),
+            announcer,
         })
     }
 
@@ -264,6 +262,12 @@ impl PgBackend {
         })
     }
 
+    /// Tells other daemons' idle workers, soon, that work may be due: after a committed
+    /// write (see `announce.rs`).
+    pub(crate) fn announce(&self) {
+        self.announcer.announce();
+    }
+
     pub(crate) async fn close(&self) {
         self.warm.close().await;
         self.pool.close().await;
@@ -290,26 +294,54 @@ impl QueuePaths for PgBackend {
     /// A run without a concurrency key, in one statement: the start job's id, or `None` when
     /// the run's idempotency key was taken.
     async fn enqueue_plain(&self, run: RunRow<'_>) -> Result<Option<i64>> {
-        let new = run.new;
-        let job_id: Option<i64> =
-            sqlx::query_scalar(include_str!("../sql/postgres/enqueue_plain.sql"))
-                .bind(run.id)
-                .bind(&new.agent)
-                .bind(new.trigger.as_str())
-                .bind(Text(&new.input))
-                .bind(Text::opt(new.dedupe_key.as_deref()))
-                .bind(run.now)
-                .bind(&new.job.lane)
-                .bind(new.job.priority)
-                .bind(new.job.run_at.unwrap_or(run.now))
-                .bind(new.job.max_attempts)
-                .bind(&self.channel)
-                .bind(run.notify)
-                .bind(new.trace_parent.as_deref())
-                .bind(new.context.as_deref())
-                .fetch_optional(&self.pool)
+        Self::insert_plain(&mut *self.pool.acquire().await?, run).await
+    }
+
+    /// Every run in one statement (`enqueue_plain_many.sql`, parallel arrays).
+    async fn enqueue_plain_many(&self, rows: &[RunRow<'_>]) -> Result<Option<Vec<Option<i64>>>> {
+        let now = rows.first().map_or(0, |r| r.now);
+        let text = |v: &str| encode(v).into_owned();
+        let ids: Vec<&str> = rows.iter().map(|r| r.id).collect();
+        let agents: Vec<&str> = rows.iter().map(|r| r.new.agent.as_str()).collect();
+        let triggers: Vec<&str> = rows.iter().map(|r| r.new.trigger.as_str()).collect();
+        let inputs: Vec<String> = rows.iter().map(|r| text(&r.new.input)).collect();
+        let keys: Vec<Option<String>> = rows
+            .iter()
+            .map(|r| r.new.dedupe_key.as_deref().map(text))
+            .collect();
+        let lanes: Vec<&str> = rows.iter().map(|r| r.new.job.lane.as_str()).collect();
+        let priorities: Vec<i64> = rows.iter().map(|r| r.new.job.priority).collect();
+        let run_at: Vec<i64> = rows
+            .iter()
+            .map(|r| r.new.job.run_at.unwrap_or(r.now))
+            .collect();
+        let attempts: Vec<i64> = rows.iter().map(|r| r.new.job.max_attempts).collect();
+        let notify: Vec<bool> = rows.iter().map(|r| r.notify).collect();
+        // As enqueue_plain binds them: unescaped (a traceparent, a JSON object).
+        let traces: Vec<Option<&str>> =
+            rows.iter().map(|r| r.new.trace_parent.as_deref()).collect();
+        let contexts: Vec<Option<&str>> = rows.iter().map(|r| r.new.context.as_deref()).collect();
+        let inserted: Vec<(String, i64)> =
+            sqlx::query_as(include_str!("../sql/postgres/enqueue_plain_many.sql"))
+                .bind(&ids)
+                .bind(&agents)
+                .bind(&triggers)
+                .bind(&inputs)
+                .bind(&keys)
+                .bind(&lanes)
+                .bind(&priorities)
+                .bind(&run_at)
+                .bind(&attempts)
+                .bind(&notify)
+                .bind(&traces)
+                .bind(&contexts)
+                .bind(now)
+                .fetch_all(&self.pool)
                 .await?;
-        Ok(job_id)
+        let by_run: std::collections::HashMap<String, i64> = inserted.into_iter().collect();
+        Ok(Some(
+            rows.iter().map(|r| by_run.get(r.id).copied()).collect(),
+        ))
     }
 
     /// The one-statement settle (`settle.sql`) on the warm connection: ends `done` and claims
@@ -426,7 +458,6 @@ impl PgBackend {
             .bind(claim.worker)
             .bind(claim.lease_ms)
             .bind(claim.limit)
-            .bind(&self.channel)
             .fetch_all(warm.conn())
             .await?;
         warm.keep();

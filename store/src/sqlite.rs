@@ -14,7 +14,7 @@ use sqlx::{ConnectOptions, Sqlite};
 use crate::backend::Backend;
 use crate::config::{StoreConfig, Synchronous};
 use crate::model::Job;
-use crate::queue::{ClaimRow, FastSettle, JobEnd, QueuePaths, RunRow};
+use crate::queue::{ClaimRow, FastSettle, JobEnd, QueuePaths, QueueStatements, RunRow};
 use crate::writer::{Held, Read, WriteTx, Writer};
 use crate::{Error, Result};
 
@@ -62,11 +62,6 @@ impl Backend for SqliteBackend {
 
     async fn rollback(tx: WriteTx) -> Result<()> {
         Ok(tx.rollback().await?)
-    }
-
-    /// SQLite wakes workers in-process only (see `Store::wake`); nothing to do in SQL.
-    async fn notify_enqueued(&self, _tx: &mut WriteTx, _lane: &str) -> Result<()> {
-        Ok(())
     }
 }
 
@@ -160,25 +155,13 @@ impl QueuePaths for SqliteBackend {
     /// `enqueue_start`'s trigger; SQLite has no writing CTEs): the start job's id, or `None`
     /// when the run's idempotency key was taken.
     async fn enqueue_plain(&self, run: RunRow<'_>) -> Result<Option<i64>> {
-        let new = run.new;
-        let job_id: Option<i64> =
-            sqlx::query_scalar(include_str!("../sql/sqlite/enqueue_plain.sql"))
-                .bind(run.id)
-                .bind(&new.agent)
-                .bind(new.trigger.as_str())
-                .bind(&new.input)
-                .bind(&new.dedupe_key)
-                .bind(run.now)
-                .bind(&new.job.lane)
-                .bind(new.job.priority)
-                .bind(new.job.run_at.unwrap_or(run.now))
-                .bind(new.job.max_attempts)
-                .bind(run.notify)
-                .bind(new.trace_parent.as_deref())
-                .bind(new.context.as_deref())
-                .fetch_optional(&mut *self.writer().await?)
-                .await?;
-        Ok(job_id)
+        Self::insert_plain(&mut *self.writer().await?, run).await
+    }
+
+    /// No one-statement path: a batch is a transaction of single statements, cheap
+    /// in-process; its one commit is what costs.
+    async fn enqueue_plain_many(&self, _rows: &[RunRow<'_>]) -> Result<Option<Vec<Option<i64>>>> {
+        Ok(None)
     }
 
     /// SQLite has no writing CTEs, and its statements are in-process and cheap: every settle
@@ -375,9 +358,14 @@ mod tests {
         let (backend, dir) = migrated("claim-plan").await;
         for i in 0..50 {
             let new = crate::model::NewRun::new("agent", "p");
-            crate::queue::enqueue_run(&backend, &format!("run-{i}"), &new, false, 1)
-                .await
-                .unwrap();
+            let id = format!("run-{i}");
+            let row = crate::queue::RunRow {
+                id: &id,
+                new: &new,
+                notify: false,
+                now: 1,
+            };
+            crate::queue::enqueue_run(&backend, row).await.unwrap();
         }
         let plan = |(sql, lanes): (&'static str, Option<String>)| {
             let backend = backend.clone();

@@ -15,6 +15,7 @@ use crate::batch::ClaimRequest;
 use crate::clock::{Clock, Millis, duration_millis};
 use crate::config::{BackendKind, StoreConfig};
 use crate::error::LeaseLostReason;
+use crate::group::Group;
 use crate::migrate::{self, MigrationReport};
 use crate::model::{
     CancelOutcome, Checkpoint, Enqueued, Event, Heartbeat, Job, JobCount, JobOptions, NewResume,
@@ -55,6 +56,8 @@ pub(crate) struct Inner {
     pub(crate) last_rescue: std::sync::atomic::AtomicI64,
     /// The agents whose runs notify (see [`Store::set_notifying_agents`]).
     notifying: std::sync::RwLock<BTreeSet<String>>,
+    /// SQLite's group commit of single enqueues (`group.rs`); `None` on PostgreSQL.
+    group: Option<Group>,
 }
 
 impl Drop for Inner {
@@ -92,20 +95,23 @@ impl Store {
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
         let (wake, _) = watch::channel(0u64);
-        let (backend, listener) = match config
-            .backend()
-            .map_err(|e| Error::Config(e.to_string()))?
-        {
-            BackendKind::Sqlite => (Backend::Sqlite(SqliteBackend::connect(config).await?), None),
-            BackendKind::Postgres => {
-                let pg = PgBackend::connect(config).await?;
-                let tx = wake.clone();
-                let listener = pg.spawn_listener(move || {
-                    tx.send_modify(|n| *n = n.wrapping_add(1));
-                });
-                (Backend::Postgres(pg), Some(listener))
-            }
-        };
+        let mut group = None;
+        let (backend, listener) =
+            match config.backend().map_err(|e| Error::Config(e.to_string()))? {
+                BackendKind::Sqlite => {
+                    let sqlite = SqliteBackend::connect(config).await?;
+                    group = Some(Group::start(sqlite.clone()));
+                    (Backend::Sqlite(sqlite), None)
+                }
+                BackendKind::Postgres => {
+                    let pg = PgBackend::connect(config).await?;
+                    let tx = wake.clone();
+                    let listener = pg.spawn_listener(move || {
+                        tx.send_modify(|n| *n = n.wrapping_add(1));
+                    });
+                    (Backend::Postgres(pg), Some(listener))
+                }
+            };
         Ok(Store {
             inner: Arc::new(Inner {
                 backend,
@@ -114,6 +120,7 @@ impl Store {
                 listener,
                 last_rescue: std::sync::atomic::AtomicI64::new(i64::MIN),
                 notifying: std::sync::RwLock::default(),
+                group,
             }),
         })
     }
@@ -152,8 +159,20 @@ impl Store {
         }
     }
 
+    /// Wakes idle workers after a committed write made work due (or moved a due time
+    /// earlier): this process's pools at once, and on PostgreSQL other daemons' through a
+    /// coalesced `NOTIFY` (`announce.rs`). Called only after the commit, so whoever wakes finds
+    /// the work.
     pub(crate) fn wake(&self) {
         self.inner.wake.send_modify(|n| *n = n.wrapping_add(1));
+        if let Backend::Postgres(pg) = &self.inner.backend {
+            pg.announce();
+        }
+    }
+
+    /// SQLite's group commit (`group.rs`); `None` on PostgreSQL.
+    pub(crate) fn group(&self) -> Option<&Group> {
+        self.inner.group.as_ref()
     }
 
     /// Tells the store which agents notify: a run of one of them enqueued from now on is
@@ -187,19 +206,72 @@ impl Store {
     /// Creates a run and its start job. With a dedupe key already used, returns the existing
     /// run and job with `duplicate: true` and enqueues nothing. The run is marked `notify`
     /// when its agent is one of the notifying agents.
+    ///
+    /// On SQLite, enqueues made at the same time share one transaction and its commit
+    /// (`group.rs`); each still answers only once its run is durable.
     pub async fn enqueue(&self, new: &NewRun) -> Result<Enqueued> {
-        validate_job_options(&new.job)?;
-        if new.agent.trim().is_empty() {
-            return Err(Error::Invalid("agent must not be empty".into()));
-        }
+        check_new_run(new)?;
         let run_id = uuid::Uuid::now_v7().to_string();
         let now = self.now();
         let notify = self.notifies(&new.agent);
-        let enqueued = dispatch!(self, b => queue::enqueue_run(b, &run_id, new, notify, now))?;
-        if !enqueued.duplicate {
+        let enqueued = match (&self.inner.backend, &self.inner.group) {
+            (Backend::Sqlite(_), Some(group)) => group.enqueue(run_id, new, notify, now).await,
+            _ => {
+                let row = queue::RunRow {
+                    id: &run_id,
+                    new,
+                    notify,
+                    now,
+                };
+                dispatch!(self, b => queue::enqueue_run(b, row))
+            }
+        }?;
+        if !enqueued.duplicate && !enqueued.skipped {
             self.wake();
         }
         Ok(enqueued)
+    }
+
+    /// Enqueues many runs in one transaction (one statement on PostgreSQL when none has a
+    /// concurrency key), answering per run in the order given: each exactly as
+    /// [`Store::enqueue`] would alone, in that order (a later run sees the earlier ones, so
+    /// the same idempotency key twice makes the second a duplicate, and concurrency-key
+    /// policies apply between runs of the batch). A run that is not valid is refused alone
+    /// ([`Error::Invalid`] in its place) and the others are still enqueued. An error of the
+    /// database fails the call, and then nothing of it was enqueued.
+    pub async fn enqueue_many(&self, runs: &[NewRun]) -> Result<Vec<Result<Enqueued>>> {
+        let now = self.now();
+        let checked: Vec<Result<String>> = runs
+            .iter()
+            .map(|new| check_new_run(new).map(|()| uuid::Uuid::now_v7().to_string()))
+            .collect();
+        let rows: Vec<queue::RunRow<'_>> = runs
+            .iter()
+            .zip(&checked)
+            .filter_map(|(new, id)| {
+                let id = id.as_ref().ok()?;
+                Some(queue::RunRow {
+                    id,
+                    new,
+                    notify: self.notifies(&new.agent),
+                    now,
+                })
+            })
+            .collect();
+        let written = dispatch!(self, b => queue::enqueue_runs(b, &rows))?;
+        if written.iter().any(|e| !e.duplicate && !e.skipped) {
+            self.wake();
+        }
+        let mut written = written.into_iter();
+        Ok(checked
+            .into_iter()
+            .map(|id| match id {
+                Ok(_) => written
+                    .next()
+                    .ok_or_else(|| Error::Corrupt("a batch enqueue lost an answer".into())),
+                Err(e) => Err(e),
+            })
+            .collect())
     }
 
     /// Adds a resume job to an unfinished run (a wakeup, an approval).
@@ -464,7 +536,10 @@ impl LeasedJob {
         let s = &self.store;
         let now = s.now();
         let run_at = now.saturating_add(duration_millis(delay));
-        dispatch!(s, b => lease::retry(b, self.retry_row(run_at, error, true, now)))
+        let outcome = dispatch!(s, b => lease::retry(b, self.retry_row(run_at, error, true, now)))?;
+        // Pools sleeping until a later due time wake to time this one.
+        s.wake();
+        Ok(outcome)
     }
 
     /// Re-queues the job at `until` without counting this attempt (it is given back, as at a
@@ -477,7 +552,9 @@ impl LeasedJob {
     pub async fn defer_until(&self, until: Millis, error: &str) -> Result<RetryOutcome> {
         let s = &self.store;
         let now = s.now();
-        dispatch!(s, b => lease::retry(b, self.retry_row(until, error, false, now)))
+        let outcome = dispatch!(s, b => lease::retry(b, self.retry_row(until, error, false, now)))?;
+        s.wake();
+        Ok(outcome)
     }
 
     /// Re-queues the job after the backoff for this attempt (see [`Backoff`]).
@@ -576,7 +653,16 @@ impl LeasedJob {
     }
 }
 
-fn validate_job_options(job: &JobOptions) -> Result<()> {
+/// Refuses a run that could never be enqueued, saying what is wrong.
+pub(crate) fn check_new_run(new: &NewRun) -> Result<()> {
+    validate_job_options(&new.job)?;
+    if new.agent.trim().is_empty() {
+        return Err(Error::Invalid("agent must not be empty".into()));
+    }
+    Ok(())
+}
+
+pub(crate) fn validate_job_options(job: &JobOptions) -> Result<()> {
     if job.max_attempts < 1 {
         return Err(Error::Invalid(format!(
             "max_attempts must be at least 1 (got {})",

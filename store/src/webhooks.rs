@@ -237,7 +237,7 @@ async fn list<B: WebhookStatements>(b: &B, hook: &str, limit: i64) -> Result<Vec
     B::list_webhook_deliveries(&mut *b.reader().await?, hook, limit).await
 }
 
-fn check_ids(hook: &str, delivery_id: &str) -> Result<()> {
+pub(crate) fn check_ids(hook: &str, delivery_id: &str) -> Result<()> {
     if hook.is_empty() || hook.len() > 64 {
         return Err(Error::Invalid("a hook name must be 1-64 bytes".into()));
     }

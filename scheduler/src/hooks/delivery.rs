@@ -7,7 +7,12 @@
 //! record) only calls them in order. So a redelivery decides exactly what the first delivery
 //! decided, and each decision is tested without a store.
 
-use nightshift_store::{Enqueued, Store, Trigger, WebhookDeliveryStatus as ClaimStatus};
+use std::sync::Arc;
+
+use nightshift_store::{
+    DeliveryRecord, DeliveryTaken, DeliveryWork, Enqueued, Trigger,
+    WebhookDeliveryStatus as ClaimStatus,
+};
 
 use super::config::FieldSource;
 use super::route::{CompiledRoute, Rendered};
@@ -53,15 +58,6 @@ pub(crate) enum Enqueue {
     Resume(ResumeRequest),
 }
 
-/// What a refused enqueue means for the delivery.
-#[derive(Debug)]
-pub(crate) struct Refusal {
-    /// Release the claim: nothing was enqueued, so the refusal changes nothing. False for a
-    /// store error, whose enqueue may have committed (the retry finishes it with the same key).
-    pub release: bool,
-    pub refused: Refused,
-}
-
 /// Takes one delivery to `hook`: checks it, routes it and enqueues what its route says (see
 /// the module doc of [`super`] for the steps and guarantees). `header` looks a request header
 /// up by name. Counts the outcome on the hook.
@@ -102,77 +98,48 @@ async fn deliver_inner(
     };
     // Copies of this delivery in this process wait here for each other (see `in_flight`).
     let _held = hook.in_flight.hold(&d.id).await;
-    if let Some(done) = store.webhook_redelivery(&hook.name, &d.id).await? {
+    // Step 3 reads first: a new delivery (the usual case) never waits for a writer here.
+    let seen = store.webhook_delivery(&hook.name, &d.id).await?;
+    if seen.is_some_and(|row| row.status == ClaimStatus::Done)
+        && let Some(done) = store.webhook_redelivery(&hook.name, &d.id).await?
+    {
         return answer(hook, &d, done.runs.as_deref(), true);
     }
     let (route, rendered) = match pick_route(hook, &d)? {
         Routed::Ping => return Ok(ping_answer(hook, d)),
         Routed::Take(route, rendered) => (route, rendered),
     };
-    let claim = store
-        .claim_webhook_delivery(&hook.name, &d.id, &d.event)
-        .await?;
-    if claim.status == ClaimStatus::Done {
-        // A concurrent copy finished between step 3 and the claim.
-        return answer(hook, &d, claim.runs.as_deref(), true);
+    let plan = plan_enqueue(hook, route, &d, rendered);
+    let work = match plan {
+        Enqueue::Start(req) => intake.check_run(&req).map(DeliveryWork::Start),
+        Enqueue::Resume(req) => intake.check_resume(req).await.map(DeliveryWork::Resume),
     }
-    let enqueued = enqueue(
-        intake,
-        hook,
-        route,
-        &d,
-        plan_enqueue(hook, route, &d, rendered),
-    )
-    .await?;
-    record(store, hook, route, d, enqueued).await
+    .map_err(|e| refusal(route, e))?;
+    let record: DeliveryRecord = {
+        let (name, kind) = (route.name.clone(), route.kind);
+        Arc::new(move |enqueued: &Enqueued| {
+            let runs = vec![run_of(&name, kind, enqueued.clone())];
+            serde_json::to_string(&runs).expect("runs serialise")
+        })
+    };
+    // Steps 5-7 in one commit: claim, enqueue, record (see `Store::take_webhook_delivery`).
+    let taken = store
+        .take_webhook_delivery(&hook.name, &d.id, &d.event, work, record)
+        .await
+        .map_err(|e| refusal(route, e.into()))?;
+    match taken {
+        // A concurrent copy finished first.
+        DeliveryTaken::Done(row) => answer(hook, &d, row.runs.as_deref(), true),
+        DeliveryTaken::Enqueued(enqueued) => Ok(accepted(hook, route, d, enqueued)),
+    }
 }
 
-/// Step 6: enqueues through the intake; a refusal releases the claim when [`refusal`] says so.
-async fn enqueue(
-    intake: &Intake,
-    hook: &Hook,
-    route: &CompiledRoute,
-    d: &Delivery,
-    plan: Enqueue,
-) -> Result<Enqueued, Refused> {
-    let result = match plan {
-        Enqueue::Start(req) => intake.submit(req).await,
-        Enqueue::Resume(req) => intake.resume(req).await,
-    };
-    let e = match result {
-        Ok(enqueued) => return Ok(enqueued),
-        Err(e) => refusal(route, e),
-    };
-    if e.release {
-        intake
-            .store()
-            .release_webhook_delivery(&hook.name, &d.id)
-            .await?;
-    }
-    Err(e.refused)
-}
-
-/// Step 7: records the run on the delivery's row, marks it `done` and answers.
-async fn record(
-    store: &Store,
-    hook: &Hook,
-    route: &CompiledRoute,
-    d: Delivery,
-    enqueued: Enqueued,
-) -> Result<Accepted, Refused> {
+/// Step 7's answer for a delivery whose run was enqueued and recorded.
+fn accepted(hook: &Hook, route: &CompiledRoute, d: Delivery, enqueued: Enqueued) -> Accepted {
     let runs = vec![route_run(route, enqueued)];
-    let recorded = serde_json::to_string(&runs).expect("runs serialise");
-    let finished = store
-        .finish_webhook_delivery(&hook.name, &d.id, &recorded)
-        .await?;
-    if !finished {
-        // A copy taken by another process finished first: answer with what it recorded.
-        let row = store.webhook_delivery(&hook.name, &d.id).await?;
-        return answer(hook, &d, row.and_then(|r| r.runs).as_deref(), true);
-    }
     tracing::info!(hook = %hook.name, delivery = %d.id, event = %d.event, route = %route.name,
                    run_id = %runs[0].run_id, duplicate = runs[0].duplicate, "webhook delivery accepted");
-    Ok(Accepted {
+    Accepted {
         hook: hook.name.clone(),
         delivery: d.id,
         event: d.event,
@@ -180,7 +147,7 @@ async fn record(
         ping: false,
         challenge: None,
         runs,
-    })
+    }
 }
 
 /// Step 2: the body as JSON, Slack's handshake, the delivery id and the event name.
@@ -327,32 +294,28 @@ pub(crate) fn github_context(json: &serde_json::Value) -> Option<serde_json::Val
     Some(serde_json::json!({ "github": gh }))
 }
 
-/// What the intake's refusal `e` of `route`'s enqueue answers, and whether the claim goes.
-pub(crate) fn refusal(route: &CompiledRoute, e: IntakeError) -> Refusal {
+/// What the intake's refusal `e` of `route`'s enqueue answers.
+pub(crate) fn refusal(route: &CompiledRoute, e: IntakeError) -> Refused {
     if let IntakeError::Store(e) = e {
-        // A store error leaves the claim: the enqueue may have committed, and the sender's
-        // retry finishes the delivery with the same key.
-        return Refusal {
-            release: false,
-            refused: Refused::Store(e),
-        };
+        return Refused::Store(e);
     }
     let m = format!("route '{}': {e}; nothing was enqueued", route.name);
-    let refused = match e {
+    match e {
         IntakeError::NotFound(_) => Refused::NoRun(m),
         _ => Refused::Invalid(m),
-    };
-    Refusal {
-        release: true,
-        refused,
     }
 }
 
 /// The run a delivery made, as recorded and answered.
 pub(crate) fn route_run(route: &CompiledRoute, enqueued: Enqueued) -> RouteRun {
+    run_of(&route.name, route.kind, enqueued)
+}
+
+/// The run a delivery to route `name` of `kind` made.
+fn run_of(name: &str, kind: RouteKind, enqueued: Enqueued) -> RouteRun {
     RouteRun {
-        route: route.name.clone(),
-        kind: match route.kind {
+        route: name.to_string(),
+        kind: match kind {
             RouteKind::Start => "start".into(),
             RouteKind::Resume => "resume".into(),
         },

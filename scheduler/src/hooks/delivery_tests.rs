@@ -210,23 +210,18 @@ fn a_resume_continues_the_rendered_run_key_under_the_routes_key_template() {
 }
 
 #[test]
-fn a_refusal_releases_the_claim_unless_the_store_failed() {
+fn a_refusal_names_the_route_and_keeps_store_errors_as_they_are() {
     let h = github(start_route());
     let route = &h.routes[0];
     let store = refusal(
         route,
         IntakeError::Store(nightshift_store::Error::Conflict("x".into())),
     );
-    assert!(!store.release);
-    assert!(matches!(store.refused, Refused::Store(_)));
+    assert!(matches!(store, Refused::Store(_)));
     let no_run = refusal(route, IntakeError::NotFound("no run".into()));
-    assert!(no_run.release);
-    assert!(
-        matches!(&no_run.refused, Refused::NoRun(m) if m == "route 'r': no run; nothing was enqueued")
-    );
+    assert!(matches!(&no_run, Refused::NoRun(m) if m == "route 'r': no run; nothing was enqueued"));
     let invalid = refusal(route, IntakeError::Invalid("bad".into()));
-    assert!(invalid.release);
-    assert!(matches!(invalid.refused, Refused::Invalid(_)));
+    assert!(matches!(invalid, Refused::Invalid(_)));
 }
 
 #[test]

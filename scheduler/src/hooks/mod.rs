@@ -12,34 +12,39 @@
 //!    delivery (GitHub users expect one event → one route; order routes from specific to
 //!    general). Its templates are rendered now. No match → refused (422), nothing written;
 //!    except GitHub's `ping` (sent when the webhook is added), answered 200 with no runs.
-//! 5. **Claim** the delivery: one upsert inserts the row as `claimed` (or finds it).
-//! 6. **Enqueue** through [`crate::submit`] / [`crate::resume`] only, with an idempotency key
-//!    that is a pure function of the delivery: the route's `idempotency_key` template, or
-//!    `webhook:<hook>:<route>:<delivery id>`.
-//! 7. **Record** the runs on the row and mark it `done`; answer 202 with the run ids.
+//! 5. **Check** what the route renders through the intake's checks ([`crate::Intake`]):
+//!    the run's agent, prompt and options, or the unfinished run a resume continues. A
+//!    refusal here writes nothing.
+//! 6. **Take** the delivery in one transaction (`Store::take_webhook_delivery`): claim its
+//!    row, enqueue the run or resume job with an idempotency key that is a pure function of
+//!    the delivery (the route's `idempotency_key` template, or
+//!    `webhook:<hook>:<route>:<delivery id>`), and record the run on the row as `done`.
+//! 7. **Answer** 202 with the run ids.
 //!
 //! What that guarantees:
-//! - **A refused request changes nothing** (steps 1–4 write nothing; a resume that finds no
-//!   run, or a prompt the intake refuses, releases the claim of step 5).
-//! - **No delivery is lost and none enqueues twice, whatever crashes between two steps.** A
-//!   crash before 5 leaves nothing: the sender's retry starts afresh. A crash between 5 and 6
-//!   or between 6 and 7 leaves a `claimed` row: the retry finds it, enqueues again with the
-//!   *same* idempotency key — the store returns the run made the first time (`duplicate`)
-//!   or makes it now — and records it. Only `done` rows short-cut at step 3.
+//! - **A refused request changes nothing**: steps 1–5 write nothing, and a step 6 whose
+//!   enqueue is refused (the run finished meanwhile, it is busy) rolls back whole.
+//! - **No delivery is lost and none enqueues twice, whatever crashes.** Step 6 commits the
+//!   claim, the run and the record together, or nothing: a crash before its commit leaves
+//!   nothing, and the sender's retry starts afresh. (A `claimed` row left by an older version
+//!   is finished by the retry with the same idempotency key.) Only `done` rows short-cut at
+//!   step 3.
 //! - **Concurrent copies of one delivery make one run and one 202**: in one process, copies
 //!   of a delivery id take steps 3–7 one after another, so the later ones find it `done` at
 //!   step 3 and answer 200 as redeliveries. Copies taken by different daemons on one database
-//!   may both pass step 5, but their enqueues carry the same key, the store's dedupe is exact
-//!   under races, and only the copy whose step 7 moves the row to `done` answers 202; the
-//!   others answer 200 with the runs recorded there. Never a 409 or 500 for a copy.
+//!   meet at step 6's claim, which locks the row: the later one goes on once the first
+//!   committed, finds the row `done` and answers 200 with the runs recorded there. Never a
+//!   409 or 500 for a copy.
+//! - **Deliveries share commits**: on SQLite, deliveries (and enqueues) taken at the same
+//!   time are written in one transaction and one commit, each in a savepoint of its own.
 //! - **Traceable prompts**: Nightshift (not the user's template) appends
 //!   `[webhook <hook> delivery=<id> event=<event>]` to every prompt and resume message.
 //!
-//! - **A 202 means committed**: the answer is sent only after the run (or resume job) is
-//!   committed. A delivery that got no 2xx (the daemon died first) may have left a `claimed`
-//!   row (visible in `GET /v1/hooks/{name}/deliveries`); the sender's retry or a manual
-//!   redelivery completes it as above. GitHub does not retry by itself: redeliver from the
-//!   webhook's "Recent Deliveries" page.
+//! - **A 202 means committed**: the answer is sent only after the run (or resume job) and
+//!   the delivery's record are committed. A delivery that got no 2xx (the daemon died first)
+//!   either committed whole (a redelivery answers 200 with its runs) or left nothing (a
+//!   redelivery enqueues it). GitHub does not retry by itself: redeliver from the webhook's
+//!   "Recent Deliveries" page.
 //!
 //! Limits: the dedupe is per `(hook, delivery id)`; a sender that reuses delivery ids for
 //! different events will see the later ones answered as redeliveries. A route changed in the

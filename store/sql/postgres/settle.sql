@@ -2,8 +2,9 @@
 -- ends the jobs in the parallel arrays $1-$7 exactly as finish_jobs.sql does (each fenced by
 -- its own token), and claims up to $11 due jobs of any lane as claim.sql does (runs marked
 -- running), for worker $9 with a lease of $10 ms. (A claim for given lanes takes the
--- transactional path, whose claim_lane.sql walks jobs_claim_lane.) $8 now, $12 the channel
--- to notify when an ended job held a concurrency key (jobs waiting for the key may run now).
+-- transactional path, whose claim_lane.sql walks jobs_claim_lane.) $8 now. When an ended job
+-- held a concurrency key (jobs waiting for the key may run now), ended_keyed says so and the
+-- store announces it after this statement (announce.rs).
 --
 -- It claims only when none of the jobs it would take has a concurrency key: such a claim
 -- needs the key lock and re-check of the transactional path (try_lock_key.sql,
@@ -76,12 +77,10 @@ WITH ends AS (
     WHERE r.id = ANY(ARRAY(SELECT run_id FROM claimed))
       -- IS TRUE: found by id, never through runs_status (see mark_runs_running.sql).
       AND (r.status IN ('queued', 'waiting', 'awaiting_approval')) IS TRUE
-), woken AS (
-    SELECT pg_notify($12, '') FROM (SELECT 1 FROM done WHERE concurrency_key IS NOT NULL LIMIT 1) k
 ), summary AS (
     SELECT (SELECT array_agg(id) FROM done) AS ended_ids,
            (SELECT array_agg(lease_token) FROM done) AS ended_tokens,
-           (SELECT count(*) FROM woken) > 0 AS ended_keyed,
+           EXISTS (SELECT 1 FROM done WHERE concurrency_key IS NOT NULL) AS ended_keyed,
            (SELECT count(*) FROM picked WHERE concurrency_key IS NOT NULL) AS keyed_seen
 )
 SELECT s.ended_ids, s.ended_tokens, s.ended_keyed, s.keyed_seen, c.*

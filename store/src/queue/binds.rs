@@ -39,6 +39,50 @@ macro_rules! queue_statements {
                 Ok(())
             }
 
+            async fn insert_plain(
+                c: &mut $crate::backend::Conn<Self>,
+                run: $crate::queue::RunRow<'_>,
+            ) -> $crate::Result<Option<i64>> {
+                let new = run.new;
+                Ok(
+                    sqlx::query_scalar($crate::backend::sql!($dir, "enqueue_plain"))
+                        .bind(run.id)
+                        .bind(&new.agent)
+                        .bind(new.trigger.as_str())
+                        .bind($crate::text::Text(&new.input))
+                        .bind($crate::text::Text::opt(new.dedupe_key.as_deref()))
+                        .bind(run.now)
+                        .bind(&new.job.lane)
+                        .bind(new.job.priority)
+                        .bind(new.job.run_at.unwrap_or(run.now))
+                        .bind(new.job.max_attempts)
+                        .bind(run.notify)
+                        .bind(new.trace_parent.as_deref())
+                        .bind(new.context.as_deref())
+                        .fetch_optional(c)
+                        .await?,
+                )
+            }
+
+            async fn savepoint(
+                c: &mut $crate::backend::Conn<Self>,
+                step: $crate::queue::Savepoint,
+            ) -> $crate::Result<()> {
+                sqlx::query(step.statement()).execute(c).await?;
+                Ok(())
+            }
+
+            async fn delete_run(
+                c: &mut $crate::backend::Conn<Self>,
+                run_id: &str,
+            ) -> $crate::Result<()> {
+                sqlx::query($crate::backend::sql!($dir, "delete_run"))
+                    .bind(run_id)
+                    .execute(c)
+                    .await?;
+                Ok(())
+            }
+
             async fn insert_run(
                 c: &mut $crate::backend::Conn<Self>,
                 run: $crate::queue::RunRow<'_>,

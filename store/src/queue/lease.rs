@@ -136,9 +136,6 @@ pub(crate) async fn retry<B: QueueStatements>(b: &B, retry: RetryRow<'_>) -> Res
         finished_at: finished,
     };
     B::set_run_status(&mut tx, &job.run_id, update, retry.now).await?;
-    if job.status == JobState::Queued {
-        b.notify_enqueued(&mut tx, "").await?;
-    }
     B::commit(tx).await?;
     Ok(outcome)
 }
@@ -204,7 +201,6 @@ pub(crate) async fn park<B: QueueStatements>(
         now,
     )
     .await?;
-    b.notify_enqueued(&mut tx, &parking.resume.lane).await?;
     B::commit(tx).await?;
     Ok(Some(resume_id))
 }
@@ -223,6 +219,5 @@ pub(crate) async fn release<B: QueueStatements>(
         return Err(lost(b, job_id, token).await);
     };
     B::set_run_status(&mut tx, &run_id, RunUpdate::status(RunStatus::Queued), now).await?;
-    b.notify_enqueued(&mut tx, "").await?;
     B::commit(tx).await
 }

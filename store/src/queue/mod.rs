@@ -53,60 +53,108 @@ fn start_job<'a>(run_id: &'a str, new: &'a NewRun, run_at: Millis, now: Millis) 
 
 /// Creates run `run_id` and its start job, or returns the run holding its idempotency key;
 /// with a concurrency key, applies its policy first (see [`plan_concurrency`]).
-pub(crate) async fn enqueue_run<B: QueuePaths>(
-    b: &B,
-    run_id: &str,
-    new: &NewRun,
-    notify: bool,
-    now: Millis,
-) -> Result<Enqueued> {
-    let row = RunRow {
-        id: run_id,
-        new,
-        notify,
-        now,
-    };
-    let Some(key) = &new.concurrency_key else {
+///
+/// A run without a concurrency key takes the backend's one-statement path
+/// ([`QueuePaths::enqueue_plain`]); one with a key is a transaction of its own.
+pub(crate) async fn enqueue_run<B: QueuePaths>(b: &B, row: RunRow<'_>) -> Result<Enqueued> {
+    if row.new.concurrency_key.is_none() {
         return match b.enqueue_plain(row).await? {
+            Some(job_id) => Ok(Enqueued::created(row.id, job_id, Vec::new())),
+            None => duplicate_run::<B>(&mut *b.writer().await?, row.new).await,
+        };
+    }
+    let mut tx = b.begin().await?;
+    let enqueued = enqueue_in::<B>(&mut tx, row).await?;
+    B::commit(tx).await?;
+    Ok(enqueued)
+}
+
+/// Enqueues every run of `rows` in one transaction, in order, each exactly as
+/// [`enqueue_run`] would alone (a later run sees the earlier ones: the same idempotency key
+/// twice makes the second a duplicate of the first, and concurrency-key policies apply
+/// between them). On PostgreSQL a batch without concurrency keys is one statement.
+pub(crate) async fn enqueue_runs<B: QueuePaths>(
+    b: &B,
+    rows: &[RunRow<'_>],
+) -> Result<Vec<Enqueued>> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    if rows.iter().all(|r| r.new.concurrency_key.is_none())
+        && let Some(job_ids) = b.enqueue_plain_many(rows).await?
+    {
+        let mut out = Vec::with_capacity(rows.len());
+        let mut conn = None;
+        for (row, job_id) in rows.iter().zip(job_ids) {
+            out.push(match job_id {
+                Some(job_id) => Enqueued::created(row.id, job_id, Vec::new()),
+                None => {
+                    let conn = match &mut conn {
+                        Some(c) => c,
+                        None => conn.insert(b.writer().await?),
+                    };
+                    duplicate_run::<B>(&mut **conn, row.new).await?
+                }
+            });
+        }
+        return Ok(out);
+    }
+    let mut tx = b.begin().await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        out.push(enqueue_in::<B>(&mut tx, *row).await?);
+    }
+    B::commit(tx).await?;
+    Ok(out)
+}
+
+/// One run of [`enqueue_runs`] in `tx`; a run the `skip` policy drops leaves nothing behind
+/// (its rows are rolled back to a savepoint).
+pub(crate) async fn enqueue_in<B: QueuePaths>(
+    tx: &mut crate::backend::Conn<B>,
+    row: RunRow<'_>,
+) -> Result<Enqueued> {
+    let (new, run_id, now) = (row.new, row.id, row.now);
+    let Some(key) = &new.concurrency_key else {
+        return match B::insert_plain(tx, row).await? {
             Some(job_id) => Ok(Enqueued::created(run_id, job_id, Vec::new())),
-            None => duplicate_run(b, new).await,
+            None => duplicate_run::<B>(tx, new).await,
         };
     };
-    let mut tx = b.begin().await?;
-    if !B::insert_run(&mut tx, row).await? {
-        B::rollback(tx).await?;
-        return duplicate_run(b, new).await;
+    if !B::insert_run(tx, row).await? {
+        return duplicate_run::<B>(tx, new).await;
     }
-    B::lock_key(&mut tx, key).await?;
-    let active = B::active_runs_of_key(&mut tx, key, run_id).await?;
+    B::lock_key(tx, key).await?;
+    let active = B::active_runs_of_key(tx, key, run_id).await?;
     let run_at = new.job.run_at.unwrap_or(now);
     let (run_at, to_supersede) =
         match plan_concurrency(&new.concurrency_policy, &active, run_at, now) {
             Plan::Skip { holder } => {
-                B::rollback(tx).await?;
-                return skipped_for(b, holder).await;
+                B::delete_run(tx, run_id).await?;
+                return skipped_for::<B>(tx, holder).await;
             }
             Plan::Insert { run_at, supersede } => (run_at, supersede),
         };
     let why = format!("superseded by run {run_id}");
     let mut superseded = Vec::new();
     for old in to_supersede {
-        if B::supersede_run(&mut tx, &old, &why, now).await? {
-            stop_jobs::<B>(&mut tx, &old, now).await?;
+        if B::supersede_run(tx, &old, &why, now).await? {
+            stop_jobs::<B>(tx, &old, now).await?;
             superseded.push(old);
         }
     }
-    let job_id = B::insert_job(&mut tx, start_job(run_id, new, run_at, now))
+    let job_id = B::insert_job(tx, start_job(run_id, new, run_at, now))
         .await?
         .ok_or_else(|| Error::Corrupt(format!("run {run_id}'s start job was not inserted")))?;
-    b.notify_enqueued(&mut tx, &new.job.lane).await?;
-    B::commit(tx).await?;
     Ok(Enqueued::created(run_id, job_id, superseded))
 }
 
 /// The answer to an enqueue skipped because `holder` holds the key.
-async fn skipped_for<B: QueueStatements>(b: &B, holder: String) -> Result<Enqueued> {
-    let job_id = B::newest_job_of_run(&mut *b.writer().await?, &holder).await?;
+async fn skipped_for<B: QueueStatements>(
+    c: &mut crate::backend::Conn<B>,
+    holder: String,
+) -> Result<Enqueued> {
+    let job_id = B::newest_job_of_run(c, &holder).await?;
     Ok(Enqueued {
         run_id: holder,
         job_id: job_id.unwrap_or_default(),
@@ -117,9 +165,12 @@ async fn skipped_for<B: QueueStatements>(b: &B, holder: String) -> Result<Enqueu
 }
 
 /// The run that already holds `new`'s idempotency key.
-async fn duplicate_run<B: QueueStatements>(b: &B, new: &NewRun) -> Result<Enqueued> {
+async fn duplicate_run<B: QueueStatements>(
+    c: &mut crate::backend::Conn<B>,
+    new: &NewRun,
+) -> Result<Enqueued> {
     let key = new.dedupe_key.as_deref().unwrap_or_default();
-    let holder = B::find_run_by_key(&mut *b.writer().await?, key).await?;
+    let holder = B::find_run_by_key(c, key).await?;
     let job_id = holder
         .start_job
         .ok_or_else(|| Error::Corrupt(format!("run {} has no start job", holder.run_id)))?;
@@ -139,7 +190,26 @@ pub(crate) async fn enqueue_resume<B: QueueStatements>(
     now: Millis,
 ) -> Result<Enqueued> {
     let mut tx = b.begin().await?;
-    let status = parse_status(B::run_status(&mut tx, &new.run_id).await?, &new.run_id)?;
+    match resume_in::<B>(&mut tx, new, now).await {
+        Ok(enqueued) => {
+            B::commit(tx).await?;
+            Ok(enqueued)
+        }
+        Err(e) => {
+            B::rollback(tx).await?;
+            Err(e)
+        }
+    }
+}
+
+/// [`enqueue_resume`] in `tx`. On an error the resume job may have been inserted: the caller
+/// rolls the transaction back (or back to a savepoint taken before).
+pub(crate) async fn resume_in<B: QueueStatements>(
+    tx: &mut crate::backend::Conn<B>,
+    new: &NewResume,
+    now: Millis,
+) -> Result<Enqueued> {
+    let status = parse_status(B::run_status(tx, &new.run_id).await?, &new.run_id)?;
     let job = JobRow {
         run_id: &new.run_id,
         kind: JobKind::Resume,
@@ -151,38 +221,33 @@ pub(crate) async fn enqueue_resume<B: QueueStatements>(
         dedupe_key: new.dedupe_key.as_deref(),
         now,
     };
-    let Some(job_id) = B::insert_job(&mut tx, job).await? else {
-        B::rollback(tx).await?;
+    let Some(job_id) = B::insert_job(tx, job).await? else {
         let key = new.dedupe_key.as_deref().unwrap_or_default();
-        let (run_id, job_id) = B::find_job_by_key(&mut *b.writer().await?, key).await?;
+        let (run_id, job_id) = B::find_job_by_key(tx, key).await?;
         return Ok(Enqueued {
             duplicate: true,
             ..Enqueued::created(&run_id, job_id, Vec::new())
         });
     };
     if status.is_terminal() {
-        B::rollback(tx).await?;
         return Err(Error::Conflict(format!(
             "run {} already finished as {status}; a finished run cannot be resumed",
             new.run_id
         )));
     }
     if status == RunStatus::Waiting {
-        B::cancel_pending_wakeups(&mut tx, &new.run_id, job_id, now).await?;
+        B::cancel_pending_wakeups(tx, &new.run_id, job_id, now).await?;
     }
-    let target = B::resume_target(&mut tx, &new.run_id, job_id).await?;
+    let target = B::resume_target(tx, &new.run_id, job_id).await?;
     if !target.has_concurrency_key && target.busy > 0 {
         // Two jobs of one run must never run at once; a concurrency key makes the queue hold
         // the second until the first lets go, without one there is nothing to hold it.
-        B::rollback(tx).await?;
         return Err(Error::Conflict(format!(
             "run {} is busy (a job of it is queued or running) and has no concurrency key; \
              resume it once it waits, or start runs with a concurrency key",
             new.run_id
         )));
     }
-    b.notify_enqueued(&mut tx, &new.job.lane).await?;
-    B::commit(tx).await?;
     Ok(Enqueued::created(&new.run_id, job_id, Vec::new()))
 }
 

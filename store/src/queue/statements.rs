@@ -88,6 +88,25 @@ pub(crate) struct JobEnd<'a> {
     pub end: &'a RunEnd,
 }
 
+/// A step of the savepoint that lets one item of a batch transaction be undone alone (the
+/// same statements on both backends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Savepoint {
+    Set,
+    RollBack,
+    Release,
+}
+
+impl Savepoint {
+    pub(crate) fn statement(self) -> &'static str {
+        match self {
+            Savepoint::Set => "SAVEPOINT batch_item",
+            Savepoint::RollBack => "ROLLBACK TO SAVEPOINT batch_item",
+            Savepoint::Release => "RELEASE SAVEPOINT batch_item",
+        }
+    }
+}
+
 /// An unfinished run of a concurrency key (`active_runs_of_key.sql`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ActiveRun {
@@ -174,6 +193,19 @@ pub(crate) trait QueueStatements: Backend {
         now: Millis,
     ) -> impl Future<Output = Result<()>> + Send;
     /// `insert_run.sql`: whether the run was inserted (its idempotency key was free).
+    /// `enqueue_plain.sql`: a run without a concurrency key and its start job; the job's id,
+    /// or `None` when the run's idempotency key was taken.
+    fn insert_plain(
+        c: &mut Conn<Self>,
+        run: RunRow<'_>,
+    ) -> impl Future<Output = Result<Option<i64>>> + Send;
+
+    /// Sets, rolls back to or releases the one savepoint of a batch's item.
+    fn savepoint(c: &mut Conn<Self>, step: Savepoint) -> impl Future<Output = Result<()>> + Send;
+
+    /// `delete_run.sql`: removes a run inserted in this transaction that has no job.
+    fn delete_run(c: &mut Conn<Self>, run_id: &str) -> impl Future<Output = Result<()>> + Send;
+
     fn insert_run(c: &mut Conn<Self>, run: RunRow<'_>)
     -> impl Future<Output = Result<bool>> + Send;
     /// `lock_key.sql`: serialises the transaction with others taking the same key.
@@ -396,6 +428,14 @@ pub(crate) trait QueuePaths: QueueStatements {
     /// A run without a concurrency key and its start job, in one statement: the job's id,
     /// or `None` when the run's idempotency key was taken. Commits on its own.
     fn enqueue_plain(&self, run: RunRow<'_>) -> impl Future<Output = Result<Option<i64>>> + Send;
+
+    /// Runs without a concurrency key and their start jobs in one statement, committed on
+    /// its own: per run, its start job's id or `None` when its idempotency key was taken.
+    /// `None` when the backend has no such statement (the caller uses a transaction).
+    fn enqueue_plain_many(
+        &self,
+        rows: &[RunRow<'_>],
+    ) -> impl Future<Output = Result<Option<Vec<Option<i64>>>>> + Send;
 
     /// Ends `done` and claims for `claim` (nothing when its limit is 0) in one statement
     /// without an explicit transaction; `None` when the backend has no such path or cannot

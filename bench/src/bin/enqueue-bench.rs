@@ -1,0 +1,528 @@
+//! # enqueue-bench
+//!
+//! Everything that puts work into the queue, measured against the machine's own ceilings in
+//! the same run, on SQLite (a file in a temp dir, production pragmas) and PostgreSQL (a fresh
+//! schema per case). Prints one table per backend.
+//!
+//! Rows:
+//! 1. **ceiling**: on SQLite, single-row INSERT commits per second (one writer, WAL,
+//!    `synchronous=FULL`); on PostgreSQL, single-row autocommit INSERTs per second into a
+//!    plain table with the same number of producers as the row it is compared with.
+//! 2. **concurrent enqueue**: 1, 8 and 32 producers each calling `Store::enqueue` (no
+//!    concurrency key) in a loop; runs per second, and the ratio to the ceiling.
+//! 3. **batch enqueue**: one producer calling `Store::enqueue_many` with 1, 16 and 128 runs
+//!    per call; runs per second.
+//! 4. **pickup**: an idle pool of 16 slots, one run enqueued at a time; p50/p99 from the
+//!    enqueue call to the handler's start.
+//! 5. **fixed rate**: 8 producers together offering a fixed rate of single enqueues (SQLite:
+//!    0.6× its commit rate; PostgreSQL: 2,000/s) to a pool of 16 slots running 1 ms jobs, for
+//!    a few seconds; the verdict says whether the queue keeps up: enqueues ≥ 95% of the
+//!    offered rate, completions ≥ 95% of enqueues, and the depth stays under one second of
+//!    offered work.
+//! 6. **depth target**: a producer keeps 1,000 runs queued with batches of 128 while the pool
+//!    of 16 slots runs 1 ms jobs; completions per second is the queue's capacity.
+//!
+//! Usage: `cargo run --release -p nightshift-bench --bin enqueue-bench [-- --quick]
+//! [--sqlite-only]`. PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use nightshift_store::{BackendKind, NewRun, Store, StoreConfig, SystemClock};
+use nightshift_worker::{Handler, JobContext, JobOutcome, Pool, PoolConfig};
+use sqlx::Connection;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The payload of every run: 256 bytes, as in the third-party queue benchmark's contract.
+fn payload(i: u64) -> String {
+    format!("{i:0>256}")
+}
+
+fn new_run(i: u64) -> NewRun {
+    NewRun::new("bench", payload(i))
+}
+
+/// Sizes of one run of the bench.
+struct Plan {
+    /// Runs per concurrent-enqueue case.
+    enqueues: u64,
+    /// Runs per batch case.
+    batched: u64,
+    pickups: usize,
+    fixed_rate_for: Duration,
+    commits: u64,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Self {
+                enqueues: 1_000,
+                batched: 2_048,
+                pickups: 50,
+                fixed_rate_for: Duration::from_secs(3),
+                commits: 500,
+            }
+        } else {
+            Self {
+                enqueues: 6_000,
+                batched: 12_800,
+                pickups: 300,
+                fixed_rate_for: Duration::from_secs(10),
+                commits: 3_000,
+            }
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let plan = Plan::new(std::env::args().any(|a| a == "--quick"));
+    let dir = tempfile::tempdir()?;
+    let backends = nightshift_bench::backends(dir.path(), "enqueue").await;
+    for (name, config) in &backends {
+        println!("\n## {name}");
+        println!(
+            "{:<44} {:>12} {:>12} {:>8}  notes",
+            "case", "measured", "ceiling", "ratio"
+        );
+        let mut bench = Bench {
+            base: config.clone(),
+            dir: dir.path().to_path_buf(),
+            cases: 0,
+        };
+        bench.run(name, &plan).await?;
+    }
+    println!(
+        "\nmeasured and ceiling in runs (rows) per second unless the case says ms; load \
+         average at the end: {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    Ok(())
+}
+
+struct Bench {
+    base: StoreConfig,
+    dir: std::path::PathBuf,
+    cases: u32,
+}
+
+fn row(case: &str, measured: f64, ceiling: Option<f64>, notes: &str) {
+    let (c, r) = match ceiling {
+        Some(c) => (format!("{c:.0}"), format!("{:.2}x", measured / c)),
+        None => ("—".into(), "—".into()),
+    };
+    println!("{case:<44} {measured:>12.0} {c:>12} {r:>8}  {notes}");
+}
+
+impl Bench {
+    /// A store in a place of its own (a new file or schema), migrated.
+    async fn fresh(&mut self) -> Result<(Store, StoreConfig)> {
+        self.cases += 1;
+        let mut config = self.base.clone();
+        match config.backend()? {
+            BackendKind::Sqlite => {
+                config.url = format!(
+                    "sqlite://{}",
+                    self.dir.join(format!("case{}.db", self.cases)).display()
+                );
+            }
+            BackendKind::Postgres => {
+                config.schema = Some(format!(
+                    "{}_{}",
+                    config.schema.as_deref().unwrap_or("bench"),
+                    self.cases
+                ));
+                config.max_connections = 48;
+            }
+        }
+        let store = Store::connect(&config, Arc::new(SystemClock)).await?;
+        store.migrate().await?;
+        Ok((store, config))
+    }
+
+    async fn done(&self, store: Store, config: &StoreConfig) {
+        store.close().await;
+        nightshift_bench::drop_schema(config).await;
+    }
+
+    async fn run(&mut self, name: &str, plan: &Plan) -> Result<()> {
+        let sqlite = self.base.backend()? == BackendKind::Sqlite;
+        let commit_rate = if sqlite {
+            let c = nightshift_bench::sqlite_commit_rate(&self.dir, plan.commits).await?;
+            row("ceiling: single-row commits (1 writer)", c, None, "");
+            Some(c)
+        } else {
+            None
+        };
+        for producers in [1usize, 8, 32] {
+            let ceiling = match commit_rate {
+                Some(c) => c,
+                None => {
+                    let c = self.pg_insert_ceiling(producers, plan.enqueues).await?;
+                    row(
+                        &format!("ceiling: INSERT, {producers} producers"),
+                        c,
+                        None,
+                        "",
+                    );
+                    c
+                }
+            };
+            let (store, config) = self.fresh().await?;
+            let rate = concurrent_enqueue(&store, producers, plan.enqueues).await?;
+            self.done(store, &config).await;
+            row(
+                &format!("enqueue, {producers} producers"),
+                rate,
+                Some(ceiling),
+                "",
+            );
+        }
+        for per_call in [1u64, 16, 128] {
+            let (store, config) = self.fresh().await?;
+            let n = if per_call == 1 {
+                plan.enqueues
+            } else {
+                plan.batched
+            };
+            let rate = batch_enqueue(&store, per_call, n).await?;
+            self.done(store, &config).await;
+            row(
+                &format!("batch enqueue, {per_call} per call, 1 producer"),
+                rate,
+                commit_rate,
+                "",
+            );
+        }
+        let (store, config) = self.fresh().await?;
+        let (p50, p99) = pickup(&store, plan.pickups).await?;
+        self.done(store, &config).await;
+        println!(
+            "{:<44} {:>12.2} {:>12} {:>8}  p99 {p99:.2} ms, {} samples",
+            "pickup p50 ms, idle pool of 16", p50, "—", "—", plan.pickups
+        );
+        let offered = match commit_rate {
+            Some(c) => (c * 0.6).round(),
+            None => 2_000.0,
+        };
+        let (store, config) = self.fresh().await?;
+        let fixed = fixed_rate(&store, offered, plan.fixed_rate_for).await?;
+        self.done(store, &config).await;
+        row(
+            &format!("fixed rate {offered:.0}/s: completions/s"),
+            fixed.completed_per_second,
+            commit_rate,
+            &fixed.verdict(offered),
+        );
+        let (store, config) = self.fresh().await?;
+        let capacity = depth_target(&store, 1_000, plan.fixed_rate_for).await?;
+        self.done(store, &config).await;
+        row(
+            "depth target 1000, 16 slots: completions/s",
+            capacity,
+            commit_rate,
+            "",
+        );
+        let _ = name;
+        Ok(())
+    }
+
+    /// Single-row autocommit INSERTs per second into a plain table, `producers` at once.
+    async fn pg_insert_ceiling(&mut self, producers: usize, rows: u64) -> Result<f64> {
+        let (store, config) = self.fresh().await?;
+        store.close().await;
+        let schema = config.schema.clone().unwrap_or_default();
+        let mut setup = sqlx::PgConnection::connect(&config.url).await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE TABLE \"{schema}\".ceiling (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)"
+        )))
+        .execute(&mut setup)
+        .await?;
+        let next = Arc::new(AtomicU64::new(0));
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..producers {
+            let (url, next, schema) = (config.url.clone(), next.clone(), schema.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut conn = sqlx::PgConnection::connect(&url).await?;
+                let sql = format!("INSERT INTO \"{schema}\".ceiling (v) VALUES ($1)");
+                while next.fetch_add(1, Ordering::Relaxed) < rows {
+                    sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                        .bind(payload(0))
+                        .execute(&mut conn)
+                        .await?;
+                }
+                Ok::<_, anyhow::Error>(())
+            }));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        let rate = rows as f64 / start.elapsed().as_secs_f64();
+        nightshift_bench::drop_schema(&config).await;
+        Ok(rate)
+    }
+}
+
+/// `producers` tasks enqueue `n` runs between them, one call each; runs per second.
+async fn concurrent_enqueue(store: &Store, producers: usize, n: u64) -> Result<f64> {
+    let next = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..producers {
+        let (store, next) = (store.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    return Ok::<_, anyhow::Error>(());
+                }
+                store.enqueue(&new_run(i)).await?;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// One producer enqueues `n` runs `per_call` at a time; runs per second.
+async fn batch_enqueue(store: &Store, per_call: u64, n: u64) -> Result<f64> {
+    let start = Instant::now();
+    let mut i = 0;
+    while i < n {
+        let runs: Vec<NewRun> = (i..(i + per_call).min(n)).map(new_run).collect();
+        i += runs.len() as u64;
+        enqueue_batch(store, &runs).await?;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Enqueues `runs` with one call (`Store::enqueue_many`: one transaction).
+async fn enqueue_batch(store: &Store, runs: &[NewRun]) -> Result<()> {
+    for one in store.enqueue_many(runs).await? {
+        one?;
+    }
+    Ok(())
+}
+
+/// Counts completions; sleeps `work` per job; reports each start on `started`.
+struct Worker {
+    work: Duration,
+    completed: Arc<AtomicU64>,
+    started: Option<mpsc::UnboundedSender<Instant>>,
+}
+
+impl Handler for Worker {
+    async fn handle(&self, _ctx: JobContext) -> JobOutcome {
+        if let Some(tx) = &self.started {
+            let _ = tx.send(Instant::now());
+        }
+        if !self.work.is_zero() {
+            tokio::time::sleep(self.work).await;
+        }
+        self.completed.fetch_add(1, Ordering::Relaxed);
+        JobOutcome::succeeded("ok")
+    }
+}
+
+/// A pool of 16 slots running `worker`; returns the token that stops it and its task.
+fn start_pool(
+    store: &Store,
+    worker: Worker,
+) -> (
+    CancellationToken,
+    tokio::task::JoinHandle<nightshift_store::Result<nightshift_worker::PoolReport>>,
+) {
+    let pool = Pool::new(
+        store.clone(),
+        worker,
+        PoolConfig {
+            slots: 16,
+            ..PoolConfig::default()
+        },
+    );
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move { pool.run(stop).await }
+    });
+    (stop, task)
+}
+
+/// Pickup latency in ms (p50, p99): one run at a time into an idle pool.
+async fn pickup(store: &Store, samples: usize) -> Result<(f64, f64)> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let completed = Arc::new(AtomicU64::new(0));
+    let (stop, task) = start_pool(
+        store,
+        Worker {
+            work: Duration::ZERO,
+            completed: completed.clone(),
+            started: Some(tx),
+        },
+    );
+    // Let the pool go idle first.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut ms = Vec::with_capacity(samples);
+    for i in 0..samples as u64 {
+        let sent = Instant::now();
+        store.enqueue(&new_run(i)).await?;
+        let Some(started) = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await? else {
+            bail!("the pool stopped");
+        };
+        ms.push((started - sent).as_secs_f64() * 1000.0);
+        // Wait for the job to end and the pool to go idle again, so every sample starts idle.
+        while completed.load(Ordering::Relaxed) <= i {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.cancel();
+    task.await??;
+    ms.sort_by(f64::total_cmp);
+    Ok((
+        nightshift_bench::percentile(&ms, 0.50),
+        nightshift_bench::percentile(&ms, 0.99),
+    ))
+}
+
+struct FixedRate {
+    enqueued: u64,
+    completed: u64,
+    max_depth: u64,
+    seconds: f64,
+    completed_per_second: f64,
+}
+
+impl FixedRate {
+    fn verdict(&self, offered: f64) -> String {
+        let enq = self.enqueued as f64 / self.seconds;
+        let keeps_up = enq >= 0.95 * offered
+            && self.completed as f64 >= 0.95 * self.enqueued as f64
+            && (self.max_depth as f64) < offered;
+        format!(
+            "{}: enqueued {enq:.0}/s ({:.0}% of offered), completed {:.0}% of enqueued, max depth {}",
+            if keeps_up { "keeps up" } else { "FALLS BEHIND" },
+            100.0 * enq / offered,
+            100.0 * self.completed as f64 / self.enqueued.max(1) as f64,
+            self.max_depth
+        )
+    }
+}
+
+/// 8 producers offer `rate` single enqueues per second between them for `duration`, to a
+/// pool of 16 slots running 1 ms jobs.
+async fn fixed_rate(store: &Store, rate: f64, duration: Duration) -> Result<FixedRate> {
+    const PRODUCERS: u64 = 8;
+    let completed = Arc::new(AtomicU64::new(0));
+    let enqueued = Arc::new(AtomicU64::new(0));
+    let (stop, task) = start_pool(
+        store,
+        Worker {
+            work: Duration::from_millis(1),
+            completed: completed.clone(),
+            started: None,
+        },
+    );
+    let start = tokio::time::Instant::now();
+    let interval = Duration::from_secs_f64(PRODUCERS as f64 / rate);
+    let mut producers = Vec::new();
+    for p in 0..PRODUCERS {
+        let (store, enqueued) = (store.clone(), enqueued.clone());
+        producers.push(tokio::spawn(async move {
+            // Each producer's k-th enqueue is due at start + offset + k·interval; one that
+            // falls behind goes on at once (the offered rate stays the same).
+            let mut due = start + interval.mul_f64(p as f64 / PRODUCERS as f64);
+            let end = start + duration;
+            let mut k = 0u64;
+            while due < end {
+                tokio::time::sleep_until(due).await;
+                store.enqueue(&new_run(p * 10_000_000 + k)).await?;
+                enqueued.fetch_add(1, Ordering::Relaxed);
+                k += 1;
+                due += interval;
+            }
+            Ok::<_, anyhow::Error>(())
+        }));
+    }
+    let mut max_depth = 0;
+    let mut all_done = false;
+    while !all_done {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let depth = enqueued
+            .load(Ordering::Relaxed)
+            .saturating_sub(completed.load(Ordering::Relaxed));
+        max_depth = max_depth.max(depth);
+        all_done = producers.iter().all(|p| p.is_finished());
+    }
+    for p in producers {
+        p.await??;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    // Completions count up to one second after the offer ended (jobs still in flight).
+    let settle = Instant::now();
+    while completed.load(Ordering::Relaxed) < enqueued.load(Ordering::Relaxed)
+        && settle.elapsed() < Duration::from_secs(1)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let done = completed.load(Ordering::Relaxed);
+    stop.cancel();
+    task.await??;
+    Ok(FixedRate {
+        enqueued: enqueued.load(Ordering::Relaxed),
+        completed: done,
+        max_depth,
+        seconds,
+        completed_per_second: done as f64 / seconds,
+    })
+}
+
+/// Keeps `target` runs queued (batches of 128) for `duration` while a pool of 16 slots runs
+/// 1 ms jobs; completions per second.
+async fn depth_target(store: &Store, target: u64, duration: Duration) -> Result<f64> {
+    let completed = Arc::new(AtomicU64::new(0));
+    let mut enqueued = 0u64;
+    let mut i = 0u64;
+    let fill = |i: &mut u64, n: u64| {
+        let runs: Vec<NewRun> = (*i..*i + n).map(new_run).collect();
+        *i += n;
+        runs
+    };
+    enqueue_batch(store, &fill(&mut i, target)).await?;
+    enqueued += target;
+    let (stop, task) = start_pool(
+        store,
+        Worker {
+            work: Duration::from_millis(1),
+            completed: completed.clone(),
+            started: None,
+        },
+    );
+    let start = Instant::now();
+    let at_start = completed.load(Ordering::Relaxed);
+    while start.elapsed() < duration {
+        let depth = enqueued.saturating_sub(completed.load(Ordering::Relaxed));
+        if depth < target {
+            let n = (target - depth).min(128);
+            enqueue_batch(store, &fill(&mut i, n)).await?;
+            enqueued += n;
+        } else {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    let rate =
+        (completed.load(Ordering::Relaxed) - at_start) as f64 / start.elapsed().as_secs_f64();
+    stop.cancel();
+    task.await??;
+    Ok(rate)
+}

@@ -1,0 +1,189 @@
+//! Webhook intake in one commit: claiming a delivery, enqueueing what it starts or resumes,
+//! and recording that on the delivery's row, all in one transaction
+//! ([`Store::take_webhook_delivery`]).
+//!
+//! What it guarantees (on top of `webhooks.rs`):
+//! - **All or nothing.** A delivery is either recorded `done` together with the run or resume
+//!   it enqueued, or not recorded at all: a refused enqueue (a finished run, a busy one, a bad
+//!   option) or any failure leaves no row and no job, so a retry of the delivery starts
+//!   afresh. A crash can no longer leave a delivery `claimed`.
+//! - **Copies wait for each other.** Two copies of one delivery arriving at once meet at the
+//!   claim (`INSERT … ON CONFLICT` locks the row): the second proceeds once the first
+//!   committed, sees it `done` and answers with its record, counted as an arrival.
+//! - **Shared commits on SQLite.** Deliveries taken at the same time share one transaction and
+//!   its commit with each other and with enqueues (`group.rs`), each in a savepoint of its
+//!   own, so one delivery's refusal never undoes another's.
+
+use std::sync::Arc;
+
+use crate::Result;
+use crate::backend::Conn;
+use crate::clock::Millis;
+use crate::model::{Enqueued, NewResume, NewRun};
+use crate::queue::{self, QueuePaths, RunRow};
+use crate::webhooks::{Arrival, WebhookDelivery, WebhookDeliveryStatus, WebhookStatements};
+
+/// What a webhook delivery enqueues.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeliveryWork {
+    /// A new run.
+    Start(NewRun),
+    /// A resume job for a run found before (by its concurrency key).
+    Resume(NewResume),
+}
+
+/// What a delivery records on its row once its work is enqueued (a JSON document the intake
+/// answers redeliveries with), made from the enqueue's answer.
+pub type DeliveryRecord = Arc<dyn Fn(&Enqueued) -> String + Send + Sync>;
+
+/// The answer of [`Store::take_webhook_delivery`](crate::Store::take_webhook_delivery).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeliveryTaken {
+    /// The delivery was done before (a redelivery, or a copy that finished first): this
+    /// arrival was counted and nothing was enqueued. The row, with its record.
+    Done(WebhookDelivery),
+    /// Its work was enqueued and recorded on its row, in this call's commit.
+    Enqueued(Enqueued),
+}
+
+/// One delivery to take, with the run id its start would get.
+#[derive(Clone)]
+pub(crate) struct Taking {
+    pub hook: String,
+    pub delivery_id: String,
+    pub event: String,
+    pub work: DeliveryWork,
+    /// The id of the run a `Start` creates.
+    pub run_id: String,
+    /// Whether a run it starts notifies (see `Store::set_notifying_agents`).
+    pub notify: bool,
+    pub record: DeliveryRecord,
+    pub now: Millis,
+}
+
+impl std::fmt::Debug for Taking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Taking")
+            .field("hook", &self.hook)
+            .field("delivery_id", &self.delivery_id)
+            .field("work", &self.work)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Takes one delivery in `tx`. Returns what it did, and whether the transaction may keep
+/// what it wrote (`false`: a copy finished first, and this call's enqueue must be rolled
+/// back). On an error the caller rolls back (to a savepoint taken before).
+pub(crate) async fn take_in<B: QueuePaths + WebhookStatements>(
+    tx: &mut Conn<B>,
+    taking: &Taking,
+) -> Result<(DeliveryTaken, bool)> {
+    let arrival = Arrival {
+        hook: &taking.hook,
+        delivery_id: &taking.delivery_id,
+        event: &taking.event,
+        now: taking.now,
+    };
+    let claimed = B::claim_webhook_delivery(tx, arrival).await?;
+    if claimed.status == WebhookDeliveryStatus::Done {
+        return Ok((DeliveryTaken::Done(claimed), true));
+    }
+    let enqueued = match &taking.work {
+        DeliveryWork::Start(new) => {
+            let row = RunRow {
+                id: &taking.run_id,
+                new,
+                notify: taking.notify,
+                now: taking.now,
+            };
+            queue::enqueue_in::<B>(tx, row).await?
+        }
+        DeliveryWork::Resume(new) => queue::resume_in::<B>(tx, new, taking.now).await?,
+    };
+    let record = (taking.record)(&enqueued);
+    let hook = &taking.hook;
+    let id = &taking.delivery_id;
+    if B::finish_webhook_delivery(tx, hook, id, &record, taking.now).await? {
+        return Ok((DeliveryTaken::Enqueued(enqueued), true));
+    }
+    // Only a row claimed by an older version that crashed can be done here without us.
+    match B::get_webhook_delivery(tx, hook, id).await? {
+        Some(row) => Ok((DeliveryTaken::Done(row), false)),
+        None => Err(crate::Error::Corrupt(format!(
+            "webhook delivery {hook}/{id} vanished while it was taken"
+        ))),
+    }
+}
+
+/// Takes one delivery in a transaction of its own (PostgreSQL; SQLite goes through
+/// `group.rs`).
+pub(crate) async fn take<B: QueuePaths + WebhookStatements>(
+    b: &B,
+    taking: &Taking,
+) -> Result<DeliveryTaken> {
+    let mut tx = b.begin().await?;
+    match take_in::<B>(&mut tx, taking).await {
+        Ok((taken, true)) => {
+            B::commit(tx).await?;
+            Ok(taken)
+        }
+        Ok((taken, false)) => {
+            B::rollback(tx).await?;
+            Ok(taken)
+        }
+        Err(e) => {
+            B::rollback(tx).await?;
+            Err(e)
+        }
+    }
+}
+
+impl crate::Store {
+    /// Takes webhook delivery `(hook, delivery_id)` in one transaction: claims it, enqueues
+    /// `work` and records `record(&enqueued)` on its row (see the module doc). When the
+    /// delivery was done before, counts this arrival and returns its row, enqueueing
+    /// nothing. An enqueue refused (a finished or busy run, a bad option) returns its error
+    /// and leaves nothing behind. On SQLite, deliveries and enqueues made at the same time
+    /// share one commit.
+    pub async fn take_webhook_delivery(
+        &self,
+        hook: &str,
+        delivery_id: &str,
+        event: &str,
+        work: DeliveryWork,
+        record: DeliveryRecord,
+    ) -> Result<DeliveryTaken> {
+        crate::webhooks::check_ids(hook, delivery_id)?;
+        let notify = match &work {
+            DeliveryWork::Start(new) => {
+                crate::store::check_new_run(new)?;
+                self.notifies(&new.agent)
+            }
+            DeliveryWork::Resume(new) => {
+                crate::store::validate_job_options(&new.job)?;
+                false
+            }
+        };
+        let taking = Taking {
+            hook: hook.to_string(),
+            delivery_id: delivery_id.to_string(),
+            event: event.to_string(),
+            work,
+            run_id: uuid::Uuid::now_v7().to_string(),
+            notify,
+            record,
+            now: self.now(),
+        };
+        let taken = match (&self.inner.backend, self.group()) {
+            (crate::store::Backend::Sqlite(_), Some(group)) => group.intake(taking).await,
+            _ => crate::store::dispatch!(self, b => take(b, &taking)),
+        }?;
+        if let DeliveryTaken::Enqueued(e) = &taken
+            && !e.duplicate
+            && !e.skipped
+        {
+            self.wake();
+        }
+        Ok(taken)
+    }
+}
