@@ -164,6 +164,15 @@ pub fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, (StatusCode, 
     json.end().map_err(|e| refusal(".", &e)).map(|()| value)
 }
 
+/// Decodes one JSON value as `T`, or says what is wrong, naming the field
+/// (`priority: invalid type: …`), as [`decode_body`] does for a whole body.
+pub fn decode_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        refusal(&path, e.inner()).1
+    })
+}
+
 fn refusal(path: &str, e: &serde_json::Error) -> (StatusCode, String) {
     let message = without_position(e);
     match e.classify() {

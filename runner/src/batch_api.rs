@@ -20,7 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::{ApiState, CreateRun, run_request, traceparent};
-use crate::api_errors::{ErrorBody, JsonBody, error, store_error};
+use crate::api_errors::{ErrorBody, JsonBody, decode_value, error, store_error};
 
 /// The body of `POST /v1/runs:batch`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -135,8 +135,7 @@ pub(crate) async fn create_runs(
         .runs
         .into_iter()
         .map(|item| {
-            let body: CreateRun = serde_json::from_value(item)
-                .map_err(|e| IntakeError::Invalid(format!("not a run ({e})")))?;
+            let body: CreateRun = decode_value(item).map_err(IntakeError::Invalid)?;
             run_request(body, trace_parent.clone(), now).map_err(IntakeError::Invalid)
         })
         .collect();

@@ -16,6 +16,7 @@ on_both_backends! {
     bad_requests_are_explained_and_change_nothing => bad_requests_change_nothing;
     concurrency_policies_and_wakeups_over_http => concurrency_and_wakeups_over_http;
     background_tasks_are_listed_over_http => tasks_over_http;
+    a_batch_over_http_answers_per_run => batch_over_http;
 }
 
 const TOKEN: &str = "test-token-123";
@@ -225,6 +226,109 @@ async fn runs_lifecycle_over_http(db: &TestDb) {
         api.store.run(&queued).await.unwrap().unwrap().status,
         RunStatus::Cancelled
     );
+}
+
+async fn batch_over_http(db: &TestDb) {
+    let api = Api::start(db).await;
+    let (status, first) = api
+        .send(
+            "POST",
+            "/v1/runs",
+            Some(json!({"agent": "helper", "prompt": "earlier", "idempotency_key": "k1"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let body = json!({"runs": [
+        {"agent": "helper", "prompt": "one", "priority": 5, "lane": "bulk"},
+        {"agent": "helper", "prompt": "again", "idempotency_key": "k1"},
+        {"agent": "nobody", "prompt": "unknown agent"},
+        {"agent": "helper", "prompt": "bad", "priority": "high"},
+        {"agent": "reviewer", "prompt": "keyed", "concurrency_key": "pr-1"},
+        {"agent": "reviewer", "prompt": "skipped", "concurrency_key": "pr-1", "concurrency_policy": "skip"},
+        {"agent": "helper", "prompt": ""},
+        {"agent": "helper", "prompt": "later", "delay_seconds": 3600}
+    ]});
+    let (status, answer) = api.send("POST", "/v1/runs:batch", Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let runs = answer["runs"].as_array().unwrap();
+    let statuses: Vec<&str> = runs.iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert_eq!(
+        statuses,
+        [
+            "created",
+            "duplicate",
+            "refused",
+            "refused",
+            "created",
+            "skipped",
+            "refused",
+            "created"
+        ]
+    );
+    for (i, r) in runs.iter().enumerate() {
+        assert_eq!(r["index"], i);
+    }
+    assert_eq!(runs[1]["run_id"], first["run_id"]);
+    assert_eq!(runs[5]["run_id"], runs[4]["run_id"], "the key's holder");
+    let reason = |i: usize| runs[i]["error"].as_str().unwrap().to_string();
+    assert!(
+        reason(2).contains("runs[2]") && reason(2).contains("nobody"),
+        "{}",
+        reason(2)
+    );
+    assert!(reason(3).contains("priority"), "{}", reason(3));
+    assert!(reason(6).contains("prompt"), "{}", reason(6));
+    assert!(reason(6).contains("not enqueued"));
+    assert_eq!(
+        (answer["created"].clone(), answer["refused"].clone()),
+        (json!(3), json!(3))
+    );
+    let one = api
+        .store
+        .run(runs[0]["run_id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(one.input, "one");
+    let job = api
+        .store
+        .job(runs[0]["job_id"].as_i64().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((job.lane.as_str(), job.priority), ("bulk", 5));
+    let later = api
+        .store
+        .job(runs[7]["job_id"].as_i64().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        later.run_at >= api.store.now() + 3_500_000,
+        "delay_seconds applies per item"
+    );
+    let total = api.store.list_runs(None, 100).await.unwrap().len();
+    assert_eq!(
+        total, 4,
+        "the earlier run and three new ones; refused items left nothing"
+    );
+    // Malformed as a whole, or over the limit: refused, nothing enqueued.
+    let (status, e) = api
+        .send("POST", "/v1/runs:batch", Some(json!([{"agent": "helper"}])))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    let many: Vec<Value> = (0..1001)
+        .map(|i| json!({"agent": "helper", "prompt": format!("p{i}")}))
+        .collect();
+    let (status, e) = api
+        .send("POST", "/v1/runs:batch", Some(json!({"runs": many})))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        e["error"].as_str().unwrap().contains("max_batch_runs"),
+        "{e}"
+    );
+    assert_eq!(api.store.list_runs(None, 2000).await.unwrap().len(), 4);
 }
 
 async fn bad_requests_change_nothing(db: &TestDb) {

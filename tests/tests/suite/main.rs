@@ -91,6 +91,7 @@ mod api;
 mod approval;
 mod attempts;
 mod batch;
+mod batch_enqueue;
 mod checkout;
 mod cli;
 mod cli_remote;
