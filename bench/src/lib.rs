@@ -82,6 +82,53 @@ pub async fn sqlite_commit_rate(dir: &Path, commits: u64) -> anyhow::Result<f64>
     Ok(commits as f64 / elapsed.as_secs_f64().max(1e-9))
 }
 
+/// Single-row autocommit INSERTs (256-byte rows) per second into a plain table in
+/// `config`'s schema, `producers` connections at once, `rows` in all: the server's commit
+/// rate for that many clients, which bounds every write path that commits once per item.
+pub async fn pg_insert_rate(
+    config: &StoreConfig,
+    producers: usize,
+    rows: u64,
+) -> anyhow::Result<f64> {
+    use sqlx::Connection;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let schema = config.schema.clone().unwrap_or_else(|| "public".into());
+    let mut setup = sqlx::PgConnection::connect(&config.url).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE SCHEMA IF NOT EXISTS \"{schema}\"; \
+         CREATE TABLE \"{schema}\".ceiling (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)"
+    )))
+    .execute(&mut setup)
+    .await?;
+    let next = Arc::new(AtomicU64::new(0));
+    let start = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..producers {
+        let (url, next, schema) = (config.url.clone(), next.clone(), schema.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut conn = sqlx::PgConnection::connect(&url).await?;
+            let sql = format!("INSERT INTO \"{schema}\".ceiling (v) VALUES ($1)");
+            while next.fetch_add(1, Ordering::Relaxed) < rows {
+                sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                    .bind("x".repeat(256))
+                    .execute(&mut conn)
+                    .await?;
+            }
+            Ok::<_, anyhow::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let rate = rows as f64 / start.elapsed().as_secs_f64();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP TABLE \"{schema}\".ceiling"
+    )))
+    .execute(&mut setup)
+    .await?;
+    Ok(rate)
+}
+
 /// Drops the PostgreSQL schema a bench measured in (nothing for SQLite, whose file goes with
 /// its temporary directory). Failing to drop it is not an error of the bench.
 pub async fn drop_schema(config: &StoreConfig) {

@@ -33,7 +33,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use nightshift_store::{BackendKind, NewRun, Store, StoreConfig, SystemClock};
 use nightshift_worker::{Handler, JobContext, JobOutcome, Pool, PoolConfig};
-use sqlx::Connection;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -238,34 +237,7 @@ impl Bench {
     async fn pg_insert_ceiling(&mut self, producers: usize, rows: u64) -> Result<f64> {
         let (store, config) = self.fresh().await?;
         store.close().await;
-        let schema = config.schema.clone().unwrap_or_default();
-        let mut setup = sqlx::PgConnection::connect(&config.url).await?;
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "CREATE TABLE \"{schema}\".ceiling (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)"
-        )))
-        .execute(&mut setup)
-        .await?;
-        let next = Arc::new(AtomicU64::new(0));
-        let start = Instant::now();
-        let mut tasks = Vec::new();
-        for _ in 0..producers {
-            let (url, next, schema) = (config.url.clone(), next.clone(), schema.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut conn = sqlx::PgConnection::connect(&url).await?;
-                let sql = format!("INSERT INTO \"{schema}\".ceiling (v) VALUES ($1)");
-                while next.fetch_add(1, Ordering::Relaxed) < rows {
-                    sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-                        .bind(payload(0))
-                        .execute(&mut conn)
-                        .await?;
-                }
-                Ok::<_, anyhow::Error>(())
-            }));
-        }
-        for t in tasks {
-            t.await??;
-        }
-        let rate = rows as f64 / start.elapsed().as_secs_f64();
+        let rate = nightshift_bench::pg_insert_rate(&config, producers, rows).await?;
         nightshift_bench::drop_schema(&config).await;
         Ok(rate)
     }
