@@ -94,12 +94,14 @@ pub async fn pg_insert_rate(
     use std::sync::atomic::{AtomicU64, Ordering};
     let schema = config.schema.clone().unwrap_or_else(|| "public".into());
     let mut setup = sqlx::PgConnection::connect(&config.url).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "CREATE SCHEMA IF NOT EXISTS \"{schema}\"; \
-         CREATE TABLE \"{schema}\".ceiling (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)"
-    )))
-    .execute(&mut setup)
-    .await?;
+    for ddl in [
+        format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""),
+        format!("CREATE TABLE \"{schema}\".ceiling (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(ddl))
+            .execute(&mut setup)
+            .await?;
+    }
     let next = Arc::new(AtomicU64::new(0));
     let start = std::time::Instant::now();
     let mut tasks = Vec::new();
