@@ -1,14 +1,15 @@
-//! Group commit of enqueues on SQLite: concurrent single enqueues share one transaction.
+//! Group commit of enqueues and webhook deliveries: writes made at the same time share one
+//! transaction and one commit, on both backends.
 //!
-//! SQLite commits one transaction at a time, and each commit waits for the disk
-//! (`synchronous=FULL`), so an enqueue that commits alone costs one disk flush: producers
-//! together could never enqueue faster than the disk's commit rate, and a pool settling the
-//! same jobs competes for the same flushes. Here every single enqueue is handed to one task,
-//! which takes all the enqueues waiting at that moment and writes them in one transaction
-//! (the same code as [`Store::enqueue_many`](crate::Store::enqueue_many)), then answers each.
-//! Nothing waits for a batch to fill: a lone enqueue goes at once, and enqueues that arrive
-//! while a commit is under way form the next batch. Concurrent webhook deliveries share
-//! commits the same way ([`Group::intake`]).
+//! Every commit waits for the disk (SQLite with `synchronous=FULL`; PostgreSQL's WAL flush),
+//! and SQLite commits one transaction at a time, so an enqueue that commits alone costs one
+//! flush: producers together could never enqueue faster than the commit rate, and a pool
+//! settling the same jobs competes for the same flushes. Here every single enqueue and
+//! webhook delivery is handed to one task per store, which takes all the writes waiting at
+//! that moment and writes them in one transaction (runs alone: the same code as
+//! [`Store::enqueue_many`](crate::Store::enqueue_many), on PostgreSQL one statement), then
+//! answers each. Nothing waits for a batch to fill: a lone enqueue goes at once, and writes
+//! that arrive while a commit is under way form the next batch.
 //!
 //! What it guarantees:
 //! - **Each answer is its own.** A run is answered `Ok` only once the transaction holding it
@@ -23,12 +24,11 @@
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::backend::Backend as _;
 use crate::clock::Millis;
 use crate::intake::{self, DeliveryTaken, Taking};
 use crate::model::{Enqueued, NewRun};
-use crate::queue::{self, QueueStatements, RunRow, Savepoint};
-use crate::sqlite::SqliteBackend;
+use crate::queue::{self, QueuePaths, RunRow, Savepoint};
+use crate::webhooks::WebhookStatements;
 use crate::{Error, Result};
 
 /// The most writes one transaction takes; more wait for the next.
@@ -97,7 +97,7 @@ pub(crate) struct Group {
 
 impl Group {
     /// Starts the task writing through `backend`.
-    pub(crate) fn start(backend: SqliteBackend) -> Self {
+    pub(crate) fn start<B: QueuePaths + WebhookStatements + Clone>(backend: B) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(write_batches(backend, rx));
         Self { tx, task }
@@ -144,7 +144,10 @@ fn closed() -> Error {
     Error::Database(sqlx::Error::PoolClosed)
 }
 
-async fn write_batches(backend: SqliteBackend, mut rx: mpsc::UnboundedReceiver<Pending>) {
+async fn write_batches<B: QueuePaths + WebhookStatements>(
+    backend: B,
+    mut rx: mpsc::UnboundedReceiver<Pending>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let outcomes = match write(&backend, &batch).await {
@@ -178,8 +181,22 @@ fn failed(pending: &Pending, e: Error) -> Outcome {
 /// Writes `batch` in one transaction, in order. A delivery is taken in a savepoint of its
 /// own, so its refusal (or a copy found done) undoes only it; any other error fails the
 /// whole batch, and nothing of it is committed.
-async fn write(backend: &SqliteBackend, batch: &[Pending]) -> Result<Vec<Outcome>> {
-    type B = SqliteBackend;
+async fn write<B: QueuePaths + WebhookStatements>(
+    backend: &B,
+    batch: &[Pending],
+) -> Result<Vec<Outcome>> {
+    let runs: Vec<RunRow<'_>> = batch
+        .iter()
+        .filter_map(|p| match p {
+            Pending::Run(item, _) => Some(item.row()),
+            Pending::Delivery(..) => None,
+        })
+        .collect();
+    if runs.len() == batch.len() {
+        // Runs only: `enqueue_runs` (on PostgreSQL one statement when none has a key).
+        let done = queue::enqueue_runs(backend, &runs).await?;
+        return Ok(done.into_iter().map(|e| Outcome::Run(Ok(e))).collect());
+    }
     let mut tx = backend.begin().await?;
     let mut outcomes = Vec::with_capacity(batch.len());
     for pending in batch {

@@ -10,9 +10,9 @@
 //! - **Copies wait for each other.** Two copies of one delivery arriving at once meet at the
 //!   claim (`INSERT … ON CONFLICT` locks the row): the second proceeds once the first
 //!   committed, sees it `done` and answers with its record, counted as an arrival.
-//! - **Shared commits on SQLite.** Deliveries taken at the same time share one transaction and
-//!   its commit with each other and with enqueues (`group.rs`), each in a savepoint of its
-//!   own, so one delivery's refusal never undoes another's.
+//! - **Shared commits.** Deliveries taken at the same time share one transaction and its
+//!   commit with each other and with enqueues (`group.rs`), each in a savepoint of its own,
+//!   so one delivery's refusal never undoes another's.
 
 use std::sync::Arc;
 
@@ -115,8 +115,7 @@ pub(crate) async fn take_in<B: QueuePaths + WebhookStatements>(
     }
 }
 
-/// Takes one delivery in a transaction of its own (PostgreSQL; SQLite goes through
-/// `group.rs`).
+/// Takes one delivery in a transaction of its own (when there is no group commit).
 pub(crate) async fn take<B: QueuePaths + WebhookStatements>(
     b: &B,
     taking: &Taking,
@@ -174,9 +173,9 @@ impl crate::Store {
             record,
             now: self.now(),
         };
-        let taken = match (&self.inner.backend, self.group()) {
-            (crate::store::Backend::Sqlite(_), Some(group)) => group.intake(taking).await,
-            _ => crate::store::dispatch!(self, b => take(b, &taking)),
+        let taken = match self.group() {
+            Some(group) => group.intake(taking).await,
+            None => crate::store::dispatch!(self, b => take(b, &taking)),
         }?;
         if let DeliveryTaken::Enqueued(e) = &taken
             && !e.duplicate

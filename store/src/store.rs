@@ -56,7 +56,7 @@ pub(crate) struct Inner {
     pub(crate) last_rescue: std::sync::atomic::AtomicI64,
     /// The agents whose runs notify (see [`Store::set_notifying_agents`]).
     notifying: std::sync::RwLock<BTreeSet<String>>,
-    /// SQLite's group commit of single enqueues (`group.rs`); `None` on PostgreSQL.
+    /// The group commit of single enqueues and webhook deliveries (`group.rs`).
     group: Option<Group>,
 }
 
@@ -170,7 +170,7 @@ impl Store {
         }
     }
 
-    /// SQLite's group commit (`group.rs`); `None` on PostgreSQL.
+    /// The group commit of single enqueues and deliveries (`group.rs`).
     pub(crate) fn group(&self) -> Option<&Group> {
         self.inner.group.as_ref()
     }
@@ -207,16 +207,16 @@ impl Store {
     /// run and job with `duplicate: true` and enqueues nothing. The run is marked `notify`
     /// when its agent is one of the notifying agents.
     ///
-    /// On SQLite, enqueues made at the same time share one transaction and its commit
-    /// (`group.rs`); each still answers only once its run is durable.
+    /// Enqueues made at the same time share one transaction and its commit (`group.rs`);
+    /// each still answers only once its run is durable.
     pub async fn enqueue(&self, new: &NewRun) -> Result<Enqueued> {
         check_new_run(new)?;
         let run_id = uuid::Uuid::now_v7().to_string();
         let now = self.now();
         let notify = self.notifies(&new.agent);
-        let enqueued = match (&self.inner.backend, &self.inner.group) {
-            (Backend::Sqlite(_), Some(group)) => group.enqueue(run_id, new, notify, now).await,
-            _ => {
+        let enqueued = match &self.inner.group {
+            Some(group) => group.enqueue(run_id, new, notify, now).await,
+            None => {
                 let row = queue::RunRow {
                     id: &run_id,
                     new,

@@ -80,6 +80,9 @@ pub(crate) async fn enqueue_runs<B: QueuePaths>(
     if rows.is_empty() {
         return Ok(Vec::new());
     }
+    if let [row] = rows {
+        return Ok(vec![enqueue_run(b, *row).await?]);
+    }
     if rows.iter().all(|r| r.new.concurrency_key.is_none())
         && let Some(job_ids) = b.enqueue_plain_many(rows).await?
     {
