@@ -6,9 +6,10 @@
 //! samples of a 2,000/s run waiting on it). Writes therefore never notify in their own
 //! transaction. After a write that made work due has committed, the store calls
 //! [`Announcer::announce`]; one task per store sends `NOTIFY` on a connection of its own,
-//! outside every write, and while one is on the wire further announcements fold into the next
-//! one. So a lone enqueue is announced right after its commit (no added wait), and a stream of
-//! thousands per second costs one `NOTIFY` per round trip instead of one per enqueue.
+//! outside every write, and while one is on the wire (or for a few milliseconds after it,
+//! [`GAP`]) further announcements fold into the next one. So a lone enqueue is announced right
+//! after its commit (no added wait), and a stream of thousands per second costs a `NOTIFY`
+//! every few milliseconds instead of one per enqueue.
 //!
 //! What it guarantees:
 //! - **After commit.** An announcement is only ever made after the write it announces
@@ -26,6 +27,13 @@ use std::sync::Arc;
 use sqlx::postgres::PgPool;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+
+/// The least time between two `NOTIFY`s of one store. The first announcement after a quiet
+/// spell goes at once; under a stream of writes the rest wait for this gap and fold into one,
+/// so a busy daemon sends at most about 200 a second (each is a commit of its own, and a
+/// daemon that receives one claims again) while another daemon's idle pool still wakes within
+/// a few milliseconds.
+const GAP: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Sends the coalesced `NOTIFY`s of one store (see the module doc).
 #[derive(Debug)]
@@ -73,5 +81,6 @@ async fn announce_loop(pool: PgPool, channel: String, wanted: Arc<Notify>) {
             tracing::warn!(error = %e, %channel, "could not notify other daemons of new work; \
                 they find it at their next poll");
         }
+        tokio::time::sleep(GAP).await;
     }
 }
