@@ -302,6 +302,17 @@ struct Worker {
     started: Option<mpsc::UnboundedSender<Instant>>,
 }
 
+impl Worker {
+    /// 1 ms jobs, counted in `completed`.
+    fn one_ms(completed: &Arc<AtomicU64>) -> Self {
+        Worker {
+            work: Duration::from_millis(1),
+            completed: completed.clone(),
+            started: None,
+        }
+    }
+}
+
 impl Handler for Worker {
     async fn handle(&self, _ctx: JobContext) -> JobOutcome {
         if let Some(tx) = &self.started {
@@ -408,14 +419,7 @@ async fn fixed_rate(store: &Store, rate: f64, duration: Duration) -> Result<Fixe
     const IN_FLIGHT: usize = 4_096;
     let completed = Arc::new(AtomicU64::new(0));
     let enqueued = Arc::new(AtomicU64::new(0));
-    let (stop, task) = start_pool(
-        store,
-        Worker {
-            work: Duration::from_millis(1),
-            completed: completed.clone(),
-            started: None,
-        },
-    );
+    let (stop, task) = start_pool(store, Worker::one_ms(&completed));
     let room = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     let start = tokio::time::Instant::now();
     let interval = Duration::from_secs_f64(1.0 / rate);
@@ -502,14 +506,7 @@ async fn depth_target(store: &Store, target: u64, duration: Duration) -> Result<
     };
     enqueue_batch(store, &fill(&mut i, target)).await?;
     enqueued += target;
-    let (stop, task) = start_pool(
-        store,
-        Worker {
-            work: Duration::from_millis(1),
-            completed: completed.clone(),
-            started: None,
-        },
-    );
+    let (stop, task) = start_pool(store, Worker::one_ms(&completed));
     let start = Instant::now();
     let at_start = completed.load(Ordering::Relaxed);
     while start.elapsed() < duration {

@@ -12,7 +12,9 @@ use nightshift_store::{
     NewResume, NewRun, ResumeReason, RunStatus, Store, WebhookDeliveryStatus,
 };
 use nightshift_tests::{TestDb, on_both_backends};
-use nightshift_worker::{Handler, JobContext, JobOutcome, Pool, PoolConfig};
+use nightshift_worker::{Pool, PoolConfig};
+
+use crate::pool::Records;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -319,18 +321,6 @@ async fn concurrent_deliveries(db: &TestDb) {
         }
     }
     assert_eq!(store.list_runs(None, 100).await.unwrap().len(), 13);
-}
-
-/// Reports each job it runs.
-struct Records {
-    ran: mpsc::UnboundedSender<String>,
-}
-
-impl Handler for Records {
-    async fn handle(&self, ctx: JobContext) -> JobOutcome {
-        let _ = self.ran.send(ctx.lease.job().payload.clone());
-        JobOutcome::succeeded("")
-    }
 }
 
 async fn pool_wakes_for_earlier_job(db: &TestDb) {

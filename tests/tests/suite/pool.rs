@@ -290,9 +290,9 @@ async fn shutdown_drains_then_releases(db: &TestDb) {
     );
 }
 
-/// Records that it ran.
-struct Records {
-    ran: mpsc::UnboundedSender<String>,
+/// Records that it ran: each job's payload, as it starts.
+pub(crate) struct Records {
+    pub(crate) ran: mpsc::UnboundedSender<String>,
 }
 
 impl Handler for Records {
