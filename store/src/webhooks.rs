@@ -1,14 +1,14 @@
 //! Webhook deliveries: the durable record that makes webhook intake exactly-once.
 //!
-//! A delivery is one `(hook, delivery id)` row in `webhook_deliveries`. The intake (in the
-//! scheduler) claims the row before it enqueues anything and marks it `done` with the runs it
-//! made afterwards; a redelivery of a `done` delivery reads the original runs back. What these
-//! operations guarantee:
+//! A delivery is one `(hook, delivery id)` row in `webhook_deliveries`. The intake claims the
+//! row, enqueues and marks it `done` with the runs it made, all in one transaction
+//! ([`Store::take_webhook_delivery`], `intake.rs`); a redelivery of a `done` delivery reads
+//! the original runs back. What these operations guarantee:
 //! - **One row per delivery.** Claiming is a single `INSERT … ON CONFLICT DO UPDATE`, so two
 //!   copies of one delivery arriving at once find the same row (the second sees
 //!   `received > 1`), on both backends.
-//! - **Done is final.** [`Store::finish_webhook_delivery`] only moves `claimed → done`; the runs
-//!   recorded first stay, and [`Store::release_webhook_delivery`] never removes a done row.
+//! - **Done is final.** Finishing only moves `claimed → done` (`webhooks/finish.sql`); the runs
+//!   recorded first stay.
 //! - **Every arrival is counted** in `received`, including redeliveries of done deliveries.
 //!
 //! A backend supplies the statements ([`WebhookStatements`], one method per file of
@@ -75,12 +75,6 @@ pub(crate) trait WebhookStatements: Backend {
         delivery_id: &str,
         runs: &str,
         now: Millis,
-    ) -> impl Future<Output = Result<bool>> + Send;
-    /// `webhooks/release.sql`: whether a claimed delivery was removed.
-    fn release_webhook_delivery(
-        c: &mut Conn<Self>,
-        hook: &str,
-        delivery_id: &str,
     ) -> impl Future<Output = Result<bool>> + Send;
     /// `webhooks/get.sql`.
     fn get_webhook_delivery(
@@ -157,19 +151,6 @@ macro_rules! webhook_statements {
                 Ok(done.rows_affected() == 1)
             }
 
-            async fn release_webhook_delivery(
-                c: &mut $crate::backend::Conn<Self>,
-                hook: &str,
-                delivery_id: &str,
-            ) -> $crate::Result<bool> {
-                let gone = sqlx::query($crate::backend::sql!($dir, "webhooks/release"))
-                    .bind(hook)
-                    .bind($crate::text::Text(delivery_id))
-                    .execute(c)
-                    .await?;
-                Ok(gone.rows_affected() == 1)
-            }
-
             async fn get_webhook_delivery(
                 c: &mut $crate::backend::Conn<Self>,
                 hook: &str,
@@ -209,20 +190,6 @@ async fn redelivery<B: WebhookStatements>(
 
 async fn claim<B: WebhookStatements>(b: &B, arrival: Arrival<'_>) -> Result<WebhookDelivery> {
     B::claim_webhook_delivery(&mut *b.writer().await?, arrival).await
-}
-
-async fn finish<B: WebhookStatements>(
-    b: &B,
-    hook: &str,
-    delivery_id: &str,
-    runs: &str,
-    now: Millis,
-) -> Result<bool> {
-    B::finish_webhook_delivery(&mut *b.writer().await?, hook, delivery_id, runs, now).await
-}
-
-async fn release<B: WebhookStatements>(b: &B, hook: &str, delivery_id: &str) -> Result<bool> {
-    B::release_webhook_delivery(&mut *b.writer().await?, hook, delivery_id).await
 }
 
 async fn get<B: WebhookStatements>(
@@ -276,24 +243,6 @@ impl Store {
             now: self.now(),
         };
         dispatch!(self, b => claim(b, arrival))
-    }
-
-    /// Marks a claimed delivery `done` with what it enqueued (`runs`, JSON). Returns false
-    /// when it was already done (then the runs recorded first stay).
-    pub async fn finish_webhook_delivery(
-        &self,
-        hook: &str,
-        delivery_id: &str,
-        runs: &str,
-    ) -> Result<bool> {
-        let now = self.now();
-        dispatch!(self, b => finish(b, hook, delivery_id, runs, now))
-    }
-
-    /// Forgets a claimed delivery that enqueued nothing. A done delivery is never removed;
-    /// returns whether a row was removed.
-    pub async fn release_webhook_delivery(&self, hook: &str, delivery_id: &str) -> Result<bool> {
-        dispatch!(self, b => release(b, hook, delivery_id))
     }
 
     /// One delivery of a hook.

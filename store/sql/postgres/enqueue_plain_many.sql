@@ -1,5 +1,6 @@
 -- Runs without a concurrency key and their start jobs, in one statement (one round trip,
--- atomic on its own): the parallel arrays $1-$12 hold one run each, in order; $13 is now.
+-- atomic on its own): the parallel arrays $1-$12 hold one run each, in order; $13 is now
+-- (the first run's: a group-committed batch stamps every run's created_at with it).
 -- Returns (run id, start job id) for every run inserted; a run missing from the answer lost
 -- its idempotency key to an earlier run (of this batch too: the first in array order wins).
 -- $1 run ids, $2 agents, $3 trigger kinds, $4 inputs, $5 idempotency keys, $6 lanes,

@@ -112,7 +112,7 @@ pub(crate) async fn enqueue_runs<B: QueuePaths>(
 }
 
 /// One run of [`enqueue_runs`] in `tx`; a run the `skip` policy drops leaves nothing behind
-/// (its rows are rolled back to a savepoint).
+/// (its just-inserted run row is deleted again, `delete_run.sql`).
 pub(crate) async fn enqueue_in<B: QueuePaths>(
     tx: &mut crate::backend::Conn<B>,
     row: RunRow<'_>,
