@@ -444,6 +444,16 @@ mod tests {
                 .to_string()
                 .contains("worker.slots")
         );
+        for limit in [0, 10_001] {
+            let c = Config::parse(&format!("[server]\nmax_batch_runs = {limit}\n"), "x").unwrap();
+            let err = c.validate().unwrap_err().to_string();
+            assert!(
+                err.contains("server.max_batch_runs") && err.contains("1 to 10000"),
+                "{err}"
+            );
+        }
+        let c = Config::parse("[server]\nmax_batch_runs = 10000\n", "x").unwrap();
+        c.validate().unwrap();
         assert_eq!(Config::parse("", "x").unwrap(), Config::default());
         for (body, key) in [
             (
