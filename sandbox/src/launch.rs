@@ -94,6 +94,9 @@ pub fn dispatch(argv: Vec<OsString>) -> Option<i32> {
 fn launch(rest: &[OsString], stage: Stage) -> Result<std::convert::Infallible, (i32, String)> {
     let usage = "usage: nightshift sandbox-exec <policy JSON> -- <program> [args…]";
     let fail = |m: String| (EXIT_FAILED, m);
+    if stage == Stage::Launch {
+        supervise::default_forwarded_actions().map_err(fail)?;
+    }
     let (json, program, args) = match rest {
         [json, dashes, program, args @ ..] if dashes == "--" => (json, program, args),
         _ => return Err(fail(usage.to_string())),

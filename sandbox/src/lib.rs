@@ -10,7 +10,8 @@
 //! - [`policy`]: what a command may reach, as data (validated, an allowlist).
 //! - [`probe`]: what this kernel enforces, and the pure decision whether that is enough.
 //! - [`launch`]: the launcher process (`nightshift sandbox-exec`) that applies a policy to
-//!   itself and then executes the command; no `unsafe`, no `pre_exec`.
+//!   itself and then executes the command; no `pre_exec`, and one `unsafe` call (giving the
+//!   forwarded signals their default action, which runs no handler).
 //! - `namespaces` and `supervise` (internal): with a pid namespace, the command runs as pid
 //!   2 of a user+pid+mount namespace of its own with a fresh `/proc` (it sees only its own
 //!   processes); the launcher supervises it from outside, forwarding signals and its exit

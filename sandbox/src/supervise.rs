@@ -13,7 +13,9 @@
 //!   the init (only once it reports ready, so none is lost in the window where a fresh pid 1
 //!   ignores them), and from the init to the command's process group, so the command and its
 //!   descendants get each signal exactly once, as they would without the namespace. The init
-//!   runs in a process group of its own for that reason.
+//!   runs in a process group of its own for that reason. The launcher first gives those
+//!   signals their default action, so one ignored where the daemon was started (`nohup`)
+//!   is not ignored by the command.
 //! - **Nothing outlives the supervisor.** The init has the parent-death signal SIGKILL (and
 //!   checks, after setting it, that the supervisor is still there); when the init dies the
 //!   kernel kills every process of the namespace, those that left the process group or
@@ -33,7 +35,7 @@ use std::process::{Child, Command, ExitStatus};
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{SigSet, Signal, kill, killpg};
+use nix::sys::signal::{SigHandler, SigSet, Signal, kill, killpg};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 use nix::unistd::Pid;
@@ -100,6 +102,24 @@ pub(crate) fn parse_line(line: &str) -> Option<Line> {
 /// from outside, or failed before it could report).
 pub(crate) fn mirror(reported: Option<Ending>, init: ExitStatus) -> Ending {
     reported.unwrap_or_else(|| Ending::of(init))
+}
+
+/// Gives the forwarded signals their default action in this process, and so in the init and
+/// the command, which inherit it across `fork` and `exec`. A daemon started under `nohup`
+/// (SIGHUP ignored) or from a shell's background job (SIGINT ignored) passes those on to
+/// every process it starts, and an ignored disposition survives `exec`: a forwarded signal
+/// would then reach a command that discards it, and a shell could not even `trap` it. The
+/// daemon chooses which signals to send, so the command must receive them as it would when
+/// started from a terminal.
+#[allow(unsafe_code)] // The crate's one `unsafe`: see SAFETY below.
+pub(crate) fn default_forwarded_actions() -> Result<(), String> {
+    for signal in FORWARDED {
+        // SAFETY: installing the default action runs no handler of ours, so nothing here
+        // has to be async-signal-safe; `signal` is unsafe only for custom handlers.
+        unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) }
+            .map_err(|e| format!("cannot reset the action of {signal}: {e}"))?;
+    }
+    Ok(())
 }
 
 fn forwarded_and_child() -> SigSet {

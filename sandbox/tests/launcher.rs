@@ -531,14 +531,34 @@ fn exit_codes_and_signals_are_forwarded_exactly() {
 /// Starts `script` sandboxed as the tools do (its own process group, stdout piped) and waits
 /// until it printed `ready`.
 fn start_ready(l: &Layout, script: &str) -> (Child, std::io::BufReader<std::process::ChildStdout>) {
+    start_ready_from(l, script, "")
+}
+
+/// As [`start_ready`], with the launcher started by a shell that ignores `ignored` (as
+/// `nohup` ignores HUP, or a shell's background job INT) and then executes it in place.
+fn start_ready_from(
+    l: &Layout,
+    script: &str,
+    ignored: &str,
+) -> (Child, std::io::BufReader<std::process::ChildStdout>) {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
     let sb = sandbox(l, Network::On, &[]);
     let (program, args) = sb
         .command(&l.workspace, "sh", &["-c".into(), script.into()])
         .unwrap();
-    let mut child = Command::new(program)
-        .args(args)
+    let ignore = if ignored.is_empty() {
+        String::new()
+    } else {
+        format!("trap '' {ignored}; ")
+    };
+    let mut command = Command::new("/bin/sh");
+    command
+        .arg("-c")
+        .arg(format!("{ignore}exec \"$0\" \"$@\""))
+        .arg(program)
+        .args(args);
+    let mut child = command
         .current_dir(&l.workspace)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
@@ -564,25 +584,40 @@ fn signals_to_the_launcher_or_its_group_reach_the_command() {
     use nix::sys::signal::{Signal, kill, killpg};
     use std::io::Read;
     let l = layout();
-    for (signal, name) in [
-        (Signal::SIGTERM, "TERM"),
-        (Signal::SIGINT, "INT"),
-        (Signal::SIGHUP, "HUP"),
+    // "TERM INT HUP": started where those are ignored (`nohup`, a background job); the
+    // command still gets them, and a shell in it can trap them.
+    for (signal, name, ignored) in [
+        (Signal::SIGTERM, "TERM", ""),
+        (Signal::SIGINT, "INT", ""),
+        (Signal::SIGHUP, "HUP", ""),
+        (Signal::SIGTERM, "TERM", "TERM INT HUP"),
+        (Signal::SIGINT, "INT", "TERM INT HUP"),
+        (Signal::SIGHUP, "HUP", "TERM INT HUP"),
     ] {
         for to_group in [false, true] {
             let script =
                 format!("trap 'echo got-{name}; exit 7' {name}; echo ready; sleep 1000 & wait");
-            let (mut child, mut stdout) = start_ready(&l, &script);
+            let (mut child, mut stdout) = start_ready_from(&l, &script, ignored);
             if to_group {
                 killpg(pid_of(&child), signal).unwrap();
             } else {
                 kill(pid_of(&child), signal).unwrap();
             }
-            let mut rest = String::new();
-            stdout.read_to_string(&mut rest).unwrap();
+            let case = format!("{name}, group {to_group}, ignored [{ignored}]");
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut rest = String::new();
+                let _ = tx.send(stdout.read_to_string(&mut rest).map(|_| rest));
+            });
+            // Bounded only so a regression fails instead of hanging the suite.
+            let Ok(rest) = rx.recv_timeout(std::time::Duration::from_secs(60)) else {
+                let _ = killpg(pid_of(&child), Signal::SIGKILL);
+                panic!("{case}: the command never got the signal");
+            };
+            let rest = rest.unwrap();
             let status = child.wait().unwrap();
-            assert_eq!(rest, format!("got-{name}\n"), "{name}, group {to_group}");
-            assert_eq!(status.code(), Some(7), "{name}, group {to_group}");
+            assert_eq!(rest, format!("got-{name}\n"), "{case}");
+            assert_eq!(status.code(), Some(7), "{case}");
         }
     }
 }
