@@ -37,7 +37,7 @@ pub(crate) enum Parsed {
 pub(crate) struct Delivery {
     pub id: String,
     pub event: String,
-    pub json: serde_json::Value,
+    pub json: Arc<serde_json::Value>,
     /// The request's W3C `traceparent`, if any: a run it starts continues that trace.
     pub trace_parent: Option<String>,
 }
@@ -186,7 +186,7 @@ pub(crate) fn parse(hook: &Hook, header: &Headers<'_>, body: &[u8]) -> Result<Pa
     Ok(Parsed::Delivery(Delivery {
         id,
         event,
-        json,
+        json: Arc::new(json),
         trace_parent: header("traceparent"),
     }))
 }

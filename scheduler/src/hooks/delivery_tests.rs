@@ -31,7 +31,7 @@ fn delivery(id: &str, event: &str, json: serde_json::Value) -> Delivery {
         trace_parent: None,
         id: id.into(),
         event: event.into(),
-        json,
+        json: std::sync::Arc::new(json),
     }
 }
 

@@ -56,6 +56,7 @@
 
 pub mod checkout;
 pub mod config;
+mod context;
 mod delivery;
 pub mod error;
 mod in_flight;

@@ -9,11 +9,14 @@
 //! Compiling refuses a route with a [`ConfigError`]; rendering a delivery fails with a
 //! [`RenderError`].
 
-use minijinja::{Environment, UndefinedBehavior, Value};
+use std::sync::Arc;
+
+use minijinja::{Environment, UndefinedBehavior};
 use serde_json::Value as Json;
 
 use super::checkout::{self, CheckoutTemplates};
 use super::config::{PolicyName, RouteConfig, RouteKind};
+use super::context::DeliveryContext;
 use super::error::{ConfigError, RenderError};
 use nightshift_store::ConcurrencyPolicy;
 
@@ -270,19 +273,9 @@ impl CompiledRoute {
         hook: &str,
         event: &str,
         delivery: &str,
-        body: &Json,
+        body: &Arc<Json>,
     ) -> Result<Rendered, RenderError> {
-        let mut ctx = match body {
-            Json::Object(m) => m.clone(),
-            _ => serde_json::Map::new(),
-        };
-        ctx.insert("payload".into(), body.clone());
-        ctx.insert(
-            "webhook".into(),
-            serde_json::json!({"name": hook, "event": event, "delivery": delivery}),
-        );
-        let json_ctx = Json::Object(ctx);
-        let ctx = Value::from(minijinja::value::Serde(&json_ctx));
+        let ctx = DeliveryContext::value(body.clone(), hook, event, delivery);
         let render = |name: &str| -> Result<Option<String>, RenderError> {
             let Ok(t) = self.templates.get_template(name) else {
                 return Ok(None);
@@ -293,7 +286,8 @@ impl CompiledRoute {
                     route: self.name.clone(),
                     template: name.to_string(),
                     missing: if matches!(source.kind(), minijinja::ErrorKind::UndefinedError) {
-                        missing_paths(&self.templates, &t, &json_ctx)
+                        let whole = whole_context(hook, event, delivery, body);
+                        missing_paths(&self.templates, &t, &whole)
                     } else {
                         Vec::new()
                     },
@@ -325,6 +319,20 @@ impl CompiledRoute {
             checkout,
         })
     }
+}
+
+/// The context [`DeliveryContext`] is a view of, as one JSON document (for error messages).
+fn whole_context(hook: &str, event: &str, delivery: &str, body: &Json) -> Json {
+    let mut ctx = match body {
+        Json::Object(m) => m.clone(),
+        _ => serde_json::Map::new(),
+    };
+    ctx.insert("payload".into(), body.clone());
+    ctx.insert(
+        "webhook".into(),
+        serde_json::json!({"name": hook, "event": event, "delivery": delivery}),
+    );
+    Json::Object(ctx)
 }
 
 /// The dotted paths `template` reads (`pull_request.head.sha`) that `ctx` lacks, sorted. A
@@ -399,14 +407,17 @@ mod tests {
             "hooks.gh.routes.review",
         )
         .unwrap();
-        assert!(r.matches("pull_request", &pr("opened", false)));
+        assert!(r.matches("pull_request", &Arc::new(pr("opened", false))));
         assert!(r.matches("pull_request", &pr("synchronize", false)));
         assert!(
             !r.matches("pull_request", &pr("closed", false)),
             "not in list"
         );
         assert!(!r.matches("pull_request", &pr("opened", true)), "draft");
-        assert!(!r.matches("issues", &pr("opened", false)), "other event");
+        assert!(
+            !r.matches("issues", &Arc::new(pr("opened", false))),
+            "other event"
+        );
         assert!(
             !r.matches("pull_request", &json!({"action": "opened"})),
             "missing paths never match"
@@ -434,7 +445,7 @@ mod tests {
         )
         .unwrap();
         let out = r
-            .render("gh", "pull_request", "d-1", &pr("opened", false))
+            .render("gh", "pull_request", "d-1", &Arc::new(pr("opened", false)))
             .unwrap();
         assert_eq!(out.prompt, "Review PR #7: Fix it");
         assert_eq!(out.concurrency_key.as_deref(), Some("pr-octo/hello-7"));
@@ -445,7 +456,7 @@ mod tests {
         )
         .unwrap();
         let err = typo
-            .render("gh", "pull_request", "d", &pr("opened", false))
+            .render("gh", "pull_request", "d", &Arc::new(pr("opened", false)))
             .unwrap_err();
         assert!(
             matches!(&err, RenderError::Template { route, template, .. }
@@ -464,7 +475,7 @@ mod tests {
         let blank_key =
             CompiledRoute::compile(&route(json!({"concurrency_key": " {{ '' }} "})), "x").unwrap();
         let err = blank_key
-            .render("gh", "pull_request", "d", &pr("opened", false))
+            .render("gh", "pull_request", "d", &Arc::new(pr("opened", false)))
             .unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -477,7 +488,7 @@ mod tests {
         let render = |extra: Json, body: &Json| {
             CompiledRoute::compile(&route(extra), "x")
                 .unwrap()
-                .render("gh", "pull_request", "d", body)
+                .render("gh", "pull_request", "d", &Arc::new(body.clone()))
                 .map(|r| r.prompt)
                 .map_err(|e| e.to_string())
         };
