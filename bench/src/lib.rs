@@ -4,7 +4,8 @@
 //! [`backends`] gives the stores a bench measures on: a SQLite file in the given directory,
 //! and PostgreSQL from `NIGHTSHIFT_BENCH_PG_URL` (else `NIGHTSHIFT_TEST_PG_URL`, else
 //! `postgres://postgres@127.0.0.1:5432/test`) in a schema of its own, unless `--sqlite-only`
-//! is passed or the server cannot be reached (then a note says its rows are skipped).
+//! is passed or the server cannot be reached (then a note says its rows are skipped);
+//! `--postgres-only` leaves SQLite out.
 
 pub mod dashboard_seed;
 pub mod timeline_seed;
@@ -34,6 +35,9 @@ pub async fn backends(dir: &Path, name: &str) -> Vec<(&'static str, StoreConfig)
             dir.join(format!("{name}.db")).display()
         )),
     )];
+    if std::env::args().any(|a| a == "--postgres-only") {
+        backends.clear();
+    }
     if std::env::args().any(|a| a == "--sqlite-only") {
         return backends;
     }

@@ -1,15 +1,24 @@
 //! Group commit of enqueues and webhook deliveries: writes made at the same time share one
-//! transaction and one commit, on both backends.
+//! transaction and one commit.
 //!
 //! Every commit waits for the disk (SQLite with `synchronous=FULL`; PostgreSQL's WAL flush),
 //! and SQLite commits one transaction at a time, so an enqueue that commits alone costs one
 //! flush: producers together could never enqueue faster than the commit rate, and a pool
-//! settling the same jobs competes for the same flushes. Here every single enqueue and
-//! webhook delivery is handed to one task per store, which takes all the writes waiting at
-//! that moment and writes them in one transaction (runs alone: the same code as
+//! settling the same jobs competes for the same flushes. Here single enqueues (and, on
+//! SQLite, webhook deliveries) are handed to the store's group writers, tasks that take turns
+//! at the queue of waiting writes: the one whose turn it is takes all the writes waiting at
+//! that moment (yielding a few turns of the scheduler first, so producers just woken by the
+//! last commit join it), writes them in one transaction (runs alone: the same code as
 //! [`Store::enqueue_many`](crate::Store::enqueue_many), on PostgreSQL one statement), then
-//! answers each. Nothing waits for a batch to fill: a lone enqueue goes at once, and writes
-//! that arrive while a commit is under way form the next batch.
+//! answers each. Nothing waits for a batch to fill or for a timer: a lone write goes at once,
+//! and writes that arrive while a commit is under way form the next batch.
+//!
+//! What goes through it ([`Takes`]): on SQLite, everything (one writer, one transaction at a
+//! time); on PostgreSQL, runs without a concurrency key, which a batch writes in one
+//! statement, with a few writers ([`postgres_writers`]) so one batch never waits for another.
+//! A keyed run or a delivery takes several round trips, and PostgreSQL runs such
+//! transactions side by side, so there each is written by its caller in a transaction of its
+//! own.
 //!
 //! What it guarantees:
 //! - **Each answer is its own.** A run is answered `Ok` only once the transaction holding it
@@ -17,17 +26,21 @@
 //!   failure (or a failing commit) never becomes another item's error; each gets the error
 //!   its own write met.
 //! - **Same semantics as alone.** Runs in one batch are enqueued in arrival order, each as it
-//!   would be alone (idempotency keys and concurrency-key policies see the earlier ones).
+//!   would be alone (idempotency keys and concurrency-key policies see the earlier ones);
+//!   batches of different writers meet as concurrent transactions do (the unique index and
+//!   the key's lock order them).
 //! - **A dropped caller changes nothing else.** An enqueue whose caller went away is still
 //!   written (as an enqueue dropped after its statement was sent always could be).
 
-use tokio::sync::{mpsc, oneshot};
+use std::sync::Arc;
+
+use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::clock::Millis;
 use crate::intake::{self, DeliveryTaken, Taking};
 use crate::model::{Enqueued, NewRun};
-use crate::queue::{self, QueuePaths, RunRow, Savepoint};
+use crate::queue::{self, QueuePaths, RunRow};
 use crate::webhooks::WebhookStatements;
 use crate::{Error, Result};
 
@@ -88,19 +101,60 @@ fn mismatch() -> Error {
     Error::Corrupt("a group commit answered a write with another's outcome".into())
 }
 
-/// The group-commit task of one SQLite store.
+/// How many group-commit writers a PostgreSQL store runs with `max_connections`: a third
+/// of them, from 1 to 4, leaving the rest to claims, settles and reads.
+pub(crate) fn postgres_writers(max_connections: u32) -> usize {
+    (max_connections as usize / 3).clamp(1, 4)
+}
+
+/// How many times a writer that found few writes waiting yields to the scheduler before it
+/// writes them, so producers about to send (woken by the last commit) join this batch
+/// instead of paying for a commit of their own right after it. Microseconds, no timer.
+const LINGER_TURNS: usize = 4;
+
+/// What a store's group writes; the rest is written by its caller, alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Takes {
+    /// Every single enqueue and delivery (SQLite: one writer, so each commit saved is a
+    /// commit's wait saved for everyone).
+    Everything,
+    /// Runs without a concurrency key, which a batch writes in one statement (PostgreSQL:
+    /// transactions run side by side, so a delivery's or a keyed run's several round trips
+    /// go faster in a transaction of their own than queued behind a batch).
+    PlainRuns,
+}
+
+/// The group-commit writers of one store.
 #[derive(Debug)]
 pub(crate) struct Group {
     tx: mpsc::UnboundedSender<Pending>,
-    task: JoinHandle<()>,
+    takes: Takes,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl Group {
-    /// Starts the task writing through `backend`.
-    pub(crate) fn start<B: QueuePaths + WebhookStatements + Clone>(backend: B) -> Self {
+    /// Starts `writers` tasks writing through `backend`, taking turns at the queue of
+    /// waiting writes: while one commits, the next gathers what arrived meanwhile.
+    pub(crate) fn start<B>(backend: B, writers: usize, takes: Takes) -> Self
+    where
+        B: QueuePaths + WebhookStatements + Clone + Send + Sync + 'static,
+    {
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(write_batches(backend, rx));
-        Self { tx, task }
+        let rx = Arc::new(Mutex::new(rx));
+        let tasks = (0..writers.max(1))
+            .map(|_| tokio::spawn(write_batches(backend.clone(), rx.clone())))
+            .collect();
+        Self { tx, takes, tasks }
+    }
+
+    /// Whether this group writes `new` (else its caller writes it alone).
+    pub(crate) fn takes_run(&self, new: &NewRun) -> bool {
+        self.takes == Takes::Everything || new.concurrency_key.is_none()
+    }
+
+    /// Whether this group writes webhook deliveries (else each caller takes its own).
+    pub(crate) fn takes_deliveries(&self) -> bool {
+        self.takes == Takes::Everything
     }
 
     /// Enqueues run `run_id` in the next batch; returns once that batch committed.
@@ -136,7 +190,9 @@ impl Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }
 
@@ -144,12 +200,29 @@ fn closed() -> Error {
     Error::Database(sqlx::Error::PoolClosed)
 }
 
-async fn write_batches<B: QueuePaths + WebhookStatements>(
-    backend: B,
-    mut rx: mpsc::UnboundedReceiver<Pending>,
-) {
+/// The writes waiting for a writer; one writer at a time gathers its batch.
+type Waiting = Arc<Mutex<mpsc::UnboundedReceiver<Pending>>>;
+
+async fn write_batches<B: QueuePaths + WebhookStatements>(backend: B, rx: Waiting) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+    loop {
+        {
+            let mut waiting = rx.lock().await;
+            if waiting.recv_many(&mut batch, MAX_BATCH).await == 0 {
+                return;
+            }
+            for _ in 0..LINGER_TURNS {
+                if batch.len() >= MAX_BATCH {
+                    break;
+                }
+                tokio::task::yield_now().await;
+                while batch.len() < MAX_BATCH
+                    && let Ok(pending) = waiting.try_recv()
+                {
+                    batch.push(pending);
+                }
+            }
+        }
         let outcomes = match write(&backend, &batch).await {
             Ok(outcomes) => outcomes,
             Err(e) if batch.len() == 1 => vec![failed(&batch[0], e)],
@@ -178,13 +251,19 @@ fn failed(pending: &Pending, e: Error) -> Outcome {
     }
 }
 
-/// Writes `batch` in one transaction, in order. A delivery is taken in a savepoint of its
-/// own, so its refusal (or a copy found done) undoes only it; any other error fails the
-/// whole batch, and nothing of it is committed.
+/// Writes `batch` in one transaction, in order. Any error, or a delivery that must not keep
+/// what it wrote (a copy finished first), fails the whole batch and nothing of it is
+/// committed; the caller then writes each item alone, where the item's own transaction
+/// undoes it (a savepoint per item would cost two more round trips each, every time, for
+/// what is rare).
 async fn write<B: QueuePaths + WebhookStatements>(
     backend: &B,
     batch: &[Pending],
 ) -> Result<Vec<Outcome>> {
+    if let [Pending::Delivery(taking, _)] = batch {
+        // Alone: its own transaction undoes it.
+        return Ok(vec![Outcome::Delivery(intake::take(backend, taking).await)]);
+    }
     let runs: Vec<RunRow<'_>> = batch
         .iter()
         .filter_map(|p| match p {
@@ -204,17 +283,15 @@ async fn write<B: QueuePaths + WebhookStatements>(
             Pending::Run(item, _) => {
                 Outcome::Run(Ok(queue::enqueue_in::<B>(&mut tx, item.row()).await?))
             }
-            Pending::Delivery(taking, _) => {
-                B::savepoint(&mut tx, Savepoint::Set).await?;
-                let taken = intake::take_in::<B>(&mut tx, taking).await;
-                if !matches!(taken, Ok((_, true))) {
-                    B::savepoint(&mut tx, Savepoint::RollBack).await?;
-                }
-                B::savepoint(&mut tx, Savepoint::Release).await?;
-                Outcome::Delivery(taken.map(|(t, _)| t))
-            }
+            Pending::Delivery(taking, _) => match intake::take_in::<B>(&mut tx, taking).await? {
+                (taken, true) => Outcome::Delivery(Ok(taken)),
+                (_, false) => return Err(Error::Conflict(CONFLICT.into())),
+            },
         });
     }
     B::commit(tx).await?;
     Ok(outcomes)
 }
+
+/// Why a batch was given up when a delivery in it found a copy finished first.
+const CONFLICT: &str = "a copy of a delivery in the batch finished first";

@@ -10,9 +10,10 @@
 //! - **Copies wait for each other.** Two copies of one delivery arriving at once meet at the
 //!   claim (`INSERT … ON CONFLICT` locks the row): the second proceeds once the first
 //!   committed, sees it `done` and answers with its record, counted as an arrival.
-//! - **Shared commits.** Deliveries taken at the same time share one transaction and its
-//!   commit with each other and with enqueues (`group.rs`), each in a savepoint of its own,
-//!   so one delivery's refusal never undoes another's.
+//! - **Shared commits.** On SQLite, deliveries taken at the same time share one transaction
+//!   and its commit with each other and with enqueues (`group.rs`); a batch in which one
+//!   delivery is refused is written again item by item, so one delivery's refusal never
+//!   undoes another's. On PostgreSQL each delivery is a transaction of its own, side by side.
 
 use std::sync::Arc;
 
@@ -73,7 +74,7 @@ impl std::fmt::Debug for Taking {
 
 /// Takes one delivery in `tx`. Returns what it did, and whether the transaction may keep
 /// what it wrote (`false`: a copy finished first, and this call's enqueue must be rolled
-/// back). On an error the caller rolls back (to a savepoint taken before).
+/// back). On an error the caller rolls back.
 pub(crate) async fn take_in<B: QueuePaths + WebhookStatements>(
     tx: &mut Conn<B>,
     taking: &Taking,
@@ -115,7 +116,8 @@ pub(crate) async fn take_in<B: QueuePaths + WebhookStatements>(
     }
 }
 
-/// Takes one delivery in a transaction of its own (when there is no group commit).
+/// Takes one delivery in a transaction of its own (a group commit's lone delivery, and every
+/// delivery on PostgreSQL).
 pub(crate) async fn take<B: QueuePaths + WebhookStatements>(
     b: &B,
     taking: &Taking,
@@ -142,8 +144,8 @@ impl crate::Store {
     /// `work` and records `record(&enqueued)` on its row (see the module doc). When the
     /// delivery was done before, counts this arrival and returns its row, enqueueing
     /// nothing. An enqueue refused (a finished or busy run, a bad option) returns its error
-    /// and leaves nothing behind. On SQLite, deliveries and enqueues made at the same time
-    /// share one commit.
+    /// and leaves nothing behind. Deliveries and enqueues made at the same time share
+    /// commits (`group.rs`).
     pub async fn take_webhook_delivery(
         &self,
         hook: &str,
@@ -173,9 +175,10 @@ impl crate::Store {
             record,
             now: self.now(),
         };
-        let taken = match self.group() {
-            Some(group) => group.intake(taking).await,
-            None => crate::store::dispatch!(self, b => take(b, &taking)),
+        let taken = if self.group().takes_deliveries() {
+            self.group().intake(taking).await
+        } else {
+            crate::store::dispatch!(self, b => take(b, &taking))
         }?;
         if let DeliveryTaken::Enqueued(e) = &taken
             && !e.duplicate

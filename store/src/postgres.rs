@@ -291,6 +291,9 @@ impl QueuePaths for PgBackend {
     /// claim.sql marks the runs of claimed jobs without a concurrency key running itself.
     const MARKS_PLAIN_RUNS: bool = true;
 
+    /// Enqueues of one key run side by side; the advisory lock orders them.
+    const LOCKS_KEYS: bool = true;
+
     /// A run without a concurrency key, in one statement: the start job's id, or `None` when
     /// the run's idempotency key was taken.
     async fn enqueue_plain(&self, run: RunRow<'_>) -> Result<Option<i64>> {

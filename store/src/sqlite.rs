@@ -151,6 +151,9 @@ impl QueuePaths for SqliteBackend {
     /// The runs of claimed jobs are marked running one statement each (cheap in-process).
     const MARKS_PLAIN_RUNS: bool = false;
 
+    /// Every write transaction holds the one writer (`BEGIN IMMEDIATE`): no key lock needed.
+    const LOCKS_KEYS: bool = false;
+
     /// A run without a concurrency key, in one statement and one round trip (the view
     /// `enqueue_start`'s trigger; SQLite has no writing CTEs): the start job's id, or `None`
     /// when the run's idempotency key was taken.

@@ -15,7 +15,7 @@ use crate::batch::ClaimRequest;
 use crate::clock::{Clock, Millis, duration_millis};
 use crate::config::{BackendKind, StoreConfig};
 use crate::error::LeaseLostReason;
-use crate::group::Group;
+use crate::group::{Group, Takes};
 use crate::migrate::{self, MigrationReport};
 use crate::model::{
     CancelOutcome, Checkpoint, Enqueued, Event, Heartbeat, Job, JobCount, JobOptions, NewResume,
@@ -57,7 +57,7 @@ pub(crate) struct Inner {
     /// The agents whose runs notify (see [`Store::set_notifying_agents`]).
     notifying: std::sync::RwLock<BTreeSet<String>>,
     /// The group commit of single enqueues and webhook deliveries (`group.rs`).
-    group: Option<Group>,
+    group: Group,
 }
 
 impl Drop for Inner {
@@ -95,21 +95,22 @@ impl Store {
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
         let (wake, _) = watch::channel(0u64);
-        let mut group = None;
-        let (backend, listener) =
+        let (backend, listener, group) =
             match config.backend().map_err(|e| Error::Config(e.to_string()))? {
                 BackendKind::Sqlite => {
                     let sqlite = SqliteBackend::connect(config).await?;
-                    group = Some(Group::start(sqlite.clone()));
-                    (Backend::Sqlite(sqlite), None)
+                    let group = Group::start(sqlite.clone(), 1, Takes::Everything);
+                    (Backend::Sqlite(sqlite), None, group)
                 }
                 BackendKind::Postgres => {
                     let pg = PgBackend::connect(config).await?;
+                    let writers = crate::group::postgres_writers(config.max_connections);
+                    let group = Group::start(pg.clone(), writers, Takes::PlainRuns);
                     let tx = wake.clone();
                     let listener = pg.spawn_listener(move || {
                         tx.send_modify(|n| *n = n.wrapping_add(1));
                     });
-                    (Backend::Postgres(pg), Some(listener))
+                    (Backend::Postgres(pg), Some(listener), group)
                 }
             };
         Ok(Store {
@@ -171,8 +172,8 @@ impl Store {
     }
 
     /// The group commit of single enqueues and deliveries (`group.rs`).
-    pub(crate) fn group(&self) -> Option<&Group> {
-        self.inner.group.as_ref()
+    pub(crate) fn group(&self) -> &Group {
+        &self.inner.group
     }
 
     /// Tells the store which agents notify: a run of one of them enqueued from now on is
@@ -214,17 +215,16 @@ impl Store {
         let run_id = uuid::Uuid::now_v7().to_string();
         let now = self.now();
         let notify = self.notifies(&new.agent);
-        let enqueued = match &self.inner.group {
-            Some(group) => group.enqueue(run_id, new, notify, now).await,
-            None => {
-                let row = queue::RunRow {
-                    id: &run_id,
-                    new,
-                    notify,
-                    now,
-                };
-                dispatch!(self, b => queue::enqueue_run(b, row))
-            }
+        let enqueued = if self.group().takes_run(new) {
+            self.group().enqueue(run_id, new, notify, now).await
+        } else {
+            let row = queue::RunRow {
+                id: &run_id,
+                new,
+                notify,
+                now,
+            };
+            dispatch!(self, b => queue::enqueue_run(b, row))
         }?;
         if !enqueued.duplicate && !enqueued.skipped {
             self.wake();

@@ -64,14 +64,6 @@ macro_rules! queue_statements {
                 )
             }
 
-            async fn savepoint(
-                c: &mut $crate::backend::Conn<Self>,
-                step: $crate::queue::Savepoint,
-            ) -> $crate::Result<()> {
-                sqlx::query(step.statement()).execute(c).await?;
-                Ok(())
-            }
-
             async fn delete_run(
                 c: &mut $crate::backend::Conn<Self>,
                 run_id: &str,

@@ -127,7 +127,9 @@ pub(crate) async fn enqueue_in<B: QueuePaths>(
     if !B::insert_run(tx, row).await? {
         return duplicate_run::<B>(tx, new).await;
     }
-    B::lock_key(tx, key).await?;
+    if B::LOCKS_KEYS {
+        B::lock_key(tx, key).await?;
+    }
     let active = B::active_runs_of_key(tx, key, run_id).await?;
     let run_at = new.job.run_at.unwrap_or(now);
     let (run_at, to_supersede) =

@@ -88,25 +88,6 @@ pub(crate) struct JobEnd<'a> {
     pub end: &'a RunEnd,
 }
 
-/// A step of the savepoint that lets one item of a batch transaction be undone alone (the
-/// same statements on both backends).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Savepoint {
-    Set,
-    RollBack,
-    Release,
-}
-
-impl Savepoint {
-    pub(crate) fn statement(self) -> &'static str {
-        match self {
-            Savepoint::Set => "SAVEPOINT batch_item",
-            Savepoint::RollBack => "ROLLBACK TO SAVEPOINT batch_item",
-            Savepoint::Release => "RELEASE SAVEPOINT batch_item",
-        }
-    }
-}
-
 /// An unfinished run of a concurrency key (`active_runs_of_key.sql`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ActiveRun {
@@ -199,9 +180,6 @@ pub(crate) trait QueueStatements: Backend {
         c: &mut Conn<Self>,
         run: RunRow<'_>,
     ) -> impl Future<Output = Result<Option<i64>>> + Send;
-
-    /// Sets, rolls back to or releases the one savepoint of a batch's item.
-    fn savepoint(c: &mut Conn<Self>, step: Savepoint) -> impl Future<Output = Result<()>> + Send;
 
     /// `delete_run.sql`: removes a run inserted in this transaction that has no job.
     fn delete_run(c: &mut Conn<Self>, run_id: &str) -> impl Future<Output = Result<()>> + Send;
@@ -424,6 +402,11 @@ pub(crate) trait QueuePaths: QueueStatements {
     /// Whether the claim statement itself marks the runs of claimed jobs without a
     /// concurrency key running (otherwise [`QueuePaths::mark_runs_running`] does).
     const MARKS_PLAIN_RUNS: bool;
+
+    /// Whether an enqueue with a concurrency key must take the key's lock
+    /// ([`QueueStatements::lock_key`]) before it looks at the key's runs; not where every
+    /// write transaction runs alone already (SQLite's one writer), which saves a round trip.
+    const LOCKS_KEYS: bool;
 
     /// A run without a concurrency key and its start job, in one statement: the job's id,
     /// or `None` when the run's idempotency key was taken. Commits on its own.
