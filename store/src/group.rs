@@ -10,8 +10,9 @@
 //! that moment (yielding a few turns of the scheduler first, so producers just woken by the
 //! last commit join it), writes them in one transaction (runs alone: the same code as
 //! [`Store::enqueue_many`](crate::Store::enqueue_many), on PostgreSQL one statement), then
-//! answers each. Nothing waits for a batch to fill or for a timer: a lone write goes at once,
-//! and writes that arrive while a commit is under way form the next batch.
+//! answers each. Nothing waits for a batch to fill or for a timer: a write made while nothing
+//! else is being written goes alone, at once, from its caller's task ([`Group::lone`]), and
+//! writes that arrive while others are under way form the next batch.
 //!
 //! What goes through it ([`Takes`]): on SQLite, everything (one writer, one transaction at a
 //! time); on PostgreSQL, runs without a concurrency key, which a batch writes in one
@@ -33,6 +34,7 @@
 //!   written (as an enqueue dropped after its statement was sent always could be).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -130,6 +132,18 @@ pub(crate) struct Group {
     tx: mpsc::UnboundedSender<Pending>,
     takes: Takes,
     tasks: Vec<JoinHandle<()>>,
+    /// Writes under way: handed to the writers and not yet answered, or written alone.
+    busy: Arc<AtomicUsize>,
+}
+
+/// A write made alone, at once, because nothing else was being written ([`Group::lone`]);
+/// other writes meanwhile go to the writers.
+pub(crate) struct Lone<'a>(&'a AtomicUsize);
+
+impl Drop for Lone<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Group {
@@ -141,10 +155,27 @@ impl Group {
     {
         let (tx, rx) = mpsc::unbounded_channel();
         let rx = Arc::new(Mutex::new(rx));
+        let busy = Arc::new(AtomicUsize::new(0));
         let tasks = (0..writers.max(1))
-            .map(|_| tokio::spawn(write_batches(backend.clone(), rx.clone())))
+            .map(|_| tokio::spawn(write_batches(backend.clone(), rx.clone(), busy.clone())))
             .collect();
-        Self { tx, takes, tasks }
+        Self {
+            tx,
+            takes,
+            tasks,
+            busy,
+        }
+    }
+
+    /// When nothing else is being written, the right to write alone, at once, in the
+    /// caller's task: a lone write has nothing to share a commit with, and handing it to a
+    /// writer would only add two task switches to its latency. `None`: give it to the
+    /// writers.
+    pub(crate) fn lone(&self) -> Option<Lone<'_>> {
+        self.busy
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| Lone(&self.busy))
     }
 
     /// Whether this group writes `new` (else its caller writes it alone).
@@ -172,18 +203,26 @@ impl Group {
             notify,
             now,
         };
+        self.busy.fetch_add(1, Ordering::AcqRel);
         self.tx
             .send(Pending::Run(Box::new(item), reply))
-            .map_err(|_| closed())?;
+            .map_err(|_| {
+                self.busy.fetch_sub(1, Ordering::AcqRel);
+                closed()
+            })?;
         answer.await.map_err(|_| closed())?
     }
 
     /// Takes a webhook delivery in the next batch (see `intake.rs`).
     pub(crate) async fn intake(&self, taking: Taking) -> Result<DeliveryTaken> {
         let (reply, answer) = oneshot::channel();
+        self.busy.fetch_add(1, Ordering::AcqRel);
         self.tx
             .send(Pending::Delivery(Box::new(taking), reply))
-            .map_err(|_| closed())?;
+            .map_err(|_| {
+                self.busy.fetch_sub(1, Ordering::AcqRel);
+                closed()
+            })?;
         answer.await.map_err(|_| closed())?
     }
 }
@@ -203,7 +242,11 @@ fn closed() -> Error {
 /// The writes waiting for a writer; one writer at a time gathers its batch.
 type Waiting = Arc<Mutex<mpsc::UnboundedReceiver<Pending>>>;
 
-async fn write_batches<B: QueuePaths + WebhookStatements>(backend: B, rx: Waiting) {
+async fn write_batches<B: QueuePaths + WebhookStatements>(
+    backend: B,
+    rx: Waiting,
+    busy: Arc<AtomicUsize>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     loop {
         {
@@ -238,9 +281,11 @@ async fn write_batches<B: QueuePaths + WebhookStatements>(backend: B, rx: Waitin
                 outcomes
             }
         };
+        let written = batch.len();
         for (pending, outcome) in batch.drain(..).zip(outcomes) {
             pending.answer(outcome);
         }
+        busy.fetch_sub(written, Ordering::AcqRel);
     }
 }
 

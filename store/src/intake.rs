@@ -175,11 +175,14 @@ impl crate::Store {
             record,
             now: self.now(),
         };
-        let taken = if self.group().takes_deliveries() {
-            self.group().intake(taking).await
+        let group = self.group();
+        let lone = group.takes_deliveries().then(|| group.lone()).flatten();
+        let taken = if group.takes_deliveries() && lone.is_none() {
+            group.intake(taking).await
         } else {
             crate::store::dispatch!(self, b => take(b, &taking))
         }?;
+        drop(lone);
         if let DeliveryTaken::Enqueued(e) = &taken
             && !e.duplicate
             && !e.skipped

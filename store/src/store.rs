@@ -215,8 +215,10 @@ impl Store {
         let run_id = uuid::Uuid::now_v7().to_string();
         let now = self.now();
         let notify = self.notifies(&new.agent);
-        let enqueued = if self.group().takes_run(new) {
-            self.group().enqueue(run_id, new, notify, now).await
+        let group = self.group();
+        let lone = group.takes_run(new).then(|| group.lone()).flatten();
+        let enqueued = if group.takes_run(new) && lone.is_none() {
+            group.enqueue(run_id, new, notify, now).await
         } else {
             let row = queue::RunRow {
                 id: &run_id,
@@ -226,6 +228,7 @@ impl Store {
             };
             dispatch!(self, b => queue::enqueue_run(b, row))
         }?;
+        drop(lone);
         if !enqueued.duplicate && !enqueued.skipped {
             self.wake();
         }
