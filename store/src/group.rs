@@ -11,7 +11,7 @@
 //! last commit join it), writes them in one transaction (runs alone: the same code as
 //! [`Store::enqueue_many`](crate::Store::enqueue_many), on PostgreSQL one statement), then
 //! answers each. Nothing waits for a batch to fill or for a timer: a write made while nothing
-//! else is being written goes alone, at once, from its caller's task ([`Group::lone`]), and
+//! else is being written goes alone, at once, from its caller's task ([`Group::writer`]), and
 //! writes that arrive while others are under way form the next batch.
 //!
 //! What goes through it ([`Takes`]): on SQLite, everything (one writer, one transaction at a
@@ -30,8 +30,9 @@
 //!   would be alone (idempotency keys and concurrency-key policies see the earlier ones);
 //!   batches of different writers meet as concurrent transactions do (the unique index and
 //!   the key's lock order them).
-//! - **A dropped caller changes nothing else.** An enqueue whose caller went away is still
-//!   written (as an enqueue dropped after its statement was sent always could be).
+//! - **A dropped caller changes nothing else.** An enqueue handed to the writers is still
+//!   written when its caller goes away (as an enqueue dropped after its statement was sent
+//!   always could be); one written alone by its caller is written whole or not at all.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -136,8 +137,17 @@ pub(crate) struct Group {
     busy: Arc<AtomicUsize>,
 }
 
-/// A write made alone, at once, because nothing else was being written ([`Group::lone`]);
-/// other writes meanwhile go to the writers.
+/// Who writes a write ([`Group::writer`]).
+pub(crate) enum Via<'a> {
+    /// The group's writers ([`Group::enqueue`], [`Group::intake`]).
+    Group,
+    /// The caller, in a transaction of its own; with a [`Lone`] to hold while it writes
+    /// when the group would have taken it.
+    Caller(Option<Lone<'a>>),
+}
+
+/// A write made alone, at once, because nothing else was being written; other writes
+/// meanwhile go to the writers.
 pub(crate) struct Lone<'a>(&'a AtomicUsize);
 
 impl Drop for Lone<'_> {
@@ -167,15 +177,22 @@ impl Group {
         }
     }
 
-    /// When nothing else is being written, the right to write alone, at once, in the
-    /// caller's task: a lone write has nothing to share a commit with, and handing it to a
-    /// writer would only add two task switches to its latency. `None`: give it to the
-    /// writers.
-    pub(crate) fn lone(&self) -> Option<Lone<'_>> {
-        self.busy
+    /// Who writes a write (`takes`: one this group takes, [`Group::takes_run`],
+    /// [`Group::takes_deliveries`]): the writers, or, when this group does not take it or
+    /// nothing else is being written, its caller, alone and at once. A lone write has
+    /// nothing to share a commit with, and handing it to a writer would only add two task
+    /// switches to its latency.
+    pub(crate) fn writer(&self, takes: bool) -> Via<'_> {
+        if !takes {
+            return Via::Caller(None);
+        }
+        match self
+            .busy
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-            .ok()
-            .map(|_| Lone(&self.busy))
+        {
+            Ok(_) => Via::Caller(Some(Lone(&self.busy))),
+            Err(_) => Via::Group,
+        }
     }
 
     /// Whether this group writes `new` (else its caller writes it alone).

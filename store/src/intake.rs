@@ -20,6 +20,7 @@ use std::sync::Arc;
 use crate::Result;
 use crate::backend::Conn;
 use crate::clock::Millis;
+use crate::group::Via;
 use crate::model::{Enqueued, NewResume, NewRun};
 use crate::queue::{self, QueuePaths, RunRow};
 use crate::webhooks::{Arrival, WebhookDelivery, WebhookDeliveryStatus, WebhookStatements};
@@ -176,13 +177,10 @@ impl crate::Store {
             now: self.now(),
         };
         let group = self.group();
-        let lone = group.takes_deliveries().then(|| group.lone()).flatten();
-        let taken = if group.takes_deliveries() && lone.is_none() {
-            group.intake(taking).await
-        } else {
-            crate::store::dispatch!(self, b => take(b, &taking))
+        let taken = match group.writer(group.takes_deliveries()) {
+            Via::Group => group.intake(taking).await,
+            Via::Caller(_lone) => crate::store::dispatch!(self, b => take(b, &taking)),
         }?;
-        drop(lone);
         if let DeliveryTaken::Enqueued(e) = &taken
             && !e.duplicate
             && !e.skipped

@@ -15,7 +15,7 @@ use crate::batch::ClaimRequest;
 use crate::clock::{Clock, Millis, duration_millis};
 use crate::config::{BackendKind, StoreConfig};
 use crate::error::LeaseLostReason;
-use crate::group::{Group, Takes};
+use crate::group::{Group, Takes, Via};
 use crate::migrate::{self, MigrationReport};
 use crate::model::{
     CancelOutcome, Checkpoint, Enqueued, Event, Heartbeat, Job, JobCount, JobOptions, NewResume,
@@ -216,19 +216,18 @@ impl Store {
         let now = self.now();
         let notify = self.notifies(&new.agent);
         let group = self.group();
-        let lone = group.takes_run(new).then(|| group.lone()).flatten();
-        let enqueued = if group.takes_run(new) && lone.is_none() {
-            group.enqueue(run_id, new, notify, now).await
-        } else {
-            let row = queue::RunRow {
-                id: &run_id,
-                new,
-                notify,
-                now,
-            };
-            dispatch!(self, b => queue::enqueue_run(b, row))
+        let enqueued = match group.writer(group.takes_run(new)) {
+            Via::Group => group.enqueue(run_id, new, notify, now).await,
+            Via::Caller(_lone) => {
+                let row = queue::RunRow {
+                    id: &run_id,
+                    new,
+                    notify,
+                    now,
+                };
+                dispatch!(self, b => queue::enqueue_run(b, row))
+            }
         }?;
-        drop(lone);
         if !enqueued.duplicate && !enqueued.skipped {
             self.wake();
         }

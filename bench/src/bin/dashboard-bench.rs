@@ -16,8 +16,8 @@
 //! store leaves it (no `ANALYZE`).
 //!
 //! Usage: `cargo run --release -p nightshift-bench --bin dashboard-bench [-- --quick]
-//! [--sqlite-only | --postgres-only]`. SQLite is a file in a temp dir with the production pragmas; PostgreSQL
-//! comes from `NIGHTSHIFT_BENCH_PG_URL`, else `NIGHTSHIFT_TEST_PG_URL`, else
+//! [--sqlite-only | --postgres-only]`. SQLite is a file in a temp dir with the production
+//! pragmas; PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL`, else `NIGHTSHIFT_TEST_PG_URL`, else
 //! `postgres://postgres@127.0.0.1:5432/test`, in a fresh schema dropped afterwards.
 
 use std::str::FromStr;

@@ -23,8 +23,8 @@
 //!    of 16 slots runs 1 ms jobs; completions per second is the queue's capacity.
 //!
 //! Usage: `cargo run --release -p nightshift-bench --bin enqueue-bench [-- --quick]
-//! [--sqlite-only | --postgres-only]`. PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL` (default
-//! `postgres://postgres@127.0.0.1:5432/test`).
+//! [--sqlite-only | --postgres-only]`. PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL`
+//! (default `postgres://postgres@127.0.0.1:5432/test`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -11,8 +11,8 @@
 //! worker runs, so nothing else competes for the store.
 //!
 //! Usage: `cargo run --release -p nightshift-bench --bin hooks-bench [-- --quick]
-//! [--sqlite-only | --postgres-only]`. SQLite is a file in a temp dir with the production pragmas (WAL,
-//! `synchronous=FULL`); PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL` (default
+//! [--sqlite-only | --postgres-only]`. SQLite is a file in a temp dir with the production
+//! pragmas (WAL, `synchronous=FULL`); PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`), in a fresh schema dropped afterwards.
 
 use std::sync::Arc;

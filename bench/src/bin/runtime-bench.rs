@@ -11,8 +11,8 @@
 //!    10, 100 or 1,000 messages with a few events after it, through the real
 //!    [`AgentRuntime`] (load checkpoint, fold events, build the request).
 //!
-//! Usage: `cargo run --release -p nightshift-bench --bin runtime-bench [-- --sqlite-only | --postgres-only]`.
-//! PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL` (default
+//! Usage: `cargo run --release -p nightshift-bench --bin runtime-bench [-- --sqlite-only |
+//! --postgres-only]`. PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`), each measurement in a fresh schema.
 
 use std::sync::{Arc, Mutex};

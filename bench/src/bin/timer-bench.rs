@@ -12,8 +12,8 @@
 //! wakeups fall due faster than the pool drains them, queueing shows up in the tail — the
 //! table prints the rate so the two can be told apart.
 //!
-//! Usage: `cargo run --release -p nightshift-bench --bin timer-bench [-- --sqlite-only | --postgres-only]
-//! [--wakeups N] [--window-seconds S]`. PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL`
+//! Usage: `cargo run --release -p nightshift-bench --bin timer-bench [-- --sqlite-only |
+//! --postgres-only] [--wakeups N] [--window-seconds S]`. PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL`
 //! (default `postgres://postgres@127.0.0.1:5432/test`), in a fresh schema.
 
 use std::sync::{Arc, Mutex};
