@@ -22,8 +22,8 @@
 //! store's warm connection) unless a rescue of expired leases is due (about once a second
 //! per store), the claim spans several lane requests, a job with a concurrency key is due,
 //! or another caller holds the warm connection; then it takes a transaction like SQLite's.
-//! Either way PostgreSQL plans claims with sorting disabled, so that a claim walks
-//! `jobs_claim` in order whatever the table's statistics (`CLAIM_PLANNER_SETTINGS` in
+//! Either way PostgreSQL plans claims with sorting disabled, so that a claim reads
+//! `jobs_claim` in order, a priority at a time, whatever the table's statistics (`CLAIM_PLANNER_SETTINGS` in
 //! `postgres.rs`). The logic is written once, below, over [`QueuePaths`]; each backend
 //! supplies its one-statement path and its batch of ends there.
 

@@ -32,10 +32,11 @@ macro_rules! claim_planner_setting {
     };
 }
 
-/// How claims are planned: walking an index in claim order, never sorting the queued jobs.
+/// How claims are planned: reading an index in claim order, never sorting the queued jobs.
 ///
-/// A claim takes the first few queued jobs in claim order; `jobs_claim` holds them in that
-/// order, so the walk stops after the claim's limit. When the table's statistics expect only
+/// A claim takes the first few due jobs in claim order; `jobs_claim` holds them in that
+/// order within each priority (`claim.sql` steps through the priorities), so the read stops
+/// after the claim's limit. When the table's statistics expect only
 /// a handful of queued jobs (analyzed while the queue was empty, or before a burst), the
 /// planner prefers a bitmap scan of `jobs_claim_lane` or `jobs_next_due` and a sort, whose
 /// cost grows with the queue (several times slower with thousands queued; the numbers are in
@@ -357,7 +358,7 @@ impl QueuePaths for PgBackend {
         claim: ClaimRow<'_>,
     ) -> Result<Option<FastSettle>> {
         if claim.lanes.is_some() {
-            // Only claim_lane.sql walks one lane in order (see there).
+            // Only claim_lane.sql reads one lane's index (see there).
             return Ok(None);
         }
         self.fast_settle(done, claim).await
@@ -395,7 +396,7 @@ impl QueuePaths for PgBackend {
     }
 
     /// `claim_lane.sql` and the lane's name for one lane (what a pool's reserved slots ask
-    /// for; it walks `jobs_claim_lane`), `claim.sql` and a JSON array for several, or NULL for
+    /// for; it reads `jobs_claim_lane`), `claim.sql` and a JSON array for several, or NULL for
     /// every lane; the lanes bound as `$4`.
     async fn claim(tx: &mut Tx, claim: ClaimRow<'_>) -> Result<Vec<Job>> {
         let (statement, lanes) = PgBackend::claim_statement(claim.lanes);

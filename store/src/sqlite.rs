@@ -245,8 +245,8 @@ impl QueuePaths for SqliteBackend {
 
     /// `claim.sql` for every lane, `claim_lane.sql` and the lane's name for one lane (what a
     /// pool's reserved slots ask for), `claim_lanes.sql` and a JSON array for several, the
-    /// lanes bound as `?4`. The first two walk an index in claim order and stop at the limit
-    /// (see claim.sql for why they are separate).
+    /// lanes bound as `?4`. Each reads the due jobs a priority at a time from an index in
+    /// claim order and stops at the limit (claim.sql says why).
     async fn claim(tx: &mut WriteTx, claim: ClaimRow<'_>) -> Result<Vec<Job>> {
         let (statement, lanes) = SqliteBackend::claim_statement(claim.lanes);
         Ok(sqlx::query_as(statement)
@@ -353,11 +353,14 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// A claim from every lane, or from one lane, walks its index in claim order and stops
-    /// after its limit; it never sorts the queued jobs (which made each claim cost time in proportion to the
-    /// queue). Checked on the plan SQLite makes, with queued jobs in the table.
+    /// A claim from every lane, from one lane or from a list of lanes reads the due jobs of
+    /// one priority at a time as a range of its claim index (`run_at<?` is a bound of the
+    /// search, so jobs not yet due are never read), in claim order: the priorities are the
+    /// outer loop and nothing is sorted (a sort, or a walk of every queued job, made each
+    /// claim cost time in proportion to the queue). Checked on the plan SQLite makes, with
+    /// queued jobs in the table.
     #[tokio::test]
-    async fn a_claim_walks_the_claim_index_and_never_sorts_the_queue() {
+    async fn a_claim_searches_due_jobs_priority_by_priority_and_never_sorts() {
         let (backend, dir) = migrated("claim-plan").await;
         for i in 0..50 {
             let new = crate::model::NewRun::new("agent", "p");
@@ -386,24 +389,33 @@ mod tests {
                 rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("\n")
             }
         };
+        let searches = |plan: &str, search: &str| {
+            let lines: Vec<&str> = plan.lines().collect();
+            let outer = lines.iter().position(|l| *l == "SCAN p");
+            let inner = lines.iter().position(|l| l.ends_with(search));
+            assert!(
+                matches!((outer, inner), (Some(o), Some(i)) if o < i),
+                "the priorities should be the outer loop around `{search}`:\n{plan}"
+            );
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        };
         let all_lanes = plan(SqliteBackend::claim_statement(None)).await;
-        assert!(
-            all_lanes
-                .lines()
-                .any(|l| l.ends_with("USING INDEX jobs_claim")),
-            "{all_lanes}"
+        searches(
+            &all_lanes,
+            "SEARCH q USING INDEX jobs_claim (priority=? AND run_at<?)",
         );
-        assert!(!all_lanes.contains("TEMP B-TREE"), "{all_lanes}");
         let one = ["default".to_string()];
         let one_lane = plan(SqliteBackend::claim_statement(Some(&one))).await;
-        assert!(
-            one_lane.contains("USING INDEX jobs_claim_lane"),
-            "{one_lane}"
+        searches(
+            &one_lane,
+            "SEARCH q USING INDEX jobs_claim_lane (lane=? AND priority=? AND run_at<?)",
         );
-        assert!(!one_lane.contains("TEMP B-TREE"), "{one_lane}");
         let two = ["default".to_string(), "batch".to_string()];
         let listed = plan(SqliteBackend::claim_statement(Some(&two))).await;
-        assert!(listed.contains("jobs_claim_lane"), "{listed}");
+        searches(
+            &listed,
+            "SEARCH q USING INDEX jobs_claim (priority=? AND run_at<?)",
+        );
         backend.close().await;
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -13,7 +13,9 @@
 //! 3. **batch enqueue**: one producer calling `Store::enqueue_many` with 1, 16 and 128 runs
 //!    per call; runs per second.
 //! 4. **pickup**: an idle pool of 16 slots, one run enqueued at a time; p50/p99 from the
-//!    enqueue call to the handler's start.
+//!    enqueue call to the handler's start. Then the same with 20,000 runs armed to start an
+//!    hour later (agents asleep), beside the median time of a claim that finds nothing due
+//!    among them: what every claim of a pool with free slots costs.
 //! 5. **fixed rate**: a producer offering a fixed rate of single enqueues, open loop (each
 //!    starts at its due time whether earlier ones returned or not; SQLite: 0.6× its commit
 //!    rate; PostgreSQL: 2,000/s) to a pool of 16 slots running 1 ms jobs, for a few seconds;
@@ -207,6 +209,24 @@ impl Bench {
             "{:<44} {:>12.2} {:>12} {:>8}  p99 {p99:.2} ms, {} samples",
             "pickup p50 ms, idle pool of 16", p50, "—", "—", plan.pickups
         );
+        let (store, config) = self.fresh().await?;
+        arm_sleeping(&store, SLEEPING).await?;
+        let lease = Duration::from_secs(30);
+        let idle_claim = time_ms(|| async {
+            let got = store.claim("bench", None, 16, lease).await?;
+            assert!(got.is_empty(), "a sleeping run was due");
+            Ok(())
+        })
+        .await?;
+        let (p50, p99) = pickup(&store, plan.pickups).await?;
+        self.done(store, &config).await;
+        println!(
+            "{:<44} {:>12.2} {:>12} {:>8}  p99 {p99:.2} ms; a claim finding nothing due {idle_claim:.2} ms",
+            format!("pickup p50 ms, {SLEEPING} runs sleeping"),
+            p50,
+            "—",
+            "—"
+        );
         let offered = match commit_rate {
             Some(c) => (c * 0.6).round(),
             None => 2_000.0,
@@ -348,6 +368,23 @@ fn start_pool(
         async move { pool.run(stop).await }
     });
     (stop, task)
+}
+
+/// Runs armed to start an hour later in the pickup case with sleeping runs.
+const SLEEPING: u64 = 20_000;
+
+/// Enqueues `n` runs due an hour from now, in batches of 500.
+async fn arm_sleeping(store: &Store, n: u64) -> Result<()> {
+    let later = store.now() + 3_600_000;
+    let mut i = 0;
+    while i < n {
+        let runs: Vec<NewRun> = (i..(i + 500).min(n))
+            .map(|i| new_run(i).run_at(later))
+            .collect();
+        i += runs.len() as u64;
+        enqueue_batch(store, &runs).await?;
+    }
+    Ok(())
 }
 
 /// Pickup latency in ms (p50, p99): one run at a time into an idle pool.

@@ -6,17 +6,37 @@
 -- a keyed job's run is marked only once claim has made sure it holds the key
 -- (mark_runs_running.sql). $1 now, $2 worker id, $3 lease length (ms).
 -- Rows are written through their primary key (`id = ANY(…)`), as settle.sql says why.
-WITH picked AS (
-    SELECT id FROM jobs q
-    WHERE status = 'queued'
-      AND run_at <= $1
-      AND ($4::text IS NULL OR lane IN (SELECT jsonb_array_elements_text($4::jsonb)))
-      AND (q.concurrency_key IS NULL OR NOT EXISTS (
-            SELECT 1 FROM jobs h
-            WHERE h.concurrency_key = q.concurrency_key AND h.status = 'running'))
-    ORDER BY priority DESC, run_at, id
+--
+-- Due jobs are found by a skip scan of jobs_claim, one priority at a time (`priorities`
+-- lists the queued jobs' distinct priorities, highest first, one index probe each, and only
+-- as far as the claim needs): within a priority the due jobs are a range of the index
+-- (`run_at <= $1`) that the scan leaves at the first job not yet due. A walk of the whole
+-- index in claim order would pass every job that sleeps until later (armed wakeups,
+-- retries, delayed runs) on each claim that finds fewer due jobs than it may take. Rows come
+-- out in claim order: the priorities in order, each one's jobs in index order; the limit
+-- applies to rows already locked, so a job another claimer holds is skipped, never counted.
+WITH RECURSIVE priorities AS (
+    (SELECT priority FROM jobs WHERE status = 'queued' ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM jobs j
+            WHERE j.status = 'queued' AND j.priority < p.priority
+            ORDER BY j.priority DESC LIMIT 1)
+    FROM priorities p WHERE p.priority IS NOT NULL
+), picked AS (
+    SELECT due.id FROM priorities p CROSS JOIN LATERAL (
+        SELECT id FROM jobs q
+        WHERE status = 'queued'
+          AND priority = p.priority
+          AND run_at <= $1
+          AND ($4::text IS NULL OR lane IN (SELECT jsonb_array_elements_text($4::jsonb)))
+          AND (q.concurrency_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jobs h
+                WHERE h.concurrency_key = q.concurrency_key AND h.status = 'running'))
+        ORDER BY run_at, id
+        LIMIT $5
+        FOR UPDATE SKIP LOCKED
+    ) due
     LIMIT $5
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs j SET
         status = 'running',

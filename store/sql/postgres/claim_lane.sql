@@ -3,21 +3,33 @@
 -- worker id, $3 lease length (ms).
 --
 -- A statement of its own so that the lane is an equality on jobs_claim_lane's first column:
--- the claim then walks that index in claim order within the lane and stops after $5 jobs,
--- however many jobs of other lanes are queued ahead (a burst in a batch lane). Through
--- claim.sql's JSON list the lane is a filter, and with sorting disabled for claims
--- (CLAIM_PLANNER_SETTINGS) the walk of jobs_claim would pass every job of the burst.
-WITH picked AS (
-    SELECT id FROM jobs q
-    WHERE status = 'queued'
-      AND run_at <= $1
-      AND lane = $4
-      AND (q.concurrency_key IS NULL OR NOT EXISTS (
-            SELECT 1 FROM jobs h
-            WHERE h.concurrency_key = q.concurrency_key AND h.status = 'running'))
-    ORDER BY priority DESC, run_at, id
+-- the claim then reads that index within the lane only, however many jobs of other lanes are
+-- queued ahead (a burst in a batch lane). Through claim.sql's JSON list the lane is a filter,
+-- and the scan of jobs_claim would pass every due job of the burst. Within the lane, the skip
+-- scan over its priorities is claim.sql's (which says why).
+WITH RECURSIVE priorities AS (
+    (SELECT priority FROM jobs WHERE status = 'queued' AND lane = $4
+     ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM jobs j
+            WHERE j.status = 'queued' AND j.lane = $4 AND j.priority < p.priority
+            ORDER BY j.priority DESC LIMIT 1)
+    FROM priorities p WHERE p.priority IS NOT NULL
+), picked AS (
+    SELECT due.id FROM priorities p CROSS JOIN LATERAL (
+        SELECT id FROM jobs q
+        WHERE status = 'queued'
+          AND lane = $4
+          AND priority = p.priority
+          AND run_at <= $1
+          AND (q.concurrency_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jobs h
+                WHERE h.concurrency_key = q.concurrency_key AND h.status = 'running'))
+        ORDER BY run_at, id
+        LIMIT $5
+        FOR UPDATE SKIP LOCKED
+    ) due
     LIMIT $5
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE jobs j SET
         status = 'running',

@@ -21,7 +21,15 @@
 -- sequential scan of jobs and one of runs in every settle). `(j.status = 'running') IS TRUE`
 -- keeps the ends off jobs_lease_expiry, which holds every running job. So the generic plan
 -- is right for any statistics, and the warm connection uses it (see WARM_SETTINGS).
-WITH ends AS (
+WITH RECURSIVE priorities AS (
+    -- The skip scan of claim.sql (which says why), over every lane.
+    (SELECT priority FROM jobs WHERE status = 'queued' ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM jobs j
+            WHERE j.status = 'queued' AND j.priority < p.priority
+            ORDER BY j.priority DESC LIMIT 1)
+    FROM priorities p WHERE p.priority IS NOT NULL
+), ends AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
                          $6::text[], $7::text[])
         AS e(id, token, job_state, job_error, run_status, run_result, run_error)
@@ -50,15 +58,19 @@ WITH ends AS (
       AND r.status NOT IN ('succeeded', 'failed', 'cancelled', 'budget_exhausted', 'max_rounds',
                            'superseded')
 ), picked AS (
-    SELECT id, concurrency_key FROM jobs q
-    WHERE status = 'queued'
-      AND run_at <= $8
-      AND (q.concurrency_key IS NULL OR NOT EXISTS (
-            SELECT 1 FROM jobs h
-            WHERE h.concurrency_key = q.concurrency_key AND h.status = 'running'))
-    ORDER BY priority DESC, run_at, id
+    SELECT due.id, due.concurrency_key FROM priorities p CROSS JOIN LATERAL (
+        SELECT id, concurrency_key FROM jobs q
+        WHERE status = 'queued'
+          AND priority = p.priority
+          AND run_at <= $8
+          AND (q.concurrency_key IS NULL OR NOT EXISTS (
+                SELECT 1 FROM jobs h
+                WHERE h.concurrency_key = q.concurrency_key AND h.status = 'running'))
+        ORDER BY run_at, id
+        LIMIT $11
+        FOR UPDATE SKIP LOCKED
+    ) due
     LIMIT $11
-    FOR UPDATE SKIP LOCKED
 ), plain AS (
     SELECT id FROM picked
     WHERE NOT EXISTS (SELECT 1 FROM picked k WHERE k.concurrency_key IS NOT NULL)

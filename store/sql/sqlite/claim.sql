@@ -2,9 +2,28 @@
 -- whose concurrency key is held by a running job wait. ?1 now, ?2 worker id, ?3 lease length
 -- (ms); ?4 is unused here (claim_lanes.sql takes it).
 --
--- INDEXED BY holds SQLite to the walk in claim order, which stops after ?5 jobs. Left to
--- itself (no statistics) it chose jobs_next_due for `run_at <= ?1` and sorted every queued job
--- on every claim: 2 ms a claim at 20,000 queued jobs instead of 0.25 ms.
+-- Due jobs are found by a skip scan of jobs_claim, one priority at a time: `priorities` lists
+-- the queued jobs' distinct priorities, highest first, one index probe each, and only as far
+-- as the claim needs; within a priority the due jobs are a range of the index
+-- (`run_at <= ?1`) that the search leaves at the first job not yet due. The CROSS JOIN makes
+-- the priorities the outer loop and INDEXED BY holds the inner search to jobs_claim, so rows
+-- come out in claim order without a sort, and the limit takes the first ?5 of them.
+--
+-- Left to itself (no statistics) SQLite chose jobs_next_due for `run_at <= ?1` and sorted
+-- every queued job on every claim (2 ms a claim at 20,000 queued jobs instead of 0.25 ms);
+-- a walk of the whole of jobs_claim in claim order passed every job that sleeps until later
+-- (armed wakeups, retries, delayed runs) on each claim that found fewer due jobs than it may
+-- take (4.7 ms at 100,000 sleeping jobs; the skip scan: 0.01 ms).
+WITH RECURSIVE priorities(priority) AS (
+    SELECT priority FROM (
+        SELECT priority FROM jobs INDEXED BY jobs_claim
+        WHERE status = 'queued' ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM jobs j INDEXED BY jobs_claim
+            WHERE j.status = 'queued' AND j.priority < p.priority
+            ORDER BY j.priority DESC LIMIT 1)
+    FROM priorities p WHERE p.priority IS NOT NULL
+)
 UPDATE jobs SET
     status = 'running',
     attempts = attempts + 1,
@@ -13,12 +32,12 @@ UPDATE jobs SET
     lease_expires_at = ?1 + ?3,
     updated_at = ?1
 WHERE id IN (
-    SELECT id FROM jobs q INDEXED BY jobs_claim
-    WHERE status = 'queued'
-      AND run_at <= ?1
+    SELECT q.id FROM priorities p CROSS JOIN jobs q INDEXED BY jobs_claim
+    WHERE q.status = 'queued'
+      AND q.priority = p.priority
+      AND q.run_at <= ?1
       AND (q.concurrency_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM jobs h
             WHERE h.concurrency_key = q.concurrency_key AND h.status = 'running'))
-    ORDER BY priority DESC, run_at, id
     LIMIT ?5)
 RETURNING *

@@ -2,8 +2,19 @@
 -- fresh lease token: what a pool asks for its reserved slots. Jobs whose concurrency key is
 -- held by a running job wait. ?1 now, ?2 worker id, ?3 lease length (ms).
 --
--- INDEXED BY holds SQLite to the walk of jobs_claim_lane in claim order within the lane, which
--- stops after ?5 jobs, however many of the lane's jobs are queued (claim.sql says why).
+-- claim.sql's skip scan over the priorities (which it says why), within the lane:
+-- INDEXED BY holds SQLite to jobs_claim_lane, whose first column is the lane, so the claim
+-- reads that lane's jobs only, however many of other lanes are queued.
+WITH RECURSIVE priorities(priority) AS (
+    SELECT priority FROM (
+        SELECT priority FROM jobs INDEXED BY jobs_claim_lane
+        WHERE status = 'queued' AND lane = ?4 ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM jobs j INDEXED BY jobs_claim_lane
+            WHERE j.status = 'queued' AND j.lane = ?4 AND j.priority < p.priority
+            ORDER BY j.priority DESC LIMIT 1)
+    FROM priorities p WHERE p.priority IS NOT NULL
+)
 UPDATE jobs SET
     status = 'running',
     attempts = attempts + 1,
@@ -12,13 +23,13 @@ UPDATE jobs SET
     lease_expires_at = ?1 + ?3,
     updated_at = ?1
 WHERE id IN (
-    SELECT id FROM jobs q INDEXED BY jobs_claim_lane
-    WHERE status = 'queued'
-      AND lane = ?4
-      AND run_at <= ?1
+    SELECT q.id FROM priorities p CROSS JOIN jobs q INDEXED BY jobs_claim_lane
+    WHERE q.status = 'queued'
+      AND q.lane = ?4
+      AND q.priority = p.priority
+      AND q.run_at <= ?1
       AND (q.concurrency_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM jobs h
             WHERE h.concurrency_key = q.concurrency_key AND h.status = 'running'))
-    ORDER BY priority DESC, run_at, id
     LIMIT ?5)
 RETURNING *

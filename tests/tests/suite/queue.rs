@@ -20,6 +20,7 @@ on_both_backends! {
     eight_claimers_claim_each_of_2000_jobs_exactly_once => eight_claimers_claim_each_job_once;
     expired_lease_is_reclaimed_and_the_old_holder_is_fenced => expired_lease_is_reclaimed;
     claims_follow_run_at_priority_and_lane => claims_follow_run_at_priority_and_lane;
+    claims_take_due_jobs_in_order_past_sleeping_ones => claims_past_sleeping_jobs;
     retry_backoff_grows_then_dead_letters => retry_backoff_grows_then_dead_letters;
     expired_lease_on_last_attempt_dead_letters => expired_lease_on_last_attempt_dead_letters;
     park_arms_a_resume_job_for_later => park_arms_a_resume_job_for_later;
@@ -377,6 +378,89 @@ async fn claims_follow_run_at_priority_and_lane(db: &TestDb) {
         store.run(&later.run_id).await.unwrap().unwrap().status,
         RunStatus::Running
     );
+}
+
+/// Claims find due jobs among jobs that sleep until later at the same and at other
+/// priorities (the statements skip from priority to priority), and take them one at a time in
+/// exactly claim order: priority, then `run_at`, then id; from every lane, from one lane and
+/// from a list of lanes. The sleeping jobs come out in the same order once due.
+async fn claims_past_sleeping_jobs(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    // (priority, lane, sleeps): each enqueued 1 ms after the one before.
+    let plan: [(i64, &str, bool); 14] = [
+        (50, "default", true),
+        (5, "default", false),
+        (0, "batch", true),
+        (0, "default", false),
+        (5, "batch", true),
+        (-5, "default", false),
+        (0, "batch", false),
+        (5, "default", false),
+        (50, "batch", true),
+        (0, "default", true),
+        (-5, "batch", true),
+        (0, "default", false),
+        (-5, "batch", false),
+        (7, "default", true),
+    ];
+    let mut jobs = Vec::new();
+    for (i, (priority, lane, sleeps)) in plan.into_iter().enumerate() {
+        let mut new = NewRun::new("a", format!("job {i}"))
+            .priority(priority)
+            .lane(lane);
+        if sleeps {
+            new = new.run_at(store.now() + 60_000);
+        }
+        let job_id = store.enqueue(&new).await.unwrap().job_id;
+        let run_at = if sleeps {
+            store.now() + 60_000
+        } else {
+            store.now()
+        };
+        jobs.push((priority, run_at, job_id, lane, sleeps));
+        clock.advance(Duration::from_millis(1));
+    }
+    let in_claim_order = |sleeping: bool, lanes: &[&str]| {
+        let mut due: Vec<_> = jobs
+            .iter()
+            .filter(|j| j.4 == sleeping && lanes.contains(&j.3))
+            .copied()
+            .collect();
+        due.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        due.into_iter().map(|j| j.2).collect::<Vec<i64>>()
+    };
+    let claim_one = async |lanes: Option<&[&str]>| {
+        let lanes = lanes.map(|l| l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let got = store.claim("w", lanes.as_deref(), 1, LEASE).await.unwrap();
+        assert!(got.len() <= 1, "a claim of one took {}", got.len());
+        let id = got.first().map(|l| l.id());
+        for lease in got {
+            lease.ack(None).await.unwrap();
+        }
+        id
+    };
+
+    // One lane first: the batch lane's due jobs, then nothing though batch jobs sleep.
+    let batch = in_claim_order(false, &["batch"]);
+    for want in &batch {
+        assert_eq!(claim_one(Some(&["batch"])).await, Some(*want));
+    }
+    assert_eq!(claim_one(Some(&["batch"])).await, None);
+    // A list of lanes takes the first due job of either; every lane takes the rest.
+    let rest = in_claim_order(false, &["default"]);
+    assert_eq!(claim_one(Some(&["default", "batch"])).await, Some(rest[0]));
+    for want in &rest[1..] {
+        assert_eq!(claim_one(None).await, Some(*want));
+    }
+    assert_eq!(claim_one(None).await, None, "only sleeping jobs are left");
+
+    clock.advance(Duration::from_secs(61));
+    let sleepers = in_claim_order(true, &["default", "batch"]);
+    assert_eq!(sleepers.len(), 7);
+    for want in &sleepers {
+        assert_eq!(claim_one(None).await, Some(*want));
+    }
+    assert_eq!(claim_one(None).await, None);
 }
 
 async fn retry_backoff_grows_then_dead_letters(db: &TestDb) {
