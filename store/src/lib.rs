@@ -70,6 +70,10 @@ pub use notifications::{AttemptOutcome, DeliveryStatus, NewDelivery, Notificatio
 /// How PostgreSQL claims are planned (a session setting), for tests that read their plans.
 #[doc(hidden)]
 pub use postgres::CLAIM_PLANNER_SETTINGS as POSTGRES_CLAIM_PLANNER_SETTINGS;
+/// How PostgreSQL plans the queue overview's reads (a session setting), for tests that read
+/// their plans.
+#[doc(hidden)]
+pub use postgres::OVERVIEW_PLANNER_SETTINGS as POSTGRES_OVERVIEW_PLANNER_SETTINGS;
 /// The settings of PostgreSQL's warm settle connection, for tests that read its plans.
 #[doc(hidden)]
 pub use postgres::WARM_SETTINGS as POSTGRES_WARM_SETTINGS;

@@ -289,6 +289,15 @@ crate::webhooks::webhook_statements!(SqliteBackend, "sqlite");
 crate::notifications::notification_statements!(SqliteBackend, "sqlite");
 crate::listing::listing_statements!(SqliteBackend, "sqlite");
 
+impl crate::listing::LiveReads for SqliteBackend {
+    type LiveReader = Read;
+
+    /// A reader: SQLite keeps no dead index entries to skip.
+    async fn live_reader(&self) -> Result<Read> {
+        self.reader().await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

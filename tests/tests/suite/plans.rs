@@ -18,7 +18,10 @@
 //! statements of `Store::queue_overview`, under custom and generic plans, read the live
 //! jobs' partial indexes. None scans `runs` or `jobs` whole or sorts a filter's every row.
 
-use nightshift_store::{NewRun, POSTGRES_CLAIM_PLANNER_SETTINGS, POSTGRES_WARM_SETTINGS};
+use nightshift_store::{
+    NewRun, POSTGRES_CLAIM_PLANNER_SETTINGS, POSTGRES_OVERVIEW_PLANNER_SETTINGS,
+    POSTGRES_WARM_SETTINGS,
+};
 use nightshift_tests::{Backend, TestDb};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
@@ -585,6 +588,8 @@ async fn the_queue_overview_reads_live_jobs_from_their_indexes() {
         return;
     };
     let mut conn = long_history_analyzed(&db, 20_000).await;
+    // As the store reads the overview: in a transaction planned without bitmap scans.
+    execute_all(&mut conn, [POSTGRES_OVERVIEW_PLANNER_SETTINGS.to_string()]).await;
     for (round, mode) in PLAN_MODES.into_iter().enumerate() {
         execute_all(&mut conn, [mode.to_string()]).await;
         let plans = [
@@ -604,11 +609,85 @@ async fn the_queue_overview_reads_live_jobs_from_their_indexes() {
                 plan.contains(index),
                 "{name} ({mode}) should read {index}:\n{plan}"
             );
-            for table in ["Seq Scan on jobs", "Seq Scan on runs"] {
+            for table in ["Seq Scan on jobs", "Seq Scan on runs", "Bitmap"] {
                 assert!(!plan.contains(table), "{name} ({mode}): {table}:\n{plan}");
             }
         }
     }
+    conn.close().await.unwrap();
+    db.cleanup().await;
+}
+
+/// After a burst, the live-job index holds an entry for each state every finished job passed
+/// through until vacuum removes them. Read as the store reads the overview (no bitmap scans),
+/// the first count marks them dead and the next one skips them; with a bitmap scan (what the
+/// planner prefers for a count it expects to be large), every count reads them all again.
+/// Buffers touched under `EXPLAIN ANALYZE`, autovacuum off for the table.
+#[tokio::test]
+async fn a_second_overview_after_a_burst_skips_the_finished_jobs_entries() {
+    let Some(db) = TestDb::new(Backend::Postgres, "overview_burst").await else {
+        return;
+    };
+    let store = db.store().await;
+    let mut conn = connect_in_schema(&db).await;
+    execute_all(
+        &mut conn,
+        ["ALTER TABLE jobs SET (autovacuum_enabled = false)".into()],
+    )
+    .await;
+    let burst: Vec<NewRun> = (0..3_000)
+        .map(|i| NewRun::new("agent", format!("p{i}")))
+        .collect();
+    for one in store.enqueue_many(&burst).await.unwrap() {
+        one.unwrap();
+    }
+    let lease = std::time::Duration::from_secs(600);
+    let mut finished = 0;
+    loop {
+        let got = store.claim("w", None, 500, lease).await.unwrap();
+        if got.is_empty() {
+            break;
+        }
+        finished += got.len();
+        for job in got {
+            job.ack(None).await.unwrap();
+        }
+    }
+    assert_eq!(finished, 3_000);
+    store.enqueue(&NewRun::new("agent", "live")).await.unwrap();
+    store.close().await;
+    execute_all(&mut conn, ["ANALYZE jobs".into()]).await;
+    let mut buffers = async |settings: &str| {
+        execute_all(&mut conn, [settings.to_string()]).await;
+        let mut read = Vec::new();
+        for _ in 0..2 {
+            let explain = format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {LIVE_JOBS}");
+            let plan: serde_json::Value = sqlx::query_scalar(AssertSqlSafe(explain))
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+            let top = &plan[0]["Plan"];
+            read.push(
+                top["Shared Hit Blocks"].as_i64().unwrap()
+                    + top["Shared Read Blocks"].as_i64().unwrap(),
+            );
+        }
+        read
+    };
+    let bitmap = buffers("SET enable_indexscan = off; SET enable_indexonlyscan = off").await;
+    let store_reads = buffers(&format!(
+        "RESET enable_indexscan; RESET enable_indexonlyscan; {POSTGRES_OVERVIEW_PLANNER_SETTINGS}"
+    ))
+    .await;
+    assert!(
+        bitmap[1] * 2 > bitmap[0] && bitmap[1] > 50,
+        "a bitmap scan reads the dead entries every time: {bitmap:?}"
+    );
+    assert!(
+        store_reads[1] * 10 < bitmap[1],
+        "the store's second count should skip the dead entries: {store_reads:?}, \
+         bitmap scans {bitmap:?}"
+    );
     conn.close().await.unwrap();
     db.cleanup().await;
 }
