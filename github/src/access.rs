@@ -3,13 +3,13 @@
 //! the App's JWT, or the installation the config names), else the personal token, else
 //! nothing — and the error then says what to configure.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
 
 use crate::api::{Api, Auth, GithubError};
 use crate::app::AppKey;
+use crate::keyed::Keyed;
 use crate::tokens::{InstallationTokens, Secret};
 
 /// One configured App.
@@ -21,8 +21,9 @@ pub struct App {
     /// The installation the config names (every repository goes through it).
     installation: Option<u64>,
     /// Installations found per repository (`None`: the App is not installed there), and
-    /// when: a "not installed" is asked again after [`NOT_INSTALLED_TTL`].
-    found: tokio::sync::Mutex<HashMap<String, (Option<u64>, Instant)>>,
+    /// when: a "not installed" is asked again after [`NOT_INSTALLED_TTL`]. One lookup at a
+    /// time per repository; lookups about other repositories never wait for it.
+    found: Keyed<String, Option<(Option<u64>, Instant)>>,
 }
 
 /// How long "this App is not installed on that repository" is believed: installing the App
@@ -36,7 +37,7 @@ impl App {
             tokens: InstallationTokens::new(api, key.clone()),
             key,
             installation,
-            found: tokio::sync::Mutex::new(HashMap::new()),
+            found: Keyed::new(),
         }
     }
 
@@ -45,11 +46,11 @@ impl App {
         if let Some(id) = self.installation {
             return Ok(Some(id));
         }
-        let mut found = self.found.lock().await;
-        if let Some((known, at)) = found.get(repo)
+        let mut found = self.found.lock(repo.to_string()).await;
+        if let Some((known, at)) = *found
             && (known.is_some() || at.elapsed() < NOT_INSTALLED_TTL)
         {
-            return Ok(*known);
+            return Ok(known);
         }
         let jwt = Secret::new(self.key.jwt(now()).map_err(|reason| GithubError::Decode {
             method: Method::GET,
@@ -69,7 +70,7 @@ impl App {
             Err(GithubError::Status { status: 404, .. }) => None,
             Err(e) => return Err(e),
         };
-        found.insert(repo.to_string(), (id, Instant::now()));
+        *found = Some((id, Instant::now()));
         Ok(id)
     }
 }
@@ -133,9 +134,9 @@ impl GithubAccess {
         if let ([app], Some(id)) = (self.apps.as_slice(), installation)
             && app.installation.is_none()
         {
-            let mut found = app.found.lock().await;
-            if !matches!(found.get(repo), Some((Some(_), _))) {
-                found.insert(repo.to_string(), (Some(id), Instant::now()));
+            let mut found = app.found.lock(repo.to_string()).await;
+            if !matches!(*found, Some((Some(_), _))) {
+                *found = Some((Some(id), Instant::now()));
             }
         }
         for app in &self.apps {
@@ -144,7 +145,7 @@ impl GithubAccess {
                     // The installation is gone (the App was uninstalled, perhaps reinstalled
                     // under a new id): look again next time.
                     Err(e @ GithubError::Status { status: 404, .. }) => {
-                        app.found.lock().await.remove(repo);
+                        *app.found.lock(repo.to_string()).await = None;
                         Err(e)
                     }
                     done => done,
@@ -161,7 +162,12 @@ impl GithubAccess {
     /// (GitHub refused the token: revoked, or the App was reinstalled under a new id).
     pub async fn forget(&self, repo: &str) {
         for app in &self.apps {
-            let found = app.found.lock().await.remove(repo).and_then(|(id, _)| id);
+            let found = app
+                .found
+                .lock(repo.to_string())
+                .await
+                .take()
+                .and_then(|(id, _)| id);
             if let Some(id) = app.installation.or(found) {
                 app.tokens.forget(id).await;
             }

@@ -32,6 +32,7 @@ mod api;
 mod app;
 mod checkout;
 pub mod checks;
+mod keyed;
 mod limits;
 mod names;
 mod tokens;

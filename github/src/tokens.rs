@@ -1,8 +1,9 @@
 //! Installation access tokens: exchanged for an App JWT, cached per installation until
 //! [`REFRESH_BEFORE_SECS`] before they expire, refreshed then. One exchange at a time per
-//! App: callers that need a token while one is being fetched wait for it.
+//! installation: callers that need its token while one is being fetched wait for that one;
+//! callers about other installations never wait for it (a slow or hung exchange holds up
+//! only its own installation's requests).
 
-use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use reqwest::Method;
@@ -10,6 +11,7 @@ use serde_json::json;
 
 use crate::api::{Api, Auth, GithubError};
 use crate::app::AppKey;
+use crate::keyed::Keyed;
 
 /// A token is refreshed when it expires in less than this (GitHub's tokens live an hour).
 pub const REFRESH_BEFORE_SECS: i64 = 5 * 60;
@@ -45,7 +47,7 @@ struct Cached {
 pub struct InstallationTokens {
     api: Api,
     key: AppKey,
-    cache: tokio::sync::Mutex<HashMap<u64, Cached>>,
+    cache: Keyed<u64, Option<Cached>>,
 }
 
 impl std::fmt::Debug for InstallationTokens {
@@ -61,32 +63,32 @@ impl InstallationTokens {
         InstallationTokens {
             api,
             key,
-            cache: tokio::sync::Mutex::new(HashMap::new()),
+            cache: Keyed::new(),
         }
     }
 
     /// A token of `installation_id` valid for at least [`REFRESH_BEFORE_SECS`].
     pub async fn token(&self, installation_id: u64) -> Result<Secret, GithubError> {
-        let mut cache = self.cache.lock().await;
+        let mut cached = self.cache.lock(installation_id).await;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
             .unwrap_or(0);
-        if let Some(c) = cache.get(&installation_id)
+        if let Some(c) = cached.as_ref()
             && c.expires_at - now > REFRESH_BEFORE_SECS
         {
             return Ok(c.token.clone());
         }
         let fresh = self.exchange(installation_id, now).await?;
         let token = fresh.token.clone();
-        cache.insert(installation_id, fresh);
+        *cached = Some(fresh);
         Ok(token)
     }
 
     /// Drops the cached token of `installation_id` (GitHub refused it: revoked), so the next
     /// [`Self::token`] fetches a new one.
     pub async fn forget(&self, installation_id: u64) {
-        self.cache.lock().await.remove(&installation_id);
+        *self.cache.lock(installation_id).await = None;
     }
 
     async fn exchange(&self, installation_id: u64, now: i64) -> Result<Cached, GithubError> {

@@ -33,6 +33,9 @@ struct Fake {
     limited: AtomicUsize,
     rate_limit_first: AtomicUsize,
     base: Mutex<String>,
+    /// Installation 9's exchange waits for `release` after telling `held`.
+    held: tokio::sync::Notify,
+    release: tokio::sync::Notify,
 }
 
 fn error(status: StatusCode, message: &str) -> Response {
@@ -92,7 +95,11 @@ async fn access_tokens(
             "'Expiration time' claim ('exp') is too far in the future",
         );
     }
-    if installation != 7 {
+    if installation == 9 {
+        // A slow GitHub for this installation: answers once the test releases it.
+        fake.held.notify_one();
+        fake.release.notified().await;
+    } else if installation != 7 {
         return error(StatusCode::NOT_FOUND, "Not Found");
     }
     let mut issued = fake.issued.lock().unwrap();
@@ -226,6 +233,30 @@ async fn an_installation_token_is_fetched_with_the_app_jwt_cached_and_refreshed(
     let (a, b) = tokio::join!(tokens.token(7), tokens.token(7));
     assert_eq!(a.unwrap(), b.unwrap());
     assert_eq!(fake.issued.lock().unwrap().len(), 4);
+}
+
+/// A token exchange GitHub is slow to answer holds up only its own installation: another
+/// installation's token is fetched meanwhile, and the slow one arrives when GitHub answers.
+#[tokio::test]
+async fn a_slow_exchange_holds_up_only_its_own_installation() {
+    let (fake, base) = fake_github().await;
+    let tokens = Arc::new(tokens(&base));
+    let slow = tokio::spawn({
+        let tokens = tokens.clone();
+        async move { tokens.token(9).await }
+    });
+    fake.held.notified().await;
+    // Bounded so that a regression fails instead of hanging; it answers in milliseconds.
+    let other = tokio::time::timeout(Duration::from_secs(20), tokens.token(7))
+        .await
+        .expect("installation 7 waited for installation 9's exchange")
+        .unwrap();
+    assert!(other.expose().starts_with("ghs_fake"));
+    assert!(!slow.is_finished());
+    fake.release.notify_one();
+    let slow = slow.await.unwrap().unwrap();
+    assert_ne!(slow, other);
+    assert_eq!(fake.issued.lock().unwrap().len(), 2);
 }
 
 #[tokio::test]
