@@ -4,14 +4,18 @@
 //! head commit) of such an agent gets a check run of that name on that commit:
 //! - **started** `in_progress` by every job of the run before it works ([`start`], from the
 //!   tool box's preparation; found again by `external_id` = the run's id, so a crash or a
-//!   second daemon makes no second one; a failure is logged and the run goes on);
+//!   second daemon makes no second one; a failure is logged and the run goes on). Its name
+//!   is recorded on the run first (`runs.check_runs`);
 //! - **completed** when the run ends, whatever ended it — success, failure, cancellation,
 //!   supersession, a budget — from the run's outbox row ([`complete`], called by the notifier
 //!   for a delivery whose target is [`TARGET_PREFIX`]`NAME`). The outbox row is written in the
 //!   transaction that ends the run, so a run that ends without any job running (cancelled or
 //!   superseded while queued or parked) is completed too, and a failed completion is retried
 //!   with the notifier's backoff like any delivery. A check run the agent already completed
-//!   with `github_check_run` keeps the agent's verdict.
+//!   with `github_check_run` keeps the agent's verdict. The completion is made for the name
+//!   the agent's config gives when the run ends and for every name the run recorded, so a
+//!   check run renamed or removed from the config (a reload) while a run had it open is
+//!   completed too.
 //! - **Never left open by a race**: a run that ends while a job is making its check run (a
 //!   push supersedes it right then) has it completed by whichever of the two looks second
 //!   ([`complete_if_ended`]); should both have made one, every open one is completed.
@@ -75,16 +79,20 @@ pub fn completion_output(run: &Run) -> CheckOutput {
     }
 }
 
-/// Creates the run's check run `in_progress` unless it exists.
+/// Creates the run's check run `in_progress` unless it exists. First it records the name on
+/// the run ([`Store::note_check_run`]): whatever the config says when the run ends, the
+/// outbox completes every check run the run opened.
 pub async fn start(
     gh: &GithubAccess,
+    store: &Store,
     name: &str,
     run_id: &str,
     context: Option<&Value>,
-) -> Result<(), GithubError> {
+) -> Result<(), StartError> {
     let Some((repo, head_sha, installation)) = pull_request_of(context) else {
         return Ok(());
     };
+    store.note_check_run(run_id, name).await?;
     let token = gh.token_for_delivery(repo, installation).await?;
     let key = CheckRunKey {
         repo,
@@ -95,6 +103,16 @@ pub async fn start(
     let output = checks::started_output(run_id, head_sha);
     checks::ensure_started(gh.api(), Auth::Bearer(&token), key, &output).await?;
     Ok(())
+}
+
+/// Why a check run could not be started: recording it failed (nothing was asked of GitHub),
+/// or GitHub refused.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot record the check run on the run: {0}")]
+    Store(#[from] nightshift_store::Error),
+    #[error(transparent)]
+    Github(#[from] GithubError),
 }
 
 /// Completes `run`'s check run `name` from how the run ended; `Ok(None)` when the run has no

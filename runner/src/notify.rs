@@ -83,6 +83,19 @@ pub fn env_secrets() -> SecretSource {
     Arc::new(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
 }
 
+/// The check runs a run's end completes: the one its agent's config names now, then those
+/// the run recorded opening that the config no longer names (renamed or removed by a reload
+/// while the run had them open), each once.
+fn check_runs_to_complete(configured: Option<&String>, opened: Vec<String>) -> Vec<String> {
+    let mut names: Vec<String> = configured.cloned().into_iter().collect();
+    for name in opened {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
 /// Delivers run notices; see the module docs.
 pub struct Notifier {
     store: Store,
@@ -219,7 +232,8 @@ impl Notifier {
                     max_attempts: i64::from(t.max_attempts),
                 })
                 .collect();
-            if let Some(name) = self.check_runs.get(&entry.agent) {
+            let opened = self.store.check_runs_of(&entry.run_id).await?;
+            for name in check_runs_to_complete(self.check_runs.get(&entry.agent), opened) {
                 deliveries.push(NewDelivery {
                     url: format!("{}{name}", crate::checks::TARGET_PREFIX),
                     secret_env: String::new(),
@@ -489,6 +503,31 @@ fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_completes_the_configured_check_run_and_every_one_it_opened() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let current = "Review".to_string();
+        assert_eq!(
+            check_runs_to_complete(Some(&current), vec![]),
+            names(&["Review"])
+        );
+        assert_eq!(
+            check_runs_to_complete(Some(&current), names(&["Review"])),
+            names(&["Review"])
+        );
+        // Renamed while the run had the old one open: both.
+        assert_eq!(
+            check_runs_to_complete(Some(&current), names(&["Old review"])),
+            names(&["Review", "Old review"])
+        );
+        // Removed from the config: the opened one still.
+        assert_eq!(
+            check_runs_to_complete(None, names(&["Old review"])),
+            names(&["Old review"])
+        );
+        assert!(check_runs_to_complete(None, vec![]).is_empty());
+    }
 
     #[test]
     fn signatures_match_a_known_vector() {

@@ -199,7 +199,7 @@ impl ToolBox for Tools {
             if let (Some(name), Some(gh)) = (keeps, &self.github) {
                 let started = tokio::select! {
                     () = cancel.cancelled() => Ok(()),
-                    started = crate::checks::start(gh, name, run.run_id, run.context) => started,
+                    started = crate::checks::start(gh, run.store, name, run.run_id, run.context) => started,
                 };
                 match started {
                     Err(e) => tracing::warn!(run_id = run.run_id, check_run = %name, error = %e,

@@ -135,6 +135,32 @@ macro_rules! notification_statements {
                 Ok(again.is_some())
             }
 
+            async fn note_check_run(
+                c: &mut $crate::backend::Conn<Self>,
+                run_id: &str,
+                name: &str,
+            ) -> $crate::Result<bool> {
+                let added: Option<String> =
+                    sqlx::query_scalar($crate::backend::sql!($dir, "notifications/note_check_run"))
+                        .bind(run_id)
+                        .bind(name)
+                        .fetch_optional(c)
+                        .await?;
+                Ok(added.is_some())
+            }
+
+            async fn check_runs_of(
+                c: &mut $crate::backend::Conn<Self>,
+                run_id: &str,
+            ) -> $crate::Result<Option<String>> {
+                let stored: Option<Option<String>> =
+                    sqlx::query_scalar($crate::backend::sql!($dir, "notifications/check_runs_of"))
+                        .bind(run_id)
+                        .fetch_optional(c)
+                        .await?;
+                Ok(stored.flatten())
+            }
+
             async fn list_notifications(
                 c: &mut $crate::backend::Conn<Self>,
                 run_id: Option<&str>,

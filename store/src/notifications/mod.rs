@@ -193,6 +193,17 @@ pub(crate) trait NotificationStatements: Backend {
         delivery_id: &str,
         now: Millis,
     ) -> impl Future<Output = Result<bool>> + Send;
+    /// `notifications/note_check_run.sql`: whether `name` was added to the run's list.
+    fn note_check_run(
+        c: &mut Conn<Self>,
+        run_id: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// `notifications/check_runs_of.sql`: the run's list as stored (a JSON array), if any.
+    fn check_runs_of(
+        c: &mut Conn<Self>,
+        run_id: &str,
+    ) -> impl Future<Output = Result<Option<String>>> + Send;
     /// `notifications/list.sql`: newest first, of one run and one status when given.
     fn list_notifications(
         c: &mut Conn<Self>,
@@ -336,7 +347,35 @@ async fn list<B: NotificationStatements>(
     B::list_notifications(&mut *b.reader().await?, run_id, status, limit).await
 }
 
+async fn note_check_run<B: NotificationStatements>(
+    b: &B,
+    run_id: &str,
+    name: &str,
+) -> Result<bool> {
+    B::note_check_run(&mut *b.writer().await?, run_id, name).await
+}
+
+async fn check_runs_of<B: NotificationStatements>(b: &B, run_id: &str) -> Result<Vec<String>> {
+    let Some(stored) = B::check_runs_of(&mut *b.reader().await?, run_id).await? else {
+        return Ok(Vec::new());
+    };
+    serde_json::from_str(&stored)
+        .map_err(|e| Error::Corrupt(format!("runs.check_runs of {run_id}: {e}")))
+}
+
 impl Store {
+    /// Records that `run_id` opens the GitHub check run `name` (before it asks GitHub to), so
+    /// that its end completes that check run whatever the config says by then (see
+    /// [`Store::check_runs_of`]). Whether the name was new; `false` also for an unknown run.
+    pub async fn note_check_run(&self, run_id: &str, name: &str) -> Result<bool> {
+        dispatch!(self, b => note_check_run(b, run_id, name))
+    }
+
+    /// The check runs `run_id` opened, in the order it opened them (none for an unknown run).
+    pub async fn check_runs_of(&self, run_id: &str) -> Result<Vec<String>> {
+        dispatch!(self, b => check_runs_of(b, run_id))
+    }
+
     /// Terminal transitions not yet expanded into deliveries, oldest first, of `agents` only.
     pub async fn unexpanded_outbox(
         &self,

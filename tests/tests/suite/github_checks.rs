@@ -5,7 +5,9 @@
 //!   the run succeeds the check run is completed `success` and keeps the model's words;
 //! - a run cancelled while still queued (no job ever ran) gets its check run too, completed
 //!   `cancelled`, from the run's outbox row;
-//! - a run with no pull request makes no check run, and the tool says why.
+//! - a run with no pull request makes no check run, and the tool says why;
+//! - a check run renamed or removed from the config (a reload) while a run has it open is
+//!   completed when the run ends, from the name the run recorded when it opened it.
 
 use std::path::Path;
 use std::time::Duration;
@@ -23,11 +25,20 @@ use crate::github_tools::{InProcess, daemon_config, in_process, started_for};
 
 on_both_backends! {
     a_pull_request_run_keeps_a_check_run_from_start_to_end => check_run_from_start_to_end;
+    a_check_run_renamed_or_removed_while_open_is_still_completed => renamed_while_open;
 }
 
 const CHECK: &str = "Nightshift review";
 
 fn config(db: &TestDb, dir: &Path, github: &str) -> Config {
+    config_keeping(db, dir, github, Some(CHECK))
+}
+
+/// The daemon's config with the checker agent keeping the check run `check_run`, or none.
+fn config_keeping(db: &TestDb, dir: &Path, github: &str, check_run: Option<&str>) -> Config {
+    let keeps = check_run
+        .map(|name| format!("[agents.github]\ncheck_run = {}\n", json!(name)))
+        .unwrap_or_default();
     let checker = agent_with(
         dir,
         "checker",
@@ -48,7 +59,7 @@ fn config(db: &TestDb, dir: &Path, github: &str) -> Config {
             ),
             text_turn("reviewed"),
         ]),
-        &format!("[agents.github]\ncheck_run = \"{CHECK}\"\n"),
+        &keeps,
     );
     daemon_config(db, dir, github, &checker)
 }
@@ -225,4 +236,87 @@ async fn check_run_from_start_to_end(db: &TestDb) {
     );
     shutdown.cancel();
     stopped.await.unwrap().unwrap();
+}
+
+/// The check runs named `name` of `run_id`, as the fake GitHub holds them.
+fn checks_named(seen: &Shared, run_id: &str, name: &str) -> Vec<Value> {
+    seen.lock()
+        .unwrap()
+        .check_runs
+        .iter()
+        .filter(|c| c["external_id"] == json!(run_id) && c["name"] == json!(name))
+        .cloned()
+        .collect()
+}
+
+/// A run opens the check run CHECK, then the config is changed (renamed, then removed) before
+/// the run ends: the notifier of the new config still completes CHECK, from the name the run
+/// recorded when it opened it.
+async fn renamed_while_open(db: &TestDb) {
+    let (github, seen) = fake_github().await;
+    let dir = tempfile::tempdir().unwrap();
+    let before = config_keeping(db, dir.path(), &github, Some(CHECK));
+    // The store as the daemon opens it (migrated; the checker's runs notify).
+    let store = db.store().await;
+    store.set_notifying_agents(nightshift_runner::notifying_agents(&before.agents));
+    let gh = nightshift_runner::github::access(&before)
+        .unwrap()
+        .expect("[github] is configured");
+    let intake = nightshift_scheduler::Intake::new(store.clone(), ["checker".to_string()]);
+    let head = pull_request()["head"]["sha"].as_str().unwrap().to_string();
+    for now_keeps in [Some("Nightshift review v2"), None] {
+        let mut req = nightshift_scheduler::RunRequest::new(
+            "checker",
+            "Review pull request 42.",
+            nightshift_store::Trigger::Webhook,
+        );
+        req.context = Some(started_for(&head));
+        req.delay = Some(Duration::from_secs(3600));
+        let run_id = intake.submit(req).await.unwrap().run_id;
+        // What a job of the run does before it works.
+        let context = started_for(&head);
+        nightshift_runner::checks::start(&gh, &store, CHECK, &run_id, Some(&context))
+            .await
+            .unwrap();
+        assert_eq!(
+            checks_named(&seen, &run_id, CHECK)[0]["status"],
+            "in_progress"
+        );
+        // The config changes; the run ends.
+        let after = config_keeping(db, dir.path(), &github, now_keeps);
+        store.cancel_run(&run_id).await.unwrap();
+        let notifier =
+            nightshift_runner::notify::Notifier::for_config(store.clone(), &after).unwrap();
+        let completed = async {
+            loop {
+                notifier.tick().await.unwrap();
+                let found = checks_named(&seen, &run_id, CHECK);
+                if found.iter().any(|c| c["status"] == "completed") {
+                    return found;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        let found = tokio::time::timeout(Duration::from_secs(30), completed)
+            .await
+            .expect("the check run the run opened is completed");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0]["conclusion"], "cancelled", "{now_keeps:?}");
+        let urls: Vec<String> = store
+            .notifications(Some(&run_id), None, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|n| n.url)
+            .collect();
+        let mut want = vec![format!("github-check-run:{CHECK}")];
+        want.extend(now_keeps.map(|name| format!("github-check-run:{name}")));
+        let mut urls_sorted = urls.clone();
+        urls_sorted.sort();
+        want.sort();
+        assert_eq!(
+            urls_sorted, want,
+            "the configured name and the opened one, once each"
+        );
+    }
 }

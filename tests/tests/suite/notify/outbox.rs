@@ -20,6 +20,35 @@ on_both_backends! {
     outbox_rows_expand_once_and_only_for_known_agents => expansion_happens_once;
     deliveries_retry_then_die_keeping_the_last_error => deliveries_retry_then_die;
     a_dead_claimants_delivery_comes_back_and_its_stale_outcome_is_refused => dead_claimant;
+    a_run_records_the_check_runs_it_opens_once_each_in_order => check_runs_are_recorded;
+}
+
+async fn check_runs_are_recorded(db: &TestDb) {
+    let (store, _clock) = notifying(db).await;
+    let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
+    assert!(store.check_runs_of(&e.run_id).await.unwrap().is_empty());
+    assert!(store.note_check_run(&e.run_id, "Review").await.unwrap());
+    assert!(
+        !store.note_check_run(&e.run_id, "Review").await.unwrap(),
+        "a second start of the same check run records nothing"
+    );
+    assert!(
+        store
+            .note_check_run(&e.run_id, "Old \"review\" ✓")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.check_runs_of(&e.run_id).await.unwrap(),
+        ["Review", "Old \"review\" ✓"]
+    );
+    // Recording is no status change: no outbox row, the run still queued.
+    assert!(outbox(&store, &e.run_id).await.is_empty());
+    let run = store.run(&e.run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Queued);
+    // An unknown run: nothing recorded, nothing to complete.
+    assert!(!store.note_check_run("run-nope", "Review").await.unwrap());
+    assert!(store.check_runs_of("run-nope").await.unwrap().is_empty());
 }
 
 /// A store whose runs of agents "a" and "b" notify (as the daemon's are for agents with
