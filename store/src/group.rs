@@ -16,7 +16,7 @@
 //!
 //! What goes through it ([`Takes`]): on SQLite, everything (one writer, one transaction at a
 //! time); on PostgreSQL, runs without a concurrency key, which a batch writes in one
-//! statement, with a few writers ([`postgres_writers`]) so one batch never waits for another.
+//! statement, with one writer unless the pool is large ([`postgres_writers`]).
 //! A keyed run or a delivery takes several round trips, and PostgreSQL runs such
 //! transactions side by side, so there each is written by its caller in a transaction of its
 //! own.
@@ -104,10 +104,18 @@ fn mismatch() -> Error {
     Error::Corrupt("a group commit answered a write with another's outcome".into())
 }
 
-/// How many group-commit writers a PostgreSQL store runs with `max_connections`: a third
-/// of them, from 1 to 4, leaving the rest to claims, settles and reads.
+/// How many group-commit writers a PostgreSQL store runs with `max_connections`: one per 16
+/// connections, from 1 to 4 — one for any pool up to 31 (the default is 10).
+///
+/// One writer makes each batch as large as the writes waiting when its turn comes, and fewer,
+/// larger statements did more with the same server: on the 2-core bench machine (PostgreSQL
+/// on the same host), 8 producers enqueued 0.54–0.76× the single-row INSERT ceiling with one
+/// writer (five runs), 0.56–0.70× with two, 0.51–0.55× with three (five runs) and 0.43–0.49×
+/// with four, and 32 producers did best with one or two (`bench/MEASUREMENTS.md`). A pool of 32 connections or
+/// more says the server was sized for more work side by side, so it gets a second writer
+/// (not measured here).
 pub(crate) fn postgres_writers(max_connections: u32) -> usize {
-    (max_connections as usize / 3).clamp(1, 4)
+    (max_connections as usize / 16).clamp(1, 4)
 }
 
 /// How many times a writer that found few writes waiting yields to the scheduler before it
