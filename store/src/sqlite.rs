@@ -140,7 +140,7 @@ impl SqliteBackend {
                 Some(lane.clone()),
             ),
             Some(lanes) => (
-                include_str!("../sql/sqlite/claim_lanes.sql"),
+                include_str!("../sql/sqlite/claim.sql"),
                 Some(serde_json::to_string(lanes).expect("lane names serialise")),
             ),
         }
@@ -243,9 +243,8 @@ impl QueuePaths for SqliteBackend {
         Ok(ended)
     }
 
-    /// `claim.sql` for every lane, `claim_lane.sql` and the lane's name for one lane (what a
-    /// pool's reserved slots ask for), `claim_lanes.sql` and a JSON array for several, the
-    /// lanes bound as `?4`. Each reads the due jobs a priority at a time from an index in
+    /// `claim.sql` for every lane (no `?4`), `claim_lane.sql` and the lane's name for one lane
+    /// (what a pool's reserved slots ask for), `claim.sql` and a JSON array for several. Each reads the due jobs a priority at a time from an index in
     /// claim order and stops at the limit (claim.sql says why).
     async fn claim(tx: &mut WriteTx, claim: ClaimRow<'_>) -> Result<Vec<Job>> {
         let (statement, lanes) = SqliteBackend::claim_statement(claim.lanes);

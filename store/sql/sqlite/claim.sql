@@ -1,6 +1,8 @@
--- Claim up to ?5 due jobs of any lane in claim order, issuing each a fresh lease token. Jobs
--- whose concurrency key is held by a running job wait. ?1 now, ?2 worker id, ?3 lease length
--- (ms); ?4 is unused here (claim_lanes.sql takes it).
+-- Claim up to ?5 due jobs in claim order, of any lane or, when ?4 is a JSON array of lane
+-- names, of those lanes only, issuing each a fresh lease token. Jobs whose concurrency key is
+-- held by a running job wait. ?1 now, ?2 worker id, ?3 lease length (ms). (One lane is
+-- claim_lane.sql, which reads that lane's index only; here the lanes are a filter, so within a
+-- priority the claim passes the due jobs of other lanes, never the jobs that are not due.)
 --
 -- Due jobs are found by a skip scan of jobs_claim, one priority at a time: `priorities` lists
 -- the queued jobs' distinct priorities, highest first, one index probe each, and only as far
@@ -36,6 +38,7 @@ WHERE id IN (
     WHERE q.status = 'queued'
       AND q.priority = p.priority
       AND q.run_at <= ?1
+      AND (?4 IS NULL OR q.lane IN (SELECT value FROM json_each(?4)))
       AND (q.concurrency_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM jobs h
             WHERE h.concurrency_key = q.concurrency_key AND h.status = 'running'))
