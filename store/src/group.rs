@@ -111,9 +111,9 @@ fn mismatch() -> Error {
 /// larger statements did more with the same server: on the 2-core bench machine (PostgreSQL
 /// on the same host), 8 producers enqueued 0.54–0.76× the single-row INSERT ceiling with one
 /// writer (five runs), 0.56–0.70× with two, 0.51–0.55× with three (five runs) and 0.43–0.49×
-/// with four, and 32 producers did best with one or two (`bench/MEASUREMENTS.md`). A pool of 32 connections or
-/// more says the server was sized for more work side by side, so it gets a second writer
-/// (not measured here).
+/// with four, and 32 producers did best with one or two (`bench/MEASUREMENTS.md`). A pool of
+/// 32 connections or more says the server was sized for more work side by side, so it gets a
+/// second writer (not measured here).
 pub(crate) fn postgres_writers(max_connections: u32) -> usize {
     (max_connections as usize / 16).clamp(1, 4)
 }
@@ -228,27 +228,24 @@ impl Group {
             notify,
             now,
         };
-        self.busy.fetch_add(1, Ordering::AcqRel);
-        self.tx
-            .send(Pending::Run(Box::new(item), reply))
-            .map_err(|_| {
-                self.busy.fetch_sub(1, Ordering::AcqRel);
-                closed()
-            })?;
+        self.hand_over(Pending::Run(Box::new(item), reply))?;
         answer.await.map_err(|_| closed())?
     }
 
     /// Takes a webhook delivery in the next batch (see `intake.rs`).
     pub(crate) async fn intake(&self, taking: Taking) -> Result<DeliveryTaken> {
         let (reply, answer) = oneshot::channel();
-        self.busy.fetch_add(1, Ordering::AcqRel);
-        self.tx
-            .send(Pending::Delivery(Box::new(taking), reply))
-            .map_err(|_| {
-                self.busy.fetch_sub(1, Ordering::AcqRel);
-                closed()
-            })?;
+        self.hand_over(Pending::Delivery(Box::new(taking), reply))?;
         answer.await.map_err(|_| closed())?
+    }
+
+    /// Queues `pending` for the writers, counted as under way until a writer answers it.
+    fn hand_over(&self, pending: Pending) -> Result<()> {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        self.tx.send(pending).map_err(|_| {
+            self.busy.fetch_sub(1, Ordering::AcqRel);
+            closed()
+        })
     }
 }
 

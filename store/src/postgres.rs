@@ -36,14 +36,14 @@ macro_rules! claim_planner_setting {
 ///
 /// A claim takes the first few due jobs in claim order; `jobs_claim` holds them in that
 /// order within each priority (`claim.sql` steps through the priorities), so the read stops
-/// after the claim's limit. When the table's statistics expect only
-/// a handful of queued jobs (analyzed while the queue was empty, or before a burst), the
-/// planner prefers a bitmap scan of `jobs_claim_lane` or `jobs_next_due` and a sort, whose
-/// cost grows with the queue (several times slower with thousands queued; the numbers are in
-/// `bench/MEASUREMENTS.md`). PostgreSQL has no index hints; with sorting disabled, the ordered walk is the one
-/// plan left without a sort, whatever the statistics. Only connections and transactions
-/// that claim get this setting: the warm connection of the one-statement settle (for its
-/// session) and the claiming transactions (`SET LOCAL`).
+/// after the claim's limit. When the table's statistics expect only a handful of queued jobs
+/// (analyzed while the queue was empty, or before a burst), the planner prefers a bitmap scan
+/// of `jobs_claim_lane` or `jobs_next_due` and a sort, whose cost grows with the queue
+/// (several times slower with thousands queued; the numbers are in `bench/MEASUREMENTS.md`).
+/// PostgreSQL has no index hints; with sorting disabled, the ordered read is the one plan left
+/// without a sort, whatever the statistics. Only connections and transactions that claim get
+/// this setting: the warm connection of the one-statement settle (for its session) and the
+/// claiming transactions (`SET LOCAL`).
 pub const CLAIM_PLANNER_SETTINGS: &str = concat!("SET ", claim_planner_setting!());
 
 /// The session of the warm connection, which runs `settle.sql` only: claims planned as

@@ -134,14 +134,13 @@ impl SqliteBackend {
     /// The claim statement for `lanes` and its lane parameter (see [`QueuePaths::claim`]).
     fn claim_statement(lanes: Option<&[String]>) -> (&'static str, Option<String>) {
         match lanes {
-            None => (include_str!("../sql/sqlite/claim.sql"), None),
             Some([lane]) => (
                 include_str!("../sql/sqlite/claim_lane.sql"),
                 Some(lane.clone()),
             ),
-            Some(lanes) => (
+            lanes => (
                 include_str!("../sql/sqlite/claim.sql"),
-                Some(serde_json::to_string(lanes).expect("lane names serialise")),
+                lanes.map(|l| serde_json::to_string(l).expect("lane names serialise")),
             ),
         }
     }
@@ -244,8 +243,9 @@ impl QueuePaths for SqliteBackend {
     }
 
     /// `claim.sql` for every lane (no `?4`), `claim_lane.sql` and the lane's name for one lane
-    /// (what a pool's reserved slots ask for), `claim.sql` and a JSON array for several. Each reads the due jobs a priority at a time from an index in
-    /// claim order and stops at the limit (claim.sql says why).
+    /// (what a pool's reserved slots ask for), `claim.sql` and a JSON array for several. Each
+    /// reads the due jobs a priority at a time from an index in claim order and stops at the
+    /// limit (claim.sql says why).
     async fn claim(tx: &mut WriteTx, claim: ClaimRow<'_>) -> Result<Vec<Job>> {
         let (statement, lanes) = SqliteBackend::claim_statement(claim.lanes);
         Ok(sqlx::query_as(statement)
