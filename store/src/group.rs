@@ -15,9 +15,10 @@
 //! writes that arrive while others are under way form the next batch.
 //!
 //! What goes through it ([`Takes`]): on SQLite, everything (one writer, one transaction at a
-//! time); on PostgreSQL, runs without a concurrency key, which a batch writes in one
-//! statement, with one writer unless the pool is large ([`postgres_writers`]).
-//! A keyed run or a delivery takes several round trips, and PostgreSQL runs such
+//! time); on PostgreSQL, runs that decide nothing (no concurrency key, or the `queue` policy:
+//! `queue::decides_nothing`), which a batch writes in one statement, with one writer unless
+//! the pool is large ([`postgres_writers`]). A run whose policy reads its key's other runs,
+//! or a delivery, takes several round trips, and PostgreSQL runs such
 //! transactions side by side, so there each is written by its caller in a transaction of its
 //! own.
 //!
@@ -129,8 +130,8 @@ pub(crate) enum Takes {
     /// Every single enqueue and delivery (SQLite: one writer, so each commit saved is a
     /// commit's wait saved for everyone).
     Everything,
-    /// Runs without a concurrency key, which a batch writes in one statement (PostgreSQL:
-    /// transactions run side by side, so a delivery's or a keyed run's several round trips
+    /// Runs that decide nothing, which a batch writes in one statement (PostgreSQL:
+    /// transactions run side by side, so a delivery's or a deciding run's several round trips
     /// go faster in a transaction of their own than queued behind a batch).
     PlainRuns,
 }
@@ -205,7 +206,7 @@ impl Group {
 
     /// Whether this group writes `new` (else its caller writes it alone).
     pub(crate) fn takes_run(&self, new: &NewRun) -> bool {
-        self.takes == Takes::Everything || new.concurrency_key.is_none()
+        self.takes == Takes::Everything || queue::decides_nothing(new)
     }
 
     /// Whether this group writes webhook deliveries (else each caller takes its own).
@@ -339,7 +340,7 @@ async fn write<B: QueuePaths + WebhookStatements>(
         })
         .collect();
     if runs.len() == batch.len() {
-        // Runs only: `enqueue_runs` (on PostgreSQL one statement when none has a key).
+        // Runs only: `enqueue_runs` (on PostgreSQL one statement when every run decides nothing).
         let done = queue::enqueue_runs(backend, &runs).await?;
         return Ok(done.into_iter().map(|e| Outcome::Run(Ok(e))).collect());
     }

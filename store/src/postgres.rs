@@ -325,8 +325,8 @@ impl QueuePaths for PgBackend {
     /// Enqueues of one key run side by side; the advisory lock orders them.
     const LOCKS_KEYS: bool = true;
 
-    /// A run without a concurrency key, in one statement: the start job's id, or `None` when
-    /// the run's idempotency key was taken.
+    /// A run that decides nothing ([`crate::queue::decides_nothing`]), in one statement: the
+    /// start job's id, or `None` when the run's idempotency key was taken.
     async fn enqueue_plain(&self, run: RunRow<'_>) -> Result<Option<i64>> {
         Self::insert_plain(&mut *self.pool.acquire().await?, run).await
     }
@@ -355,6 +355,10 @@ impl QueuePaths for PgBackend {
         let traces: Vec<Option<&str>> =
             rows.iter().map(|r| r.new.trace_parent.as_deref()).collect();
         let contexts: Vec<Option<&str>> = rows.iter().map(|r| r.new.context.as_deref()).collect();
+        let concurrency_keys: Vec<Option<String>> = rows
+            .iter()
+            .map(|r| r.new.concurrency_key.as_deref().map(text))
+            .collect();
         let inserted: Vec<(String, i64)> =
             sqlx::query_as(include_str!("../sql/postgres/enqueue_plain_many.sql"))
                 .bind(&ids)
@@ -370,6 +374,7 @@ impl QueuePaths for PgBackend {
                 .bind(&traces)
                 .bind(&contexts)
                 .bind(now)
+                .bind(&concurrency_keys)
                 .fetch_all(&self.pool)
                 .await?;
         let by_run: std::collections::HashMap<String, i64> = inserted.into_iter().collect();

@@ -153,7 +153,8 @@ impl QueuePaths for SqliteBackend {
     /// Every write transaction holds the one writer (`BEGIN IMMEDIATE`): no key lock needed.
     const LOCKS_KEYS: bool = false;
 
-    /// A run without a concurrency key, in one statement and one round trip (the view
+    /// A run that decides nothing ([`crate::queue::decides_nothing`]), in one statement and one
+    /// round trip (the view
     /// `enqueue_start`'s trigger; SQLite has no writing CTEs): the start job's id, or `None`
     /// when the run's idempotency key was taken.
     async fn enqueue_plain(&self, run: RunRow<'_>) -> Result<Option<i64>> {

@@ -110,6 +110,19 @@ async fn main() -> Result<()> {
         "{:<12} {:<34} {:>14} {:>9} {:>9} {:>14} {:>7}",
         "backend", "case", "deliveries/s", "p50 ms", "p99 ms", "commits/s", "ratio"
     );
+    // What loopback HTTP alone allows on this machine: the same requests to a handler that
+    // only reads the body and answers 202, with the same client and runtime.
+    let transport = post_all(&serve_transport_only().await?, &deliveries, 202).await?;
+    println!(
+        "{:<12} {:<34} {:>14.0} {:>9.2} {:>9.2} {:>14} {:>7}",
+        "—",
+        "HTTP only: read body → 202",
+        transport.per_second,
+        transport.p50_ms,
+        transport.p99_ms,
+        "—",
+        "—"
+    );
     for (name, config) in &backends {
         // The store's commit rate, measured just before: SQLite's single-row commits (one
         // writer), PostgreSQL's single-row INSERTs from as many clients as senders.
@@ -181,6 +194,26 @@ async fn serve(store: &Store) -> Result<String> {
         let _ = axum::serve(listener, router(state)).await;
     });
     Ok(base)
+}
+
+/// A loopback server whose every POST reads the body and answers 202 with a small JSON body,
+/// as the hook does, and nothing else; returns its URL.
+async fn serve_transport_only() -> Result<String> {
+    let app = axum::Router::new().route(
+        "/hooks/github",
+        axum::routing::post(|body: axum::body::Bytes| async move {
+            (
+                axum::http::StatusCode::ACCEPTED,
+                axum::Json(serde_json::json!({ "bytes": body.len() })),
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/hooks/github", listener.local_addr()?);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(url)
 }
 
 /// Sends every delivery once, `CLIENTS` at a time, expecting `status` for each.

@@ -1,2 +1,3 @@
--- Serialises the enqueues of one concurrency key until the transaction ends. $1 key
+-- Serialises the enqueues of one concurrency key whose policy decides from its other runs (all
+-- but `queue`, which takes no lock) until the transaction ends. $1 key
 SELECT pg_advisory_xact_lock(hashtextextended($1, 0))

@@ -59,6 +59,7 @@ macro_rules! queue_statements {
                         .bind(run.notify)
                         .bind(new.trace_parent.as_deref())
                         .bind(new.context.as_deref())
+                        .bind($crate::text::Text::opt(new.concurrency_key.as_deref()))
                         .fetch_optional(c)
                         .await?,
                 )

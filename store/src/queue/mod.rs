@@ -22,7 +22,7 @@ use crate::model::{
 use crate::states::{JobKind, RunStatus};
 use crate::store::{RunUpdate, parse_status};
 use crate::{Error, Result};
-use concurrency::{Plan, plan_concurrency};
+use concurrency::{Plan, plan_concurrency, reads_other_runs};
 
 impl Enqueued {
     fn created(run_id: &str, job_id: i64, superseded: Vec<String>) -> Self {
@@ -51,13 +51,21 @@ fn start_job<'a>(run_id: &'a str, new: &'a NewRun, run_at: Millis, now: Millis) 
     }
 }
 
+/// Whether enqueueing `new` decides nothing: it has no concurrency key, or its key's policy
+/// is `queue`, whose plan does not depend on the key's other runs
+/// ([`concurrency::reads_other_runs`]). Such a run and its start job are written by one
+/// statement ([`QueuePaths::enqueue_plain`]); the others read the key's runs first.
+pub(crate) fn decides_nothing(new: &NewRun) -> bool {
+    new.concurrency_key.is_none() || !reads_other_runs(&new.concurrency_policy)
+}
+
 /// Creates run `run_id` and its start job, or returns the run holding its idempotency key;
 /// with a concurrency key, applies its policy first (see [`plan_concurrency`]).
 ///
-/// A run without a concurrency key takes the backend's one-statement path
-/// ([`QueuePaths::enqueue_plain`]); one with a key is a transaction of its own.
+/// A run that [decides nothing](decides_nothing) takes the backend's one-statement path
+/// ([`QueuePaths::enqueue_plain`]); any other is a transaction of its own.
 pub(crate) async fn enqueue_run<B: QueuePaths>(b: &B, row: RunRow<'_>) -> Result<Enqueued> {
-    if row.new.concurrency_key.is_none() {
+    if decides_nothing(row.new) {
         return match b.enqueue_plain(row).await? {
             Some(job_id) => Ok(Enqueued::created(row.id, job_id, Vec::new())),
             None => duplicate_run::<B>(&mut *b.writer().await?, row.new).await,
@@ -72,7 +80,7 @@ pub(crate) async fn enqueue_run<B: QueuePaths>(b: &B, row: RunRow<'_>) -> Result
 /// Enqueues every run of `rows` in one transaction, in order, each exactly as
 /// [`enqueue_run`] would alone (a later run sees the earlier ones: the same idempotency key
 /// twice makes the second a duplicate of the first, and concurrency-key policies apply
-/// between them). On PostgreSQL a batch without concurrency keys is one statement.
+/// between them). On PostgreSQL a batch of runs that decide nothing is one statement.
 pub(crate) async fn enqueue_runs<B: QueuePaths>(
     b: &B,
     rows: &[RunRow<'_>],
@@ -83,7 +91,7 @@ pub(crate) async fn enqueue_runs<B: QueuePaths>(
     if let [row] = rows {
         return Ok(vec![enqueue_run(b, *row).await?]);
     }
-    if rows.iter().all(|r| r.new.concurrency_key.is_none())
+    if rows.iter().all(|r| decides_nothing(r.new))
         && let Some(job_ids) = b.enqueue_plain_many(rows).await?
     {
         let mut out = Vec::with_capacity(rows.len());
@@ -118,11 +126,14 @@ pub(crate) async fn enqueue_in<B: QueuePaths>(
     row: RunRow<'_>,
 ) -> Result<Enqueued> {
     let (new, run_id, now) = (row.new, row.id, row.now);
-    let Some(key) = &new.concurrency_key else {
-        return match B::insert_plain(tx, row).await? {
-            Some(job_id) => Ok(Enqueued::created(run_id, job_id, Vec::new())),
-            None => duplicate_run::<B>(tx, new).await,
-        };
+    let key = match &new.concurrency_key {
+        Some(key) if !decides_nothing(new) => key,
+        _ => {
+            return match B::insert_plain(tx, row).await? {
+                Some(job_id) => Ok(Enqueued::created(run_id, job_id, Vec::new())),
+                None => duplicate_run::<B>(tx, new).await,
+            };
+        }
     };
     if !B::insert_run(tx, row).await? {
         return duplicate_run::<B>(tx, new).await;

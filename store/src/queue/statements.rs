@@ -174,8 +174,8 @@ pub(crate) trait QueueStatements: Backend {
         now: Millis,
     ) -> impl Future<Output = Result<()>> + Send;
     /// `insert_run.sql`: whether the run was inserted (its idempotency key was free).
-    /// `enqueue_plain.sql`: a run without a concurrency key and its start job; the job's id,
-    /// or `None` when the run's idempotency key was taken.
+    /// `enqueue_plain.sql`: a run that decides nothing (`decides_nothing`) and its start job;
+    /// the job's id, or `None` when the run's idempotency key was taken.
     fn insert_plain(
         c: &mut Conn<Self>,
         run: RunRow<'_>,
@@ -408,12 +408,12 @@ pub(crate) trait QueuePaths: QueueStatements {
     /// write transaction runs alone already (SQLite's one writer), which saves a round trip.
     const LOCKS_KEYS: bool;
 
-    /// A run without a concurrency key and its start job, in one statement: the job's id,
-    /// or `None` when the run's idempotency key was taken. Commits on its own.
+    /// A run that decides nothing (`decides_nothing`) and its start job, in one statement: the
+    /// job's id, or `None` when the run's idempotency key was taken. Commits on its own.
     fn enqueue_plain(&self, run: RunRow<'_>) -> impl Future<Output = Result<Option<i64>>> + Send;
 
-    /// Runs without a concurrency key and their start jobs in one statement, committed on
-    /// its own: per run, its start job's id or `None` when its idempotency key was taken.
+    /// Runs that decide nothing (`decides_nothing`) and their start jobs in one statement,
+    /// committed on its own: per run, its start job's id or `None` when its idempotency key was taken.
     /// `None` when the backend has no such statement (the caller uses a transaction).
     fn enqueue_plain_many(
         &self,

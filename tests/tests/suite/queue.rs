@@ -76,9 +76,10 @@ async fn dedupe_returns_the_existing_ids(db: &TestDb) {
     );
 }
 
-/// A run without a concurrency key is enqueued in one statement (a writing CTE on PostgreSQL,
-/// the `enqueue_start` view's trigger on SQLite); a run with one takes the transactional path
-/// that locks its key. Both write the same run and start job, field by field.
+/// A run that decides nothing (no concurrency key, or the `queue` policy) is enqueued in one
+/// statement (a writing CTE on PostgreSQL, the `enqueue_start` view's trigger on SQLite); a
+/// run whose policy reads its key's runs takes the transactional path that locks its key.
+/// Both write the same run and start job, field by field, the key on both.
 async fn both_enqueue_paths_write_the_same_rows(db: &TestDb) {
     let (store, _clock) = db.manual().await;
     let now = store.now();
@@ -93,11 +94,17 @@ async fn both_enqueue_paths_write_the_same_rows(db: &TestDb) {
         new
     };
     let plain = store.enqueue(&asked("plain")).await.unwrap();
-    let keyed = store
-        .enqueue(&asked("keyed").concurrency("repo", ConcurrencyPolicy::Queue))
+    // `queue` decides nothing: the one-statement path, with the key on the run and its job.
+    let queued = store
+        .enqueue(&asked("queued").concurrency("repo", ConcurrencyPolicy::Queue))
         .await
         .unwrap();
-    assert!(!plain.duplicate && !keyed.duplicate);
+    // `skip` reads the key's runs (none here): the transactional path.
+    let keyed = store
+        .enqueue(&asked("keyed").concurrency("other", ConcurrencyPolicy::Skip))
+        .await
+        .unwrap();
+    assert!(!plain.duplicate && !queued.duplicate && !keyed.duplicate && !keyed.skipped);
     let row = |id: String| {
         let store = store.clone();
         async move {
@@ -108,7 +115,6 @@ async fn both_enqueue_paths_write_the_same_rows(db: &TestDb) {
         }
     };
     let (plain_run, plain_job) = row(plain.run_id.clone()).await;
-    let (mut keyed_run, mut keyed_job) = row(keyed.run_id.clone()).await;
     assert_eq!(plain_job.id, plain.job_id, "the id enqueue returned");
     assert_eq!(plain_run.idempotency_key.as_deref(), Some("plain"));
     assert_eq!(plain_run.concurrency_key, None);
@@ -117,15 +123,25 @@ async fn both_enqueue_paths_write_the_same_rows(db: &TestDb) {
         (plain_job.kind, plain_job.status, plain_job.run_at),
         (JobKind::Start, JobState::Queued, now + 5_000)
     );
-    // Apart from ids and keys, the keyed path's rows must be the plain path's.
-    keyed_run.id = plain_run.id.clone();
-    keyed_run.idempotency_key = plain_run.idempotency_key.clone();
-    keyed_run.concurrency_key = None;
-    keyed_job.id = plain_job.id;
-    keyed_job.run_id = plain_job.run_id.clone();
-    keyed_job.concurrency_key = None;
-    assert_eq!(plain_run, keyed_run);
-    assert_eq!(plain_job, keyed_job);
+    for (enqueued, key) in [(&queued, "repo"), (&keyed, "other")] {
+        let (mut run, mut job) = row(enqueued.run_id.clone()).await;
+        assert_eq!(job.id, enqueued.job_id, "the id enqueue returned");
+        assert_eq!(run.concurrency_key.as_deref(), Some(key));
+        assert_eq!(
+            job.concurrency_key.as_deref(),
+            Some(key),
+            "the job has its run's key"
+        );
+        // Apart from ids and keys, each path's rows must be the plain path's.
+        run.id = plain_run.id.clone();
+        run.idempotency_key = plain_run.idempotency_key.clone();
+        run.concurrency_key = None;
+        job.id = plain_job.id;
+        job.run_id = plain_job.run_id.clone();
+        job.concurrency_key = None;
+        assert_eq!(plain_run, run, "{key}");
+        assert_eq!(plain_job, job, "{key}");
+    }
     let again = store.enqueue(&asked("plain")).await.unwrap();
     assert!(again.duplicate);
     assert_eq!((again.run_id, again.job_id), (plain.run_id, plain.job_id));
@@ -133,11 +149,15 @@ async fn both_enqueue_paths_write_the_same_rows(db: &TestDb) {
     assert!(!plain_run.notify);
     store.set_notifying_agents(["reviewer"]);
     let plain = store.enqueue(&asked("plain, notifying")).await.unwrap();
-    let keyed = store
-        .enqueue(&asked("keyed, notifying").concurrency("repo", ConcurrencyPolicy::Queue))
+    let queued = store
+        .enqueue(&asked("queued, notifying").concurrency("repo", ConcurrencyPolicy::Queue))
         .await
         .unwrap();
-    for e in [plain, keyed] {
+    let keyed = store
+        .enqueue(&asked("keyed, notifying").concurrency("third", ConcurrencyPolicy::Skip))
+        .await
+        .unwrap();
+    for e in [plain, queued, keyed] {
         assert!(store.run(&e.run_id).await.unwrap().unwrap().notify);
     }
 }
