@@ -43,9 +43,9 @@ use tokio::task::JoinHandle;
 
 use crate::clock::Millis;
 use crate::intake::{self, DeliveryTaken, Taking};
+use crate::intake_together::{self, TakeTogether};
 use crate::model::{Enqueued, NewRun};
-use crate::queue::{self, QueuePaths, RunRow};
-use crate::webhooks::WebhookStatements;
+use crate::queue::{self, RunRow};
 use crate::{Error, Result};
 
 /// The most writes one transaction takes; more wait for the next.
@@ -170,7 +170,7 @@ impl Group {
     /// waiting writes: while one commits, the next gathers what arrived meanwhile.
     pub(crate) fn start<B>(backend: B, writers: usize, takes: Takes) -> Self
     where
-        B: QueuePaths + WebhookStatements + Clone + Send + Sync + 'static,
+        B: TakeTogether + Clone + Send + Sync + 'static,
     {
         let (tx, rx) = mpsc::unbounded_channel();
         let rx = Arc::new(Mutex::new(rx));
@@ -265,11 +265,7 @@ fn closed() -> Error {
 /// The writes waiting for a writer; one writer at a time gathers its batch.
 type Waiting = Arc<Mutex<mpsc::UnboundedReceiver<Pending>>>;
 
-async fn write_batches<B: QueuePaths + WebhookStatements>(
-    backend: B,
-    rx: Waiting,
-    busy: Arc<AtomicUsize>,
-) {
+async fn write_batches<B: TakeTogether>(backend: B, rx: Waiting, busy: Arc<AtomicUsize>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     loop {
         {
@@ -324,10 +320,7 @@ fn failed(pending: &Pending, e: Error) -> Outcome {
 /// committed; the caller then writes each item alone, where the item's own transaction
 /// undoes it (a savepoint per item would cost two more round trips each, every time, for
 /// what is rare).
-async fn write<B: QueuePaths + WebhookStatements>(
-    backend: &B,
-    batch: &[Pending],
-) -> Result<Vec<Outcome>> {
+async fn write<B: TakeTogether>(backend: &B, batch: &[Pending]) -> Result<Vec<Outcome>> {
     if let [Pending::Delivery(taking, _)] = batch {
         // Alone: its own transaction undoes it.
         return Ok(vec![Outcome::Delivery(intake::take(backend, taking).await)]);
@@ -345,6 +338,22 @@ async fn write<B: QueuePaths + WebhookStatements>(
         return Ok(done.into_iter().map(|e| Outcome::Run(Ok(e))).collect());
     }
     let mut tx = backend.begin().await?;
+    let deliveries: Vec<&Taking> = batch
+        .iter()
+        .filter_map(|p| match p {
+            Pending::Delivery(taking, _) => Some(&**taking),
+            Pending::Run(..) => None,
+        })
+        .collect();
+    if deliveries.len() == batch.len()
+        && let Some(taken) = intake_together::take_together::<B>(&mut tx, &deliveries).await?
+    {
+        B::commit(tx).await?;
+        return Ok(taken
+            .into_iter()
+            .map(|t| Outcome::Delivery(Ok(t)))
+            .collect());
+    }
     let mut outcomes = Vec::with_capacity(batch.len());
     for pending in batch {
         outcomes.push(match pending {

@@ -11,9 +11,9 @@
 //!   claim (`INSERT … ON CONFLICT` locks the row): the second proceeds once the first
 //!   committed, sees it `done` and answers with its record, counted as an arrival.
 //! - **Shared commits.** On SQLite, deliveries taken at the same time share one transaction
-//!   and its commit with each other and with enqueues (`group.rs`); a batch in which one
-//!   delivery is refused is written again item by item, so one delivery's refusal never
-//!   undoes another's. On PostgreSQL each delivery is a transaction of its own, side by side.
+//!   and its commit with each other and with enqueues (`group.rs`), a batch of plain starts in
+//!   three statements (`intake_together.rs`); a batch in which one delivery is refused is
+//!   written again item by item, so one delivery's refusal never undoes another's. On PostgreSQL each delivery is a transaction of its own, side by side.
 
 use std::sync::Arc;
 

@@ -36,6 +36,7 @@ pub mod config;
 mod error;
 mod group;
 mod intake;
+mod intake_together;
 pub mod listing;
 pub mod migrate;
 pub mod model;

@@ -289,6 +289,56 @@ crate::webhooks::webhook_statements!(SqliteBackend, "sqlite");
 crate::notifications::notification_statements!(SqliteBackend, "sqlite");
 crate::listing::listing_statements!(SqliteBackend, "sqlite");
 
+/// A group batch of deliveries in three statements (`intake_together.rs`).
+impl crate::intake_together::TakeTogether for SqliteBackend {
+    const TAKES_TOGETHER: bool = true;
+
+    async fn claim_many(
+        c: &mut sqlx::SqliteConnection,
+        takings: &[&crate::intake::Taking],
+    ) -> Result<Vec<crate::webhooks::WebhookDelivery>> {
+        let list: Vec<_> = takings
+            .iter()
+            .map(|t| crate::intake_together::claim_entry(t))
+            .collect();
+        Ok(
+            sqlx::query_as(include_str!("../sql/sqlite/webhooks/claim_many.sql"))
+                .bind(serde_json::Value::Array(list).to_string())
+                .fetch_all(c)
+                .await?,
+        )
+    }
+
+    async fn enqueue_plain_in(
+        c: &mut sqlx::SqliteConnection,
+        rows: &[RunRow<'_>],
+    ) -> Result<std::collections::HashMap<String, i64>> {
+        let list: Vec<_> = rows.iter().map(crate::intake_together::run_entry).collect();
+        let jobs: Vec<(String, i64)> =
+            sqlx::query_as(include_str!("../sql/sqlite/enqueue_plain_in.sql"))
+                .bind(serde_json::Value::Array(list).to_string())
+                .fetch_all(c)
+                .await?;
+        Ok(jobs.into_iter().collect())
+    }
+
+    async fn finish_many(
+        c: &mut sqlx::SqliteConnection,
+        done: &[(&crate::intake::Taking, String)],
+    ) -> Result<std::collections::HashSet<(String, String)>> {
+        let list: Vec<_> = done
+            .iter()
+            .map(|(t, runs)| crate::intake_together::finish_entry(t, runs))
+            .collect();
+        let finished: Vec<(String, String)> =
+            sqlx::query_as(include_str!("../sql/sqlite/webhooks/finish_many.sql"))
+                .bind(serde_json::Value::Array(list).to_string())
+                .fetch_all(c)
+                .await?;
+        Ok(finished.into_iter().collect())
+    }
+}
+
 impl crate::listing::LiveReads for SqliteBackend {
     type LiveReader = Read;
 
@@ -299,7 +349,7 @@ impl crate::listing::LiveReads for SqliteBackend {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A fresh directory for one test's database file, and that file's URL.
@@ -315,7 +365,7 @@ mod tests {
     }
 
     /// A migrated store on a fresh file, and the directory to remove afterwards.
-    async fn migrated(name: &str) -> (SqliteBackend, std::path::PathBuf) {
+    pub(crate) async fn migrated(name: &str) -> (SqliteBackend, std::path::PathBuf) {
         let (dir, url) = scratch(name);
         let backend = SqliteBackend::connect(&StoreConfig::for_url(&url))
             .await

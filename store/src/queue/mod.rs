@@ -181,7 +181,7 @@ async fn skipped_for<B: QueueStatements>(
 }
 
 /// The run that already holds `new`'s idempotency key.
-async fn duplicate_run<B: QueueStatements>(
+pub(crate) async fn duplicate_run<B: QueueStatements>(
     c: &mut crate::backend::Conn<B>,
     new: &NewRun,
 ) -> Result<Enqueued> {

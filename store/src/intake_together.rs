@@ -1,0 +1,188 @@
+//! Deliveries of one group batch taken together: three statements for the whole batch
+//! (claim all, enqueue all, finish all) instead of three per delivery.
+//!
+//! Under load a SQLite statement costs more in waiting for its connection's thread to be
+//! scheduled than in the work itself (`bench/MEASUREMENTS.md`, "Webhook intake: where the
+//! time goes"), so a batch of deliveries wakes that thread three times instead of three times
+//! per delivery. PostgreSQL takes each delivery in a transaction of its own (`group.rs`) and
+//! has no such statements.
+//!
+//! What it guarantees: exactly what taking each delivery in turn with `intake::take_in`
+//! would, in the same transaction. It takes only batches where that is plain to see — every
+//! delivery starts a run that decides nothing (`queue::decides_nothing`), no two are the same
+//! delivery, and no text holds a NUL — and answers `None` for any other batch before writing
+//! anything, so the caller takes them one by one. A delivery that turns out to be done before
+//! is answered from its row; a run whose idempotency key was taken (by an earlier run, or an
+//! earlier one of the batch) is answered as that run's duplicate; a delivery that was not
+//! `claimed` any more when finished fails the batch with a conflict, as `take_in` does.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+
+use crate::backend::Conn;
+use crate::intake::{DeliveryTaken, DeliveryWork, Taking};
+use crate::model::Enqueued;
+use crate::queue::{self, QueuePaths, RunRow};
+use crate::webhooks::{WebhookDelivery, WebhookDeliveryStatus, WebhookStatements};
+use crate::{Error, Result};
+
+/// The statements of a batch taken together (SQLite: `webhooks/claim_many.sql`,
+/// `enqueue_plain_in.sql`, `webhooks/finish_many.sql`).
+pub(crate) trait TakeTogether: QueuePaths + WebhookStatements {
+    /// Whether the backend has these statements.
+    const TAKES_TOGETHER: bool;
+
+    /// Claims every delivery of `takings` (all different); every row, in any order.
+    fn claim_many(
+        c: &mut Conn<Self>,
+        takings: &[&Taking],
+    ) -> impl Future<Output = Result<Vec<WebhookDelivery>>> + Send;
+
+    /// Enqueues `rows` (runs that decide nothing), in order: the start job of each run
+    /// inserted, by run id; a run missing lost its idempotency key.
+    fn enqueue_plain_in(
+        c: &mut Conn<Self>,
+        rows: &[RunRow<'_>],
+    ) -> impl Future<Output = Result<HashMap<String, i64>>> + Send;
+
+    /// Marks each `(taking, runs)` done with its record; the `(hook, delivery_id)` of those
+    /// that were still `claimed`.
+    fn finish_many(
+        c: &mut Conn<Self>,
+        done: &[(&Taking, String)],
+    ) -> impl Future<Output = Result<HashSet<(String, String)>>> + Send;
+}
+
+/// Whether `takings` can be taken together (see the module doc).
+fn can_take_together(takings: &[&Taking]) -> bool {
+    let mut seen = HashSet::new();
+    takings.iter().all(|t| {
+        let DeliveryWork::Start(new) = &t.work else {
+            return false;
+        };
+        let texts = [
+            t.hook.as_str(),
+            &t.delivery_id,
+            &t.event,
+            &new.agent,
+            &new.input,
+            new.dedupe_key.as_deref().unwrap_or_default(),
+            new.concurrency_key.as_deref().unwrap_or_default(),
+            &new.job.lane,
+            new.trace_parent.as_deref().unwrap_or_default(),
+            new.context.as_deref().unwrap_or_default(),
+        ];
+        queue::decides_nothing(new)
+            && !texts.iter().any(|s| s.contains('\0'))
+            && seen.insert((t.hook.as_str(), t.delivery_id.as_str()))
+    })
+}
+
+/// Takes `takings` together in `tx`; `None` (nothing written) when the backend cannot or the
+/// batch is not one it takes (see the module doc).
+pub(crate) async fn take_together<B: TakeTogether>(
+    tx: &mut Conn<B>,
+    takings: &[&Taking],
+) -> Result<Option<Vec<DeliveryTaken>>> {
+    if !B::TAKES_TOGETHER || !can_take_together(takings) {
+        return Ok(None);
+    }
+    let mut rows: HashMap<(String, String), WebhookDelivery> = B::claim_many(tx, takings)
+        .await?
+        .into_iter()
+        .map(|row| ((row.hook.clone(), row.delivery_id.clone()), row))
+        .collect();
+    let mut answers: Vec<Option<DeliveryTaken>> = Vec::with_capacity(takings.len());
+    let mut to_start = Vec::new();
+    for (i, t) in takings.iter().enumerate() {
+        let key = (t.hook.clone(), t.delivery_id.clone());
+        let row = rows.remove(&key).ok_or_else(|| {
+            Error::Corrupt(format!(
+                "webhook delivery {}/{} was not claimed",
+                key.0, key.1
+            ))
+        })?;
+        if row.status == WebhookDeliveryStatus::Done {
+            answers.push(Some(DeliveryTaken::Done(row)));
+            continue;
+        }
+        answers.push(None);
+        if let DeliveryWork::Start(new) = &t.work {
+            to_start.push((
+                i,
+                RunRow {
+                    id: &t.run_id,
+                    new,
+                    notify: t.notify,
+                    now: t.now,
+                },
+            ));
+        }
+    }
+    let runs: Vec<RunRow<'_>> = to_start.iter().map(|(_, row)| *row).collect();
+    let jobs = if runs.is_empty() {
+        HashMap::new()
+    } else {
+        B::enqueue_plain_in(tx, &runs).await?
+    };
+    let mut done = Vec::with_capacity(to_start.len());
+    for (i, row) in &to_start {
+        let enqueued = match jobs.get(row.id) {
+            Some(&job_id) => Enqueued {
+                run_id: row.id.to_string(),
+                job_id,
+                duplicate: false,
+                skipped: false,
+                superseded: Vec::new(),
+            },
+            None => queue::duplicate_run::<B>(tx, row.new).await?,
+        };
+        let taking = takings[*i];
+        done.push((taking, (taking.record)(&enqueued)));
+        answers[*i] = Some(DeliveryTaken::Enqueued(enqueued));
+    }
+    if !done.is_empty() {
+        let finished = B::finish_many(tx, &done).await?;
+        if finished.len() != done.len() {
+            return Err(Error::Conflict(
+                "a copy of a delivery in the batch finished first".into(),
+            ));
+        }
+    }
+    Ok(Some(answers.into_iter().flatten().collect()))
+}
+
+/// One entry of `webhooks/finish_many.sql`'s list.
+pub(crate) fn finish_entry(taking: &Taking, runs: &str) -> serde_json::Value {
+    serde_json::json!([taking.hook, taking.delivery_id, runs, taking.now])
+}
+
+/// One entry of `webhooks/claim_many.sql`'s list.
+pub(crate) fn claim_entry(taking: &Taking) -> serde_json::Value {
+    serde_json::json!([taking.hook, taking.delivery_id, taking.event, taking.now])
+}
+
+/// One entry of `enqueue_plain_in.sql`'s list.
+pub(crate) fn run_entry(row: &RunRow<'_>) -> serde_json::Value {
+    let new = row.new;
+    serde_json::json!([
+        row.id,
+        new.agent,
+        new.trigger.as_str(),
+        new.input,
+        new.dedupe_key,
+        row.now,
+        new.job.lane,
+        new.job.priority,
+        new.job.run_at.unwrap_or(row.now),
+        new.job.max_attempts,
+        row.notify,
+        new.trace_parent,
+        new.context,
+        new.concurrency_key,
+    ])
+}
+
+#[cfg(test)]
+#[path = "intake_together_tests.rs"]
+mod tests;
