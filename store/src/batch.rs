@@ -38,9 +38,11 @@ use crate::queue::{ClaimRow, FastSettle, JobEnd, QueuePaths, QueueStatements, le
 use crate::store::{LeasedJob, RunUpdate, Store, dispatch, run_after_rescue};
 use crate::{Error, Result};
 
-/// How often (by the store's clock) a claim on the one-statement path of PostgreSQL first
-/// takes the transactional path to return expired leases to the queue, unless
-/// [`Store::rescue_expired`] ran meanwhile. SQLite rescues on every claim.
+/// How often (by the store's clock) a claim first returns expired leases to the queue (on
+/// PostgreSQL's one-statement path by taking the transactional one), unless
+/// [`Store::rescue_expired`] ran meanwhile; a worker pool calls that every
+/// [`RESCUE_INTERVAL`], so its claims never do. On SQLite every statement of a settle is a
+/// round trip to the connection's thread, and rescuing on every claim cost one per settle.
 const RESCUE_EVERY_MS: i64 = 1_000;
 
 /// How often a worker pool calls [`Store::rescue_expired`]: often enough that its claims
@@ -197,8 +199,8 @@ pub(crate) struct SettleOutcome {
 /// refill their slots. Each end is fenced by its own token. A database error rolls back
 /// everything.
 ///
-/// Expired leases are rescued first on the transactional path; a backend with a
-/// one-statement path ([`QueuePaths::settle_fast`]) takes that unless `rescue_due`.
+/// Expired leases are rescued first when `rescue_due` (then always on the transactional path);
+/// a backend with a one-statement path ([`QueuePaths::settle_fast`]) takes that otherwise.
 pub(crate) async fn settle<B: QueuePaths>(
     b: &B,
     done: &[JobEnd<'_>],
@@ -245,7 +247,7 @@ pub(crate) async fn settle<B: QueuePaths>(
             None => {}
         }
     }
-    let general = settle_in_transaction(b, done, claims, now).await;
+    let general = settle_in_transaction(b, done, claims, rescue_due, now).await;
     match (ended_first, general) {
         (None, general) => general,
         (Some(ended), Ok(general)) => Ok(SettleOutcome { ended, ..general }),
@@ -262,17 +264,18 @@ pub(crate) async fn settle<B: QueuePaths>(
     }
 }
 
-/// The transactional path of [`settle`]: the ends, a rescue of expired leases when claiming,
-/// and the claims, in one transaction.
+/// The transactional path of [`settle`]: the ends, a rescue of expired leases when claiming
+/// and `rescue_due`, and the claims, in one transaction.
 async fn settle_in_transaction<B: QueuePaths>(
     b: &B,
     done: &[JobEnd<'_>],
     claims: &[ClaimRow<'_>],
+    rescue_due: bool,
     now: Millis,
 ) -> Result<SettleOutcome> {
     let mut tx = b.begin_claiming().await?;
     let ended = B::finish_batch(&mut tx, done, now).await?;
-    let rescued = claims.iter().any(|c| c.limit > 0);
+    let rescued = rescue_due && claims.iter().any(|c| c.limit > 0);
     if rescued {
         rescue::<B>(&mut tx, now).await?;
     }

@@ -295,9 +295,10 @@ impl Store {
 
     /// Claims up to `limit` due jobs for `worker`, in priority, `run_at` and id order,
     /// optionally only from `lanes`. First returns the jobs of workers whose lease expired to
-    /// the queue (or dead-letters them when that was their last attempt): on every claim on
-    /// SQLite, and at least once a second (by the store's clock) per store on PostgreSQL,
-    /// whose busy claims otherwise take one statement (see [`Store::settle`]). Each claimed
+    /// the queue (or dead-letters them when that was their last attempt), at most once a
+    /// second (by the store's clock) per store, and not while [`Store::rescue_expired`] runs
+    /// more often (a worker pool calls it every [`crate::RESCUE_INTERVAL`]): a busy claim
+    /// then takes no statement for it (see [`Store::settle`]). Each claimed
     /// job gets a fresh lease token and a lease of `lease`.
     pub async fn claim(
         &self,
