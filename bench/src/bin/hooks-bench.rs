@@ -8,7 +8,8 @@
 //! enqueued as a run and recorded before the 202 comes back. Then the same deliveries are
 //! sent again: each redelivery is answered 200 from the deliveries table, enqueueing nothing.
 //! Per backend: deliveries per second and p50/p99 latency from sending to the answer. No
-//! worker runs, so nothing else competes for the store.
+//! worker runs, so nothing else competes for the store. First, the same requests to a handler
+//! that only reads the body and answers 202: what loopback HTTP alone allows.
 //!
 //! Usage: `cargo run --release -p nightshift-bench --bin hooks-bench [-- --quick]
 //! [--sqlite-only | --postgres-only]`. SQLite is a file in a temp dir with the production
