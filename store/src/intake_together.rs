@@ -27,30 +27,43 @@ use crate::webhooks::{WebhookDelivery, WebhookDeliveryStatus, WebhookStatements}
 use crate::{Error, Result};
 
 /// The statements of a batch taken together (SQLite: `webhooks/claim_many.sql`,
-/// `enqueue_plain_in.sql`, `webhooks/finish_many.sql`).
+/// `enqueue_plain_in.sql`, `webhooks/finish_many.sql`). A backend without them (PostgreSQL)
+/// keeps the defaults: `TAKES_TOGETHER` is false, so [`take_together`] never calls them.
 pub(crate) trait TakeTogether: QueuePaths + WebhookStatements {
     /// Whether the backend has these statements.
-    const TAKES_TOGETHER: bool;
+    const TAKES_TOGETHER: bool = false;
 
     /// Claims every delivery of `takings` (all different); every row, in any order.
     fn claim_many(
-        c: &mut Conn<Self>,
-        takings: &[&Taking],
-    ) -> impl Future<Output = Result<Vec<WebhookDelivery>>> + Send;
+        _c: &mut Conn<Self>,
+        _takings: &[&Taking],
+    ) -> impl Future<Output = Result<Vec<WebhookDelivery>>> + Send {
+        async { Err(none_here()) }
+    }
 
     /// Enqueues `rows` (runs that decide nothing), in order: the start job of each run
     /// inserted, by run id; a run missing lost its idempotency key.
     fn enqueue_plain_in(
-        c: &mut Conn<Self>,
-        rows: &[RunRow<'_>],
-    ) -> impl Future<Output = Result<HashMap<String, i64>>> + Send;
+        _c: &mut Conn<Self>,
+        _rows: &[RunRow<'_>],
+    ) -> impl Future<Output = Result<HashMap<String, i64>>> + Send {
+        async { Err(none_here()) }
+    }
 
     /// Marks each `(taking, runs)` done with its record; the `(hook, delivery_id)` of those
     /// that were still `claimed`.
     fn finish_many(
-        c: &mut Conn<Self>,
-        done: &[(&Taking, String)],
-    ) -> impl Future<Output = Result<HashSet<(String, String)>>> + Send;
+        _c: &mut Conn<Self>,
+        _done: &[(&Taking, String)],
+    ) -> impl Future<Output = Result<HashSet<(String, String)>>> + Send {
+        async { Err(none_here()) }
+    }
+}
+
+/// What a batch statement of a backend without them answers (never asked: see
+/// [`TakeTogether`]).
+fn none_here() -> Error {
+    Error::Corrupt("this backend takes no deliveries together".into())
 }
 
 /// Whether `takings` can be taken together (see the module doc).
@@ -128,13 +141,7 @@ pub(crate) async fn take_together<B: TakeTogether>(
     let mut done = Vec::with_capacity(to_start.len());
     for (i, row) in &to_start {
         let enqueued = match jobs.get(row.id) {
-            Some(&job_id) => Enqueued {
-                run_id: row.id.to_string(),
-                job_id,
-                duplicate: false,
-                skipped: false,
-                superseded: Vec::new(),
-            },
+            Some(&job_id) => Enqueued::created(row.id, job_id, Vec::new()),
             None => queue::duplicate_run::<B>(tx, row.new).await?,
         };
         let taking = takings[*i];

@@ -567,36 +567,7 @@ impl<'a> Ends<'a> {
 
 /// PostgreSQL takes each delivery in a transaction of its own (`group.rs`): no batch
 /// statements.
-impl crate::intake_together::TakeTogether for PgBackend {
-    const TAKES_TOGETHER: bool = false;
-
-    async fn claim_many(
-        _c: &mut sqlx::PgConnection,
-        _takings: &[&crate::intake::Taking],
-    ) -> Result<Vec<crate::webhooks::WebhookDelivery>> {
-        Err(Error::Corrupt(
-            "PostgreSQL takes no deliveries together".into(),
-        ))
-    }
-
-    async fn enqueue_plain_in(
-        _c: &mut sqlx::PgConnection,
-        _rows: &[RunRow<'_>],
-    ) -> Result<std::collections::HashMap<String, i64>> {
-        Err(Error::Corrupt(
-            "PostgreSQL takes no deliveries together".into(),
-        ))
-    }
-
-    async fn finish_many(
-        _c: &mut sqlx::PgConnection,
-        _done: &[(&crate::intake::Taking, String)],
-    ) -> Result<std::collections::HashSet<(String, String)>> {
-        Err(Error::Corrupt(
-            "PostgreSQL takes no deliveries together".into(),
-        ))
-    }
-}
+impl crate::intake_together::TakeTogether for PgBackend {}
 
 crate::queue::queue_statements!(PgBackend, "postgres");
 crate::wakeups::wakeup_statements!(PgBackend, "postgres");

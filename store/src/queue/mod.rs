@@ -25,7 +25,8 @@ use crate::{Error, Result};
 use concurrency::{Plan, plan_concurrency, reads_other_runs};
 
 impl Enqueued {
-    fn created(run_id: &str, job_id: i64, superseded: Vec<String>) -> Self {
+    /// A run enqueued now (neither a duplicate nor skipped).
+    pub(crate) fn created(run_id: &str, job_id: i64, superseded: Vec<String>) -> Self {
         Self {
             run_id: run_id.to_string(),
             job_id,
