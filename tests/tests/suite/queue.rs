@@ -28,6 +28,7 @@ on_both_backends! {
     release_returns_the_job_at_once => release_returns_the_job_at_once;
     next_due_sees_jobs_queued_every_way => next_due_sees_jobs_queued_every_way;
     rescue_expired_returns_expired_jobs_to_the_queue => rescue_expired_returns_expired_jobs;
+    a_claim_rescues_expired_leases_at_most_once_a_second => claims_rescue_once_a_second;
     resume_dedupe_and_finished_runs => resume_dedupe_and_finished_runs;
 }
 
@@ -819,6 +820,33 @@ async fn rescue_expired_returns_expired_jobs(db: &TestDb) {
         0,
         "nothing left to rescue"
     );
+    let again = store.claim("new", None, 1, LEASE).await.unwrap().remove(0);
+    assert_eq!(again.id(), expiring.job_id);
+    assert!(again.token() > old.token());
+}
+
+/// A claim returns expired leases to the queue itself only when no rescue ran in the last
+/// second (by the store's clock), on both backends: a worker pool's own `rescue_expired`
+/// every 500 ms spares its claims the statement.
+async fn claims_rescue_once_a_second(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let expiring = store.enqueue(&NewRun::new("a", "short")).await.unwrap();
+    let old = store
+        .claim("old", None, 1, Duration::from_millis(100))
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(store.rescue_expired().await.unwrap(), 0, "the lease holds");
+    clock.advance(Duration::from_millis(500));
+    // The lease expired, but a rescue ran half a second ago: this claim does not rescue.
+    let claimed = store.claim("new", None, 1, LEASE).await.unwrap();
+    assert!(claimed.is_empty(), "{claimed:?}");
+    assert_eq!(
+        store.job(expiring.job_id).await.unwrap().unwrap().status,
+        JobState::Running
+    );
+    clock.advance(Duration::from_millis(600));
+    // A second after the last rescue the claim rescues first, then takes the job.
     let again = store.claim("new", None, 1, LEASE).await.unwrap().remove(0);
     assert_eq!(again.id(), expiring.job_id);
     assert!(again.token() > old.token());
