@@ -7,7 +7,8 @@
 //! received). Every gzip stream found (checkpoints, gzipped files) is searched decompressed
 //! as well. [`Sweep::assert_clean`] fails naming the place and the form when any secret
 //! appears exactly, in any of its covered encodings (see
-//! `nightshift_tools::secret_encodings::forms`), or as any substring of 8 characters or more.
+//! `nightshift_tools::secret_encodings::forms`), or as any substring of 8 characters or more
+//! (12 when it is only hex digits, which random ids and signatures match by chance).
 
 use std::io::Read;
 use std::path::Path;
@@ -147,20 +148,10 @@ impl Sweep {
     }
 
     /// Panics naming the place and the form if any of `secrets` (name, value) shows: the value,
-    /// one of its covered encodings, or any substring of 8+ characters of the value.
+    /// one of its covered encodings, or any substring of 8+ characters of the value (12+ when
+    /// the substring is only hex digits: see [`piece_length`]).
     pub fn assert_clean(&self, secrets: &[(&str, &str)]) {
-        let mut needles: Vec<(String, String)> = Vec::new();
-        for (name, value) in secrets {
-            needles.push((format!("{name} exactly"), value.to_string()));
-            for (form, text) in nightshift_tools::secret_encodings::forms(value) {
-                needles.push((format!("{name} as {form}"), text));
-            }
-            let chars: Vec<char> = value.chars().collect();
-            for start in 0..chars.len().saturating_sub(7) {
-                let piece: String = chars[start..start + 8].iter().collect();
-                needles.push((format!("{name}[{start}..{}]", start + 8), piece));
-            }
-        }
+        let needles = needles(secrets);
         let mut found = Vec::new();
         for (place, bytes) in &self.blobs {
             let text = String::from_utf8_lossy(bytes);
@@ -186,4 +177,66 @@ impl Sweep {
             found.join("\n")
         );
     }
+}
+
+/// What [`Sweep::assert_clean`] searches for: (what it is, the text).
+fn needles(secrets: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut needles: Vec<(String, String)> = Vec::new();
+    for (name, value) in secrets {
+        needles.push((format!("{name} exactly"), value.to_string()));
+        for (form, text) in nightshift_tools::secret_encodings::forms(value) {
+            needles.push((format!("{name} as {form}"), text));
+        }
+        let chars: Vec<char> = value.chars().collect();
+        for start in 0..chars.len() {
+            let Some(len) = piece_length(&chars[start..]) else {
+                continue;
+            };
+            let piece: String = chars[start..start + len].iter().collect();
+            needles.push((format!("{name}[{start}..{}]", start + len), piece));
+        }
+    }
+    needles
+}
+
+/// How long the piece of a secret starting at `rest` must be to count as a leak: 8 characters,
+/// or 12 when the first 8 are all hex digits, or None when too little is left.
+///
+/// Random hex is everywhere in what a daemon writes (HMAC signatures, trace and span ids, run
+/// ids, hashes): some 10^5 hex positions per sweep, against which each 8-hex-digit piece of a
+/// random secret matches by chance with probability 16^-8, so a sweep of five secrets fails by
+/// coincidence about once in a few hundred runs (it did, in CI: a token's 8 digits inside a
+/// notification's signature). At 12 digits a chance match is some 10^-8 per sweep. A piece with
+/// any other character (the `ns_`, `sk-`, `ghp_` prefixes, base64, escapes) stays at 8.
+fn piece_length(rest: &[char]) -> Option<usize> {
+    let len = if rest.len() >= 8 && rest[..8].iter().all(char::is_ascii_hexdigit) {
+        12
+    } else {
+        8
+    };
+    (rest.len() >= len).then_some(len)
+}
+
+#[test]
+fn hex_pieces_are_searched_at_12_digits_and_others_at_8() {
+    let pieces: Vec<String> = needles(&[("T", "ns_0123456789abcdef")])
+        .into_iter()
+        .filter(|(what, _)| what.starts_with("T["))
+        .map(|(_, text)| text)
+        .collect();
+    // Every start whose first 8 characters hold a non-hex one, at 8; every all-hex start with
+    // 12 characters left, at 12; nothing shorter.
+    assert_eq!(
+        pieces,
+        [
+            "ns_01234",
+            "s_012345",
+            "_0123456",
+            "0123456789ab",
+            "123456789abc",
+            "23456789abcd",
+            "3456789abcde",
+            "456789abcdef",
+        ]
+    );
 }
