@@ -10,7 +10,7 @@
 //! What it guarantees: exactly what taking each delivery in turn with `intake::take_in`
 //! would, in the same transaction. It takes only batches where that is plain to see — every
 //! delivery starts a run that decides nothing (`queue::decides_nothing`), no two are the same
-//! delivery, and no text holds a NUL — and answers `None` for any other batch before writing
+//! delivery — and answers `None` for any other batch before writing
 //! anything, so the caller takes them one by one. A delivery that turns out to be done before
 //! is answered from its row; a run whose idempotency key was taken (by an earlier run, or an
 //! earlier one of the batch) is answered as that run's duplicate; a delivery that was not
@@ -73,21 +73,7 @@ fn can_take_together(takings: &[&Taking]) -> bool {
         let DeliveryWork::Start(new) = &t.work else {
             return false;
         };
-        let texts = [
-            t.hook.as_str(),
-            &t.delivery_id,
-            &t.event,
-            &new.agent,
-            &new.input,
-            new.dedupe_key.as_deref().unwrap_or_default(),
-            new.concurrency_key.as_deref().unwrap_or_default(),
-            &new.job.lane,
-            new.trace_parent.as_deref().unwrap_or_default(),
-            new.context.as_deref().unwrap_or_default(),
-        ];
-        queue::decides_nothing(new)
-            && !texts.iter().any(|s| s.contains('\0'))
-            && seen.insert((t.hook.as_str(), t.delivery_id.as_str()))
+        queue::decides_nothing(new) && seen.insert((t.hook.as_str(), t.delivery_id.as_str()))
     })
 }
 

@@ -147,8 +147,9 @@ impl SqliteBackend {
 }
 
 impl QueuePaths for SqliteBackend {
-    /// The runs of claimed jobs are marked running one statement each (cheap in-process).
-    const MARKS_PLAIN_RUNS: bool = false;
+    /// A claim's own statement marks the runs of the jobs it takes without a concurrency key
+    /// running (the trigger `claim_marks_run`, migration 18).
+    const MARKS_PLAIN_RUNS: bool = true;
 
     /// Every write transaction holds the one writer (`BEGIN IMMEDIATE`): no key lock needed.
     const LOCKS_KEYS: bool = false;
@@ -161,10 +162,17 @@ impl QueuePaths for SqliteBackend {
         Self::insert_plain(&mut *self.writer().await?, run).await
     }
 
-    /// No one-statement path: a batch is a transaction of single statements, cheap
-    /// in-process; its one commit is what costs.
-    async fn enqueue_plain_many(&self, _rows: &[RunRow<'_>]) -> Result<Option<Vec<Option<i64>>>> {
-        Ok(None)
+    /// One statement for the whole batch (`enqueue_plain_in.sql`: every entry of a JSON list
+    /// through the `enqueue_start` view's trigger, in order) in a transaction of its own:
+    /// three round trips to the connection's thread instead of one per run, each of which
+    /// costs a wake-up of that thread and of the caller's (`bench/MEASUREMENTS.md`, "SQLite
+    /// batches in one statement"). JSON carries any text, NULs included (`\u0000`).
+    async fn enqueue_plain_many(&self, rows: &[RunRow<'_>]) -> Result<Option<Vec<Option<i64>>>> {
+        let mut tx = self.begin().await?;
+        let jobs =
+            <Self as crate::intake_together::TakeTogether>::enqueue_plain_in(&mut tx, rows).await?;
+        tx.commit().await?;
+        Ok(Some(rows.iter().map(|r| jobs.get(r.id).copied()).collect()))
     }
 
     /// SQLite has no writing CTEs, and its statements are in-process and cheap: every settle
@@ -177,11 +185,9 @@ impl QueuePaths for SqliteBackend {
         Ok(None)
     }
 
-    /// Ends a batch of jobs in two statements, whatever its size: the jobs (each fenced by
-    /// its token, `finish_jobs.sql`), then the runs of those that ended (`end_runs.sql`).
-    /// Every statement is a round trip to SQLite's connection thread, so a batch of four
-    /// takes two instead of eight. Per job: `Some(keyed)` when it ended, `None` when its
-    /// lease was lost.
+    /// Ends a batch of jobs, and their runs, in one round trip to SQLite's connection thread
+    /// whatever its size (`finish_batch.sql`: the runs, then the jobs, each fenced by its
+    /// token). Per job: `Some(keyed)` when it ended, `None` when its lease was lost.
     async fn finish_batch(
         tx: &mut WriteTx,
         done: &[JobEnd<'_>],
@@ -190,7 +196,7 @@ impl QueuePaths for SqliteBackend {
         if done.is_empty() {
             return Ok(Vec::new());
         }
-        let jobs: Vec<(i64, i64, &str, Option<&str>)> = done
+        let ends: Vec<_> = done
             .iter()
             .map(|d| {
                 (
@@ -198,49 +204,26 @@ impl QueuePaths for SqliteBackend {
                     d.token,
                     d.end.job_state().as_str(),
                     d.end.job_error(),
-                )
-            })
-            .collect();
-        let jobs = serde_json::to_string(&jobs).expect("job ends serialise");
-        let rows: Vec<(i64, i64, String, bool)> =
-            sqlx::query_as(include_str!("../sql/sqlite/finish_jobs.sql"))
-                .bind(jobs)
-                .bind(now)
-                .fetch_all(&mut **tx)
-                .await?;
-        let won: std::collections::HashMap<(i64, i64), (String, bool)> = rows
-            .into_iter()
-            .map(|(id, token, run_id, keyed)| ((id, token), (run_id, keyed)))
-            .collect();
-        // One end per run, the first in the batch's order: once a run is terminal, a later
-        // end of it would change nothing (as when each is written on its own).
-        let mut runs = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut ended = Vec::with_capacity(done.len());
-        for d in done {
-            let Some((run_id, keyed)) = won.get(&(d.job_id, d.token)) else {
-                ended.push(None);
-                continue;
-            };
-            if seen.insert(run_id.as_str()) {
-                runs.push((
-                    run_id.as_str(),
                     d.end.run_status().as_str(),
                     d.end.result(),
                     d.end.error(),
-                ));
-            }
-            ended.push(Some(*keyed));
-        }
-        if !runs.is_empty() {
-            let runs = serde_json::to_string(&runs).expect("run ends serialise");
-            sqlx::query(include_str!("../sql/sqlite/end_runs.sql"))
-                .bind(runs)
+                )
+            })
+            .collect();
+        let ends = serde_json::to_string(&ends).expect("job ends serialise");
+        let won: std::collections::HashMap<(i64, i64), bool> =
+            sqlx::query_as(include_str!("../sql/sqlite/finish_batch.sql"))
+                .bind(ends)
                 .bind(now)
-                .execute(&mut **tx)
-                .await?;
-        }
-        Ok(ended)
+                .fetch_all(&mut **tx)
+                .await?
+                .into_iter()
+                .map(|(id, token, keyed)| ((id, token), keyed))
+                .collect();
+        Ok(done
+            .iter()
+            .map(|d| won.get(&(d.job_id, d.token)).copied())
+            .collect())
     }
 
     /// `claim.sql` for every lane (no `?4`), `claim_lane.sql` and the lane's name for one lane

@@ -18,6 +18,7 @@ const ESC: char = '\u{E000}';
 
 on_both_backends! {
     a_prompt_with_nul_reads_back_identical => prompt_round_trips;
+    a_batch_with_a_nul_prompt_reads_back_identical => batch_prompt_round_trips;
     results_and_errors_with_nul_are_written => results_and_errors_round_trip;
     events_with_raw_nul_round_trip => events_round_trip;
     job_errors_with_nul_round_trip => job_errors_round_trip;
@@ -58,6 +59,30 @@ async fn prompt_round_trips(db: &TestDb) {
     assert_eq!(lease.job().payload, prompt, "the claim reads it back too");
     let listed = store.list_runs(None, 10).await.unwrap();
     assert!(listed.iter().all(|r| r.input == prompt));
+}
+
+/// A batch enqueue with a NUL in one run's prompt, and one without any: each run reads back
+/// exactly as written (on SQLite a batch is one statement over a JSON list, which must carry
+/// the NUL intact; on PostgreSQL the store escapes it).
+async fn batch_prompt_round_trips(db: &TestDb) {
+    let store = db.store().await;
+    let prompt = nasty("batch prompt");
+    let batches = [
+        vec![NewRun::new("a", &prompt), NewRun::new("a", "plain 1")],
+        vec![NewRun::new("a", "plain 2"), NewRun::new("a", "plain 3")],
+    ];
+    for batch in &batches {
+        let answers = store.enqueue_many(batch).await.unwrap();
+        for (new, answer) in batch.iter().zip(answers) {
+            let e = answer.unwrap();
+            assert!(!e.duplicate && !e.skipped, "{e:?}");
+            let run = store.run(&e.run_id).await.unwrap().unwrap();
+            assert_eq!(run.input, new.input);
+            let jobs = store.jobs_of_run(&e.run_id).await.unwrap();
+            assert_eq!((jobs.len(), jobs[0].id), (1, e.job_id));
+            assert_eq!(jobs[0].payload, new.input);
+        }
+    }
 }
 
 async fn results_and_errors_round_trip(db: &TestDb) {
