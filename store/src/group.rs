@@ -9,10 +9,10 @@
 //! at the queue of waiting writes: the one whose turn it is takes all the writes waiting at
 //! that moment (yielding a few turns of the scheduler first, so producers just woken by the
 //! last commit join it), writes them in one transaction (runs alone: the same code as
-//! [`Store::enqueue_many`](crate::Store::enqueue_many), on PostgreSQL one statement), then
-//! answers each. Nothing waits for a batch to fill or for a timer: a write made while nothing
-//! else is being written goes alone, at once, from its caller's task ([`Group::writer`]), and
-//! writes that arrive while others are under way form the next batch.
+//! [`Store::enqueue_many`](crate::Store::enqueue_many): one statement when every run decides
+//! nothing), then answers each. Nothing waits for a batch to fill or for a timer: a write
+//! made while nothing else is being written goes alone, at once, from its caller's task
+//! ([`Group::writer`]), and writes that arrive while others are under way form the next batch.
 //!
 //! What goes through it ([`Takes`]): on SQLite, everything (one writer, one transaction at a
 //! time); on PostgreSQL, runs that decide nothing (no concurrency key, or the `queue` policy:
@@ -333,7 +333,7 @@ async fn write<B: TakeTogether>(backend: &B, batch: &[Pending]) -> Result<Vec<Ou
         })
         .collect();
     if runs.len() == batch.len() {
-        // Runs only: `enqueue_runs` (on PostgreSQL one statement when every run decides nothing).
+        // Runs only: `enqueue_runs` (one statement when every run decides nothing).
         let done = queue::enqueue_runs(backend, &runs).await?;
         return Ok(done.into_iter().map(|e| Outcome::Run(Ok(e))).collect());
     }

@@ -9,9 +9,9 @@
 //!
 //! What it guarantees: exactly what taking each delivery in turn with `intake::take_in`
 //! would, in the same transaction. It takes only batches where that is plain to see — every
-//! delivery starts a run that decides nothing (`queue::decides_nothing`), no two are the same
-//! delivery — and answers `None` for any other batch before writing
-//! anything, so the caller takes them one by one. A delivery that turns out to be done before
+//! delivery starts a run that decides nothing (`queue::decides_nothing`) and no two are the
+//! same delivery — and answers `None` for any other batch before writing anything, so the
+//! caller takes them one by one. A delivery that turns out to be done before
 //! is answered from its row; a run whose idempotency key was taken (by an earlier run, or an
 //! earlier one of the batch) is answered as that run's duplicate; a delivery that was not
 //! `claimed` any more when finished fails the batch with a conflict, as `take_in` does.

@@ -234,8 +234,8 @@ impl Store {
         Ok(enqueued)
     }
 
-    /// Enqueues many runs in one transaction (one statement on PostgreSQL when none has a
-    /// concurrency key), answering per run in the order given: each exactly as
+    /// Enqueues many runs in one transaction (one statement when none has a concurrency key
+    /// whose policy reads other runs), answering per run in the order given: each exactly as
     /// [`Store::enqueue`] would alone, in that order (a later run sees the earlier ones, so
     /// the same idempotency key twice makes the second a duplicate, and concurrency-key
     /// policies apply between runs of the batch). A run that is not valid is refused alone

@@ -81,7 +81,8 @@ pub(crate) async fn enqueue_run<B: QueuePaths>(b: &B, row: RunRow<'_>) -> Result
 /// Enqueues every run of `rows` in one transaction, in order, each exactly as
 /// [`enqueue_run`] would alone (a later run sees the earlier ones: the same idempotency key
 /// twice makes the second a duplicate of the first, and concurrency-key policies apply
-/// between them). On PostgreSQL a batch of runs that decide nothing is one statement.
+/// between them). A batch of runs that decide nothing is one statement
+/// ([`QueuePaths::enqueue_plain_many`]).
 pub(crate) async fn enqueue_runs<B: QueuePaths>(
     b: &B,
     rows: &[RunRow<'_>],

@@ -413,8 +413,9 @@ pub(crate) trait QueuePaths: QueueStatements {
     fn enqueue_plain(&self, run: RunRow<'_>) -> impl Future<Output = Result<Option<i64>>> + Send;
 
     /// Runs that decide nothing (`decides_nothing`) and their start jobs in one statement,
-    /// committed on its own: per run, its start job's id or `None` when its idempotency key was taken.
-    /// `None` when the backend has no such statement (the caller uses a transaction).
+    /// committed on its own (PostgreSQL: `unnest`; SQLite: a JSON list, in a transaction):
+    /// per run, its start job's id or `None` when its idempotency key was taken. `None`
+    /// when the backend has no such statement (the caller uses a transaction).
     fn enqueue_plain_many(
         &self,
         rows: &[RunRow<'_>],
