@@ -8,6 +8,11 @@
 //! `--postgres-only` leaves SQLite out.
 
 pub mod dashboard_seed;
+
+/// Every bench binary allocates with mimalloc, as the `nightshift` binary does (see its
+/// `main.rs`), so that a bench measures what the daemon does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod timeline_seed;
 
 use std::path::Path;
