@@ -462,6 +462,33 @@ pub(crate) mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Timing the next claim (`next_due.sql`) and the overview's oldest due job
+    /// (`listing/oldest_due.sql`) read jobs_next_due in order and stop at its first entry:
+    /// no scan of the table, no sort (as on PostgreSQL, where `MIN` read every entry).
+    #[tokio::test]
+    async fn next_due_reads_the_first_entry_of_jobs_next_due() {
+        let (backend, dir) = migrated("next-due-plan").await;
+        for (name, sql) in [
+            ("next_due", include_str!("../sql/sqlite/next_due.sql")),
+            (
+                "oldest_due",
+                include_str!("../sql/sqlite/listing/oldest_due.sql"),
+            ),
+        ] {
+            let rows: Vec<(i64, i64, i64, String)> =
+                sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+                    .bind(10_i64)
+                    .fetch_all(&mut *backend.writer().await.unwrap())
+                    .await
+                    .unwrap();
+            let plan = rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("\n");
+            assert!(plan.contains("INDEX jobs_next_due"), "{name}:\n{plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{name}:\n{plan}");
+        }
+        backend.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A daemon of schema version 10 still running on a file that a newer binary migrated
     /// inserts into `enqueue_start` without the `notify` column: its runs still enqueue, and
     /// notify as every run did before version 11.

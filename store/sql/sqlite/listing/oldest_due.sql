@@ -1,2 +1,4 @@
--- The earliest due time among queued jobs due by ?1 (now), from jobs_next_due.
-SELECT MIN(run_at) FROM jobs WHERE status = 'queued' AND lease_owner IS NULL AND run_at <= ?1
+-- The earliest due time among queued jobs due by ?1 (now), NULL when none: the first entry
+-- of jobs_next_due (as PostgreSQL's, see its next_due.sql).
+SELECT (SELECT run_at FROM jobs WHERE status = 'queued' AND lease_owner IS NULL AND run_at <= ?1
+        ORDER BY run_at LIMIT 1)
