@@ -8,17 +8,17 @@
 //! `--postgres-only` leaves SQLite out.
 
 pub mod dashboard_seed;
-
-/// Every bench binary allocates with mimalloc, as the `nightshift` binary does (see its
-/// `main.rs`), so that a bench measures what the daemon does.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod timeline_seed;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use nightshift_store::{Store, StoreConfig, SystemClock};
+
+/// Every bench binary allocates with mimalloc, as the `nightshift` binary does (see its
+/// `main.rs`), so that a bench measures what the daemon does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The nearest-rank percentile `q` of `sorted` values (NaN when there are none).
 pub fn percentile(sorted: &[f64], q: f64) -> f64 {

@@ -338,19 +338,21 @@ async fn next_due_reads_one_entry_of_jobs_next_due() {
     ];
     execute_all(&mut conn, statements).await;
     let statements = [
-        ("next_due", NEXT_DUE, ""),
+        ("next_due", NEXT_DUE, "", ""),
         // Every queued job counts as due: the overview of a backlog.
-        ("oldest_due", OLDEST_DUE, "(9223372036854775807)"),
+        ("oldest_due", OLDEST_DUE, "bigint", "9223372036854775807"),
     ];
     for (m, mode) in PLAN_MODES.into_iter().enumerate() {
         execute_all(&mut conn, [mode.to_string()]).await;
-        for (name, sql, args) in statements {
-            let types = if args.is_empty() { "" } else { "(bigint)" };
+        for (name, sql, types, args) in statements {
             let prepared = format!("{name}_{m}");
-            let prepare = format!("PREPARE {prepared}{types} AS {sql}");
-            execute_all(&mut conn, [prepare]).await;
-            let execute = format!("EXECUTE {prepared}{args}");
-            let plan = plan_of(&mut conn, &execute).await;
+            // Prepares it and explains it under this mode's plan.
+            let plan = generic_plan(&mut conn, &prepared, sql, types, args).await;
+            let execute = if args.is_empty() {
+                format!("EXECUTE {prepared}")
+            } else {
+                format!("EXECUTE {prepared}({args})")
+            };
             assert!(
                 plan.contains("jobs_next_due"),
                 "{name} under {mode}:\n{plan}"
@@ -364,15 +366,6 @@ async fn next_due_reads_one_entry_of_jobs_next_due() {
     }
     conn.close().await.unwrap();
     db.cleanup().await;
-}
-
-/// The plan `EXPLAIN` shows for `sql` (an `EXECUTE` of a prepared statement), as text.
-async fn plan_of(conn: &mut PgConnection, sql: &str) -> String {
-    let lines: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!("EXPLAIN {sql}")))
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap();
-    lines.join("\n")
 }
 
 /// Every job and run a settle, an end or a claim writes is reached through its primary key,
