@@ -499,7 +499,11 @@ impl PgBackend {
             .bind(claim.limit)
             .fetch_all(warm.conn())
             .await?;
-        warm.keep();
+        // Each end that won and each claimed job wrote a job and its run.
+        let claimed_rows = rows
+            .iter()
+            .filter(|row| row.try_get::<Option<i64>, _>("id").ok().flatten().is_some())
+            .count();
         let first = rows
             .first()
             .ok_or_else(|| Error::Corrupt("settle returned no summary row".into()))?;
@@ -510,6 +514,7 @@ impl PgBackend {
             .into_iter()
             .zip(tokens.unwrap_or_default())
             .collect();
+        warm.keep(2 * (won.len() + claimed_rows) as u64);
         let keyed: bool = first.try_get("ended_keyed")?;
         let keyed_seen: i64 = first.try_get("keyed_seen")?;
         // Whether one particular end held a key does not matter to the caller beyond "some
@@ -635,7 +640,7 @@ mod tests {
             "force_generic_plan"
         );
         assert_eq!(show("enable_seqscan", warm.conn()).await, "off");
-        warm.keep();
+        warm.keep(0);
         let mut claiming = backend.begin_claiming().await.unwrap();
         assert_eq!(show("enable_sort", &mut *claiming).await, "off");
         assert_eq!(show("plan_cache_mode", &mut *claiming).await, "auto");

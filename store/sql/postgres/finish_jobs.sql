@@ -31,7 +31,7 @@ WITH ends AS (
         finished_at = $8,
         updated_at = $8
     FROM done d
-    WHERE r.id = ANY(ARRAY(SELECT run_id FROM done)) AND r.id = d.run_id
+    WHERE r.id = ANY(ARRAY(SELECT run_id FROM done)) AND (r.id = d.run_id) IS TRUE
       AND r.status NOT IN ('succeeded', 'failed', 'cancelled', 'budget_exhausted', 'max_rounds',
                            'superseded')
 )

@@ -18,9 +18,14 @@
 -- Every row it writes is reached through its primary key: `id = ANY(…)` gives the planner an
 -- index condition on the key whatever it estimates, where a join on the id let it scan the
 -- whole table when its statistics made that look cheap (with 2,000 jobs analyzed: a
--- sequential scan of jobs and one of runs in every settle). `(j.status = 'running') IS TRUE`
--- keeps the ends off jobs_lease_expiry, which holds every running job. So the generic plan
--- is right for any statistics, and the warm connection uses it (see WARM_SETTINGS).
+-- sequential scan of jobs and one of runs in every settle). `(r.id = d.run_id) IS TRUE` keeps
+-- that join from being an index condition: the listing indexes of runs end with the id, and on
+-- tables it thought tiny (never analyzed, or a few hundred rows) the planner looked each ended
+-- run up through one of them, a walk of the whole index per run. `(j.status = 'running') IS
+-- TRUE` keeps the ends off jobs_lease_expiry, which holds every running job. So the generic
+-- plan is right for any statistics, and the warm connection uses it (see WARM_SETTINGS; on
+-- tables analyzed while empty every index costs the same to the planner, and the warm
+-- connection remakes its plans as the tables grow: warm.rs).
 WITH RECURSIVE priorities AS (
     -- The skip scan of claim.sql (which says why), over every lane.
     (SELECT priority FROM jobs WHERE status = 'queued' ORDER BY priority DESC LIMIT 1)
@@ -54,7 +59,7 @@ WITH RECURSIVE priorities AS (
         finished_at = $8,
         updated_at = $8
     FROM done d
-    WHERE r.id = ANY(ARRAY(SELECT run_id FROM done)) AND r.id = d.run_id
+    WHERE r.id = ANY(ARRAY(SELECT run_id FROM done)) AND (r.id = d.run_id) IS TRUE
       AND r.status NOT IN ('succeeded', 'failed', 'cancelled', 'budget_exhausted', 'max_rounds',
                            'superseded')
 ), picked AS (
