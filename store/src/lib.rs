@@ -71,6 +71,9 @@ pub use notifications::{AttemptOutcome, DeliveryStatus, NewDelivery, Notificatio
 /// How PostgreSQL claims are planned (a session setting), for tests that read their plans.
 #[doc(hidden)]
 pub use postgres::CLAIM_PLANNER_SETTINGS as POSTGRES_CLAIM_PLANNER_SETTINGS;
+/// How PostgreSQL's claiming transactions cache plans, for tests that read their plans.
+#[doc(hidden)]
+pub use postgres::CLAIMING_PLAN_CACHE_MODE as POSTGRES_CLAIMING_PLAN_CACHE_MODE;
 /// How PostgreSQL plans the queue overview's reads (a session setting), for tests that read
 /// their plans.
 #[doc(hidden)]

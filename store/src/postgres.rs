@@ -87,8 +87,27 @@ pub const OVERVIEW_PLANNER_SETTINGS: &str = concat!("SET ", overview_planner_set
 /// [`OVERVIEW_PLANNER_SETTINGS`]).
 const BEGIN_OVERVIEW: &str = concat!("BEGIN READ ONLY; SET LOCAL ", overview_planner_setting!());
 
-/// The start of a claiming transaction (see [`CLAIM_PLANNER_SETTINGS`]).
-const BEGIN_CLAIMING: &str = concat!("BEGIN; SET LOCAL ", claim_planner_setting!());
+/// How a claiming transaction's statements are planned: each anew, from its values and the
+/// tables' present size.
+///
+/// Claiming transactions run on the shared pool, where `plan_cache_mode` is `auto`: after
+/// five executions PostgreSQL keeps a statement's generic plan when it looks no costlier than
+/// the custom ones had, and while the tables are small (a new deployment) both are scans of
+/// whole tables, so that plan is kept, a scan of `jobs` and `runs` per claim and per end,
+/// until the tables are next analyzed or vacuumed, however large they have grown. These
+/// transactions are the settle's path once a second (the rescue of expired leases), for
+/// claims that name lanes and for keyed jobs: planning each statement costs less than one
+/// such scan. (The warm connection keeps generic plans and remakes them as the tables grow,
+/// `warm.rs`.)
+pub const CLAIMING_PLAN_CACHE_MODE: &str = "SET plan_cache_mode = force_custom_plan";
+
+/// The start of a claiming transaction (see [`CLAIM_PLANNER_SETTINGS`] and
+/// [`CLAIMING_PLAN_CACHE_MODE`]).
+const BEGIN_CLAIMING: &str = concat!(
+    "BEGIN; SET LOCAL ",
+    claim_planner_setting!(),
+    "; SET LOCAL plan_cache_mode = force_custom_plan"
+);
 
 /// A PostgreSQL database (one schema of it).
 #[derive(Debug, Clone)]
@@ -616,8 +635,8 @@ mod tests {
     /// Claims are planned with sorting disabled, on the warm connection and in claiming
     /// transactions, and nothing else is: the setting of a claiming transaction ends with it.
     /// Likewise the queue overview's transaction alone reads without bitmap scans.
-    /// The warm connection (settle.sql only) always takes the generic plan; nothing else
-    /// changes how plans are cached.
+    /// The warm connection (settle.sql only) always takes the generic plan, a claiming
+    /// transaction always plans anew; nothing else changes how plans are cached.
     #[tokio::test]
     async fn claims_and_only_claims_are_planned_without_sorting() {
         let Ok(url) = std::env::var("NIGHTSHIFT_TEST_PG_URL") else {
@@ -643,7 +662,11 @@ mod tests {
         warm.keep(0);
         let mut claiming = backend.begin_claiming().await.unwrap();
         assert_eq!(show("enable_sort", &mut *claiming).await, "off");
-        assert_eq!(show("plan_cache_mode", &mut *claiming).await, "auto");
+        assert_eq!(
+            show("plan_cache_mode", &mut *claiming).await,
+            "force_custom_plan"
+        );
+        assert!(BEGIN_CLAIMING.ends_with(&CLAIMING_PLAN_CACHE_MODE.replace("SET ", "SET LOCAL ")));
         assert_eq!(show("enable_seqscan", &mut *claiming).await, "on");
         claiming.commit().await.unwrap();
         assert_eq!(
@@ -651,6 +674,7 @@ mod tests {
             "on",
             "the pool's one connection, after the claiming transaction"
         );
+        assert_eq!(show("plan_cache_mode", &backend.pool).await, "auto");
         let mut other = backend.begin().await.unwrap();
         assert_eq!(show("enable_sort", &mut *other).await, "on");
         assert_eq!(show("enable_bitmapscan", &mut *other).await, "on");

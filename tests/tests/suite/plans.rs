@@ -19,8 +19,8 @@
 //! jobs' partial indexes. None scans `runs` or `jobs` whole or sorts a filter's every row.
 
 use nightshift_store::{
-    NewRun, POSTGRES_CLAIM_PLANNER_SETTINGS, POSTGRES_OVERVIEW_PLANNER_SETTINGS,
-    POSTGRES_WARM_SETTINGS,
+    NewRun, POSTGRES_CLAIM_PLANNER_SETTINGS, POSTGRES_CLAIMING_PLAN_CACHE_MODE,
+    POSTGRES_OVERVIEW_PLANNER_SETTINGS, POSTGRES_WARM_SETTINGS,
 };
 use nightshift_tests::{Backend, TestDb};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
@@ -149,8 +149,9 @@ async fn generic_plan(
 }
 
 /// The claim reads `index` one priority at a time (the skip scan over the queued jobs'
-/// priorities), each priority's due jobs as a range of the index bounded by `run_at`, so jobs
-/// that are not due yet are never read; and sorts nothing.
+/// priorities), each priority's due jobs as a range of the index bounded by `run_at` (a
+/// parameter, or its value in a custom plan), so jobs that are not due yet are never read;
+/// and sorts nothing.
 fn assert_reads_due_jobs_by_priority(plan: &str, index: &str) {
     let scan = format!("Index Scan using {index} on jobs q");
     let lines: Vec<&str> = plan.lines().collect();
@@ -159,7 +160,7 @@ fn assert_reads_due_jobs_by_priority(plan: &str, index: &str) {
     assert!(
         bounds.contains("Index Cond:")
             && bounds.contains("(priority = p")
-            && bounds.contains("(run_at <= $"),
+            && bounds.contains("(run_at <= "),
         "the claim should read {index} within a priority, up to the jobs due now:\n{plan}"
     );
     assert!(
@@ -179,19 +180,28 @@ fn assert_reads_due_jobs_by_priority(plan: &str, index: &str) {
 /// The one-statement settle and the transactional claims, from every lane (`jobs_claim`) and
 /// from one (`jobs_claim_lane`), read their index by priority under statistics that
 /// expect an empty queue, with the default planner settings and with the store's settings
-/// for claiming transactions and for the warm connection.
+/// for claiming transactions (their generic plans, and the custom plans they make) and for
+/// the warm connection.
 #[tokio::test]
 async fn claims_read_due_jobs_by_priority_whatever_the_statistics() {
     let Some(db) = TestDb::new(Backend::Postgres, "claim_plans").await else {
         return;
     };
     let mut conn = queue_after_a_quiet_analyze(&db, 5_000).await;
-    for (round, settings) in SETTINGS.into_iter().enumerate() {
-        execute_all(&mut conn, [settings.to_string()]).await;
+    // A claiming transaction plans each statement anew: its custom plans are read too.
+    let claiming =
+        format!("{POSTGRES_CLAIM_PLANNER_SETTINGS}; {POSTGRES_CLAIMING_PLAN_CACHE_MODE}");
+    let rounds = SETTINGS.into_iter().map(str::to_string).chain([claiming]);
+    for (round, settings) in rounds.enumerate() {
+        execute_all(&mut conn, [settings]).await;
         let name = |statement: &str| format!("{statement}_{round}");
-        let settle_name = name("settle");
-        let settle = generic_plan(&mut conn, &settle_name, SETTLE, SETTLE_TYPES, SETTLE_ARGS).await;
-        assert_reads_due_jobs_by_priority(&settle, "jobs_claim");
+        if round < SETTINGS.len() {
+            // (settle.sql runs on the warm connection only, never in a claiming transaction.)
+            let settle_name = name("settle");
+            let settle =
+                generic_plan(&mut conn, &settle_name, SETTLE, SETTLE_TYPES, SETTLE_ARGS).await;
+            assert_reads_due_jobs_by_priority(&settle, "jobs_claim");
+        }
         let claim_args = "9999999999999, 'w', 30000, NULL, 4";
         let claim = generic_plan(&mut conn, &name("claim"), CLAIM, CLAIM_TYPES, claim_args).await;
         assert_reads_due_jobs_by_priority(&claim, "jobs_claim");
@@ -497,6 +507,59 @@ async fn writes_on_tables_never_analyzed_reach_their_rows_by_key() {
             let plan = generic_plan(&mut conn, &format!("{name}_{state}"), sql, types, args).await;
             assert_writes_by_key(&format!("{name} with {runs} runs"), &plan);
         }
+    }
+    conn.close().await.unwrap();
+    db.cleanup().await;
+}
+
+/// A claiming transaction on the shared pool plans each statement anew: its statements,
+/// executed often while the tables were small (where every plan scans them whole, and
+/// `plan_cache_mode = auto` would keep that generic plan), reach their rows by key once the
+/// tables have grown, with no `ANALYZE` between.
+#[tokio::test]
+async fn claiming_transactions_plan_for_the_tables_present_size() {
+    let Some(db) = TestDb::new(Backend::Postgres, "claiming_plans").await else {
+        return;
+    };
+    db.store().await.close().await;
+    let mut conn = connect_in_schema(&db).await;
+    let statements = [
+        "ALTER TABLE jobs SET (autovacuum_enabled = false)".to_string(),
+        "ALTER TABLE runs SET (autovacuum_enabled = false)".to_string(),
+        POSTGRES_CLAIM_PLANNER_SETTINGS.to_string(),
+        POSTGRES_CLAIMING_PLAN_CACHE_MODE.to_string(),
+    ];
+    execute_all(&mut conn, statements).await;
+    execute_all(&mut conn, runs_with_finished_jobs(0, 10)).await;
+    // The statements claiming transactions run, with values that name rows.
+    let finish_args = "'{1,2,3}', '{1,1,1}', '{succeeded,succeeded,succeeded}', \
+                       '{NULL,NULL,NULL}', '{succeeded,succeeded,succeeded}', \
+                       '{NULL,NULL,NULL}', '{NULL,NULL,NULL}', 1";
+    let statements = write_statements().map(|(name, sql, types, args)| match name {
+        "finish_jobs" => (name, sql, types, finish_args),
+        "mark_runs" => (name, sql, types, "1, '{run-1,run-2}'"),
+        _ => (name, sql, types, args),
+    });
+    let statements = &statements[1..];
+    assert_eq!(
+        statements[0].0, "finish_jobs",
+        "settle.sql runs on the warm connection only"
+    );
+    for &(name, sql, types, args) in statements {
+        let prepare = format!("PREPARE {name}({types}) AS {sql}");
+        let execute = format!("EXECUTE {name}({args})");
+        let mut run = vec![prepare];
+        run.extend(std::iter::repeat_n(execute, 8));
+        execute_all(&mut conn, run).await;
+    }
+    execute_all(&mut conn, runs_with_finished_jobs(10, 3_000)).await;
+    for &(name, _, _, args) in statements {
+        let explain = format!("EXPLAIN EXECUTE {name}({args})");
+        let lines: Vec<String> = sqlx::query_scalar(AssertSqlSafe(explain))
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        assert_writes_by_key(&format!("{name} after growth"), &lines.join("\n"));
     }
     conn.close().await.unwrap();
     db.cleanup().await;
