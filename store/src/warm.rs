@@ -244,6 +244,15 @@ mod tests {
             .unwrap()
     }
 
+    /// How many statements the connection has prepared (this one included).
+    async fn prepared(taken: &mut Taken<'_>) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM pg_prepared_statements WHERE $1")
+            .bind(true)
+            .fetch_one(taken.conn())
+            .await
+            .unwrap()
+    }
+
     /// A kept connection whose statements wrote enough rows has its plans discarded when it
     /// is next taken, and stays the same server process (the statements stay prepared).
     #[tokio::test]
@@ -262,6 +271,8 @@ mod tests {
         );
         let mut taken = warm.take().await.unwrap();
         let first_pid = backend_pid(&mut taken).await;
+        let prepared_before = prepared(&mut taken).await;
+        assert!(prepared_before >= 2, "sqlx prepares its statements");
         let opened = taken.plans();
         assert_eq!((opened.rows_before, opened.rows_since), (0, 0));
         taken.keep(REPLAN_FROM_ROWS - 1);
@@ -270,6 +281,11 @@ mod tests {
         taken.keep(1);
         let mut taken = warm.take().await.unwrap();
         let second_pid = backend_pid(&mut taken).await;
+        assert_eq!(
+            prepared(&mut taken).await,
+            prepared_before,
+            "still prepared"
+        );
         let remade = taken.plans();
         assert!(remade.made_at > opened.made_at, "{remade:?}");
         assert_eq!(

@@ -491,14 +491,7 @@ async fn writes_on_tables_never_analyzed_reach_their_rows_by_key() {
     let Some(db) = TestDb::new(Backend::Postgres, "fresh_key_plans").await else {
         return;
     };
-    db.store().await.close().await;
-    let mut conn = connect_in_schema(&db).await;
-    let statements = [
-        "ALTER TABLE jobs SET (autovacuum_enabled = false)".to_string(),
-        "ALTER TABLE runs SET (autovacuum_enabled = false)".to_string(),
-        POSTGRES_WARM_SETTINGS.to_string(),
-    ];
-    execute_all(&mut conn, statements).await;
+    let mut conn = new_schema_unvacuumed(&db, &[POSTGRES_WARM_SETTINGS]).await;
     let mut runs = 0;
     for (state, grown_to) in [0, 300, 3_000].into_iter().enumerate() {
         execute_all(&mut conn, runs_with_finished_jobs(runs, grown_to)).await;
@@ -521,15 +514,11 @@ async fn claiming_transactions_plan_for_the_tables_present_size() {
     let Some(db) = TestDb::new(Backend::Postgres, "claiming_plans").await else {
         return;
     };
-    db.store().await.close().await;
-    let mut conn = connect_in_schema(&db).await;
-    let statements = [
-        "ALTER TABLE jobs SET (autovacuum_enabled = false)".to_string(),
-        "ALTER TABLE runs SET (autovacuum_enabled = false)".to_string(),
-        POSTGRES_CLAIM_PLANNER_SETTINGS.to_string(),
-        POSTGRES_CLAIMING_PLAN_CACHE_MODE.to_string(),
+    let settings = [
+        POSTGRES_CLAIM_PLANNER_SETTINGS,
+        POSTGRES_CLAIMING_PLAN_CACHE_MODE,
     ];
-    execute_all(&mut conn, statements).await;
+    let mut conn = new_schema_unvacuumed(&db, &settings).await;
     execute_all(&mut conn, runs_with_finished_jobs(0, 10)).await;
     // The statements claiming transactions run, with values that name rows.
     let finish_args = "'{1,2,3}', '{1,1,1}', '{succeeded,succeeded,succeeded}', \
@@ -565,6 +554,21 @@ async fn claiming_transactions_plan_for_the_tables_present_size() {
     db.cleanup().await;
 }
 
+/// A new schema whose tables autovacuum leaves alone (so no `ANALYZE` or vacuum changes their
+/// statistics or the plans kept on them behind the test's back), and a connection on it that
+/// ran `setup`.
+async fn new_schema_unvacuumed(db: &TestDb, setup: &[&str]) -> PgConnection {
+    db.store().await.close().await;
+    let mut conn = connect_in_schema(db).await;
+    let statements = [
+        "ALTER TABLE jobs SET (autovacuum_enabled = false)",
+        "ALTER TABLE runs SET (autovacuum_enabled = false)",
+    ];
+    let all = statements.iter().chain(setup).map(|s| s.to_string());
+    execute_all(&mut conn, all).await;
+    conn
+}
+
 /// Statements that add runs `from + 1 ..= to`, each with a finished start job.
 fn runs_with_finished_jobs(from: usize, to: usize) -> Vec<String> {
     vec![
@@ -596,16 +600,8 @@ async fn the_warm_settle_plan_made_on_empty_tables_scans_no_table() {
     let Some(db) = TestDb::new(Backend::Postgres, "empty_plans").await else {
         return;
     };
-    db.store().await.close().await;
-    let mut conn = connect_in_schema(&db).await;
-    let statements = [
-        "ALTER TABLE jobs SET (autovacuum_enabled = false)".to_string(),
-        "ALTER TABLE runs SET (autovacuum_enabled = false)".to_string(),
-        "ANALYZE jobs".to_string(),
-        "ANALYZE runs".to_string(),
-        POSTGRES_WARM_SETTINGS.to_string(),
-    ];
-    execute_all(&mut conn, statements).await;
+    let setup = ["ANALYZE jobs", "ANALYZE runs", POSTGRES_WARM_SETTINGS];
+    let mut conn = new_schema_unvacuumed(&db, &setup).await;
     let plan = generic_plan(&mut conn, "settle", SETTLE, SETTLE_TYPES, SETTLE_ARGS).await;
     assert!(!plan.contains("Seq Scan"), "{plan}");
     assert_reads_due_jobs_by_priority(&plan, "jobs_claim");
