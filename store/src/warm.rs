@@ -26,8 +26,10 @@
 //!   connection's plans are discarded (`DISCARD PLANS`, the statements stay prepared) and
 //!   made again from the tables' present size whenever the rows its statements wrote since
 //!   the plans were made reach the rows written before ([`REPLAN_FROM_ROWS`] at least), and
-//!   at least every [`REPLAN_AT_LEAST_EVERY`]: each plan is made on tables at least half
-//!   their size while it is used, at the cost of a few plannings in a connection's life.
+//!   at least every [`REPLAN_AT_LEAST_EVERY`]. The rows it counts are its own writes, a proxy
+//!   for the tables' growth (others write too: enqueues, other daemons), so the minute is the
+//!   bound; while the tables fill from empty the doubling remakes plans early and often, at
+//!   the cost of a few plannings in a connection's life.
 
 use std::time::{Duration, Instant};
 

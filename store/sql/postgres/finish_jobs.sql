@@ -5,8 +5,9 @@
 -- and a fresh end of one job). The arrays are parallel, one entry per job:
 -- $1 job ids, $2 lease tokens, $3 new job states, $4 job last_error (NULL keeps it),
 -- $5 run statuses, $6 run results, $7 run errors. $8 now.
--- Rows are written through their primary key (`id = ANY(…)`), as settle.sql says why.
-WITH ends AS (
+-- Rows are written through their primary key (`id = ANY(…)`), the ends materialized and the
+-- runs' values read by a subquery rather than a join, as settle.sql says why.
+WITH ends AS MATERIALIZED (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[],
                          $6::text[], $7::text[])
         AS e(id, token, job_state, job_error, run_status, run_result, run_error)
@@ -25,13 +26,12 @@ WITH ends AS (
               e.run_error
 ), ended AS (
     UPDATE runs r SET
-        status = d.run_status,
-        result = COALESCE(d.run_result, r.result),
-        error = COALESCE(d.run_error, r.error),
+        (status, result, error) = (
+            SELECT d.run_status, COALESCE(d.run_result, r.result), COALESCE(d.run_error, r.error)
+            FROM done d WHERE d.run_id = r.id LIMIT 1),
         finished_at = $8,
         updated_at = $8
-    FROM done d
-    WHERE r.id = ANY(ARRAY(SELECT run_id FROM done)) AND (r.id = d.run_id) IS TRUE
+    WHERE r.id = ANY(ARRAY(SELECT run_id FROM done))
       AND r.status NOT IN ('succeeded', 'failed', 'cancelled', 'budget_exhausted', 'max_rounds',
                            'superseded')
 )
