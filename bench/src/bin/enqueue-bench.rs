@@ -8,8 +8,15 @@
 //! 1. **ceiling**: on SQLite, single-row INSERT commits per second (one writer, WAL,
 //!    `synchronous=FULL`); on PostgreSQL, single-row autocommit INSERTs per second into a
 //!    plain table with the same number of producers as the row it is compared with.
+//!    Beside it, **the schema alone**: a run and its start job committed by one plain
+//!    statement each (SQLite: through the `enqueue_start` view, one writer; PostgreSQL:
+//!    `enqueue_plain.sql`'s two inserts, that many producers) into a migrated store nothing
+//!    else uses: what the rows, index entries and constraints of an enqueue cost without any
+//!    of the store's code, so the gap to the single-row ceiling splits into the schema's part
+//!    and the store's.
 //! 2. **concurrent enqueue**: 1, 8 and 32 producers each calling `Store::enqueue` (no
-//!    concurrency key) in a loop; runs per second, and the ratio to the ceiling.
+//!    concurrency key) in a loop; runs per second, the ratio to the ceiling, and in the notes
+//!    the ratio to the schema alone.
 //! 3. **batch enqueue**: one producer calling `Store::enqueue_many` with 1, 16 and 128 runs
 //!    per call; runs per second.
 //! 4. **pickup**: an idle pool of 16 slots, one run enqueued at a time; p50/p99 from the
@@ -114,6 +121,9 @@ struct Bench {
     cases: u32,
 }
 
+/// What the schema-alone ceiling rows measure.
+const SCHEMA_ALONE: &str = "one run and its job per commit, plain SQL: the schema alone";
+
 fn row(case: &str, measured: f64, ceiling: Option<f64>, notes: &str) {
     let (c, r) = match ceiling {
         Some(c) => (format!("{c:.0}"), format!("{:.2}x", measured / c)),
@@ -162,6 +172,20 @@ impl Bench {
         } else {
             None
         };
+        // SQLite has one writer however many producers there are: its schema ceiling once.
+        let sqlite_schema_alone = match commit_rate {
+            Some(commits) => {
+                let rate = self.schema_ceiling(1, plan.enqueues).await?;
+                row(
+                    "ceiling: run + job (1 writer)",
+                    rate,
+                    Some(commits),
+                    SCHEMA_ALONE,
+                );
+                Some(rate)
+            }
+            None => None,
+        };
         for producers in [1usize, 8, 32] {
             let ceiling = match commit_rate {
                 Some(c) => c,
@@ -176,6 +200,19 @@ impl Bench {
                     c
                 }
             };
+            let schema_alone = match sqlite_schema_alone {
+                Some(rate) => rate,
+                None => {
+                    let rate = self.schema_ceiling(producers, plan.enqueues).await?;
+                    row(
+                        &format!("ceiling: run + job, {producers} producers"),
+                        rate,
+                        Some(ceiling),
+                        SCHEMA_ALONE,
+                    );
+                    rate
+                }
+            };
             let (store, config) = self.fresh().await?;
             let rate = concurrent_enqueue(&store, producers, plan.enqueues).await?;
             self.done(store, &config).await;
@@ -183,7 +220,7 @@ impl Bench {
                 &format!("enqueue, {producers} producers"),
                 rate,
                 Some(ceiling),
-                "",
+                &format!("{:.2}x the schema alone", rate / schema_alone),
             );
         }
         for per_call in [1u64, 16, 128] {
@@ -262,6 +299,22 @@ impl Bench {
         Ok(())
     }
 
+    /// What the schema itself allows an enqueue: a run and its start job (their rows, index
+    /// entries and constraints) committed by one plain statement per run, `producers`
+    /// connections at once (SQLite: one, its single writer, whatever `producers` says), into a
+    /// freshly migrated store that nothing else uses; runs per second. Beside the single-row
+    /// ceilings it splits the gap between the schema's cost and the store's own.
+    async fn schema_ceiling(&mut self, producers: usize, n: u64) -> Result<f64> {
+        let (store, config) = self.fresh().await?;
+        store.close().await;
+        let rate = match config.backend()? {
+            BackendKind::Sqlite => sqlite_runs_per_commit(&config, n).await?,
+            BackendKind::Postgres => pg_runs_per_commit(&config, producers, n).await?,
+        };
+        nightshift_bench::drop_schema(&config).await;
+        Ok(rate)
+    }
+
     /// Single-row autocommit INSERTs per second into a plain table, `producers` at once.
     async fn pg_insert_ceiling(&mut self, producers: usize, rows: u64) -> Result<f64> {
         let (store, config) = self.fresh().await?;
@@ -270,6 +323,79 @@ impl Bench {
         nightshift_bench::drop_schema(&config).await;
         Ok(rate)
     }
+}
+
+/// One run and its job per autocommit statement through the `enqueue_start` view (what the
+/// store's enqueue writes, minus the store), on one connection to `config`'s file.
+async fn sqlite_runs_per_commit(config: &StoreConfig, n: u64) -> Result<f64> {
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+    use sqlx::{ConnectOptions, Connection};
+    let mut conn = config
+        .url
+        .parse::<SqliteConnectOptions>()?
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .connect()
+        .await?;
+    let sql = "INSERT INTO enqueue_start (run_id, agent, trigger_kind, input, now, lane, \
+               priority, run_at, max_attempts) VALUES (?, 'bench', 'api', ?, ?, 'default', 0, ?, 3)";
+    let start = Instant::now();
+    for i in 0..n {
+        let now = nightshift_store::Clock::now(&SystemClock);
+        sqlx::query(sql)
+            .bind(format!("ceiling-{i:09}"))
+            .bind(payload(i))
+            .bind(now)
+            .bind(now)
+            .execute(&mut conn)
+            .await?;
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    conn.close().await?;
+    Ok(rate)
+}
+
+/// One run and its job per autocommit statement (`enqueue_plain.sql`'s two inserts, minus
+/// the store), `producers` connections at once, in `config`'s schema.
+async fn pg_runs_per_commit(config: &StoreConfig, producers: usize, n: u64) -> Result<f64> {
+    use sqlx::Connection;
+    let schema = config.schema.clone().unwrap_or_else(|| "public".into());
+    let next = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..producers {
+        let (url, next, schema) = (config.url.clone(), next.clone(), schema.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut conn = sqlx::PgConnection::connect(&url).await?;
+            let path = format!("SET search_path = \"{schema}\"");
+            sqlx::query(sqlx::AssertSqlSafe(path))
+                .execute(&mut conn)
+                .await?;
+            let sql = "WITH run AS (\
+                 INSERT INTO runs (id, agent, status, trigger_kind, input, created_at, \
+                 updated_at) VALUES ($1, 'bench', 'queued', 'api', $2, $3, $3) RETURNING id) \
+                 INSERT INTO jobs (run_id, kind, lane, priority, payload, run_at, \
+                 max_attempts, status, created_at, updated_at) \
+                 SELECT run.id, 'start', 'default', 0, $2, $3, 3, 'queued', $3, $3 FROM run";
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    return Ok::<_, anyhow::Error>(());
+                }
+                let now = nightshift_store::Clock::now(&SystemClock);
+                sqlx::query(sql)
+                    .bind(format!("ceiling-{i:09}"))
+                    .bind(payload(i))
+                    .bind(now)
+                    .execute(&mut conn)
+                    .await?;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
 /// `producers` tasks enqueue `n` runs between them, one call each; runs per second.
