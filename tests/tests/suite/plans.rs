@@ -140,8 +140,12 @@ async fn generic_plan(
         .execute(&mut *conn)
         .await
         .unwrap();
-    let explain = format!("EXPLAIN EXECUTE {name}{args}");
-    let lines: Vec<String> = sqlx::query_scalar(AssertSqlSafe(explain))
+    explain(conn, &format!("EXPLAIN EXECUTE {name}{args}")).await
+}
+
+/// The lines `explain` (an `EXPLAIN …` statement) prints, joined.
+async fn explain(conn: &mut PgConnection, explain: &str) -> String {
+    let lines: Vec<String> = sqlx::query_scalar(AssertSqlSafe(explain.to_string()))
         .fetch_all(&mut *conn)
         .await
         .unwrap();
@@ -549,12 +553,8 @@ async fn claiming_transactions_plan_for_the_tables_present_size() {
     }
     execute_all(&mut conn, runs_with_finished_jobs(10, 3_000)).await;
     for &(name, _, _, args) in statements {
-        let explain = format!("EXPLAIN EXECUTE {name}({args})");
-        let lines: Vec<String> = sqlx::query_scalar(AssertSqlSafe(explain))
-            .fetch_all(&mut conn)
-            .await
-            .unwrap();
-        assert_writes_by_key(&format!("{name} after growth"), &lines.join("\n"));
+        let plan = explain(&mut conn, &format!("EXPLAIN EXECUTE {name}({args})")).await;
+        assert_writes_by_key(&format!("{name} after growth"), &plan);
     }
     conn.close().await.unwrap();
     db.cleanup().await;
@@ -617,13 +617,9 @@ async fn a_batch_of_ends_reads_each_table_once() {
             let name = format!("{name}_{round}");
             let prepare = format!("PREPARE {name}({types}) AS {sql}");
             execute_all(&mut conn, ["BEGIN".to_string(), prepare]).await;
-            let explain = format!("EXPLAIN (ANALYZE, COSTS OFF) EXECUTE {name}({args})");
-            let lines: Vec<String> = sqlx::query_scalar(AssertSqlSafe(explain))
-                .fetch_all(&mut conn)
-                .await
-                .unwrap();
+            let analyze = format!("EXPLAIN (ANALYZE, COSTS OFF) EXECUTE {name}({args})");
+            let plan = explain(&mut conn, &analyze).await;
             execute_all(&mut conn, ["ROLLBACK".to_string()]).await;
-            let plan = lines.join("\n");
             let ended = plan
                 .lines()
                 .find(|l| l.contains("Update on jobs j"))
@@ -707,12 +703,7 @@ async fn the_warm_settle_plan_made_on_empty_tables_scans_no_table() {
     let mut grow = runs_with_finished_jobs(0, 3_000);
     grow.push("DISCARD PLANS".to_string());
     execute_all(&mut conn, grow).await;
-    let explain = format!("EXPLAIN EXECUTE settle({SETTLE_ARGS})");
-    let lines: Vec<String> = sqlx::query_scalar(AssertSqlSafe(explain))
-        .fetch_all(&mut conn)
-        .await
-        .unwrap();
-    let remade = lines.join("\n");
+    let remade = explain(&mut conn, &format!("EXPLAIN EXECUTE settle({SETTLE_ARGS})")).await;
     assert_writes_by_key("settle remade with 3,000 runs", &remade);
     assert_reads_due_jobs_by_priority(&remade, "jobs_claim");
     conn.close().await.unwrap();
