@@ -87,6 +87,13 @@ pub const OVERVIEW_PLANNER_SETTINGS: &str = concat!("SET ", overview_planner_set
 /// [`OVERVIEW_PLANNER_SETTINGS`]).
 const BEGIN_OVERVIEW: &str = concat!("BEGIN READ ONLY; SET LOCAL ", overview_planner_setting!());
 
+/// The setting of [`CLAIMING_PLAN_CACHE_MODE`], written once for its two uses.
+macro_rules! claiming_plan_cache_mode {
+    () => {
+        "plan_cache_mode = force_custom_plan"
+    };
+}
+
 /// How a claiming transaction's statements are planned: each anew, from its values and the
 /// tables' present size.
 ///
@@ -99,14 +106,15 @@ const BEGIN_OVERVIEW: &str = concat!("BEGIN READ ONLY; SET LOCAL ", overview_pla
 /// claims that name lanes and for keyed jobs: planning each statement costs less than one
 /// such scan. (The warm connection keeps generic plans and remakes them as the tables grow,
 /// `warm.rs`.)
-pub const CLAIMING_PLAN_CACHE_MODE: &str = "SET plan_cache_mode = force_custom_plan";
+pub const CLAIMING_PLAN_CACHE_MODE: &str = concat!("SET ", claiming_plan_cache_mode!());
 
 /// The start of a claiming transaction (see [`CLAIM_PLANNER_SETTINGS`] and
 /// [`CLAIMING_PLAN_CACHE_MODE`]).
 const BEGIN_CLAIMING: &str = concat!(
     "BEGIN; SET LOCAL ",
     claim_planner_setting!(),
-    "; SET LOCAL plan_cache_mode = force_custom_plan"
+    "; SET LOCAL ",
+    claiming_plan_cache_mode!()
 );
 
 /// A PostgreSQL database (one schema of it).
@@ -518,11 +526,6 @@ impl PgBackend {
             .bind(claim.limit)
             .fetch_all(warm.conn())
             .await?;
-        // Each end that won and each claimed job wrote a job and its run.
-        let claimed_rows = rows
-            .iter()
-            .filter(|row| row.try_get::<Option<i64>, _>("id").ok().flatten().is_some())
-            .count();
         let first = rows
             .first()
             .ok_or_else(|| Error::Corrupt("settle returned no summary row".into()))?;
@@ -533,9 +536,23 @@ impl PgBackend {
             .into_iter()
             .zip(tokens.unwrap_or_default())
             .collect();
-        warm.keep(2 * (won.len() + claimed_rows) as u64);
         let keyed: bool = first.try_get("ended_keyed")?;
         let keyed_seen: i64 = first.try_get("keyed_seen")?;
+        // A keyed job was due: the statement claimed nothing (the caller claims again).
+        let claimed = if keyed_seen > 0 {
+            None
+        } else {
+            let mut jobs = Vec::with_capacity(rows.len());
+            for row in &rows {
+                if row.try_get::<Option<i64>, _>("id")?.is_some() {
+                    jobs.push(Job::from_row(row)?);
+                }
+            }
+            Some(jobs)
+        };
+        // Each end that won and each claimed job wrote a job and its run.
+        let claimed_count = claimed.as_ref().map_or(0, Vec::len);
+        warm.keep(2 * (won.len() + claimed_count) as u64);
         // Whether one particular end held a key does not matter to the caller beyond "some
         // did" (it wakes local workers), so every won end reports the batch's flag.
         let ended = ends
@@ -544,22 +561,7 @@ impl PgBackend {
             .zip(&ends.tokens)
             .map(|(id, token)| won.contains(&(*id, *token)).then_some(keyed))
             .collect();
-        if keyed_seen > 0 {
-            return Ok(Some(FastSettle {
-                ended,
-                claimed: None,
-            }));
-        }
-        let mut jobs = Vec::with_capacity(rows.len());
-        for row in &rows {
-            if row.try_get::<Option<i64>, _>("id")?.is_some() {
-                jobs.push(Job::from_row(row)?);
-            }
-        }
-        Ok(Some(FastSettle {
-            ended,
-            claimed: Some(jobs),
-        }))
+        Ok(Some(FastSettle { ended, claimed }))
     }
 }
 

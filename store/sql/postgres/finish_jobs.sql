@@ -1,9 +1,9 @@
 -- Ends several leased attempts in one statement (one round trip), each fenced by its own
 -- token, and ends each one's run as its own outcome says (a terminal run is left alone, as in
 -- set_run_status.sql; a run has one live job, and were two of its jobs to end in one batch,
--- one of their ends would set it). A job whose lease was lost matches no row, so nothing of it changes;
--- the statement returns the jobs that did end, with their tokens (a batch may hold a stale
--- and a fresh end of one job). The arrays are parallel, one entry per job:
+-- one of their ends would set it). A job whose lease was lost matches no row, so nothing of
+-- it changes; the statement returns the jobs that did end, with their tokens (a batch may
+-- hold a stale and a fresh end of one job). The arrays are parallel, one entry per job:
 -- $1 job ids, $2 lease tokens, $3 new job states, $4 job last_error (NULL keeps it),
 -- $5 run statuses, $6 run results, $7 run errors. $8 now.
 -- Rows are written through their primary key (`id = ANY(…)`), the ends materialized and the

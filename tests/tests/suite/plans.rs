@@ -37,6 +37,17 @@ const SETTLE_TYPES: &str = "bigint[], bigint[], text[], text[], text[], text[], 
 const SETTLE_ARGS: &str = "'{}', '{}', '{}', '{}', '{}', '{}', '{}', 9999999999999, 'w', \
                            30000, 4, 'c'";
 const CLAIM_TYPES: &str = "bigint, text, bigint, text, bigint";
+const FINISH_TYPES: &str = "bigint[], bigint[], text[], text[], text[], text[], text[], bigint";
+
+/// The session a claiming transaction plans in, on a connection whose earlier settings may
+/// have been the warm connection's: the pool's defaults, claims without sorting, and each
+/// statement planned anew.
+fn claiming_session() -> String {
+    format!(
+        "RESET enable_seqscan; {POSTGRES_CLAIM_PLANNER_SETTINGS}; \
+         {POSTGRES_CLAIMING_PLAN_CACHE_MODE}"
+    )
+}
 
 /// The planner settings plans are read under: PostgreSQL's defaults, those of claiming
 /// transactions, and those of the warm connection that runs the pool's settles.
@@ -193,12 +204,10 @@ async fn claims_read_due_jobs_by_priority_whatever_the_statistics() {
     };
     let mut conn = queue_after_a_quiet_analyze(&db, 5_000).await;
     // A claiming transaction plans each statement anew: its custom plans are read too.
-    // (Its session settings are the pool's: the warm connection's of the round before reset.)
-    let claiming = format!(
-        "RESET enable_seqscan; {POSTGRES_CLAIM_PLANNER_SETTINGS}; \
-         {POSTGRES_CLAIMING_PLAN_CACHE_MODE}"
-    );
-    let rounds = SETTINGS.into_iter().map(str::to_string).chain([claiming]);
+    let rounds = SETTINGS
+        .into_iter()
+        .map(str::to_string)
+        .chain([claiming_session()]);
     for (round, settings) in rounds.enumerate() {
         execute_all(&mut conn, [settings]).await;
         let name = |statement: &str| format!("{statement}_{round}");
@@ -410,11 +419,10 @@ async fn writes_reach_their_rows_by_key_whatever_the_statistics() {
 /// The statements that write jobs and runs (settle, end, claim, mark running), each with its
 /// parameter types and arguments.
 fn write_statements() -> [(&'static str, &'static str, &'static str, &'static str); 5] {
-    let finish_types = "bigint[], bigint[], text[], text[], text[], text[], text[], bigint";
     let finish_args = "'{}', '{}', '{}', '{}', '{}', '{}', '{}', 1";
     [
         ("settle", SETTLE, SETTLE_TYPES, SETTLE_ARGS),
-        ("finish_jobs", FINISH_JOBS, finish_types, finish_args),
+        ("finish_jobs", FINISH_JOBS, FINISH_TYPES, finish_args),
         ("claim", CLAIM, CLAIM_TYPES, "1, 'w', 30000, NULL, 4"),
         (
             "claim_lane",
@@ -589,21 +597,15 @@ async fn a_batch_of_ends_reads_each_table_once() {
         "'{{{ids}}}', '{{{tokens}}}', '{{{states}}}', '{{{nulls}}}', '{{{states}}}', \
          '{{{nulls}}}', '{{{nulls}}}'"
     );
-    let finish_types = "bigint[], bigint[], text[], text[], text[], text[], text[], bigint";
     let mut conn = connect_in_schema(&db).await;
-    let sessions = [
-        POSTGRES_WARM_SETTINGS.to_string(),
-        format!(
-            "RESET enable_seqscan; {POSTGRES_CLAIM_PLANNER_SETTINGS}; {POSTGRES_CLAIMING_PLAN_CACHE_MODE}"
-        ),
-    ];
+    let sessions = [POSTGRES_WARM_SETTINGS.to_string(), claiming_session()];
     for (round, session) in sessions.into_iter().enumerate() {
         execute_all(&mut conn, [session]).await;
         let statements = [
             (
                 "finish_jobs",
                 FINISH_JOBS,
-                finish_types,
+                FINISH_TYPES,
                 format!("{ends}, 1"),
             ),
             (
