@@ -30,6 +30,11 @@
 //!    completions ≥ 95% of enqueues, and the depth stays under one second of offered work.
 //! 6. **depth target**: a producer keeps 1,000 runs queued with batches of 128 while the pool
 //!    of 16 slots runs 1 ms jobs; completions per second is the queue's capacity.
+//! 7. **the same with 64 slots**: the fixed rate and the depth target again with a pool of 64.
+//!    A slot takes its next job only in the commit that made its last job's end durable, so
+//!    with 1 ms jobs a pool's capacity is the ends one settle carries (about half its slots)
+//!    per settle; beside the 16-slot rows these show how much of the gap to the ceiling is
+//!    the pool's turn-around and how much the machine's.
 //!
 //! Usage: `cargo run --release -p nightshift-bench --bin enqueue-bench [-- --quick]
 //! [--sqlite-only | --postgres-only]`. PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL`
@@ -269,7 +274,7 @@ impl Bench {
             None => 2_000.0,
         };
         let (store, config) = self.fresh().await?;
-        let fixed = fixed_rate(&store, offered, plan.fixed_rate_for).await?;
+        let fixed = fixed_rate(&store, offered, plan.fixed_rate_for, SLOTS).await?;
         self.done(store, &config).await;
         row(
             &format!("fixed rate {offered:.0}/s: completions/s"),
@@ -278,9 +283,9 @@ impl Bench {
             &fixed.verdict(offered),
         );
         let (store, config) = self.fresh().await?;
-        let capacity = depth_target(&store, 1_000, plan.fixed_rate_for).await?;
+        let capacity = depth_target(&store, 1_000, plan.fixed_rate_for, SLOTS).await?;
         row(
-            "depth target 1000, 16 slots: completions/s",
+            &format!("depth target 1000, {SLOTS} slots: completions/s"),
             capacity,
             commit_rate,
             "",
@@ -295,6 +300,24 @@ impl Bench {
             "depth: queue_overview ms (live jobs only)", "—", "—"
         );
         self.done(store, &config).await;
+        let (store, config) = self.fresh().await?;
+        let fixed = fixed_rate(&store, offered, plan.fixed_rate_for, MANY_SLOTS).await?;
+        self.done(store, &config).await;
+        row(
+            &format!("fixed rate {offered:.0}/s, {MANY_SLOTS} slots"),
+            fixed.completed_per_second,
+            commit_rate,
+            &fixed.verdict(offered),
+        );
+        let (store, config) = self.fresh().await?;
+        let capacity = depth_target(&store, 1_000, plan.fixed_rate_for, MANY_SLOTS).await?;
+        self.done(store, &config).await;
+        row(
+            &format!("depth target 1000, {MANY_SLOTS} slots"),
+            capacity,
+            commit_rate,
+            "",
+        );
         let _ = name;
         Ok(())
     }
@@ -472,10 +495,17 @@ impl Handler for Worker {
     }
 }
 
-/// A pool of 16 slots running `worker`; returns the token that stops it and its task.
+/// The pool's slots in every case but the last two.
+const SLOTS: usize = 16;
+
+/// The pool's slots in the last two cases.
+const MANY_SLOTS: usize = 64;
+
+/// A pool of `slots` running `worker`; returns the token that stops it and its task.
 fn start_pool(
     store: &Store,
     worker: Worker,
+    slots: usize,
 ) -> (
     CancellationToken,
     tokio::task::JoinHandle<nightshift_store::Result<nightshift_worker::PoolReport>>,
@@ -484,7 +514,7 @@ fn start_pool(
         store.clone(),
         worker,
         PoolConfig {
-            slots: 16,
+            slots,
             ..PoolConfig::default()
         },
     );
@@ -524,6 +554,7 @@ async fn pickup(store: &Store, samples: usize) -> Result<(f64, f64)> {
             completed: completed.clone(),
             started: Some(tx),
         },
+        SLOTS,
     );
     // Let the pool go idle first.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -574,15 +605,20 @@ impl FixedRate {
     }
 }
 
-/// A producer offers `rate` single enqueues per second for `duration` to a pool of 16 slots
+/// A producer offers `rate` single enqueues per second for `duration` to a pool of `slots`
 /// running 1 ms jobs. Open loop, as requests reach a service: each enqueue starts at its due
 /// time whether or not earlier ones have returned (at most 4,096 in flight; beyond that the
 /// offer is not made, which the verdict shows).
-async fn fixed_rate(store: &Store, rate: f64, duration: Duration) -> Result<FixedRate> {
+async fn fixed_rate(
+    store: &Store,
+    rate: f64,
+    duration: Duration,
+    slots: usize,
+) -> Result<FixedRate> {
     const IN_FLIGHT: usize = 4_096;
     let completed = Arc::new(AtomicU64::new(0));
     let enqueued = Arc::new(AtomicU64::new(0));
-    let (stop, task) = start_pool(store, Worker::one_ms(&completed));
+    let (stop, task) = start_pool(store, Worker::one_ms(&completed), slots);
     let room = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     let start = tokio::time::Instant::now();
     let interval = Duration::from_secs_f64(1.0 / rate);
@@ -656,9 +692,9 @@ where
     Ok(ms[10])
 }
 
-/// Keeps `target` runs queued (batches of 128) for `duration` while a pool of 16 slots runs
+/// Keeps `target` runs queued (batches of 128) for `duration` while a pool of `slots` runs
 /// 1 ms jobs; completions per second.
-async fn depth_target(store: &Store, target: u64, duration: Duration) -> Result<f64> {
+async fn depth_target(store: &Store, target: u64, duration: Duration, slots: usize) -> Result<f64> {
     let completed = Arc::new(AtomicU64::new(0));
     let mut enqueued = 0u64;
     let mut i = 0u64;
@@ -669,7 +705,7 @@ async fn depth_target(store: &Store, target: u64, duration: Duration) -> Result<
     };
     enqueue_batch(store, &fill(&mut i, target)).await?;
     enqueued += target;
-    let (stop, task) = start_pool(store, Worker::one_ms(&completed));
+    let (stop, task) = start_pool(store, Worker::one_ms(&completed), slots);
     let start = Instant::now();
     let at_start = completed.load(Ordering::Relaxed);
     while start.elapsed() < duration {
