@@ -273,15 +273,9 @@ impl Bench {
             Some(c) => (c * 0.6).round(),
             None => 2_000.0,
         };
-        let (store, config) = self.fresh().await?;
-        let fixed = fixed_rate(&store, offered, plan.fixed_rate_for, SLOTS).await?;
-        self.done(store, &config).await;
-        row(
-            &format!("fixed rate {offered:.0}/s: completions/s"),
-            fixed.completed_per_second,
-            commit_rate,
-            &fixed.verdict(offered),
-        );
+        let fixed_for = plan.fixed_rate_for;
+        self.fixed_rate_row(offered, commit_rate, fixed_for, SLOTS, ": completions/s")
+            .await?;
         let (store, config) = self.fresh().await?;
         let capacity = depth_target(&store, 1_000, plan.fixed_rate_for, SLOTS).await?;
         row(
@@ -300,15 +294,9 @@ impl Bench {
             "depth: queue_overview ms (live jobs only)", "—", "—"
         );
         self.done(store, &config).await;
-        let (store, config) = self.fresh().await?;
-        let fixed = fixed_rate(&store, offered, plan.fixed_rate_for, MANY_SLOTS).await?;
-        self.done(store, &config).await;
-        row(
-            &format!("fixed rate {offered:.0}/s, {MANY_SLOTS} slots"),
-            fixed.completed_per_second,
-            commit_rate,
-            &fixed.verdict(offered),
-        );
+        let many = format!(", {MANY_SLOTS} slots");
+        self.fixed_rate_row(offered, commit_rate, fixed_for, MANY_SLOTS, &many)
+            .await?;
         let (store, config) = self.fresh().await?;
         let capacity = depth_target(&store, 1_000, plan.fixed_rate_for, MANY_SLOTS).await?;
         self.done(store, &config).await;
@@ -319,6 +307,28 @@ impl Bench {
             "",
         );
         let _ = name;
+        Ok(())
+    }
+
+    /// The fixed-rate case on a fresh store with a pool of `slots`, printed as a row named
+    /// after the offered rate and `label`, with its verdict.
+    async fn fixed_rate_row(
+        &mut self,
+        offered: f64,
+        commit_rate: Option<f64>,
+        duration: Duration,
+        slots: usize,
+        label: &str,
+    ) -> Result<()> {
+        let (store, config) = self.fresh().await?;
+        let fixed = fixed_rate(&store, offered, duration, slots).await?;
+        self.done(store, &config).await;
+        row(
+            &format!("fixed rate {offered:.0}/s{label}"),
+            fixed.completed_per_second,
+            commit_rate,
+            &fixed.verdict(offered),
+        );
         Ok(())
     }
 
