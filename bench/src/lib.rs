@@ -100,7 +100,6 @@ pub async fn pg_insert_rate(
     rows: u64,
 ) -> anyhow::Result<f64> {
     use sqlx::Connection;
-    use std::sync::atomic::{AtomicU64, Ordering};
     let schema = config.schema.clone().unwrap_or_else(|| "public".into());
     let mut setup = sqlx::PgConnection::connect(&config.url).await?;
     for ddl in [
@@ -111,6 +110,38 @@ pub async fn pg_insert_rate(
             .execute(&mut setup)
             .await?;
     }
+    let rate = pg_statement_rate(
+        config,
+        producers,
+        rows,
+        "INSERT INTO ceiling (v) VALUES ($1)",
+        |query, _| query.bind("x".repeat(256)),
+    )
+    .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP TABLE \"{schema}\".ceiling"
+    )))
+    .execute(&mut setup)
+    .await?;
+    Ok(rate)
+}
+
+/// A statement of a PostgreSQL rate measurement, before its values are bound.
+pub type PgStatement = sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+/// `n` autocommit executions of `sql` per second, from `producers` connections at once, each
+/// with `config`'s schema as its search path; the `i`-th execution's values are bound by
+/// `bind(statement, i)`. Connecting is timed with the rest, as a producer's would be.
+pub async fn pg_statement_rate(
+    config: &StoreConfig,
+    producers: usize,
+    n: u64,
+    sql: &'static str,
+    bind: fn(PgStatement, u64) -> PgStatement,
+) -> anyhow::Result<f64> {
+    use sqlx::Connection;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let schema = config.schema.clone().unwrap_or_else(|| "public".into());
     let next = Arc::new(AtomicU64::new(0));
     let start = std::time::Instant::now();
     let mut tasks = Vec::new();
@@ -118,26 +149,23 @@ pub async fn pg_insert_rate(
         let (url, next, schema) = (config.url.clone(), next.clone(), schema.clone());
         tasks.push(tokio::spawn(async move {
             let mut conn = sqlx::PgConnection::connect(&url).await?;
-            let sql = format!("INSERT INTO \"{schema}\".ceiling (v) VALUES ($1)");
-            while next.fetch_add(1, Ordering::Relaxed) < rows {
-                sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-                    .bind("x".repeat(256))
-                    .execute(&mut conn)
-                    .await?;
+            let path = format!("SET search_path = \"{schema}\"");
+            sqlx::query(sqlx::AssertSqlSafe(path))
+                .execute(&mut conn)
+                .await?;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    return Ok::<_, anyhow::Error>(());
+                }
+                bind(sqlx::query(sql), i).execute(&mut conn).await?;
             }
-            Ok::<_, anyhow::Error>(())
         }));
     }
     for t in tasks {
         t.await??;
     }
-    let rate = rows as f64 / start.elapsed().as_secs_f64();
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP TABLE \"{schema}\".ceiling"
-    )))
-    .execute(&mut setup)
-    .await?;
-    Ok(rate)
+    Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
 /// Drops the PostgreSQL schema a bench measured in (nothing for SQLite, whose file goes with

@@ -277,7 +277,7 @@ impl Bench {
         self.fixed_rate_row(offered, commit_rate, fixed_for, SLOTS, ": completions/s")
             .await?;
         let (store, config) = self.fresh().await?;
-        let capacity = depth_target(&store, 1_000, plan.fixed_rate_for, SLOTS).await?;
+        let capacity = depth_target(&store, 1_000, fixed_for, SLOTS).await?;
         row(
             &format!("depth target 1000, {SLOTS} slots: completions/s"),
             capacity,
@@ -298,7 +298,7 @@ impl Bench {
         self.fixed_rate_row(offered, commit_rate, fixed_for, MANY_SLOTS, &many)
             .await?;
         let (store, config) = self.fresh().await?;
-        let capacity = depth_target(&store, 1_000, plan.fixed_rate_for, MANY_SLOTS).await?;
+        let capacity = depth_target(&store, 1_000, fixed_for, MANY_SLOTS).await?;
         self.done(store, &config).await;
         row(
             &format!("depth target 1000, {MANY_SLOTS} slots"),
@@ -391,44 +391,19 @@ async fn sqlite_runs_per_commit(config: &StoreConfig, n: u64) -> Result<f64> {
 /// One run and its job per autocommit statement (`enqueue_plain.sql`'s two inserts, minus
 /// the store), `producers` connections at once, in `config`'s schema.
 async fn pg_runs_per_commit(config: &StoreConfig, producers: usize, n: u64) -> Result<f64> {
-    use sqlx::Connection;
-    let schema = config.schema.clone().unwrap_or_else(|| "public".into());
-    let next = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..producers {
-        let (url, next, schema) = (config.url.clone(), next.clone(), schema.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut conn = sqlx::PgConnection::connect(&url).await?;
-            let path = format!("SET search_path = \"{schema}\"");
-            sqlx::query(sqlx::AssertSqlSafe(path))
-                .execute(&mut conn)
-                .await?;
-            let sql = "WITH run AS (\
-                 INSERT INTO runs (id, agent, status, trigger_kind, input, created_at, \
-                 updated_at) VALUES ($1, 'bench', 'queued', 'api', $2, $3, $3) RETURNING id) \
-                 INSERT INTO jobs (run_id, kind, lane, priority, payload, run_at, \
-                 max_attempts, status, created_at, updated_at) \
-                 SELECT run.id, 'start', 'default', 0, $2, $3, 3, 'queued', $3, $3 FROM run";
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    return Ok::<_, anyhow::Error>(());
-                }
-                let now = nightshift_store::Clock::now(&SystemClock);
-                sqlx::query(sql)
-                    .bind(format!("ceiling-{i:09}"))
-                    .bind(payload(i))
-                    .bind(now)
-                    .execute(&mut conn)
-                    .await?;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    Ok(n as f64 / start.elapsed().as_secs_f64())
+    let sql = "WITH run AS (\
+         INSERT INTO runs (id, agent, status, trigger_kind, input, created_at, updated_at) \
+         VALUES ($1, 'bench', 'queued', 'api', $2, $3, $3) RETURNING id) \
+         INSERT INTO jobs (run_id, kind, lane, priority, payload, run_at, max_attempts, \
+         status, created_at, updated_at) \
+         SELECT run.id, 'start', 'default', 0, $2, $3, 3, 'queued', $3, $3 FROM run";
+    nightshift_bench::pg_statement_rate(config, producers, n, sql, |statement, i| {
+        statement
+            .bind(format!("ceiling-{i:09}"))
+            .bind(payload(i))
+            .bind(nightshift_store::Clock::now(&SystemClock))
+    })
+    .await
 }
 
 /// `producers` tasks enqueue `n` runs between them, one call each; runs per second.
