@@ -75,7 +75,20 @@ pub fn build_runtime(
 pub async fn open_store(config: &Config) -> nightshift_store::Result<Store> {
     let store = Store::connect(&config.database, Arc::new(SystemClock)).await?;
     store.set_notifying_agents(notifying_agents(&config.agents));
+    tell_run_ends(&store, &config.agents);
     Ok(store)
+}
+
+/// Has `store` tell the metrics and traces of each run it ends while no job of it runs (a
+/// cancellation or a supersession while the run is queued or asleep), as the runtime tells
+/// of the runs their jobs end: under the run's agent when `agents` configures it, else
+/// `unknown`. [`open_store`] and a config reload call it.
+pub fn tell_run_ends(store: &Store, agents: &[nightshift_agent::AgentConfig]) {
+    let configured: std::collections::BTreeSet<String> =
+        agents.iter().map(|a| a.name.clone()).collect();
+    store.on_run_ended_without_job(Arc::new(move |run| {
+        nightshift_agent::run_ended_without_job(run, configured.contains(&run.agent));
+    }));
 }
 
 /// The names of the agents whose runs' ends are written to the outbox: those with notify

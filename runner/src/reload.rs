@@ -198,6 +198,7 @@ impl Reloader {
         redaction::install_for_logs(secrets.redactor().clone());
         self.store
             .set_notifying_agents(crate::notifying_agents(&config.agents));
+        crate::tell_run_ends(&self.store, &config.agents);
         let agents = runtime.agent_names();
         self.intake.set_agents(agents.clone());
         self.runtime.set(runtime);

@@ -181,11 +181,11 @@ impl crate::Store {
             Via::Group => group.intake(taking).await,
             Via::Caller(_lone) => crate::store::dispatch!(self, b => take(b, &taking)),
         }?;
-        if let DeliveryTaken::Enqueued(e) = &taken
-            && !e.duplicate
-            && !e.skipped
-        {
-            self.wake();
+        if let DeliveryTaken::Enqueued(e) = &taken {
+            if !e.duplicate && !e.skipped {
+                self.wake();
+            }
+            self.tell_ended(&e.superseded_idle).await;
         }
         Ok(taken)
     }

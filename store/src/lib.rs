@@ -86,7 +86,7 @@ pub use schedules::{
     ScheduleSource,
 };
 pub use states::{JobKind, JobState, RunStatus, TaskStatus, Trigger, UnknownName};
-pub use store::{LeasedJob, Store, WorkSignal};
+pub use store::{LeasedJob, RunEndedHook, Store, WorkSignal};
 pub use tasks::{NewTask, Task, TaskBeat, TaskEnd, TaskToWake};
 pub use wakeups::PendingWakeup;
 pub use webhooks::{WebhookDelivery, WebhookDeliveryStatus};

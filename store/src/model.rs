@@ -325,6 +325,9 @@ pub struct Enqueued {
     pub skipped: bool,
     /// The runs this enqueue ended as `superseded` (policies `supersede` and `debounce`).
     pub superseded: Vec<String>,
+    /// Of `superseded`, those no job of which was running: their end is this enqueue's alone
+    /// (a running one's job still stops, and its worker tells of the end as of any other).
+    pub superseded_idle: Vec<String>,
 }
 
 /// Why a run resumes: the payload of a `resume` job, read by the agent runtime, which tells

@@ -58,6 +58,22 @@ pub(crate) struct Inner {
     notifying: std::sync::RwLock<BTreeSet<String>>,
     /// The group commit of single enqueues and webhook deliveries (`group.rs`).
     group: Group,
+    /// Told of each run this store ends while no job of it runs (see
+    /// [`Store::on_run_ended_without_job`]).
+    ended_without_job: EndedHook,
+}
+
+/// What [`Store::on_run_ended_without_job`] calls with a run the store just ended.
+pub type RunEndedHook = Arc<dyn Fn(&Run) + Send + Sync>;
+
+/// The hook of [`Store::on_run_ended_without_job`], if one was given.
+#[derive(Default)]
+struct EndedHook(std::sync::RwLock<Option<RunEndedHook>>);
+
+impl std::fmt::Debug for EndedHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EndedHook")
+    }
 }
 
 impl Drop for Inner {
@@ -121,6 +137,7 @@ impl Store {
                 listener,
                 last_rescue: std::sync::atomic::AtomicI64::new(i64::MIN),
                 notifying: std::sync::RwLock::default(),
+                ended_without_job: EndedHook::default(),
                 group,
             }),
         })
@@ -204,6 +221,48 @@ impl Store {
             .contains(agent)
     }
 
+    /// Calls `hook` with every run this store ends while no job of it runs — a cancellation
+    /// of a run that is queued or asleep, a run superseded before it started or while it
+    /// waits — once the end is committed, with the run as it was ended. Runs ended by their
+    /// job are told of by the worker that ran it, as before, so each end is told of once,
+    /// by the process that made it. Replaces the hook given before; a new store has none.
+    /// The daemon counts these ends in its metrics and writes their run spans.
+    pub fn on_run_ended_without_job(&self, hook: RunEndedHook) {
+        *self
+            .inner
+            .ended_without_job
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(hook);
+    }
+
+    /// Tells the hook of [`Store::on_run_ended_without_job`] of runs `ended` (committed). A
+    /// run that cannot be read is only logged: the end stands whatever the hook sees.
+    pub(crate) async fn tell_ended(&self, ended: &[String]) {
+        if ended.is_empty() {
+            return;
+        }
+        let hook = self
+            .inner
+            .ended_without_job
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let Some(hook) = hook else {
+            return;
+        };
+        for run_id in ended {
+            match self.run(run_id).await {
+                Ok(Some(run)) if run.status.is_terminal() => hook(&run),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(run_id = %run_id, error = %e, "cannot read a run just ended")
+                }
+            }
+        }
+    }
+
     /// Creates a run and its start job. With a dedupe key already used, returns the existing
     /// run and job with `duplicate: true` and enqueues nothing. The run is marked `notify`
     /// when its agent is one of the notifying agents.
@@ -231,6 +290,7 @@ impl Store {
         if !enqueued.duplicate && !enqueued.skipped {
             self.wake();
         }
+        self.tell_ended(&enqueued.superseded_idle).await;
         Ok(enqueued)
     }
 
@@ -263,6 +323,9 @@ impl Store {
         let written = dispatch!(self, b => queue::enqueue_runs(b, &rows))?;
         if written.iter().any(|e| !e.duplicate && !e.skipped) {
             self.wake();
+        }
+        for e in &written {
+            self.tell_ended(&e.superseded_idle).await;
         }
         let mut written = written.into_iter();
         Ok(checked
@@ -326,7 +389,11 @@ impl Store {
     /// worker sees the request at its next heartbeat.
     pub async fn cancel_run(&self, run_id: &str) -> Result<CancelOutcome> {
         let now = self.now();
-        dispatch!(self, b => queue::cancel_run(b, run_id, now))
+        let outcome = dispatch!(self, b => queue::cancel_run(b, run_id, now))?;
+        if outcome == CancelOutcome::Cancelled {
+            self.tell_ended(&[run_id.to_string()]).await;
+        }
+        Ok(outcome)
     }
 
     /// A run by id.

@@ -236,8 +236,9 @@ pub const METRICS: &[Metric] = &[
     metric(
         RUNS_ENDED,
         Kind::Counter,
-        "Runs that ended on this daemon, by agent and final status (a run failed by its last \
-         attempt counts as failed).",
+        "Runs that ended on this daemon, by agent and final status: by a job it ran (a run \
+         failed by its last attempt counts as failed), or by a cancel or supersession it made \
+         while no job of the run ran.",
         &[config("agent"), fixed("status", RUN_END_STATUSES)],
     ),
     histogram(

@@ -68,6 +68,16 @@ pub(super) fn job_ended(
     }
 }
 
+/// Counts the end of `run`, which ended while no job of it ran (the store ended it: a
+/// cancellation or a supersession while it was queued or asleep), and its duration from its
+/// start (its creation, when it never started) to its end.
+pub(super) fn run_ended_without_job(run: &Run, configured: bool) {
+    let agent = labels::configured(&run.agent, configured);
+    let started = run.started_at.unwrap_or(run.created_at);
+    let ran = u64::try_from(run.finished_at.unwrap_or(started) - started).unwrap_or(0);
+    nightshift_telemetry::run_ended(agent, run.status.as_str(), Some(Duration::from_millis(ran)));
+}
+
 /// The label of a tool the model called: its name when the agent was given it, else
 /// `unknown` (a name the model invented is not a bounded label).
 pub(super) fn tool_label<'a>(agent: &AgentDef, name: &'a str) -> &'a str {

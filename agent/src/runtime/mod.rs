@@ -38,6 +38,15 @@ use session::Session;
 
 pub use step::{Step, next_step};
 
+/// Tells the metrics and the traces of `run`, which the store ended while no job of it ran
+/// (`Store::on_run_ended_without_job`): `nightshift_runs_ended_total` and the run's duration
+/// under its agent (`unknown` unless `configured`), and its run span. Runs ended by their
+/// job are told of by the runtime itself.
+pub fn run_ended_without_job(run: &nightshift_store::Run, configured: bool) {
+    metrics::run_ended_without_job(run, configured);
+    traces::run_ended_without_job(run);
+}
+
 use background::TaskCheck;
 
 /// Steps a job may take without calling the model. A tool round, a notice and a report of

@@ -10,6 +10,21 @@ use nightshift_worker::JobOutcome;
 
 use super::metrics::outcome_name;
 
+/// Writes the span of `run`, which ended while no job of it ran (see
+/// [`super::run_ended_without_job`]).
+pub(super) fn run_ended_without_job(run: &Run) {
+    traces::run_ended(
+        &RunTrace::of(&run.id, run.trace_parent.as_deref()),
+        &RunEnded {
+            run_id: &run.id,
+            agent: &run.agent,
+            trigger: run.trigger_kind.as_str(),
+            status: run.status.as_str(),
+            created_at_ms: run.created_at,
+        },
+    );
+}
+
 /// A job's span and what its run's span needs when the job ends the run.
 pub(super) struct JobTrace {
     span: TraceSpan,

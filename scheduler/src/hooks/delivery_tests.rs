@@ -235,6 +235,7 @@ fn the_recorded_run_answers_a_redelivery_as_duplicates() {
             duplicate: false,
             skipped: false,
             superseded: vec!["run-0".into()],
+            superseded_idle: vec!["run-0".into()],
         },
     );
     assert_eq!((run.kind.as_str(), run.job_id), ("start", 9));

@@ -33,6 +33,7 @@ impl Enqueued {
             duplicate: false,
             skipped: false,
             superseded,
+            superseded_idle: Vec::new(),
         }
     }
 }
@@ -154,17 +155,22 @@ pub(crate) async fn enqueue_in<B: QueuePaths>(
             Plan::Insert { run_at, supersede } => (run_at, supersede),
         };
     let why = format!("superseded by run {run_id}");
-    let mut superseded = Vec::new();
+    let (mut superseded, mut idle) = (Vec::new(), Vec::new());
     for old in to_supersede {
         if B::supersede_run(tx, &old, &why, now).await? {
-            stop_jobs::<B>(tx, &old, now).await?;
+            if stop_jobs::<B>(tx, &old, now).await?.is_empty() {
+                idle.push(old.clone());
+            }
             superseded.push(old);
         }
     }
     let job_id = B::insert_job(tx, start_job(run_id, new, run_at, now))
         .await?
         .ok_or_else(|| Error::Corrupt(format!("run {run_id}'s start job was not inserted")))?;
-    Ok(Enqueued::created(run_id, job_id, superseded))
+    Ok(Enqueued {
+        superseded_idle: idle,
+        ..Enqueued::created(run_id, job_id, superseded)
+    })
 }
 
 /// The answer to an enqueue skipped because `holder` holds the key.
@@ -179,6 +185,7 @@ async fn skipped_for<B: QueueStatements>(
         duplicate: false,
         skipped: true,
         superseded: Vec::new(),
+        superseded_idle: Vec::new(),
     })
 }
 
@@ -198,6 +205,7 @@ pub(crate) async fn duplicate_run<B: QueueStatements>(
         duplicate: true,
         skipped: false,
         superseded: Vec::new(),
+        superseded_idle: Vec::new(),
     })
 }
 

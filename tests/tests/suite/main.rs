@@ -121,6 +121,7 @@ mod process;
 mod provider;
 mod queue;
 mod review_bot;
+mod run_ends;
 mod runs_list;
 mod sandbox;
 mod schedules;

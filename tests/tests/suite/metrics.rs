@@ -349,7 +349,8 @@ async fn scrape_counts_everything(db: &TestDb) {
     .await;
 
     // Live jobs per state and lane: a run due in an hour waits in the test's lane.
-    api.enqueue(json!({"agent": agent, "prompt": "Later.", "lane": lane, "delay_seconds": 3600}))
+    let later = api
+        .enqueue(json!({"agent": agent, "prompt": "Later.", "lane": lane, "delay_seconds": 3600}))
         .await;
     api.until("the queued job in the lane", |s| {
         value(
@@ -454,6 +455,39 @@ async fn scrape_counts_everything(db: &TestDb) {
         },
     )
     .await;
+
+    // Runs the store ends while no job of them runs are counted too, once: the queued run
+    // cancelled, and a queued run superseded by a newer one of its key.
+    let (status, body) = api
+        .post(&format!("/v1/runs/{later}/cancel"), json!({}))
+        .await;
+    assert!(status.is_success(), "{body}");
+    assert_eq!(body["status"], "cancelled", "{body}");
+    let key = format!("{p}-key");
+    let keyed = json!({"agent": agent, "prompt": "Later, keyed.", "lane": lane,
+                       "delay_seconds": 3600, "concurrency_key": key,
+                       "concurrency_policy": "supersede"});
+    let old = api.enqueue(keyed.clone()).await;
+    api.enqueue(keyed).await;
+    assert_eq!(
+        store.run(&old).await.unwrap().unwrap().status,
+        RunStatus::Superseded
+    );
+    // Told before the API answered: no waiting.
+    let samples = api.scrape().await;
+    for status in ["cancelled", "superseded"] {
+        let labels = [("agent", a), ("status", status)];
+        assert_eq!(
+            value(&samples, "nightshift_runs_ended_total", &labels),
+            Some(1.0),
+            "{status}"
+        );
+        assert_eq!(
+            value(&samples, "nightshift_run_duration_seconds_count", &labels),
+            Some(1.0),
+            "{status}"
+        );
+    }
 
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(60), stopped)

@@ -371,6 +371,33 @@ async fn run_is_one_trace(db: &TestDb) {
     assert!(run.parent_span_id.is_empty(), "a root span: {run:#?}");
     assert_eq!(attrs(run)["nightshift.run.trigger"], "api");
 
+    // A run cancelled while queued has its run span too: no job ran, so the daemon that
+    // cancelled it writes it (with no job span under it).
+    let later: Value = http
+        .post(format!("{api}/v1/runs"))
+        .bearer_auth(API_TOKEN)
+        .json(&json!({"agent": "quick", "prompt": "later", "delay_seconds": 3600}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let later = later["run_id"].as_str().expect("a run id").to_string();
+    let cancelled = http
+        .post(format!("{api}/v1/runs/{later}/cancel"))
+        .bearer_auth(API_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert!(cancelled.status().is_success());
+    let spans = trace_of(&got, &own_trace_id(&later), &later, 0).await;
+    assert_eq!(spans.len(), 1, "the run span alone: {spans:#?}");
+    let a = attrs(&spans[0]);
+    assert_eq!(spans[0].name, "run quick");
+    assert_eq!(a["nightshift.run.status"], "cancelled");
+    assert_eq!(a["nightshift.run.id"], later);
+
     // The notice carried the run span onward.
     eventually(Duration::from_secs(30), "the notice", || async {
         let got = got.lock().unwrap();
