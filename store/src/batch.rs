@@ -78,10 +78,11 @@ impl Store {
         let now = self.now();
         let rescued = dispatch!(self, b => rescue_expired(b, now))?;
         self.inner.last_rescue.fetch_max(now, Ordering::Relaxed);
-        if rescued > 0 {
+        if rescued.moved > 0 {
             self.wake();
         }
-        Ok(rescued)
+        self.tell_ended(&rescued.ended).await;
+        Ok(rescued.moved)
     }
 
     /// Readies what settles use, so that a worker pool's first batch does not wait for it: on
@@ -154,6 +155,7 @@ impl Store {
         if outcome.rescued {
             self.inner.last_rescue.fetch_max(now, Ordering::Relaxed);
         }
+        self.tell_ended(&outcome.runs_ended).await;
         if outcome.ended.contains(&Some(true)) {
             self.wake(); // jobs waiting for a concurrency key may run now
         }
@@ -192,6 +194,8 @@ pub(crate) struct SettleOutcome {
     pub claimed: Vec<Vec<Job>>,
     /// Whether expired leases were rescued.
     pub rescued: bool,
+    /// The runs the rescue ended (see [`Rescued`]).
+    pub runs_ended: Vec<String>,
 }
 
 /// Ends the jobs in `done` and claims for each request in `claims` (lanes, limit), all in one
@@ -234,6 +238,7 @@ pub(crate) async fn settle<B: QueuePaths>(
                     ended,
                     claimed,
                     rescued: false,
+                    runs_ended: Vec::new(),
                 });
             }
             // A keyed job was due: the ends are written; claim on the general path.
@@ -259,6 +264,7 @@ pub(crate) async fn settle<B: QueuePaths>(
                 ended,
                 claimed: claims.iter().map(|_| Vec::new()).collect(),
                 rescued: false,
+                runs_ended: Vec::new(),
             })
         }
     }
@@ -276,9 +282,11 @@ async fn settle_in_transaction<B: QueuePaths>(
     let mut tx = b.begin_claiming().await?;
     let ended = B::finish_batch(&mut tx, done, now).await?;
     let rescued = rescue_due && claims.iter().any(|c| c.limit > 0);
-    if rescued {
-        rescue::<B>(&mut tx, now).await?;
-    }
+    let runs_ended = if rescued {
+        rescue::<B>(&mut tx, now).await?.ended
+    } else {
+        Vec::new()
+    };
     let mut claimed = Vec::with_capacity(claims.len());
     for claim in claims {
         let mut jobs = if claim.limit > 0 {
@@ -294,6 +302,7 @@ async fn settle_in_transaction<B: QueuePaths>(
         ended,
         claimed,
         rescued,
+        runs_ended,
     })
 }
 
@@ -307,18 +316,30 @@ fn claim_order(jobs: &mut [Job]) {
     });
 }
 
-/// [`rescue`] in a transaction of its own; how many jobs it moved.
-pub(crate) async fn rescue_expired<B: QueueStatements>(b: &B, now: Millis) -> Result<usize> {
+/// [`rescue`] in a transaction of its own.
+pub(crate) async fn rescue_expired<B: QueueStatements>(b: &B, now: Millis) -> Result<Rescued> {
     let mut tx = b.begin().await?;
     let rescued = rescue::<B>(&mut tx, now).await?;
     B::commit(tx).await?;
     Ok(rescued)
 }
 
+/// What a rescue of expired leases did.
+#[derive(Debug, Default)]
+pub(crate) struct Rescued {
+    /// How many jobs it moved.
+    pub moved: usize,
+    /// The runs it ended: those whose job it dead-lettered or cancelled. No worker tells of
+    /// these ends (the one that held the job is gone), so the store does
+    /// ([`Store::on_run_ended_without_job`]).
+    pub ended: Vec<String>,
+}
+
 /// Returns the jobs of workers whose lease expired to the queue (or dead-letters them when
-/// that was their last attempt), and moves their runs to match; how many jobs it moved.
-async fn rescue<B: QueueStatements>(c: &mut Conn<B>, now: Millis) -> Result<usize> {
+/// that was their last attempt), and moves their runs to match.
+async fn rescue<B: QueueStatements>(c: &mut Conn<B>, now: Millis) -> Result<Rescued> {
     let rescued = B::rescue_expired(c, now).await?;
+    let mut ended = Vec::new();
     for job in &rescued {
         let (status, finished) = run_after_rescue(job.status, now);
         let update = RunUpdate {
@@ -328,8 +349,14 @@ async fn rescue<B: QueueStatements>(c: &mut Conn<B>, now: Millis) -> Result<usiz
             finished_at: finished,
         };
         B::set_run_status(c, &job.run_id, update, now).await?;
+        if finished.is_some() {
+            ended.push(job.run_id.clone());
+        }
     }
-    Ok(rescued.len())
+    Ok(Rescued {
+        moved: rescued.len(),
+        ended,
+    })
 }
 
 /// What a claim does with the jobs its statement returned: jobs without a concurrency key

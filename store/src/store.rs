@@ -221,12 +221,14 @@ impl Store {
             .contains(agent)
     }
 
-    /// Calls `hook` with every run this store ends while no job of it runs — a cancellation
-    /// of a run that is queued or asleep, a run superseded before it started or while it
-    /// waits — once the end is committed, with the run as it was ended. Runs ended by their
-    /// job are told of by the worker that ran it, as before, so each end is told of once,
-    /// by the process that made it. Replaces the hook given before; a new store has none.
-    /// The daemon counts these ends in its metrics and writes their run spans.
+    /// Calls `hook` with every run this store ends while no worker runs a job of it — a
+    /// cancellation of a run that is queued or asleep, a run superseded before it started or
+    /// while it waits, a run whose worker was lost (its lease expired) on its last attempt
+    /// or after a cancel, a run whose job parked with a cancel pending — once the end is
+    /// committed, with the run as it was ended. Runs ended by their job are told of by the
+    /// worker that ran it, so each end is told of once, by the process that made it.
+    /// Replaces the hook given before; a new store has none. The daemon counts these ends in
+    /// its metrics and writes their run spans.
     pub fn on_run_ended_without_job(&self, hook: RunEndedHook) {
         *self
             .inner
@@ -647,8 +649,7 @@ impl LeasedJob {
             approval_call: None,
         };
         let parked = dispatch!(s, b => lease::park(b, self.job.id, self.token, parking, now))?;
-        s.wake();
-        Ok(parked)
+        self.parked(parked).await
     }
 
     /// Parks the run as `awaiting_approval` for call `call_id`: like
@@ -670,7 +671,18 @@ impl LeasedJob {
             approval_call: Some(call_id),
         };
         let parked = dispatch!(s, b => lease::park(b, self.job.id, self.token, parking, now))?;
+        self.parked(parked).await
+    }
+
+    /// After a park: wakes pools (for the resume job, or the jobs waiting for this job's
+    /// concurrency key), and when a pending cancel ended the run instead (`None`), tells of
+    /// that end (the worker parked, so it does not tell of one).
+    async fn parked(&self, parked: Option<i64>) -> Result<Option<i64>> {
+        let s = &self.store;
         s.wake();
+        if parked.is_none() {
+            s.tell_ended(std::slice::from_ref(&self.job.run_id)).await;
+        }
         Ok(parked)
     }
 

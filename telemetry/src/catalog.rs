@@ -237,8 +237,8 @@ pub const METRICS: &[Metric] = &[
         RUNS_ENDED,
         Kind::Counter,
         "Runs that ended on this daemon, by agent and final status: by a job it ran (a run \
-         failed by its last attempt counts as failed), or by a cancel or supersession it made \
-         while no job of the run ran.",
+         failed by its last attempt counts as failed), or by a cancel, supersession or rescue of a \
+         lost worker's job it made while no job of the run ran.",
         &[config("agent"), fixed("status", RUN_END_STATUSES)],
     ),
     histogram(

@@ -1,19 +1,21 @@
-//! Runs the store ends while no job of them runs — cancelled or superseded while queued —
-//! are told of once, to the hook the daemon gives (`Store::on_run_ended_without_job`), by
-//! every way a run is cancelled or superseded; a run whose job is running is not (its worker
-//! tells of its end when the job stops), on both backends.
+//! Runs the store ends while no worker runs a job of them — cancelled or superseded while
+//! queued, or failed or cancelled by the rescue of a lost worker's job — are told of once, to
+//! the hook the daemon gives (`Store::on_run_ended_without_job`), by every way a run is
+//! cancelled, superseded or rescued, or parks with a cancel pending; a run whose job is
+//! running is not (its worker tells of its end when the job stops), on both backends.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nightshift_store::{
     CancelOutcome, ConcurrencyPolicy, DeliveryRecord, DeliveryTaken, DeliveryWork, Enqueued,
-    NewRun, RunStatus, Store,
+    ManualClock, NewRun, RunStatus, Store,
 };
 use nightshift_tests::{TestDb, on_both_backends};
 
 on_both_backends! {
     runs_ended_while_no_job_runs_are_told_of_once => told_once;
+    runs_a_rescue_ends_are_told_of_once => rescue_told_once;
 }
 
 type Told = Arc<Mutex<Vec<(String, RunStatus)>>>;
@@ -37,13 +39,19 @@ async fn claim_one(store: &Store) -> String {
     leased[0].job().run_id.clone()
 }
 
-async fn told_once(db: &TestDb) {
-    let store = db.store().await;
+/// A hook on `store` recording what it is told.
+fn listen(store: &Store) -> Told {
     let told: Told = Arc::default();
     let sink = told.clone();
     store.on_run_ended_without_job(Arc::new(move |run| {
         sink.lock().unwrap().push((run.id.clone(), run.status));
     }));
+    told
+}
+
+async fn told_once(db: &TestDb) {
+    let store = db.store().await;
+    let told = listen(&store);
 
     // Cancelled while queued: told, as it was ended.
     let queued = store.enqueue(&NewRun::new("a", "queued")).await.unwrap();
@@ -101,7 +109,83 @@ async fn told_once(db: &TestDb) {
         [(fourth.run_id.clone(), RunStatus::Superseded)]
     );
 
+    // A job that parks with a cancel pending: the park ends the run, and tells of it.
+    let parking = store.enqueue(&NewRun::new("a", "parking")).await.unwrap();
+    let leased = store
+        .claim("w", None, 1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(leased[0].job().run_id, parking.run_id);
+    let outcome = store.cancel_run(&parking.run_id).await.unwrap();
+    assert_eq!(outcome, CancelOutcome::Requested);
+    assert_eq!(drain(&told), []);
+    assert_eq!(
+        leased[0].park_until(i64::MAX / 2, "{}").await.unwrap(),
+        None
+    );
+    assert_eq!(
+        drain(&told),
+        [(parking.run_id.clone(), RunStatus::Cancelled)]
+    );
+
     // A cancel refused (the run has ended) tells nothing.
     assert!(store.cancel_run(&queued.run_id).await.is_err());
     assert_eq!(drain(&told), []);
+}
+
+async fn rescue_told_once(db: &TestDb) {
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = db.store_with(clock.clone()).await;
+    let told = listen(&store);
+    let lease = Duration::from_secs(30);
+
+    // Three runs claimed by a worker that is then lost: one on its last attempt, one with a
+    // cancel pending, one with attempts to spare.
+    let last = store
+        .enqueue(&NewRun::new("a", "last").max_attempts(1))
+        .await
+        .unwrap();
+    let cancelled = store.enqueue(&NewRun::new("a", "cancelled")).await.unwrap();
+    let again = store.enqueue(&NewRun::new("a", "again")).await.unwrap();
+    let leased = store.claim("lost", None, 3, lease).await.unwrap();
+    assert_eq!(leased.len(), 3);
+    let outcome = store.cancel_run(&cancelled.run_id).await.unwrap();
+    assert_eq!(outcome, CancelOutcome::Requested);
+    assert_eq!(
+        drain(&told),
+        [],
+        "the running runs are their worker's to tell of"
+    );
+
+    clock.advance(lease + Duration::from_secs(1));
+    assert_eq!(store.rescue_expired().await.unwrap(), 3);
+    let mut got = drain(&told);
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut want = vec![
+        (last.run_id.clone(), RunStatus::Failed),
+        (cancelled.run_id.clone(), RunStatus::Cancelled),
+    ];
+    want.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(got, want, "the queued-again run did not end");
+    let again = store.run(&again.run_id).await.unwrap().unwrap();
+    assert_eq!(again.status, RunStatus::Queued);
+
+    // The same through a claim that finds a rescue due.
+    let lost = store
+        .enqueue(&NewRun::new("a", "lost in a claim").max_attempts(1))
+        .await
+        .unwrap();
+    let leased = store.claim("lost", None, 2, lease).await.unwrap();
+    assert_eq!(leased.len(), 2, "the run queued again and the new one");
+    clock.advance(lease + Duration::from_secs(1));
+    // The claim rescues first: the lost run fails, the other is queued again (and claimed).
+    let claimed = store.claim("w", None, 1, lease).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].job().run_id, again.id);
+    let got = drain(&told);
+    assert!(
+        got.contains(&(lost.run_id.clone(), RunStatus::Failed)),
+        "{got:?}"
+    );
+    assert_eq!(got.len(), 1, "{got:?}");
 }
