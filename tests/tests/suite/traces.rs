@@ -252,17 +252,12 @@ async fn run_is_one_trace(db: &TestDb) {
         .unwrap_or_else(|| panic!("a run: {delivered}"))
         .to_string();
     // An API run without one.
-    let created: Value = http
-        .post(format!("{api}/v1/runs"))
-        .bearer_auth(API_TOKEN)
-        .json(&json!({"agent": "quick", "prompt": "the secret prompt"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let api_run = created["run_id"].as_str().unwrap().to_string();
+    let api_run = create_run(
+        &http,
+        &api,
+        json!({"agent": "quick", "prompt": "the secret prompt"}),
+    )
+    .await;
     for run_id in [&hook_run, &api_run] {
         eventually(Duration::from_secs(60), "the runs to succeed", || async {
             let run = store.run(run_id).await.ok()??;
@@ -373,17 +368,12 @@ async fn run_is_one_trace(db: &TestDb) {
 
     // A run cancelled while queued has its run span too: no job ran, so the daemon that
     // cancelled it writes it (with no job span under it).
-    let later: Value = http
-        .post(format!("{api}/v1/runs"))
-        .bearer_auth(API_TOKEN)
-        .json(&json!({"agent": "quick", "prompt": "later", "delay_seconds": 3600}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let later = later["run_id"].as_str().expect("a run id").to_string();
+    let later = create_run(
+        &http,
+        &api,
+        json!({"agent": "quick", "prompt": "later", "delay_seconds": 3600}),
+    )
+    .await;
     let cancelled = http
         .post(format!("{api}/v1/runs/{later}/cancel"))
         .bearer_auth(API_TOKEN)
@@ -423,6 +413,24 @@ async fn run_is_one_trace(db: &TestDb) {
     }
     serve.signal("TERM");
     assert!(serve.wait_exit(Duration::from_secs(20)).await.success());
+}
+
+/// Starts a run with `POST /v1/runs` (`body`); its id.
+async fn create_run(http: &reqwest::Client, api: &str, body: Value) -> String {
+    let created: Value = http
+        .post(format!("{api}/v1/runs"))
+        .bearer_auth(API_TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    created["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a run id: {created}"))
+        .to_string()
 }
 
 /// A run's own trace id: its UUID's 32 hex digits.
