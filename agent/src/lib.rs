@@ -53,7 +53,7 @@ pub use ports::{
     ModelFailure, ModelGateway, PrepareError, PreparedWorkspace, RunStart, ToolBox, ToolCall,
 };
 pub use pricing::{ModelPrices, PriceTable, Pricing};
-pub use runtime::{AgentRuntime, Step, next_step, run_ended_without_job};
+pub use runtime::{AgentRuntime, Step, next_step, run_ended_by_store};
 pub use state::{RunState, StateError};
 pub use wakeup::{SCHEDULE_WAKEUP, WakeupPolicy, is_control_tool};
 pub use workspace::AgentWorkspace;

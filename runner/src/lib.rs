@@ -86,8 +86,8 @@ pub async fn open_store(config: &Config) -> nightshift_store::Result<Store> {
 pub fn tell_run_ends(store: &Store, agents: &[nightshift_agent::AgentConfig]) {
     let configured: std::collections::BTreeSet<String> =
         agents.iter().map(|a| a.name.clone()).collect();
-    store.on_run_ended_without_job(Arc::new(move |run| {
-        nightshift_agent::run_ended_without_job(run, configured.contains(&run.agent));
+    store.on_run_ended_by_store(Arc::new(move |run| {
+        nightshift_agent::run_ended_by_store(run, configured.contains(&run.agent));
     }));
 }
 

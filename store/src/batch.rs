@@ -331,7 +331,7 @@ pub(crate) struct Rescued {
     pub moved: usize,
     /// The runs it ended: those whose job it dead-lettered or cancelled. No worker tells of
     /// these ends (the one that held the job is gone), so the store does
-    /// ([`Store::on_run_ended_without_job`]).
+    /// ([`Store::on_run_ended_by_store`]).
     pub ended: Vec<String>,
 }
 

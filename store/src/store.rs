@@ -59,14 +59,14 @@ pub(crate) struct Inner {
     /// The group commit of single enqueues and webhook deliveries (`group.rs`).
     group: Group,
     /// Told of each run this store ends while no job of it runs (see
-    /// [`Store::on_run_ended_without_job`]).
-    ended_without_job: EndedHook,
+    /// [`Store::on_run_ended_by_store`]).
+    ended_by_store: EndedHook,
 }
 
-/// What [`Store::on_run_ended_without_job`] calls with a run the store just ended.
+/// What [`Store::on_run_ended_by_store`] calls with a run the store just ended.
 pub type RunEndedHook = Arc<dyn Fn(&Run) + Send + Sync>;
 
-/// The hook of [`Store::on_run_ended_without_job`], if one was given.
+/// The hook of [`Store::on_run_ended_by_store`], if one was given.
 #[derive(Default)]
 struct EndedHook(std::sync::RwLock<Option<RunEndedHook>>);
 
@@ -137,7 +137,7 @@ impl Store {
                 listener,
                 last_rescue: std::sync::atomic::AtomicI64::new(i64::MIN),
                 notifying: std::sync::RwLock::default(),
-                ended_without_job: EndedHook::default(),
+                ended_by_store: EndedHook::default(),
                 group,
             }),
         })
@@ -221,24 +221,25 @@ impl Store {
             .contains(agent)
     }
 
-    /// Calls `hook` with every run this store ends while no worker runs a job of it — a
-    /// cancellation of a run that is queued or asleep, a run superseded before it started or
-    /// while it waits, a run whose worker was lost (its lease expired) on its last attempt
-    /// or after a cancel, a run whose job parked with a cancel pending — once the end is
-    /// committed, with the run as it was ended. Runs ended by their job are told of by the
-    /// worker that ran it, so each end is told of once, by the process that made it.
-    /// Replaces the hook given before; a new store has none. The daemon counts these ends in
-    /// its metrics and writes their run spans.
-    pub fn on_run_ended_without_job(&self, hook: RunEndedHook) {
+    /// Calls `hook` with every run whose end this store decides, once the end is committed,
+    /// with the run as it was ended: a cancellation or supersession of a run no job of which
+    /// runs (queued or asleep), a retry or deferral that dead-letters its job (`failed` after
+    /// the last attempt, `cancelled` when a cancel was pending), a park that finds a cancel
+    /// pending, a rescue of a lost worker's job. The one end it does not tell of is a job's
+    /// own (`LeasedJob::complete`, a settle's ends), which the worker that ran the job tells
+    /// of; so each end is told of once, by the process that made it. Replaces the hook given
+    /// before; a new store has none. The daemon counts these ends in its metrics and writes
+    /// their run spans.
+    pub fn on_run_ended_by_store(&self, hook: RunEndedHook) {
         *self
             .inner
-            .ended_without_job
+            .ended_by_store
             .0
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(hook);
     }
 
-    /// Tells the hook of [`Store::on_run_ended_without_job`] of runs `ended` (committed). A
+    /// Tells the hook of [`Store::on_run_ended_by_store`] of runs `ended` (committed). A
     /// run that cannot be read is only logged: the end stands whatever the hook sees.
     pub(crate) async fn tell_ended(&self, ended: &[String]) {
         if ended.is_empty() {
@@ -246,7 +247,7 @@ impl Store {
         }
         let hook = self
             .inner
-            .ended_without_job
+            .ended_by_store
             .0
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -611,7 +612,7 @@ impl LeasedJob {
         let outcome = dispatch!(s, b => lease::retry(b, self.retry_row(run_at, error, true, now)))?;
         // Pools sleeping until a later due time wake to time this one.
         s.wake();
-        Ok(outcome)
+        self.retried(outcome).await
     }
 
     /// Re-queues the job at `until` without counting this attempt (it is given back, as at a
@@ -626,6 +627,16 @@ impl LeasedJob {
         let now = s.now();
         let outcome = dispatch!(s, b => lease::retry(b, self.retry_row(until, error, false, now)))?;
         s.wake();
+        self.retried(outcome).await
+    }
+
+    /// After a retry or deferral: when it dead-lettered the job (the run ended: failed, or
+    /// cancelled), tells of that end ([`Store::on_run_ended_by_store`]).
+    async fn retried(&self, outcome: RetryOutcome) -> Result<RetryOutcome> {
+        if outcome == RetryOutcome::DeadLettered {
+            let run_id = std::slice::from_ref(&self.job.run_id);
+            self.store.tell_ended(run_id).await;
+        }
         Ok(outcome)
     }
 

@@ -40,13 +40,13 @@ pub(super) fn outcome_name(outcome: &JobOutcome) -> &'static str {
     }
 }
 
-/// The status the run ends with when `job` has `outcome`, if it ends: its end, or a retry
-/// that cannot happen (the last attempt: failed; cancelled meanwhile: cancelled).
-pub(super) fn run_end(job: &Job, outcome: &JobOutcome) -> Option<&'static str> {
+/// The status the run ends with when its job has `outcome`, if the job ends it: its `Done`.
+/// A retry, deferral or park may end the run too (the last attempt failed, a cancel was
+/// pending), but only the store knows, once it wrote it: it tells of those ends itself
+/// (`Store::on_run_ended_by_store`, [`run_ended_by_store`]).
+pub(super) fn run_end(outcome: &JobOutcome) -> Option<&'static str> {
     match outcome {
         JobOutcome::Done(end) => Some(end.run_status().as_str()),
-        JobOutcome::Retry { .. } if job.cancel_requested_at.is_some() => Some("cancelled"),
-        JobOutcome::Retry { .. } if job.attempts >= job.max_attempts => Some("failed"),
         _ => None,
     }
 }
@@ -68,10 +68,11 @@ pub(super) fn job_ended(
     }
 }
 
-/// Counts the end of `run`, which ended while no job of it ran (the store ended it: a
-/// cancellation or a supersession while it was queued or asleep), and its duration from its
-/// start (its creation, when it never started) to its end.
-pub(super) fn run_ended_without_job(run: &Run, configured: bool) {
+/// Counts the end of `run`, which the store decided (a cancellation or supersession while no
+/// job of it ran, a retry that dead-lettered its job, a rescue: see
+/// `Store::on_run_ended_by_store`), and its duration from its start (its creation, when it
+/// never started) to its end.
+pub(super) fn run_ended_by_store(run: &Run, configured: bool) {
     let agent = labels::configured(&run.agent, configured);
     let started = run.started_at.unwrap_or(run.created_at);
     let ran = u64::try_from(run.finished_at.unwrap_or(started) - started).unwrap_or(0);
@@ -97,52 +98,25 @@ pub(super) fn tool_call(
 
 #[cfg(test)]
 mod tests {
-    use nightshift_store::{JobKind, JobState, RunEnd};
+    use nightshift_store::RunEnd;
 
     use super::*;
 
-    fn job(attempts: i64, cancel_requested_at: Option<Millis>) -> Job {
-        Job {
-            id: 1,
-            run_id: "r".into(),
-            kind: JobKind::Start,
-            lane: "default".into(),
-            priority: 0,
-            payload: String::new(),
-            run_at: 0,
-            attempts,
-            max_attempts: 3,
-            dedupe_key: None,
-            status: JobState::Running,
-            lease_owner: None,
-            lease_token: 1,
-            lease_expires_at: None,
-            cancel_requested_at,
-            last_error: None,
-            created_at: 0,
-            updated_at: 0,
-            finished_at: None,
-            concurrency_key: None,
-        }
-    }
-
     #[test]
-    fn a_run_ends_with_its_end_or_a_retry_that_cannot_happen() {
+    fn only_a_done_job_ends_its_run_here() {
         let done = JobOutcome::Done(RunEnd::Succeeded { result: None });
         assert_eq!(outcome_name(&done), "done");
-        assert_eq!(run_end(&job(1, None), &done), Some("succeeded"));
+        assert_eq!(run_end(&done), Some("succeeded"));
+        let cancelled = JobOutcome::Done(RunEnd::Cancelled);
+        assert_eq!(run_end(&cancelled), Some("cancelled"));
+        // Even a last attempt's retry: the store tells of the run's end once it is written.
         let retry = JobOutcome::retry("boom");
         assert_eq!(outcome_name(&retry), "retry");
-        assert_eq!(run_end(&job(1, None), &retry), None);
-        assert_eq!(run_end(&job(3, None), &retry), Some("failed"));
-        assert_eq!(run_end(&job(1, Some(5)), &retry), Some("cancelled"));
+        assert_eq!(run_end(&retry), None);
         let park = JobOutcome::Park {
             until: 9,
             payload: String::new(),
         };
-        assert_eq!(
-            (outcome_name(&park), run_end(&job(1, None), &park)),
-            ("park", None)
-        );
+        assert_eq!((outcome_name(&park), run_end(&park)), ("park", None));
     }
 }

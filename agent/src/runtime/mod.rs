@@ -39,12 +39,12 @@ use session::Session;
 pub use step::{Step, next_step};
 
 /// Tells the metrics and the traces of `run`, which the store ended while no job of it ran
-/// (`Store::on_run_ended_without_job`): `nightshift_runs_ended_total` and the run's duration
+/// (`Store::on_run_ended_by_store`): `nightshift_runs_ended_total` and the run's duration
 /// under its agent (`unknown` unless `configured`), and its run span. Runs ended by their
 /// job are told of by the runtime itself.
-pub fn run_ended_without_job(run: &nightshift_store::Run, configured: bool) {
-    metrics::run_ended_without_job(run, configured);
-    traces::run_ended_without_job(run);
+pub fn run_ended_by_store(run: &nightshift_store::Run, configured: bool) {
+    metrics::run_ended_by_store(run, configured);
+    traces::run_ended_by_store(run);
 }
 
 use background::TaskCheck;
@@ -136,7 +136,7 @@ impl Handler for AgentRuntime {
         if matches!(outcome, JobOutcome::Done(_)) {
             self.tools.run_ended(&ctx.lease.job().run_id).await;
         }
-        let ended = match metrics::run_end(ctx.lease.job(), &outcome) {
+        let ended = match metrics::run_end(&outcome) {
             Some("cancelled") => Some(cancelled_or_superseded(&ctx).await),
             ended => ended,
         };

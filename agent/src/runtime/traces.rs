@@ -11,8 +11,8 @@ use nightshift_worker::JobOutcome;
 use super::metrics::outcome_name;
 
 /// Writes the span of `run`, which ended while no job of it ran (see
-/// [`super::run_ended_without_job`]).
-pub(super) fn run_ended_without_job(run: &Run) {
+/// [`super::run_ended_by_store`]).
+pub(super) fn run_ended_by_store(run: &Run) {
     traces::run_ended(
         &RunTrace::of(&run.id, run.trace_parent.as_deref()),
         &RunEnded {

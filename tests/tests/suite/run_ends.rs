@@ -1,8 +1,8 @@
-//! Runs the store ends while no worker runs a job of them — cancelled or superseded while
-//! queued, or failed or cancelled by the rescue of a lost worker's job — are told of once, to
-//! the hook the daemon gives (`Store::on_run_ended_without_job`), by every way a run is
-//! cancelled, superseded or rescued, or parks with a cancel pending; a run whose job is
-//! running is not (its worker tells of its end when the job stops), on both backends.
+//! Runs whose end the store decides — cancelled or superseded while no job of them runs,
+//! failed by a retry on the last attempt, cancelled by a deferral or park that finds a cancel
+//! pending, failed or cancelled by the rescue of a lost worker's job — are told of once, to
+//! the hook the daemon gives (`Store::on_run_ended_by_store`); a run whose job is running is
+//! not (its worker tells of its end when the job stops), on both backends.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,7 +43,7 @@ async fn claim_one(store: &Store) -> String {
 fn listen(store: &Store) -> Told {
     let told: Told = Arc::default();
     let sink = told.clone();
-    store.on_run_ended_without_job(Arc::new(move |run| {
+    store.on_run_ended_by_store(Arc::new(move |run| {
         sink.lock().unwrap().push((run.id.clone(), run.status));
     }));
     told
@@ -126,6 +126,39 @@ async fn told_once(db: &TestDb) {
     assert_eq!(
         drain(&told),
         [(parking.run_id.clone(), RunStatus::Cancelled)]
+    );
+
+    // A retry with attempts to spare ends nothing; on the last attempt it fails the run, and
+    // a deferral finding a cancel pending cancels it: the store tells of both.
+    let failing = store
+        .enqueue(&NewRun::new("a", "failing").max_attempts(2))
+        .await
+        .unwrap();
+    for attempt in 1..=2 {
+        let leased = store
+            .claim("w", None, 1, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(leased[0].job().run_id, failing.run_id);
+        leased[0].retry_after(Duration::ZERO, "boom").await.unwrap();
+        let want = if attempt == 2 {
+            vec![(failing.run_id.clone(), RunStatus::Failed)]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(drain(&told), want, "attempt {attempt}");
+    }
+    let deferred = store.enqueue(&NewRun::new("a", "deferred")).await.unwrap();
+    let leased = store
+        .claim("w", None, 1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(leased[0].job().run_id, deferred.run_id);
+    store.cancel_run(&deferred.run_id).await.unwrap();
+    leased[0].defer_until(0, "outage").await.unwrap();
+    assert_eq!(
+        drain(&told),
+        [(deferred.run_id.clone(), RunStatus::Cancelled)]
     );
 
     // A cancel refused (the run has ended) tells nothing.
