@@ -79,10 +79,11 @@ pub async fn open_store(config: &Config) -> nightshift_store::Result<Store> {
     Ok(store)
 }
 
-/// Has `store` tell the metrics and traces of each run it ends while no job of it runs (a
-/// cancellation or a supersession while the run is queued or asleep), as the runtime tells
-/// of the runs their jobs end: under the run's agent when `agents` configures it, else
-/// `unknown`. [`open_store`] and a config reload call it.
+/// Has `store` tell the metrics and traces of each run whose end it decides (a cancel or
+/// supersession while the run is queued or asleep, a retry on the last attempt, a rescue of
+/// a lost worker's job: `Store::on_run_ended_by_store`), as the runtime tells of the runs
+/// their jobs end: under the run's agent when `agents` configures it, else `unknown`.
+/// [`open_store`] and a config reload call it.
 pub fn tell_run_ends(store: &Store, agents: &[nightshift_agent::AgentConfig]) {
     let configured: std::collections::BTreeSet<String> =
         agents.iter().map(|a| a.name.clone()).collect();

@@ -38,10 +38,11 @@ use session::Session;
 
 pub use step::{Step, next_step};
 
-/// Tells the metrics and the traces of `run`, which the store ended while no job of it ran
-/// (`Store::on_run_ended_by_store`): `nightshift_runs_ended_total` and the run's duration
-/// under its agent (`unknown` unless `configured`), and its run span. Runs ended by their
-/// job are told of by the runtime itself.
+/// Tells the metrics and the traces of `run`, whose end the store decided (a cancel or
+/// supersession while no job of it ran, a retry or park that ended it, a rescue:
+/// `Store::on_run_ended_by_store`): `nightshift_runs_ended_total` and the run's duration
+/// under its agent (`unknown` unless `configured`), and its run span. Runs a job ended
+/// (`Done`) are told of by the runtime itself.
 pub fn run_ended_by_store(run: &nightshift_store::Run, configured: bool) {
     metrics::run_ended_by_store(run, configured);
     traces::run_ended_by_store(run);

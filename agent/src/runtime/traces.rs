@@ -10,7 +10,7 @@ use nightshift_worker::JobOutcome;
 
 use super::metrics::outcome_name;
 
-/// Writes the span of `run`, which ended while no job of it ran (see
+/// Writes the span of `run`, whose end the store decided (see
 /// [`super::run_ended_by_store`]).
 pub(super) fn run_ended_by_store(run: &Run) {
     traces::run_ended(
