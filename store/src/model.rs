@@ -326,7 +326,7 @@ pub struct Enqueued {
     /// The runs this enqueue ended as `superseded` (policies `supersede` and `debounce`).
     pub superseded: Vec<String>,
     /// Of `superseded`, those no job of which was running: their end is this enqueue's alone
-    /// (a running one's job still stops, and its worker tells of the end as of any other).
+    /// (a running one's job still stops, and the end is told of where that job stops).
     pub superseded_idle: Vec<String>,
 }
 

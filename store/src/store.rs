@@ -58,7 +58,7 @@ pub(crate) struct Inner {
     notifying: std::sync::RwLock<BTreeSet<String>>,
     /// The group commit of single enqueues and webhook deliveries (`group.rs`).
     group: Group,
-    /// Told of each run this store ends while no job of it runs (see
+    /// Told of each run whose end this store decides (see
     /// [`Store::on_run_ended_by_store`]).
     ended_by_store: EndedHook,
 }
