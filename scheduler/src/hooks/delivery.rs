@@ -1,10 +1,11 @@
 //! One delivery, step by step: each step of the module doc of [`super`] is a function here.
 //!
 //! The decisions are pure functions of the hook, the headers and the body — [`parse`] (step
-//! 2), [`pick_route`] (step 4), [`plan_enqueue`] (the request of step 6), [`refusal`] (what a
-//! refused enqueue leaves behind), [`route_run`] and [`answer`] (step 7's record and reply) —
-//! and the I/O that carries them out ([`deliver`]: verify, look up, claim, enqueue, release,
-//! record) only calls them in order. So a redelivery decides exactly what the first delivery
+//! 2), [`pick_route`] (step 3), [`plan_enqueue`] (the request step 4 checks and step 5
+//! enqueues), [`refusal`] (what a refused enqueue leaves behind), [`route_run`] and
+//! [`answer`] (step 6's record and reply) — and the I/O that carries them out ([`deliver`]:
+//! verify, check, claim, enqueue, record; look up a delivery it would not take) only calls
+//! them in order. So a redelivery decides exactly what the first delivery
 //! decided, and each decision is tested without a store.
 
 use std::sync::Arc;
@@ -51,7 +52,7 @@ pub(crate) enum Routed<'h> {
     Take(&'h CompiledRoute, Rendered),
 }
 
-/// What step 6 enqueues, through the intake.
+/// What step 5 enqueues, through the intake.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Enqueue {
     Start(RunRequest),
@@ -98,23 +99,18 @@ async fn deliver_inner(
     };
     // Copies of this delivery in this process wait here for each other (see `in_flight`).
     let _held = hook.in_flight.hold(&d.id).await;
-    // Step 3 reads first: a new delivery (the usual case) never waits for a writer here.
-    let seen = store.webhook_delivery(&hook.name, &d.id).await?;
-    if seen.is_some_and(|row| row.status == ClaimStatus::Done)
-        && let Some(done) = store.webhook_redelivery(&hook.name, &d.id).await?
-    {
-        return answer(hook, &d, done.runs.as_deref(), true);
-    }
-    let (route, rendered) = match pick_route(hook, &d)? {
-        Routed::Ping => return Ok(ping_answer(hook, d)),
-        Routed::Take(route, rendered) => (route, rendered),
+    // Steps 3 and 4 decide what a new delivery enqueues, and a redelivery's take (step 5)
+    // finds its row done and answers from it. Only a delivery these steps would not take
+    // looks its row up first, so one done before is still answered as a redelivery.
+    let (route, work) = match route_and_check(intake, hook, &d).await {
+        Ok(Some(taken)) => taken,
+        not_taken => {
+            if let Some(done) = done_before(store, hook, &d).await? {
+                return answer(hook, &d, done.runs.as_deref(), true);
+            }
+            return not_taken.map(|_| ping_answer(hook, d));
+        }
     };
-    let plan = plan_enqueue(hook, route, &d, rendered);
-    let work = match plan {
-        Enqueue::Start(req) => intake.check_run(&req).map(DeliveryWork::Start),
-        Enqueue::Resume(req) => intake.check_resume(req).await.map(DeliveryWork::Resume),
-    }
-    .map_err(|e| refusal(route, e))?;
     let record: DeliveryRecord = {
         let (name, kind) = (route.name.clone(), route.kind);
         Arc::new(move |enqueued: &Enqueued| {
@@ -122,19 +118,54 @@ async fn deliver_inner(
             serde_json::to_string(&runs).expect("runs serialise")
         })
     };
-    // Steps 5-7 in one commit: claim, enqueue, record (see `Store::take_webhook_delivery`).
+    // Step 5 in one commit: claim, enqueue, record (see `Store::take_webhook_delivery`); a
+    // delivery done before is counted and answered from its row.
     let taken = store
         .take_webhook_delivery(&hook.name, &d.id, &d.event, work, record)
         .await
         .map_err(|e| refusal(route, e.into()))?;
     match taken {
-        // A concurrent copy finished first.
+        // A redelivery, or a concurrent copy that finished first.
         DeliveryTaken::Done(row) => answer(hook, &d, row.runs.as_deref(), true),
         DeliveryTaken::Enqueued(enqueued) => Ok(accepted(hook, route, d, enqueued)),
     }
 }
 
-/// Step 7's answer for a delivery whose run was enqueued and recorded.
+/// Steps 3 and 4: the route that takes `d` and the work it enqueues, checked by the intake;
+/// `None` for GitHub's `ping` that no route takes.
+async fn route_and_check<'h>(
+    intake: &Intake,
+    hook: &'h Hook,
+    d: &Delivery,
+) -> Result<Option<(&'h CompiledRoute, DeliveryWork)>, Refused> {
+    let (route, rendered) = match pick_route(hook, d)? {
+        Routed::Ping => return Ok(None),
+        Routed::Take(route, rendered) => (route, rendered),
+    };
+    let work = match plan_enqueue(hook, route, d, rendered) {
+        Enqueue::Start(req) => intake.check_run(&req).map(DeliveryWork::Start),
+        Enqueue::Resume(req) => intake.check_resume(req).await.map(DeliveryWork::Resume),
+    }
+    .map_err(|e| refusal(route, e))?;
+    Ok(Some((route, work)))
+}
+
+/// For a delivery that steps 3 and 4 would not take: its row when it was done
+/// before, with this arrival counted. A read first, so that a delivery refused again and
+/// again (an event no route takes) never waits for the writer.
+async fn done_before(
+    store: &nightshift_store::Store,
+    hook: &Hook,
+    d: &Delivery,
+) -> Result<Option<nightshift_store::WebhookDelivery>, Refused> {
+    let seen = store.webhook_delivery(&hook.name, &d.id).await?;
+    if !seen.is_some_and(|row| row.status == ClaimStatus::Done) {
+        return Ok(None);
+    }
+    Ok(store.webhook_redelivery(&hook.name, &d.id).await?)
+}
+
+/// Step 6's answer for a delivery whose run was enqueued and recorded.
 fn accepted(hook: &Hook, route: &CompiledRoute, d: Delivery, enqueued: Enqueued) -> Accepted {
     let runs = vec![route_run(route, enqueued)];
     tracing::info!(hook = %hook.name, delivery = %d.id, event = %d.event, route = %route.name,
@@ -191,7 +222,7 @@ pub(crate) fn parse(hook: &Hook, header: &Headers<'_>, body: &[u8]) -> Result<Pa
     }))
 }
 
-/// Step 4: the first route whose event and conditions match, rendered; GitHub's `ping`
+/// Step 3: the first route whose event and conditions match, rendered; GitHub's `ping`
 /// when none does; else refused.
 pub(crate) fn pick_route<'h>(hook: &'h Hook, d: &Delivery) -> Result<Routed<'h>, Refused> {
     let route = hook.routes.iter().find(|r| r.matches(&d.event, &d.json));
@@ -214,7 +245,7 @@ pub(crate) fn pick_route<'h>(hook: &'h Hook, d: &Delivery) -> Result<Routed<'h>,
     Ok(Routed::Take(route, rendered))
 }
 
-/// The request of step 6: the rendered prompt with Nightshift's trace line, and an
+/// The request of step 5: the rendered prompt with Nightshift's trace line, and an
 /// idempotency key that is a pure function of the delivery.
 pub(crate) fn plan_enqueue(
     hook: &Hook,

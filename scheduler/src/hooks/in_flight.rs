@@ -1,9 +1,9 @@
 //! The deliveries of one hook this process is taking now, so that copies of one delivery
 //! arriving at once are taken one after another.
 //!
-//! [`InFlight::hold`] waits until no other copy of the same delivery id is between the
-//! redelivery check and its answer in this process, then holds it until the returned
-//! [`Held`] is dropped. The next copy then finds the delivery `done` and answers as a
+//! [`InFlight::hold`] waits until no other copy of the same delivery id is between its
+//! parse and its answer in this process, then holds it until the returned [`Held`] is
+//! dropped. The next copy's claim then finds the delivery `done` and it answers as a
 //! redelivery (200, the original runs) instead of racing the first to enqueue. Copies taken
 //! by different processes on one database are handled by the store (see `delivery.rs`:
 //! only the copy that moves the row to `done` answers 202). An entry lives only while a copy

@@ -6,37 +6,42 @@
 //! 1. **Authenticate** the raw body ([`signature`]): a bad or missing signature is refused
 //!    before the body is even parsed.
 //! 2. **Parse** the body as JSON and read the delivery id and the event name.
-//! 3. **Redelivery?** If `(hook, delivery id)` is recorded as `done` in `webhook_deliveries`,
-//!    answer with the runs recorded there (`duplicate: true`) and enqueue nothing.
-//! 4. **Route** ([`route`]): the *first* route whose event and conditions match takes the
+//! 3. **Route** ([`route`]): the *first* route whose event and conditions match takes the
 //!    delivery (GitHub users expect one event → one route; order routes from specific to
 //!    general). Its templates are rendered now. No match → refused (422), nothing written;
 //!    except GitHub's `ping` (sent when the webhook is added), answered 200 with no runs.
-//! 5. **Check** what the route renders through the intake's checks ([`crate::Intake`]):
+//! 4. **Check** what the route renders through the intake's checks ([`crate::Intake`]):
 //!    the run's agent, prompt and options, or the unfinished run a resume continues. A
 //!    refusal here writes nothing.
-//! 6. **Take** the delivery in one transaction (`Store::take_webhook_delivery`): claim its
-//!    row, enqueue the run or resume job with an idempotency key that is a pure function of
-//!    the delivery (the route's `idempotency_key` template, or
-//!    `webhook:<hook>:<route>:<delivery id>`), and record the run on the row as `done`.
-//! 7. **Answer** 202 with the run ids.
+//! 5. **Take** the delivery in one transaction (`Store::take_webhook_delivery`): claim its
+//!    row — when it is recorded `done` (a redelivery), count this arrival and answer 200 with
+//!    the runs recorded there (`duplicate: true`), enqueueing nothing — else enqueue the run
+//!    or resume job with an idempotency key that is a pure function of the delivery (the
+//!    route's `idempotency_key` template, or `webhook:<hook>:<route>:<delivery id>`), and
+//!    record the run on the row as `done`.
+//! 6. **Answer** 202 with the run ids.
+//!
+//! A delivery that steps 3 and 4 would not take (refused, or a `ping`) is first looked up in
+//! `webhook_deliveries`: when it was done before — the config changed since, or the run a
+//! resume continued has finished — it is answered as a redelivery, as step 5 would have.
 //!
 //! What that guarantees:
-//! - **A refused request changes nothing**: steps 1–5 write nothing, and a step 6 whose
+//! - **A refused request changes nothing**: steps 1–4 write nothing, and a step 5 whose
 //!   enqueue is refused (the run finished meanwhile, it is busy) rolls back whole.
-//! - **No delivery is lost and none enqueues twice, whatever crashes.** Step 6 commits the
+//! - **No delivery is lost and none enqueues twice, whatever crashes.** Step 5 commits the
 //!   claim, the run and the record together, or nothing: a crash before its commit leaves
 //!   nothing, and the sender's retry starts afresh. (A `claimed` row left by an older version
-//!   is finished by the retry with the same idempotency key.) Only `done` rows short-cut at
-//!   step 3.
+//!   is finished by the retry with the same idempotency key.) Only `done` rows short-cut the
+//!   enqueue.
 //! - **Concurrent copies of one delivery make one run and one 202**: in one process, copies
-//!   of a delivery id take steps 3–7 one after another, so the later ones find it `done` at
-//!   step 3 and answer 200 as redeliveries. Copies taken by different daemons on one database
-//!   meet at step 6's claim, which locks the row: the later one goes on once the first
+//!   of a delivery id take steps 3–6 one after another, so the later ones find it `done` at
+//!   step 5's claim and answer 200 as redeliveries. Copies taken by different daemons on one
+//!   database meet at that claim, which locks the row: the later one goes on once the first
 //!   committed, finds the row `done` and answers 200 with the runs recorded there. Never a
 //!   409 or 500 for a copy.
 //! - **Deliveries share commits**: on SQLite, deliveries (and enqueues) taken at the same
-//!   time are written in one transaction and one commit, each in a savepoint of its own.
+//!   time are written in one transaction and one commit; a batch in which one is refused is
+//!   written again item by item, so one delivery's refusal never undoes another's.
 //! - **Traceable prompts**: Nightshift (not the user's template) appends
 //!   `[webhook <hook> delivery=<id> event=<event>]` to every prompt and resume message.
 //!

@@ -33,6 +33,7 @@ on_both_backends! {
     timestamped_signatures_follow_the_store_clock => timestamped_signatures;
     nightshift_serve_runs_the_agent_a_delivery_started => serve_end_to_end;
     a_newer_push_supersedes_the_review_of_the_older_head => two_pushes_supersede_the_first_review;
+    a_redelivered_resume_whose_run_ended_is_answered_from_its_record => resume_redelivered_after_its_run_ended;
 }
 
 async fn routed_templated_deduped(db: &TestDb) {
@@ -148,6 +149,62 @@ async fn routed_templated_deduped(db: &TestDb) {
     let counts = intake.counts().await;
     assert_eq!(counts["github"]["accepted"], 5, "{counts}");
     assert_eq!(counts["github"]["duplicate"], 1, "{counts}");
+}
+
+/// A delivery that would be refused now (here a resume whose run has ended since) is still
+/// answered as the redelivery it is: 200 with the runs it made, counted, nothing enqueued.
+async fn resume_redelivered_after_its_run_ended(db: &TestDb) {
+    let intake = Intake::start(db).await;
+    let (status, first) = intake
+        .github("pull_request", "d-opened", fixture("pull_request.opened"))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{first}");
+    let comment = fixture("issue_comment.created");
+    let (status, resumed) = intake
+        .github("issue_comment", "d-comment", comment.clone())
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{resumed}");
+    assert_eq!(resumed["runs"][0]["kind"], "resume");
+    let run = run_id(&first);
+    let jobs_before = intake.store.jobs_of_run(&run).await.unwrap().len();
+    intake.store.cancel_run(&run).await.unwrap();
+
+    let (status, again) = intake.github("issue_comment", "d-comment", comment).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["redelivery"], true);
+    assert_eq!(again["runs"][0]["kind"], "resume");
+    assert_eq!(run_id(&again), run);
+    assert_eq!(again["runs"][0]["duplicate"], true);
+    assert_eq!(
+        intake.store.jobs_of_run(&run).await.unwrap().len(),
+        jobs_before,
+        "a redelivery enqueues nothing"
+    );
+    let row = intake
+        .store
+        .webhook_delivery("github", "d-comment")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.received, 2);
+
+    // A new comment on the ended run is refused: no unfinished run to continue.
+    let (status, refused) = intake
+        .github(
+            "issue_comment",
+            "d-comment-2",
+            fixture("issue_comment.created"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
+    assert!(
+        intake
+            .store
+            .webhook_delivery("github", "d-comment-2")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 async fn refusals_enqueue_nothing(db: &TestDb) {
