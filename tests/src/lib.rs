@@ -8,9 +8,13 @@
 //!
 //! [`git_http`] is a fake GitHub git host (smart HTTP through `git http-backend`, installation
 //! tokens checked as GitHub checks them) for the workspace checkout's tests.
+//!
+//! [`http`] calls a daemon's HTTP API with its token (`GET`, a JSON `POST`) and gives the
+//! status and the JSON answer, so the suite's tests do not repeat the `reqwest` chain.
 
 pub mod config_text;
 pub mod git_http;
+pub mod http;
 pub mod pg;
 
 use std::sync::Arc;

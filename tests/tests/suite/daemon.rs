@@ -11,9 +11,10 @@ use nightshift_runner::config::Config;
 use nightshift_runner::daemon;
 use nightshift_scheduler::{Intake, RunRequest};
 use nightshift_store::{RunStatus, Store, Trigger};
+use nightshift_tests::http::{get_json, post_json};
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::crash::{agent, command_tool, out, q, text_turn, tool_turn};
@@ -82,29 +83,25 @@ impl Api {
 
     /// Enqueues a run of `agent`; returns its id.
     async fn enqueue(&self, agent: &str) -> String {
-        let resp = self
-            .http
-            .post(format!("{}/v1/runs", self.base))
-            .bearer_auth(&self.token)
-            .json(&json!({"agent": agent, "prompt": "Go."}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::ACCEPTED);
-        let body: Value = resp.json().await.unwrap();
+        let (status, body) = post_json(
+            &self.http,
+            &format!("{}/v1/runs", self.base),
+            &self.token,
+            &json!({"agent": agent, "prompt": "Go."}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::ACCEPTED);
         body["run_id"].as_str().unwrap().to_string()
     }
 
     /// The run's status as the API reports it.
     async fn status(&self, run_id: &str) -> String {
-        let resp = self
-            .http
-            .get(format!("{}/v1/runs/{run_id}", self.base))
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .unwrap();
-        let body: Value = resp.json().await.unwrap();
+        let (_, body) = get_json(
+            &self.http,
+            &format!("{}/v1/runs/{run_id}", self.base),
+            &self.token,
+        )
+        .await;
         body["status"].as_str().unwrap().to_string()
     }
 }

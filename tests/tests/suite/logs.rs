@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nightshift_store::RunStatus;
+use nightshift_tests::http::post_json;
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use serde_json::Value;
 
@@ -46,16 +47,13 @@ fn json_logging_config(
 
 /// Enqueues a run of `echo` over the API and waits for it to succeed; its id.
 async fn run_echo(http: &reqwest::Client, api: &str, store: &nightshift_store::Store) -> String {
-    let created: Value = http
-        .post(format!("{api}/v1/runs"))
-        .bearer_auth(API_TOKEN)
-        .json(&serde_json::json!({"agent": "echo", "prompt": "hello, logs"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, created) = post_json(
+        http,
+        &format!("{api}/v1/runs"),
+        API_TOKEN,
+        &serde_json::json!({"agent": "echo", "prompt": "hello, logs"}),
+    )
+    .await;
     let run_id = created["run_id"].as_str().expect("a run id").to_string();
     eventually(Duration::from_secs(30), "the run to succeed", || async {
         let run = store.run(&run_id).await.ok()??;

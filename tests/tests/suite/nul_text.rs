@@ -10,6 +10,7 @@ use nightshift_store::{
     ApprovalStatus, ConcurrencyPolicy, LeasedJob, NewApproval, NewRun, NewTask, RunEnd, RunStatus,
     Store, TaskEnd, TaskStatus,
 };
+use nightshift_tests::http::{get_json, post_json};
 use nightshift_tests::{TestDb, on_both_backends};
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -341,26 +342,10 @@ async fn prompt_over_http(db: &TestDb) {
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
     let prompt = nasty("review");
     let body = serde_json::json!({"agent": "helper", "prompt": prompt, "idempotency_key": "k\0"});
-    let resp = http
-        .post(format!("{base}/v1/runs"))
-        .bearer_auth("t0ken")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status();
-    let created: serde_json::Value = resp.json().await.unwrap();
+    let (status, created) = post_json(&http, &format!("{base}/v1/runs"), "t0ken", &body).await;
     assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{created}");
     let run_id = created["run_id"].as_str().unwrap();
-    let run: serde_json::Value = http
-        .get(format!("{base}/v1/runs/{run_id}"))
-        .bearer_auth("t0ken")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, run) = get_json(&http, &format!("{base}/v1/runs/{run_id}"), "t0ken").await;
     assert_eq!(run["input"], prompt.as_str());
     assert_eq!(store.run(run_id).await.unwrap().unwrap().input, prompt);
     server.abort();

@@ -5,6 +5,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use nightshift_store::{JobState, NewRun, RunStatus, Store};
+use nightshift_tests::http::{post_json, try_get_json};
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 
 on_both_backends! {
@@ -330,16 +331,13 @@ async fn nightshift_serve_end_to_end(db: &TestDb) {
     let store = db.store().await;
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
     wait_for_api(&http, &api).await;
-    let created: serde_json::Value = http
-        .post(format!("{api}/v1/runs"))
-        .bearer_auth(API_TOKEN)
-        .json(&serde_json::json!({"agent": "echo", "prompt": "hello over HTTP", "idempotency_key": "once"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, created) = post_json(
+        &http,
+        &format!("{api}/v1/runs"),
+        API_TOKEN,
+        &serde_json::json!({"agent": "echo", "prompt": "hello over HTTP", "idempotency_key": "once"}),
+    )
+    .await;
     let run_id = created["run_id"].as_str().expect("a run id").to_string();
     let again = Command::new(&bin)
         .arg("--config")
@@ -353,15 +351,7 @@ async fn nightshift_serve_end_to_end(db: &TestDb) {
         "the CLI sees the API's run: {again}"
     );
     let run = eventually(Duration::from_secs(30), "the run to succeed", || async {
-        let run: serde_json::Value = http
-            .get(format!("{api}/v1/runs/{run_id}"))
-            .bearer_auth(API_TOKEN)
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+        let run = try_get_json(&http, &format!("{api}/v1/runs/{run_id}"), API_TOKEN).await?;
         (run["status"] == "succeeded").then_some(run)
     })
     .await;

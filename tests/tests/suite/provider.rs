@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use nightshift_store::RunStatus;
+use nightshift_tests::http::post_json;
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use serde_json::{Value, json};
 
@@ -127,16 +128,13 @@ async fn anthropic_end_to_end(db: &TestDb) {
             .then_some(())
     })
     .await;
-    let created: Value = http
-        .post(format!("{api}/v1/runs"))
-        .bearer_auth(API_TOKEN)
-        .json(&json!({"agent": "lister", "prompt": "What is in the workspace?"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, created) = post_json(
+        &http,
+        &format!("{api}/v1/runs"),
+        API_TOKEN,
+        &json!({"agent": "lister", "prompt": "What is in the workspace?"}),
+    )
+    .await;
     let run_id = created["run_id"].as_str().unwrap().to_string();
     let store = db.store().await;
     let run = eventually(Duration::from_secs(30), "the run to finish", || async {

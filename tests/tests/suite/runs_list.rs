@@ -11,6 +11,7 @@ use nightshift_runner::api::{ApiState, router};
 use nightshift_store::{
     Clock, ConcurrencyPolicy, Error, JobState, NewRun, RunFilter, RunStatus, Store, Trigger,
 };
+use nightshift_tests::http::get_json;
 use nightshift_tests::{TestDb, on_both_backends};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -405,11 +406,7 @@ async fn api(db: &TestDb) {
     let get = |path: String| {
         let http = http.clone();
         let url = format!("{base}{path}");
-        async move {
-            let resp = http.get(url).bearer_auth(TOKEN).send().await.unwrap();
-            let status = resp.status();
-            (status, resp.json::<Value>().await.unwrap())
-        }
+        async move { get_json(&http, &url, TOKEN).await }
     };
     let ids_of = |v: &Value| -> Vec<String> {
         v["runs"]

@@ -18,6 +18,7 @@ use std::time::Duration;
 use nightshift_agent::RunEvent;
 use nightshift_store::{RunStatus, Store, StoreConfig, SystemClock};
 use nightshift_tests::eventually;
+use nightshift_tests::http::post_json;
 use serde_json::json;
 
 use crate::crash::{agent, command_tool, events, q, text_turn, tool_turn, wait_finished};
@@ -165,16 +166,13 @@ async fn serve_runs_sandboxed_commands_under_the_units_restrictions() {
         r.status().is_success().then_some(())
     })
     .await;
-    let created: serde_json::Value = http
-        .post(format!("{api}/v1/runs"))
-        .bearer_auth(API_TOKEN)
-        .json(&json!({"agent": "probe", "prompt": "Who runs you?"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, created) = post_json(
+        &http,
+        &format!("{api}/v1/runs"),
+        API_TOKEN,
+        &json!({"agent": "probe", "prompt": "Who runs you?"}),
+    )
+    .await;
     let run_id = created["run_id"].as_str().expect("a run id").to_string();
 
     // The daemon made the file and its WAL; reading it as root leaves them the daemon's.

@@ -25,6 +25,7 @@ use axum::routing::post;
 use nightshift_store::RunStatus;
 use nightshift_telemetry::traces::RunTrace;
 use nightshift_tests::config_text::{agent_with, command_tool, q};
+use nightshift_tests::http::post_json;
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
@@ -417,16 +418,7 @@ async fn run_is_one_trace(db: &TestDb) {
 
 /// Starts a run with `POST /v1/runs` (`body`); its id.
 async fn create_run(http: &reqwest::Client, api: &str, body: Value) -> String {
-    let created: Value = http
-        .post(format!("{api}/v1/runs"))
-        .bearer_auth(API_TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, created) = post_json(http, &format!("{api}/v1/runs"), API_TOKEN, &body).await;
     created["run_id"]
         .as_str()
         .unwrap_or_else(|| panic!("a run id: {created}"))

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use nightshift_tests::http::{get_json, try_get_json};
 use nightshift_tests::{TestDb, eventually};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -80,15 +81,7 @@ pub(super) async fn serve_end_to_end(db: &TestDb) {
     let answer: Value = resp.json().await.unwrap();
     let id = run_id(&answer);
     let run = eventually(Duration::from_secs(30), "the run to succeed", || async {
-        let run: Value = http
-            .get(format!("{api}/v1/runs/{id}"))
-            .bearer_auth(API_TOKEN)
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+        let run = try_get_json(&http, &format!("{api}/v1/runs/{id}"), API_TOKEN).await?;
         (run["status"] == "succeeded").then_some(run)
     })
     .await;
@@ -97,15 +90,12 @@ pub(super) async fn serve_end_to_end(db: &TestDb) {
     assert!(run["input"].as_str().unwrap().ends_with(
         "[webhook github delivery=72d3162e-cc78-11e3-81ab-4c9367dc0958 event=pull_request]"
     ));
-    let listing: Value = http
-        .get(format!("{api}/v1/hooks/github/deliveries"))
-        .bearer_auth(API_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, listing) = get_json(
+        &http,
+        &format!("{api}/v1/hooks/github/deliveries"),
+        API_TOKEN,
+    )
+    .await;
     let d = &listing["deliveries"][0];
     assert_eq!(
         (&d["delivery_id"], &d["status"], &d["runs"][0]["run_id"]),

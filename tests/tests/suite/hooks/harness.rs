@@ -11,6 +11,7 @@ use nightshift_scheduler::hooks::config::HmacAlgorithm;
 use nightshift_scheduler::hooks::signature::hmac;
 use nightshift_store::{ManualClock, Run, Store};
 use nightshift_tests::TestDb;
+use nightshift_tests::http::get_json;
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -206,15 +207,8 @@ impl Intake {
     }
 
     pub(super) async fn counts(&self) -> Value {
-        let resp = self
-            .http
-            .get(format!("{}/v1/hooks", self.base))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
-        let body: Value = resp.json().await.unwrap();
+        let (status, body) = get_json(&self.http, &format!("{}/v1/hooks", self.base), TOKEN).await;
+        assert_eq!(status, StatusCode::OK);
         let mut counts = serde_json::Map::new();
         for h in body["hooks"].as_array().unwrap() {
             counts.insert(h["name"].as_str().unwrap().into(), h["counts"].clone());

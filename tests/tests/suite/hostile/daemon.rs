@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nightshift_store::{Event, Store};
+use nightshift_tests::http::get_json;
 use nightshift_tests::{TestDb, eventually};
 use serde_json::{Value, json};
 
@@ -239,15 +240,8 @@ impl Daemon {
 
     /// `GET /v1/runs/{id}`.
     pub async fn run(&self, id: &str) -> Value {
-        self.http
-            .get(format!("{}/v1/runs/{id}", self.api))
-            .bearer_auth(API_TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        let (_, run) = get_json(&self.http, &format!("{}/v1/runs/{id}", self.api), API_TOKEN).await;
+        run
     }
 
     /// Waits until the run is terminal; returns it.

@@ -11,6 +11,7 @@ use nightshift_runner::notify::{Notifier, SecretSource};
 use nightshift_store::{
     DeliveryStatus, Error as StoreError, NewRun, Notification, RunProgress, Store,
 };
+use nightshift_tests::http::get_json;
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -171,15 +172,7 @@ async fn signed_notices_reach_every_url_once(db: &TestDb) {
         axum::serve(listener, router(state)).await.unwrap();
     });
     let http = nightshift_llm::http::build_client(Default::default()).unwrap();
-    let listed: Value = http
-        .get(format!("{base}/v1/notifications?run={run_id}"))
-        .bearer_auth("t")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, listed) = get_json(&http, &format!("{base}/v1/notifications?run={run_id}"), "t").await;
     let items = listed["notifications"].as_array().unwrap();
     assert_eq!(items.len(), 2, "{listed}");
     for item in items {

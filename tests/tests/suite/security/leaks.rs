@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::http::HeaderMap;
+use nightshift_tests::http::try_get_json;
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use serde_json::{Value, json};
 
@@ -240,15 +241,7 @@ async fn no_secret_leaks(db: &TestDb) {
     let mut ended = Vec::new();
     for id in &runs {
         let run = eventually(Duration::from_secs(60), "the run to end", || async {
-            let run: Value = http
-                .get(format!("{api}/v1/runs/{id}"))
-                .bearer_auth(&s.api_token)
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
+            let run = try_get_json(&http, &format!("{api}/v1/runs/{id}"), &s.api_token).await?;
             matches!(run["status"].as_str(), Some("succeeded" | "failed")).then_some(run)
         })
         .await;
