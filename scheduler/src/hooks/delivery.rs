@@ -108,6 +108,7 @@ async fn deliver_inner(
             if let Some(done) = done_before(store, hook, &d).await? {
                 return answer(hook, &d, done.runs.as_deref(), true);
             }
+            // Not done before: GitHub's `ping` is answered, a refusal returned.
             return not_taken.map(|_| ping_answer(hook, d));
         }
     };
@@ -150,9 +151,9 @@ async fn route_and_check<'h>(
     Ok(Some((route, work)))
 }
 
-/// For a delivery that steps 3 and 4 would not take: its row when it was done
-/// before, with this arrival counted. A read first, so that a delivery refused again and
-/// again (an event no route takes) never waits for the writer.
+/// For a delivery that steps 3 and 4 would not take: its row when it was done before, with
+/// this arrival counted. A read first, so that a delivery refused again and again (an event
+/// no route takes) never waits for the writer.
 async fn done_before(
     store: &nightshift_store::Store,
     hook: &Hook,
