@@ -77,12 +77,7 @@ async fn routed_templated_deduped(db: &TestDb) {
         1,
         "a redelivery enqueues nothing"
     );
-    let row = intake
-        .store
-        .webhook_delivery("github", "d-opened-1")
-        .await
-        .unwrap()
-        .unwrap();
+    let row = intake.delivery("d-opened-1").await.unwrap();
     assert_eq!(row.received, 2);
 
     // A comment on the PR continues its run.
@@ -180,12 +175,7 @@ async fn resume_redelivered_after_its_run_ended(db: &TestDb) {
         jobs_before,
         "a redelivery enqueues nothing"
     );
-    let row = intake
-        .store
-        .webhook_delivery("github", "d-comment")
-        .await
-        .unwrap()
-        .unwrap();
+    let row = intake.delivery("d-comment").await.unwrap();
     assert_eq!(row.received, 2);
 
     // A new comment on the ended run is refused: no unfinished run to continue.
@@ -197,14 +187,7 @@ async fn resume_redelivered_after_its_run_ended(db: &TestDb) {
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
-    assert!(
-        intake
-            .store
-            .webhook_delivery("github", "d-comment-2")
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(intake.delivery("d-comment-2").await.is_none());
 }
 
 async fn refusals_enqueue_nothing(db: &TestDb) {
@@ -363,12 +346,7 @@ async fn refusals_enqueue_nothing(db: &TestDb) {
     assert_eq!(runs[0].id, small_run);
     for d in ["d1", "d2", "d3", "d4", "d5", "d6", "d7", "d-ping"] {
         assert!(
-            intake
-                .store
-                .webhook_delivery("github", d)
-                .await
-                .unwrap()
-                .is_none(),
+            intake.delivery(d).await.is_none(),
             "refused delivery {d} left no record"
         );
     }
@@ -461,12 +439,7 @@ async fn concurrent_copies_make_one_run(db: &TestDb) {
         intake.store.jobs_of_run(&runs[0].id).await.unwrap().len(),
         1
     );
-    let row = intake
-        .store
-        .webhook_delivery("github", "d-storm")
-        .await
-        .unwrap()
-        .unwrap();
+    let row = intake.delivery("d-storm").await.unwrap();
     assert_eq!(row.received, 12);
     assert_eq!(row.status, nightshift_store::WebhookDeliveryStatus::Done);
 }

@@ -9,7 +9,7 @@ use nightshift_runner::config::Config;
 use nightshift_scheduler::hooks::HookSet;
 use nightshift_scheduler::hooks::config::HmacAlgorithm;
 use nightshift_scheduler::hooks::signature::hmac;
-use nightshift_store::{ManualClock, Run, Store};
+use nightshift_store::{ManualClock, Run, Store, WebhookDelivery};
 use nightshift_tests::TestDb;
 use nightshift_tests::http::get_json;
 use reqwest::StatusCode;
@@ -257,6 +257,11 @@ impl Intake {
 
     pub(super) async fn runs(&self) -> Vec<Run> {
         self.store.list_runs(None, 1000).await.unwrap()
+    }
+
+    /// The `github` hook's record of delivery `id`, if any.
+    pub(super) async fn delivery(&self, id: &str) -> Option<WebhookDelivery> {
+        self.store.webhook_delivery("github", id).await.unwrap()
     }
 }
 
