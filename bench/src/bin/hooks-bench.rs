@@ -9,7 +9,12 @@
 //! sent again: each redelivery is answered 200 from the deliveries table, enqueueing nothing.
 //! Per backend: deliveries per second and p50/p99 latency from sending to the answer. No
 //! worker runs, so nothing else competes for the store. First, the same requests to a handler
-//! that only reads the body and answers 202: what loopback HTTP alone allows.
+//! that only reads the body and answers 202: what loopback HTTP alone allows. After each
+//! backend's rows, **the schema alone**: a delivery's three rows (its `done` record, its run,
+//! its start job, with the keys and context a delivery gives them) committed without HTTP or
+//! any of the store's code — one statement per delivery from as many connections as senders
+//! on PostgreSQL, one transaction per delivery on SQLite's single writer — so the gap to the
+//! commit rate splits into what the schema costs and what the intake adds.
 //!
 //! Usage: `cargo run --release -p nightshift-bench --bin hooks-bench [-- --quick]
 //! [--sqlite-only | --postgres-only]`. SQLite is a file in a temp dir with the production
@@ -25,7 +30,7 @@ use nightshift_runner::config::Config;
 use nightshift_scheduler::hooks::HookSet;
 use nightshift_scheduler::hooks::config::HmacAlgorithm;
 use nightshift_scheduler::hooks::signature::hmac;
-use nightshift_store::{Store, SystemClock};
+use nightshift_store::{Store, StoreConfig, SystemClock};
 
 const SECRET: &str = "bench-webhook-secret";
 const CLIENTS: usize = 8;
@@ -166,6 +171,14 @@ async fn main() -> Result<()> {
         }
         store.close().await;
         nightshift_bench::drop_schema(config).await;
+        let alone = schema_alone(dir.path(), config, n as u64).await?;
+        println!(
+            "{name:<12} {:<34} {alone:>14.0} {:>9} {:>9} {commits:>14.0} {:>6.2}x",
+            "schema alone: 3 rows, 1 commit",
+            "—",
+            "—",
+            alone / commits
+        );
     }
     println!();
     println!(
@@ -173,7 +186,9 @@ async fn main() -> Result<()> {
          the delivery recorded; latency is from sending the request to reading the answer. \
          commits/s is the store's own commit rate measured just before (SQLite: single-row \
          commits; PostgreSQL: single-row INSERTs from 8 clients), and ratio the deliveries' \
-         share of it."
+         share of it. The schema-alone row commits each delivery's record, run and start job \
+         with plain SQL (PostgreSQL: one statement each, 8 connections; SQLite: one \
+         transaction each, its one writer), no HTTP and no Nightshift code."
     );
     Ok(())
 }
@@ -272,4 +287,120 @@ async fn post_all(url: &str, deliveries: &[Delivery], status: u16) -> Result<Mea
         p50_ms: nightshift_bench::percentile(&ms, 0.50),
         p99_ms: nightshift_bench::percentile(&ms, 0.99),
     })
+}
+
+/// What the schema itself allows a delivery: its `done` record, its run and its start job
+/// (their rows, index entries and constraints; the run with the idempotency key, concurrency
+/// key and context a delivery of the bench's route gives it) committed with plain SQL into a
+/// freshly migrated store that nothing else uses, `n` deliveries; per second.
+async fn schema_alone(dir: &std::path::Path, base: &StoreConfig, n: u64) -> Result<f64> {
+    let mut config = base.clone();
+    match &base.schema {
+        None => config.url = format!("sqlite://{}", dir.join("schema-alone.db").display()),
+        Some(schema) => config.schema = Some(format!("{schema}_alone")),
+    }
+    let store = Store::connect(&config, Arc::new(SystemClock)).await?;
+    store.migrate().await?;
+    store.close().await;
+    let rate = match &config.schema {
+        None => sqlite_deliveries_alone(&config, n).await?,
+        Some(_) => pg_deliveries_alone(&config, n).await?,
+    };
+    nightshift_bench::drop_schema(&config).await;
+    Ok(rate)
+}
+
+/// The context a delivery of the bench's fixture gives its run.
+const CONTEXT: &str = r#"{"github":{"repo":"octo-org/hello-world","number":1000,"head_sha":"7fd1a60b01f91b314f59955a4e4d4e80d8edf11d","installation_id":1}}"#;
+
+/// One transaction per delivery on one connection (SQLite's single writer): the record, then
+/// the run and its job through the `enqueue_start` view.
+async fn sqlite_deliveries_alone(config: &StoreConfig, n: u64) -> Result<f64> {
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+    use sqlx::{ConnectOptions, Connection};
+    let mut conn = config
+        .url
+        .parse::<SqliteConnectOptions>()?
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .connect()
+        .await?;
+    let record = "INSERT INTO webhook_deliveries (hook, delivery_id, event, status, runs, \
+                  received, first_received_at, last_received_at, finished_at) \
+                  VALUES ('github', ?1, 'pull_request', 'done', ?2, 1, ?3, ?3, ?3)";
+    let run = "INSERT INTO enqueue_start (run_id, agent, trigger_kind, input, idempotency_key, \
+               now, lane, priority, run_at, max_attempts, notify, context, concurrency_key) \
+               VALUES (?1, 'reviewer', 'webhook', ?2, ?3, ?4, 'default', 0, ?4, 3, TRUE, ?5, ?6)";
+    let start = Instant::now();
+    for i in 0..n {
+        let now = nightshift_store::Clock::now(&SystemClock);
+        let (delivery, run_id) = (format!("alone-{i:06}"), uuid::Uuid::now_v7().to_string());
+        sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await?;
+        sqlx::query(record)
+            .bind(&delivery)
+            .bind(runs_record(&run_id, i))
+            .bind(now)
+            .execute(&mut conn)
+            .await?;
+        sqlx::query(run)
+            .bind(&run_id)
+            .bind(prompt(i))
+            .bind(format!("webhook:github:review:{delivery}"))
+            .bind(now)
+            .bind(CONTEXT)
+            .bind(format!("pr-octo-org/hello-world-{}", 1000 + i))
+            .execute(&mut conn)
+            .await?;
+        sqlx::query("COMMIT").execute(&mut conn).await?;
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    conn.close().await?;
+    Ok(rate)
+}
+
+/// One statement per delivery (the record, the run and its job), `CLIENTS` connections.
+async fn pg_deliveries_alone(config: &StoreConfig, n: u64) -> Result<f64> {
+    let sql = "WITH record AS (\
+         INSERT INTO webhook_deliveries (hook, delivery_id, event, status, runs, received, \
+         first_received_at, last_received_at, finished_at) \
+         VALUES ('github', $1, 'pull_request', 'done', $2, 1, $6, $6, $6)), \
+         run AS (\
+         INSERT INTO runs (id, agent, status, trigger_kind, input, idempotency_key, \
+         concurrency_key, notify, context, created_at, updated_at) \
+         VALUES ($3, 'reviewer', 'queued', 'webhook', $4, $5, $7, TRUE, $8, $6, $6) RETURNING id) \
+         INSERT INTO jobs (run_id, kind, lane, priority, payload, run_at, max_attempts, \
+         status, created_at, updated_at, concurrency_key) \
+         SELECT run.id, 'start', 'default', 0, $4, $6, 3, 'queued', $6, $6, $7 FROM run";
+    nightshift_bench::pg_statement_rate(config, CLIENTS, n, sql, |statement, i| {
+        let delivery = format!("alone-{i:06}");
+        let run_id = uuid::Uuid::now_v7().to_string();
+        statement
+            .bind(delivery.clone())
+            .bind(runs_record(&run_id, i))
+            .bind(run_id)
+            .bind(prompt(i))
+            .bind(format!("webhook:github:review:{delivery}"))
+            .bind(nightshift_store::Clock::now(&SystemClock))
+            .bind(format!("pr-octo-org/hello-world-{}", 1000 + i))
+            .bind(CONTEXT)
+    })
+    .await
+}
+
+/// The prompt the bench's route renders for pull request `1000 + i`, with the trace line.
+fn prompt(i: u64) -> String {
+    format!(
+        "Review pull request #{} in octo-org/hello-world: Retry uploads when the storage \
+         backend answers 503\n\n[webhook github delivery=alone-{i:06} event=pull_request]",
+        1000 + i
+    )
+}
+
+/// The record a delivery keeps of the run it started.
+fn runs_record(run_id: &str, i: u64) -> String {
+    serde_json::json!([{
+        "route": "review", "kind": "start", "run_id": run_id, "job_id": i + 1,
+        "duplicate": false, "skipped": false, "superseded": []
+    }])
+    .to_string()
 }
