@@ -2,11 +2,11 @@
 //!
 //! The decisions are pure functions of the hook, the headers and the body — [`parse`] (step
 //! 2), [`pick_route`] (step 3), [`plan_enqueue`] (the request step 4 checks and step 5
-//! enqueues), [`refusal`] (what a refused enqueue leaves behind), [`route_run`] and
-//! [`answer`] (step 6's record and reply) — and the I/O that carries them out ([`deliver`]:
-//! verify, check, claim, enqueue, record; look up a delivery it would not take) only calls
-//! them in order. So a redelivery decides exactly what the first delivery
-//! decided, and each decision is tested without a store.
+//! enqueues), [`refusal`] (what a refused enqueue leaves behind), [`route_run`] (the record
+//! step 5 writes) and [`answer`] (step 6's reply) — and the I/O that carries them out
+//! ([`deliver`]: verify, check, claim, enqueue, record; look up a delivery it would not take)
+//! only calls them in order. So a redelivery decides exactly what the first delivery decided,
+//! and each decision is tested without a store.
 
 use std::sync::Arc;
 

@@ -21,7 +21,7 @@
 //!    record the run on the row as `done`.
 //! 6. **Answer** 202 with the run ids.
 //!
-//! A delivery that steps 3 and 4 would not take (refused, or a `ping`) is first looked up in
+//! A delivery that steps 3 and 4 would not take (refused, or a `ping`) is then looked up in
 //! `webhook_deliveries`: when it was done before — the config changed since, or the run a
 //! resume continued has finished — it is answered as a redelivery, as step 5 would have.
 //!

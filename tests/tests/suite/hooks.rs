@@ -21,7 +21,9 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use daemon::serve_end_to_end;
-use harness::{Intake, SECRET, base64_encode, fixture, github_signature, hex_encode, run_id};
+use harness::{
+    HOOKS, Intake, SECRET, base64_encode, fixture, github_signature, hex_encode, run_id,
+};
 use supersede::two_pushes_supersede_the_first_review;
 
 on_both_backends! {
@@ -34,6 +36,7 @@ on_both_backends! {
     nightshift_serve_runs_the_agent_a_delivery_started => serve_end_to_end;
     a_newer_push_supersedes_the_review_of_the_older_head => two_pushes_supersede_the_first_review;
     a_redelivered_resume_whose_run_ended_is_answered_from_its_record => resume_redelivered_after_its_run_ended;
+    a_redelivery_the_reloaded_config_would_refuse_is_answered_from_its_record => redelivered_after_a_reload;
 }
 
 async fn routed_templated_deduped(db: &TestDb) {
@@ -95,6 +98,25 @@ async fn routed_templated_deduped(db: &TestDb) {
     );
     let jobs = intake.store.jobs_of_run(&pr_run).await.unwrap();
     assert_eq!(jobs.len(), 2);
+    // Redelivered while the run it resumed is still unfinished: the same answer, no new job.
+    let (status, again) = intake
+        .github(
+            "issue_comment",
+            "d-comment-1",
+            fixture("issue_comment.created"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(
+        (
+            &again["redelivery"],
+            &again["runs"][0]["kind"],
+            run_id(&again)
+        ),
+        (&Value::from(true), &Value::from("resume"), pr_run.clone())
+    );
+    assert_eq!(again["runs"][0]["job_id"], comment["runs"][0]["job_id"]);
+    assert_eq!(intake.store.jobs_of_run(&pr_run).await.unwrap().len(), 2);
     let reason: Value = serde_json::from_str(&jobs[1].payload).unwrap();
     assert_eq!(
         reason["text"],
@@ -143,7 +165,7 @@ async fn routed_templated_deduped(db: &TestDb) {
     assert_eq!(intake.runs().await.len(), 3);
     let counts = intake.counts().await;
     assert_eq!(counts["github"]["accepted"], 5, "{counts}");
-    assert_eq!(counts["github"]["duplicate"], 1, "{counts}");
+    assert_eq!(counts["github"]["duplicate"], 2, "{counts}");
 }
 
 /// A delivery that would be refused now (here a resume whose run has ended since) is still
@@ -188,6 +210,46 @@ async fn resume_redelivered_after_its_run_ended(db: &TestDb) {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
     assert!(intake.delivery("d-comment-2").await.is_none());
+}
+
+/// A delivery whose route the config changed since (its template now fails on the payload,
+/// then no route takes it at all) is still answered as the redelivery it is; a new delivery
+/// of the same event is refused and leaves no record.
+async fn redelivered_after_a_reload(db: &TestDb) {
+    let intake = Intake::start(db).await;
+    let (status, first) = intake.github("push", "d-push", fixture("push")).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{first}");
+    let run = run_id(&first);
+    let failing_template = HOOKS.replace(
+        "prompt = 'Summarise what landed on main: {% for c",
+        "prompt = '{{ release.tag_name }} {% for c",
+    );
+    let no_route = HOOKS.replace(
+        r#"match = { ref = "refs/heads/main" }"#,
+        r#"match = { ref = "refs/heads/release" }"#,
+    );
+    for (config, refused) in [
+        (&failing_template, StatusCode::UNPROCESSABLE_ENTITY),
+        (&no_route, StatusCode::UNPROCESSABLE_ENTITY),
+    ] {
+        assert_ne!(config, HOOKS, "the reloaded config differs");
+        intake.reload(config);
+        let (status, again) = intake.github("push", "d-push", fixture("push")).await;
+        assert_eq!(status, StatusCode::OK, "{again}");
+        assert_eq!(
+            (
+                &again["redelivery"],
+                &again["runs"][0]["route"],
+                run_id(&again)
+            ),
+            (&Value::from(true), &Value::from("push"), run.clone())
+        );
+        let (status, new) = intake.github("push", "d-push-new", fixture("push")).await;
+        assert_eq!(status, refused, "{new}");
+        assert!(intake.delivery("d-push-new").await.is_none());
+    }
+    assert_eq!(intake.delivery("d-push").await.unwrap().received, 3);
+    assert_eq!(intake.runs().await.len(), 1, "redeliveries enqueue nothing");
 }
 
 async fn refusals_enqueue_nothing(db: &TestDb) {

@@ -136,6 +136,7 @@ pub(super) struct Intake {
     pub(super) http: reqwest::Client,
     pub(super) store: Store,
     pub(super) clock: ManualClock,
+    hooks: Arc<HookSet>,
     _server: tokio::task::JoinHandle<()>,
 }
 
@@ -144,12 +145,12 @@ impl Intake {
         let (store, clock) = db.manual().await;
         let config = Config::parse(HOOKS, "hooks test config").unwrap();
         config.validate().unwrap();
-        let hooks = HookSet::build(&config.hooks, &["reviewer"], secrets).unwrap();
+        let hooks = Arc::new(HookSet::build(&config.hooks, &["reviewer"], secrets).unwrap());
         let state = ApiState {
             store: store.clone(),
             intake: nightshift_scheduler::Intake::new(store.clone(), vec!["reviewer".to_string()]),
             token: Arc::new(TOKEN.to_string()),
-            hooks: Arc::new(hooks),
+            hooks: hooks.clone(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -162,8 +163,18 @@ impl Intake {
                 .unwrap(),
             store,
             clock,
+            hooks,
             _server: server,
         }
+    }
+
+    /// From now on, the hooks of `config` (a reloaded config, as `nightshift serve` swaps it
+    /// in on SIGHUP).
+    pub(super) fn reload(&self, config: &str) {
+        let config = Config::parse(config, "reloaded hooks test config").unwrap();
+        config.validate().unwrap();
+        let hooks = HookSet::build(&config.hooks, &["reviewer"], secrets).unwrap();
+        self.hooks.replace(hooks);
     }
 
     pub(super) async fn post(
