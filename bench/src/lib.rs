@@ -91,6 +91,20 @@ pub async fn sqlite_commit_rate(dir: &Path, commits: u64) -> anyhow::Result<f64>
     Ok(commits as f64 / elapsed.as_secs_f64().max(1e-9))
 }
 
+/// A plain connection to `config`'s SQLite file with the store's pragmas (WAL,
+/// `synchronous=FULL`), for a bench's own statements beside the store.
+pub async fn sqlite_connection(config: &StoreConfig) -> anyhow::Result<sqlx::SqliteConnection> {
+    use sqlx::ConnectOptions;
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+    Ok(config
+        .url
+        .parse::<SqliteConnectOptions>()?
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .connect()
+        .await?)
+}
+
 /// Single-row autocommit INSERTs (256-byte rows) per second into a plain table in
 /// `config`'s schema, `producers` connections at once, `rows` in all: the server's commit
 /// rate for that many clients, which bounds every write path that commits once per item.

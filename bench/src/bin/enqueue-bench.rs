@@ -361,15 +361,8 @@ impl Bench {
 /// One run and its job per autocommit statement through the `enqueue_start` view (what the
 /// store's enqueue writes, minus the store), on one connection to `config`'s file.
 async fn sqlite_runs_per_commit(config: &StoreConfig, n: u64) -> Result<f64> {
-    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
-    use sqlx::{ConnectOptions, Connection};
-    let mut conn = config
-        .url
-        .parse::<SqliteConnectOptions>()?
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Full)
-        .connect()
-        .await?;
+    use sqlx::Connection;
+    let mut conn = nightshift_bench::sqlite_connection(config).await?;
     let sql = "INSERT INTO enqueue_start (run_id, agent, trigger_kind, input, now, lane, \
                priority, run_at, max_attempts) VALUES (?, 'bench', 'api', ?, ?, 'default', 0, ?, 3)";
     let start = Instant::now();

@@ -321,15 +321,8 @@ const CONTEXT: &str = r#"{"github":{"repo":"octo-org/hello-world","number":1000,
 /// One transaction per delivery on one connection (SQLite's single writer): the record, then
 /// the run and its job through the `enqueue_start` view.
 async fn sqlite_deliveries_alone(config: &StoreConfig, n: u64) -> Result<f64> {
-    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
-    use sqlx::{ConnectOptions, Connection};
-    let mut conn = config
-        .url
-        .parse::<SqliteConnectOptions>()?
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Full)
-        .connect()
-        .await?;
+    use sqlx::Connection;
+    let mut conn = nightshift_bench::sqlite_connection(config).await?;
     let record = "INSERT INTO webhook_deliveries (hook, delivery_id, event, status, runs, \
                   received, first_received_at, last_received_at, finished_at) \
                   VALUES ('github', ?1, 'pull_request', 'done', ?2, 1, ?3, ?3, ?3)";
