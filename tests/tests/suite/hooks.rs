@@ -70,11 +70,9 @@ async fn routed_templated_deduped(db: &TestDb) {
     assert_eq!((jobs[0].lane.as_str(), jobs[0].priority), ("reviews", 5));
 
     // GitHub's "Redeliver" sends the same body with the same delivery id.
-    let (status, again) = intake.github("pull_request", "d-opened-1", opened).await;
-    assert_eq!(status, StatusCode::OK, "{again}");
-    assert_eq!(again["redelivery"], true);
-    assert_eq!(run_id(&again), pr_run, "the original run id");
-    assert_eq!(again["runs"][0]["duplicate"], true);
+    intake
+        .github_redelivered("pull_request", "d-opened-1", opened, &pr_run)
+        .await;
     assert_eq!(
         intake.runs().await.len(),
         1,
@@ -99,22 +97,15 @@ async fn routed_templated_deduped(db: &TestDb) {
     let jobs = intake.store.jobs_of_run(&pr_run).await.unwrap();
     assert_eq!(jobs.len(), 2);
     // Redelivered while the run it resumed is still unfinished: the same answer, no new job.
-    let (status, again) = intake
-        .github(
+    let again = intake
+        .github_redelivered(
             "issue_comment",
             "d-comment-1",
             fixture("issue_comment.created"),
+            &pr_run,
         )
         .await;
-    assert_eq!(status, StatusCode::OK, "{again}");
-    assert_eq!(
-        (
-            &again["redelivery"],
-            &again["runs"][0]["kind"],
-            run_id(&again)
-        ),
-        (&Value::from(true), &Value::from("resume"), pr_run.clone())
-    );
+    assert_eq!(again["runs"][0]["kind"], "resume");
     assert_eq!(again["runs"][0]["job_id"], comment["runs"][0]["job_id"]);
     assert_eq!(intake.store.jobs_of_run(&pr_run).await.unwrap().len(), 2);
     let reason: Value = serde_json::from_str(&jobs[1].payload).unwrap();
@@ -186,12 +177,10 @@ async fn resume_redelivered_after_its_run_ended(db: &TestDb) {
     let jobs_before = intake.store.jobs_of_run(&run).await.unwrap().len();
     intake.store.cancel_run(&run).await.unwrap();
 
-    let (status, again) = intake.github("issue_comment", "d-comment", comment).await;
-    assert_eq!(status, StatusCode::OK, "{again}");
-    assert_eq!(again["redelivery"], true);
+    let again = intake
+        .github_redelivered("issue_comment", "d-comment", comment, &run)
+        .await;
     assert_eq!(again["runs"][0]["kind"], "resume");
-    assert_eq!(run_id(&again), run);
-    assert_eq!(again["runs"][0]["duplicate"], true);
     assert_eq!(
         intake.store.jobs_of_run(&run).await.unwrap().len(),
         jobs_before,
@@ -228,24 +217,15 @@ async fn redelivered_after_a_reload(db: &TestDb) {
         r#"match = { ref = "refs/heads/main" }"#,
         r#"match = { ref = "refs/heads/release" }"#,
     );
-    for (config, refused) in [
-        (&failing_template, StatusCode::UNPROCESSABLE_ENTITY),
-        (&no_route, StatusCode::UNPROCESSABLE_ENTITY),
-    ] {
+    for config in [&failing_template, &no_route] {
         assert_ne!(config, HOOKS, "the reloaded config differs");
         intake.reload(config);
-        let (status, again) = intake.github("push", "d-push", fixture("push")).await;
-        assert_eq!(status, StatusCode::OK, "{again}");
-        assert_eq!(
-            (
-                &again["redelivery"],
-                &again["runs"][0]["route"],
-                run_id(&again)
-            ),
-            (&Value::from(true), &Value::from("push"), run.clone())
-        );
+        let again = intake
+            .github_redelivered("push", "d-push", fixture("push"), &run)
+            .await;
+        assert_eq!(again["runs"][0]["route"], "push");
         let (status, new) = intake.github("push", "d-push-new", fixture("push")).await;
-        assert_eq!(status, refused, "{new}");
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{new}");
         assert!(intake.delivery("d-push-new").await.is_none());
     }
     assert_eq!(intake.delivery("d-push").await.unwrap().received, 3);

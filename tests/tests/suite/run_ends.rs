@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use nightshift_store::{
     CancelOutcome, ConcurrencyPolicy, DeliveryRecord, DeliveryTaken, DeliveryWork, Enqueued,
-    ManualClock, NewRun, RunStatus, Store,
+    LeasedJob, ManualClock, NewRun, RunStatus, Store,
 };
 use nightshift_tests::{TestDb, on_both_backends};
 
@@ -30,13 +30,19 @@ fn drain(told: &Told) -> Vec<(String, RunStatus)> {
     std::mem::take(&mut *told.lock().unwrap())
 }
 
-async fn claim_one(store: &Store) -> String {
-    let leased = store
+/// The one job a claim leases.
+async fn lease_one(store: &Store) -> LeasedJob {
+    let mut leased = store
         .claim("w", None, 1, Duration::from_secs(30))
         .await
         .unwrap();
     assert_eq!(leased.len(), 1, "one job claimed");
-    leased[0].job().run_id.clone()
+    leased.remove(0)
+}
+
+/// The run of the one job a claim leases.
+async fn claim_one(store: &Store) -> String {
+    lease_one(store).await.job().run_id.clone()
 }
 
 /// A hook on `store` recording what it is told.
@@ -111,18 +117,12 @@ async fn told_once(db: &TestDb) {
 
     // A job that parks with a cancel pending: the park ends the run, and tells of it.
     let parking = store.enqueue(&NewRun::new("a", "parking")).await.unwrap();
-    let leased = store
-        .claim("w", None, 1, Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert_eq!(leased[0].job().run_id, parking.run_id);
+    let leased = lease_one(&store).await;
+    assert_eq!(leased.job().run_id, parking.run_id);
     let outcome = store.cancel_run(&parking.run_id).await.unwrap();
     assert_eq!(outcome, CancelOutcome::Requested);
     assert_eq!(drain(&told), []);
-    assert_eq!(
-        leased[0].park_until(i64::MAX / 2, "{}").await.unwrap(),
-        None
-    );
+    assert_eq!(leased.park_until(i64::MAX / 2, "{}").await.unwrap(), None);
     assert_eq!(
         drain(&told),
         [(parking.run_id.clone(), RunStatus::Cancelled)]
@@ -135,12 +135,9 @@ async fn told_once(db: &TestDb) {
         .await
         .unwrap();
     for attempt in 1..=2 {
-        let leased = store
-            .claim("w", None, 1, Duration::from_secs(30))
-            .await
-            .unwrap();
-        assert_eq!(leased[0].job().run_id, failing.run_id);
-        leased[0].retry_after(Duration::ZERO, "boom").await.unwrap();
+        let leased = lease_one(&store).await;
+        assert_eq!(leased.job().run_id, failing.run_id);
+        leased.retry_after(Duration::ZERO, "boom").await.unwrap();
         let want = if attempt == 2 {
             vec![(failing.run_id.clone(), RunStatus::Failed)]
         } else {
@@ -149,13 +146,10 @@ async fn told_once(db: &TestDb) {
         assert_eq!(drain(&told), want, "attempt {attempt}");
     }
     let deferred = store.enqueue(&NewRun::new("a", "deferred")).await.unwrap();
-    let leased = store
-        .claim("w", None, 1, Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert_eq!(leased[0].job().run_id, deferred.run_id);
+    let leased = lease_one(&store).await;
+    assert_eq!(leased.job().run_id, deferred.run_id);
     store.cancel_run(&deferred.run_id).await.unwrap();
-    leased[0].defer_until(0, "outage").await.unwrap();
+    leased.defer_until(0, "outage").await.unwrap();
     assert_eq!(
         drain(&told),
         [(deferred.run_id.clone(), RunStatus::Cancelled)]

@@ -217,6 +217,23 @@ impl Intake {
         .await
     }
 
+    /// Sends GitHub delivery `delivery` of `event` again: answered 200 as a redelivery with
+    /// `run`, the run it made first, marked a duplicate. The answer.
+    pub(super) async fn github_redelivered(
+        &self,
+        event: &str,
+        delivery: &str,
+        body: Vec<u8>,
+        run: &str,
+    ) -> Value {
+        let (status, again) = self.github(event, delivery, body).await;
+        assert_eq!(status, StatusCode::OK, "{again}");
+        assert_eq!(again["redelivery"], true, "{again}");
+        assert_eq!(run_id(&again), run, "the original run id: {again}");
+        assert_eq!(again["runs"][0]["duplicate"], true, "{again}");
+        again
+    }
+
     pub(super) async fn counts(&self) -> Value {
         let (status, body) = get_json(&self.http, &format!("{}/v1/hooks", self.base), TOKEN).await;
         assert_eq!(status, StatusCode::OK);
