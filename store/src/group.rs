@@ -337,7 +337,6 @@ async fn write<B: TakeTogether>(backend: &B, batch: &[Pending]) -> Result<Vec<Ou
         let done = queue::enqueue_runs(backend, &runs).await?;
         return Ok(done.into_iter().map(|e| Outcome::Run(Ok(e))).collect());
     }
-    let mut tx = backend.begin().await?;
     let deliveries: Vec<&Taking> = batch
         .iter()
         .filter_map(|p| match p {
@@ -346,14 +345,14 @@ async fn write<B: TakeTogether>(backend: &B, batch: &[Pending]) -> Result<Vec<Ou
         })
         .collect();
     if deliveries.len() == batch.len()
-        && let Some(taken) = intake_together::take_together::<B>(&mut tx, &deliveries).await?
+        && let Some(taken) = intake_together::take_together(backend, &deliveries).await?
     {
-        B::commit(tx).await?;
         return Ok(taken
             .into_iter()
             .map(|t| Outcome::Delivery(Ok(t)))
             .collect());
     }
+    let mut tx = backend.begin().await?;
     let mut outcomes = Vec::with_capacity(batch.len());
     for pending in batch {
         outcomes.push(match pending {

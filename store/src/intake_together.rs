@@ -1,20 +1,25 @@
 //! Deliveries of one group batch taken together: three statements for the whole batch
-//! (claim all, enqueue all, finish all) instead of three per delivery.
+//! (claim all, enqueue all, finish all) instead of three per delivery, in three round trips
+//! to the connection's thread with the transaction's `BEGIN` sent beside the claim and its
+//! `COMMIT` beside the finish.
 //!
 //! Under load a SQLite statement costs more in waiting for its connection's thread to be
 //! scheduled than in the work itself (`bench/MEASUREMENTS.md`, "Webhook intake: where the
 //! time goes"), so a batch of deliveries wakes that thread three times instead of three times
-//! per delivery. PostgreSQL takes each delivery in a transaction of its own (`group.rs`) and
-//! has no such statements.
+//! per delivery, plus twice for `BEGIN` and `COMMIT`. PostgreSQL takes each delivery in a
+//! transaction of its own (`group.rs`) and has no such statements.
 //!
 //! What it guarantees: exactly what taking each delivery in turn with `intake::take_in`
-//! would, in the same transaction. It takes only batches where that is plain to see — every
+//! would, in one transaction. It takes only batches where that is plain to see — every
 //! delivery starts a run that decides nothing (`queue::decides_nothing`) and no two are the
 //! same delivery — and answers `None` for any other batch before writing anything, so the
 //! caller takes them one by one. A delivery that turns out to be done before
 //! is answered from its row; a run whose idempotency key was taken (by an earlier run, or an
-//! earlier one of the batch) is answered as that run's duplicate; a delivery that was not
-//! `claimed` any more when finished fails the batch with a conflict, as `take_in` does.
+//! earlier one of the batch) is answered as that run's duplicate. The transaction holds the
+//! store's write lock from its `BEGIN IMMEDIATE` to its `COMMIT`, so a delivery claimed in it
+//! is still `claimed` at its finish (the race a copy can win in `take_in`, between two
+//! transactions side by side, cannot happen here); were one not, the batch is committed and
+//! answered with `Error::Corrupt`, and each delivery's retry alone answers from its row.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -27,17 +32,19 @@ use crate::webhooks::{WebhookDelivery, WebhookDeliveryStatus, WebhookStatements}
 use crate::{Error, Result};
 
 /// The statements of a batch taken together (SQLite: `webhooks/claim_many.sql`,
-/// `enqueue_plain_in.sql`, `webhooks/finish_many.sql`). A backend without them (PostgreSQL)
-/// keeps the defaults: `TAKES_TOGETHER` is false, so [`take_together`] never calls them.
+/// `enqueue_plain_in.sql`, `webhooks/finish_many.sql`), each one round trip with the
+/// transaction's `BEGIN` or `COMMIT` beside it. A backend without them (PostgreSQL) keeps the
+/// defaults: `TAKES_TOGETHER` is false, so [`take_together`] never calls them.
 pub(crate) trait TakeTogether: QueuePaths + WebhookStatements {
     /// Whether the backend has these statements.
     const TAKES_TOGETHER: bool = false;
 
-    /// Claims every delivery of `takings` (all different); every row, in any order.
-    fn claim_many(
-        _c: &mut Conn<Self>,
+    /// Begins a transaction that holds the store's write lock until it ends, and claims every
+    /// delivery of `takings` (all different) in it; every row, in any order.
+    fn begin_claiming_many(
+        &self,
         _takings: &[&Taking],
-    ) -> impl Future<Output = Result<Vec<WebhookDelivery>>> + Send {
+    ) -> impl Future<Output = Result<(Self::Tx, Vec<WebhookDelivery>)>> + Send {
         async { Err(none_here()) }
     }
 
@@ -50,10 +57,10 @@ pub(crate) trait TakeTogether: QueuePaths + WebhookStatements {
         async { Err(none_here()) }
     }
 
-    /// Marks each `(taking, runs)` done with its record; the `(hook, delivery_id)` of those
-    /// that were still `claimed`.
-    fn finish_many(
-        _c: &mut Conn<Self>,
+    /// Marks each `(taking, runs)` done with its record, and commits `tx`; the
+    /// `(hook, delivery_id)` of those that were still `claimed`.
+    fn finish_many_and_commit(
+        _tx: Self::Tx,
         _done: &[(&Taking, String)],
     ) -> impl Future<Output = Result<HashSet<(String, String)>>> + Send {
         async { Err(none_here()) }
@@ -77,17 +84,17 @@ fn can_take_together(takings: &[&Taking]) -> bool {
     })
 }
 
-/// Takes `takings` together in `tx`; `None` (nothing written) when the backend cannot or the
-/// batch is not one it takes (see the module doc).
+/// Takes `takings` together, in a transaction of their own that it commits; `None` (nothing
+/// written) when the backend cannot or the batch is not one it takes (see the module doc).
 pub(crate) async fn take_together<B: TakeTogether>(
-    tx: &mut Conn<B>,
+    backend: &B,
     takings: &[&Taking],
 ) -> Result<Option<Vec<DeliveryTaken>>> {
     if !B::TAKES_TOGETHER || !can_take_together(takings) {
         return Ok(None);
     }
-    let mut rows: HashMap<(String, String), WebhookDelivery> = B::claim_many(tx, takings)
-        .await?
+    let (mut tx, claimed) = backend.begin_claiming_many(takings).await?;
+    let mut rows: HashMap<(String, String), WebhookDelivery> = claimed
         .into_iter()
         .map(|row| ((row.hook.clone(), row.delivery_id.clone()), row))
         .collect();
@@ -122,24 +129,30 @@ pub(crate) async fn take_together<B: TakeTogether>(
     let jobs = if runs.is_empty() {
         HashMap::new()
     } else {
-        B::enqueue_plain_in(tx, &runs).await?
+        B::enqueue_plain_in(&mut tx, &runs).await?
     };
     let mut done = Vec::with_capacity(to_start.len());
     for (i, row) in &to_start {
         let enqueued = match jobs.get(row.id) {
             Some(&job_id) => Enqueued::created(row.id, job_id, Vec::new()),
-            None => queue::duplicate_run::<B>(tx, row.new).await?,
+            None => queue::duplicate_run::<B>(&mut tx, row.new).await?,
         };
         let taking = takings[*i];
         done.push((taking, (taking.record)(&enqueued)));
         answers[*i] = Some(DeliveryTaken::Enqueued(enqueued));
     }
-    if !done.is_empty() {
-        let finished = B::finish_many(tx, &done).await?;
+    if done.is_empty() {
+        B::commit(tx).await?;
+    } else {
+        // Every row of `done` was claimed in this transaction, which has held the store's
+        // write lock since it began, so each is still `claimed` at its finish (module doc).
+        let finished = B::finish_many_and_commit(tx, &done).await?;
         if finished.len() != done.len() {
-            return Err(Error::Conflict(
-                "a copy of a delivery in the batch finished first".into(),
-            ));
+            return Err(Error::Corrupt(format!(
+                "{} of {} deliveries taken together were not claimed any more at their finish",
+                done.len() - finished.len(),
+                done.len()
+            )));
         }
     }
     Ok(Some(answers.into_iter().flatten().collect()))

@@ -26,15 +26,10 @@ fn start(id: &str, new: NewRun) -> Taking {
     }
 }
 
-/// Takes `takings` together in a transaction of its own; commits what it wrote.
+/// Takes `takings` together (in a transaction of their own, committed).
 async fn together(b: &SqliteBackend, takings: &[Taking]) -> Option<Vec<DeliveryTaken>> {
     let refs: Vec<&Taking> = takings.iter().collect();
-    let mut tx = b.begin().await.unwrap();
-    let taken = take_together::<SqliteBackend>(&mut tx, &refs)
-        .await
-        .unwrap();
-    SqliteBackend::commit(tx).await.unwrap();
-    taken
+    take_together(b, &refs).await.unwrap()
 }
 
 /// The rows of `table` (one of this test's names).

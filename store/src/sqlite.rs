@@ -163,15 +163,21 @@ impl QueuePaths for SqliteBackend {
     }
 
     /// One statement for the whole batch (`enqueue_plain_in.sql`: every entry of a JSON list
-    /// through the `enqueue_start` view's trigger, in order) in a transaction of its own:
-    /// three round trips to the connection's thread instead of one per run, each of which
-    /// costs a wake-up of that thread and of the caller's (`bench/MEASUREMENTS.md`, "SQLite
-    /// batches in one statement"). JSON carries any text, NULs included (`\u0000`).
+    /// through the `enqueue_start` view's trigger, in order) in a transaction of its own,
+    /// sent with its `BEGIN IMMEDIATE` and `COMMIT` as one query: one round trip to the
+    /// connection's thread instead of one per run, each of which costs a wake-up of that
+    /// thread and of the caller's (`bench/MEASUREMENTS.md`, "SQLite batches in one
+    /// statement"). JSON carries any text, NULs included (`\u0000`).
     async fn enqueue_plain_many(&self, rows: &[RunRow<'_>]) -> Result<Option<Vec<Option<i64>>>> {
-        let mut tx = self.begin().await?;
-        let jobs =
-            <Self as crate::intake_together::TakeTogether>::enqueue_plain_in(&mut tx, rows).await?;
-        tx.commit().await?;
+        let jobs: std::collections::HashMap<String, i64> = self
+            .writer
+            .fetch_in_transaction::<(String, i64)>(
+                include_str!("../sql/sqlite/enqueue_plain_in.sql"),
+                run_list(rows),
+            )
+            .await?
+            .into_iter()
+            .collect();
         Ok(Some(rows.iter().map(|r| jobs.get(r.id).copied()).collect()))
     }
 
@@ -272,54 +278,63 @@ crate::webhooks::webhook_statements!(SqliteBackend, "sqlite");
 crate::notifications::notification_statements!(SqliteBackend, "sqlite");
 crate::listing::listing_statements!(SqliteBackend, "sqlite");
 
-/// A group batch of deliveries in three statements (`intake_together.rs`).
+/// A group batch of deliveries in three statements and three round trips
+/// (`intake_together.rs`).
 impl crate::intake_together::TakeTogether for SqliteBackend {
     const TAKES_TOGETHER: bool = true;
 
-    async fn claim_many(
-        c: &mut sqlx::SqliteConnection,
+    /// `BEGIN IMMEDIATE` and `claim_many.sql`, sent together.
+    async fn begin_claiming_many(
+        &self,
         takings: &[&crate::intake::Taking],
-    ) -> Result<Vec<crate::webhooks::WebhookDelivery>> {
+    ) -> Result<(WriteTx, Vec<crate::webhooks::WebhookDelivery>)> {
         let list: Vec<_> = takings
             .iter()
             .map(|t| crate::intake_together::claim_entry(t))
             .collect();
-        Ok(
-            sqlx::query_as(include_str!("../sql/sqlite/webhooks/claim_many.sql"))
-                .bind(serde_json::Value::Array(list).to_string())
-                .fetch_all(c)
-                .await?,
-        )
+        self.writer
+            .begin_fetching(
+                include_str!("../sql/sqlite/webhooks/claim_many.sql"),
+                serde_json::Value::Array(list).to_string(),
+            )
+            .await
     }
 
     async fn enqueue_plain_in(
         c: &mut sqlx::SqliteConnection,
         rows: &[RunRow<'_>],
     ) -> Result<std::collections::HashMap<String, i64>> {
-        let list: Vec<_> = rows.iter().map(crate::intake_together::run_entry).collect();
         let jobs: Vec<(String, i64)> =
             sqlx::query_as(include_str!("../sql/sqlite/enqueue_plain_in.sql"))
-                .bind(serde_json::Value::Array(list).to_string())
+                .bind(run_list(rows))
                 .fetch_all(c)
                 .await?;
         Ok(jobs.into_iter().collect())
     }
 
-    async fn finish_many(
-        c: &mut sqlx::SqliteConnection,
+    /// `finish_many.sql` and `COMMIT`, sent together.
+    async fn finish_many_and_commit(
+        tx: WriteTx,
         done: &[(&crate::intake::Taking, String)],
     ) -> Result<std::collections::HashSet<(String, String)>> {
         let list: Vec<_> = done
             .iter()
             .map(|(t, runs)| crate::intake_together::finish_entry(t, runs))
             .collect();
-        let finished: Vec<(String, String)> =
-            sqlx::query_as(include_str!("../sql/sqlite/webhooks/finish_many.sql"))
-                .bind(serde_json::Value::Array(list).to_string())
-                .fetch_all(c)
-                .await?;
+        let finished: Vec<(String, String)> = tx
+            .commit_fetching(
+                include_str!("../sql/sqlite/webhooks/finish_many.sql"),
+                serde_json::Value::Array(list).to_string(),
+            )
+            .await?;
         Ok(finished.into_iter().collect())
     }
+}
+
+/// `enqueue_plain_in.sql`'s list of `rows`.
+fn run_list(rows: &[RunRow<'_>]) -> String {
+    let list: Vec<_> = rows.iter().map(crate::intake_together::run_entry).collect();
+    serde_json::Value::Array(list).to_string()
 }
 
 impl crate::listing::LiveReads for SqliteBackend {

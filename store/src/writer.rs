@@ -28,8 +28,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
-use sqlx::sqlite::SqliteConnection;
-use sqlx::{Connection, Sqlite};
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::{AssertSqlSafe, Connection, FromRow, Sqlite};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::Result;
@@ -84,6 +84,58 @@ impl Writer {
         Ok(WriteTx { held: Some(held) })
     }
 
+    /// Begins a write transaction and runs `first` in it, in one round trip to the
+    /// connection's thread (`BEGIN IMMEDIATE` and `first` sent as one query): the rows
+    /// `first` returns, and the transaction. `first` binds `?1` to `list`, one JSON array (a
+    /// batch statement). Fails like [`Writer::begin`] followed by `first`; a transaction
+    /// left open by a failing `first` is rolled back as any other (see the module doc).
+    pub(crate) async fn begin_fetching<R>(
+        &self,
+        first: &str,
+        list: String,
+    ) -> Result<(WriteTx, Vec<R>)>
+    where
+        R: for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
+    {
+        let mut held = self.lock().await?;
+        held.0.maybe_in_transaction = true;
+        let mut tx = WriteTx { held: Some(held) };
+        let rows = sqlx::query_as(AssertSqlSafe(format!(
+            "BEGIN IMMEDIATE;\n{}",
+            statement_text(first)
+        )))
+        .bind(list)
+        .fetch_all(&mut *tx)
+        .await?;
+        Ok((tx, rows))
+    }
+
+    /// Runs `statements` (binding `?1` to `list`, one JSON array) in a write transaction of
+    /// their own, sent with its `BEGIN IMMEDIATE` and `COMMIT` as one query: one round trip to
+    /// the connection's thread instead of three. The rows they return once committed; on an
+    /// error nothing they wrote is kept.
+    pub(crate) async fn fetch_in_transaction<R>(
+        &self,
+        statements: &str,
+        list: String,
+    ) -> Result<Vec<R>>
+    where
+        R: for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
+    {
+        let mut held = self.lock().await?;
+        held.0.maybe_in_transaction = true;
+        let mut tx = WriteTx { held: Some(held) };
+        let rows = sqlx::query_as(AssertSqlSafe(format!(
+            "BEGIN IMMEDIATE;\n{};\nCOMMIT",
+            statement_text(statements)
+        )))
+        .bind(list)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.committed();
+        Ok(rows)
+    }
+
     /// Closes the connection once its current holder let it go.
     pub(crate) async fn close(&self) {
         let mut slot = self.slot.lock().await;
@@ -91,6 +143,11 @@ impl Writer {
             let _ = conn.close().await;
         }
     }
+}
+
+/// `statements` ready for another statement after them: without a trailing `;`.
+fn statement_text(statements: &str) -> &str {
+    statements.trim_end().trim_end_matches(';')
 }
 
 /// The writing connection, held until dropped.
@@ -153,6 +210,29 @@ impl WriteTx {
     /// Rolls back.
     pub(crate) async fn rollback(mut self) -> std::result::Result<(), sqlx::Error> {
         self.finish("ROLLBACK").await
+    }
+
+    /// Runs `last` (binding `?1` to `list`, one JSON array) and commits, in one round trip to
+    /// the connection's thread (`last` and `COMMIT` sent as one query): the rows `last`
+    /// returned, once committed. When `last` fails, `COMMIT` is not run and the transaction is
+    /// rolled back as a dropped one is.
+    pub(crate) async fn commit_fetching<R>(mut self, last: &str, list: String) -> Result<Vec<R>>
+    where
+        R: for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
+    {
+        let rows = sqlx::query_as(AssertSqlSafe(format!("{};\nCOMMIT", statement_text(last))))
+            .bind(list)
+            .fetch_all(&mut *self)
+            .await?;
+        self.committed();
+        Ok(rows)
+    }
+
+    /// Notes that the transaction's `COMMIT` returned.
+    fn committed(&mut self) {
+        if let Some(held) = self.held.as_mut() {
+            held.0.maybe_in_transaction = false;
+        }
     }
 
     async fn finish(&mut self, statement: &'static str) -> std::result::Result<(), sqlx::Error> {
@@ -340,6 +420,78 @@ mod tests {
             .expect("the dropped transaction no longer holds the write lock");
         drop(other);
         assert_eq!(committed(&options).await, vec![2]);
+        writer.close().await;
+    }
+
+    /// Inserts every value of the JSON list `?1` into `t`, returning each.
+    const INSERT_LIST: &str = "INSERT INTO t SELECT value FROM json_each(?1) RETURNING v;\n";
+
+    /// A transaction sent whole with its `BEGIN` and `COMMIT` answers its statements' rows once
+    /// committed, and keeps nothing of them when one fails (a NULL breaks `t`'s NOT NULL
+    /// after the first statement wrote), leaving the writer free and in autocommit.
+    #[tokio::test]
+    async fn a_transaction_sent_whole_commits_all_or_nothing() {
+        let (writer, options, _file) = writer(Duration::from_secs(5)).await;
+        let two = format!("{INSERT_LIST}; {INSERT_LIST}");
+        let rows: Vec<(i64,)> = writer
+            .fetch_in_transaction(&two, "[1, 2]".into())
+            .await
+            .unwrap();
+        assert_eq!(rows, vec![(1,), (2,), (1,), (2,)]);
+        assert_eq!(committed(&options).await, vec![1, 1, 2, 2]);
+        let failing = format!("{INSERT_LIST}; INSERT INTO t VALUES (NULL)");
+        let e = writer
+            .fetch_in_transaction::<(i64,)>(&failing, "[3]".into())
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("NOT NULL"), "{e}");
+        let mut held = writer.lock().await.unwrap();
+        insert(&mut held, 4).await;
+        drop(held);
+        assert_eq!(
+            committed(&options).await,
+            vec![1, 1, 2, 2, 4],
+            "3 was rolled back"
+        );
+        writer.close().await;
+    }
+
+    /// `begin_fetching` and `commit_fetching` carry a transaction's first and last statements
+    /// with its `BEGIN` and `COMMIT`: what they and the statements between wrote is committed
+    /// together, and a failing last statement keeps nothing of the transaction.
+    #[tokio::test]
+    async fn a_transaction_begun_and_committed_beside_its_statements() {
+        let (writer, options, _file) = writer(Duration::from_secs(5)).await;
+        let (mut tx, first): (WriteTx, Vec<(i64,)>) = writer
+            .begin_fetching(INSERT_LIST, "[1]".into())
+            .await
+            .unwrap();
+        assert_eq!(first, vec![(1,)]);
+        insert(&mut tx, 2).await;
+        assert!(
+            committed(&options).await.is_empty(),
+            "nothing committed yet"
+        );
+        let last: Vec<(i64,)> = tx.commit_fetching(INSERT_LIST, "[3]".into()).await.unwrap();
+        assert_eq!(last, vec![(3,)]);
+        assert_eq!(committed(&options).await, vec![1, 2, 3]);
+        let (tx, _): (WriteTx, Vec<(i64,)>) = writer
+            .begin_fetching(INSERT_LIST, "[4]".into())
+            .await
+            .unwrap();
+        let e = tx
+            .commit_fetching::<(i64,)>("INSERT INTO t VALUES (NULL) RETURNING v", String::new())
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("NOT NULL"), "{e}");
+        let mut held = writer.lock().await.unwrap();
+        insert(&mut held, 5).await;
+        drop(held);
+        assert_eq!(
+            committed(&options).await,
+            vec![1, 2, 3, 5],
+            "4 was rolled back"
+        );
         writer.close().await;
     }
 
