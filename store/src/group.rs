@@ -7,12 +7,16 @@
 //! settling the same jobs competes for the same flushes. Here single enqueues (and, on
 //! SQLite, webhook deliveries) are handed to the store's group writers, tasks that take turns
 //! at the queue of waiting writes: the one whose turn it is takes all the writes waiting at
-//! that moment (yielding a few turns of the scheduler first, so producers just woken by the
-//! last commit join it), writes them in one transaction (runs alone: the same code as
+//! that moment (on the callers' runtime, yielding a few turns of the scheduler first, so
+//! producers just woken by the last commit join it), writes them in one transaction (runs alone: the same code as
 //! [`Store::enqueue_many`](crate::Store::enqueue_many): one statement when every run decides
 //! nothing), then answers each. Nothing waits for a batch to fill or for a timer: a write
 //! made while nothing else is being written goes alone, at once, from its caller's task
 //! ([`Group::writer`]), and writes that arrive while others are under way form the next batch.
+//!
+//! Where the writers run: on the runtime that opened the store, except SQLite's writer of
+//! webhook deliveries, a group of its own on a thread of its own
+//! ([`Group::start_on_own_thread`], which says why).
 //!
 //! What goes through it ([`Takes`]): on SQLite, everything (one writer, one transaction at a
 //! time); on PostgreSQL, runs that decide nothing (no concurrency key, or the `queue` policy:
@@ -39,7 +43,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{Mutex, mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::task::AbortHandle;
 
 use crate::clock::Millis;
 use crate::intake::{self, DeliveryTaken, Taking};
@@ -119,9 +123,10 @@ pub(crate) fn postgres_writers(max_connections: u32) -> usize {
     (max_connections as usize / 16).clamp(1, 4)
 }
 
-/// How many times a writer that found few writes waiting yields to the scheduler before it
-/// writes them, so producers about to send (woken by the last commit) join this batch
-/// instead of paying for a commit of their own right after it. Microseconds, no timer.
+/// How many times a writer on its callers' runtime that found few writes waiting yields to
+/// the scheduler before it writes them, so producers about to send (woken by the last
+/// commit) join this batch instead of paying for a commit of their own right after it.
+/// Microseconds, no timer.
 const LINGER_TURNS: usize = 4;
 
 /// What a store's group writes; the rest is written by its caller, alone.
@@ -141,7 +146,10 @@ pub(crate) enum Takes {
 pub(crate) struct Group {
     tx: mpsc::UnboundedSender<Pending>,
     takes: Takes,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Vec<AbortHandle>,
+    /// The writers' own thread, if they have one (it ends once they are aborted).
+    #[cfg_attr(not(test), allow(dead_code))]
+    thread: Option<std::thread::JoinHandle<()>>,
     /// Writes under way: handed to the writers and not yet answered, or written alone.
     busy: Arc<AtomicUsize>,
 }
@@ -166,24 +174,73 @@ impl Drop for Lone<'_> {
 }
 
 impl Group {
-    /// Starts `writers` tasks writing through `backend`, taking turns at the queue of
-    /// waiting writes: while one commits, the next gathers what arrived meanwhile.
+    /// Starts `writers` tasks writing through `backend` on the current runtime, beside its
+    /// other tasks (PostgreSQL: a connection's I/O is driven by that runtime's reactor, and
+    /// waiting for it is what a writer mostly does). They take turns at the queue of waiting
+    /// writes: while one commits, the next gathers what arrived meanwhile.
     pub(crate) fn start<B>(backend: B, writers: usize, takes: Takes) -> Self
     where
         B: TakeTogether + Clone + Send + Sync + 'static,
     {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let rx = Arc::new(Mutex::new(rx));
-        let busy = Arc::new(AtomicUsize::new(0));
+        let (tx, rx, busy) = queue();
         let tasks = (0..writers.max(1))
-            .map(|_| tokio::spawn(write_batches(backend.clone(), rx.clone(), busy.clone())))
+            .map(|_| {
+                tokio::spawn(write_batches(
+                    backend.clone(),
+                    rx.clone(),
+                    busy.clone(),
+                    LINGER_TURNS,
+                ))
+                .abort_handle()
+            })
             .collect();
         Self {
             tx,
             takes,
             tasks,
+            thread: None,
             busy,
         }
+    }
+
+    /// Starts one writer through `backend` on a thread of its own, with a single-threaded
+    /// runtime that runs nothing else; the thread ends with the group. Fails only when the
+    /// thread cannot be started. SQLite's webhook deliveries go through such a writer.
+    ///
+    /// Each SQLite statement is answered from sqlx's connection thread, and a task on a
+    /// multi-threaded runtime woken from there runs only once a worker thread is free, after
+    /// the poll it is in: with webhook senders verifying and parsing 22 KB bodies in one poll
+    /// each, a round trip that costs ~150 µs alone took ~300 µs, three times per batch of
+    /// deliveries (a shorter global-queue interval did not help: the polls are long, not the
+    /// queue). On a thread of its own the writer runs as soon as an answer comes. It does not
+    /// linger (a yield on its own runtime runs nothing, and a webhook sender's next delivery
+    /// is a whole request away). Enqueues stay with a writer on the callers' runtime
+    /// ([`Group::start`]): their producers send again in the very poll that gets the answer,
+    /// so yielding there gathers them, and on the thread batches of runs were smaller and
+    /// enqueues with 8 and 32 producers 5–25% slower (`bench/MEASUREMENTS.md`, "Ninth pass").
+    pub(crate) fn start_on_own_thread<B>(backend: B, takes: Takes) -> std::io::Result<Self>
+    where
+        B: TakeTogether + Clone + Send + Sync + 'static,
+    {
+        let (tx, rx, busy) = queue();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        // No lingering: a yield on a runtime of its own runs nothing.
+        let writer = runtime.spawn(write_batches(backend, rx, busy.clone(), 0));
+        let tasks = vec![writer.abort_handle()];
+        let thread = std::thread::Builder::new()
+            .name(WRITER_THREAD.into())
+            .spawn(move || {
+                let _ = runtime.block_on(writer);
+            })?;
+        Ok(Self {
+            tx,
+            takes,
+            tasks,
+            thread: Some(thread),
+            busy,
+        })
     }
 
     /// Who writes a write (`takes`: one this group takes, [`Group::takes_run`],
@@ -262,10 +319,25 @@ fn closed() -> Error {
     Error::Database(sqlx::Error::PoolClosed)
 }
 
+/// The name of a writer's own thread (as `top -H` and `ps -L` show it).
+const WRITER_THREAD: &str = "sqlite-writer";
+
+/// The queue of waiting writes: where callers hand them over, where writers take them, and
+/// how many are under way.
+fn queue() -> (mpsc::UnboundedSender<Pending>, Waiting, Arc<AtomicUsize>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (tx, Arc::new(Mutex::new(rx)), Arc::new(AtomicUsize::new(0)))
+}
+
 /// The writes waiting for a writer; one writer at a time gathers its batch.
 type Waiting = Arc<Mutex<mpsc::UnboundedReceiver<Pending>>>;
 
-async fn write_batches<B: TakeTogether>(backend: B, rx: Waiting, busy: Arc<AtomicUsize>) {
+async fn write_batches<B: TakeTogether>(
+    backend: B,
+    rx: Waiting,
+    busy: Arc<AtomicUsize>,
+    linger_turns: usize,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     loop {
         {
@@ -273,7 +345,7 @@ async fn write_batches<B: TakeTogether>(backend: B, rx: Waiting, busy: Arc<Atomi
             if waiting.recv_many(&mut batch, MAX_BATCH).await == 0 {
                 return;
             }
-            for _ in 0..LINGER_TURNS {
+            for _ in 0..linger_turns {
                 if batch.len() >= MAX_BATCH {
                     break;
                 }
@@ -371,3 +443,51 @@ async fn write<B: TakeTogether>(backend: &B, batch: &[Pending]) -> Result<Vec<Ou
 
 /// Why a batch was given up when a delivery in it found a copy finished first.
 const CONFLICT: &str = "a copy of a delivery in the batch finished first";
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::backend::Backend;
+
+    /// A group started on its own thread (SQLite's deliveries') runs its writer on a thread
+    /// named so, writes what is handed to it (eight writes at once, each answered with its
+    /// own run and job), and its thread ends once the group is dropped.
+    #[tokio::test]
+    async fn the_own_thread_writes_and_ends_with_its_group() {
+        let (b, dir) = crate::sqlite::tests::migrated("group-thread").await;
+        let mut group = Group::start_on_own_thread(b.clone(), Takes::Everything).unwrap();
+        let thread = group.thread.take().expect("a writer on its own thread");
+        assert_eq!(thread.thread().name(), Some(WRITER_THREAD));
+        let runs: Vec<NewRun> = (0..8)
+            .map(|i| NewRun::new("a", format!("run {i}")))
+            .collect();
+        let answers = futures::future::join_all(
+            runs.iter()
+                .map(|new| group.enqueue(uuid::Uuid::now_v7().to_string(), new, false, 1_000)),
+        )
+        .await;
+        let mut jobs: Vec<i64> = answers.into_iter().map(|a| a.unwrap().job_id).collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        assert_eq!(jobs.len(), 8, "each enqueue has its own job");
+        let written: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
+            .fetch_one(&mut *b.writer().await.unwrap())
+            .await
+            .unwrap();
+        assert_eq!(written, 8);
+        drop(group);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !thread.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "the writer's thread outlived its group"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        thread.join().unwrap();
+        b.close().await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

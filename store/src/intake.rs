@@ -11,9 +11,10 @@
 //!   claim (`INSERT … ON CONFLICT` locks the row): the second proceeds once the first
 //!   committed, sees it `done` and answers with its record, counted as an arrival.
 //! - **Shared commits.** On SQLite, deliveries taken at the same time share one transaction
-//!   and its commit with each other and with enqueues (`group.rs`), a batch of plain starts in
-//!   three statements (`intake_together.rs`); a batch in which one delivery is refused is
-//!   written again item by item, so one delivery's refusal never undoes another's. On PostgreSQL each delivery is a transaction of its own, side by side.
+//!   and its commit (`group.rs`; their writer runs on a thread of its own), a batch of plain
+//!   starts in three statements (`intake_together.rs`); a batch in which one delivery is
+//!   refused is written again item by item, so one delivery's refusal never undoes
+//!   another's. On PostgreSQL each delivery is a transaction of its own, side by side.
 
 use std::sync::Arc;
 
@@ -176,7 +177,7 @@ impl crate::Store {
             record,
             now: self.now(),
         };
-        let group = self.group();
+        let group = self.delivery_group();
         let taken = match group.writer(group.takes_deliveries()) {
             Via::Group => group.intake(taking).await,
             Via::Caller(_lone) => crate::store::dispatch!(self, b => take(b, &taking)),

@@ -56,8 +56,12 @@ pub(crate) struct Inner {
     pub(crate) last_rescue: std::sync::atomic::AtomicI64,
     /// The agents whose runs notify (see [`Store::set_notifying_agents`]).
     notifying: std::sync::RwLock<BTreeSet<String>>,
-    /// The group commit of single enqueues and webhook deliveries (`group.rs`).
+    /// The group commit of single enqueues, and of webhook deliveries where `deliveries` is
+    /// `None` (`group.rs`).
     group: Group,
+    /// SQLite's group commit of webhook deliveries, on a thread of its own
+    /// (`Group::start_on_own_thread`).
+    deliveries: Option<Group>,
     /// Told of each run whose end this store decides (see
     /// [`Store::on_run_ended_by_store`]).
     ended_by_store: EndedHook,
@@ -111,12 +115,17 @@ impl Store {
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
         let (wake, _) = watch::channel(0u64);
-        let (backend, listener, group) =
+        let (backend, listener, group, deliveries) =
             match config.backend().map_err(|e| Error::Config(e.to_string()))? {
                 BackendKind::Sqlite => {
                     let sqlite = SqliteBackend::connect(config).await?;
                     let group = Group::start(sqlite.clone(), 1, Takes::Everything);
-                    (Backend::Sqlite(sqlite), None, group)
+                    let deliveries = Group::start_on_own_thread(sqlite.clone(), Takes::Everything)
+                        .map_err(|e| Error::Connect {
+                            target: config.url.clone(),
+                            detail: format!("cannot start the store's writer thread: {e}"),
+                        })?;
+                    (Backend::Sqlite(sqlite), None, group, Some(deliveries))
                 }
                 BackendKind::Postgres => {
                     let pg = PgBackend::connect(config).await?;
@@ -126,7 +135,7 @@ impl Store {
                     let listener = pg.spawn_listener(move || {
                         tx.send_modify(|n| *n = n.wrapping_add(1));
                     });
-                    (Backend::Postgres(pg), Some(listener), group)
+                    (Backend::Postgres(pg), Some(listener), group, None)
                 }
             };
         Ok(Store {
@@ -139,6 +148,7 @@ impl Store {
                 notifying: std::sync::RwLock::default(),
                 ended_by_store: EndedHook::default(),
                 group,
+                deliveries,
             }),
         })
     }
@@ -188,9 +198,14 @@ impl Store {
         }
     }
 
-    /// The group commit of single enqueues and deliveries (`group.rs`).
+    /// The group commit of single enqueues (`group.rs`).
     pub(crate) fn group(&self) -> &Group {
         &self.inner.group
+    }
+
+    /// The group commit of webhook deliveries (`group.rs`).
+    pub(crate) fn delivery_group(&self) -> &Group {
+        self.inner.deliveries.as_ref().unwrap_or(&self.inner.group)
     }
 
     /// Tells the store which agents notify: a run of one of them enqueued from now on is
