@@ -100,13 +100,8 @@ impl Writer {
         let mut held = self.lock().await?;
         held.0.maybe_in_transaction = true;
         let mut tx = WriteTx { held: Some(held) };
-        let rows = sqlx::query_as(AssertSqlSafe(format!(
-            "BEGIN IMMEDIATE;\n{}",
-            statement_text(first)
-        )))
-        .bind(list)
-        .fetch_all(&mut *tx)
-        .await?;
+        let sql = format!("BEGIN IMMEDIATE;\n{}", statement_text(first));
+        let rows = tx.fetch_list(sql, list).await?;
         Ok((tx, rows))
     }
 
@@ -122,16 +117,8 @@ impl Writer {
     where
         R: for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
     {
-        let mut held = self.lock().await?;
-        held.0.maybe_in_transaction = true;
-        let mut tx = WriteTx { held: Some(held) };
-        let rows = sqlx::query_as(AssertSqlSafe(format!(
-            "BEGIN IMMEDIATE;\n{};\nCOMMIT",
-            statement_text(statements)
-        )))
-        .bind(list)
-        .fetch_all(&mut *tx)
-        .await?;
+        let with_commit = format!("{};\nCOMMIT", statement_text(statements));
+        let (mut tx, rows) = self.begin_fetching(&with_commit, list).await?;
         tx.committed();
         Ok(rows)
     }
@@ -220,12 +207,21 @@ impl WriteTx {
     where
         R: for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
     {
-        let rows = sqlx::query_as(AssertSqlSafe(format!("{};\nCOMMIT", statement_text(last))))
-            .bind(list)
-            .fetch_all(&mut *self)
-            .await?;
+        let sql = format!("{};\nCOMMIT", statement_text(last));
+        let rows = self.fetch_list(sql, list).await?;
         self.committed();
         Ok(rows)
+    }
+
+    /// Runs `sql` (one or more statements) with `?1` bound to `list`; every row returned.
+    async fn fetch_list<R>(&mut self, sql: String, list: String) -> Result<Vec<R>>
+    where
+        R: for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
+    {
+        Ok(sqlx::query_as(AssertSqlSafe(sql))
+            .bind(list)
+            .fetch_all(&mut **self)
+            .await?)
     }
 
     /// Notes that the transaction's `COMMIT` returned.
