@@ -8,9 +8,9 @@
 //! SQLite, webhook deliveries) are handed to the store's group writers, tasks that take turns
 //! at the queue of waiting writes: the one whose turn it is takes all the writes waiting at
 //! that moment (on the callers' runtime, yielding a few turns of the scheduler first, so
-//! producers just woken by the last commit join it), writes them in one transaction (runs alone: the same code as
-//! [`Store::enqueue_many`](crate::Store::enqueue_many): one statement when every run decides
-//! nothing), then answers each. Nothing waits for a batch to fill or for a timer: a write
+//! producers just woken by the last commit join it), writes them in one transaction (runs
+//! alone: the same code as [`Store::enqueue_many`](crate::Store::enqueue_many): one statement
+//! when every run decides nothing), then answers each. Nothing waits for a batch to fill or for a timer: a write
 //! made while nothing else is being written goes alone, at once, from its caller's task
 //! ([`Group::writer`]), and writes that arrive while others are under way form the next batch.
 //!
