@@ -288,15 +288,13 @@ impl crate::intake_together::TakeTogether for SqliteBackend {
         &self,
         takings: &[&crate::intake::Taking],
     ) -> Result<(WriteTx, Vec<crate::webhooks::WebhookDelivery>)> {
-        let list: Vec<_> = takings
-            .iter()
-            .map(|t| crate::intake_together::claim_entry(t))
-            .collect();
+        let list = json_list(
+            takings
+                .iter()
+                .map(|t| crate::intake_together::claim_entry(t)),
+        );
         self.writer
-            .begin_fetching(
-                include_str!("../sql/sqlite/webhooks/claim_many.sql"),
-                serde_json::Value::Array(list).to_string(),
-            )
+            .begin_fetching(include_str!("../sql/sqlite/webhooks/claim_many.sql"), list)
             .await
     }
 
@@ -317,15 +315,12 @@ impl crate::intake_together::TakeTogether for SqliteBackend {
         tx: WriteTx,
         done: &[(&crate::intake::Taking, String)],
     ) -> Result<std::collections::HashSet<(String, String)>> {
-        let list: Vec<_> = done
-            .iter()
-            .map(|(t, runs)| crate::intake_together::finish_entry(t, runs))
-            .collect();
+        let list = json_list(
+            done.iter()
+                .map(|(t, runs)| crate::intake_together::finish_entry(t, runs)),
+        );
         let finished: Vec<(String, String)> = tx
-            .commit_fetching(
-                include_str!("../sql/sqlite/webhooks/finish_many.sql"),
-                serde_json::Value::Array(list).to_string(),
-            )
+            .commit_fetching(include_str!("../sql/sqlite/webhooks/finish_many.sql"), list)
             .await?;
         Ok(finished.into_iter().collect())
     }
@@ -333,8 +328,12 @@ impl crate::intake_together::TakeTogether for SqliteBackend {
 
 /// `enqueue_plain_in.sql`'s list of `rows`.
 fn run_list(rows: &[RunRow<'_>]) -> String {
-    let list: Vec<_> = rows.iter().map(crate::intake_together::run_entry).collect();
-    serde_json::Value::Array(list).to_string()
+    json_list(rows.iter().map(crate::intake_together::run_entry))
+}
+
+/// A batch statement's `?1`: its entries as one JSON array.
+fn json_list(entries: impl Iterator<Item = serde_json::Value>) -> String {
+    serde_json::Value::Array(entries.collect()).to_string()
 }
 
 impl crate::listing::LiveReads for SqliteBackend {

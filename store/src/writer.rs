@@ -78,9 +78,16 @@ impl Writer {
     /// Locks the connection and begins a write transaction (`BEGIN IMMEDIATE`: the write lock
     /// is taken before anything is read).
     pub(crate) async fn begin(&self) -> Result<WriteTx> {
+        let mut tx = self.lock_for_transaction().await?;
+        sqlx::query("BEGIN IMMEDIATE").execute(&mut *tx).await?;
+        Ok(tx)
+    }
+
+    /// The connection, held for a transaction its holder is about to send `BEGIN` for: from
+    /// here on a transaction may be open, and one left open is rolled back (module doc).
+    async fn lock_for_transaction(&self) -> Result<WriteTx> {
         let mut held = self.lock().await?;
         held.0.maybe_in_transaction = true;
-        sqlx::query("BEGIN IMMEDIATE").execute(&mut *held).await?;
         Ok(WriteTx { held: Some(held) })
     }
 
@@ -97,9 +104,7 @@ impl Writer {
     where
         R: for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
     {
-        let mut held = self.lock().await?;
-        held.0.maybe_in_transaction = true;
-        let mut tx = WriteTx { held: Some(held) };
+        let mut tx = self.lock_for_transaction().await?;
         let sql = format!("BEGIN IMMEDIATE;\n{}", statement_text(first));
         let rows = tx.fetch_list(sql, list).await?;
         Ok((tx, rows))
@@ -119,7 +124,7 @@ impl Writer {
     {
         let with_commit = format!("{};\nCOMMIT", statement_text(statements));
         let (mut tx, rows) = self.begin_fetching(&with_commit, list).await?;
-        tx.committed();
+        tx.ended();
         Ok(rows)
     }
 
@@ -209,7 +214,7 @@ impl WriteTx {
     {
         let sql = format!("{};\nCOMMIT", statement_text(last));
         let rows = self.fetch_list(sql, list).await?;
-        self.committed();
+        self.ended();
         Ok(rows)
     }
 
@@ -224,20 +229,16 @@ impl WriteTx {
             .await?)
     }
 
-    /// Notes that the transaction's `COMMIT` returned.
-    fn committed(&mut self) {
+    /// Notes that the transaction's `COMMIT` or `ROLLBACK` returned: none is open any more.
+    fn ended(&mut self) {
         if let Some(held) = self.held.as_mut() {
             held.0.maybe_in_transaction = false;
         }
     }
 
     async fn finish(&mut self, statement: &'static str) -> std::result::Result<(), sqlx::Error> {
-        let held = self
-            .held
-            .as_mut()
-            .expect("a live transaction holds the writer");
-        sqlx::query(statement).execute(&mut **held).await?;
-        held.0.maybe_in_transaction = false;
+        sqlx::query(statement).execute(&mut **self).await?;
+        self.ended();
         Ok(())
     }
 }
@@ -346,6 +347,11 @@ mod tests {
             .unwrap();
     }
 
+    /// Writes `v` into `t` on the writer, outside any transaction (autocommit).
+    async fn insert_alone(writer: &Writer, v: i64) {
+        insert(&mut writer.lock().await.unwrap(), v).await;
+    }
+
     /// What another connection (another process) sees committed.
     async fn committed(options: &SqliteConnectOptions) -> Vec<i64> {
         let mut other = options.connect().await.unwrap();
@@ -441,9 +447,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("NOT NULL"), "{e}");
-        let mut held = writer.lock().await.unwrap();
-        insert(&mut held, 4).await;
-        drop(held);
+        insert_alone(&writer, 4).await;
         assert_eq!(
             committed(&options).await,
             vec![1, 1, 2, 2, 4],
@@ -480,9 +484,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("NOT NULL"), "{e}");
-        let mut held = writer.lock().await.unwrap();
-        insert(&mut held, 5).await;
-        drop(held);
+        insert_alone(&writer, 5).await;
         assert_eq!(
             committed(&options).await,
             vec![1, 2, 3, 5],
