@@ -8,6 +8,7 @@
 //! `--postgres-only` leaves SQLite out.
 
 pub mod dashboard_seed;
+pub mod pool;
 pub mod timeline_seed;
 
 use std::path::Path;

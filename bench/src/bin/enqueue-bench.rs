@@ -45,10 +45,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
+use nightshift_bench::pool::{Worker, start_pool};
 use nightshift_store::{BackendKind, NewRun, Store, StoreConfig, SystemClock};
-use nightshift_worker::{Handler, JobContext, JobOutcome, Pool, PoolConfig};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 /// The payload of every run: 256 bytes, as in the third-party queue benchmark's contract.
 fn payload(i: u64) -> String {
@@ -442,67 +441,11 @@ async fn enqueue_batch(store: &Store, runs: &[NewRun]) -> Result<()> {
     Ok(())
 }
 
-/// Counts completions; sleeps `work` per job; reports each start on `started`.
-struct Worker {
-    work: Duration,
-    completed: Arc<AtomicU64>,
-    started: Option<mpsc::UnboundedSender<Instant>>,
-}
-
-impl Worker {
-    /// 1 ms jobs, counted in `completed`.
-    fn one_ms(completed: &Arc<AtomicU64>) -> Self {
-        Worker {
-            work: Duration::from_millis(1),
-            completed: completed.clone(),
-            started: None,
-        }
-    }
-}
-
-impl Handler for Worker {
-    async fn handle(&self, _ctx: JobContext) -> JobOutcome {
-        if let Some(tx) = &self.started {
-            let _ = tx.send(Instant::now());
-        }
-        if !self.work.is_zero() {
-            tokio::time::sleep(self.work).await;
-        }
-        self.completed.fetch_add(1, Ordering::Relaxed);
-        JobOutcome::succeeded("ok")
-    }
-}
-
 /// The pool's slots in every case but the last two.
 const SLOTS: usize = 16;
 
 /// The pool's slots in the last two cases.
 const MANY_SLOTS: usize = 64;
-
-/// A pool of `slots` running `worker`; returns the token that stops it and its task.
-fn start_pool(
-    store: &Store,
-    worker: Worker,
-    slots: usize,
-) -> (
-    CancellationToken,
-    tokio::task::JoinHandle<nightshift_store::Result<nightshift_worker::PoolReport>>,
-) {
-    let pool = Pool::new(
-        store.clone(),
-        worker,
-        PoolConfig {
-            slots,
-            ..PoolConfig::default()
-        },
-    );
-    let stop = CancellationToken::new();
-    let task = tokio::spawn({
-        let stop = stop.clone();
-        async move { pool.run(stop).await }
-    });
-    (stop, task)
-}
 
 /// Runs armed to start an hour later in the pickup case with sleeping runs.
 const SLEEPING: u64 = 20_000;

@@ -7,8 +7,8 @@
 //! verified (HMAC-SHA256), parsed, routed, templated, claimed in `webhook_deliveries`,
 //! enqueued as a run and recorded before the 202 comes back. Then the same deliveries are
 //! sent again: each redelivery is answered 200 from the deliveries table, enqueueing nothing.
-//! Per backend: deliveries per second and p50/p99 latency from sending to the answer. No
-//! worker runs, so nothing else competes for the store. First, the same requests to a handler
+//! Per backend: deliveries per second and p50/p99 latency from sending to the answer, with
+//! no worker running, so nothing else competes for the store. First, the same requests to a handler
 //! that only reads the body and answers 202: what loopback HTTP alone allows. Beside each
 //! backend's rows (measured just before them, printed after), **the schema alone**: a
 //! delivery's three rows (its `done` record, its run, its start job, with the keys and
@@ -16,6 +16,13 @@
 //! statement per delivery from as many connections as senders on PostgreSQL, one transaction
 //! per delivery on SQLite's single writer — so the gap to the commit rate splits into what
 //! the schema costs and what the intake adds (`÷ schema`).
+//!
+//! Last, per backend, **the intake beside a busy pool**, as in a daemon that runs what its
+//! webhooks start: a pool of 16 slots running 1 ms jobs first drains the runs the new
+//! deliveries left queued (its rate alone), then keeps running while as many new deliveries
+//! again arrive; the rows give the deliveries' rate and latency meanwhile and the pool's, and
+//! a note says whether the pool kept up and how the two compare with their costs simply
+//! added.
 //!
 //! Usage: `cargo run --release -p nightshift-bench --bin hooks-bench [-- --quick]
 //! [--sqlite-only | --postgres-only]`. SQLite is a file in a temp dir with the production
@@ -88,7 +95,7 @@ async fn main() -> Result<()> {
         serde_json::from_slice(&std::fs::read(fixture).with_context(|| fixture.to_string())?)?;
     // Each delivery has its own id and pull request (so its own run and concurrency key, as
     // deliveries from a busy repository do), and is signed for its own body.
-    let deliveries: Vec<Delivery> = (0..n)
+    let all: Vec<Delivery> = (0..2 * n)
         .map(|i| {
             let mut json = fixture.clone();
             json["number"] = (1000 + i).into();
@@ -108,7 +115,10 @@ async fn main() -> Result<()> {
             }
         })
         .collect();
+    // The first half for the intake alone, the second for the intake beside a busy pool.
+    let (deliveries, beside_pool) = all.split_at(n);
     let body_kb = deliveries[0].body.len() / 1024;
+    let mut notes = Vec::new();
 
     println!(
         "## Webhook intake: {n} signed GitHub deliveries ({body_kb} KB each, one pull request each), {CLIENTS} concurrent clients, HTTP on loopback"
@@ -119,7 +129,7 @@ async fn main() -> Result<()> {
     );
     // What loopback HTTP alone allows on this machine: the same requests to a handler that
     // only reads the body and answers 202, with the same client and runtime.
-    let transport = post_all(&serve_transport_only().await?, &deliveries, 202).await?;
+    let transport = post_all(&serve_transport_only().await?, deliveries, 202).await?;
     println!(
         "{:<12} {:<34} {:>14.0} {:>9.2} {:>9.2} {:>14} {:>7} {:>9}",
         "—",
@@ -148,7 +158,7 @@ async fn main() -> Result<()> {
         let store = Store::connect(config, Arc::new(SystemClock)).await?;
         store.migrate().await?;
         let base = serve(&store).await?;
-        let first = post_all(&base, &deliveries, 202).await?;
+        let first = post_all(&base, deliveries, 202).await?;
         let queued = || async {
             let counts = store.job_counts().await?;
             Ok::<_, anyhow::Error>(counts.iter().map(|jobs| jobs.count).sum::<i64>())
@@ -156,7 +166,7 @@ async fn main() -> Result<()> {
         if queued().await? != n as i64 {
             bail!("{name}: expected {n} jobs, found {}", queued().await?);
         }
-        let again = post_all(&base, &deliveries, 200).await?;
+        let again = post_all(&base, deliveries, 200).await?;
         if queued().await? != n as i64 {
             bail!("{name}: a redelivery enqueued a job");
         }
@@ -173,6 +183,7 @@ async fn main() -> Result<()> {
                 m.per_second / alone
             );
         }
+        let mixed = intake_beside_pool(&store, &base, beside_pool, n as u64).await?;
         store.close().await;
         nightshift_bench::drop_schema(config).await;
         println!(
@@ -183,6 +194,8 @@ async fn main() -> Result<()> {
             alone / commits,
             "1x"
         );
+        mixed.print(name, commits, alone);
+        notes.push(mixed.note(name, first.per_second));
     }
     println!();
     println!(
@@ -193,8 +206,122 @@ async fn main() -> Result<()> {
          share of it. The schema-alone row commits each delivery's record, run and start job \
          with plain SQL (PostgreSQL: one statement each, 8 connections; SQLite: one \
          transaction each, its one writer), no HTTP and no Nightshift code, measured just \
-         before the deliveries; ÷ schema is each row's share of it."
+         before the deliveries; ÷ schema is each row's share of it. The pool rows run the \
+         deliveries' runs with a pool of {SLOTS} slots (1 ms jobs): first alone, draining the \
+         runs the new deliveries left queued; then while {n} more new deliveries arrive, each \
+         of whose runs it takes as it comes."
     );
+    for note in notes {
+        println!("{note}");
+    }
+    Ok(())
+}
+
+/// The pool's slots in the rows with a pool.
+const SLOTS: usize = 16;
+
+/// What the pool and the intake did side by side (and the pool alone, before).
+struct Mixed {
+    /// Runs per second the pool completed alone, draining a queue.
+    pool_alone: f64,
+    /// The deliveries sent while the pool ran.
+    intake: Measured,
+    /// Runs per second the pool completed while those deliveries arrived.
+    pool_beside: f64,
+    /// Runs still queued or running when the last delivery was answered.
+    behind: u64,
+}
+
+impl Mixed {
+    /// Its three rows of the table.
+    fn print(&self, name: &str, commits: f64, alone: f64) {
+        println!(
+            "{name:<12} {:<34} {:>14.0} {:>9} {:>9} {:>14} {:>7} {:>9}",
+            format!("pool of {SLOTS} alone: runs done/s"),
+            self.pool_alone,
+            "—",
+            "—",
+            "—",
+            "—",
+            "—"
+        );
+        let m = &self.intake;
+        println!(
+            "{name:<12} {:<34} {:>14.0} {:>9.2} {:>9.2} {commits:>14.0} {:>6.2}x {:>8.2}x",
+            "new delivery → 202, pool running",
+            m.per_second,
+            m.p50_ms,
+            m.p99_ms,
+            m.per_second / commits,
+            m.per_second / alone
+        );
+        println!(
+            "{name:<12} {:<34} {:>14.0} {:>9} {:>9} {:>14} {:>7} {:>9}",
+            "… the pool meanwhile: runs done/s", self.pool_beside, "—", "—", "—", "—", "—"
+        );
+    }
+
+    /// How the two shared the machine: the intake's rate beside the pool as a share of its
+    /// rate alone, whether the pool kept up, and what simply adding their costs would allow
+    /// (each delivery its intake's time alone plus its run's time in the pool alone).
+    fn note(&self, name: &str, intake_alone: f64) -> String {
+        let added = 1.0 / (1.0 / intake_alone + 1.0 / self.pool_alone);
+        format!(
+            "{name}: with the pool running, new deliveries went at {:.0}/s ({:.0}% of their rate \
+             alone) and the pool ran {:.0} runs/s, {} behind at the last 202; their costs \
+             simply added would allow both {added:.0}/s, so side by side they did {:.2}× that.",
+            self.intake.per_second,
+            self.intake.per_second / intake_alone * 100.0,
+            self.pool_beside,
+            self.behind,
+            self.intake.per_second.min(self.pool_beside) / added
+        )
+    }
+}
+
+/// Runs a pool of [`SLOTS`] on `store`, where the `queued` runs the new deliveries enqueued
+/// wait: measures it draining them alone, then sends `deliveries` (all new) to `url` while it
+/// runs, and waits for it to finish their runs too.
+async fn intake_beside_pool(
+    store: &Store,
+    url: &str,
+    deliveries: &[Delivery],
+    queued: u64,
+) -> Result<Mixed> {
+    use nightshift_bench::pool::{Worker, start_pool};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let completed = Arc::new(AtomicU64::new(0));
+    let done = || completed.load(Ordering::Relaxed);
+    let (stop, task) = start_pool(store, Worker::one_ms(&completed), SLOTS);
+    let start = Instant::now();
+    wait_until(|| done() >= queued, "the pool to drain the queue").await?;
+    let pool_alone = queued as f64 / start.elapsed().as_secs_f64();
+    let before = done();
+    let start = Instant::now();
+    let intake = post_all(url, deliveries, 202).await?;
+    let window = start.elapsed().as_secs_f64();
+    let in_window = done() - before;
+    let all = queued + deliveries.len() as u64;
+    wait_until(|| done() >= all, "the pool to run every delivery's run").await?;
+    stop.cancel();
+    task.await??;
+    Ok(Mixed {
+        pool_alone,
+        intake,
+        pool_beside: in_window as f64 / window,
+        behind: deliveries.len() as u64 - in_window,
+    })
+}
+
+/// Waits for `cond`, checking every millisecond, for at most two minutes.
+async fn wait_until(cond: impl Fn() -> bool, what: &str) -> Result<()> {
+    let give_up = Instant::now() + std::time::Duration::from_secs(120);
+    while !cond() {
+        if Instant::now() > give_up {
+            bail!("gave up waiting for {what}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
     Ok(())
 }
 
