@@ -1,12 +1,16 @@
 //! The contract between the pool and the code that does a job's work (the agent loop plugs
 //! in here). The handler gets the lease handle, to write events and checkpoints, and a
-//! cancellation token; it returns an [`JobOutcome`] and the pool performs it.
+//! cancellation token; it returns an [`JobOutcome`] and the pool performs it, then tells the
+//! context whether that outcome was written ([`JobContext::outcome_written`]), so a handler
+//! counts what its jobs did only once it is durable and never a stale outcome a lost lease
+//! refused.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nightshift_store::{LeasedJob, Millis, RunEnd};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// Why a job's cancellation token fired.
@@ -29,6 +33,26 @@ pub struct JobContext {
     /// Fires when the job should stop; see [`JobContext::stop_reason`].
     pub cancel: CancellationToken,
     pub(crate) reason: Arc<Mutex<Option<CancelReason>>>,
+    /// Told once what became of the handler's outcome ([`JobContext::outcome_written`]).
+    pub(crate) written: Written,
+}
+
+/// Where the pool tells a job's context whether the outcome its handler returned was written
+/// (`Some(true)`) or not (`Some(false)`); `None` until it knows.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Written(Arc<watch::Sender<Option<bool>>>);
+
+impl Written {
+    /// Tells whether the outcome was written; only the first telling counts.
+    pub(crate) fn tell(&self, written: bool) {
+        self.0.send_if_modified(|told| {
+            let first = told.is_none();
+            if first {
+                *told = Some(written);
+            }
+            first
+        });
+    }
 }
 
 impl JobContext {
@@ -38,6 +62,28 @@ impl JobContext {
             lease,
             cancel: CancellationToken::new(),
             reason: Arc::new(Mutex::new(None)),
+            written: Written::default(),
+        }
+    }
+
+    /// Resolves once the pool knows what became of the outcome the handler returns for this
+    /// job: `true` when it was written under the job's lease (for a run's end: committed),
+    /// `false` when it was not — the lease was lost (the job may be running on another
+    /// worker by now), the worker shut down first and released it, or the write failed (the
+    /// lease expires and the job runs again) — and `false` too when no pool is there to
+    /// write it (every clone of this context dropped without a telling).
+    ///
+    /// Count what a job did here, not when the handler returns: a worker frozen past its
+    /// lease whose job was rescued must not count an end that another worker writes and
+    /// counts. The future holds no clone of the context, so it can be awaited in a task of
+    /// its own after the handler returned.
+    pub fn outcome_written(&self) -> impl Future<Output = bool> + Send + 'static {
+        let mut told = self.written.0.subscribe();
+        async move {
+            match told.wait_for(Option::is_some).await {
+                Ok(written) => written.unwrap_or(false),
+                Err(_) => false,
+            }
         }
     }
 

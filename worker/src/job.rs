@@ -13,7 +13,7 @@ use std::time::Duration;
 use nightshift_store::{Backoff, Error, Heartbeat, LeasedJob, RunEnd};
 use tokio_util::sync::CancellationToken;
 
-use crate::handler::{CancelReason, Handler, JobContext, JobOutcome};
+use crate::handler::{CancelReason, Handler, JobContext, JobOutcome, Written};
 
 /// How a job's time in the pool ended, for the pool's log and tests.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,8 +35,12 @@ pub(crate) enum Exit {
     /// Nothing more to write for this job.
     Finished(Finished),
     /// The handler ended the run with `end` while the lease held; the pool writes it under
-    /// `lease` in its next batch.
-    Ack { lease: Box<LeasedJob>, end: RunEnd },
+    /// `lease` in its next batch, and tells `written` whether it did.
+    Ack {
+        lease: Box<LeasedJob>,
+        end: RunEnd,
+        written: Written,
+    },
 }
 
 /// Timings the job runner needs.
@@ -47,7 +51,9 @@ pub(crate) struct JobTimings {
     pub backoff: Backoff,
 }
 
-/// Runs `handler` on `lease` until it returns or `hard_stop` fires.
+/// Runs `handler` on `lease` until it returns or `hard_stop` fires, and tells the job's
+/// context whether its outcome was written ([`JobContext::outcome_written`]; for a run's end,
+/// the pool tells it once its batch is written).
 pub(crate) async fn run_job<H: Handler>(
     handler: Arc<H>,
     lease: LeasedJob,
@@ -55,6 +61,21 @@ pub(crate) async fn run_job<H: Handler>(
     hard_stop: CancellationToken,
 ) -> Exit {
     let ctx = JobContext::new(lease.clone());
+    let exit = run_in(handler, &ctx, lease, timings, hard_stop).await;
+    if let Exit::Finished(finished) = &exit {
+        ctx.written.tell(matches!(finished, Finished::Recorded(_)));
+    }
+    exit
+}
+
+/// [`run_job`] in `ctx`.
+async fn run_in<H: Handler>(
+    handler: Arc<H>,
+    ctx: &JobContext,
+    lease: LeasedJob,
+    timings: JobTimings,
+    hard_stop: CancellationToken,
+) -> Exit {
     let beats = tokio::spawn(heartbeat_loop(ctx.clone(), timings.clone()));
     let outcome = tokio::select! {
         outcome = handler.handle(ctx.clone()) => Some(outcome),
@@ -92,6 +113,7 @@ pub(crate) async fn run_job<H: Handler>(
         return Exit::Ack {
             lease: Box::new(lease),
             end,
+            written: ctx.written.clone(),
         };
     }
     let written = apply_outcome(&lease, &outcome, &timings.backoff).await;

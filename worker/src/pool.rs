@@ -19,7 +19,7 @@ use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::PoolConfig;
-use crate::handler::{Handler, JobOutcome};
+use crate::handler::{Handler, JobOutcome, Written};
 use crate::job::{Exit, Finished, JobTimings, run_job};
 use crate::plan::{self, Drain, Next, WaitFor};
 use crate::slots::{Slot, Slots};
@@ -353,6 +353,8 @@ struct PendingAck {
     task: Id,
     lease: Box<LeasedJob>,
     end: RunEnd,
+    /// Told whether the end was written.
+    written: Written,
 }
 
 /// The pool's bookkeeping: slots, which task holds which, ends waiting to be written, and
@@ -385,8 +387,20 @@ impl Book {
             Err(e) => e.id(),
         };
         let finished = match joined {
-            Ok((task, Exit::Ack { lease, end })) => {
-                self.acks.push(PendingAck { task, lease, end });
+            Ok((
+                task,
+                Exit::Ack {
+                    lease,
+                    end,
+                    written,
+                },
+            )) => {
+                self.acks.push(PendingAck {
+                    task,
+                    lease,
+                    end,
+                    written,
+                });
                 return;
             }
             Ok((_, Exit::Finished(finished))) => finished,
@@ -402,7 +416,8 @@ impl Book {
         self.count(&finished);
     }
 
-    /// Counts the results of a batch of ends (or its failure) in the report.
+    /// Counts the results of a batch of ends (or its failure) in the report, and tells each
+    /// job's context whether its end was written.
     fn record_ends(
         &mut self,
         acks: &[PendingAck],
@@ -423,12 +438,14 @@ impl Book {
                             Finished::WriteFailed(e.to_string())
                         }
                     };
+                    ack.written.tell(matches!(finished, Finished::Recorded(_)));
                     self.count(&finished);
                 }
             }
             Err(e) => {
                 for ack in acks {
                     tracing::error!(job_id = ack.lease.id(), error = %e, "could not write the job's outcome");
+                    ack.written.tell(false);
                     self.count(&Finished::WriteFailed(e.to_string()));
                 }
             }

@@ -141,20 +141,43 @@ impl Handler for AgentRuntime {
             Some("cancelled") => Some(cancelled_or_superseded(&ctx).await),
             ended => ended,
         };
-        if let Some(seen) = seen {
-            metrics::job_ended(
-                &seen,
-                ctx.lease.job(),
-                &outcome,
-                ended,
-                ctx.lease.store().now(),
-            );
-        }
-        if let Some(trace) = trace {
-            trace.close(&outcome, ended);
-        }
+        let run_span = trace.and_then(|trace| trace.close(&outcome, ended));
+        count_once_written(&ctx, seen, &outcome, ended, run_span);
         redact::outcome(&self.redactor, outcome)
     }
+}
+
+/// Counts the job's outcome (and the run's end, with its span, when the job `ended` it)
+/// once the pool wrote it ([`JobContext::outcome_written`]), in a task of its own; nothing
+/// when it was not written — a worker that lost its job's lease (frozen past it, say) leaves
+/// the counting to whichever worker writes that job's outcome.
+fn count_once_written(
+    ctx: &JobContext,
+    seen: Option<metrics::Seen>,
+    outcome: &JobOutcome,
+    ended: Option<&'static str>,
+    run_span: Option<traces::RunSpan>,
+) {
+    if seen.is_none() && run_span.is_none() {
+        return;
+    }
+    let written = ctx.outcome_written();
+    let (job, outcome, now) = (
+        ctx.lease.job().clone(),
+        outcome.clone(),
+        ctx.lease.store().now(),
+    );
+    tokio::spawn(async move {
+        if !written.await {
+            return;
+        }
+        if let Some(seen) = seen {
+            metrics::job_ended(&seen, &job, &outcome, ended, now);
+        }
+        if let Some(span) = run_span {
+            span.write();
+        }
+    });
 }
 
 /// How a run whose job ended it as cancelled really ended: `superseded` when a newer run

@@ -62,22 +62,44 @@ impl JobTrace {
     }
 
     /// Records the job's outcome on its span and ends it; when the job `ends` the run (with
-    /// that status), writes the run's span too.
-    pub(super) fn close(self, outcome: &JobOutcome, ends: Option<&'static str>) {
+    /// that status), returns the run's span to write once that end is written.
+    pub(super) fn close(self, outcome: &JobOutcome, ends: Option<&'static str>) -> Option<RunSpan> {
         let failed = matches!(ends, Some("failed")) || matches!(outcome, JobOutcome::Retry { .. });
         traces::record_job_outcome(&self.span, outcome_name(outcome), failed);
         self.span.end();
-        if let Some(status) = ends {
-            traces::run_ended(
-                &self.run,
-                &RunEnded {
-                    run_id: &self.run_id,
-                    agent: &self.agent,
-                    trigger: self.trigger,
-                    status,
-                    created_at_ms: self.created_at,
-                },
-            );
-        }
+        Some(RunSpan {
+            status: ends?,
+            run: self.run,
+            run_id: self.run_id,
+            agent: self.agent,
+            trigger: self.trigger,
+            created_at: self.created_at,
+        })
+    }
+}
+
+/// The span of a run a job ended, to write once the end is ([`JobTrace::close`]).
+pub(super) struct RunSpan {
+    status: &'static str,
+    run: RunTrace,
+    run_id: String,
+    agent: String,
+    trigger: &'static str,
+    created_at: i64,
+}
+
+impl RunSpan {
+    /// Writes the run's span.
+    pub(super) fn write(self) {
+        traces::run_ended(
+            &self.run,
+            &RunEnded {
+                run_id: &self.run_id,
+                agent: &self.agent,
+                trigger: self.trigger,
+                status: self.status,
+                created_at_ms: self.created_at,
+            },
+        );
     }
 }

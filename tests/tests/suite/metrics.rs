@@ -27,6 +27,8 @@ use crate::crash::{text_turn, tool_turn};
 on_both_backends! {
     a_scrape_counts_a_run_its_model_and_tool_calls_hooks_schedules_notices_and_wakeups => scrape_counts_everything;
     the_schedule_timer_counts_its_fires_and_missed_fires => timer_fires_and_misses;
+    a_run_end_is_counted_once_a_pool_wrote_it_not_when_a_handler_returned_it =>
+        end_counted_once_written;
 }
 
 /// Never set: the daemon keeps its own token.
@@ -445,7 +447,8 @@ async fn scrape_counts_everything(db: &TestDb) {
         ),
         Some(3.0)
     );
-    // The metrics count a run's end when the runtime returns it; the pool writes it just after.
+    // The metrics count a run's end once the pool wrote it; the run's status is read here
+    // from the store all the same.
     eventually(
         Duration::from_secs(60),
         "the woken run's end to be written",
@@ -548,4 +551,59 @@ async fn timer_fires_and_misses(db: &TestDb) {
         "the latest missed fire, then 04:00"
     );
     store.close().await;
+}
+
+/// A run's end is counted once a pool wrote it, not when the runtime returned it: a job run
+/// by the runtime with no pool to write its outcome — which is how a worker frozen past its
+/// lease, whose job another worker took and ends, sees its own stale end — counts nothing,
+/// while the same agent's run in a pool is counted once.
+async fn end_counted_once_written(db: &TestDb) {
+    use super::fakes::{FakeTools, Harness, ScriptModel, agent, reply, text};
+    use nightshift_agent::AgentRuntime;
+    use nightshift_llm::StopReason;
+    use nightshift_worker::{Handler, JobContext, JobOutcome, Pool, PoolConfig};
+    use std::sync::Arc;
+
+    nightshift_telemetry::install();
+    let name = format!("frozen-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let done = || reply(vec![text("Done.")], StopReason::EndTurn);
+    let def = || agent(json!({ "name": name }));
+    let tools = Arc::new(FakeTools::default());
+    let h = Harness::new(db, def(), ScriptModel::new(vec![done()]), tools.clone()).await;
+    let labels = [("agent", name.as_str()), ("status", "succeeded")];
+    let counted = || {
+        value(
+            &parse(&nightshift_telemetry::render()),
+            "nightshift_runs_ended_total",
+            &labels,
+        )
+    };
+
+    // In a pool the end is written, then counted.
+    let runtime = AgentRuntime::new([def()], ScriptModel::new(vec![done()]), tools);
+    let stop = CancellationToken::new();
+    let pool = Pool::new(h.store.clone(), runtime, PoolConfig::default());
+    let pool = tokio::spawn(pool.run(stop.clone()));
+    let run_id = h.enqueue(&name, "Work in a pool.").await;
+    eventually(
+        Duration::from_secs(60),
+        "the pool's run to be counted",
+        || async { (counted() == Some(1.0)).then_some(()) },
+    )
+    .await;
+    let run = h.store.run(&run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Succeeded);
+    stop.cancel();
+    pool.await.unwrap().unwrap();
+
+    // No pool: nobody writes the end the runtime returns, so nobody counts it.
+    h.enqueue(&name, "Work alone.").await;
+    let ctx = JobContext::new(h.claim().await);
+    let written = ctx.outcome_written();
+    let outcome = h.runtime.handle(ctx).await;
+    assert!(matches!(outcome, JobOutcome::Done(_)), "{outcome:?}");
+    // Every clone of the context is gone untold, so the end can never be told written, and
+    // the count can never move for it.
+    assert!(!written.await);
+    assert_eq!(counted(), Some(1.0), "only the end a pool wrote is counted");
 }

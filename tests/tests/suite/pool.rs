@@ -21,7 +21,7 @@ on_both_backends! {
     an_idle_pool_is_woken_by_an_enqueue_not_by_polling => idle_pool_is_woken_by_enqueue;
     a_lost_lease_stops_the_handler_and_drops_its_outcome => lost_lease_stops_the_handler;
     two_pools_end_every_job_once_in_batches => two_pools_end_every_job_once;
-    a_batched_end_whose_lease_was_lost_is_dropped_and_the_job_runs_again =>
+    a_batched_end_whose_lease_was_lost_is_dropped_the_job_runs_again_and_its_handler_hears_it =>
         lost_lease_in_a_pool_batch;
 }
 
@@ -497,19 +497,27 @@ async fn two_pools_end_every_job_once(db: &TestDb) {
 }
 
 /// Gives the lease of the job with payload "victim" back the first time it runs (so the end
-/// it then returns is stale), and succeeds otherwise.
+/// it then returns is stale), and succeeds otherwise; tells `written` what became of each
+/// end it returned (its payload, its result, whether the pool wrote it).
 struct LosesOneLease {
     lost_once: Arc<AtomicUsize>,
+    written: mpsc::UnboundedSender<(String, &'static str, bool)>,
 }
 
 impl Handler for LosesOneLease {
     async fn handle(&self, ctx: JobContext) -> JobOutcome {
-        if ctx.lease.job().payload == "victim" && self.lost_once.fetch_add(1, Ordering::SeqCst) == 0
-        {
+        let payload = ctx.lease.job().payload.clone();
+        let result = if payload == "victim" && self.lost_once.fetch_add(1, Ordering::SeqCst) == 0 {
             ctx.lease.release("taken away by the test").await.unwrap();
-            return JobOutcome::succeeded("stale");
-        }
-        JobOutcome::succeeded("fresh")
+            "stale"
+        } else {
+            "fresh"
+        };
+        let (written, tell) = (ctx.outcome_written(), self.written.clone());
+        tokio::spawn(async move {
+            let _ = tell.send((payload, result, written.await));
+        });
+        JobOutcome::succeeded(result)
     }
 }
 
@@ -531,8 +539,10 @@ async fn lost_lease_in_a_pool_batch(db: &TestDb) {
         ..config()
     };
     let stop = CancellationToken::new();
+    let (tell, mut written) = mpsc::unbounded_channel();
     let handler = LosesOneLease {
         lost_once: Arc::new(AtomicUsize::new(0)),
+        written: tell,
     };
     let pool = tokio::spawn(Pool::new(store.clone(), handler, cfg).run(stop.clone()));
     eventually(Duration::from_secs(30), "every job to succeed", || async {
@@ -562,4 +572,25 @@ async fn lost_lease_in_a_pool_batch(db: &TestDb) {
     }
     let victim = store.job(runs[7].job_id).await.unwrap().unwrap();
     assert_eq!(victim.attempts, 1, "release does not count the attempt");
+    // What each handler heard of its end (`JobContext::outcome_written`): the stale end was
+    // not written, every fresh one was — so a handler that counts there counts each once.
+    let mut heard = BTreeMap::new();
+    for _ in 0..21 {
+        let (payload, result, was_written) =
+            tokio::time::timeout(Duration::from_secs(30), written.recv())
+                .await
+                .expect("every handler hears what became of its end")
+                .expect("the handlers' tellers are alive");
+        *heard
+            .entry((payload == "victim", result, was_written))
+            .or_insert(0) += 1;
+    }
+    assert_eq!(
+        heard,
+        BTreeMap::from([
+            ((false, "fresh", true), 19),
+            ((true, "fresh", true), 1),
+            ((true, "stale", false), 1),
+        ])
+    );
 }
