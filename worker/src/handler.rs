@@ -1,7 +1,7 @@
 //! The contract between the pool and the code that does a job's work (the agent loop plugs
 //! in here). The handler gets the lease handle, to write events and checkpoints, and a
 //! cancellation token; it returns an [`JobOutcome`] and the pool performs it, then tells the
-//! context whether that outcome was written ([`JobContext::outcome_written`]), so a handler
+//! context whether that outcome was written ([`JobContext::when_outcome_written`]), so a handler
 //! counts what its jobs did only once it is durable and never a stale outcome a lost lease
 //! refused.
 
@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nightshift_store::{LeasedJob, Millis, RunEnd};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// Why a job's cancellation token fired.
@@ -33,25 +32,74 @@ pub struct JobContext {
     /// Fires when the job should stop; see [`JobContext::stop_reason`].
     pub cancel: CancellationToken,
     pub(crate) reason: Arc<Mutex<Option<CancelReason>>>,
-    /// Told once what became of the handler's outcome ([`JobContext::outcome_written`]).
+    /// Told once what became of the handler's outcome ([`JobContext::when_outcome_written`]).
     pub(crate) written: Written,
 }
 
-/// Where the pool tells a job's context whether the outcome its handler returned was written
-/// (`Some(true)`) or not (`Some(false)`); `None` until it knows.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Written(Arc<watch::Sender<Option<bool>>>);
+/// What a handler asked to be done once the pool knows whether its outcome was written.
+type WhenWritten = Box<dyn FnOnce(bool) + Send>;
+
+/// Where the pool tells a job's context whether the outcome its handler returned was written,
+/// and what runs then ([`JobContext::when_outcome_written`]). Shared by every clone of the
+/// context; when the last one goes untold, what waits is told `false`.
+#[derive(Clone, Default)]
+pub(crate) struct Written(Arc<Telling>);
+
+/// The telling: what was told (`None` until then) and what waits for it.
+#[derive(Default)]
+struct Telling(Mutex<(Option<bool>, Vec<WhenWritten>)>);
+
+impl std::fmt::Debug for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let told = self.0.0.lock().map(|t| t.0).unwrap_or(None);
+        f.debug_tuple("Written").field(&told).finish()
+    }
+}
 
 impl Written {
-    /// Tells whether the outcome was written; only the first telling counts.
+    /// Tells whether the outcome was written and runs what waited for it, on the caller's
+    /// task; only the first telling counts.
     pub(crate) fn tell(&self, written: bool) {
-        self.0.send_if_modified(|told| {
-            let first = told.is_none();
-            if first {
-                *told = Some(written);
+        let waiting = {
+            let mut telling = self.0.0.lock().expect("written lock");
+            if telling.0.is_some() {
+                return;
             }
-            first
-        });
+            telling.0 = Some(written);
+            std::mem::take(&mut telling.1)
+        };
+        for then in waiting {
+            then(written);
+        }
+    }
+
+    /// Runs `then` once told, at once when told already.
+    fn when(&self, then: WhenWritten) {
+        let told = {
+            let mut telling = self.0.0.lock().expect("written lock");
+            match telling.0 {
+                Some(told) => told,
+                None => {
+                    telling.1.push(then);
+                    return;
+                }
+            }
+        };
+        then(told);
+    }
+}
+
+impl Drop for Telling {
+    fn drop(&mut self) {
+        let telling = self
+            .0
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if telling.0.is_none() {
+            for then in std::mem::take(&mut telling.1) {
+                then(false);
+            }
+        }
     }
 }
 
@@ -66,25 +114,20 @@ impl JobContext {
         }
     }
 
-    /// Resolves once the pool knows what became of the outcome the handler returns for this
-    /// job: `true` when it was written under the job's lease (for a run's end: committed),
-    /// `false` when it was not — the lease was lost (the job may be running on another
-    /// worker by now), the worker shut down first and released it, or the write failed (the
-    /// lease expires and the job runs again) — and `false` too when no pool is there to
-    /// write it (every clone of this context dropped without a telling).
+    /// Calls `then` once the pool knows what became of the outcome the handler returns for
+    /// this job: `then(true)` when it was written under the job's lease (for a run's end:
+    /// committed), `then(false)` when it was not — the lease was lost (the job may be running
+    /// on another worker by now), the worker shut down first and released it, or the write
+    /// failed (the lease expires and the job runs again) — and `then(false)` too when no pool
+    /// is there to write it (every clone of this context dropped untold). At once when that
+    /// is known already.
     ///
     /// Count what a job did here, not when the handler returns: a worker frozen past its
     /// lease whose job was rescued must not count an end that another worker writes and
-    /// counts. The future holds no clone of the context, so it can be awaited in a task of
-    /// its own after the handler returned.
-    pub fn outcome_written(&self) -> impl Future<Output = bool> + Send + 'static {
-        let mut told = self.written.0.subscribe();
-        async move {
-            match told.wait_for(Option::is_some).await {
-                Ok(written) => written.unwrap_or(false),
-                Err(_) => false,
-            }
-        }
+    /// counts. `then` runs on the pool's task, in the write's path, before the pool goes on
+    /// (so what it records is recorded before a draining pool returns): keep it short.
+    pub fn when_outcome_written(&self, then: impl FnOnce(bool) + Send + 'static) {
+        self.written.when(Box::new(then));
     }
 
     /// Why [`cancel`](Self::cancel) fired, once it has.
@@ -159,4 +202,59 @@ impl JobOutcome {
 pub trait Handler: Send + Sync + 'static {
     /// Does the job's work. Should return soon after `ctx.cancel` fires.
     fn handle(&self, ctx: JobContext) -> impl Future<Output = JobOutcome> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::Written;
+
+    /// A `then` that sends what it was told on a channel.
+    fn heard() -> (impl FnOnce(bool) + Send + 'static, mpsc::Receiver<bool>) {
+        let (tx, rx) = mpsc::channel();
+        (
+            move |written| {
+                tx.send(written).expect("the test listens");
+            },
+            rx,
+        )
+    }
+
+    #[test]
+    fn what_waits_hears_the_first_telling_once_and_what_comes_later_hears_it_at_once() {
+        let written = Written::default();
+        let (early, early_heard) = heard();
+        written.when(Box::new(early));
+        assert!(early_heard.try_recv().is_err(), "nothing told yet");
+        written.tell(true);
+        written.tell(false);
+        assert_eq!(early_heard.try_iter().collect::<Vec<_>>(), vec![true]);
+        let (late, late_heard) = heard();
+        written.when(Box::new(late));
+        assert_eq!(late_heard.try_iter().collect::<Vec<_>>(), vec![true]);
+    }
+
+    #[test]
+    fn the_last_clone_dropped_untold_tells_what_waits_it_was_not_written() {
+        let written = Written::default();
+        let clone = written.clone();
+        let (then, untold) = heard();
+        written.when(Box::new(then));
+        drop(written);
+        assert!(untold.try_recv().is_err(), "a clone still holds it");
+        drop(clone);
+        assert_eq!(untold.try_iter().collect::<Vec<_>>(), vec![false]);
+
+        let told = Written::default();
+        let (then, heard) = heard();
+        told.when(Box::new(then));
+        told.tell(true);
+        drop(told);
+        assert_eq!(
+            heard.try_iter().collect::<Vec<_>>(),
+            vec![true],
+            "told once, not again"
+        );
+    }
 }

@@ -52,7 +52,7 @@ pub(crate) struct JobTimings {
 }
 
 /// Runs `handler` on `lease` until it returns or `hard_stop` fires, and tells the job's
-/// context whether its outcome was written ([`JobContext::outcome_written`]; for a run's end,
+/// context whether its outcome was written ([`JobContext::when_outcome_written`]; for a run's end,
 /// the pool tells it once its batch is written).
 pub(crate) async fn run_job<H: Handler>(
     handler: Arc<H>,

@@ -148,9 +148,9 @@ impl Handler for AgentRuntime {
 }
 
 /// Counts the job's outcome (and the run's end, with its span, when the job `ended` it)
-/// once the pool wrote it ([`JobContext::outcome_written`]), in a task of its own; nothing
-/// when it was not written — a worker that lost its job's lease (frozen past it, say) leaves
-/// the counting to whichever worker writes that job's outcome.
+/// once the pool wrote it ([`JobContext::when_outcome_written`]); nothing when it was not
+/// written — a worker that lost its job's lease (frozen past it, say) leaves the counting to
+/// whichever worker writes that job's outcome.
 fn count_once_written(
     ctx: &JobContext,
     seen: Option<metrics::Seen>,
@@ -161,14 +161,13 @@ fn count_once_written(
     if seen.is_none() && run_span.is_none() {
         return;
     }
-    let written = ctx.outcome_written();
     let (job, outcome, now) = (
         ctx.lease.job().clone(),
         outcome.clone(),
         ctx.lease.store().now(),
     );
-    tokio::spawn(async move {
-        if !written.await {
+    ctx.when_outcome_written(move |written| {
+        if !written {
             return;
         }
         if let Some(seen) = seen {

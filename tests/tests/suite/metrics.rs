@@ -599,11 +599,15 @@ async fn end_counted_once_written(db: &TestDb) {
     // No pool: nobody writes the end the runtime returns, so nobody counts it.
     h.enqueue(&name, "Work alone.").await;
     let ctx = JobContext::new(h.claim().await);
-    let written = ctx.outcome_written();
+    let (tell, written) = tokio::sync::oneshot::channel();
+    ctx.when_outcome_written(move |written| {
+        let _ = tell.send(written);
+    });
     let outcome = h.runtime.handle(ctx).await;
     assert!(matches!(outcome, JobOutcome::Done(_)), "{outcome:?}");
-    // Every clone of the context is gone untold, so the end can never be told written, and
+    // Every clone of the context is gone untold, so the end was told unwritten, for good:
     // the count can never move for it.
-    assert!(!written.await);
+    let written = tokio::time::timeout(Duration::from_secs(30), written).await;
+    assert_eq!(written.expect("told in time").ok(), Some(false));
     assert_eq!(counted(), Some(1.0), "only the end a pool wrote is counted");
 }

@@ -513,9 +513,9 @@ impl Handler for LosesOneLease {
         } else {
             "fresh"
         };
-        let (written, tell) = (ctx.outcome_written(), self.written.clone());
-        tokio::spawn(async move {
-            let _ = tell.send((payload, result, written.await));
+        let tell = self.written.clone();
+        ctx.when_outcome_written(move |written| {
+            let _ = tell.send((payload, result, written));
         });
         JobOutcome::succeeded(result)
     }
@@ -572,7 +572,7 @@ async fn lost_lease_in_a_pool_batch(db: &TestDb) {
     }
     let victim = store.job(runs[7].job_id).await.unwrap().unwrap();
     assert_eq!(victim.attempts, 1, "release does not count the attempt");
-    // What each handler heard of its end (`JobContext::outcome_written`): the stale end was
+    // What each handler heard of its end (`JobContext::when_outcome_written`): the stale end was
     // not written, every fresh one was — so a handler that counts there counts each once.
     let mut heard = BTreeMap::new();
     for _ in 0..21 {
