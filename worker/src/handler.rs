@@ -119,13 +119,18 @@ impl JobContext {
     /// committed), `then(false)` when it was not — the lease was lost (the job may be running
     /// on another worker by now), the worker shut down first and released it, or the write
     /// failed (the lease expires and the job runs again) — and `then(false)` too when no pool
-    /// is there to write it (every clone of this context dropped untold). At once when that
-    /// is known already.
+    /// is there to write it (every clone of this context dropped untold: a handler driven by
+    /// hand, with [`apply_outcome`](crate::apply_outcome) or not). At once when that is
+    /// known already. A write whose answer was lost (the connection dropped during the
+    /// commit) is told `false` even if the commit landed: the pool cannot tell, and counting
+    /// it could count twice what another worker ends.
     ///
     /// Count what a job did here, not when the handler returns: a worker frozen past its
     /// lease whose job was rescued must not count an end that another worker writes and
-    /// counts. `then` runs on the pool's task, in the write's path, before the pool goes on
-    /// (so what it records is recorded before a draining pool returns): keep it short.
+    /// counts. `then` runs in the write's path before the pool goes on (on the job's task for
+    /// a retry, deferral or park; on the pool's task for a run's end, written in a batch; on
+    /// whichever drops the context's last clone when untold), so what it records is recorded
+    /// before a draining pool returns: keep it short, and it must not panic.
     pub fn when_outcome_written(&self, then: impl FnOnce(bool) + Send + 'static) {
         self.written.when(Box::new(then));
     }
@@ -256,5 +261,15 @@ mod tests {
             vec![true],
             "told once, not again"
         );
+    }
+
+    #[test]
+    fn what_runs_when_told_may_ask_again_without_waiting_on_itself() {
+        let written = Written::default();
+        let (inner, inner_heard) = heard();
+        let again = written.clone();
+        written.when(Box::new(move |_| again.when(Box::new(inner))));
+        written.tell(true);
+        assert_eq!(inner_heard.try_iter().collect::<Vec<_>>(), vec![true]);
     }
 }

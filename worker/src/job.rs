@@ -156,9 +156,11 @@ fn log_recorded(job: &nightshift_store::Job, outcome: &JobOutcome) {
 }
 
 /// Writes a handler's outcome under `lease`: complete, retry (after the outcome's delay or
-/// `backoff`'s), defer (requeue without counting the attempt), or park. The pool writes retries and parks with it (and ends in batches, to
-/// the same effect); it is public so that tools and tests driving a handler by hand record
-/// outcomes exactly as the pool does.
+/// `backoff`'s), defer (requeue without counting the attempt), or park. The pool writes
+/// retries and parks with it (and ends in batches, to the same effect); it is public so that
+/// tools and tests driving a handler by hand record outcomes exactly as the pool does — all
+/// but the telling: it does not tell the job's context, so a handler's
+/// [`JobContext::when_outcome_written`] hears `false` once its context is dropped.
 pub async fn apply_outcome(
     lease: &LeasedJob,
     outcome: &JobOutcome,

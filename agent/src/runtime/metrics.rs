@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use nightshift_store::{Job, Millis, Run};
+use nightshift_store::{Millis, Run};
 use nightshift_telemetry::labels;
 use nightshift_tools::ToolClass;
 use nightshift_worker::JobOutcome;
@@ -51,17 +51,18 @@ pub(super) fn run_end(outcome: &JobOutcome) -> Option<&'static str> {
     }
 }
 
-/// Counts the job's outcome and, when its run `ended` (with that status: [`run_end`], a
-/// cancellation told apart from a supersession), the run's end and duration.
+/// Counts a job of `kind` whose outcome was `outcome` ([`outcome_name`]) and, when its run
+/// `ended` (with that status: [`run_end`], a cancellation told apart from a supersession),
+/// the run's end and duration.
 pub(super) fn job_ended(
     seen: &Seen,
-    job: &Job,
-    outcome: &JobOutcome,
+    kind: &'static str,
+    outcome: &'static str,
     ended: Option<&'static str>,
     now: Millis,
 ) {
     let agent = seen.agent.as_str();
-    nightshift_telemetry::job_outcome(agent, job.kind.as_str(), outcome_name(outcome));
+    nightshift_telemetry::job_outcome(agent, kind, outcome);
     if let Some(status) = ended {
         let ran = u64::try_from(now - seen.started_at).unwrap_or(0);
         nightshift_telemetry::run_ended(agent, status, Some(Duration::from_millis(ran)));

@@ -161,9 +161,9 @@ fn count_once_written(
     if seen.is_none() && run_span.is_none() {
         return;
     }
-    let (job, outcome, now) = (
-        ctx.lease.job().clone(),
-        outcome.clone(),
+    let (kind, outcome, now) = (
+        ctx.lease.job().kind.as_str(),
+        metrics::outcome_name(outcome),
         ctx.lease.store().now(),
     );
     ctx.when_outcome_written(move |written| {
@@ -171,7 +171,7 @@ fn count_once_written(
             return;
         }
         if let Some(seen) = seen {
-            metrics::job_ended(&seen, &job, &outcome, ended, now);
+            metrics::job_ended(&seen, kind, outcome, ended, now);
         }
         if let Some(span) = run_span {
             span.write();

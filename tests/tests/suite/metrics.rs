@@ -447,6 +447,15 @@ async fn scrape_counts_everything(db: &TestDb) {
         ),
         Some(3.0)
     );
+    // A park is written by the job's own task, and counted once written, like an end.
+    assert_eq!(
+        value(
+            &samples,
+            "nightshift_job_outcomes_total",
+            &[("agent", &sleeper), ("kind", "start"), ("outcome", "park")]
+        ),
+        Some(3.0)
+    );
     // The metrics count a run's end once the pool wrote it; the run's status is read here
     // from the store all the same.
     eventually(

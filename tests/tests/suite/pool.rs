@@ -574,13 +574,9 @@ async fn lost_lease_in_a_pool_batch(db: &TestDb) {
     assert_eq!(victim.attempts, 1, "release does not count the attempt");
     // What each handler heard of its end (`JobContext::when_outcome_written`): the stale end was
     // not written, every fresh one was — so a handler that counts there counts each once.
+    // Every one was told before the pool returned (a draining pool's last ends too).
     let mut heard = BTreeMap::new();
-    for _ in 0..21 {
-        let (payload, result, was_written) =
-            tokio::time::timeout(Duration::from_secs(30), written.recv())
-                .await
-                .expect("every handler hears what became of its end")
-                .expect("the handlers' tellers are alive");
+    while let Ok((payload, result, was_written)) = written.try_recv() {
         *heard
             .entry((payload == "victim", result, was_written))
             .or_insert(0) += 1;
