@@ -13,6 +13,12 @@
 //! - **A resumed run gets the same commit.** Given the commit a previous job recorded
 //!   (`pinned`), exactly that commit is fetched (by SHA) and checked, and a workspace already
 //!   on it is kept as it is (`reused`), without a fetch.
+//! - **git never runs in a workspace.** Everything beneath a workspace, `.git` included, is
+//!   the run's commands' to write, and a planted `.git/config` would make any git there run
+//!   code of the model's choosing as the daemon (askpass, a promisor remote's lazy fetch,
+//!   fsmonitor, hooks, filters). git runs only in the daemon's staging directory; whether a
+//!   workspace holds the pinned commit is answered from the daemon's own record of what it
+//!   moved there ([`record`]), never by asking git or reading `.git`.
 //! - **A failure says what to do** ([`CheckoutError`]), never shows the token, and leaves
 //!   the workspace without a checkout (emptied, best effort).
 //!
@@ -33,6 +39,8 @@ use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use crate::tokens::Secret;
+
+mod record;
 
 /// What to check out: a repository at a ref.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,11 +170,12 @@ pub fn git_base(api_base: &Url) -> Url {
 /// host `git_base` (see [`git_base`]) with `token` (an installation token) if any. Gives up
 /// after `timeout` or when `cancel` fires; dropping the future kills git too.
 ///
-/// A `dest` that already holds the pinned commit is kept as it is (with whatever was done in
-/// it since). Otherwise the repository is fetched and checked out in `staging` — a directory
-/// of the daemon's that nothing else may write (sandboxed commands of the run can write
-/// `dest` at any time, and a `.git/config` or `.git/info/attributes` they planted there must
-/// never steer the daemon's git) — and only the finished tree is moved into `dest`.
+/// A `dest` the daemon's record says holds the pinned commit (see [`holds_commit`]) is kept as
+/// it is (with whatever was done in it since). Otherwise the repository is fetched and
+/// checked out in `staging` — a directory of the daemon's that nothing else may write
+/// (sandboxed commands of the run can write `dest` at any time, and a `.git/config` or
+/// `.git/info/attributes` they planted there must never steer the daemon's git) — and only
+/// the finished tree is moved into `dest`; then the record (`<staging>.record`) says so.
 #[allow(clippy::too_many_arguments)]
 pub async fn checkout(
     git_base: &Url,
@@ -196,27 +205,13 @@ pub async fn checkout(
     done
 }
 
-/// Whether `dest` is a checkout whose repository holds `commit` — what [`checkout`] keeps when
-/// that commit is pinned — asked without the network or a token (read-only git, the same
-/// hardened environment).
-pub async fn holds_commit(git_base: &Url, dest: &Path, commit: &str) -> bool {
-    if !crate::is_commit_sha(commit) || !matches!(inspect(dest).await, Ok(Dest::Checkout)) {
-        return false;
-    }
-    let probe = CheckoutSpec {
-        repo: "nightshift/probe".into(),
-        git_ref: commit.into(),
-        depth: None,
-    };
-    let Ok(plan) = plan(git_base, &probe, Some(commit)) else {
-        return false;
-    };
-    let git = Git {
-        plan: &plan,
-        dest,
-        plain: git_env(&plan.git_base, None, &|name| std::env::var(name).ok()),
-    };
-    git.has_commit(&commit.to_ascii_lowercase()).await
+/// Whether `dest` holds the checkout of `commit` that [`checkout`] made with the same
+/// `staging` — what [`checkout`] keeps when that commit is pinned. Answered from the daemon's
+/// record beside `staging` alone: no git runs and nothing beneath `dest` is read, since the
+/// run's commands could have written it. `dest` made again since (another directory at the
+/// same path) does not hold it.
+pub fn holds_commit(dest: &Path, staging: &Path, commit: &str) -> bool {
+    crate::is_commit_sha(commit) && record::holds(staging, dest, commit)
 }
 
 // ---- Deciding ------------------------------------------------------------------------------
@@ -527,28 +522,21 @@ async fn run(
     tokio::fs::create_dir_all(dest)
         .await
         .map_err(|e| workspace(format!("cannot create it: {e}")))?;
+    // Kept when the daemon's record says it holds the run's commit: whatever the run did
+    // since (commits, another branch, changed files, even `.git` removed) is its own work.
+    if let Some(expect) = plan.expect.as_ref().filter(|_| plan.pinned)
+        && record::holds(staging, dest, expect)
+    {
+        return Ok(Checkout {
+            commit: expect.clone(),
+            reused: true,
+        });
+    }
     let held = inspect(dest)
         .await
         .map_err(|e| workspace(format!("cannot read it: {e}")))?;
     match held {
-        Dest::Empty => {}
-        Dest::Checkout => {
-            // Kept when it holds the run's commit: whatever the run did since (commits,
-            // another branch, changed files) is its own work. Only read-only git runs here.
-            let kept = Git {
-                plan,
-                dest,
-                plain: git_env(&plan.git_base, None, &|name| std::env::var(name).ok()),
-            };
-            if let Some(expect) = plan.expect.as_ref().filter(|_| plan.pinned)
-                && kept.has_commit(expect).await
-            {
-                return Ok(Checkout {
-                    commit: expect.clone(),
-                    reused: true,
-                });
-            }
-        }
+        Dest::Empty | Dest::Checkout => {}
         Dest::Other => {
             return Err(workspace(
                 "it holds files that are not a git checkout; they are not deleted: give the \
@@ -625,7 +613,8 @@ async fn run(
             });
         }
     }
-    // The finished tree replaces whatever `dest` held.
+    // The finished tree replaces whatever `dest` held; the record is gone while it does.
+    record::forget(staging).map_err(|e| staged(format!("cannot remove its record: {e}")))?;
     touched.store(true, Ordering::SeqCst);
     empty(dest)
         .await
@@ -633,6 +622,8 @@ async fn run(
     move_entries(staging, dest)
         .await
         .map_err(|e| workspace(format!("cannot move the checkout into it: {e}")))?;
+    record::write(staging, dest, &fetched)
+        .map_err(|e| staged(format!("cannot write its record: {e}")))?;
     Ok(Checkout {
         commit: fetched,
         reused: false,
@@ -710,13 +701,6 @@ impl Git<'_> {
     async fn head(&self) -> Option<String> {
         let args = ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"];
         self.run("rev-parse", &args, None, true).await.ok()
-    }
-
-    /// Whether the repository holds `commit`.
-    async fn has_commit(&self, commit: &str) -> bool {
-        let object = format!("{commit}^{{commit}}");
-        let args = ["cat-file", "-e", object.as_str()];
-        self.run("cat-file", &args, None, true).await.is_ok()
     }
 }
 

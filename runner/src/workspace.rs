@@ -6,7 +6,9 @@
 //!   `nightshift_scheduler::hooks::checkout`) and the loop logs the commit
 //!   (`workspace_prepared`); every later job — on this daemon or another, after a crash or a
 //!   long sleep — asks for that commit again: kept when the workspace already holds it (with
-//!   the agent's changes), fetched by SHA into an empty one otherwise.
+//!   the agent's changes), fetched by SHA into an empty one otherwise. Whether it holds it is
+//!   the daemon's own record of what it moved there (beside its staging directory): the
+//!   daemon's git never runs in a workspace, whose `.git` the run's commands can write.
 //! - **The token never reaches the model or the disk.** The clone uses the installation token
 //!   of the repository (or the personal token) only in the environment of the `git fetch`
 //!   process (`nightshift_github::checkout`); the workspace's `.git/config` holds the plain
@@ -120,10 +122,13 @@ pub async fn prepare(
         Some(gh) => nightshift_github::git_base(gh.api().base()),
         None => url::Url::parse(PUBLIC_GIT).expect("a URL"),
     };
-    // The usual resume: the workspace still holds the run's commit. Kept, without asking
-    // GitHub anything (a GitHub outage does not stop a run that needs nothing from it).
+    // The daemon's own directory (not the workspace, which the run's commands can write).
+    let staging = tools.staging(run.run_id);
+    // The usual resume: the workspace still holds the run's commit, by the daemon's record
+    // (no git runs in the workspace). Kept, without asking GitHub anything (a GitHub outage
+    // does not stop a run that needs nothing from it).
     if let Some(pinned) = run.workspace_commit
-        && nightshift_github::holds_commit(&git_base, &dest, pinned).await
+        && nightshift_github::holds_commit(&dest, &staging, pinned)
     {
         return Ok(Some(PreparedWorkspace {
             repo: spec.repo.clone(),
@@ -136,8 +141,6 @@ pub async fn prepare(
         Some(gh) => token_for(gh, &spec.repo, installation).await?,
         None => None,
     };
-    // The daemon's own directory (not the workspace, which the run's commands can write).
-    let staging = tools.staging(run.run_id);
     let fetch = |token: Option<Secret>| {
         let (git_base, spec, dest, staging) = (&git_base, &spec, &dest, &staging);
         async move {

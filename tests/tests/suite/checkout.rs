@@ -540,32 +540,127 @@ async fn a_git_config_planted_in_the_workspace_never_steers_the_daemons_git() {
     );
 }
 
-/// `holds_commit` answers from the workspace alone: true for a commit its repository has
-/// (also after the run moved on from it), false for one it lacks, for a SHA that is not one
-/// and for a directory that is no checkout — and it asks the host nothing.
+/// `holds_commit` answers from the daemon's record alone: true for the commit the daemon
+/// checked out into that very directory (also after the run moved on from it), false for
+/// any other commit, for a SHA that is not one, for a directory with no record, and for the
+/// workspace deleted and made again — and it asks the host nothing.
 #[tokio::test]
-async fn a_workspace_holding_the_commit_is_known_without_the_host() {
+async fn a_workspace_holding_the_commit_is_known_from_the_daemons_record() {
     let host = host().await;
-    let dest = tempfile::tempdir().unwrap();
-    let done = run(
+    let root = tempfile::tempdir().unwrap();
+    let dest = root.path().join("ws");
+    let staging = dest.with_extension("staging");
+    let done = run(&host, &spec(REPO, "main", None), Some(TOKEN), &dest, None)
+        .await
+        .unwrap();
+    let asked = host.fake.requests().len();
+    git(&dest, &["checkout", "--quiet", "--detach", &host.shas[0]]);
+    let holds = |dest: &Path, commit: &str| nightshift_github::holds_commit(dest, &staging, commit);
+    assert!(holds(&dest, &done.commit));
+    assert!(
+        !holds(&dest, &host.shas[0]),
+        "not what the daemon checked out"
+    );
+    assert!(!holds(&dest, &"0".repeat(40)));
+    assert!(!holds(&dest, "main"));
+    let elsewhere = tempfile::tempdir().unwrap();
+    assert!(!holds(elsewhere.path(), &done.commit));
+    std::fs::rename(&dest, root.path().join("old")).unwrap();
+    std::fs::create_dir(&dest).unwrap();
+    assert!(!holds(&dest, &done.commit), "made again");
+    assert_eq!(host.fake.requests().len(), asked, "the host was not asked");
+}
+
+/// What a run's command can plant in its workspace's `.git` to run code as whoever runs git
+/// there next: an askpass program with a promisor remote and its objects deleted (a lazy
+/// fetch that asks for credentials), fsmonitor, hooks, a credential helper, a filter, an
+/// ssh command, an upload-pack. Each would `touch` a file outside the workspace.
+fn plant_everything(dest: &Path, pwned: &Path, remote: &str) {
+    let git_dir = dest.join(".git");
+    let script = git_dir.join("ap.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ntouch {}\necho x\n", pwned.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let run = script.display();
+    let config = format!(
+        "[core]\n\trepositoryformatversion = 1\n\tbare = false\n\taskPass = {run}\n\
+         \tfsmonitor = {run}\n\thooksPath = {hooks}\n\tsshCommand = {run}\n\
+         [extensions]\n\tpartialClone = origin\n\
+         [remote \"origin\"]\n\turl = {remote}\n\tpromisor = true\n\tuploadpack = {run}\n\
+         [credential]\n\thelper = !{run}\n\
+         [filter \"x\"]\n\tsmudge = {run}\n\tclean = {run}\n\tprocess = {run}\n",
+        hooks = git_dir.join("hooks").display(),
+    );
+    std::fs::write(git_dir.join("config"), config).unwrap();
+    std::fs::create_dir_all(git_dir.join("info")).unwrap();
+    std::fs::write(git_dir.join("info/attributes"), "* filter=x\n").unwrap();
+    std::fs::create_dir_all(git_dir.join("hooks")).unwrap();
+    for hook in ["post-checkout", "reference-transaction", "pre-auto-gc"] {
+        std::os::unix::fs::symlink(&script, git_dir.join("hooks").join(hook)).unwrap();
+    }
+    std::fs::remove_dir_all(git_dir.join("objects")).unwrap();
+    std::fs::create_dir_all(git_dir.join("objects/pack")).unwrap();
+}
+
+/// The attack of issue 40 on a resume: the workspace's `.git` planted after the checkout
+/// (objects deleted, askpass behind a promisor remote answering 401, and every other hook
+/// into git). Resuming at the pinned commit keeps the workspace from the daemon's record:
+/// no git runs there, nothing planted runs, and the host is not asked. Pinned to another
+/// commit, the fresh checkout is made in staging and replaces the planted `.git`, still
+/// running nothing planted.
+#[tokio::test]
+async fn a_planted_git_config_never_runs_when_a_run_resumes() {
+    let host = host().await;
+    let root = tempfile::tempdir().unwrap();
+    let dest = root.path().join("ws");
+    let pwned = root.path().join("pwned");
+    let first = run(
         &host,
-        &spec(REPO, "main", None),
+        &spec(REPO, "main", Some(1)),
         Some(TOKEN),
-        dest.path(),
+        &dest,
         None,
     )
     .await
     .unwrap();
-    let asked = host.fake.requests().len();
-    git(
-        dest.path(),
-        &["checkout", "--quiet", "--detach", &host.shas[0]],
+    plant_everything(
+        &dest,
+        &pwned,
+        host.base.join(&format!("{REPO}.git")).unwrap().as_str(),
     );
-    assert!(nightshift_github::holds_commit(&host.base, dest.path(), &done.commit).await);
-    assert!(nightshift_github::holds_commit(&host.base, dest.path(), &host.shas[0]).await);
-    assert!(!nightshift_github::holds_commit(&host.base, dest.path(), &"0".repeat(40)).await);
-    assert!(!nightshift_github::holds_commit(&host.base, dest.path(), "main").await);
-    let empty = tempfile::tempdir().unwrap();
-    assert!(!nightshift_github::holds_commit(&host.base, empty.path(), &done.commit).await);
-    assert_eq!(host.fake.requests().len(), asked, "the host was not asked");
+    let asked = host.fake.requests().len();
+
+    let resumed = run(
+        &host,
+        &spec(REPO, "main", Some(1)),
+        Some(TOKEN),
+        &dest,
+        Some(&first.commit),
+    )
+    .await
+    .unwrap();
+    assert!(resumed.reused, "{resumed:?}");
+    assert_eq!(host.fake.requests().len(), asked, "nothing was fetched");
+    assert!(!pwned.exists(), "planted code ran as the daemon");
+
+    let moved = run(
+        &host,
+        &spec(REPO, "main", Some(1)),
+        Some(TOKEN),
+        &dest,
+        Some(&host.shas[1]),
+    )
+    .await
+    .unwrap();
+    assert!(!moved.reused);
+    assert!(!pwned.exists(), "planted code ran as the daemon");
+    let config = std::fs::read_to_string(dest.join(".git/config")).unwrap();
+    assert!(
+        !config.contains("askPass"),
+        "the clean checkout's config: {config}"
+    );
+    assert_eq!(git(&dest, &["rev-parse", "HEAD"]), host.shas[1]);
 }

@@ -2,7 +2,11 @@
 //! - a checkout at a branch gets the branch's newest commit, logged as `workspace_prepared`,
 //!   and the model reads the checked-out file;
 //! - a ref that does not exist, and checkout templates the run cannot render, fail the run
-//!   before any model call, saying which.
+//!   before any model call, saying which;
+//! - a run whose command planted a `.git/config` that would run its own program through any
+//!   git the daemon runs in the workspace (askpass behind a promisor remote's lazy fetch, its
+//!   objects deleted) sleeps and resumes: the daemon keeps the workspace from its own record,
+//!   nothing planted runs, and the run finishes.
 
 use std::time::Duration;
 
@@ -19,6 +23,7 @@ use crate::github_tools::{InProcess, daemon_config, in_process};
 
 on_both_backends! {
     a_checkout_is_ready_before_the_model_and_a_bad_one_fails_the_run_first => checkout_or_fail_first;
+    a_planted_git_config_runs_nothing_when_the_run_resumes => planted_config_on_resume;
 }
 
 /// An agent named `name` reading `src/lib.rs` after a checkout of `checkout` (TOML).
@@ -130,6 +135,103 @@ async fn checkout_or_fail_first(db: &TestDb) {
         "{error}"
     );
     assert_eq!(run.turns, 0);
+    shutdown.cancel();
+    stopped.await.unwrap().unwrap();
+}
+
+/// The command of issue 40's first attack: in the workspace's `.git`, an askpass program that
+/// touches `pwned`, a promisor remote with lazy fetch, and the objects deleted — so any
+/// `git cat-file` the daemon ran there would fetch, be refused (no token) and run it.
+fn plant(pwned: &std::path::Path) -> String {
+    format!(
+        "cd .git && rm -rf objects && mkdir -p objects/pack && \
+         printf '#!/bin/sh\\ntouch {pwned}\\necho x\\n' > ap.sh && chmod +x ap.sh && \
+         git config core.repositoryformatversion 1 && \
+         git config extensions.partialClone origin && \
+         git config remote.origin.promisor true && \
+         git config core.askPass \"$PWD/ap.sh\" && \
+         git config credential.helper \"!$PWD/ap.sh\" && echo planted",
+        pwned = pwned.display()
+    )
+}
+
+async fn planted_config_on_resume(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let pwned = dir.path().join("pwned");
+    let git = GitHttp::new(dir.path().join("git"));
+    make_repo(
+        git.root(),
+        REPO,
+        &[&[("src/lib.rs", "pub fn first() {}\n")]],
+    );
+    let (github, _seen) = fake_github_with(Seen::default(), Some(git.clone())).await;
+    let agent = agent_with(
+        dir.path(),
+        "planter",
+        &[
+            "run_command",
+            nightshift_agent::SCHEDULE_WAKEUP,
+            "read_file",
+        ],
+        json!([
+            tool_turn("p1", "run_command", json!({"command": plant(&pwned)})),
+            tool_turn(
+                "w1",
+                nightshift_agent::SCHEDULE_WAKEUP,
+                json!({"delay_seconds": 1, "reason": "come back"})
+            ),
+            tool_turn("f1", "read_file", json!({"path": "src/lib.rs"})),
+            text_turn("done")
+        ]),
+        &format!(
+            "[agents.wakeups]\nmin_delay_seconds = 1\n\n\
+             [agents.workspace]\ncheckout = {{ repo = \"{REPO}\", ref = \"main\" }}\n"
+        ),
+    );
+    let config = daemon_config(db, dir.path(), &github, &agent);
+    let InProcess {
+        store,
+        shutdown,
+        stopped,
+    } = in_process(&config).await;
+    let intake = nightshift_scheduler::Intake::new(store.clone(), ["planter".to_string()]);
+    let req = nightshift_scheduler::RunRequest::new(
+        "planter",
+        "Plant, sleep, read.",
+        nightshift_store::Trigger::Api,
+    );
+    let run_id = intake.submit(req).await.unwrap().run_id;
+    let run = tokio::time::timeout(Duration::from_secs(60), wait_finished(&store, &run_id))
+        .await
+        .expect("the run ends");
+    let log = events(&store, &run_id).await;
+    let results: Vec<String> = log
+        .iter()
+        .filter_map(|(_, e)| match e {
+            RunEvent::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        results.first().is_some_and(|r| r.contains("planted")),
+        "{results:?}"
+    );
+    assert_eq!(
+        run.status,
+        RunStatus::Succeeded,
+        "{:?} {results:?}",
+        run.error
+    );
+    assert!(
+        log.iter()
+            .any(|(_, e)| matches!(e, RunEvent::Resumed { .. })),
+        "the run slept and resumed"
+    );
+    assert!(
+        results.last().is_some_and(|r| r.contains("pub fn first")),
+        "the kept workspace is read after the resume: {results:?}"
+    );
+    assert!(!pwned.exists(), "the planted askpass ran as the daemon");
     shutdown.cancel();
     stopped.await.unwrap().unwrap();
 }
