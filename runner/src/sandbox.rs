@@ -10,8 +10,13 @@
 //! `network = "off"` for an agent while the sandbox is off. `mode = "off"` is the explicit
 //! opt-out: one WARN line at start, and commands run unconfined.
 //!
-//! Pid namespace: where the kernel makes one (user+pid+mount namespaces), every command runs
-//! in its own, seeing only its own processes. With `pid_namespace = "auto"` (the default) a
+//! Ports: with an agent's network on, its commands connect over TCP only to `[sandbox] ports`
+//! (default 80 and 443; Landlock's TCP rules), so the daemon's database, its API and local
+//! services on other ports are out of reach; `ports = "any"` lifts the limit.
+//!
+//! Pid namespace: where the kernel makes one (user+pid+mount+IPC namespaces), every command
+//! runs in its own, seeing only its own processes, in a root of its own that holds only its
+//! grants (no host UNIX socket can be named), with SysV IPC of its own. With `pid_namespace = "auto"` (the default) a
 //! kernel that refuses costs one WARN line at start, and commands share the daemon's pid
 //! namespace (still unable to read or signal any process outside, but able to guess pids and
 //! without `ps`): the filesystem, signal and network confinement is the same either way, so
@@ -47,6 +52,60 @@ pub struct SandboxConfig {
     /// `auto` (default): each command in a pid namespace of its own where the kernel allows
     /// it, else (one WARN line at start) in the daemon's. `required`: refuse to start without.
     pub pid_namespace: PidNamespaceMode,
+    /// With an agent's network on, the TCP ports its commands may connect to: default
+    /// [`DEFAULT_PORTS`] (HTTP and HTTPS), so the daemon's database, its API and local
+    /// services on other ports are unreachable; `"any"` lifts the limit.
+    pub ports: Ports,
+}
+
+/// The TCP ports commands may connect to with the network on, by default: HTTP and HTTPS.
+pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
+
+/// `[sandbox] ports`: a list of TCP ports, or `"any"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ports {
+    Only(Vec<u16>),
+    Any,
+}
+
+impl Default for Ports {
+    fn default() -> Self {
+        Ports::Only(DEFAULT_PORTS.to_vec())
+    }
+}
+
+impl Ports {
+    /// What the launcher enforces: `None` for any port.
+    fn allowed(&self) -> Option<Vec<u16>> {
+        match self {
+            Ports::Only(ports) => Some(ports.clone()),
+            Ports::Any => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Ports {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let wrong = || {
+            serde::de::Error::custom(
+                "expected a list of TCP ports (1 to 65535), e.g. [80, 443, 5432], or \"any\"",
+            )
+        };
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(word) if word == "any" => Ok(Ports::Any),
+            toml::Value::Array(items) => items
+                .iter()
+                .map(|item| {
+                    item.as_integer()
+                        .and_then(|n| u16::try_from(n).ok())
+                        .filter(|n| *n != 0)
+                        .ok_or_else(wrong)
+                })
+                .collect::<Result<Vec<u16>, _>>()
+                .map(Ports::Only),
+            _ => Err(wrong()),
+        }
+    }
 }
 
 /// `[sandbox] pid_namespace`.
@@ -129,6 +188,8 @@ pub struct Confinement {
     write: Vec<PathBuf>,
     temp_root: PathBuf,
     pid_namespace: bool,
+    /// With the network on, the TCP ports commands may connect to (`None`: any).
+    tcp_ports: Option<Vec<u16>>,
 }
 
 impl Confinement {
@@ -174,9 +235,11 @@ impl Confinement {
         let enforcement = decide(&support, &needs).map_err(|r| anyhow::anyhow!("{r}"))?;
         if let Some(why) = &enforcement.pid_namespace_missing {
             tracing::warn!(
-                "commands share the daemon's pid namespace: this kernel refuses to make one \
-                 ({why}); they still cannot read or signal processes outside the sandbox, but \
-                 can guess their pids. Set [sandbox] pid_namespace = \"required\" to refuse \
+                "commands share the daemon's pid, mount and IPC namespaces: this kernel \
+                 refuses to make them ({why}); they still cannot read or signal processes \
+                 outside the sandbox, but can guess their pids, connect to pathname UNIX \
+                 sockets they can name (a database's in /var/run, an agent's in /tmp) and use \
+                 the host's SysV IPC. Set [sandbox] pid_namespace = \"required\" to refuse \
                  to start instead"
             );
         }
@@ -193,6 +256,7 @@ impl Confinement {
             write: sandbox.write.iter().map(|p| real(p)).collect(),
             temp_root: config.resolve_path(&config.runtime.data_dir).join("tmp"),
             pid_namespace: enforcement.pid_namespace,
+            tcp_ports: sandbox.ports.allowed(),
         };
         // A grant the launcher would refuse (beneath /proc) fails here, not at every command.
         confinement
@@ -204,7 +268,8 @@ impl Confinement {
 
     /// The policy of a command in `workspace` with its temp dir `temp`.
     fn policy(&self, workspace: &Path, temp: &Path, network: Network) -> Policy {
-        let policy = Policy::standard(workspace, temp, &self.read, &self.write, network, self.abi);
+        let policy = Policy::standard(workspace, temp, &self.read, &self.write, network, self.abi)
+            .with_tcp_ports(self.tcp_ports.clone());
         if self.pid_namespace {
             policy.in_pid_namespace()
         } else {
@@ -301,6 +366,27 @@ mod tests {
         config("[sandbox]\nmode = \"off\"\nread = [\"/var\"]\n")
             .validate()
             .unwrap();
+    }
+
+    #[test]
+    fn ports_are_a_list_of_tcp_ports_or_any() {
+        let ports = |extra: &str| config(extra).sandbox.ports;
+        assert_eq!(ports(""), Ports::Only(DEFAULT_PORTS.to_vec()));
+        assert_eq!(
+            ports("[sandbox]\nports = [443, 5433]\n"),
+            Ports::Only(vec![443, 5433])
+        );
+        assert_eq!(ports("[sandbox]\nports = []\n"), Ports::Only(vec![]));
+        assert_eq!(ports("[sandbox]\nports = \"any\"\n"), Ports::Any);
+        for bad in ["[0]", "[70000]", "[-1]", "\"all\"", "[\"443\"]", "443"] {
+            let err = Config::parse(&format!("[sandbox]\nports = {bad}\n"), "x.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("sandbox.ports") && err.contains("a list of TCP ports"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -32,14 +32,14 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
     PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 use nix::sys::signal::SigSet;
 
 use crate::namespaces::{self, isolate_network};
-use crate::policy::{MAX_ABI, Network, Policy};
+use crate::policy::{MAX_ABI, Network, PROC, Policy};
 use crate::probe::Support;
 use crate::supervise::{self, CONFINE_FLAG, INIT_FLAG};
 
@@ -153,12 +153,21 @@ fn restrict(policy: &Policy) -> Result<(), String> {
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(all)
         .map_err(err)?;
-    if policy.network == Network::Off && abi_n >= 4 {
-        // Defence in depth: no TCP rule is added, so no TCP bind or connect is allowed.
-        ruleset = ruleset
-            .handle_access(AccessNet::from_all(abi))
-            .map_err(err)?;
-    }
+    let tcp_ports: &[u16] = match (policy.network, &policy.tcp_ports) {
+        (Network::Off, _) if abi_n >= 4 => {
+            // Defence in depth: no TCP rule is added, so no TCP bind or connect is allowed.
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(abi))
+                .map_err(err)?;
+            &[]
+        }
+        (Network::On, Some(ports)) => {
+            // Connecting is allowed to the listed ports only; binding stays allowed.
+            ruleset = ruleset.handle_access(AccessNet::ConnectTcp).map_err(err)?;
+            ports
+        }
+        _ => &[],
+    };
     if abi_n >= 6 {
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(err)?;
     }
@@ -176,6 +185,11 @@ fn restrict(policy: &Policy) -> Result<(), String> {
             continue;
         };
         created = created.add_rule(rule).map_err(err)?;
+    }
+    for port in tcp_ports {
+        created = created
+            .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+            .map_err(err)?;
     }
     let status = created.restrict_self().map_err(err)?;
     if status.ruleset != RulesetStatus::FullyEnforced {
@@ -291,9 +305,14 @@ fn probe_pidns_outer() -> i32 {
     }
 }
 
-/// `--probe-init`: pid 1 mounts its `/proc` and finds itself there as pid 1.
+/// `--probe-init`: pid 1 mounts its `/proc`, moves into a root of its own showing it (as a
+/// launch does), and finds itself there as pid 1.
 fn probe_pidns_init() -> i32 {
-    let checked = namespaces::prepare_init().and_then(|()| {
+    let shown = [crate::rootfs::Shown {
+        path: PROC.into(),
+        required: true,
+    }];
+    let checked = namespaces::prepare_init(&shown).and_then(|()| {
         let seen = std::fs::read_link("/proc/self").map_err(|e| format!("/proc/self: {e}"))?;
         if std::process::id() == 1 && seen == Path::new("1") {
             Ok(())

@@ -26,6 +26,7 @@ pub mod launch;
 mod namespaces;
 pub mod policy;
 pub mod probe;
+mod rootfs;
 mod supervise;
 
 use std::ffi::OsString;

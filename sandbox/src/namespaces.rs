@@ -3,12 +3,14 @@
 //!
 //! - [`isolate_network`]: a network namespace alone (the launcher without a pid namespace).
 //! - [`enter`]: the launcher's own step with a pid namespace: one new user namespace owning
-//!   new pid, mount and (network off) network namespaces, the caller's uid and gid mapped to
+//!   new pid, mount, IPC (SysV message queues, semaphores and shared memory of its own, none
+//!   of the host's) and (network off) network namespaces, the caller's uid and gid mapped to
 //!   0 inside, so the init the launcher starts next keeps the capabilities it needs to mount
 //!   `/proc` across its `exec`. The caller itself stays in the daemon's pid namespace; its
 //!   first child is pid 1 of the new one.
 //! - [`prepare_init`]: pid 1's step: mounts private from here on, a fresh `/proc` showing
-//!   only the new pid namespace, then a nested user namespace that maps the caller's real uid
+//!   only the new pid namespace, a root of the command's own holding only what its policy
+//!   shows ([`crate::rootfs`]), then a nested user namespace that maps the caller's real uid
 //!   and gid back (the command sees the ids it has outside, and holds no capability over the
 //!   pid, mount and network namespaces, so it cannot unmount `/proc` or reconfigure the
 //!   network even as root).
@@ -18,6 +20,7 @@ use nix::sched::{CloneFlags, unshare};
 use nix::unistd::{Gid, Uid};
 
 use crate::policy::Network;
+use crate::rootfs::{self, Shown};
 
 /// Writes this process's id maps (after `unshare(CLONE_NEWUSER)`): `inside` ↔ `outside`, one
 /// id each, and `setgroups` denied (needed to map a gid without privileges).
@@ -59,11 +62,14 @@ pub(crate) fn isolate_network() -> Result<(), String> {
     map_self(own, own)
 }
 
-/// New user, pid and mount namespaces (and network, with `network` off) for this process's
-/// next child; this process becomes uid and gid 0 inside the new user namespace.
+/// New user, pid, mount and IPC namespaces (and network, with `network` off) for this
+/// process's next child; this process becomes uid and gid 0 inside the new user namespace.
 pub(crate) fn enter(network: Network) -> Result<(), String> {
     let own = ids();
-    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS;
+    let mut flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWIPC;
     if network == Network::Off {
         flags |= CloneFlags::CLONE_NEWNET;
     }
@@ -71,9 +77,10 @@ pub(crate) fn enter(network: Network) -> Result<(), String> {
     map_self((0, 0), own)
 }
 
-/// In pid 1 of the namespaces [`enter`] made: a fresh `/proc`, then the nested user namespace
-/// that gives back the real uid and gid (read from this namespace's own maps).
-pub(crate) fn prepare_init() -> Result<(), String> {
+/// In pid 1 of the namespaces [`enter`] made: a fresh `/proc`, the new root showing `shown`
+/// (the working directory is then `/`), then the nested user namespace that gives back the
+/// real uid and gid (read from this namespace's own maps).
+pub(crate) fn prepare_init(shown: &[Shown]) -> Result<(), String> {
     let real = (
         outside_id("/proc/self/uid_map")?,
         outside_id("/proc/self/gid_map")?,
@@ -94,6 +101,7 @@ pub(crate) fn prepare_init() -> Result<(), String> {
         None::<&str>,
     )
     .map_err(|e| format!("cannot mount a fresh /proc for the pid namespace: {e}"))?;
+    rootfs::enter(shown)?;
     unshare(CloneFlags::CLONE_NEWUSER)
         .map_err(|e| format!("unshare(CLONE_NEWUSER) for the command: {e}"))?;
     map_self(real, (0, 0))

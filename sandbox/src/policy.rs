@@ -191,6 +191,10 @@ pub struct Policy {
     /// error if the kernel refuses). Default `false`: the command shares the daemon's.
     #[serde(default)]
     pub pid_namespace: bool,
+    /// With the network on, the TCP ports the command may connect to (Landlock's TCP
+    /// connect rules); `None`: any. With the network off, none (no TCP at all).
+    #[serde(default)]
+    pub tcp_ports: Option<Vec<u16>>,
 }
 
 impl Policy {
@@ -222,6 +226,7 @@ impl Policy {
             network,
             abi,
             pid_namespace: false,
+            tcp_ports: None,
         }
     }
 
@@ -232,6 +237,13 @@ impl Policy {
             .retain(|p| !PROC_READ.iter().any(|proc| p == Path::new(proc)));
         self.read.push(PathBuf::from(PROC));
         self.pid_namespace = true;
+        self
+    }
+
+    /// The same policy, connecting over TCP only to `ports` when the network is on (`None`:
+    /// any port).
+    pub fn with_tcp_ports(mut self, ports: Option<Vec<u16>>) -> Policy {
+        self.tcp_ports = ports;
         self
     }
 
@@ -266,6 +278,9 @@ impl Policy {
         for (role, path) in self.grants() {
             check_path(role, path)?;
             self.check_proc(role, path)?;
+        }
+        if self.tcp_ports.as_ref().is_some_and(|p| p.contains(&0)) {
+            return Err("TCP port 0 is not a port a command can connect to".into());
         }
         Ok(())
     }

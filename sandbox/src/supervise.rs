@@ -42,7 +42,8 @@ use nix::unistd::Pid;
 
 use crate::launch::{EXIT_FAILED, SUBCOMMAND};
 use crate::namespaces;
-use crate::policy::Network;
+use crate::policy::{Network, Policy};
+use crate::rootfs;
 
 /// `sandbox-exec --init <fd> <policy> -- <program> <args…>`: pid 1 (internal).
 pub(crate) const INIT_FLAG: &str = "--init";
@@ -307,7 +308,25 @@ pub(crate) fn init(rest: &[OsString]) -> ! {
     if status.write_all(b"ready\n").is_err() {
         fail("the launcher is gone".into());
     }
-    if let Err(e) = namespaces::prepare_init() {
+    let prepared = json
+        .to_str()
+        .ok_or_else(|| "the policy is not UTF-8".to_string())
+        .and_then(|json| {
+            serde_json::from_str::<Policy>(json)
+                .map_err(|e| format!("the policy is malformed: {e}"))
+        })
+        .and_then(|policy| {
+            let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
+            namespaces::prepare_init(&rootfs::shown(&policy))?;
+            // Taken again inside the new root, never left pointing outside it.
+            std::env::set_current_dir(&cwd).map_err(|e| {
+                format!(
+                    "the working directory `{}` is not in the sandbox: {e}",
+                    cwd.display()
+                )
+            })
+        });
+    if let Err(e) = prepared {
         eprintln!("nightshift sandbox: {e}");
         report(&mut status, Ending::Exit(EXIT_FAILED));
     }

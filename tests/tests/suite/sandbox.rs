@@ -102,8 +102,13 @@ async fn results(store: &nightshift_store::Store, run_id: &str) -> Vec<(String, 
         .collect()
 }
 
+/// Refused, or (in the command's root of its own) not there at all.
 fn denied(text: &str) -> bool {
-    text.contains("Permission denied") || text.contains("Operation not permitted")
+    text.contains("Permission denied")
+        || text.contains("Operation not permitted")
+        || text.contains("No such file or directory")
+        || text.contains("Directory nonexistent")
+        || text.contains("Read-only file system")
 }
 
 /// Denied, or (in the command's pid namespace) the process outside does not exist there.
@@ -481,12 +486,14 @@ async fn without_pid_namespaces_serve_warns_once_or_refuses_when_required() {
     let logged: Vec<String> = lines.try_iter().collect();
     let warnings: Vec<&String> = logged
         .iter()
-        .filter(|l| l.contains("WARN") && l.contains("share the daemon's pid namespace"))
+        .filter(|l| l.contains("WARN") && l.contains("share the daemon's pid, mount and IPC"))
         .collect();
     assert_eq!(warnings.len(), 1, "one WARN line: {logged:#?}");
     assert!(
-        warnings[0].contains("pid_namespace = \"required\""),
-        "{}",
+        warnings[0].contains("pid_namespace = \"required\"")
+            && warnings[0].contains("pathname UNIX sockets")
+            && warnings[0].contains("SysV IPC"),
+        "the warning names each gap: {}",
         warnings[0]
     );
     db.cleanup().await;
