@@ -137,8 +137,10 @@ pub struct AgentConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentSandbox {
-    /// `on` (default): the host's network. `off`: a network namespace of their own, with
-    /// nothing reachable (`http_request` still works: the daemon makes those requests).
+    /// `on` (default): out through the sandbox's egress proxy only (public addresses on
+    /// `[sandbox] ports`, and `[sandbox] connect`). `off`: a network namespace of their own,
+    /// with nothing reachable (`http_request` still works: the daemon makes those requests).
+    /// `host`: the host's network as it is, TCP connects limited to `[sandbox] ports`.
     pub network: SandboxNetwork,
 }
 
@@ -155,6 +157,7 @@ pub enum SandboxNetwork {
     #[default]
     On,
     Off,
+    Host,
 }
 
 fn default_max_tokens() -> u32 {

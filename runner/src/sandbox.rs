@@ -10,9 +10,14 @@
 //! `network = "off"` for an agent while the sandbox is off. `mode = "off"` is the explicit
 //! opt-out: one WARN line at start, and commands run unconfined.
 //!
-//! Ports: with an agent's network on, its commands connect over TCP only to `[sandbox] ports`
-//! (default 80 and 443; Landlock's TCP rules), so the daemon's database, its API and local
-//! services on other ports are out of reach; `ports = "any"` lifts the limit.
+//! Network: an agent's `network = "on"` (the default) gives its commands a network namespace
+//! of their own whose one way out is the launcher's egress proxy
+//! (`nightshift_sandbox::egress`): public addresses on `[sandbox] ports` (default 80 and
+//! 443), and the `[sandbox] connect` grants by `host:port` — never the daemon's loopback
+//! (its database, its API), the private network or the metadata endpoint otherwise.
+//! `"host"` keeps the host's network with TCP connects limited to those ports (Landlock's
+//! TCP rules), and so does `"on"` where no pid namespace can be made (one WARN line at
+//! start). `ports = "any"` lifts the port limit.
 //!
 //! Pid namespace: where the kernel makes one (user+pid+mount+IPC namespaces), every command
 //! runs in its own, seeing only its own processes, in a root of its own that holds only its
@@ -52,10 +57,12 @@ pub struct SandboxConfig {
     /// `auto` (default): each command in a pid namespace of its own where the kernel allows
     /// it, else (one WARN line at start) in the daemon's. `required`: refuse to start without.
     pub pid_namespace: PidNamespaceMode,
-    /// With an agent's network on, the TCP ports its commands may connect to: default
-    /// [`DEFAULT_PORTS`] (HTTP and HTTPS), so the daemon's database, its API and local
-    /// services on other ports are unreachable; `"any"` lifts the limit.
+    /// With an agent's network on (or `host`), the TCP ports its commands may connect to:
+    /// default [`DEFAULT_PORTS`] (HTTP and HTTPS); `"any"` lifts the limit.
     pub ports: Ports,
+    /// `host:port` destinations commands may reach whatever their address (a test database
+    /// on loopback, a service on the private network); default none.
+    pub connect: Vec<String>,
 }
 
 /// The TCP ports commands may connect to with the network on, by default: HTTP and HTTPS.
@@ -150,6 +157,16 @@ pub fn validate(config: &Config) -> Result<(), String> {
         }
         return Ok(());
     }
+    if let Some(bad) = sandbox
+        .connect
+        .iter()
+        .find(|g| nightshift_sandbox::egress::split_host_port(g).is_none())
+    {
+        return Err(format!(
+            "sandbox.connect: `{bad}` is not host:port (e.g. \"127.0.0.1:5433\", \
+             \"db.internal:5432\", \"[::1]:8080\")"
+        ));
+    }
     for (key, paths) in [
         ("sandbox.read", &sandbox.read),
         ("sandbox.write", &sandbox.write),
@@ -190,6 +207,8 @@ pub struct Confinement {
     pid_namespace: bool,
     /// With the network on, the TCP ports commands may connect to (`None`: any).
     tcp_ports: Option<Vec<u16>>,
+    /// `host:port` destinations reachable whatever their address.
+    connect: Vec<String>,
 }
 
 impl Confinement {
@@ -257,7 +276,22 @@ impl Confinement {
             temp_root: config.resolve_path(&config.runtime.data_dir).join("tmp"),
             pid_namespace: enforcement.pid_namespace,
             tcp_ports: sandbox.ports.allowed(),
+            connect: sandbox.connect.clone(),
         };
+        if !confinement.pid_namespace
+            && let Some(agent) = config
+                .agents
+                .iter()
+                .find(|a| a.sandbox.network == SandboxNetwork::On)
+        {
+            tracing::warn!(
+                agent = %agent.name,
+                "without a pid namespace there is no egress proxy: commands of agents whose \
+                 network is \"on\" use the host's network, TCP connects limited to \
+                 [sandbox] ports and [sandbox] connect's ports, so a local service on one of \
+                 those ports (or the metadata endpoint on 80) is reachable"
+            );
+        }
         // A grant the launcher would refuse (beneath /proc) fails here, not at every command.
         confinement
             .policy(Path::new("/workspace"), Path::new("/tmp-dir"), Network::On)
@@ -268,8 +302,27 @@ impl Confinement {
 
     /// The policy of a command in `workspace` with its temp dir `temp`.
     fn policy(&self, workspace: &Path, temp: &Path, network: Network) -> Policy {
+        // The proxy runs beside the pid namespace; without one, the host's network with the
+        // ports (and the grants' ports) as Landlock TCP rules.
+        let network = match network {
+            Network::Proxied if !self.pid_namespace => Network::On,
+            other => other,
+        };
+        let ports = match network {
+            Network::On => self.tcp_ports.clone().map(|mut ports| {
+                ports.extend(
+                    self.connect
+                        .iter()
+                        .filter_map(|g| nightshift_sandbox::egress::split_host_port(g))
+                        .map(|(_, port)| port),
+                );
+                ports
+            }),
+            _ => self.tcp_ports.clone(),
+        };
         let policy = Policy::standard(workspace, temp, &self.read, &self.write, network, self.abi)
-            .with_tcp_ports(self.tcp_ports.clone());
+            .with_tcp_ports(ports)
+            .with_connect(self.connect.clone());
         if self.pid_namespace {
             policy.in_pid_namespace()
         } else {
@@ -296,8 +349,9 @@ impl Confinement {
             .mode(0o700)
             .create(&temp)?;
         let network = match network {
-            SandboxNetwork::On => Network::On,
+            SandboxNetwork::On => Network::Proxied,
             SandboxNetwork::Off => Network::Off,
+            SandboxNetwork::Host => Network::On,
         };
         let policy = self.policy(&real(workspace), &real(&temp), network);
         Ok(Arc::new(Sandbox::new(&self.launcher, policy)))
@@ -338,6 +392,10 @@ mod tests {
             (
                 "[sandbox]\nread = [\"opt\"]\n",
                 "sandbox.read: `opt` is not an absolute path",
+            ),
+            (
+                "[sandbox]\nconnect = [\"127.0.0.1:5433\", \"db.internal\"]\n",
+                "sandbox.connect: `db.internal` is not host:port",
             ),
             (
                 "[sandbox]\nmode = \"off\"\n[agents.sandbox]\nnetwork = \"off\"\n",

@@ -41,7 +41,7 @@ use nix::sys::signal::SigSet;
 use crate::namespaces::{self, isolate_network};
 use crate::policy::{MAX_ABI, Network, PROC, Policy};
 use crate::probe::Support;
-use crate::supervise::{self, CONFINE_FLAG, INIT_FLAG};
+use crate::supervise::{self, CONFINE_FLAG, EGRESS_FLAG, INIT_FLAG};
 
 /// The hidden first argument of the `nightshift` binary that runs the launcher.
 pub const SUBCOMMAND: &str = "sandbox-exec";
@@ -84,6 +84,7 @@ pub fn dispatch(argv: Vec<OsString>) -> Option<i32> {
         Some(PROBE_PIDNS_FLAG) => probe_pidns_outer(),
         Some(PROBE_INIT_FLAG) => probe_pidns_init(),
         Some(INIT_FLAG) => supervise::init(&rest[1..]),
+        Some(EGRESS_FLAG) => crate::egress::run(&rest[1..]),
         Some(CONFINE_FLAG) => launched(launch(&rest[1..], Stage::Confine)),
         _ => launched(launch(rest, Stage::Launch)),
     })
@@ -110,7 +111,7 @@ fn launch(rest: &[OsString], stage: Stage) -> Result<std::convert::Infallible, (
         .validate()
         .map_err(|e| fail(format!("refused policy: {e}")))?;
     if stage == Stage::Launch && policy.pid_namespace {
-        return supervise::supervise(policy.network, json.as_ref(), program, args)
+        return supervise::supervise(&policy, json.as_ref(), program, args)
             .map_err(|e| fail(format!("cannot make the pid namespace: {e}")));
     }
     if stage == Stage::Launch && policy.network == Network::Off {
@@ -124,7 +125,12 @@ fn launch(rest: &[OsString], stage: Stage) -> Result<std::convert::Infallible, (
             .thread_set_mask()
             .map_err(|e| fail(format!("cannot unblock signals: {e}")))?;
     }
-    let error = std::process::Command::new(program).args(args).exec();
+    let mut command = std::process::Command::new(program);
+    command.args(args);
+    if policy.network == Network::Proxied {
+        command.envs(crate::egress::proxy_env());
+    }
+    let error = command.exec();
     let code = if error.kind() == std::io::ErrorKind::NotFound {
         EXIT_NOT_FOUND
     } else {
@@ -289,7 +295,7 @@ fn probe_pidns() -> (bool, Option<String>) {
 
 /// `--probe-pidns`: the supervisor's step, then pid 1's in a child (`--probe-init`).
 fn probe_pidns_outer() -> i32 {
-    if let Err(e) = namespaces::enter(Network::On) {
+    if let Err(e) = namespaces::enter() {
         eprintln!("nightshift sandbox: {e}");
         return EXIT_FAILED;
     }
@@ -312,7 +318,8 @@ fn probe_pidns_init() -> i32 {
         path: PROC.into(),
         required: true,
     }];
-    let checked = namespaces::prepare_init(&shown).and_then(|()| {
+    // Proxied, as the default network is: loopback up and the proxy's socket made too.
+    let checked = namespaces::prepare_init(&shown, Network::Proxied, &[], None).and_then(|()| {
         let seen = std::fs::read_link("/proc/self").map_err(|e| format!("/proc/self: {e}"))?;
         if std::process::id() == 1 && seen == Path::new("1") {
             Ok(())

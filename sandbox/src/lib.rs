@@ -22,6 +22,7 @@
 //! a [`probe::Refusal`] that names what is missing and the opt-out setting. Nothing here ever
 //! falls back to a weaker sandbox.
 
+pub mod egress;
 pub mod launch;
 mod namespaces;
 pub mod policy;

@@ -162,12 +162,16 @@ pub const DEVICES: [&str; 6] = [
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Network {
-    /// The daemon's network, as it is.
+    /// The daemon's network, as it is (TCP connects limited to [`Policy::tcp_ports`]).
     #[default]
     On,
     /// A network namespace of its own: only a loopback interface, down. Nothing is reachable,
     /// not even the host's loopback.
     Off,
+    /// A network namespace of its own whose one way out is the launcher's egress proxy on
+    /// its loopback ([`crate::egress`]): public addresses on [`Policy::tcp_ports`], and the
+    /// [`Policy::connect`] grants. Needs a pid namespace (the proxy runs in the supervisor).
+    Proxied,
 }
 
 /// What one command may reach.
@@ -192,9 +196,14 @@ pub struct Policy {
     #[serde(default)]
     pub pid_namespace: bool,
     /// With the network on, the TCP ports the command may connect to (Landlock's TCP
-    /// connect rules); `None`: any. With the network off, none (no TCP at all).
+    /// connect rules; proxied: the ports of public destinations); `None`: any. With the
+    /// network off, none (no TCP at all).
     #[serde(default)]
     pub tcp_ports: Option<Vec<u16>>,
+    /// Proxied: `host:port` destinations reachable whatever their address (a test database
+    /// on loopback, a service on the private network).
+    #[serde(default)]
+    pub connect: Vec<String>,
 }
 
 impl Policy {
@@ -227,6 +236,7 @@ impl Policy {
             abi,
             pid_namespace: false,
             tcp_ports: None,
+            connect: Vec::new(),
         }
     }
 
@@ -244,6 +254,12 @@ impl Policy {
     /// any port).
     pub fn with_tcp_ports(mut self, ports: Option<Vec<u16>>) -> Policy {
         self.tcp_ports = ports;
+        self
+    }
+
+    /// The same policy, reaching the `granted` `host:port` destinations through the proxy.
+    pub fn with_connect(mut self, granted: Vec<String>) -> Policy {
+        self.connect = granted;
         self
     }
 
@@ -281,6 +297,20 @@ impl Policy {
         }
         if self.tcp_ports.as_ref().is_some_and(|p| p.contains(&0)) {
             return Err("TCP port 0 is not a port a command can connect to".into());
+        }
+        if self.network == Network::Proxied && !self.pid_namespace {
+            return Err(
+                "a proxied network needs a pid namespace (its proxy runs in the \
+                        launcher outside it)"
+                    .into(),
+            );
+        }
+        if let Some(bad) = self
+            .connect
+            .iter()
+            .find(|g| crate::egress::split_host_port(g).is_none())
+        {
+            return Err(format!("connect grant `{bad}` is not host:port"));
         }
         Ok(())
     }

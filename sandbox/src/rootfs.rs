@@ -227,6 +227,7 @@ mod tests {
             abi: 6,
             pid_namespace: true,
             tcp_ports: None,
+            connect: vec![],
         };
         let shown = shown(&policy);
         let paths: Vec<&Path> = shown.iter().map(|s| s.path.as_path()).collect();

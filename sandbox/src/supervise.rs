@@ -29,6 +29,7 @@ use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
 
@@ -47,6 +48,8 @@ use crate::rootfs;
 
 /// `sandbox-exec --init <fd> <policy> -- <program> <args…>`: pid 1 (internal).
 pub(crate) const INIT_FLAG: &str = "--init";
+/// `sandbox-exec --egress <fd> <policy>`: the egress proxy's process (internal).
+pub(crate) const EGRESS_FLAG: &str = "--egress";
 /// `sandbox-exec --confine <policy> -- <program> <args…>`: Landlock, then `exec` (internal).
 pub(crate) const CONFINE_FLAG: &str = "--confine";
 
@@ -156,12 +159,19 @@ fn end_as(ending: Ending) -> ! {
 /// The supervisor: enters the namespaces, starts the init, forwards signals to it and ends
 /// as the command did. Returns only an error from before the init started.
 pub(crate) fn supervise(
-    network: Network,
+    policy: &Policy,
     json: &OsStr,
     program: &OsStr,
     args: &[OsString],
 ) -> Result<std::convert::Infallible, String> {
-    namespaces::enter(network)?;
+    // With a proxied network, the init hands the proxy's listening socket over this pair to
+    // the proxy's own process, started now: once this process has made a pid namespace it
+    // can start no threads, and the proxy belongs in the daemon's namespaces anyway.
+    let egress = match policy.network {
+        Network::Proxied => Some(start_egress(json)?),
+        _ => None,
+    };
+    namespaces::enter()?;
     let signals = forwarded_and_child();
     signals
         .thread_block()
@@ -173,10 +183,14 @@ pub(crate) fn supervise(
     // The init's copy of the write end: inherited on purpose (it reopens and closes it).
     fcntl(&writer, FcntlArg::F_SETFD(FdFlag::empty()))
         .map_err(|e| format!("cannot pass the status pipe: {e}"))?;
+    let egress_arg = egress
+        .as_ref()
+        .map_or("-".to_string(), |theirs| theirs.as_raw_fd().to_string());
     let spawned = Command::new(SELF_EXE)
         .arg(SUBCOMMAND)
         .arg(INIT_FLAG)
         .arg(writer.as_raw_fd().to_string())
+        .arg(egress_arg)
         .arg(json)
         .arg("--")
         .arg(program)
@@ -185,6 +199,7 @@ pub(crate) fn supervise(
         .spawn();
     drop(writer);
     let mut init = spawned.map_err(|e| format!("cannot start the namespace's init: {e}"))?;
+    drop(egress);
     let pid = Pid::from_raw(i32::try_from(init.id()).unwrap_or(i32::MAX));
     let mut ready = false;
     let mut pending: Vec<Signal> = Vec::new();
@@ -273,11 +288,22 @@ fn take_lines(text: &mut Vec<u8>) -> Vec<String> {
         .collect()
 }
 
-/// The init (pid 1): `rest` is `<fd> <policy> -- <program> <args…>`. Never returns.
+/// The init (pid 1): `rest` is `<status fd> <proxy channel fd or -> <policy> -- <program>
+/// <args…>`. Never returns.
 pub(crate) fn init(rest: &[OsString]) -> ! {
-    let (fd, json, program, args) = match rest {
-        [fd, json, dashes, program, args @ ..] if dashes == "--" => (fd, json, program, args),
-        _ => fail("usage: sandbox-exec --init <fd> <policy> -- <program> [args…]".into()),
+    let (fd, egress, json, program, args) = match rest {
+        [fd, egress, json, dashes, program, args @ ..] if dashes == "--" => {
+            (fd, egress, json, program, args)
+        }
+        _ => fail("usage: sandbox-exec --init <fd> <fd|-> <policy> -- <program> [args…]".into()),
+    };
+    let egress = match egress.to_str() {
+        Some("-") => None,
+        Some(n) => match n.parse::<i32>() {
+            Ok(n) => Some(namespaces::adopt_stream(n)),
+            Err(_) => fail("the proxy's channel is not a descriptor number".into()),
+        },
+        None => fail("the proxy's channel is not a descriptor number".into()),
     };
     // First: if the supervisor dies, so does this init, and with it the whole namespace.
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
@@ -317,7 +343,14 @@ pub(crate) fn init(rest: &[OsString]) -> ! {
         })
         .and_then(|policy| {
             let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
-            namespaces::prepare_init(&rootfs::shown(&policy))?;
+            let forwards = crate::egress::loopback_forwards(&policy.connect);
+            namespaces::prepare_init(
+                &rootfs::shown(&policy),
+                policy.network,
+                &forwards,
+                egress.as_ref(),
+            )?;
+            drop(egress);
             // Taken again inside the new root, never left pointing outside it.
             std::env::set_current_dir(&cwd).map_err(|e| {
                 format!(
@@ -367,6 +400,28 @@ pub(crate) fn init(rest: &[OsString]) -> ! {
             None => {}
         }
     }
+}
+
+/// Starts the egress proxy's process (`--egress`) with one end of a new channel; the other
+/// end, inheritable, is for the init.
+fn start_egress(json: &OsStr) -> Result<UnixStream, String> {
+    let (ours, theirs) =
+        UnixStream::pair().map_err(|e| format!("cannot make the proxy's channel: {e}"))?;
+    for end in [&ours, &theirs] {
+        fcntl(end, FcntlArg::F_SETFD(FdFlag::empty()))
+            .map_err(|e| format!("cannot pass the proxy's channel: {e}"))?;
+    }
+    let spawned = Command::new(SELF_EXE)
+        .arg(SUBCOMMAND)
+        .arg(EGRESS_FLAG)
+        .arg(ours.as_raw_fd().to_string())
+        .arg(json)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn();
+    drop(ours);
+    spawned.map_err(|e| format!("cannot start the egress proxy: {e}"))?;
+    Ok(theirs)
 }
 
 fn fail(message: String) -> ! {

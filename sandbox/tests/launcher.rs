@@ -854,3 +854,114 @@ fn with_the_network_on_tcp_reaches_only_the_listed_ports() {
         text(&listens)
     );
 }
+
+/// An HTTP server on the host's loopback answering every request `200 host-secret`, as the
+/// daemon's API or a local service would.
+fn host_http_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 11\r\nconnection: close\r\n\r\nhost-secret",
+                );
+            });
+        }
+    });
+    port
+}
+
+fn proxied(l: &Layout, ports: Option<Vec<u16>>, connect: Vec<String>) -> Sandbox {
+    let policy = Policy::standard(&l.workspace, &l.temp, &[], &[], Network::Proxied, abi())
+        .in_pid_namespace()
+        .with_tcp_ports(ports)
+        .with_connect(connect);
+    Sandbox::new(LAUNCHER, policy)
+}
+
+/// The default network (`on`): a namespace of the command's own whose one way out is the
+/// launcher's proxy. The host's loopback is not reachable directly (its own is empty), the
+/// proxy refuses loopback, private and link-local destinations with a reason, and a
+/// `host:port` the config grants is reached through it, by `curl` reading the standard
+/// proxy variables. The control: the server answers outside the sandbox.
+#[test]
+fn a_proxied_network_reaches_no_local_service_unless_granted() {
+    let l = layout();
+    let port = host_http_server();
+    let url = format!("http://127.0.0.1:{port}/");
+    let control = unsandboxed(&l, &format!("curl -sS --noproxy '*' {url}"));
+    assert!(
+        String::from_utf8_lossy(&control.stdout).contains("host-secret"),
+        "{}",
+        text(&control)
+    );
+    let sb = proxied(&l, Some(vec![80, 443]), vec![]);
+    // Directly: the command's own loopback has nothing on that port; no other route.
+    let direct = run_in(
+        &sb,
+        &l,
+        "bash",
+        &format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected; exec 3<>/dev/tcp/10.0.0.1/80 && echo routed"
+        ),
+    );
+    let t = text(&direct);
+    assert!(!t.contains("connected") && !t.contains("routed"), "{t}");
+    // Through the proxy (curl sends loopback to it only when told: NO_PROXY keeps the
+    // command's own loopback direct), and every non-public class is refused by name.
+    for (target, says) in [
+        (url.clone(), "loopback"),
+        (format!("http://localhost:{port}/"), "loopback"),
+        (
+            "http://169.254.169.254/latest/meta-data/".to_string(),
+            "link-local",
+        ),
+        ("http://10.1.2.3/".to_string(), "private"),
+        ("http://[::1]:80/".to_string(), "loopback"),
+    ] {
+        let out = run_in(
+            &sb,
+            &l,
+            "sh",
+            &format!("curl -sS --noproxy '' -w ' status=%{{http_code}}' {target}"),
+        );
+        let t = text(&out);
+        assert!(!t.contains("host-secret"), "{target}: {t}");
+        assert!(
+            t.contains("not allowed") && t.contains(says),
+            "{target}: {t}"
+        );
+    }
+    let https = run_in(
+        &sb,
+        &l,
+        "sh",
+        &format!("curl -sS --noproxy '' https://127.0.0.1:{port}/"),
+    );
+    let t = text(&https);
+    assert!(
+        !https.status.success() && t.contains("403"),
+        "CONNECT refused: {t}"
+    );
+    // Granted by name: reached, through the proxy, with the standard variables only.
+    let granted = proxied(&l, Some(vec![443]), vec![format!("127.0.0.1:{port}")]);
+    let out = run_in(&granted, &l, "sh", &format!("curl -sS --noproxy '' {url}"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("host-secret"),
+        "{}",
+        text(&out)
+    );
+    let env = run_in(&granted, &l, "sh", "echo $HTTPS_PROXY $NO_PROXY");
+    assert_eq!(
+        String::from_utf8_lossy(&env.stdout).trim(),
+        "http://127.0.0.1:3128 localhost,127.0.0.1,::1"
+    );
+}

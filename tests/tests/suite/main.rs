@@ -40,6 +40,9 @@
 //!   promises checked after each case.
 //! - `sandbox`: the command sandbox through the real daemon: attacks on its environment,
 //!   memory, token, database and other runs fail; `serve` refuses where it cannot be enforced.
+//! - `sandbox_reach`: what commands reach besides files: PostgreSQL over its socket and TCP,
+//!   a loopback HTTP service, an outside UNIX socket and a SysV queue refused with the
+//!   network on (the egress proxy) and off; a `[sandbox] connect` grant reached when on.
 //! - `plans`: PostgreSQL's plans for the claim, under statistics that expect an empty queue.
 //! - `security`: every secret the daemon holds (provider key, API token, hook, notify and
 //!   runtime secrets) printed by commands in plain and encoded forms and across cut points,
@@ -124,6 +127,7 @@ mod review_bot;
 mod run_ends;
 mod runs_list;
 mod sandbox;
+mod sandbox_reach;
 mod schedules;
 mod schedules_ha;
 mod schedules_http;

@@ -29,9 +29,15 @@ const SIBLING_SECRET: &str = "sibling-run-notes-81d3";
 
 /// `nightshift.toml` in `d`: the test's database, data in `d/data`, `sandbox` as the
 /// `[sandbox]` table's body, then `body`.
-fn write_config(db: &TestDb, d: &Path, sandbox: &str, body: &str) -> PathBuf {
+pub(crate) fn write_config(db: &TestDb, d: &Path, sandbox: &str, body: &str) -> PathBuf {
+    let schema = db
+        .config
+        .schema
+        .as_deref()
+        .map(|s| format!("schema = {}\n", q(s)))
+        .unwrap_or_default();
     let text = format!(
-        "[database]\nurl = {}\n\n[worker]\n{}\n[server]\naddress = \"127.0.0.1:0\"\n\n\
+        "[database]\nurl = {}\n{schema}\n[worker]\n{}\n[server]\naddress = \"127.0.0.1:0\"\n\n\
          [runtime]\ndata_dir = \"data\"\n\n[sandbox]\n{sandbox}\n\n{body}",
         q(&db.config.url),
         crate::crash::FAST_WORKER,
@@ -48,7 +54,7 @@ async fn sqlite_db(name: &str) -> TestDb {
 }
 
 /// `nightshift serve` with the secret in its environment, stderr collected by a thread.
-fn serve(cfg: &Path, env: &[(&str, &str)]) -> (Proc, std::sync::mpsc::Receiver<String>) {
+pub(crate) fn serve(cfg: &Path, env: &[(&str, &str)]) -> (Proc, std::sync::mpsc::Receiver<String>) {
     let mut cmd = nightshift(cfg);
     cmd.arg("serve")
         .env("SANDBOX_TEST_SECRET", DAEMON_SECRET)
@@ -84,12 +90,15 @@ async fn refusal(cfg: &Path, env: &[(&str, &str)]) -> String {
     text
 }
 
-fn run_command(id: &str, command: &str) -> Value {
+pub(crate) fn run_command(id: &str, command: &str) -> Value {
     tool_turn(id, "run_command", json!({ "command": command }))
 }
 
 /// The content of each tool result, by call id.
-async fn results(store: &nightshift_store::Store, run_id: &str) -> Vec<(String, String)> {
+pub(crate) async fn results(
+    store: &nightshift_store::Store,
+    run_id: &str,
+) -> Vec<(String, String)> {
     events(store, run_id)
         .await
         .into_iter()
