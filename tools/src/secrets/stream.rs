@@ -95,20 +95,24 @@ mod tests {
 
     #[test]
     fn a_print_paused_mid_value_passes_no_run_of_8() {
-        for split in 1..SECRET.len() {
-            let (a, b) = SECRET.split_at(split);
-            let first = format!("before {a}");
-            let second = format!("{b} after\n");
-            let out = run(&[first.as_bytes(), second.as_bytes()], true);
-            for at in 0..=SECRET.len() - 8 {
-                let run = &SECRET[at..at + 8];
-                assert!(!out.contains(run), "split {split}: {run:?} in {out:?}");
+        // Three writes with a pause after each: pieces shorter than a window on either side
+        // of a pause are still matched together.
+        for a in 1..SECRET.len() {
+            for b in a + 1..SECRET.len().min(a + 8) {
+                let first = format!("before {}", &SECRET[..a]);
+                let last = format!("{} after\n", &SECRET[b..]);
+                let pieces = [first.as_bytes(), &SECRET.as_bytes()[a..b], last.as_bytes()];
+                let out = run(&pieces, true);
+                for at in 0..=SECRET.len() - 8 {
+                    let run = &SECRET[at..at + 8];
+                    assert!(!out.contains(run), "cut at {a}, {b}: {run:?} in {out:?}");
+                }
+                assert!(out.contains("[REDACTED:KEY]"), "{out:?}");
+                assert!(
+                    out.starts_with("before ") && out.ends_with(" after\n"),
+                    "{out:?}"
+                );
             }
-            assert!(out.contains("[REDACTED:KEY]"), "split {split}: {out:?}");
-            assert!(
-                out.starts_with("before ") && out.ends_with(" after\n"),
-                "{out:?}"
-            );
         }
     }
 

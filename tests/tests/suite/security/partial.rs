@@ -53,8 +53,14 @@ printf '%s' "$S" | xxd
 printf 'token %s\n' "$(printf '%s' "$NIGHTSHIFT_API_TOKEN" | cut -c 3-14)""#;
 
 /// A background task printing the key's first 12 characters, pausing past the log's idle
-/// flush, then the rest.
-const PAUSED_PRINT: &str = r#"printf 'key: %s' "$(printf '%s' "$FAKE_PROVIDER_KEY" | head -c 12)"; sleep 1.5; printf '%s end\n' "$(printf '%s' "$FAKE_PROVIDER_KEY" | tail -c +13)""#;
+/// flush, then the rest; then the API token in three writes (5, 7, the rest: each of the first
+/// two shorter than a window, together a run of 12) with a pause after each.
+const PAUSED_PRINT: &str = r#"K="$FAKE_PROVIDER_KEY"; T="$NIGHTSHIFT_API_TOKEN"
+printf 'key: %s' "$(printf '%s' "$K" | head -c 12)"; sleep 1.2
+printf '%s\n' "$(printf '%s' "$K" | tail -c +13)"
+printf 'token: %s' "$(printf '%s' "$T" | head -c 5)"; sleep 1.2
+printf '%s' "$(printf '%s' "$T" | cut -c 6-12)"; sleep 1.2
+printf '%s end\n' "$(printf '%s' "$T" | tail -c +13)""#;
 
 async fn no_run_of_8_passes(db: &TestDb) {
     let id = || uuid::Uuid::new_v4().simple().to_string();
@@ -153,7 +159,7 @@ async fn no_run_of_8_passes(db: &TestDb) {
             calls(vec![call(
                 None,
                 "run_command",
-                json!({"command": "sleep 3"}),
+                json!({"command": "sleep 6"}),
             )]),
             text("Done."),
         ],
@@ -203,7 +209,10 @@ async fn no_run_of_8_passes(db: &TestDb) {
     );
     let tail = tasks["tasks"][0]["output_tail"].as_str().unwrap();
     assert!(
-        tail.starts_with("key: ") && tail.contains("[REDACTED:FAKE_PROVIDER_KEY]"),
+        tail.starts_with("key: ")
+            && tail.contains("[REDACTED:FAKE_PROVIDER_KEY]")
+            && tail.contains("token: ")
+            && tail.contains("[REDACTED:NIGHTSHIFT_API_TOKEN] end"),
         "{tail}"
     );
     let mut answers = vec![
