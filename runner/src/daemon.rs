@@ -264,6 +264,7 @@ impl Parts {
         supervisor: &TaskSupervisor,
         secrets: SecretResolver,
     ) -> anyhow::Result<Parts> {
+        let redactor = secrets.redactor().clone();
         let runtime = build_runtime(config, Some(supervisor.clone()), secrets)?;
         let schedules = config.compiled_schedules()?;
         let hooks = Arc::new(crate::hooks::build(config)?);
@@ -271,7 +272,7 @@ impl Parts {
             tracing::info!(hook = %hook.name, path = %format!("/hooks/{}", hook.name),
                            signature = hook.scheme.name(), routes = ?hook.route_names(), "webhook ready");
         }
-        let notifier = Notifier::for_config(store.clone(), config)?;
+        let notifier = Notifier::for_config(store.clone(), config, redactor)?;
         Ok(Parts {
             runtime,
             schedules,
@@ -286,10 +287,12 @@ impl Parts {
 /// when a daemon could start on it.
 pub fn check(config: &Config, store: &Store) -> anyhow::Result<()> {
     redaction::require_runtime_secrets(config)?;
-    build_runtime(config, None, redaction::secrets(config))?;
+    let secrets = redaction::secrets(config);
+    let redactor = secrets.redactor().clone();
+    build_runtime(config, None, secrets)?;
     config.compiled_schedules()?;
     crate::hooks::build(config)?;
-    Notifier::for_config(store.clone(), config)?;
+    Notifier::for_config(store.clone(), config, redactor)?;
     Ok(())
 }
 

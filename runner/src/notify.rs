@@ -35,6 +35,11 @@
 //! body. The body's `sent_at` (also in `X-Nightshift-Timestamp`) is covered by the signature,
 //! so a receiver can refuse stale replays. Secrets are read when signing and never logged;
 //! logs and the API show notify URLs without their path and query (which often hold tokens).
+//!
+//! A failed attempt's error — a receiver's answer body (which may echo what it was sent, or
+//! anything), a transport error, GitHub's answer for a check run — is redacted with every
+//! secret the daemon holds before it is cut, logged or stored as the delivery's `last_error`
+//! (served by `GET /v1/notifications` and `/ui/notifications`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,6 +50,7 @@ use futures::StreamExt;
 use hmac::{Hmac, KeyInit, Mac};
 use nightshift_agent::{AgentConfig, NotifyTarget};
 use nightshift_store::{AttemptOutcome, Backoff, Millis, NewDelivery, Notification, Run, Store};
+use nightshift_tools::Redactor;
 use serde_json::{Value, json};
 use sha2::Sha256;
 use tokio_util::sync::CancellationToken;
@@ -107,6 +113,8 @@ pub struct Notifier {
     /// The check run each agent keeps (see [`crate::checks`]), and the GitHub to reach.
     check_runs: HashMap<String, String>,
     github: Option<Arc<nightshift_github::GithubAccess>>,
+    /// Every secret the daemon holds: a failed attempt's error is redacted with it.
+    redactor: Redactor,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -171,13 +179,26 @@ impl Notifier {
                 .filter_map(|a| Some((a.name.clone(), a.github.check_run.clone()?)))
                 .collect(),
             github: None,
+            redactor: Redactor::default(),
         })
     }
 
+    /// This notifier, redacting every failed attempt's error with `redactor` before it is
+    /// logged or stored.
+    pub fn with_redactor(mut self, redactor: Redactor) -> Notifier {
+        self.redactor = redactor;
+        self
+    }
+
     /// The notifier `serve` runs for `config`: its agents' notify URLs, and their check runs
-    /// completed through `[github]`.
-    pub fn for_config(store: Store, config: &crate::config::Config) -> anyhow::Result<Notifier> {
-        let mut notifier = Notifier::new(store, &config.agents)?;
+    /// completed through `[github]`; errors redacted with `redactor` (every secret the daemon
+    /// holds).
+    pub fn for_config(
+        store: Store,
+        config: &crate::config::Config,
+        redactor: Redactor,
+    ) -> anyhow::Result<Notifier> {
+        let mut notifier = Notifier::new(store, &config.agents)?.with_redactor(redactor);
         notifier.github = crate::github::access(config)?;
         Ok(notifier)
     }
@@ -268,6 +289,8 @@ impl Notifier {
                 return; // the claim runs out and the delivery is tried again
             }
         };
+        // Stored redacted; redacted again with today's secrets (rows may predate a secret).
+        let run = self.redacted(run);
         let target = self.target(&run.agent, &d);
         let sent = match d.url.strip_prefix(crate::checks::TARGET_PREFIX) {
             Some(name) => self.complete_check_run(&run, name).await,
@@ -276,6 +299,7 @@ impl Notifier {
         let outcome = match sent {
             Ok(status_code) => AttemptOutcome::Delivered { status_code },
             Err((error, status_code)) => {
+                let error = self.redactor.redact(&error);
                 let backoff = Backoff {
                     base: Duration::from_millis(target.retry_base_ms),
                     cap: Duration::from_millis(target.retry_cap_ms),
@@ -320,6 +344,14 @@ impl Notifier {
             Err(e) => tracing::warn!(error = %e, delivery = %d.delivery_id,
                 "cannot record a delivery's outcome; it is tried again"),
         }
+    }
+
+    /// `run` with its result and error redacted: they are sent (the notice's body, the check
+    /// run's summary).
+    fn redacted(&self, mut run: Run) -> Run {
+        run.result = run.result.map(|r| self.redactor.redact(&r));
+        run.error = run.error.map(|e| self.redactor.redact(&e));
+        run
     }
 
     /// Completes the run's check run `name`; 200 when done (or nothing to do), else the
@@ -398,11 +430,12 @@ impl Notifier {
             " (redirects are not followed; configure the final URL)".to_string()
         } else {
             let text = sent.text().await.unwrap_or_default();
-            let text = text.trim();
+            // Redacted before the cut, so the cut cannot leave a piece of a secret behind.
+            let text = self.redactor.redact(text.trim());
             if text.is_empty() {
                 String::new()
             } else {
-                format!(": {}", truncate(text, 200))
+                format!(": {}", truncate(&text, 200))
             }
         };
         Err((

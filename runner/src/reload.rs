@@ -165,7 +165,8 @@ impl Reloader {
         let runtime = build_runtime(&config, Some(self.supervisor.clone()), secrets.clone())?;
         let schedules = config.compiled_schedules()?;
         let hooks = crate::hooks::build(&config)?;
-        let notifier = Notifier::for_config(self.store.clone(), &config)?;
+        let notifier =
+            Notifier::for_config(self.store.clone(), &config, secrets.redactor().clone())?;
         Ok(Prepared {
             config,
             runtime,

@@ -70,7 +70,7 @@ pub use registry::{Approval, Registry, RegistryConfig, RegistryError, ToolOverri
 pub use schema::InputSchema;
 pub use secret_hosts::{SecretBindings, SecretSpec};
 pub use secrets::{
-    GITHUB_TOKEN_SHAPES, Redactor, SecretError, SecretResolver, TokenShape,
+    GITHUB_TOKEN_SHAPES, Redactor, SecretError, SecretResolver, StreamRedactor, TokenShape,
     encodings as secret_encodings,
 };
 

@@ -3,13 +3,15 @@
 //! Guarantees: a secret's value is only ever handed out by [`SecretResolver::substitute`] /
 //! [`SecretResolver::resolve`], and only for the secrets the resolver was made with
 //! (`runtime.secrets`); values added with [`SecretResolver::with_redact_only`] (the daemon's
-//! own keys and tokens) are redacted but can never be substituted. A [`Redactor`] replaces
-//! every occurrence of every non-empty value — and, for values of 8 bytes or more, of its
-//! encoded forms (base64/base64url with their aligned cores, hex, URL and JSON escaping,
-//! reversed; see [`encodings`]) — with `[REDACTED:NAME]`, the longest match first (a value
-//! containing another is replaced whole). `Debug` and every error message name secrets but
-//! never show a value; an unknown name is an error listing the names that exist, never an
-//! empty string silently sent.
+//! own keys and tokens) are redacted but can never be substituted. A [`Redactor`] lets no run
+//! of [`encodings::WINDOW`] (8) or more consecutive bytes of a value through — nor of its encoded forms
+//! (base64/base64url with their aligned cores, hex, reversed; URL and JSON escaping and base64
+//! wrapped across lines, found in decoded views; see [`encodings`]): every byte such a window
+//! covers is replaced, each maximal covered span by one `[REDACTED:NAME]`. A value shorter
+//! than 8 bytes is replaced where it appears whole. A stream ([`StreamRedactor`]) holds back
+//! only what a window could still straddle, so how the output is split does not let a run
+//! through. `Debug` and every error message name secrets but never show a value; an unknown
+//! name is an error listing the names that exist, never an empty string silently sent.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,6 +20,12 @@ use std::sync::{Arc, LazyLock};
 use regex::Regex;
 
 pub mod encodings;
+mod spans;
+mod stream;
+mod views;
+mod windows;
+
+pub use stream::StreamRedactor;
 
 /// `{{secret:NAME}}`; group 1 is the name. Also what `secret_hosts` reads bindings by.
 pub(crate) static PLACEHOLDER: LazyLock<Regex> = LazyLock::new(|| {
@@ -40,15 +48,12 @@ fn list(names: &[String]) -> String {
 }
 
 struct RedactInner {
-    /// One group per secret (the longest possible match first), each an alternation of the
-    /// value's forms; `None` when there is no value.
-    matcher: Option<regex::bytes::Regex>,
-    /// Group index − 1 → the secret's name, for the marker.
+    matcher: windows::WindowMatcher,
+    /// Owner number → the secret's name, for the marker.
     names: Vec<String>,
-    /// The longest text any form can match, in bytes.
-    longest: usize,
-    /// What the matcher was built from (to build a larger one).
-    secrets: Vec<(String, Vec<encodings::Pattern>)>,
+    /// What the matcher was built from (to build a larger one): (name, value), and shapes.
+    values: Vec<(String, String)>,
+    shapes: Vec<TokenShape>,
 }
 
 /// A secret known by its form: a regular expression (without capture groups) every such
@@ -77,7 +82,8 @@ pub const GITHUB_TOKEN_SHAPES: [TokenShape; 2] = [
     },
 ];
 
-/// Replaces secret values and their encoded forms with `[REDACTED:NAME]`. Cheap to clone
+/// Replaces every run of 8 or more bytes of a secret value, or of one of its encoded forms,
+/// with `[REDACTED:NAME]` (see the module docs). Cheap to clone
 /// (an `Arc`); knows values but never hands one out.
 #[derive(Clone)]
 pub struct Redactor {
@@ -123,39 +129,33 @@ impl Redactor {
                 }
             }
         }
-        let secrets: Vec<(String, Vec<encodings::Pattern>)> = by_value
+        let values = by_value
             .into_iter()
-            .map(|(value, name)| (name, encodings::patterns(&value)))
+            .map(|(value, name)| (name, value))
             .collect();
-        Self::from_patterns(secrets)
+        Self::build(values, Vec::new())
     }
 
-    /// A redactor for each (name, patterns) — the patterns of one secret's forms, the
-    /// longest first.
-    fn from_patterns(mut secrets: Vec<(String, Vec<encodings::Pattern>)>) -> Self {
-        secrets.sort_by(|a, b| b.1[0].max_len.cmp(&a.1[0].max_len).then(a.0.cmp(&b.0)));
-        let longest = secrets.first().map_or(0, |(_, p)| p[0].max_len);
-        let matcher = (!secrets.is_empty()).then(|| {
-            let pattern = secrets
-                .iter()
-                .map(|(_, patterns)| {
-                    let alts: Vec<&str> = patterns.iter().map(|p| p.regex.as_str()).collect();
-                    format!("({})", alts.join("|"))
-                })
-                .collect::<Vec<_>>()
-                .join("|");
-            regex::bytes::RegexBuilder::new(&pattern)
-                .size_limit(256 << 20)
-                .dfa_size_limit(64 << 20)
-                .build()
-                .expect("patterns of escaped literals and token shapes form a valid regex")
-        });
+    /// A redactor for (name, value) pairs — each value names itself, the longest first, so a
+    /// window shared with a shorter value is marked with the longer one's name — and shapes.
+    fn build(values: Vec<(String, String)>, shapes: Vec<TokenShape>) -> Self {
+        let mut values = values;
+        values.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+        let mut names: Vec<String> = values.iter().map(|(name, _)| name.clone()).collect();
+        let owned: Vec<&str> = values.iter().map(|(_, v)| v.as_str()).collect();
+        let shape_list: Vec<(&str, usize, u32)> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.regex, s.max_len, (names.len() + i) as u32))
+            .collect();
+        names.extend(shapes.iter().map(|s| s.name.to_string()));
+        let matcher = windows::WindowMatcher::new(&owned, &shape_list);
         Redactor {
             inner: Arc::new(RedactInner {
                 matcher,
-                names: secrets.iter().map(|(name, _)| name.clone()).collect(),
-                longest,
-                secrets,
+                names,
+                values,
+                shapes,
             }),
         }
     }
@@ -163,36 +163,27 @@ impl Redactor {
     /// This redactor, also redacting every text of the given shapes: secrets minted while
     /// the daemon runs (GitHub installation tokens), known by their form, not their value.
     pub fn with_shapes(&self, shapes: &[TokenShape]) -> Redactor {
-        let mut secrets = self.inner.secrets.clone();
-        secrets.extend(shapes.iter().map(|s| {
-            (
-                s.name.to_string(),
-                vec![encodings::Pattern {
-                    regex: s.regex.to_string(),
-                    max_len: s.max_len,
-                }],
-            )
-        }));
-        Self::from_patterns(secrets)
+        let mut all = self.inner.shapes.clone();
+        all.extend_from_slice(shapes);
+        Self::build(self.inner.values.clone(), all)
     }
 
     /// Whether there is nothing to redact.
     pub fn is_empty(&self) -> bool {
-        self.inner.matcher.is_none()
+        self.inner.matcher.is_empty()
     }
 
-    /// The longest text a secret or one of its forms can take, in bytes: a stream redactor
-    /// holds back at most one byte less.
+    /// The most bytes one match can cover (a window decoded from its longest escapes, or a
+    /// token shape's longest text): a stream holds back one byte less.
     pub fn longest_match(&self) -> usize {
-        self.inner.longest
+        self.inner.matcher.reach()
     }
 
-    /// `text` with every secret value, and every covered encoding of one, replaced by
-    /// `[REDACTED:NAME]`.
+    /// `text` with every covered byte replaced (see the module docs).
     pub fn redact(&self, text: &str) -> String {
         match self.redact_bytes_if_needed(text.as_bytes()) {
-            // Replacing whole matches with ASCII can split a multi-byte character only where
-            // a match ended inside one (a reversed or encoded form); mend those lossily.
+            // A covered span may end inside a multi-byte character (a window is 8 bytes, not
+            // 8 characters); mend those lossily.
             Some(bytes) => String::from_utf8(bytes)
                 .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
             None => text.to_string(),
@@ -230,48 +221,51 @@ impl Redactor {
     }
 
     /// Redacts a stream piece by piece: returns the redacted text of the longest prefix of
-    /// `pending` that no secret (or encoded form) can still straddle, and that prefix's
-    /// length in bytes (the caller keeps the rest and appends the next piece to it). With
-    /// `at_end`, all of `pending` is taken. At most ([`longest_match`](Self::longest_match)
-    /// − 1) bytes are held back, and a value split across pieces — or spanning lines — is
-    /// redacted like in one piece.
+    /// `pending` that no match can still straddle, and that prefix's length in bytes (the
+    /// caller keeps the rest and appends the next piece to it). With `at_end`, all of
+    /// `pending` is taken. A value split across pieces — or spanning lines — is redacted like
+    /// in one piece. To emit everything held mid-stream (a quiet task), use a
+    /// [`StreamRedactor`], which remembers what came before.
     pub fn redact_stream_prefix(&self, pending: &[u8], at_end: bool) -> (Vec<u8>, usize) {
-        let Some(matcher) = self.inner.matcher.as_ref() else {
-            return (pending.to_vec(), pending.len());
-        };
-        let hold = if at_end {
-            0
-        } else {
-            self.inner.longest.saturating_sub(1)
-        };
-        let mut cut = pending.len().saturating_sub(hold);
-        for m in matcher.find_iter(pending) {
-            if m.start() >= cut {
-                break;
-            }
-            // A whole match across the cut: take it, so it is replaced whole.
-            cut = cut.max(m.end());
+        self.redact_after(pending, 0, at_end)
+    }
+
+    /// Decides `text[seen..]`, where `text[..seen]` was already written (it is only context:
+    /// a match reaching out of it still covers the new bytes): the redacted bytes up to the
+    /// cut, and the cut.
+    fn redact_after(&self, text: &[u8], seen: usize, at_end: bool) -> (Vec<u8>, usize) {
+        if self.is_empty() {
+            return (text[seen..].to_vec(), text.len());
         }
-        (self.redact_bytes(&pending[..cut]), cut)
+        let segments = spans::segments(self.inner.matcher.find(text));
+        let cut = if at_end {
+            text.len()
+        } else {
+            let hold = self.longest_match().saturating_sub(1);
+            let cut = text.len().saturating_sub(hold).max(seen);
+            spans::safe_cut(text, &segments, seen, cut)
+        };
+        let out = spans::replace(text, &segments, &self.inner.names, seen, cut);
+        (out, cut)
     }
 
     /// `None` when nothing in `bytes` needs redacting.
     fn redact_bytes_if_needed(&self, bytes: &[u8]) -> Option<Vec<u8>> {
-        let matcher = self.inner.matcher.as_ref()?;
-        if !matcher.is_match(bytes) {
+        if self.is_empty() {
             return None;
         }
-        let replaced = matcher.replace_all(bytes, |caps: &regex::bytes::Captures<'_>| {
-            let name = caps
-                .iter()
-                .skip(1)
-                .position(|g| g.is_some())
-                .and_then(|i| self.inner.names.get(i))
-                .map(String::as_str)
-                .unwrap_or("secret");
-            format!("[REDACTED:{name}]").into_bytes()
-        });
-        Some(replaced.into_owned())
+        let hits = self.inner.matcher.find(bytes);
+        if hits.is_empty() {
+            return None;
+        }
+        let segments = spans::segments(hits);
+        Some(spans::replace(
+            bytes,
+            &segments,
+            &self.inner.names,
+            0,
+            bytes.len(),
+        ))
     }
 }
 
@@ -420,261 +414,4 @@ impl SecretResolver {
 }
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn token_shapes_are_redacted_beside_known_values() {
-        let r = Redactor::new([("KEY", "s3cret-value")]).with_shapes(&GITHUB_TOKEN_SHAPES);
-        let text = "key s3cret-value, token ghs_16C7e42F292c6912E7710c838347Ae178B4a, \
-                    pat github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz, \
-                    short ghs_abc, word ghost_town";
-        assert_eq!(
-            r.redact(text),
-            "key [REDACTED:KEY], token [REDACTED:GITHUB_TOKEN], pat [REDACTED:GITHUB_TOKEN], \
-             short ghs_abc, word ghost_town"
-        );
-        assert!(r.longest_match() >= 255);
-    }
-
-    use super::*;
-
-    #[test]
-    fn substitutes_and_redacts_longest_first() {
-        let s =
-            SecretResolver::from_map([("TOKEN", "abc123"), ("LONG", "xxabc123yy"), ("EMPTY", "")]);
-        assert_eq!(
-            s.substitute("Bearer {{secret:TOKEN}}").unwrap(),
-            "Bearer abc123"
-        );
-        assert_eq!(s.substitute("{{ secret:LONG }}!").unwrap(), "xxabc123yy!");
-        assert_eq!(
-            s.redact("a xxabc123yy b abc123 c"),
-            "a [REDACTED:LONG] b [REDACTED:TOKEN] c"
-        );
-        assert_eq!(s.redact("nothing here"), "nothing here");
-        let err = s.substitute("{{secret:NOPE}}").unwrap_err().to_string();
-        assert!(err.contains("NOPE") && err.contains("TOKEN"), "{err}");
-        assert!(!format!("{s:?}").contains("abc123"));
-    }
-
-    /// splitmix64: a fixed, seeded sequence, so a failure is reproducible.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-        fn text(&mut self, alphabet: &[char], len: usize) -> String {
-            (0..len)
-                .map(|_| alphabet[self.below(alphabet.len())])
-                .collect()
-        }
-    }
-
-    /// Secrets draw from letters, digits and the characters encoders treat specially.
-    const SECRET_CHARS: &[char] = &[
-        'a', 'b', 'k', 'Q', 'Z', '0', '7', '9', '-', '_', '+', '/', '=', ' ', '"', '\\', '\n', '%',
-        '&', 'é', '€',
-    ];
-    // Disjoint from the secrets' characters, so no piece of a secret's form arises by chance.
-    const FILLER_CHARS: &[char] = &['x', 'y', '.'];
-
-    fn windows(text: &str, n: usize) -> impl Iterator<Item = &str> {
-        let bytes = text.as_bytes();
-        (0..=bytes.len().saturating_sub(n))
-            .filter(move |&i| bytes.len() >= n && text.is_char_boundary(i))
-            .filter_map(move |i| text.get(i..i + n))
-    }
-
-    /// The guarantee, for random secrets (8–48 characters) at random offsets inside random
-    /// text: take E(prefix + secret + suffix) for each covered encoding E, redact it, and no
-    /// 8-character substring of the secret's *core* in that encoding is left — the core
-    /// being E(secret) for hex, URL, form, JSON and reversed, and for base64/base64url the
-    /// encoding of the whole 3-byte groups inside the secret at that offset (the 1–3
-    /// characters beside it also depend on the neighbouring bytes and may stay). Also: the
-    /// secret itself leaves no 8-character substring, and redacting the text as a stream in
-    /// random pieces gives the same result.
-    #[test]
-    fn no_8_char_piece_of_any_encoding_survives_at_any_offset() {
-        use base64::Engine as _;
-        use base64::engine::general_purpose::{STANDARD, URL_SAFE, URL_SAFE_NO_PAD};
-        let mut rng = Rng(14);
-        for round in 0..300 {
-            let len = 8 + rng.below(41);
-            let secret = rng.text(SECRET_CHARS, len);
-            let r = Redactor::new([("S", secret.clone())]);
-            let (before, after) = (rng.below(8), rng.below(8));
-            let prefix = rng.text(FILLER_CHARS, before);
-            let suffix = rng.text(FILLER_CHARS, after);
-            let whole = format!("{prefix}{secret}{suffix}");
-            let skip = (3 - prefix.len() % 3) % 3;
-            let sb = secret.as_bytes();
-            let core = &sb[skip..skip + (sb.len() - skip) / 3 * 3];
-            let mut wrapped = STANDARD.encode(whole.as_bytes()).into_bytes();
-            let wrapped: String = wrapped
-                .chunks_mut(76)
-                .map(|l| format!("{}\n", String::from_utf8_lossy(l)))
-                .collect();
-            let cases: Vec<(&str, String, String)> = vec![
-                ("plain", whole.clone(), secret.clone()),
-                (
-                    "base64",
-                    STANDARD.encode(&whole),
-                    STANDARD.encode(core).replace('=', ""),
-                ),
-                (
-                    "base64 wrapped",
-                    wrapped,
-                    STANDARD.encode(core).replace('=', ""),
-                ),
-                (
-                    "base64url",
-                    URL_SAFE.encode(&whole),
-                    URL_SAFE_NO_PAD.encode(core),
-                ),
-                (
-                    "base64url bare",
-                    URL_SAFE_NO_PAD.encode(&whole),
-                    URL_SAFE_NO_PAD.encode(core),
-                ),
-                ("hex", hex::encode(&whole), hex::encode(&secret)),
-                ("HEX", hex::encode_upper(&whole), hex::encode_upper(&secret)),
-                (
-                    "url",
-                    encodings::percent_encode(&whole, false),
-                    encodings::percent_encode(&secret, false),
-                ),
-                (
-                    "form",
-                    encodings::percent_encode(&whole, true),
-                    encodings::percent_encode(&secret, true),
-                ),
-                (
-                    "json",
-                    encodings::json_escape(&whole),
-                    encodings::json_escape(&secret),
-                ),
-                (
-                    "reversed",
-                    whole.chars().rev().collect(),
-                    secret.chars().rev().collect(),
-                ),
-            ];
-            for (label, text, secret_form) in cases {
-                let out = r.redact(&text);
-                let normalised = if label == "base64 wrapped" {
-                    out.replace('\n', "")
-                } else {
-                    out.clone()
-                };
-                for piece in windows(&secret_form, 8) {
-                    assert!(
-                        !normalised.contains(piece),
-                        "round {round}, {label}: {piece:?} of {secret:?} survives in {out:?}"
-                    );
-                }
-                assert!(
-                    out.contains("[REDACTED:S]"),
-                    "round {round}, {label}: {out:?}"
-                );
-                // The same text as a stream, cut in random pieces.
-                let bytes = text.as_bytes();
-                let (mut pending, mut streamed) = (Vec::new(), Vec::new());
-                let mut at = 0;
-                while at < bytes.len() {
-                    let take = (1 + rng.below(40)).min(bytes.len() - at);
-                    pending.extend_from_slice(&bytes[at..at + take]);
-                    at += take;
-                    let (done, used) = r.redact_stream_prefix(&pending, at == bytes.len());
-                    streamed.extend(done);
-                    pending.drain(..used);
-                }
-                assert!(pending.is_empty());
-                assert_eq!(
-                    String::from_utf8_lossy(&streamed),
-                    out,
-                    "round {round}, {label}: streamed"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn short_secrets_are_redacted_exactly_and_innocent_text_is_kept() {
-        let r = Redactor::new([("PIN", "4711")]);
-        assert_eq!(r.redact("pin 4711!"), "pin [REDACTED:PIN]!");
-        // Its hex (34373131) and base64 (NDcxMQ) are too short to redact without false hits.
-        assert_eq!(r.redact("34373131 NDcxMQ"), "34373131 NDcxMQ");
-        let r = Redactor::new([("K", "sk-live-0123456789")]);
-        let innocent = "the quick brown fox 0123 sk-live 2f2f";
-        assert_eq!(r.redact(innocent), innocent);
-        assert_eq!(r.longest_match(), "sk-live-0123456789".len() * 6);
-    }
-
-    #[test]
-    fn redact_only_values_are_redacted_but_never_substituted() {
-        let s = SecretResolver::from_map([("GITHUB_TOKEN", "ghp_abcdefgh12345")])
-            .with_redact_only([("NIGHTSHIFT_API_TOKEN", "tok-0123456789abcdef")]);
-        assert_eq!(s.names(), vec!["GITHUB_TOKEN".to_string()]);
-        let err = s
-            .substitute("{{secret:NIGHTSHIFT_API_TOKEN}}")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("unknown secret `NIGHTSHIFT_API_TOKEN`"),
-            "{err}"
-        );
-        assert!(!err.contains("tok-0123"), "{err}");
-        assert_eq!(
-            s.redact("a tok-0123456789abcdef b ghp_abcdefgh12345"),
-            "a [REDACTED:NIGHTSHIFT_API_TOKEN] b [REDACTED:GITHUB_TOKEN]"
-        );
-        let mut v = serde_json::json!({"x": ["tok-0123456789abcdef"], "tok-0123456789abcdef": 1});
-        s.redactor().redact_json(&mut v);
-        assert_eq!(
-            v,
-            serde_json::json!({"x": ["[REDACTED:NIGHTSHIFT_API_TOKEN]"],
-                               "[REDACTED:NIGHTSHIFT_API_TOKEN]": 1})
-        );
-        let debug = format!("{s:?}");
-        assert!(
-            debug.contains("NIGHTSHIFT_API_TOKEN") && !debug.contains("tok-0"),
-            "{debug}"
-        );
-    }
-
-    #[test]
-    fn a_stream_redacts_values_split_across_pieces_and_lines() {
-        let s = SecretResolver::from_map([("KEY", "line1\nline2"), ("TOKEN", "abc123")]);
-        let stream = b"x line1\nline2 y abc123 z abc".to_vec();
-        // Every way of cutting the stream in two gives the one-piece redaction.
-        let whole = s.redact_bytes(&stream);
-        for split in 0..=stream.len() {
-            let mut pending = Vec::new();
-            let mut out = Vec::new();
-            for (piece, last) in [(&stream[..split], false), (&stream[split..], true)] {
-                pending.extend_from_slice(piece);
-                let (done, used) = s.redact_stream_prefix(&pending, last);
-                out.extend(done);
-                pending.drain(..used);
-            }
-            assert!(pending.is_empty());
-            assert_eq!(out, whole, "split at {split}");
-        }
-        assert_eq!(
-            String::from_utf8(whole).unwrap(),
-            "x [REDACTED:KEY] y [REDACTED:TOKEN] z abc"
-        );
-        let none = SecretResolver::default();
-        assert_eq!(
-            none.redact_stream_prefix(b"abc", false),
-            (b"abc".to_vec(), 3)
-        );
-    }
-}
+mod tests;

@@ -24,7 +24,8 @@ impl Session<'_> {
         let store = self.ctx.lease.store();
         let timeout_ms =
             i64::try_from(self.agent.config.approvals.timeout_seconds * 1000).unwrap_or(i64::MAX);
-        let input = call.input.to_string();
+        // The call's input comes from redacted events; redacted again as it is stored apart.
+        let input = self.redactor.redact(&call.input.to_string());
         let hash = approval::input_hash(&call.input);
         store
             .request_approval(&nightshift_store::NewApproval {

@@ -285,8 +285,12 @@ async fn renamed_while_open(db: &TestDb) {
         // The config changes; the run ends.
         let after = config_keeping(db, dir.path(), &github, now_keeps);
         store.cancel_run(&run_id).await.unwrap();
-        let notifier =
-            nightshift_runner::notify::Notifier::for_config(store.clone(), &after).unwrap();
+        let notifier = nightshift_runner::notify::Notifier::for_config(
+            store.clone(),
+            &after,
+            Default::default(),
+        )
+        .unwrap();
         let completed = async {
             loop {
                 notifier.tick().await.unwrap();

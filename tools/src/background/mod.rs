@@ -14,8 +14,9 @@
 //!   lost, and on [`TaskSupervisor::shutdown`]. From [`TaskSupervisor::begin_shutdown`] on,
 //!   no task starts, and one killed by a signal counts as `lost`.
 //! - **Output on disk, redacted, bounded.** Standard output and error go to
-//!   `<dir>/<task id>.log` with every secret value redacted as a stream (a value split
-//!   across reads or spanning lines is replaced whole), up to `max_artifact_bytes` (later
+//!   `<dir>/<task id>.log` redacted as a stream (a value split across reads or spanning lines
+//!   is replaced whole; one whose print pauses mid-value lets no 8-byte run through), up to
+//!   `max_artifact_bytes` (later
 //!   output is counted, not kept); the last part stays in memory for the ending.
 //! - **Every ending is reported, and a task that did not finish is never a success.** The
 //!   ending (`succeeded` only for exit code 0) is handed to [`TaskLedger::ended`], retried
@@ -341,10 +342,9 @@ impl TaskSupervisor {
                 file,
                 cap: ctx.limits().max_artifact_bytes,
                 written: 0,
-                pending: Vec::new(),
+                redaction: crate::secrets::StreamRedactor::new(ctx.secrets().redactor().clone()),
                 tail: VecDeque::new(),
                 total: bytes,
-                secrets: ctx.secrets().clone(),
             },
             receiver,
             done: done_tx,

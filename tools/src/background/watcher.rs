@@ -1,6 +1,8 @@
 //! One task from spawn to recorded ending: [`Pump`] copies its output to the log (redacted as
 //! a stream, capped, the newest part kept in memory; what is held back in case a secret
-//! straddles the next write is written once the task has been quiet for a moment) and [`Watch`] waits for the first of
+//! straddles the next write is written once the task has been quiet for a moment, and the
+//! next write is still matched together with it, so a print that pauses mid-secret lets no
+//! 8-byte run of it through) and [`Watch`] waits for the first of
 //! exit, stop and deadline, stops the whole process group when needed, drains the output,
 //! decides how the task ended and hands that to the ledger.
 //!
@@ -19,7 +21,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
 use super::{DRAIN, EndedTask, Inner, Live, StopCause, TAIL_BYTES, TaskEnding, record_ending};
-use crate::secrets::SecretResolver;
+use crate::secrets::StreamRedactor;
 
 /// How long a task may write nothing before what is held back for redaction is written.
 const IDLE_FLUSH: Duration = Duration::from_millis(500);
@@ -30,37 +32,36 @@ pub(super) struct Pump {
     pub(super) file: std::fs::File,
     pub(super) cap: u64,
     pub(super) written: u64,
-    /// Output read but not yet redacted: at most the longest secret's length − 1 after a push.
-    pub(super) pending: Vec<u8>,
+    /// The stream's redaction: output read but not yet written, and what came before.
+    pub(super) redaction: StreamRedactor,
     pub(super) tail: VecDeque<u8>,
     pub(super) total: Arc<std::sync::atomic::AtomicU64>,
-    pub(super) secrets: SecretResolver,
 }
 
 impl Pump {
     fn push(&mut self, chunk: &[u8]) {
         self.total
             .fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        self.pending.extend_from_slice(chunk);
-        self.emit(false);
+        let out = self.redaction.push(chunk);
+        self.write(&out);
     }
 
     /// Everything still pending, at the end of the output.
     fn finish(&mut self) {
-        self.emit(true);
+        let out = self.redaction.flush();
+        self.write(&out);
     }
 
     /// Everything still pending, after the task wrote nothing for [`IDLE_FLUSH`]: a quiet
-    /// task's newest line reaches its log (and `task_output`) instead of waiting, held back in
-    /// case a secret straddles the next write, until the task writes more. Only a secret the
-    /// task itself pauses in the middle of writing for that long is cut there.
+    /// task's newest line reaches its log (and `task_output`) instead of waiting. What it
+    /// writes next is matched together with what was flushed, so a secret whose print pauses
+    /// there is still replaced from the pause on (fewer than 8 of its bytes may stay before it).
     fn flush_idle(&mut self) {
-        self.emit(true);
+        let out = self.redaction.flush();
+        self.write(&out);
     }
 
-    fn emit(&mut self, at_end: bool) {
-        let (out, used) = self.secrets.redact_stream_prefix(&self.pending, at_end);
-        self.pending.drain(..used);
+    fn write(&mut self, out: &[u8]) {
         if out.is_empty() {
             return;
         }
@@ -129,7 +130,7 @@ impl Watch {
                     Ok(0) | Err(_) => reading = false,
                     Ok(n) => self.pump.push(&buf[..n]),
                 },
-                () = tokio::time::sleep(IDLE_FLUSH), if !self.pump.pending.is_empty() => {
+                () = tokio::time::sleep(IDLE_FLUSH), if self.pump.redaction.is_holding() => {
                     self.pump.flush_idle();
                 }
             }

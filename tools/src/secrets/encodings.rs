@@ -1,84 +1,97 @@
-//! The forms a secret's value takes when it is encoded, for [`super::Redactor`].
+//! The forms a secret's value takes when it is printed or encoded, as the literal *windows*
+//! [`super::windows`] looks for: a secret is found by any 8-byte run of it, not only whole.
 //!
-//! For a value of at least [`MIN_VARIANT_LEN`] bytes, [`patterns`] gives regular expressions
-//! (for `regex::bytes`) that match, besides the exact bytes:
+//! For a value of at least [`WINDOW`] bytes, [`windows`] gives every [`WINDOW`]-byte window of:
 //!
-//! - **base64** and **base64url**: the whole value's encoding with and without `=` padding,
-//!   and, for each of the three byte alignments a value can have inside a larger encoded
-//!   text, its *aligned core* — the encoding of the whole 3-byte groups that lie inside the
-//!   value. A line break (`\n` or `\r\n`) may stand between any two characters (`base64`
-//!   wraps at 76 columns, PEM at 64).
-//! - **hex**, in any letter case.
-//! - **URL percent-encoding**: each byte either as itself or as `%XX` (either case), a
-//!   space also as `+`, so every encoder's choice of reserved characters is covered.
-//! - **JSON string escaping**: each character either as itself (where JSON allows it), as its
-//!   short escape (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`) or as `\uXXXX` (a UTF-16
-//!   surrogate pair above U+FFFF).
-//! - the value **reversed** (by characters).
+//! - the value itself, and for a value that is an `http(s)` URL (a webhook whose address is
+//!   its credential) the URL as normalised (`https://h:443/p` → `https://h/p`) and its path
+//!   with the query, which error pages and redirects echo without the host; for a value with a
+//!   space, the value with `+` for each space (form encoding);
+//! - the value **reversed** (by characters);
+//! - its **hex** (every 16 hex digits that encode 8 of its bytes, in any letter case);
+//! - its **base64** and **base64url**, for each of the three byte alignments a value can have
+//!   inside a larger encoded text: every 8 characters that encode two whole 3-byte groups of
+//!   the value (any 8 bytes of the value hold two such groups whatever its alignment), and the
+//!   last 8 characters of each unpadded encoding.
 //!
-//! No form shorter than [`MIN_VARIANT_LEN`] characters is made (it would redact innocent
-//! text); a shorter value is matched exactly only. [`forms`] lists concrete encoded strings
-//! for tests and sweeps.
+//! Escaped forms are found by matching the same windows in decoded views of the text
+//! ([`super::views`]): **URL percent-encoding** (`%XX`, either case), **JSON string escaping**
+//! (short escapes and `\uXXXX`, surrogate pairs too) and base64 **wrapped** across lines.
+//!
+//! A value shorter than [`WINDOW`] bytes is matched whole and exactly only: its encoded forms
+//! or pieces would redact innocent text. [`forms`] lists concrete encoded strings for tests and
+//! sweeps.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 
-/// Values shorter than this (in bytes) and encoded forms shorter than this (in characters)
-/// are not matched in encoded form.
-pub const MIN_VARIANT_LEN: usize = 8;
+/// The run of a secret that must never pass: every window of this many bytes of a value (and
+/// of each of its forms) is matched. Values shorter than this are matched whole and exactly.
+pub const WINDOW: usize = 8;
 
-/// One regular expression and the longest text it can match, in bytes.
+/// One literal text to find, and whether letter case matters.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Pattern {
-    pub regex: String,
-    pub max_len: usize,
+pub(super) struct Window {
+    pub bytes: Vec<u8>,
+    pub any_case: bool,
 }
 
-/// The patterns matching `value` and its encoded forms, the longest first.
-pub(super) fn patterns(value: &str) -> Vec<Pattern> {
-    let mut out = vec![Pattern {
-        regex: regex::escape(value),
-        max_len: value.len(),
-    }];
-    if value.len() < MIN_VARIANT_LEN {
+/// Every window to find for `value`: see the module docs.
+pub(super) fn windows(value: &str) -> Vec<Window> {
+    let bytes = value.as_bytes();
+    let mut out = Vec::new();
+    if bytes.len() < WINDOW {
+        if !bytes.is_empty() {
+            out.push(exact(bytes));
+        }
         return out;
     }
-    for text in base64_forms(value.as_bytes()) {
-        // A line break may stand between any two characters.
-        let regex = text
-            .chars()
-            .map(|c| regex::escape(&c.to_string()))
-            .collect::<Vec<_>>()
-            .join(r"(?:\r?\n)?");
-        out.push(Pattern {
-            regex,
-            max_len: text.len() * 3,
-        });
+    let mut plain = vec![value.to_string()];
+    plain.extend(url_parts(value));
+    if value.contains(' ') {
+        plain.push(value.replace(' ', "+"));
     }
-    out.push(Pattern {
-        regex: format!("(?i:{})", hex::encode(value)),
-        max_len: value.len() * 2,
-    });
-    out.push(url_pattern(value));
-    out.push(json_pattern(value));
-    out.extend(url_parts(value));
-    let reversed: String = value.chars().rev().collect();
-    if reversed != value {
-        out.push(Pattern {
-            regex: regex::escape(&reversed),
-            max_len: reversed.len(),
-        });
+    plain.push(value.chars().rev().collect());
+    for text in &plain {
+        out.extend(slide(text.as_bytes(), WINDOW, 1).map(exact));
     }
-    out.sort_by(|a, b| b.max_len.cmp(&a.max_len).then(a.regex.cmp(&b.regex)));
+    let hex = hex::encode(bytes);
+    out.extend(slide(hex.as_bytes(), 2 * WINDOW, 2).map(|w| Window {
+        bytes: w.to_vec(),
+        any_case: true,
+    }));
+    for engine in [STANDARD_NO_PAD, URL_SAFE_NO_PAD] {
+        for skip in 0..3 {
+            let encoded = engine.encode(&bytes[skip..]);
+            out.extend(slide(encoded.as_bytes(), WINDOW, 4).map(exact));
+        }
+    }
+    out.sort_by(|a, b| a.bytes.cmp(&b.bytes).then(a.any_case.cmp(&b.any_case)));
     out.dedup();
     out
 }
 
-/// For a secret that is a URL (a webhook whose address is its credential): the forms a server
-/// or an HTTP client shows of it — the URL as normalised (`https://h:443/p` → `https://h/p`),
-/// and its path with the query, which error pages and redirects echo without the host — when
-/// that part is long enough to be the secret rather than ordinary text.
-fn url_parts(value: &str) -> Vec<Pattern> {
+fn exact(bytes: &[u8]) -> Window {
+    Window {
+        bytes: bytes.to_vec(),
+        any_case: false,
+    }
+}
+
+/// The `width`-byte windows of `text` starting every `step` bytes, and the last `width`
+/// bytes (when the steps do not end there); nothing when `text` is shorter than `width`.
+fn slide(text: &[u8], width: usize, step: usize) -> impl Iterator<Item = &[u8]> {
+    let last = text.len().checked_sub(width);
+    let stepped = last
+        .into_iter()
+        .flat_map(move |last| (0..=last).step_by(step));
+    let tail = last.filter(|last| last % step != 0);
+    stepped.chain(tail).map(move |at| &text[at..at + width])
+}
+
+/// For a secret that is a URL: the forms a server or an HTTP client shows of it — the URL as
+/// normalised, and its path with the query — when they differ from the value.
+fn url_parts(value: &str) -> Vec<String> {
     let Ok(url) = url::Url::parse(value) else {
         return Vec::new();
     };
@@ -91,32 +104,10 @@ fn url_parts(value: &str) -> Vec<Pattern> {
         tail.push_str(query);
     }
     let mut forms = vec![url.as_str().to_string()];
-    if tail.trim_matches('/').len() >= MIN_VARIANT_LEN {
+    if tail.trim_matches('/').len() >= WINDOW {
         forms.push(tail.trim_end_matches('/').to_string());
     }
-    forms
-        .into_iter()
-        .filter(|f| f != value)
-        .map(|f| Pattern {
-            regex: regex::escape(&f),
-            max_len: f.len(),
-        })
-        .collect()
-}
-
-/// The base64 and base64url texts to match: whole (padded and not) and the aligned cores.
-fn base64_forms(bytes: &[u8]) -> Vec<String> {
-    let mut forms = Vec::new();
-    for (padded, bare) in [(STANDARD, STANDARD_NO_PAD), (URL_SAFE, URL_SAFE_NO_PAD)] {
-        forms.push(padded.encode(bytes));
-        forms.push(bare.encode(bytes));
-        for core in aligned_cores(bytes) {
-            forms.push(bare.encode(core));
-        }
-    }
-    forms.retain(|f| f.len() >= MIN_VARIANT_LEN);
-    forms.sort();
-    forms.dedup();
+    forms.retain(|f| f != value);
     forms
 }
 
@@ -132,69 +123,10 @@ pub(super) fn aligned_cores(bytes: &[u8]) -> Vec<&[u8]> {
         .collect()
 }
 
-fn byte_literal(b: u8) -> String {
-    if b.is_ascii() {
-        regex::escape(&(b as char).to_string())
-    } else {
-        format!(r"(?-u:\x{b:02X})")
-    }
-}
-
-fn url_pattern(value: &str) -> Pattern {
-    let regex = value
-        .bytes()
-        .map(|b| {
-            let pct = format!("%(?i:{b:02X})");
-            if b == b' ' {
-                format!(r"(?: |\+|{pct})")
-            } else {
-                format!("(?:{}|{pct})", byte_literal(b))
-            }
-        })
-        .collect();
-    Pattern {
-        regex,
-        max_len: value.len() * 3,
-    }
-}
-
-fn json_pattern(value: &str) -> Pattern {
-    let mut regex = String::new();
-    let mut max_len = 0;
-    for c in value.chars() {
-        let mut alts = Vec::new();
-        if c != '"' && c != '\\' && c >= ' ' {
-            alts.push(regex::escape(&c.to_string()));
-        }
-        let short = match c {
-            '"' => Some(r#"\\""#),
-            '\\' => Some(r"\\\\"),
-            '/' => Some(r"\\/"),
-            '\u{8}' => Some(r"\\b"),
-            '\u{c}' => Some(r"\\f"),
-            '\n' => Some(r"\\n"),
-            '\r' => Some(r"\\r"),
-            '\t' => Some(r"\\t"),
-            _ => None,
-        };
-        alts.extend(short.map(str::to_string));
-        let mut units = [0u16; 2];
-        let escaped: String = c
-            .encode_utf16(&mut units)
-            .iter()
-            .map(|u| format!(r"\\u(?i:{u:04X})"))
-            .collect();
-        max_len += 6 * c.len_utf16();
-        alts.push(escaped);
-        regex.push_str(&format!("(?:{})", alts.join("|")));
-    }
-    Pattern { regex, max_len }
-}
-
 /// Concrete encoded forms of `value` (label, text) as common tools write them: what a
-/// sweep looks for. Empty for a value shorter than [`MIN_VARIANT_LEN`].
+/// sweep looks for. Empty for a value shorter than [`WINDOW`].
 pub fn forms(value: &str) -> Vec<(&'static str, String)> {
-    if value.len() < MIN_VARIANT_LEN {
+    if value.len() < WINDOW {
         return Vec::new();
     }
     let bytes = value.as_bytes();
@@ -214,7 +146,7 @@ pub fn forms(value: &str) -> Vec<(&'static str, String)> {
         out.push(("base64 core", STANDARD_NO_PAD.encode(core)));
         out.push(("base64url core", URL_SAFE_NO_PAD.encode(core)));
     }
-    out.retain(|(_, text)| text.len() >= MIN_VARIANT_LEN);
+    out.retain(|(_, text)| text.len() >= WINDOW);
     out
 }
 
@@ -243,11 +175,56 @@ pub fn json_escape(value: &str) -> String {
 mod tests {
     use super::*;
 
+    fn has(windows: &[Window], text: &str) -> bool {
+        windows.iter().any(|w| w.bytes == text.as_bytes())
+    }
+
     #[test]
-    fn short_values_are_matched_exactly_only() {
-        assert_eq!(patterns("abc1234").len(), 1);
+    fn short_values_are_matched_whole_and_exactly_only() {
+        assert_eq!(windows("abc1234"), vec![exact(b"abc1234")]);
+        assert!(windows("").is_empty());
         assert!(forms("abc1234").is_empty());
-        assert!(patterns("abc12345").len() > 5);
+    }
+
+    #[test]
+    fn every_8_byte_run_of_the_value_and_its_reversal_is_a_window() {
+        let w = windows("0123456789ab");
+        for run in ["01234567", "12345678", "456789ab", "ba987654", "76543210"] {
+            assert!(has(&w, run), "{run}");
+        }
+        assert!(!has(&w, "0123456"), "7 bytes are not a window");
+    }
+
+    #[test]
+    fn hex_windows_are_8_bytes_at_byte_boundaries_in_any_case() {
+        let w = windows("abcdefghij");
+        let hex: Vec<&Window> = w.iter().filter(|w| w.any_case).collect();
+        assert_eq!(hex.len(), 3, "{hex:?}");
+        assert!(has(&w, &hex::encode("bcdefghi")));
+    }
+
+    #[test]
+    fn base64_windows_cover_two_whole_groups_at_every_alignment() {
+        let value = "secret-value-0123456789";
+        let w = windows(value);
+        for skip in 0..3 {
+            let core = &aligned_cores(value.as_bytes())[skip];
+            let encoded = STANDARD_NO_PAD.encode(core);
+            for at in (0..encoded.len() - 7).step_by(4) {
+                assert!(has(&w, &encoded[at..at + 8]), "{skip} {at}");
+            }
+            let url = URL_SAFE_NO_PAD.encode(core);
+            assert!(has(&w, &url[..8]));
+        }
+    }
+
+    #[test]
+    fn a_url_secret_adds_its_normalised_form_and_its_path() {
+        let w = windows("https://hooks.example.com:443/T0/B1/secretpart");
+        assert!(has(&w, "ple.com/"), "normalised without the port");
+        assert!(has(&w, "/T0/B1/s"));
+        let spaced = windows("pass word phrase");
+        assert!(has(&spaced, "pass+wor"));
     }
 
     #[test]
@@ -255,17 +232,5 @@ mod tests {
         let cores = aligned_cores(b"abcdefgh");
         assert_eq!(cores, vec![&b"abcdef"[..], &b"bcdefg"[..], &b"cdefgh"[..]]);
         assert_eq!(aligned_cores(b"ab"), Vec::<&[u8]>::new());
-    }
-
-    #[test]
-    fn every_pattern_compiles_and_its_max_len_bounds_its_form() {
-        let value = "pa ss/\"wörd\\\n+x😀";
-        for p in patterns(value) {
-            regex::bytes::Regex::new(&p.regex).unwrap();
-        }
-        let longest = patterns(value)[0].max_len;
-        for (label, text) in forms(value) {
-            assert!(text.len() <= longest, "{label}: {text}");
-        }
     }
 }

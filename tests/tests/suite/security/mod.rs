@@ -9,6 +9,10 @@
 //!
 //! - `sweep`: the reusable sweep.
 //! - `leaks`: the daemon and its fakes, and the cases.
+//! - `partial`: pieces of secrets — prefixes, suffixes, middle runs, a print paused
+//!   mid-secret in a background task, a notify receiver's error echoing secrets — and the same
+//!   sweep, which finds no run of 8 characters of any.
 
 mod leaks;
+mod partial;
 pub mod sweep;
