@@ -57,8 +57,9 @@ pub use background::{
     TaskView,
 };
 pub use builtins::BUILTIN_TOOLS;
-pub use builtins::files::{EditFile, ReadFile, WriteFile};
+pub use builtins::files::{EditFile, WriteFile};
 pub use builtins::http::HttpRequest;
+pub use builtins::read_file::ReadFile;
 pub use builtins::run_command::RunCommand;
 pub use builtins::search::{Grep, ListFiles};
 pub use builtins::tasks::{TaskOutput, TaskStop};

@@ -77,6 +77,8 @@
 //! - `review_bot`: `ops/examples/review-bot` run by `serve` against the fake GitHub with a git
 //!   host: check run, checkout at the head, review, verdict, a comment answered, an expired
 //!   installation token refreshed, no token in any stored byte or file.
+//! - `file_bounds`: a sparse 2 GiB one-line file read, edited and searched through a real
+//!   `serve`: clear cut answers, and the daemon's peak RSS grows by less than 64 MiB.
 //! - `workspace`: `[agents.workspace]` checkouts in a daemon: a branch's newest commit ready
 //!   before the model, a missing ref or an unrenderable template failing the run first.
 //! - `github_review`: the review bot through real processes and signed deliveries: SIGKILLed
@@ -103,6 +105,7 @@ mod dashboard_pages;
 mod examples;
 mod fake_github;
 mod fakes;
+mod file_bounds;
 mod github_checks;
 mod github_review;
 mod github_tools;
