@@ -26,6 +26,7 @@ pub mod queue_api;
 pub mod redaction;
 pub mod reload;
 pub mod sandbox;
+pub mod sandbox_path;
 pub mod schedules_api;
 pub mod tasks;
 pub mod tasks_api;

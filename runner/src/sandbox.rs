@@ -47,6 +47,10 @@ pub struct SandboxConfig {
     /// `auto` (default): each command in a pid namespace of its own where the kernel allows
     /// it, else (one WARN line at start) in the daemon's. `required`: refuse to start without.
     pub pid_namespace: PidNamespaceMode,
+    /// The directories sandboxed commands find programs in (their PATH), in order: absolute,
+    /// readable in the sandbox. Default: `nightshift_tools::SANDBOXED_PATH`'s directories.
+    /// See `crate::sandbox_path`.
+    pub path: Option<Vec<PathBuf>>,
 }
 
 /// `[sandbox] pid_namespace`.
@@ -77,6 +81,9 @@ fn real(path: &Path) -> PathBuf {
 /// The checks of `[sandbox]` and `[agents.sandbox]` that need the rest of the config.
 pub fn validate(config: &Config) -> Result<(), String> {
     let sandbox = &config.sandbox;
+    if let Some(path) = &sandbox.path {
+        crate::sandbox_path::check_form(path)?;
+    }
     if sandbox.mode == SandboxMode::Off {
         if let Some(agent) = config
             .agents
@@ -111,6 +118,16 @@ pub fn validate(config: &Config) -> Result<(), String> {
     let system: Vec<PathBuf> = system_read().iter().map(|p| real(p)).collect();
     let read: Vec<PathBuf> = sandbox.read.iter().map(|p| real(p)).collect();
     let write: Vec<PathBuf> = sandbox.write.iter().map(|p| real(p)).collect();
+    if let Some(path) = &sandbox.path {
+        let readable: Vec<&Path> = system
+            .iter()
+            .chain(&read)
+            .chain(&write)
+            .map(PathBuf::as_path)
+            .collect();
+        let path: Vec<PathBuf> = path.iter().map(|p| real(p)).collect();
+        crate::sandbox_path::check_readable(&path, &readable)?;
+    }
     let grants = system
         .iter()
         .map(|p| ("the sandbox (system directories are readable)", p.as_path()))
@@ -129,6 +146,8 @@ pub struct Confinement {
     write: Vec<PathBuf>,
     temp_root: PathBuf,
     pid_namespace: bool,
+    /// PATH of sandboxed commands.
+    command_path: String,
 }
 
 impl Confinement {
@@ -193,6 +212,7 @@ impl Confinement {
             write: sandbox.write.iter().map(|p| real(p)).collect(),
             temp_root: config.resolve_path(&config.runtime.data_dir).join("tmp"),
             pid_namespace: enforcement.pid_namespace,
+            command_path: crate::sandbox_path::command_path(sandbox.path.as_deref()),
         };
         // A grant the launcher would refuse (beneath /proc) fails here, not at every command.
         confinement
@@ -210,6 +230,11 @@ impl Confinement {
         } else {
             policy
         }
+    }
+
+    /// The PATH sandboxed commands get (`[sandbox] path`, or the default).
+    pub fn command_path(&self) -> &str {
+        &self.command_path
     }
 
     /// Where run `run_id`'s private temp dir is (HOME and TMPDIR of its commands).
@@ -273,6 +298,14 @@ mod tests {
             (
                 "[sandbox]\nread = [\"opt\"]\n",
                 "sandbox.read: `opt` is not an absolute path",
+            ),
+            (
+                "[sandbox]\npath = [\"/usr/bin\", \"/root/.pyenv/shims\"]\n",
+                "sandbox.path: `/root/.pyenv/shims` is not readable inside the sandbox",
+            ),
+            (
+                "[sandbox]\nmode = \"off\"\npath = [\"bin\"]\n",
+                "sandbox.path: `bin` is not an absolute directory",
             ),
             (
                 "[sandbox]\nmode = \"off\"\n[agents.sandbox]\nnetwork = \"off\"\n",

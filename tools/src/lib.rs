@@ -67,6 +67,7 @@ pub use builtins::todo::{Todo, TodoStatus, TodoWrite, parse_todos, render_todos}
 pub use command_tool::{CommandTool, CommandToolConfig};
 pub use context::{GithubAgent, HttpAllowlist, Limits, ToolContext};
 pub use orphans::ProcessRegistry;
+pub use process::SANDBOXED_PATH;
 pub use registry::{Approval, Registry, RegistryConfig, RegistryError, ToolOverride};
 pub use schema::InputSchema;
 pub use secret_hosts::{SecretBindings, SecretSpec};

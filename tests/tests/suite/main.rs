@@ -77,6 +77,8 @@
 //! - `review_bot`: `ops/examples/review-bot` run by `serve` against the fake GitHub with a git
 //!   host: check run, checkout at the head, review, verdict, a comment answered, an expired
 //!   installation token refreshed, no token in any stored byte or file.
+//! - `command_path`: sandboxed commands get the minimal PATH (or `[sandbox] path`), never the
+//!   daemon's; a bad entry stops `serve`.
 //! - `file_bounds`: a sparse 2 GiB one-line file read, edited and searched through a real
 //!   `serve`: clear cut answers, and the daemon's peak RSS grows by less than 64 MiB.
 //! - `workspace`: `[agents.workspace]` checkouts in a daemon: a branch's newest commit ready
@@ -97,6 +99,7 @@ mod batch_enqueue;
 mod checkout;
 mod cli;
 mod cli_remote;
+mod command_path;
 mod concurrency;
 mod crash;
 mod daemon;
