@@ -17,6 +17,7 @@ pub mod demo;
 pub mod gateway;
 pub mod github;
 pub mod hooks;
+pub mod http_server;
 pub mod logging;
 pub mod metrics;
 pub mod notify;

@@ -81,6 +81,8 @@
 //!   daemon's; a bad entry stops `serve`.
 //! - `file_bounds`: a sparse 2 GiB one-line file read, edited and searched through a real
 //!   `serve`: clear cut answers, and the daemon's peak RSS grows by less than 64 MiB.
+//! - `http_limits`: the daemon's API and metrics listener refuse a 100 KB request head with
+//!   431 and still answer ordinary requests.
 //! - `workspace`: `[agents.workspace]` checkouts in a daemon: a branch's newest commit ready
 //!   before the model, a missing ref or an unrenderable template failing the run first.
 //! - `github_review`: the review bot through real processes and signed deliveries: SIGKILLed
@@ -115,6 +117,7 @@ mod github_tools;
 mod hooks;
 mod hostile;
 mod hostile_loop;
+mod http_limits;
 mod logs;
 mod loop_property;
 mod metrics;
