@@ -400,9 +400,14 @@ fn spawn_server(
     let stop = stop.clone();
     tokio::spawn(async move {
         let graceful = stop.clone();
-        let served = axum::serve(listener, api::router_with_data_dir(state, Some(data_dir)))
-            .with_graceful_shutdown(async move { graceful.cancelled().await })
-            .await;
+        let router = api::router_with_data_dir(state, Some(data_dir));
+        let served = crate::http_server::serve(
+            listener,
+            router,
+            crate::http_server::HttpLimits::default(),
+            graceful,
+        )
+        .await;
         stop.cancel();
         served
     })

@@ -89,7 +89,11 @@ pub async fn serve(
             )
         })
         .with_state(state);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await
+    crate::http_server::serve(
+        listener,
+        app,
+        crate::http_server::HttpLimits::default(),
+        stop,
+    )
+    .await
 }

@@ -63,6 +63,10 @@ pub struct SandboxConfig {
     /// `host:port` destinations commands may reach whatever their address (a test database
     /// on loopback, a service on the private network); default none.
     pub connect: Vec<String>,
+    /// The directories sandboxed commands find programs in (their PATH), in order: absolute,
+    /// readable in the sandbox. Default: `nightshift_tools::SANDBOXED_PATH`'s directories.
+    /// See `crate::sandbox_path`.
+    pub path: Option<Vec<PathBuf>>,
 }
 
 /// The TCP ports commands may connect to with the network on, by default: HTTP and HTTPS.
@@ -143,6 +147,9 @@ fn real(path: &Path) -> PathBuf {
 /// The checks of `[sandbox]` and `[agents.sandbox]` that need the rest of the config.
 pub fn validate(config: &Config) -> Result<(), String> {
     let sandbox = &config.sandbox;
+    if let Some(path) = &sandbox.path {
+        crate::sandbox_path::check_form(path)?;
+    }
     if sandbox.mode == SandboxMode::Off {
         if let Some(agent) = config
             .agents
@@ -187,6 +194,16 @@ pub fn validate(config: &Config) -> Result<(), String> {
     let system: Vec<PathBuf> = system_read().iter().map(|p| real(p)).collect();
     let read: Vec<PathBuf> = sandbox.read.iter().map(|p| real(p)).collect();
     let write: Vec<PathBuf> = sandbox.write.iter().map(|p| real(p)).collect();
+    if let Some(path) = &sandbox.path {
+        let readable: Vec<&Path> = system
+            .iter()
+            .chain(&read)
+            .chain(&write)
+            .map(PathBuf::as_path)
+            .collect();
+        let path: Vec<PathBuf> = path.iter().map(|p| real(p)).collect();
+        crate::sandbox_path::check_readable(&path, &readable)?;
+    }
     let grants = system
         .iter()
         .map(|p| ("the sandbox (system directories are readable)", p.as_path()))
@@ -209,6 +226,8 @@ pub struct Confinement {
     tcp_ports: Option<Vec<u16>>,
     /// `host:port` destinations reachable whatever their address.
     connect: Vec<String>,
+    /// PATH of sandboxed commands.
+    command_path: String,
 }
 
 impl Confinement {
@@ -277,6 +296,7 @@ impl Confinement {
             pid_namespace: enforcement.pid_namespace,
             tcp_ports: sandbox.ports.allowed(),
             connect: sandbox.connect.clone(),
+            command_path: crate::sandbox_path::command_path(sandbox.path.as_deref()),
         };
         if !confinement.pid_namespace
             && let Some(agent) = config
@@ -328,6 +348,11 @@ impl Confinement {
         } else {
             policy
         }
+    }
+
+    /// The PATH sandboxed commands get (`[sandbox] path`, or the default).
+    pub fn command_path(&self) -> &str {
+        &self.command_path
     }
 
     /// Where run `run_id`'s private temp dir is (HOME and TMPDIR of its commands).
@@ -396,6 +421,14 @@ mod tests {
             (
                 "[sandbox]\nconnect = [\"127.0.0.1:5433\", \"db.internal\"]\n",
                 "sandbox.connect: `db.internal` is not host:port",
+            ),
+            (
+                "[sandbox]\npath = [\"/usr/bin\", \"/root/.pyenv/shims\"]\n",
+                "sandbox.path: `/root/.pyenv/shims` is not readable inside the sandbox",
+            ),
+            (
+                "[sandbox]\nmode = \"off\"\npath = [\"bin\"]\n",
+                "sandbox.path: `bin` is not an absolute directory",
             ),
             (
                 "[sandbox]\nmode = \"off\"\n[agents.sandbox]\nnetwork = \"off\"\n",

@@ -151,7 +151,9 @@ impl Tools {
         if let Some(confinement) = &self.confinement {
             let sandbox =
                 confinement.for_run(call.run_id, ctx.workspace(), agent.config.sandbox.network)?;
-            ctx = ctx.with_sandbox(sandbox);
+            ctx = ctx
+                .with_sandbox(sandbox)
+                .with_sandboxed_path(confinement.command_path());
         }
         let ctx = ctx
             .with_cancel(cancel.clone())

@@ -165,6 +165,8 @@ pub struct ToolContext {
     processes: Option<crate::orphans::ProcessRegistry>,
     tasks: Option<crate::background::TaskSupervisor>,
     sandbox: Option<Arc<Sandbox>>,
+    /// PATH of sandboxed commands (`None`: [`crate::SANDBOXED_PATH`]).
+    sandboxed_path: Option<String>,
     github: Option<Arc<nightshift_github::GithubAccess>>,
     github_agent: GithubAgent,
     run_context: Option<serde_json::Value>,
@@ -215,6 +217,7 @@ impl ToolContext {
             processes: None,
             tasks: None,
             sandbox: None,
+            sandboxed_path: None,
             github: None,
             github_agent: GithubAgent::default(),
             run_context: None,
@@ -338,6 +341,20 @@ impl ToolContext {
     pub fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
         self.sandbox = Some(sandbox);
         self
+    }
+
+    /// The PATH commands get in the sandbox (`[sandbox] path`), instead of
+    /// [`crate::SANDBOXED_PATH`]. Without a sandbox commands keep the daemon's PATH.
+    pub fn with_sandboxed_path(mut self, path: impl Into<String>) -> Self {
+        self.sandboxed_path = Some(path.into());
+        self
+    }
+
+    /// The PATH commands get in the sandbox.
+    pub fn sandboxed_path(&self) -> &str {
+        self.sandboxed_path
+            .as_deref()
+            .unwrap_or(crate::SANDBOXED_PATH)
     }
 
     /// The sandbox commands run in, if any.

@@ -57,8 +57,9 @@ pub use background::{
     TaskView,
 };
 pub use builtins::BUILTIN_TOOLS;
-pub use builtins::files::{EditFile, ReadFile, WriteFile};
+pub use builtins::files::{EditFile, WriteFile};
 pub use builtins::http::HttpRequest;
+pub use builtins::read_file::ReadFile;
 pub use builtins::run_command::RunCommand;
 pub use builtins::search::{Grep, ListFiles};
 pub use builtins::tasks::{TaskOutput, TaskStop};
@@ -66,6 +67,7 @@ pub use builtins::todo::{Todo, TodoStatus, TodoWrite, parse_todos, render_todos}
 pub use command_tool::{CommandTool, CommandToolConfig};
 pub use context::{GithubAgent, HttpAllowlist, Limits, ToolContext};
 pub use orphans::ProcessRegistry;
+pub use process::SANDBOXED_PATH;
 pub use registry::{Approval, Registry, RegistryConfig, RegistryError, ToolOverride};
 pub use schema::InputSchema;
 pub use secret_hosts::{SecretBindings, SecretSpec};

@@ -243,6 +243,11 @@ impl<R: std::io::Read> RedactedRead<R> {
             done: false,
         }
     }
+
+    /// The reader of the raw bytes, to see where it stopped.
+    pub(crate) fn get_ref(&self) -> &R {
+        &self.inner
+    }
 }
 
 impl<R: std::io::Read> std::io::Read for RedactedRead<R> {

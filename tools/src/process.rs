@@ -3,7 +3,9 @@
 //! Guarantees: the child runs in the run's workspace with an environment holding only PATH,
 //! HOME, LANG, TERM, the context's allowed variables and what the caller adds (so the
 //! daemon's secrets never reach it); with a sandbox in the context it is started through the
-//! sandbox's launcher and confined to its policy (HOME and TMPDIR are then its temp dir), and
+//! sandbox's launcher and confined to its policy (HOME and TMPDIR are then its temp dir, and
+//! PATH is the context's sandboxed PATH, [`crate::SANDBOXED_PATH`] unless configured, never
+//! the daemon's: the daemon's may name directories the sandbox cannot read), and
 //! a launch that cannot be confined runs nothing (exit code 126, the reason on stderr); it leads its own process group, and that whole group is
 //! stopped on timeout or cancellation (SIGTERM, then SIGKILL after `kill_grace`, so a process
 //! ignoring SIGTERM dies too), when the main process exits (leftover background processes),
@@ -28,7 +30,11 @@ use crate::output::{Capture, Rendered};
 
 /// Variables always passed through from the daemon (when set).
 pub(crate) const BASE_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TERM"];
+/// PATH of a command run without a sandbox when the daemon has none.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// PATH of a sandboxed command unless `[sandbox] path` says otherwise: the system's
+/// directories, which the sandbox lets commands read.
+pub const SANDBOXED_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// How long output is still read after the main process is gone.
 const DRAIN: Duration = Duration::from_millis(1000);
 const STDERR_TAIL: usize = 4096;
@@ -77,6 +83,8 @@ pub(crate) fn base_env(ctx: &ToolContext) -> Vec<(String, String)> {
         env.push(("PATH".to_string(), DEFAULT_PATH.to_string()));
     }
     if let Some(sandbox) = ctx.sandbox() {
+        env.retain(|(k, _)| k != "PATH");
+        env.push(("PATH".to_string(), ctx.sandboxed_path().to_string()));
         for (name, value) in sandbox.env() {
             env.retain(|(k, _)| *k != name);
             env.push((name, value));

@@ -80,6 +80,12 @@
 //! - `review_bot`: `ops/examples/review-bot` run by `serve` against the fake GitHub with a git
 //!   host: check run, checkout at the head, review, verdict, a comment answered, an expired
 //!   installation token refreshed, no token in any stored byte or file.
+//! - `command_path`: sandboxed commands get the minimal PATH (or `[sandbox] path`), never the
+//!   daemon's; a bad entry stops `serve`.
+//! - `file_bounds`: a sparse 2 GiB one-line file read, edited and searched through a real
+//!   `serve`: clear cut answers, and the daemon's peak RSS grows by less than 64 MiB.
+//! - `http_limits`: the daemon's API and metrics listener refuse a 100 KB request head with
+//!   431 and still answer ordinary requests.
 //! - `workspace`: `[agents.workspace]` checkouts in a daemon: a branch's newest commit ready
 //!   before the model, a missing ref or an unrenderable template failing the run first.
 //! - `github_review`: the review bot through real processes and signed deliveries: SIGKILLed
@@ -98,6 +104,7 @@ mod batch_enqueue;
 mod checkout;
 mod cli;
 mod cli_remote;
+mod command_path;
 mod concurrency;
 mod crash;
 mod daemon;
@@ -106,12 +113,14 @@ mod dashboard_pages;
 mod examples;
 mod fake_github;
 mod fakes;
+mod file_bounds;
 mod github_checks;
 mod github_review;
 mod github_tools;
 mod hooks;
 mod hostile;
 mod hostile_loop;
+mod http_limits;
 mod logs;
 mod loop_property;
 mod metrics;

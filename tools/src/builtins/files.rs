@@ -1,16 +1,19 @@
-//! `read_file`, `write_file` and `edit_file`: text files inside the run's workspace.
+//! `write_file` and `edit_file`: changing text files inside the run's workspace
+//! (`read_file` is in `read_file`).
 //!
 //! Guarantees: no path outside the workspace is ever read or written: every file is opened
 //! beneath a handle on the workspace, resolved by the kernel (see `paths`), and then read or
 //! written through that same open file;
-//! `read_file` streams the file (memory bounded by the lines shown), numbers lines from 1 and
-//! says how to read on; `write_file` writes exactly `content`, creating parent directories;
+//! `write_file` writes exactly `content`, creating parent directories;
 //! `edit_file` changes the file only when `old_string` occurs exactly once (overlapping
 //! occurrences counted), otherwise it says how many matches there were and leaves the file
-//! untouched. Running `write_file` or `edit_file` twice has the effect of running it once
-//! (an edit already applied reports so instead of failing), hence class `idempotent`.
+//! untouched. `edit_file` loads the file whole, so it refuses a file over [`MAX_EDIT_BYTES`]
+//! (by its size when opened, and again if more than that can be read from it) before
+//! loading more than that, saying what to use instead. Running `write_file` or `edit_file`
+//! twice has the effect of running it once (an edit already applied reports so instead of
+//! failing), hence class `idempotent`.
 
-use std::io::{BufRead, BufReader, Read, Seek, Write};
+use std::io::{Read, Seek, Write};
 
 use futures::future::BoxFuture;
 use serde::Deserialize;
@@ -18,149 +21,13 @@ use serde_json::{Value, json};
 
 use super::{blocking, numbered, parse_input};
 use crate::context::ToolContext;
-use crate::output::{RedactedRead, cap_text};
 use crate::paths::{Workspace, shown};
 use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
 
-const DEFAULT_LINES: usize = 2000;
-const MAX_LINE_CHARS: usize = 2000;
-
-/// `read_file {path, offset?, limit?}`: line-numbered text (read_only).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ReadFile;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReadInput {
-    path: String,
-    offset: Option<usize>,
-    limit: Option<usize>,
-}
-
-impl Tool for ReadFile {
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "read_file".into(),
-            description: format!(
-                "Read a text file from the workspace. Lines are numbered from 1 (`number<TAB>line`). \
-                 Reads at most {DEFAULT_LINES} lines unless `limit` says otherwise; use `offset` \
-                 (first line to show, 1-based) to read on."
-            ),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "Path relative to the workspace."},
-                    "offset": {"type": "integer", "minimum": 1, "description": "First line to show (1-based)."},
-                    "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to show."}
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
-            class: ToolClass::ReadOnly,
-        }
-    }
-
-    fn call<'a>(&'a self, ctx: &'a ToolContext, input: Value) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let input: ReadInput = match parse_input("read_file", input) {
-                Ok(i) => i,
-                Err(e) => return e,
-            };
-            let ctx = ctx.clone();
-            blocking(move || read_file(&ctx, input)).await
-        })
-    }
-}
-
-fn read_file(ctx: &ToolContext, input: ReadInput) -> ToolOutput {
-    let opened = match Workspace::open(ctx.workspace()).and_then(|ws| ws.open_existing(&input.path))
-    {
-        Ok(o) => o,
-        Err(e) => return ToolOutput::error(e),
-    };
-    if opened.metadata.is_dir() {
-        return ToolOutput::error(format!(
-            "`{}` is a directory; use list_files to see what is in it",
-            input.path
-        ));
-    }
-    if !opened.metadata.is_file() {
-        return ToolOutput::error(format!(
-            "`{}` is not a regular file; read_file reads files only",
-            input.path
-        ));
-    }
-    let offset = input.offset.unwrap_or(1).max(1);
-    let limit = input.limit.unwrap_or(DEFAULT_LINES).max(1);
-    let file = opened.file;
-    let mut reader = BufReader::new(file);
-    let mut probe = Vec::new();
-    if let Err(e) = reader.by_ref().take(8192).read_to_end(&mut probe) {
-        return ToolOutput::error(format!("cannot read `{}`: {e}", input.path));
-    }
-    if probe.contains(&0) {
-        return ToolOutput::error(format!(
-            "`{}` looks like a binary file (it contains NUL bytes); read_file shows text only",
-            input.path
-        ));
-    }
-    // Lines are cut (at MAX_LINE_CHARS) only after the whole file is redacted.
-    let mut reader = BufReader::new(RedactedRead::new(
-        probe.as_slice().chain(reader),
-        ctx.secrets().redactor().clone(),
-    ));
-    let mut shown: Vec<String> = Vec::new();
-    let mut total = 0usize;
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) => return ToolOutput::error(format!("cannot read `{}`: {e}", input.path)),
-        }
-        total += 1;
-        if total >= offset && shown.len() < limit {
-            shown.push(render_line(&buf));
-        }
-    }
-    if total == 0 {
-        return ToolOutput::ok(format!("`{}` is empty", input.path));
-    }
-    if offset > total {
-        return ToolOutput::error(format!(
-            "offset {offset} is past the end of `{}`, which has {total} lines",
-            input.path
-        ));
-    }
-    let last = offset + shown.len() - 1;
-    let mut text = numbered(shown.iter().map(String::as_str), offset);
-    if last < total || offset > 1 {
-        text.push_str(&format!("[lines {offset}-{last} of {total}"));
-        if last < total {
-            text.push_str(&format!(
-                "; call read_file with offset={} to read more",
-                last + 1
-            ));
-        }
-        text.push_str("]\n");
-    }
-    let (content, artifact) = cap_text(ctx, "read_file", &text);
-    ToolOutput::ok(content).with_artifact(artifact)
-}
-
-fn render_line(raw: &[u8]) -> String {
-    let text = String::from_utf8_lossy(raw);
-    let text = text.strip_suffix('\n').unwrap_or(&text);
-    let text = text.strip_suffix('\r').unwrap_or(text);
-    let chars = text.chars().count();
-    if chars > MAX_LINE_CHARS {
-        let kept: String = text.chars().take(MAX_LINE_CHARS).collect();
-        format!("{kept}… [line cut: {chars} characters]")
-    } else {
-        text.to_string()
-    }
-}
+/// Bytes of a file `edit_file` loads at most; a larger file is refused, not loaded.
+pub(crate) const MAX_EDIT_BYTES: u64 = 8 * 1024 * 1024;
+/// Characters of a line shown in an edit's snippet.
+const MAX_SNIPPET_LINE_CHARS: usize = 2000;
 
 /// `write_file {path, content}`: create or overwrite a file (idempotent).
 #[derive(Debug, Default, Clone, Copy)]
@@ -290,14 +157,22 @@ fn edit_file(ctx: &ToolContext, input: EditInput) -> ToolOutput {
     if input.old_string == input.new_string {
         return ToolOutput::error("old_string and new_string are identical; nothing would change");
     }
-    let mut file =
-        match Workspace::open(ctx.workspace()).and_then(|ws| ws.open_for_edit(&input.path)) {
-            Ok(o) => o.file,
-            Err(e) => return ToolOutput::error(e),
-        };
+    let opened = match Workspace::open(ctx.workspace()).and_then(|ws| ws.open_for_edit(&input.path))
+    {
+        Ok(o) => o,
+        Err(e) => return ToolOutput::error(e),
+    };
+    if opened.metadata.len() > MAX_EDIT_BYTES {
+        return ToolOutput::error(too_large_to_edit(&input.path, opened.metadata.len()));
+    }
+    let mut file = opened.file;
     let mut bytes = Vec::new();
-    if let Err(e) = file.read_to_end(&mut bytes) {
+    if let Err(e) = (&mut file).take(MAX_EDIT_BYTES + 1).read_to_end(&mut bytes) {
         return ToolOutput::error(format!("cannot read `{}`: {e}", input.path));
+    }
+    if bytes.len() as u64 > MAX_EDIT_BYTES {
+        // It grew since it was opened: still not loaded past the cap.
+        return ToolOutput::error(too_large_to_edit(&input.path, bytes.len() as u64));
     }
     let content = match String::from_utf8(bytes) {
         Ok(s) => s,
@@ -329,15 +204,16 @@ fn edit_file(ctx: &ToolContext, input: EditInput) -> ToolOutput {
             }
             let first_line = content[..start].matches('\n').count() + 1;
             let new_lines = input.new_string.matches('\n').count() + 1;
-            let snippet: Vec<&str> = updated
+            let snippet: Vec<String> = updated
                 .lines()
                 .skip(first_line - 1)
                 .take(new_lines.min(20))
+                .map(snippet_line)
                 .collect();
             ToolOutput::ok(format!(
                 "edited {} (1 replacement at line {first_line}); the new text now reads:\n{}",
                 input.path,
-                numbered(snippet, first_line)
+                numbered(snippet.iter().map(String::as_str), first_line)
             ))
         }
         n => ToolOutput::error(format!(
@@ -345,6 +221,24 @@ fn edit_file(ctx: &ToolContext, input: EditInput) -> ToolOutput {
              lines to old_string to make it unique",
             input.path
         )),
+    }
+}
+
+/// The refusal of a file over [`MAX_EDIT_BYTES`] (`size` bytes or more).
+fn too_large_to_edit(path: &str, size: u64) -> String {
+    format!(
+        "`{path}` is too large for edit_file ({size} bytes; edit_file loads at most {} MiB); \
+         nothing was changed. Edit it with run_command instead (e.g. `sed -i 's/old/new/' \
+         {path}`), or find the place first with grep",
+        MAX_EDIT_BYTES >> 20
+    )
+}
+
+/// A line of an edit's snippet, cut at [`MAX_SNIPPET_LINE_CHARS`].
+fn snippet_line(line: &str) -> String {
+    match line.char_indices().nth(MAX_SNIPPET_LINE_CHARS) {
+        Some((at, _)) => format!("{}… [line cut]", &line[..at]),
+        None => line.to_string(),
     }
 }
 
@@ -357,7 +251,20 @@ fn rewrite(file: &mut std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::count_occurrences;
+    use super::{count_occurrences, snippet_line, too_large_to_edit};
+
+    #[test]
+    fn a_too_large_file_is_refused_naming_the_cap_and_what_to_do() {
+        let msg = too_large_to_edit("big.txt", 1 << 31);
+        assert!(
+            msg.contains("2147483648 bytes; edit_file loads at most 8 MiB")
+                && msg.contains("nothing was changed")
+                && msg.contains("run_command"),
+            "{msg}"
+        );
+        assert_eq!(snippet_line("abc"), "abc");
+        assert!(snippet_line(&"é".repeat(3000)).ends_with("é… [line cut]"));
+    }
 
     #[test]
     fn overlapping_occurrences_are_counted() {

@@ -8,6 +8,8 @@
 pub(crate) mod files;
 pub(crate) mod github;
 pub(crate) mod http;
+pub(crate) mod lines;
+pub(crate) mod read_file;
 pub(crate) mod run_command;
 pub(crate) mod search;
 pub(crate) mod tasks;
@@ -45,7 +47,7 @@ pub const BUILTIN_TOOLS: [&str; 18] = [
 /// A fresh instance of the built-in tool `name`.
 pub(crate) fn by_name(name: &str) -> Option<Arc<dyn Tool>> {
     Some(match name {
-        "read_file" => Arc::new(files::ReadFile),
+        "read_file" => Arc::new(read_file::ReadFile),
         "write_file" => Arc::new(files::WriteFile),
         "edit_file" => Arc::new(files::EditFile),
         "list_files" => Arc::new(search::ListFiles),

@@ -46,6 +46,71 @@ async fn read_file_numbers_lines_and_pages() {
 }
 
 #[tokio::test]
+async fn read_file_stops_at_the_output_limit_and_says_how_to_read_on() {
+    let fx = Fixture::new();
+    let text: String = (1..=5000)
+        .map(|i| format!("line {i} {}\n", "z".repeat(90)))
+        .collect();
+    fx.write("long.txt", &text);
+    let limits = nightshift_tools::Limits {
+        output_cap_bytes: 4096,
+        ..Default::default()
+    };
+    let ctx = fx.ctx().with_limits(limits);
+    let out = call_builtin("read_file", &ctx, json!({"path": "long.txt"})).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.len() <= 4096, "{} bytes", out.content.len());
+    assert!(
+        out.artifact.is_none(),
+        "cut by lines, not by the output cap"
+    );
+    let shown = out
+        .content
+        .lines()
+        .filter(|l| l.contains("\tline "))
+        .count();
+    assert!(shown > 10 && shown < 60, "{shown}");
+    let footer = out.content.lines().last().unwrap();
+    assert_eq!(
+        footer,
+        format!(
+            "[lines 1-{shown} of 5000; the answer reached the output limit; call read_file \
+             with offset={} to read more]",
+            shown + 1
+        )
+    );
+}
+
+#[tokio::test]
+async fn edit_file_refuses_a_file_over_its_cap_without_changing_it() {
+    let fx = Fixture::new();
+    fx.write("big.txt", "needle\n");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(fx.ws("big.txt"))
+        .unwrap();
+    file.set_len(9 << 20).unwrap();
+    let ctx = fx.ctx();
+    let out = call_builtin(
+        "edit_file",
+        &ctx,
+        json!({"path": "big.txt", "old_string": "needle", "new_string": "pin"}),
+    )
+    .await;
+    assert!(
+        out.is_error
+            && out
+                .content
+                .contains("too large for edit_file (9437184 bytes; edit_file loads at most 8 MiB)"),
+        "{}",
+        out.content
+    );
+    let bytes = std::fs::read(fx.ws("big.txt")).unwrap();
+    assert_eq!(bytes.len(), 9 << 20);
+    assert!(bytes.starts_with(b"needle\n"));
+}
+
+#[tokio::test]
 async fn read_file_errors_are_outputs() {
     let fx = Fixture::new();
     fx.write("bin.dat", "a\0b");
