@@ -4,18 +4,26 @@
 //! reaches only its workspace, a private temp dir, the system directories (read-only) and the
 //! paths the config grants; it cannot read or trace another process (`/proc/<pid>/environ`,
 //! `/proc/<pid>/mem`, ptrace), cannot signal processes outside its sandbox, and, with network
-//! off, has no network at all. It holds for root too: Landlock restricts regardless of
-//! capabilities.
+//! off, has no network at all. In a pid namespace it also has a root of its own holding only
+//! its grants (no host UNIX socket can be named), SysV IPC of its own, and a network of its
+//! own whose one way out (network on) is the egress proxy: public addresses on the allowed
+//! ports and the `host:port` grants, never the daemon's loopback, the private network or the
+//! metadata endpoint. It holds for root too: Landlock restricts regardless of capabilities.
 //!
 //! - [`policy`]: what a command may reach, as data (validated, an allowlist).
 //! - [`probe`]: what this kernel enforces, and the pure decision whether that is enough.
 //! - [`launch`]: the launcher process (`nightshift sandbox-exec`) that applies a policy to
-//!   itself and then executes the command; no `pre_exec`, and one `unsafe` call (giving the
-//!   forwarded signals their default action, which runs no handler).
+//!   itself and then executes the command; no `pre_exec`. The crate's few `unsafe` calls each
+//!   say why: giving the forwarded signals their default action, the `ioctl`s that bring a
+//!   namespace's loopback up, and adopting descriptors passed between the launcher's
+//!   processes.
+//! - [`egress`]: the proxy of a proxied network: the pure decision of where a command may
+//!   connect, and the process that serves it.
 //! - `namespaces` and `supervise` (internal): with a pid namespace, the command runs as pid
 //!   2 of a user+pid+mount namespace of its own with a fresh `/proc` (it sees only its own
 //!   processes); the launcher supervises it from outside, forwarding signals and its exit
-//!   status, and the whole namespace dies with the launcher.
+//!   status, and the whole namespace dies with the launcher; `rootfs` gives the command a
+//!   root of its own there.
 //!
 //! How it fails: a launch that cannot enforce its whole policy runs nothing and exits 126
 //! with a message on stderr; a kernel without what the config needs makes [`probe::decide`]
