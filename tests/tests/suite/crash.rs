@@ -45,19 +45,23 @@ pub(crate) fn out(dir: &Path) -> PathBuf {
 
 /// Writes `nightshift.toml` in `dir`: the test's database, `worker`, data under `dir/data`,
 /// commands sandboxed with [`out`] writable, and `body` (providers, agents, command tools).
-pub(crate) fn write_config(db: &TestDb, dir: &Path, worker: &str, body: &str) -> PathBuf {
-    std::fs::create_dir_all(out(dir)).unwrap();
-    let schema = db
-        .config
+/// `schema = "…"` for a `[database]` table, when the test's database has its own schema.
+pub(crate) fn schema_setting(db: &TestDb) -> String {
+    db.config
         .schema
         .as_deref()
-        .map(|s| format!("schema = {}\n", q(s)));
+        .map(|s| format!("schema = {}\n", q(s)))
+        .unwrap_or_default()
+}
+
+pub(crate) fn write_config(db: &TestDb, dir: &Path, worker: &str, body: &str) -> PathBuf {
+    std::fs::create_dir_all(out(dir)).unwrap();
     let text = format!(
         "[database]\nurl = {}\n{}\n[worker]\n{worker}\n\
          [server]\naddress = \"127.0.0.1:0\"\n\n[runtime]\ndata_dir = \"data\"\n\n\
          [sandbox]\nwrite = [{}]\n\n{body}",
         q(&db.config.url),
-        schema.unwrap_or_default(),
+        schema_setting(db),
         q(out(dir).to_str().unwrap()),
     );
     let path = dir.join("nightshift.toml");

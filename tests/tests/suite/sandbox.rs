@@ -30,12 +30,7 @@ const SIBLING_SECRET: &str = "sibling-run-notes-81d3";
 /// `nightshift.toml` in `d`: the test's database, data in `d/data`, `sandbox` as the
 /// `[sandbox]` table's body, then `body`.
 pub(crate) fn write_config(db: &TestDb, d: &Path, sandbox: &str, body: &str) -> PathBuf {
-    let schema = db
-        .config
-        .schema
-        .as_deref()
-        .map(|s| format!("schema = {}\n", q(s)))
-        .unwrap_or_default();
+    let schema = crate::crash::schema_setting(db);
     let text = format!(
         "[database]\nurl = {}\n{schema}\n[worker]\n{}\n[server]\naddress = \"127.0.0.1:0\"\n\n\
          [runtime]\ndata_dir = \"data\"\n\n[sandbox]\n{sandbox}\n\n{body}",

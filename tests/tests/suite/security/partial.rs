@@ -232,30 +232,7 @@ async fn no_run_of_8_passes(db: &TestDb) {
     serve.wait_exit(Duration::from_secs(20)).await;
 
     let mut sweep = Sweep::default();
-    sweep.add_database(db).await;
-    if let Some(file) = nightshift_runner::private::sqlite_file(&db.config.url) {
-        for suffix in ["", "-wal"] {
-            let p = format!("{}{suffix}", file.display());
-            if let Ok(bytes) = std::fs::read(&p) {
-                sweep.add(p, bytes);
-            }
-        }
-    }
-    // The data directory but the workspaces (what the commands themselves wrote).
-    for entry in std::fs::read_dir(dir.path().join("data"))
-        .unwrap()
-        .flatten()
-    {
-        let path = entry.path();
-        if path.file_name() == Some("workspaces".as_ref()) {
-            continue;
-        }
-        if path.is_dir() {
-            sweep.add_dir(&path);
-        } else {
-            sweep.add(path.display().to_string(), std::fs::read(&path).unwrap());
-        }
-    }
+    sweep.add_daemon_disk(db, &dir.path().join("data")).await;
     sweep.add("serve stderr", std::fs::read(&stderr).unwrap());
     for (what, body) in answers {
         sweep.add(format!("API answer to {what}"), body);

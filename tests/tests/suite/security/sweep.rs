@@ -54,6 +54,32 @@ impl Sweep {
         }
     }
 
+    /// What a daemon wrote on disk: the database (every row, and the SQLite file and its WAL
+    /// as bytes) and every file under `data_dir` but the workspaces, which hold what the
+    /// commands themselves wrote (they were given the secrets), not what the daemon wrote.
+    pub async fn add_daemon_disk(&mut self, db: &TestDb, data_dir: &Path) {
+        self.add_database(db).await;
+        if let Some(file) = nightshift_runner::private::sqlite_file(&db.config.url) {
+            for suffix in ["", "-wal"] {
+                let p = format!("{}{suffix}", file.display());
+                if let Ok(bytes) = std::fs::read(&p) {
+                    self.add(p, bytes);
+                }
+            }
+        }
+        for entry in std::fs::read_dir(data_dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.file_name() == Some("workspaces".as_ref()) {
+                continue;
+            }
+            if path.is_dir() {
+                self.add_dir(&path);
+            } else {
+                self.add(path.display().to_string(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+
     /// Every column of every row of every table of the test's database.
     pub async fn add_database(&mut self, db: &TestDb) {
         match db.backend {
