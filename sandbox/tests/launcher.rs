@@ -959,6 +959,18 @@ fn a_proxied_network_reaches_no_local_service_unless_granted() {
         "{}",
         text(&out)
     );
+    // A tunnel (CONNECT, as for HTTPS or any TCP a client tunnels) to the grant works too.
+    let tunnel = run_in(
+        &granted,
+        &l,
+        "sh",
+        &format!("curl -sS --noproxy '' --proxytunnel {url}"),
+    );
+    assert!(
+        String::from_utf8_lossy(&tunnel.stdout).contains("host-secret"),
+        "{}",
+        text(&tunnel)
+    );
     let env = run_in(&granted, &l, "sh", "echo $HTTPS_PROXY $NO_PROXY");
     assert_eq!(
         String::from_utf8_lossy(&env.stdout).trim(),
