@@ -407,10 +407,13 @@ pub(crate) fn init(rest: &[OsString]) -> ! {
 fn start_egress(json: &OsStr) -> Result<UnixStream, String> {
     let (ours, theirs) =
         UnixStream::pair().map_err(|e| format!("cannot make the proxy's channel: {e}"))?;
-    for end in [&ours, &theirs] {
+    let pass = |end: &UnixStream| {
         fcntl(end, FcntlArg::F_SETFD(FdFlag::empty()))
-            .map_err(|e| format!("cannot pass the proxy's channel: {e}"))?;
-    }
+            .map_err(|e| format!("cannot pass the proxy's channel: {e}"))
+    };
+    // Only the proxy's end goes to the proxy (so an init that ends without sending closes
+    // the channel for good); the init's end is made inheritable after.
+    pass(&ours)?;
     let spawned = Command::new(SELF_EXE)
         .arg(SUBCOMMAND)
         .arg(EGRESS_FLAG)
@@ -421,6 +424,7 @@ fn start_egress(json: &OsStr) -> Result<UnixStream, String> {
         .spawn();
     drop(ours);
     spawned.map_err(|e| format!("cannot start the egress proxy: {e}"))?;
+    pass(&theirs)?;
     Ok(theirs)
 }
 

@@ -971,6 +971,22 @@ fn a_proxied_network_reaches_no_local_service_unless_granted() {
         "{}",
         text(&tunnel)
     );
+    // The proxy's process ends with its command: none of this test's is left.
+    let workspace = l.workspace.display().to_string();
+    let left = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .filter(|c| c.contains("--egress") && c.contains(&workspace))
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while left() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(left(), 0, "an egress proxy outlived its command");
     let env = run_in(&granted, &l, "sh", "echo $HTTPS_PROXY $NO_PROXY");
     assert_eq!(
         String::from_utf8_lossy(&env.stdout).trim(),
