@@ -116,8 +116,16 @@ async fn serve_runs_sandboxed_commands_under_the_units_restrictions() {
     let (Some(unshare), Some(_)) = (required_tool("unshare"), required_tool("setpriv")) else {
         return;
     };
-    // Outside /tmp (the private /tmp hides it), on a path the unprivileged user can reach.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Outside /tmp (the private /tmp hides it), on a path the unprivileged user can reach:
+    // the build's own temp dir, or /var/tmp when the clone itself lies under /tmp.
+    let under_tmp = |p: &Path| p.starts_with("/tmp");
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let base = if under_tmp(base) {
+        Path::new("/var/tmp")
+    } else {
+        base
+    };
+    let dir = tempfile::tempdir_in(base).unwrap();
     let state = dir.path().join("state");
     std::fs::create_dir(&state).unwrap();
     std::os::unix::fs::chown(&state, Some(UID), Some(UID)).unwrap();
@@ -126,6 +134,15 @@ async fn serve_runs_sandboxed_commands_under_the_units_restrictions() {
         let open = std::fs::Permissions::from_mode(0o755);
         std::fs::set_permissions(dir.path(), open).unwrap();
     }
+    // The binary too, when the private /tmp would hide it (a clone under /tmp).
+    let bin = match nightshift_bin() {
+        built if under_tmp(&built) => {
+            let copy = dir.path().join("nightshift");
+            std::fs::copy(&built, &copy).unwrap();
+            copy
+        }
+        built => built,
+    };
     let port = free_port();
     let cfg = config(dir.path(), &state, port);
     let log_path = dir.path().join("serve.log");
@@ -142,7 +159,7 @@ async fn serve_runs_sandboxed_commands_under_the_units_restrictions() {
             ])
             .env("STATE", &state)
             .env("NS_UID", UID.to_string())
-            .env("NS_BIN", nightshift_bin())
+            .env("NS_BIN", &bin)
             .env("NS_CFG", &cfg)
             .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
             .env("RUST_LOG", "info,sqlx=warn")
