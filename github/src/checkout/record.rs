@@ -7,8 +7,11 @@
 //! workspace and never reads what a command could have written there to decide anything.
 //! Whether a workspace still holds the run's checkout is answered from this record instead:
 //! a file beside the daemon's staging directory (`<staging>.record`, out of every sandbox's
-//! reach) saying which commit was moved into which workspace directory (its device and
-//! inode, so a workspace deleted and made again is not taken for the checkout).
+//! reach) saying which commit was moved into which workspace directory: its device, inode
+//! and creation time, so a workspace deleted and made again is not taken for the checkout
+//! even when the file system hands out the same inode again (commands cannot replace the
+//! workspace directory itself, nor change its creation time). Where the file system keeps no
+//! creation time, the device and inode alone.
 //!
 //! Guarantees: a record is written (atomically: a temporary file, then a rename) only after a
 //! checkout's tree is wholly in the workspace, and removed before the daemon starts to
@@ -25,20 +28,28 @@ pub(super) fn path_for(staging: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// A workspace directory's identity: its device and inode.
-fn identity(dest: &Path) -> Option<(u64, u64)> {
+/// A workspace directory's identity: device, inode, creation time in nanoseconds (0 where
+/// the file system keeps none).
+type Identity = (u64, u64, u128);
+
+fn identity(dest: &Path) -> Option<Identity> {
     let meta = std::fs::symlink_metadata(dest).ok()?;
-    meta.is_dir().then(|| (meta.dev(), meta.ino()))
+    let born = meta
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    meta.is_dir().then(|| (meta.dev(), meta.ino(), born))
 }
 
 /// The record's text: the commit and the workspace's identity.
-fn render(commit: &str, (dev, ino): (u64, u64)) -> String {
-    format!("commit {commit}\nworkspace {dev}:{ino}\n")
+fn render(commit: &str, (dev, ino, born): Identity) -> String {
+    format!("commit {commit}\nworkspace {dev}:{ino}:{born}\n")
 }
 
-/// The commit a record's text names for the workspace `(dev, ino)`; `None` when it names
+/// The commit a record's text names for the workspace `identity`; `None` when it names
 /// another directory or is malformed.
-fn parse(text: &str, workspace: (u64, u64)) -> Option<String> {
+fn parse(text: &str, workspace: Identity) -> Option<String> {
     let mut commit = None;
     let mut held = None;
     for line in text.lines() {
@@ -47,8 +58,13 @@ fn parse(text: &str, workspace: (u64, u64)) -> Option<String> {
                 commit = Some(sha.to_ascii_lowercase())
             }
             Some(("workspace", id)) => {
-                let (dev, ino) = id.split_once(':')?;
-                held = Some((dev.parse().ok()?, ino.parse().ok()?));
+                let mut parts = id.split(':');
+                let (Some(dev), Some(ino), Some(born), None) =
+                    (parts.next(), parts.next(), parts.next(), parts.next())
+                else {
+                    return None;
+                };
+                held = Some((dev.parse().ok()?, ino.parse().ok()?, born.parse().ok()?));
             }
             _ => return None,
         }
@@ -100,14 +116,23 @@ mod tests {
 
     #[test]
     fn a_record_names_its_commit_for_its_workspace_only() {
-        let text = render(SHA, (7, 42));
-        assert_eq!(parse(&text, (7, 42)).as_deref(), Some(SHA));
-        assert_eq!(parse(&text, (7, 43)), None, "another directory");
-        assert_eq!(parse(&text.to_uppercase(), (7, 42)), None, "malformed keys");
-        assert_eq!(parse("commit main\nworkspace 7:42\n", (7, 42)), None);
-        assert_eq!(parse("workspace 7:42\n", (7, 42)), None, "no commit");
-        assert_eq!(parse(&format!("commit {SHA}\n"), (7, 42)), None);
-        assert_eq!(parse(&format!("{text}extra line\n"), (7, 42)), None);
+        let text = render(SHA, (7, 42, 9));
+        assert_eq!(parse(&text, (7, 42, 9)).as_deref(), Some(SHA));
+        assert_eq!(parse(&text, (7, 43, 9)), None, "another directory");
+        assert_eq!(parse(&text, (7, 42, 10)), None, "the same inode made again");
+        assert_eq!(
+            parse(&text.to_uppercase(), (7, 42, 9)),
+            None,
+            "malformed keys"
+        );
+        assert_eq!(parse("commit main\nworkspace 7:42:9\n", (7, 42, 9)), None);
+        assert_eq!(parse("workspace 7:42:9\n", (7, 42, 9)), None, "no commit");
+        assert_eq!(
+            parse(&format!("commit {SHA}\nworkspace 7:42\n"), (7, 42, 9)),
+            None
+        );
+        assert_eq!(parse(&format!("commit {SHA}\n"), (7, 42, 9)), None);
+        assert_eq!(parse(&format!("{text}extra line\n"), (7, 42, 9)), None);
     }
 
     #[test]
@@ -121,11 +146,17 @@ mod tests {
         assert!(holds(&staging, &dest, SHA));
         assert!(holds(&staging, &dest, &SHA.to_uppercase()));
         assert!(!holds(&staging, &dest, &"0".repeat(40)));
-        // Deleted and made again (a new inode): not the checkout any more. The old
-        // directory is kept while the new one is made, so the inode cannot be reused.
-        std::fs::rename(&dest, root.path().join("old")).unwrap();
+        // Deleted and made again: not the checkout any more, also when the file system
+        // reuses the inode (as ext4 does at once) — its creation time differs.
+        std::fs::remove_dir(&dest).unwrap();
         std::fs::create_dir(&dest).unwrap();
         assert!(!holds(&staging, &dest, SHA));
+        write(&staging, &dest, SHA).unwrap();
+        for _ in 0..20 {
+            std::fs::remove_dir(&dest).unwrap();
+            std::fs::create_dir(&dest).unwrap();
+            assert!(!holds(&staging, &dest, SHA), "made again");
+        }
         write(&staging, &dest, SHA).unwrap();
         forget(&staging).unwrap();
         assert!(!holds(&staging, &dest, SHA), "forgotten");
