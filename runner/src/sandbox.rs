@@ -328,20 +328,8 @@ impl Confinement {
             Network::Proxied if !self.pid_namespace => Network::On,
             other => other,
         };
-        let ports = match network {
-            Network::On => self.tcp_ports.clone().map(|mut ports| {
-                ports.extend(
-                    self.connect
-                        .iter()
-                        .filter_map(|g| nightshift_sandbox::egress::split_host_port(g))
-                        .map(|(_, port)| port),
-                );
-                ports
-            }),
-            _ => self.tcp_ports.clone(),
-        };
         let policy = Policy::standard(workspace, temp, &self.read, &self.write, network, self.abi)
-            .with_tcp_ports(ports)
+            .with_tcp_ports(self.tcp_ports.clone())
             .with_connect(self.connect.clone());
         if self.pid_namespace {
             policy.in_pid_namespace()

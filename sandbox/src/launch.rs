@@ -168,11 +168,21 @@ fn restrict(policy: &Policy) -> Result<(), String> {
             &[]
         }
         (Network::On, Some(ports)) => {
-            // Connecting is allowed to the listed ports only; binding stays allowed.
+            // Connecting is allowed to the listed ports and the grants' ports only (Landlock
+            // knows no addresses); binding stays allowed.
             ruleset = ruleset.handle_access(AccessNet::ConnectTcp).map_err(err)?;
             ports
         }
         _ => &[],
+    };
+    let granted_ports: Vec<u16> = match (policy.network, &policy.tcp_ports) {
+        (Network::On, Some(_)) => policy
+            .connect
+            .iter()
+            .filter_map(|g| crate::egress::split_host_port(g))
+            .map(|(_, port)| port)
+            .collect(),
+        _ => Vec::new(),
     };
     if abi_n >= 6 {
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(err)?;
@@ -192,7 +202,7 @@ fn restrict(policy: &Policy) -> Result<(), String> {
         };
         created = created.add_rule(rule).map_err(err)?;
     }
-    for port in tcp_ports {
+    for port in tcp_ports.iter().chain(&granted_ports) {
         created = created
             .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
             .map_err(err)?;

@@ -11,7 +11,7 @@
 //!   queues, semaphores and shared memory of its own, none of the host's) and, unless the
 //!   network is the host's, a network namespace; mounts private from here on, a fresh
 //!   `/proc` showing only the new pid namespace; for a proxied network, loopback up and the
-//!   egress proxy's listening socket handed to the supervisor ([`take_over`]); a root of the
+//!   egress proxy's listening sockets handed to the proxy's process ([`take_over`]); a root of the
 //!   command's own holding only what its policy shows ([`crate::rootfs`]); then a nested
 //!   user namespace that maps the caller's real uid and gid back (the command sees the ids
 //!   it has outside, and holds no capability over the pid, mount and network namespaces, so
@@ -84,8 +84,8 @@ pub(crate) fn enter() -> Result<(), String> {
 
 /// In pid 1 of the namespaces [`enter`] made: mount and IPC namespaces of its own (and a
 /// network namespace, unless `network` is the host's), a fresh `/proc`; with a proxied
-/// network, its loopback up and the proxy's listening socket made there and handed to the
-/// supervisor on `egress` (kept when there is none: the probe); the new root showing `shown`
+/// network, its loopback up and the proxy's listening sockets made there and handed to the
+/// proxy's process on `egress` (kept when there is none: the probe); the new root showing `shown`
 /// (the working directory is then `/`); then the nested user namespace that gives back the
 /// real uid and gid (read from this namespace's own maps).
 pub(crate) fn prepare_init(
@@ -170,7 +170,7 @@ fn loopback_up() -> Result<(), String> {
     Ok(())
 }
 
-/// Sends `listener` to the supervisor over `channel` (`SCM_RIGHTS`).
+/// Sends `listeners` to the proxy's process over `channel` (`SCM_RIGHTS`).
 fn hand_over(channel: &UnixStream, listeners: &[std::net::TcpListener]) -> Result<(), String> {
     let fds: Vec<i32> = listeners.iter().map(AsRawFd::as_raw_fd).collect();
     let message = [std::io::IoSlice::new(b"L")];

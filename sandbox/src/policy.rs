@@ -162,7 +162,8 @@ pub const DEVICES: [&str; 6] = [
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Network {
-    /// The daemon's network, as it is (TCP connects limited to [`Policy::tcp_ports`]).
+    /// The daemon's network, as it is (TCP connects limited to [`Policy::tcp_ports`] and the
+    /// ports of [`Policy::connect`]).
     #[default]
     On,
     /// A network namespace of its own: only a loopback interface, down. Nothing is reachable,
@@ -170,7 +171,8 @@ pub enum Network {
     Off,
     /// A network namespace of its own whose one way out is the launcher's egress proxy on
     /// its loopback ([`crate::egress`]): public addresses on [`Policy::tcp_ports`], and the
-    /// [`Policy::connect`] grants. Needs a pid namespace (the proxy runs in the supervisor).
+    /// [`Policy::connect`] grants. Needs a pid namespace (the proxy's process is started by
+    /// the launcher before it makes one).
     Proxied,
 }
 
@@ -201,7 +203,8 @@ pub struct Policy {
     #[serde(default)]
     pub tcp_ports: Option<Vec<u16>>,
     /// Proxied: `host:port` destinations reachable whatever their address (a test database
-    /// on loopback, a service on the private network).
+    /// on loopback, a service on the private network). On the host's network: their ports
+    /// are allowed besides [`Policy::tcp_ports`].
     #[serde(default)]
     pub connect: Vec<String>,
 }

@@ -841,6 +841,17 @@ fn with_the_network_on_tcp_reaches_only_the_listed_ports() {
         "{}",
         text(&allowed)
     );
+    // A `connect` grant's port is allowed too (Landlock knows ports, not addresses).
+    let granted = Policy::standard(&l.workspace, &l.temp, &[], &[], Network::On, abi())
+        .in_pid_namespace()
+        .with_tcp_ports(Some(vec![443]))
+        .with_connect(vec![format!("127.0.0.1:{port}")]);
+    let out = run_in(&Sandbox::new(LAUNCHER, granted), &l, "bash", &connect);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("connected"),
+        "{}",
+        text(&out)
+    );
     let listens = run_in(
         &limited(vec![]),
         &l,

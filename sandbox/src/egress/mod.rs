@@ -1,7 +1,7 @@
 //! The egress proxy of a command whose network is `on`: the command's network namespace has
-//! only its own loopback, where the launcher's init listens on [`PROXY_PORT`]; every
-//! connection accepted there is handed to the supervisor, outside, in the daemon's network,
-//! which serves it as an HTTP proxy (`CONNECT host:port` for HTTPS and any TCP protocol a
+//! only its own loopback, where the launcher's init listens on [`PROXY_PORT`] (and on each
+//! loopback grant, see [`loopback_forwards`]); those sockets are handed to the proxy's own
+//! process ([`run`]), outside, in the daemon's network, which serves them as an HTTP proxy (`CONNECT host:port` for HTTPS and any TCP protocol a
 //! client tunnels, absolute-form `GET http://…` for plain HTTP) under the policy's
 //! [`Rules`]. The command finds it through `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` (and
 //! their lower-case forms), set by the launcher; `NO_PROXY` keeps its own loopback direct.
