@@ -151,24 +151,7 @@ async fn no_secret_leaks(db: &TestDb) {
     };
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
     let api = format!("http://127.0.0.1:{port}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = serve.child.try_wait().unwrap() {
-            panic!(
-                "serve exited ({status}): {}",
-                std::fs::read_to_string(&stderr).unwrap_or_default()
-            );
-        }
-        let up = http.get(format!("{api}/healthz")).send().await;
-        if up.is_ok_and(|r| r.status().is_success()) {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the API did not answer within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    super::wait_until_serving(&mut serve, &http, &api, &stderr).await;
 
     // Run 1: commands print every form and cross every cut; the model's own inputs and text
     // carry secrets it was told (as a prompt injection would make it do).

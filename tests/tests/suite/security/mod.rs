@@ -16,3 +16,31 @@
 mod leaks;
 mod partial;
 pub mod sweep;
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::process::Proc;
+
+/// Waits up to 30 s for `serve` to answer `GET {api}/healthz`; fails with its stderr (the
+/// file at `stderr`) if it exits first.
+async fn wait_until_serving(serve: &mut Proc, http: &reqwest::Client, api: &str, stderr: &Path) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = serve.child.try_wait().unwrap() {
+            panic!(
+                "serve exited ({status}): {}",
+                std::fs::read_to_string(stderr).unwrap_or_default()
+            );
+        }
+        let up = http.get(format!("{api}/healthz")).send().await;
+        if up.is_ok_and(|r| r.status().is_success()) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the API did not answer within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
