@@ -93,6 +93,11 @@ pub enum RunEvent {
     /// A resume job delivered its reason (a wakeup, a message): `reminder` is appended to
     /// the conversation as a user message. At most once per job.
     Resumed { job_id: i64, reminder: String },
+    /// A message sent to the run (a webhook `resume` route) was taken into its log: by its own
+    /// resume job, or by the job already running the run (`job_id` is the message's job,
+    /// which ended in the same transaction). `text` goes to the model as a user message at
+    /// once, or, while tool calls lack results, right after their results. Once per message.
+    MessageReceived { job_id: i64, text: String },
     /// A background task of the run ended: `reminder` (how, and its last output) is
     /// appended to the conversation as a user message. Once per task.
     TaskEnded {
@@ -230,6 +235,7 @@ impl RunEvent {
             RunEvent::Compacted { .. } => "compacted",
             RunEvent::WakeupScheduled { .. } => "wakeup_scheduled",
             RunEvent::Resumed { .. } => "resumed",
+            RunEvent::MessageReceived { .. } => "message_received",
             RunEvent::TaskEnded { .. } => "task_ended",
             RunEvent::ApprovalRequested { .. } => "approval_requested",
             RunEvent::ApprovalDecided { .. } => "approval_decided",

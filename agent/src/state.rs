@@ -38,6 +38,9 @@ pub enum StateError {
     /// The event names a call the newest reply did not make, or one already answered.
     #[error("event {seq}: tool call {call_id} is not pending")]
     NotPending { seq: i64, call_id: String },
+    /// A message was taken into the run a second time.
+    #[error("event {seq}: the message of job {job_id} was already taken")]
+    MessageTakenTwice { seq: i64, job_id: i64 },
     /// A background task's end was reported a second time.
     #[error("event {seq}: task {task_id} was already reported")]
     TaskReportedTwice { seq: i64, task_id: String },
@@ -202,6 +205,12 @@ pub struct RunState {
     /// The newest resume job whose reason was delivered (each is delivered once).
     #[serde(default)]
     pub last_resumed_job: Option<i64>,
+    /// Messages taken into the run (by their resume jobs' ids): each is taken once.
+    #[serde(default)]
+    pub taken_messages: BTreeSet<i64>,
+    /// Messages taken while tool calls lacked results: they follow the results.
+    #[serde(default)]
+    pub held_messages: Vec<String>,
     /// The call of the newest reply that waits for a human's decision.
     #[serde(default)]
     pub awaiting_approval: Option<AwaitingApproval>,
@@ -385,6 +394,21 @@ impl RunState {
                 self.wakeup = None;
                 self.last_resumed_job = Some(*job_id);
             }
+            RunEvent::MessageReceived { job_id, text } => {
+                if !self.taken_messages.insert(*job_id) {
+                    return Err(StateError::MessageTakenTwice {
+                        seq,
+                        job_id: *job_id,
+                    });
+                }
+                if self.pending.is_empty() {
+                    // A message wakes a sleeping run: the model answers it instead.
+                    self.wakeup = None;
+                    self.messages.push(Message::user_text(text.clone()));
+                } else {
+                    self.held_messages.push(text.clone());
+                }
+            }
             RunEvent::TaskEnded {
                 task_id, reminder, ..
             } => {
@@ -498,6 +522,24 @@ impl RunState {
             role: Role::User,
             content,
         });
+        // Messages that came while the calls ran follow their results; one cancels a wakeup
+        // set in the same reply (the model answers the message first, and says so).
+        let held = std::mem::take(&mut self.held_messages);
+        if held.is_empty() {
+            return;
+        }
+        let cancelled = self.wakeup.take();
+        for text in held {
+            self.messages.push(Message::user_text(text));
+        }
+        if let Some(w) = cancelled {
+            self.messages.push(Message::user_text(format!(
+                "[These messages came while your tool calls ran, so the wakeup you set for {} \
+                 ({}) was cancelled; set it again if you still need it.]",
+                crate::wakeup::rfc3339(w.due_at),
+                w.reason
+            )));
+        }
     }
 
     /// The text of the newest assistant message.

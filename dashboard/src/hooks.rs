@@ -71,6 +71,7 @@ pub fn routes(hook: &Hook) -> Vec<RouteView> {
             kind: match r.kind {
                 RouteKind::Start => "start",
                 RouteKind::Resume => "resume",
+                RouteKind::Cancel => "cancel",
             },
             events: r
                 .events()

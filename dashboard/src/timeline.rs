@@ -305,6 +305,12 @@ pub fn build(run: &Run, jobs: &[Job], tasks: &[TaskView], events: &[Event]) -> V
                     }
                 }
             }
+            RunEvent::MessageReceived { job_id, text } => {
+                let mut it =
+                    Item::new(key, "prompt", "message", at, seq).fact("job", job_id.to_string());
+                it.body = Some(text);
+                items.push(it);
+            }
             RunEvent::TaskEnded {
                 task_id,
                 status,

@@ -203,7 +203,7 @@ async fn receive(
                 .into_response()
         }
         Ok(accepted) => {
-            let status = if accepted.redelivery || accepted.ping {
+            let status = if accepted.redelivery || accepted.ping || accepted.ignored {
                 StatusCode::OK
             } else {
                 StatusCode::ACCEPTED

@@ -92,7 +92,9 @@ pub fn render_parts(run_id: &str, seq: i64, event_type: &str, payload: &str) -> 
             "── {call_id} {} by {by}",
             if approved { "approved" } else { "denied" }
         )],
-        RunEvent::Resumed { reminder, .. } | RunEvent::TaskEnded { reminder, .. } => {
+        RunEvent::Resumed { reminder, .. }
+        | RunEvent::TaskEnded { reminder, .. }
+        | RunEvent::MessageReceived { text: reminder, .. } => {
             reminder.lines().map(|l| format!("» {l}")).collect()
         }
         RunEvent::ModelUnavailable { error, until, .. } => vec![format!(

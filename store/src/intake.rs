@@ -33,6 +33,8 @@ pub enum DeliveryWork {
     Start(NewRun),
     /// A resume job for a run found before (by its concurrency key).
     Resume(NewResume),
+    /// Cancels every unfinished run whose concurrency key is this one (none: nothing).
+    Cancel { key: String },
 }
 
 /// What a delivery records on its row once its work is enqueued (a JSON document the intake
@@ -102,6 +104,7 @@ pub(crate) async fn take_in<B: QueuePaths + WebhookStatements>(
             queue::enqueue_in::<B>(tx, row).await?
         }
         DeliveryWork::Resume(new) => queue::resume_in::<B>(tx, new, taking.now).await?,
+        DeliveryWork::Cancel { key } => queue::cancel_key_in::<B>(tx, key, taking.now).await?,
     };
     let record = (taking.record)(&enqueued);
     let hook = &taking.hook;
@@ -166,6 +169,14 @@ impl crate::Store {
                 crate::store::validate_job_options(&new.job)?;
                 false
             }
+            DeliveryWork::Cancel { key } => {
+                if key.is_empty() || key.len() > 255 {
+                    return Err(crate::Error::Invalid(
+                        "the key of the runs to cancel must be 1-255 bytes".into(),
+                    ));
+                }
+                false
+            }
         };
         let taking = Taking {
             hook: hook.to_string(),
@@ -187,6 +198,7 @@ impl crate::Store {
                 self.wake();
             }
             self.tell_ended(&e.superseded_idle).await;
+            self.tell_ended(&e.cancelled_idle).await;
         }
         Ok(taken)
     }

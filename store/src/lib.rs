@@ -35,6 +35,7 @@ pub mod clock;
 pub mod config;
 mod error;
 mod group;
+pub mod inbox;
 mod intake;
 mod intake_together;
 pub mod listing;
@@ -60,6 +61,7 @@ pub use batch::{ClaimRequest, RESCUE_INTERVAL, Settled};
 pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use config::{BackendKind, ConfigError, StoreConfig, Synchronous};
 pub use error::{Error, LeaseLostReason, Result};
+pub use inbox::QueuedMessage;
 pub use intake::{DeliveryRecord, DeliveryTaken, DeliveryWork};
 pub use listing::{LaneCount, LeaseRow, QueueOverview, RunFilter, RunPage, RunSummary};
 pub use model::{

@@ -328,6 +328,11 @@ pub struct Enqueued {
     /// Of `superseded`, those no job of which was running: their end is this enqueue's alone
     /// (a running one's job still stops, and the end is told of where that job stops).
     pub superseded_idle: Vec<String>,
+    /// The runs a cancelling delivery cancelled (`DeliveryWork::Cancel`; `run_id` is then
+    /// empty): each is `cancelled` now, or its running job stops at its next heartbeat.
+    pub cancelled: Vec<String>,
+    /// Of `cancelled`, those no job of which was running (ended by this delivery alone).
+    pub cancelled_idle: Vec<String>,
 }
 
 /// Why a run resumes: the payload of a `resume` job, read by the agent runtime, which tells

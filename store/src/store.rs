@@ -712,7 +712,12 @@ impl LeasedJob {
         Ok(parked)
     }
 
-    fn event<'a>(&self, event_type: &'a str, payload: &'a str, now: Millis) -> EventRow<'a> {
+    pub(crate) fn event<'a>(
+        &self,
+        event_type: &'a str,
+        payload: &'a str,
+        now: Millis,
+    ) -> EventRow<'a> {
         EventRow {
             job_id: self.job.id,
             token: self.token,

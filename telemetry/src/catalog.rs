@@ -111,6 +111,7 @@ pub const HOOK_OUTCOMES: &[&str] = &[
     "no_run",
     "error",
     "ping",
+    "ignored",
 ];
 /// What one attempt at a run notice did to its delivery.
 pub const NOTIFY_STATUSES: &[&str] = &["delivered", "retrying", "dead"];

@@ -25,6 +25,7 @@ use crate::wakeup;
 
 mod approvals;
 mod background;
+mod inbox;
 mod metrics;
 mod opening;
 mod outage;
@@ -134,6 +135,11 @@ impl Handler for AgentRuntime {
     async fn handle(&self, ctx: JobContext) -> JobOutcome {
         let (mut seen, mut trace) = (None, None);
         let outcome = self.outcome(&ctx, &mut seen, &mut trace).await;
+        if seen.is_none() && trace.is_none() {
+            // The run had already ended (or could not be read): its end was told of by
+            // whoever ended it, and nothing of this job is counted.
+            return redact::outcome(&self.redactor, outcome);
+        }
         if matches!(outcome, JobOutcome::Done(_)) {
             self.tools.run_ended(&ctx.lease.job().run_id).await;
         }
@@ -246,6 +252,10 @@ impl AgentRuntime {
             .run(run_id)
             .await?
             .ok_or_else(|| Stop::Corrupt(format!("run {run_id} is missing")))?;
+        if run.status.is_terminal() {
+            // A job of a run that ended while it was queued: the run ended once, by another.
+            return inbox::leftover(&ctx.lease, &run).await;
+        }
         *seen = Some(metrics::Seen::of(
             &run,
             self.agents.contains_key(&run.agent),
@@ -279,6 +289,7 @@ impl AgentRuntime {
             started_at: run.started_at,
             state: opening::load_state(store, run_id).await?,
             compacted_for_overflow: false,
+            inbox_closed: false,
             redactor: &self.redactor,
             context: run
                 .context
@@ -316,6 +327,13 @@ impl AgentRuntime {
                     .await;
             }
             if let Step::Finish(end) = step {
+                if matches!(end, RunEnd::Succeeded { .. })
+                    && s.state.ending.is_none()
+                    && !s.ctx.cancel.is_cancelled()
+                    && s.take_messages().await?
+                {
+                    continue; // the model answers them first
+                }
                 match self.end_turn(s, end).await? {
                     Some(outcome) => return Ok(outcome),
                     None => continue,
@@ -346,6 +364,12 @@ impl AgentRuntime {
                 TaskCheck::Quiet => {}
             }
         }
+        if s.state.ending.is_none()
+            && matches!(end, RunEnd::Succeeded { .. })
+            && !s.close_inbox_for_success().await?
+        {
+            return Ok(None); // a message came meanwhile: the loop takes it
+        }
         s.finish(end).await.map(Some)
     }
 
@@ -364,6 +388,9 @@ impl AgentRuntime {
                 }
             },
             Step::Sleep(w) => {
+                if s.take_messages().await? {
+                    return Ok(None); // a message cut the sleep short
+                }
                 s.checkpoint().await?;
                 return Ok(Some(JobOutcome::Park {
                     until: w.due_at,
@@ -400,6 +427,7 @@ impl AgentRuntime {
     /// `Step::CallModel`: ended tasks reported, budgets checked, the conversation compacted
     /// when it must be, then the call.
     async fn model_step(&self, s: &mut Session<'_>) -> Result<Option<JobOutcome>, Stop> {
+        s.take_messages().await?;
         if tasks::may_start_tasks(&s.agent.config) {
             s.report_ended_tasks().await?;
         }

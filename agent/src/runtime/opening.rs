@@ -30,11 +30,22 @@ pub(super) fn reminder_for(
     let due = kind == JobKind::Resume
         && state.through_seq > 0
         && state.ending.is_none()
-        && state.last_resumed_job != Some(job_id);
+        && state.last_resumed_job != Some(job_id)
+        && !state.taken_messages.contains(&job_id);
     if due {
         resume_reminder(payload, state, now)
     } else {
         None
+    }
+}
+
+/// The text a message (a resume job's `payload`) reaches the model as, in `state`: the
+/// message, and when it cut a wakeup short, which one. `None` for a payload that is not a
+/// message.
+pub(super) fn message_text(payload: &str, state: &RunState, now: i64) -> Option<String> {
+    match ResumeReason::from_payload(payload) {
+        Some(ResumeReason::Message { .. }) => resume_reminder(payload, state, now),
+        _ => None,
     }
 }
 
@@ -199,18 +210,40 @@ impl AgentRuntime {
             return Ok(None);
         };
         let job_id = job.id;
+        if matches!(
+            ResumeReason::from_payload(&job.payload),
+            Some(ResumeReason::Message { .. })
+        ) {
+            // A message is taken now, whatever runs: while calls lack results it follows
+            // their results (also after an approval this run still waits for).
+            s.log(RunEvent::MessageReceived {
+                job_id,
+                text: reminder,
+            })
+            .await?;
+            return self.recover_calls(s).await;
+        }
+        if let Some(outcome) = self.recover_calls(s).await? {
+            return Ok(Some(outcome));
+        }
+        s.log(RunEvent::Resumed { job_id, reminder }).await?;
+        Ok(None)
+    }
+
+    /// Runs the calls a dead worker left without results, before anything else is told to
+    /// the model. Returns the job's outcome when that ended it (the run was cancelled, or a
+    /// call awaits approval).
+    async fn recover_calls(&self, s: &mut Session<'_>) -> Result<Option<JobOutcome>, Stop> {
         if !s.state.pending.is_empty() {
             // A reminder never lands between a tool call and its result.
             match self.run_tools(s).await? {
                 ToolsEnd::Done => {}
                 ToolsEnd::Refused => return s.finish(RunEnd::Cancelled).await.map(Some),
                 ToolsEnd::AwaitApproval { call_id, until } => {
-                    tracing::warn!(run_id = %s.run_id, "a resume arrived while a call awaits approval; it is delivered after the decision only if sent again");
                     return s.await_approval(call_id, until).await.map(Some);
                 }
             }
         }
-        s.log(RunEvent::Resumed { job_id, reminder }).await?;
         Ok(None)
     }
 }

@@ -22,6 +22,8 @@ pub(super) struct Session<'a> {
     pub(super) started_at: Option<i64>,
     pub(super) state: RunState,
     pub(super) compacted_for_overflow: bool,
+    /// Whether this job closed the run's inbox (it is ending; see `inbox.rs`).
+    pub(super) inbox_closed: bool,
     /// Every event is redacted with it before it is logged or folded into the state.
     pub(super) redactor: &'a nightshift_tools::Redactor,
     /// The run's stored context (what started it), for its tools.
@@ -96,6 +98,7 @@ impl Session<'_> {
     /// Logs the end, checkpoints, and returns the outcome that completes the run.
     pub(super) async fn finish(&mut self, end: RunEnd) -> Result<JobOutcome, Stop> {
         if self.state.ending.is_none() {
+            self.close_inbox().await?;
             let mut event = Ending::of(&end).event();
             if end == RunEnd::Cancelled
                 && let Some(run) = self.ctx.lease.store().run(&self.run_id).await?

@@ -52,6 +52,22 @@ pub struct HookConfig {
     /// `[[hooks.routes]]`: the first route that matches a delivery decides what it enqueues.
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
+    /// What a delivery no route takes is answered: `refuse` (default, 422) or `ignore` (200,
+    /// `"ignored": true`, for senders such as GitHub that send every action of a subscribed
+    /// event and show a 422 as a failed delivery).
+    #[serde(default)]
+    pub unmatched: Unmatched,
+}
+
+/// How a hook answers a delivery that no route takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unmatched {
+    /// 422, saying no route matches (logged and counted as `unmatched`).
+    #[default]
+    Refuse,
+    /// 200 with `"ignored": true`, nothing enqueued or recorded (counted as `ignored`).
+    Ignore,
 }
 
 fn default_max_body() -> usize {
@@ -178,6 +194,9 @@ pub enum RouteKind {
     /// A new message (the rendered `prompt`) for the newest unfinished run whose concurrency
     /// key is the rendered `run_key`.
     Resume,
+    /// Cancels every unfinished run whose concurrency key is the rendered `run_key` (a
+    /// closed pull request stops its review); nothing when none is unfinished.
+    Cancel,
 }
 
 /// What to do while an earlier run holds the concurrency key (the store applies it).
@@ -204,14 +223,15 @@ pub struct RouteConfig {
     /// or `path = [a, b]` (one of). Nested tables are paths too (`pull_request.draft = false`).
     #[serde(default, rename = "match")]
     pub conditions: serde_json::Map<String, serde_json::Value>,
-    /// `start` (default) or `resume`.
+    /// `start` (default), `resume` or `cancel`.
     #[serde(default)]
     pub kind: RouteKind,
     /// `start`: the agent to run.
     #[serde(default)]
     pub agent: Option<String>,
     /// Template of the prompt (`start`) or message (`resume`). Nightshift appends a line
-    /// `[webhook <hook> delivery=<id> event=<event>]` to it.
+    /// `[webhook <hook> delivery=<id> event=<event>]` to it. Not for `cancel`.
+    #[serde(default)]
     pub prompt: String,
     /// Template of the idempotency key. Default `webhook:<hook>:<route>:<delivery id>`.
     #[serde(default)]
@@ -231,7 +251,8 @@ pub struct RouteConfig {
     /// `start`: the priority (higher runs first).
     #[serde(default)]
     pub priority: Option<i64>,
-    /// `resume`: template of the key of the run to continue (its concurrency key).
+    /// `resume`: template of the key of the run to continue (its concurrency key); `cancel`:
+    /// of the key whose unfinished runs are cancelled.
     #[serde(default)]
     pub run_key: Option<String>,
 }

@@ -2,7 +2,7 @@
 //!
 //! The decisions are pure functions of the hook, the headers and the body — [`parse`] (step
 //! 2), [`pick_route`] (step 3), [`plan_enqueue`] (the request step 4 checks and step 5
-//! enqueues), [`refusal`] (what a refused enqueue leaves behind), [`route_run`] (the record
+//! enqueues), [`refusal`] (what a refused enqueue leaves behind), [`route_runs`] (the record
 //! step 5 writes) and [`answer`] (step 6's reply) — and the I/O that carries them out
 //! ([`deliver`]: verify, check, claim, enqueue, record; look up a delivery it would not take)
 //! only calls them in order. So a redelivery decides exactly what the first delivery decided,
@@ -48,6 +48,8 @@ pub(crate) struct Delivery {
 pub(crate) enum Routed<'h> {
     /// GitHub's `ping` that no route takes: answered 200, nothing enqueued.
     Ping,
+    /// A delivery no route takes, on a hook that ignores those: answered 200.
+    Ignored,
     /// The first matching route, with its templates rendered for this delivery.
     Take(&'h CompiledRoute, Rendered),
 }
@@ -57,6 +59,10 @@ pub(crate) enum Routed<'h> {
 pub(crate) enum Enqueue {
     Start(RunRequest),
     Resume(ResumeRequest),
+    /// Cancel the unfinished runs of this concurrency key.
+    Cancel {
+        key: String,
+    },
 }
 
 /// Takes one delivery to `hook`: checks it, routes it and enqueues what its route says (see
@@ -71,6 +77,7 @@ pub async fn deliver(
     let result = deliver_inner(intake, hook, header, body).await;
     let outcome = match &result {
         Ok(a) if a.ping => DeliveryOutcome::Ping,
+        Ok(a) if a.ignored => DeliveryOutcome::Ignored,
         Ok(a) if a.redelivery => DeliveryOutcome::Duplicate,
         Ok(_) => DeliveryOutcome::Accepted,
         Err(e) => {
@@ -103,19 +110,24 @@ async fn deliver_inner(
     // finds its row done and answers from it. Only a delivery these steps would not take
     // looks its row up first, so one done before is still answered as a redelivery.
     let (route, work) = match route_and_check(intake, hook, &d).await {
-        Ok(Some(taken)) => taken,
+        Ok(Ok(taken)) => taken,
         not_taken => {
             if let Some(done) = done_before(store, hook, &d).await? {
                 return answer(hook, &d, done.runs.as_deref(), true);
             }
-            // Not done before: GitHub's `ping` is answered, a refusal returned.
-            return not_taken.map(|_| ping_answer(hook, d));
+            // Not done before: GitHub's `ping` or an ignored delivery is answered, a
+            // refusal returned.
+            return match not_taken {
+                Ok(Err(untaken)) => Ok(untaken_answer(hook, d, untaken)),
+                Ok(Ok(_)) => unreachable!("a taken delivery is matched above"),
+                Err(refused) => Err(refused),
+            };
         }
     };
     let record: DeliveryRecord = {
         let (name, kind) = (route.name.clone(), route.kind);
         Arc::new(move |enqueued: &Enqueued| {
-            let runs = vec![run_of(&name, kind, enqueued.clone())];
+            let runs = runs_of(&name, kind, enqueued.clone());
             serde_json::to_string(&runs).expect("runs serialise")
         })
     };
@@ -132,23 +144,35 @@ async fn deliver_inner(
     }
 }
 
+/// What a delivery no route takes is answered with instead of a refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Untaken {
+    Ping,
+    Ignored,
+}
+
 /// Steps 3 and 4: the route that takes `d` and the work it enqueues, checked by the intake;
-/// `None` for GitHub's `ping` that no route takes.
+/// `Err(untaken)` for GitHub's `ping` or an ignored delivery that no route takes.
 async fn route_and_check<'h>(
     intake: &Intake,
     hook: &'h Hook,
     d: &Delivery,
-) -> Result<Option<(&'h CompiledRoute, DeliveryWork)>, Refused> {
+) -> Result<Result<(&'h CompiledRoute, DeliveryWork), Untaken>, Refused> {
     let (route, rendered) = match pick_route(hook, d)? {
-        Routed::Ping => return Ok(None),
+        Routed::Ping => return Ok(Err(Untaken::Ping)),
+        Routed::Ignored => return Ok(Err(Untaken::Ignored)),
         Routed::Take(route, rendered) => (route, rendered),
     };
     let work = match plan_enqueue(hook, route, d, rendered) {
         Enqueue::Start(req) => intake.check_run(&req).map(DeliveryWork::Start),
         Enqueue::Resume(req) => intake.check_resume(req).await.map(DeliveryWork::Resume),
+        Enqueue::Cancel { key } if key.is_empty() || key.len() > 255 => Err(IntakeError::Invalid(
+            "the rendered run_key must be 1-255 bytes".into(),
+        )),
+        Enqueue::Cancel { key } => Ok(DeliveryWork::Cancel { key }),
     }
     .map_err(|e| refusal(route, e))?;
-    Ok(Some((route, work)))
+    Ok(Ok((route, work)))
 }
 
 /// For a delivery that steps 3 and 4 would not take: its row when it was done before, with
@@ -168,15 +192,27 @@ async fn done_before(
 
 /// Step 6's answer for a delivery whose run was enqueued and recorded.
 fn accepted(hook: &Hook, route: &CompiledRoute, d: Delivery, enqueued: Enqueued) -> Accepted {
-    let runs = vec![route_run(route, enqueued)];
-    tracing::info!(hook = %hook.name, delivery = %d.id, event = %d.event, route = %route.name,
-                   run_id = %runs[0].run_id, duplicate = runs[0].duplicate, "webhook delivery accepted");
+    let runs = route_runs(route, enqueued);
+    match runs.first() {
+        Some(first) if route.kind != RouteKind::Cancel => {
+            tracing::info!(hook = %hook.name, delivery = %d.id, event = %d.event,
+                           route = %route.name, run_id = %first.run_id,
+                           duplicate = first.duplicate, "webhook delivery accepted");
+        }
+        _ => {
+            let cancelled: Vec<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
+            tracing::info!(hook = %hook.name, delivery = %d.id, event = %d.event,
+                           route = %route.name, cancelled = ?cancelled,
+                           "webhook delivery accepted: runs cancelled");
+        }
+    }
     Accepted {
         hook: hook.name.clone(),
         delivery: d.id,
         event: d.event,
         redelivery: false,
         ping: false,
+        ignored: false,
         challenge: None,
         runs,
     }
@@ -231,6 +267,11 @@ pub(crate) fn pick_route<'h>(hook: &'h Hook, d: &Delivery) -> Result<Routed<'h>,
         if hook.scheme == SignatureScheme::Github && d.event == "ping" {
             // GitHub pings a webhook when it is added; a 422 would show the setup as broken.
             return Ok(Routed::Ping);
+        }
+        if hook.unmatched == super::config::Unmatched::Ignore {
+            tracing::debug!(hook = %hook.name, event = %d.event, delivery = %d.id,
+                            "no route takes this delivery; ignored");
+            return Ok(Routed::Ignored);
         }
         return Err(Refused::Unmatched(format!(
             "no route of hook '{}' matches event '{}' with this payload (routes: {}); \
@@ -288,6 +329,9 @@ pub(crate) fn plan_enqueue(
             }
             Enqueue::Start(req)
         }
+        RouteKind::Cancel => Enqueue::Cancel {
+            key: rendered.run_key.unwrap_or_default(),
+        },
         RouteKind::Resume => Enqueue::Resume(ResumeRequest {
             run_key: rendered.run_key.unwrap_or_default(),
             message: prompt,
@@ -338,18 +382,40 @@ pub(crate) fn refusal(route: &CompiledRoute, e: IntakeError) -> Refused {
     }
 }
 
-/// The run a delivery made, as recorded and answered.
-pub(crate) fn route_run(route: &CompiledRoute, enqueued: Enqueued) -> RouteRun {
-    run_of(&route.name, route.kind, enqueued)
+/// The runs a delivery made, as recorded and answered.
+pub(crate) fn route_runs(route: &CompiledRoute, enqueued: Enqueued) -> Vec<RouteRun> {
+    runs_of(&route.name, route.kind, enqueued)
 }
 
 /// The run a delivery to route `name` of `kind` made.
+/// The runs a delivery of route `name` made, as recorded and answered: the one it enqueued,
+/// or, for a cancel route, one entry per run it cancelled (none when none was unfinished).
+fn runs_of(name: &str, kind: RouteKind, enqueued: Enqueued) -> Vec<RouteRun> {
+    if kind != RouteKind::Cancel {
+        return vec![run_of(name, kind, enqueued)];
+    }
+    enqueued
+        .cancelled
+        .into_iter()
+        .map(|run_id| RouteRun {
+            route: name.to_string(),
+            kind: "cancel".into(),
+            run_id,
+            job_id: 0,
+            duplicate: false,
+            skipped: false,
+            superseded: Vec::new(),
+        })
+        .collect()
+}
+
 fn run_of(name: &str, kind: RouteKind, enqueued: Enqueued) -> RouteRun {
     RouteRun {
         route: name.to_string(),
         kind: match kind {
             RouteKind::Start => "start".into(),
             RouteKind::Resume => "resume".into(),
+            RouteKind::Cancel => "cancel".into(),
         },
         run_id: enqueued.run_id,
         job_id: enqueued.job_id,
@@ -378,6 +444,7 @@ pub(crate) fn answer(
         event: d.event.clone(),
         redelivery,
         ping: false,
+        ignored: false,
         challenge: None,
         runs,
     })
@@ -390,18 +457,20 @@ fn challenge_answer(hook: &Hook, challenge: String) -> Accepted {
         event: "url_verification".into(),
         redelivery: false,
         ping: true,
+        ignored: false,
         challenge: Some(challenge),
         runs: Vec::new(),
     }
 }
 
-fn ping_answer(hook: &Hook, d: Delivery) -> Accepted {
+fn untaken_answer(hook: &Hook, d: Delivery, untaken: Untaken) -> Accepted {
     Accepted {
         hook: hook.name.clone(),
         delivery: d.id,
         event: d.event,
         redelivery: false,
-        ping: true,
+        ping: untaken == Untaken::Ping,
+        ignored: untaken == Untaken::Ignored,
         challenge: None,
         runs: Vec::new(),
     }

@@ -158,6 +158,38 @@ fn an_untaken_github_ping_is_answered_and_anything_else_unmatched_is_refused() {
 }
 
 #[test]
+fn a_hook_that_ignores_unmatched_deliveries_answers_them_without_a_refusal() {
+    let h = hook(
+        json!({"name": "gh", "signature": "github", "secret_env": "S",
+        "unmatched": "ignore",
+        "routes": [{"name": "r", "event": "pull_request", "match": {"action": "opened"},
+                    "agent": "a", "prompt": "p"}]}),
+    );
+    assert!(matches!(
+        pick_route(
+            &h,
+            &delivery("d", "pull_request", json!({"action": "labeled"}))
+        ),
+        Ok(Routed::Ignored)
+    ));
+    assert!(matches!(
+        pick_route(&h, &delivery("d", "ping", json!({}))),
+        Ok(Routed::Ping)
+    ));
+    assert!(matches!(
+        pick_route(
+            &h,
+            &delivery("d", "pull_request", json!({"action": "opened"}))
+        ),
+        Ok(Routed::Take(..))
+    ));
+    let bad: Result<super::super::HookConfig, _> = serde_json::from_value(json!({
+        "name": "gh", "signature": "github", "secret_env": "S", "unmatched": "drop"}));
+    let err = bad.unwrap_err().to_string();
+    assert!(err.contains("refuse") && err.contains("ignore"), "{err}");
+}
+
+#[test]
 fn a_template_that_fails_on_the_payload_is_invalid() {
     let h = github(start_route());
     let err = pick_route(&h, &delivery("d", "push", json!({}))).unwrap_err();
@@ -170,7 +202,7 @@ fn a_template_that_fails_on_the_payload_is_invalid() {
 fn take<'h>(h: &'h Hook, d: &Delivery) -> (&'h CompiledRoute, Rendered) {
     match pick_route(h, d).unwrap() {
         Routed::Take(route, rendered) => (route, rendered),
-        Routed::Ping => panic!("ping"),
+        Routed::Ping | Routed::Ignored => panic!("not taken"),
     }
 }
 
@@ -227,7 +259,7 @@ fn a_refusal_names_the_route_and_keeps_store_errors_as_they_are() {
 #[test]
 fn the_recorded_run_answers_a_redelivery_as_duplicates() {
     let h = github(start_route());
-    let run = route_run(
+    let run = route_runs(
         &h.routes[0],
         Enqueued {
             run_id: "run-1".into(),
@@ -236,8 +268,11 @@ fn the_recorded_run_answers_a_redelivery_as_duplicates() {
             skipped: false,
             superseded: vec!["run-0".into()],
             superseded_idle: vec!["run-0".into()],
+            cancelled: Vec::new(),
+            cancelled_idle: Vec::new(),
         },
-    );
+    )
+    .remove(0);
     assert_eq!((run.kind.as_str(), run.job_id), ("start", 9));
     let recorded = serde_json::to_string(std::slice::from_ref(&run)).unwrap();
     let d = delivery("d", "push", json!({}));

@@ -100,6 +100,7 @@ pub struct Counters {
     pub no_run: AtomicU64,
     pub error: AtomicU64,
     pub ping: AtomicU64,
+    pub ignored: AtomicU64,
 }
 
 /// The outcome a counter counts.
@@ -115,6 +116,8 @@ pub enum DeliveryOutcome {
     Error,
     /// GitHub's `ping` (sent when a webhook is added), answered without enqueuing.
     Ping,
+    /// No route takes it and the hook ignores such deliveries (`unmatched = "ignore"`).
+    Ignored,
 }
 
 impl DeliveryOutcome {
@@ -130,6 +133,7 @@ impl DeliveryOutcome {
             DeliveryOutcome::NoRun => "no_run",
             DeliveryOutcome::Error => "error",
             DeliveryOutcome::Ping => "ping",
+            DeliveryOutcome::Ignored => "ignored",
         }
     }
 }
@@ -147,6 +151,7 @@ impl Counters {
             DeliveryOutcome::NoRun => &self.no_run,
             DeliveryOutcome::Error => &self.error,
             DeliveryOutcome::Ping => &self.ping,
+            DeliveryOutcome::Ignored => &self.ignored,
         };
         c.fetch_add(1, Ordering::Relaxed);
     }
@@ -163,6 +168,7 @@ impl Counters {
             (&self.no_run, &other.no_run),
             (&self.error, &other.error),
             (&self.ping, &other.ping),
+            (&self.ignored, &other.ignored),
         ] {
             to.fetch_add(from.load(Ordering::Relaxed), Ordering::Relaxed);
         }
@@ -181,6 +187,7 @@ impl Counters {
             ("no_run", get(&self.no_run)),
             ("error", get(&self.error)),
             ("ping", get(&self.ping)),
+            ("ignored", get(&self.ignored)),
         ])
     }
 }
@@ -195,6 +202,8 @@ pub struct Hook {
     delivery_source: FieldSource,
     event_source: Option<FieldSource>,
     routes: Vec<CompiledRoute>,
+    /// How a delivery no route takes is answered.
+    pub unmatched: config::Unmatched,
     pub counters: Counters,
     /// The deliveries this process is taking now (copies of one wait for each other).
     in_flight: in_flight::InFlight,
@@ -282,6 +291,7 @@ impl HookSet {
                 })?,
                 event_source: c.event_source(),
                 routes,
+                unmatched: c.unmatched,
                 counters: Counters::default(),
                 in_flight: in_flight::InFlight::default(),
             };
@@ -356,6 +366,10 @@ pub struct Accepted {
     /// enqueued or recorded.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub ping: bool,
+    /// True when no route takes it and the hook ignores such deliveries
+    /// (`unmatched = "ignore"`): authentic, answered 200, nothing enqueued or recorded.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ignored: bool,
     /// Slack's `url_verification` handshake (sent when an Events API URL is set): the
     /// challenge to echo back. Authentic, nothing enqueued or recorded.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -21,12 +21,44 @@ use super::error::{ConfigError, RenderError};
 use nightshift_store::ConcurrencyPolicy;
 
 /// One condition on the body.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 enum Condition {
     /// The value at the path equals this one.
     Eq(Json),
     /// The value at the path equals one of these.
     In(Vec<Json>),
+    /// The value at the path is a string holding this text (`{ contains = "@bot" }`).
+    Contains(String),
+    /// The value at the path is a string this regular expression finds a match in
+    /// (`{ matches = "(?i)^/review\\b" }`).
+    Matches(regex::Regex),
+}
+
+/// The operators a `match` table may hold instead of a value: `path = { contains = "…" }`.
+const OPERATORS: [&str; 2] = ["contains", "matches"];
+
+/// The operator condition of a one-key table whose key is an operator, if it is one.
+fn operator(
+    map: &serde_json::Map<String, Json>,
+    key: &str,
+) -> Option<Result<Condition, ConfigError>> {
+    let (op, value) = map.iter().next().filter(|_| map.len() == 1)?;
+    if !OPERATORS.contains(&op.as_str()) {
+        return None;
+    }
+    let at = format!("{key}.{op}");
+    let Some(text) = value.as_str().filter(|t| !t.is_empty()) else {
+        return Some(Err(ConfigError::value(
+            at,
+            "must be a non-empty string, e.g. contains = \"@nightshift-bot\"",
+        )));
+    };
+    Some(match op.as_str() {
+        "contains" => Ok(Condition::Contains(text.to_string())),
+        _ => regex::Regex::new(text)
+            .map(Condition::Matches)
+            .map_err(|e| ConfigError::value(at, format!("is not a regular expression: {e}"))),
+    })
 }
 
 /// A validated route with its templates compiled.
@@ -72,7 +104,10 @@ fn flatten(
             format!("{prefix}.{key}")
         };
         match value {
-            Json::Object(inner) => flatten(&path, inner, out, at)?,
+            Json::Object(inner) => match operator(inner, &format!("{at}.match.{path}")) {
+                Some(cond) => out.push((path, cond?)),
+                None => flatten(&path, inner, out, at)?,
+            },
             Json::Array(items) => {
                 if items.is_empty() || items.iter().any(|i| i.is_object() || i.is_array()) {
                     return Err(ConfigError::table(
@@ -133,6 +168,12 @@ impl CompiledRoute {
             ("lane", route.lane.is_some()),
             ("priority", route.priority.is_some()),
         ];
+        if route.kind != RouteKind::Cancel && route.prompt.trim().is_empty() {
+            return Err(ConfigError::value(
+                key("prompt"),
+                "is missing: the template of the prompt (start) or message (resume)",
+            ));
+        }
         let policy = match route.kind {
             RouteKind::Start => {
                 if route.agent.is_none() {
@@ -177,6 +218,35 @@ impl CompiledRoute {
                     (PolicyName::Supersede, None) => ConcurrencyPolicy::Supersede,
                 }
             }
+            RouteKind::Cancel => {
+                if let Some((name, _)) = start_only.iter().find(|(_, set)| *set) {
+                    return Err(ConfigError::value(
+                        key(name),
+                        "applies only to kind = \"start\"; a cancel route cancels the runs \
+                         whose concurrency key is run_key",
+                    ));
+                }
+                for (name, set) in [
+                    ("prompt", !route.prompt.is_empty()),
+                    ("idempotency_key", route.idempotency_key.is_some()),
+                ] {
+                    if set {
+                        return Err(ConfigError::value(
+                            key(name),
+                            "applies only to kinds \"start\" and \"resume\"; a cancel route \
+                             enqueues nothing",
+                        ));
+                    }
+                }
+                if route.run_key.is_none() {
+                    return Err(ConfigError::value(
+                        key("run_key"),
+                        "is missing: a cancel route cancels every unfinished run whose \
+                         concurrency key is run_key",
+                    ));
+                }
+                ConcurrencyPolicy::Queue
+            }
             RouteKind::Resume => {
                 if let Some((name, _)) = start_only.iter().find(|(_, set)| *set) {
                     return Err(ConfigError::value(
@@ -198,7 +268,7 @@ impl CompiledRoute {
         let mut templates = Environment::new();
         templates.set_undefined_behavior(UndefinedBehavior::Strict);
         let sources = [
-            Some(&route.prompt),
+            Some(&route.prompt).filter(|p| !p.is_empty()),
             route.idempotency_key.as_ref(),
             route.concurrency_key.as_ref(),
             route.run_key.as_ref(),
@@ -262,6 +332,8 @@ impl CompiledRoute {
             match cond {
                 Condition::Eq(want) => same(v, want),
                 Condition::In(list) => list.iter().any(|want| same(v, want)),
+                Condition::Contains(text) => v.as_str().is_some_and(|s| s.contains(text.as_str())),
+                Condition::Matches(re) => v.as_str().is_some_and(|s| re.is_match(s)),
             }
         })
     }
@@ -432,6 +504,57 @@ mod tests {
         assert!(numbers.matches("pull_request", &body));
         body["commits"] = json!([{"id": "c2"}]);
         assert!(!numbers.matches("pull_request", &body));
+    }
+
+    #[test]
+    fn a_route_can_require_a_mention_or_a_pattern_in_a_field() {
+        let comment = |body: &str| {
+            json!({"action": "created", "issue": {"number": 7},
+                   "comment": {"body": body, "user": {"login": "alice"}}})
+        };
+        let mention = CompiledRoute::compile(
+            &route(json!({"match": {"action": "created",
+                                    "comment": {"body": {"contains": "@nightshift-bot"}}}})),
+            "hooks.gh.routes.comment",
+        )
+        .unwrap();
+        assert!(mention.matches("pull_request", &comment("@nightshift-bot look again")));
+        assert!(mention.matches("pull_request", &comment("thanks @nightshift-bot!")));
+        assert!(
+            !mention.matches("pull_request", &comment("LGTM")),
+            "no mention"
+        );
+        assert!(
+            !mention.matches(
+                "pull_request",
+                &json!({"action": "created", "comment": {"body": 7}})
+            ),
+            "a field that is not a string never matches"
+        );
+        let command = CompiledRoute::compile(
+            &route(json!({"match": {"comment.body": {"matches": "(?i)^/review\\b"}}})),
+            "x",
+        )
+        .unwrap();
+        assert!(command.matches("pull_request", &comment("/Review please")));
+        assert!(!command.matches("pull_request", &comment("please /review")));
+        assert!(!command.matches("pull_request", &comment("/reviewed")));
+        for (conditions, expect) in [
+            (
+                json!({"comment.body": {"matches": "(unclosed"}}),
+                "x.match.comment.body.matches",
+            ),
+            (
+                json!({"comment.body": {"contains": ""}}),
+                "non-empty string",
+            ),
+            (json!({"comment.body": {"contains": 3}}), "non-empty string"),
+        ] {
+            let err = CompiledRoute::compile(&route(json!({"match": conditions})), "x")
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(expect), "{expect}: {err}");
+        }
     }
 
     #[test]

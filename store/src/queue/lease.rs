@@ -152,7 +152,7 @@ pub(crate) struct Parking<'a> {
 
 /// Ends the leased job as parked and arms the run's resume job; `None` when cancellation
 /// won the race (the run is cancelled instead).
-pub(crate) async fn park<B: QueueStatements>(
+pub(crate) async fn park<B: QueueStatements + crate::inbox::InboxStatements>(
     b: &B,
     job_id: i64,
     token: i64,
@@ -194,6 +194,9 @@ pub(crate) async fn park<B: QueueStatements>(
     let resume_id = B::insert_job(&mut tx, resume).await?.ok_or_else(|| {
         Error::Corrupt(format!("run {}'s resume job was not inserted", job.run_id))
     })?;
+    if parking.approval_call.is_some() {
+        B::replace_approval_jobs(&mut tx, &job.run_id, resume_id, now).await?;
+    }
     B::set_run_status(
         &mut tx,
         &job.run_id,

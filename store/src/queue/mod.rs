@@ -16,6 +16,7 @@ pub(crate) use binds::{bind_event_row, queue_statements};
 pub(crate) use statements::*;
 
 use crate::clock::Millis;
+use crate::inbox::InboxStatements;
 use crate::model::{
     CancelOutcome, Checkpoint, Enqueued, Event, Job, JobCount, NewResume, NewRun, Run, WorkerRow,
 };
@@ -34,6 +35,8 @@ impl Enqueued {
             skipped: false,
             superseded,
             superseded_idle: Vec::new(),
+            cancelled: Vec::new(),
+            cancelled_idle: Vec::new(),
         }
     }
 }
@@ -169,6 +172,8 @@ pub(crate) async fn enqueue_in<B: QueuePaths>(
         .ok_or_else(|| Error::Corrupt(format!("run {run_id}'s start job was not inserted")))?;
     Ok(Enqueued {
         superseded_idle: idle,
+        cancelled: Vec::new(),
+        cancelled_idle: Vec::new(),
         ..Enqueued::created(run_id, job_id, superseded)
     })
 }
@@ -186,6 +191,8 @@ async fn skipped_for<B: QueueStatements>(
         skipped: true,
         superseded: Vec::new(),
         superseded_idle: Vec::new(),
+        cancelled: Vec::new(),
+        cancelled_idle: Vec::new(),
     })
 }
 
@@ -206,11 +213,13 @@ pub(crate) async fn duplicate_run<B: QueueStatements>(
         skipped: false,
         superseded: Vec::new(),
         superseded_idle: Vec::new(),
+        cancelled: Vec::new(),
+        cancelled_idle: Vec::new(),
     })
 }
 
 /// Adds a resume job to an unfinished run; with its dedupe key used, returns that job.
-pub(crate) async fn enqueue_resume<B: QueueStatements>(
+pub(crate) async fn enqueue_resume<B: QueueStatements + InboxStatements>(
     b: &B,
     new: &NewResume,
     now: Millis,
@@ -230,19 +239,32 @@ pub(crate) async fn enqueue_resume<B: QueueStatements>(
 
 /// [`enqueue_resume`] in `tx`. On an error the resume job may have been inserted: the caller
 /// rolls the transaction back (or back to a savepoint taken before).
-pub(crate) async fn resume_in<B: QueueStatements>(
+///
+/// A message ([`crate::inbox`]) is accepted only while its run's inbox is open: the run row
+/// is locked and read first, and a run that is ending or ended refuses it.
+pub(crate) async fn resume_in<B: QueueStatements + InboxStatements>(
     tx: &mut crate::backend::Conn<B>,
     new: &NewResume,
     now: Millis,
 ) -> Result<Enqueued> {
-    let status = parse_status(B::run_status(tx, &new.run_id).await?, &new.run_id)?;
+    let message = crate::inbox::is_message(&new.payload);
+    let status = if message {
+        crate::inbox::check_open::<B>(tx, &new.run_id).await?
+    } else {
+        parse_status(B::run_status(tx, &new.run_id).await?, &new.run_id)?
+    };
+    let (mut run_at, mut priority) = (new.job.run_at.unwrap_or(now), new.job.priority);
+    if message {
+        (run_at, priority) =
+            crate::inbox::place::<B>(tx, &new.run_id, status, run_at, priority).await?;
+    }
     let job = JobRow {
         run_id: &new.run_id,
         kind: JobKind::Resume,
         lane: &new.job.lane,
-        priority: new.job.priority,
+        priority,
         payload: &new.payload,
-        run_at: new.job.run_at.unwrap_or(now),
+        run_at,
         max_attempts: new.job.max_attempts,
         dedupe_key: new.dedupe_key.as_deref(),
         now,
@@ -286,6 +308,35 @@ async fn stop_jobs<B: QueueStatements>(
 ) -> Result<Vec<i64>> {
     B::cancel_queued_jobs(c, run_id, now).await?;
     B::flag_running_jobs(c, run_id, now).await
+}
+
+/// Cancels every unfinished run whose concurrency key is `key`, in `tx` (a webhook's
+/// `cancel` route): each ends `cancelled` at once when no job of it runs, else its running
+/// job is asked to stop (at its next heartbeat; its side effects are fenced from now on).
+pub(crate) async fn cancel_key_in<B: QueueStatements>(
+    tx: &mut crate::backend::Conn<B>,
+    key: &str,
+    now: Millis,
+) -> Result<Enqueued> {
+    let (mut cancelled, mut idle) = (Vec::new(), Vec::new());
+    for run in B::active_runs_of_key(tx, key, "").await? {
+        B::request_cancel(tx, &run.id, now).await?;
+        if stop_jobs::<B>(tx, &run.id, now).await?.is_empty() {
+            B::set_run_status(tx, &run.id, RunUpdate::cancelled(now), now).await?;
+            idle.push(run.id.clone());
+        }
+        cancelled.push(run.id);
+    }
+    Ok(Enqueued {
+        run_id: String::new(),
+        job_id: 0,
+        duplicate: false,
+        skipped: false,
+        superseded: Vec::new(),
+        superseded_idle: Vec::new(),
+        cancelled,
+        cancelled_idle: idle,
+    })
 }
 
 /// Cancels a run: ends it at once when no job of it runs, else flags the running job.

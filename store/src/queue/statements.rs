@@ -398,7 +398,7 @@ pub(crate) trait QueueStatements: Backend {
 /// The queue's statements whose shape differs per backend: each backend writes these by
 /// hand (SQLite has no writing CTEs and no arrays; PostgreSQL ends and claims in one
 /// statement on a warm connection).
-pub(crate) trait QueuePaths: QueueStatements {
+pub(crate) trait QueuePaths: QueueStatements + crate::inbox::InboxStatements {
     /// Whether the claim statement itself marks the runs of claimed jobs without a
     /// concurrency key running (otherwise [`QueuePaths::mark_runs_running`] does).
     const MARKS_PLAIN_RUNS: bool;

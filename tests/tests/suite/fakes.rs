@@ -3,6 +3,7 @@
 //! calls — and a harness that runs one job at a time on a manual clock, or crashes one
 //! mid-step. Shared by the `agent` and `wakeup` modules.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -66,6 +67,8 @@ pub(crate) struct ScriptModel {
     pub(crate) answered: AtomicUsize,
     pub(crate) stall_at: Mutex<Option<usize>>,
     pub(crate) stalled: Notify,
+    /// Work to do while answering request `.0` (a message sent while the model thinks).
+    pub(crate) during: Mutex<Vec<(usize, BoxFuture<'static, ()>)>>,
 }
 
 impl ScriptModel {
@@ -82,6 +85,11 @@ impl ScriptModel {
 
     pub(crate) fn request(&self, i: usize) -> ModelRequest {
         serde_json::from_str(&self.requests()[i]).unwrap()
+    }
+
+    /// Runs `work` to its end while answering request `index`, before the reply goes back.
+    pub(crate) fn during(&self, index: usize, work: impl Future<Output = ()> + Send + 'static) {
+        self.during.lock().unwrap().push((index, Box::pin(work)));
     }
 }
 
@@ -106,6 +114,16 @@ impl ModelGateway for ScriptModel {
             let bytes = serde_json::to_string(req).unwrap();
             let index = self.requests.lock().unwrap().len();
             self.requests.lock().unwrap().push(bytes);
+            let work = {
+                let mut during = self.during.lock().unwrap();
+                during
+                    .iter()
+                    .position(|(at, _)| *at == index)
+                    .map(|i| during.remove(i).1)
+            };
+            if let Some(work) = work {
+                work.await;
+            }
             if *self.stall_at.lock().unwrap() == Some(index) {
                 self.stalled.notify_one();
                 cancel.cancelled().await;

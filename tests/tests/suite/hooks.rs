@@ -6,6 +6,7 @@
 //! real `nightshift serve` runs the agent a delivery started, and a newer push supersedes the
 //! review of the older head, whose post is refused.
 
+mod cancel;
 mod daemon;
 pub(crate) mod harness;
 mod supersede;
@@ -20,6 +21,7 @@ use nightshift_tests::{TestDb, on_both_backends};
 use reqwest::StatusCode;
 use serde_json::Value;
 
+use cancel::cancel_routes_mentions_and_ignored;
 use daemon::serve_end_to_end;
 use harness::{
     HOOKS, Intake, SECRET, base64_encode, fixture, github_signature, hex_encode, run_id,
@@ -28,6 +30,8 @@ use supersede::two_pushes_supersede_the_first_review;
 
 on_both_backends! {
     github_deliveries_are_routed_templated_and_deduped => routed_templated_deduped;
+    a_closed_pull_request_cancels_its_review_and_only_mentions_steer_it =>
+        cancel_routes_mentions_and_ignored;
     every_refusal_has_its_status_and_enqueues_nothing => refusals_enqueue_nothing;
     concurrent_copies_of_one_delivery_make_one_run => concurrent_copies_make_one_run;
     copies_taken_by_two_daemons_make_one_run_and_one_202 => copies_across_two_daemons;

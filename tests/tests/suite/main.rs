@@ -121,6 +121,7 @@ mod hooks;
 mod hostile;
 mod hostile_loop;
 mod http_limits;
+mod inbox;
 mod logs;
 mod loop_property;
 mod metrics;

@@ -29,6 +29,7 @@ on_both_backends! {
     the_schedule_timer_counts_its_fires_and_missed_fires => timer_fires_and_misses;
     a_run_end_is_counted_once_a_pool_wrote_it_not_when_a_handler_returned_it =>
         end_counted_once_written;
+    a_job_that_finds_its_run_ended_counts_nothing => leftover_counts_nothing;
 }
 
 /// Never set: the daemon keeps its own token.
@@ -619,4 +620,95 @@ async fn end_counted_once_written(db: &TestDb) {
     let written = tokio::time::timeout(Duration::from_secs(30), written).await;
     assert_eq!(written.expect("told in time").ok(), Some(false));
     assert_eq!(counted(), Some(1.0), "only the end a pool wrote is counted");
+}
+
+/// A message accepted while its run was failing: its job runs in the pool after the run's end,
+/// ends cancelled saying why, and the run is started once and ended once in the metrics.
+async fn leftover_counts_nothing(db: &TestDb) {
+    use super::fakes::{FakeTools, Harness, ScriptModel, agent, reply, text};
+    use nightshift_agent::AgentRuntime;
+    use nightshift_llm::StopReason;
+    use nightshift_store::{ConcurrencyPolicy, JobState, NewRun};
+    use nightshift_worker::{Pool, PoolConfig};
+    use std::sync::{Arc, Mutex};
+
+    nightshift_telemetry::install();
+    let name = format!(
+        "leftover-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let model = ScriptModel::new(vec![reply(vec![text("no")], StopReason::Refusal)]);
+    let def = || agent(json!({ "name": name }));
+    let tools = Arc::new(FakeTools::default());
+    let h = Harness::new(db, def(), model.clone(), tools.clone()).await;
+    let intake = nightshift_scheduler::Intake::new(h.store.clone(), [name.clone()]);
+    let sent = Arc::new(Mutex::new(None));
+    let slot = sent.clone();
+    model.during(0, async move {
+        let accepted = intake
+            .resume(nightshift_scheduler::ResumeRequest {
+                run_key: "pr-9".into(),
+                message: "still there?".into(),
+                idempotency_key: None,
+            })
+            .await
+            .unwrap();
+        *slot.lock().unwrap() = Some(accepted.job_id);
+    });
+    let run_id = h
+        .store
+        .enqueue(&NewRun::new(&name, "Review PR 9").concurrency("pr-9", ConcurrencyPolicy::Queue))
+        .await
+        .unwrap()
+        .run_id;
+    let runtime = AgentRuntime::new([def()], model.clone(), tools);
+    let stop = CancellationToken::new();
+    let pool = Pool::new(h.store.clone(), runtime, PoolConfig::default());
+    let pool = tokio::spawn(pool.run(stop.clone()));
+    let store = h.store.clone();
+    let job = eventually(
+        Duration::from_secs(60),
+        "the message's job to end",
+        || async {
+            let id = (*sent.lock().unwrap())?;
+            let job = store.job(id).await.unwrap()?;
+            (job.status == JobState::Cancelled).then_some(job)
+        },
+    )
+    .await;
+    stop.cancel();
+    pool.await.unwrap().unwrap();
+    assert!(
+        job.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("not delivered")),
+        "{job:?}"
+    );
+    assert_eq!(
+        h.store.run(&run_id).await.unwrap().unwrap().status,
+        RunStatus::Failed
+    );
+    let samples = parse(&nightshift_telemetry::render());
+    let agent = [("agent", name.as_str())];
+    assert_eq!(
+        value(&samples, "nightshift_runs_started_total", &agent),
+        Some(1.0)
+    );
+    let ended: f64 = samples
+        .iter()
+        .filter(|s| {
+            s.name == "nightshift_runs_ended_total"
+                && s.labels.iter().any(|(k, v)| k == "agent" && *v == name)
+        })
+        .map(|s| s.value)
+        .sum();
+    assert_eq!(ended, 1.0, "the run ended once");
+    assert_eq!(
+        value(
+            &samples,
+            "nightshift_runs_ended_total",
+            &[("agent", name.as_str()), ("status", "failed")]
+        ),
+        Some(1.0)
+    );
 }

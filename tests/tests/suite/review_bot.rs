@@ -228,7 +228,7 @@ async fn reviews_a_pull_request(db: &TestDb) {
     std::fs::remove_dir_all(&workspace).unwrap();
     let fetches_before = git.requests().len();
     let mut comment: Value = serde_json::from_slice(&fixture("issue_comment.created")).unwrap();
-    comment["comment"]["body"] = json!("Do we really need a test?");
+    comment["comment"]["body"] = json!("@nightshift-bot Do we really need a test?");
     let answer = deliver(&http, &api, "issue_comment", "d-review-bot-2", &comment).await;
     assert_eq!(answer["runs"][0]["run_id"], json!(run_id), "{answer}");
     let run = wait_finished(&store, &run_id).await;
