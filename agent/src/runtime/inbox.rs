@@ -6,8 +6,8 @@
 //! the model — taken by the running job, or delivered by its own resume job when the run
 //! waits — or, when the run ended another way than succeeding, its job ends cancelled
 //! saying why; a run that would succeed while a message waits takes it and goes on instead.
-//! A run ends once: a job that finds its run already ended logs no start or end, counts
-//! nothing and exports no span.
+//! A run ends once: a job that finds its run already ended (and was not running when it
+//! ended: see [`ends_its_run`]) logs no start or end, counts nothing and exports no span.
 
 use nightshift_store::{ResumeReason, Run, RunEnd};
 use nightshift_worker::JobOutcome;
@@ -82,6 +82,17 @@ impl Session<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether this job, whose run the store shows ended, is the one that ends it: a run
+/// superseded or cancelled while this job ran (the store flagged the job) is ended, logged and
+/// counted by it. A job that was queued when its run ended has nothing to do.
+pub(super) async fn ends_its_run(ctx: &nightshift_worker::JobContext) -> Result<bool, Stop> {
+    if ctx.cancel.is_cancelled() {
+        return Ok(true);
+    }
+    let job = ctx.lease.store().job(ctx.lease.id()).await?;
+    Ok(job.is_some_and(|j| j.cancel_requested_at.is_some()))
 }
 
 /// The outcome of a job whose run had already ended when it was claimed (a message sent

@@ -252,7 +252,7 @@ impl AgentRuntime {
             .run(run_id)
             .await?
             .ok_or_else(|| Stop::Corrupt(format!("run {run_id} is missing")))?;
-        if run.status.is_terminal() {
+        if run.status.is_terminal() && !inbox::ends_its_run(ctx).await? {
             // A job of a run that ended while it was queued: the run ended once, by another.
             return inbox::leftover(&ctx.lease, &run).await;
         }
