@@ -183,7 +183,7 @@ async fn patch_edit_fires_on_time(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let (cfg, api) = config_with(db, dir.path(), "");
     let mut daemon = serve(&cfg, None);
-    let http = reqwest::Client::new();
+    let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
     wait_for_api(&http, &api).await;
     let created = http
         .post(format!("{api}/v1/schedules"))
@@ -408,7 +408,7 @@ async fn daemons_with_skewed_clocks_fire_once_on_time_by_the_database_clock() {
     );
     let (cfg_a, api_a) = config_with(&db, dir_a.path(), "");
     let mut honest = serve(&cfg_a, None);
-    let http = reqwest::Client::new();
+    let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
     wait_for_api(&http, &api_a).await;
     just_ticked(&store).await;
     let created = http
