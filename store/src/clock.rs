@@ -14,6 +14,14 @@ pub type Millis = i64;
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// The current time.
     fn now(&self) -> Millis;
+
+    /// Whether this is the machine's wall clock. Time that several daemons must agree on (the
+    /// schedule timer's) is then read from a shared database instead
+    /// ([`Store::schedule_now`](crate::Store::schedule_now)); any other clock is a test's, and
+    /// its time is used as given.
+    fn is_wall_clock(&self) -> bool {
+        false
+    }
 }
 
 /// The wall clock.
@@ -26,6 +34,10 @@ impl Clock for SystemClock {
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO);
         i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    fn is_wall_clock(&self) -> bool {
+        true
     }
 }
 

@@ -117,6 +117,10 @@ const BEGIN_CLAIMING: &str = concat!(
     claiming_plan_cache_mode!()
 );
 
+/// The payload of the `NOTIFY` that tells schedule timers of a changed schedule (work
+/// announcements carry an empty one).
+pub(crate) const SCHEDULES_CHANGED: &str = "schedules";
+
 /// A PostgreSQL database (one schema of it).
 #[derive(Debug, Clone)]
 pub(crate) struct PgBackend {
@@ -279,12 +283,13 @@ impl PgBackend {
         Ok(begun?)
     }
 
-    /// Forwards notifications on this schema's channel to `on_notify` until the task is
-    /// aborted. A dropped listener connection is re-established; the poll fallback covers
-    /// anything missed meanwhile.
+    /// Forwards notifications on this schema's channel to `on_notify` with their payload
+    /// until the task is aborted; after each (re)connection it is called with `None`, as
+    /// anything may have happened while no one listened. A dropped listener connection is
+    /// re-established; the poll fallback covers anything missed meanwhile.
     pub(crate) fn spawn_listener(
         &self,
-        on_notify: impl Fn() + Send + 'static,
+        on_notify: impl Fn(Option<&str>) + Send + 'static,
     ) -> tokio::task::JoinHandle<()> {
         let pool = self.pool.clone();
         let channel = self.channel.clone();
@@ -305,10 +310,10 @@ impl PgBackend {
                     continue;
                 }
                 // Anything enqueued while we were not listening is found by the next claim.
-                on_notify();
+                on_notify(None);
                 loop {
                     match listener.recv().await {
-                        Ok(_) => on_notify(),
+                        Ok(n) => on_notify(Some(n.payload())),
                         Err(_) if pool.is_closed() => return,
                         Err(e) => {
                             tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
@@ -318,6 +323,20 @@ impl PgBackend {
                 }
             }
         })
+    }
+
+    /// Tells every daemon's schedule timer that a schedule was created, changed or deleted
+    /// (a `NOTIFY` with payload [`SCHEDULES_CHANGED`], after the change committed). A failure
+    /// is logged: the timers then see the change at their next wake.
+    pub(crate) async fn announce_schedules(&self) {
+        let sent = sqlx::query(include_str!("../sql/postgres/notify.sql"))
+            .bind(&self.channel)
+            .bind(SCHEDULES_CHANGED)
+            .execute(&self.pool)
+            .await;
+        if let Err(e) = sent {
+            tracing::warn!(error = %e, "cannot tell the other daemons' schedule timers of a change");
+        }
     }
 
     /// Tells other daemons' idle workers, soon, that work may be due: after a committed

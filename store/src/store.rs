@@ -51,6 +51,9 @@ pub(crate) struct Inner {
     pub(crate) backend: Backend,
     clock: Arc<dyn Clock>,
     wake: watch::Sender<u64>,
+    /// Bumped when a schedule was created, changed or deleted (here, or on PostgreSQL by any
+    /// daemon): the schedule timer's wake-up.
+    schedules_changed: watch::Sender<u64>,
     listener: Option<tokio::task::JoinHandle<()>>,
     /// When (by the clock) this store last returned expired leases to the queue.
     pub(crate) last_rescue: std::sync::atomic::AtomicI64,
@@ -115,6 +118,7 @@ impl Store {
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
         let (wake, _) = watch::channel(0u64);
+        let (schedules_changed, _) = watch::channel(0u64);
         let (backend, listener, group, deliveries) =
             match config.backend().map_err(|e| Error::Config(e.to_string()))? {
                 BackendKind::Sqlite => {
@@ -132,8 +136,15 @@ impl Store {
                     let writers = crate::group::postgres_writers(config.max_connections);
                     let group = Group::start(pg.clone(), writers, Takes::PlainRuns);
                     let tx = wake.clone();
-                    let listener = pg.spawn_listener(move || {
-                        tx.send_modify(|n| *n = n.wrapping_add(1));
+                    let schedules = schedules_changed.clone();
+                    let listener = pg.spawn_listener(move |payload| {
+                        let bump = |n: &mut u64| *n = n.wrapping_add(1);
+                        if payload != Some(crate::postgres::SCHEDULES_CHANGED) {
+                            tx.send_modify(bump);
+                        }
+                        if payload.is_none_or(|p| p == crate::postgres::SCHEDULES_CHANGED) {
+                            schedules.send_modify(bump);
+                        }
                     });
                     (Backend::Postgres(pg), Some(listener), group, None)
                 }
@@ -143,6 +154,7 @@ impl Store {
                 backend,
                 clock,
                 wake,
+                schedules_changed,
                 listener,
                 last_rescue: std::sync::atomic::AtomicI64::new(i64::MIN),
                 notifying: std::sync::RwLock::default(),
@@ -184,6 +196,26 @@ impl Store {
     pub fn subscribe(&self) -> WorkSignal {
         WorkSignal {
             rx: self.inner.wake.subscribe(),
+        }
+    }
+
+    /// A signal that fires when a schedule was created, changed or deleted: through this
+    /// store, or on PostgreSQL through any daemon's. The schedule timer waits on it, so an
+    /// edit that moves a fire earlier is seen at once.
+    pub fn subscribe_schedules(&self) -> WorkSignal {
+        WorkSignal {
+            rx: self.inner.schedules_changed.subscribe(),
+        }
+    }
+
+    /// Tells the schedule timers of every daemon that a schedule changed (see
+    /// [`Store::subscribe_schedules`]). Called only after the change committed.
+    pub(crate) async fn schedules_changed(&self) {
+        self.inner
+            .schedules_changed
+            .send_modify(|n| *n = n.wrapping_add(1));
+        if let Backend::Postgres(pg) = &self.inner.backend {
+            pg.announce_schedules().await;
         }
     }
 

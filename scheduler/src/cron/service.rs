@@ -12,6 +12,10 @@
 //!   race between the check and the enqueue (its `skipped` answer counts as a skip too).
 //!   `queue`: the run carries the key with [`ConcurrencyPolicy::Queue`]; the store runs a
 //!   key's runs one at a time. `allow`: no key.
+//! - **One clock, edits at once.** Next fires are computed from the schedules' clock
+//!   ([`Store::schedule_now`]: the database's on PostgreSQL), and every create, change or
+//!   delete wakes the schedule timers (the store signals them after the commit), so a change
+//!   that moves a fire earlier fires on time.
 //! - **Config schedules belong to the file.** At start every `[[schedules]]` entry is written
 //!   (keeping its armed next fire while its timing is unchanged) and config schedules no longer
 //!   in the file are deleted. The API can read and trigger them but not change them.
@@ -84,7 +88,7 @@ pub async fn apply_config(
     store: &Store,
     schedules: &[Schedule],
 ) -> Result<ConfigSync, ScheduleError> {
-    let now = store.now();
+    let now = store.schedule_now().await?;
     let mut sync = ConfigSync::default();
     for s in schedules {
         let def = s.to_def(ScheduleSource::Config, s.next_after(now));
@@ -111,7 +115,10 @@ pub async fn create(
 ) -> Result<ScheduleRow, ScheduleError> {
     let s =
         Schedule::compile(spec, Some(agents)).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
-    let def = s.to_def(ScheduleSource::Api, s.next_after(store.now()));
+    let def = s.to_def(
+        ScheduleSource::Api,
+        s.next_after(store.schedule_now().await?),
+    );
     Ok(store.create_schedule(&def).await?)
 }
 
@@ -159,7 +166,10 @@ pub async fn update(
         || (spec.enabled && row.next_fire_at.is_none());
     let s =
         Schedule::compile(spec, Some(agents)).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
-    let def = s.to_def(ScheduleSource::Api, s.next_after(store.now()));
+    let def = s.to_def(
+        ScheduleSource::Api,
+        s.next_after(store.schedule_now().await?),
+    );
     Ok(store.update_schedule(&def, rearm).await?)
 }
 
@@ -249,7 +259,7 @@ pub async fn trigger(intake: &Intake, name: &str) -> Result<FireOutcome, Schedul
         .await?
         .ok_or_else(|| ScheduleError::NotFound(format!("schedule '{name}' not found")))?;
     let schedule = Schedule::from_row(&row).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
-    let now = store.now();
+    let now = store.schedule_now().await?;
     let outcome = fire(intake, &row, &schedule, now, true).await?;
     nightshift_telemetry::schedule_fire(&row.name, "manual", outcome.metric_name());
     if let FireOutcome::Enqueued {

@@ -7,14 +7,23 @@
 //!   `lease_ttl + renew_every`. A clean shutdown releases the lease at once.
 //! - **Exactly one run per fire**, also with several daemons and across crashes: the fire's
 //!   idempotency key makes a repeated enqueue return the first run, and advancing the
-//!   schedule is a compare-and-set on its armed fire, fenced by the leader's epoch.
+//!   schedule past each fire is a compare-and-set on its armed fire, fenced by the leader's
+//!   epoch.
+//! - **One clock.** Which fires are due, and the next fire armed, are decided by the
+//!   schedules' clock ([`Store::schedule_now`](nightshift_store::Store::schedule_now)): the
+//!   database's on PostgreSQL, so daemons whose clocks differ fire on time by one clock and
+//!   hand over without losing a fire. The loop sleeps by the monotonic clock for the time the
+//!   schedules' clock says is left.
+//! - **Edits are seen at once.** The loop wakes when a schedule is created, changed or
+//!   deleted (by the API, the dashboard or a reload, on any daemon:
+//!   [`Store::subscribe_schedules`](nightshift_store::Store::subscribe_schedules)), so an
+//!   edit that moves the next fire earlier fires on time; otherwise it sleeps until the
+//!   earliest armed fire, at most `renew_every`.
 //! - **Missed fires.** Each schedule's next fire is stored, so a fire that came due while no
-//!   daemon ran is found later. A fire taken up within [`TimerConfig::misfire_grace`] of its
-//!   time is on time and fires. Older ones are missed: with `missed = "skip"` they are dropped
-//!   (logged and counted) and the next future fire is armed; with `run_once` the latest missed
-//!   time fires once, then the next future fire is armed.
-//! - **Time comes from the store's clock**; the loop sleeps until the earliest armed fire, at
-//!   most `renew_every`, so schedules made through the API are seen within that.
+//!   daemon led is found later. Each fire is judged on its own ([`super::due`]): taken up
+//!   within [`TimerConfig::misfire_grace`] (one minute) of its time it runs; later it is
+//!   missed — with `missed = "skip"` dropped (logged and counted), with `run_once` the latest
+//!   missed time fires once — and the next future fire is armed.
 
 use std::time::Duration;
 
@@ -23,13 +32,12 @@ use nightshift_store::{LeaderFence, LeaderLease, Millis, ScheduleAdvance, Schedu
 use crate::Intake;
 use tokio_util::sync::CancellationToken;
 
+use super::due::due;
 use super::service::{FireOutcome, ScheduleError, fire};
-use super::spec::{Missed, Schedule, to_utc};
+use super::spec::Schedule;
 
 /// The name of the leader lease of the schedule timer.
 pub const LEADER_LEASE: &str = "schedules";
-/// Missed fires counted one by one, at most (more are logged as "at least").
-const MISSED_COUNT_CAP: u64 = 100_000;
 /// Schedules handled per tick, at most (more are handled by the next tick, at once).
 const BATCH: i64 = 100;
 
@@ -73,6 +81,8 @@ pub struct Tick {
     pub missed: u64,
     /// The earliest armed fire after the tick.
     pub next_fire: Option<Millis>,
+    /// The time by the schedules' clock the tick decided by.
+    pub now: Millis,
 }
 
 /// The schedule timer of one daemon.
@@ -101,8 +111,9 @@ impl Timer {
         self.lease.as_ref()
     }
 
-    /// Takes or renews the lease; when leading, fires what is due.
+    /// Takes or renews the lease; when leading, fires what is due by the schedules' clock.
     pub async fn tick(&mut self) -> Result<Tick, ScheduleError> {
+        let now = self.intake.store().schedule_now().await?;
         let lease = self
             .intake
             .store()
@@ -119,7 +130,10 @@ impl Timer {
         }
         self.lease = lease;
         let Some(lease) = self.lease.clone() else {
-            return Ok(Tick::default());
+            return Ok(Tick {
+                now,
+                ..Tick::default()
+            });
         };
         let fence = LeaderFence {
             lease: LEADER_LEASE.to_string(),
@@ -128,9 +142,10 @@ impl Timer {
         };
         let mut tick = Tick {
             leader: true,
+            now,
             ..Tick::default()
         };
-        for row in self.intake.store().due_schedules(BATCH).await? {
+        for row in self.intake.store().due_schedules(now, BATCH).await? {
             if let Err(e) = self.process(&row, &fence, &mut tick).await {
                 tracing::error!(schedule = %row.name, error = %e, "schedule fire failed; retrying next tick");
             }
@@ -139,6 +154,8 @@ impl Timer {
         Ok(tick)
     }
 
+    /// Runs what is due of one schedule, advancing it past each fire in turn (so a crash
+    /// midway leaves the rest owed, and a repeat of a fire finds its run).
     async fn process(
         &self,
         row: &ScheduleRow,
@@ -150,80 +167,101 @@ impl Timer {
         };
         let schedule =
             Schedule::from_row(row).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
-        let now = self.intake.store().now();
-        let (due, latest) =
-            schedule
-                .expr
-                .fires_between(&schedule.tz, to_utc(armed), to_utc(now), MISSED_COUNT_CAP);
-        let latest = latest.map_or(armed, |t| t.timestamp_millis());
-        let grace = i64::try_from(self.config.misfire_grace.as_millis()).unwrap_or(i64::MAX);
-        let on_time = now.saturating_sub(latest) <= grace;
-        let fire_at = (on_time || schedule.spec.missed == Missed::RunOnce).then_some(latest);
-        let missed = due.max(1) - u64::from(fire_at.is_some());
-        if missed > 0 {
-            tracing::warn!(
-                schedule = %row.name,
+        let plan = due(&schedule, armed, tick.now, self.config.misfire_grace);
+        let mut expected = armed;
+        let mut missed = i64::try_from(plan.missed).unwrap_or(i64::MAX);
+        let mut steps = plan.fires.iter().map(|at| Some(*at)).collect::<Vec<_>>();
+        if steps.is_empty() {
+            // Nothing runs: only the missed fires are counted and the next fire armed.
+            steps.push(None);
+        }
+        for (i, at) in steps.iter().enumerate() {
+            let outcome = match at {
+                Some(at) => Some(fire(&self.intake, row, &schedule, *at, false).await?),
+                None => None,
+            };
+            let next = plan.fires.get(i + 1).copied().or(plan.next);
+            let advance = ScheduleAdvance {
+                id: row.id.clone(),
+                expected_next: expected,
+                next,
+                fired: match (&outcome, at) {
+                    (Some(FireOutcome::Enqueued { run_id, .. }), Some(at)) => {
+                        Some((*at, run_id.clone()))
+                    }
+                    _ => None,
+                },
+                skipped: matches!(outcome, Some(FireOutcome::Skipped { .. })),
                 missed,
-                at_least = due >= MISSED_COUNT_CAP,
-                first_missed = %schedule.local_rfc3339(armed),
-                policy = schedule.spec.missed.as_str(),
-                "fires were missed: no daemon was leading the schedule timer at their time"
-            );
-        }
-        let outcome = match fire_at {
-            Some(at) => Some(fire(&self.intake, row, &schedule, at, false).await?),
-            None => None,
-        };
-        let advance = ScheduleAdvance {
-            id: row.id.clone(),
-            expected_next: armed,
-            next: schedule.next_after(now),
-            fired: match (&outcome, fire_at) {
-                (Some(FireOutcome::Enqueued { run_id, .. }), Some(at)) => {
-                    Some((at, run_id.clone()))
-                }
-                _ => None,
-            },
-            skipped: matches!(outcome, Some(FireOutcome::Skipped { .. })),
-            missed: i64::try_from(missed).unwrap_or(i64::MAX),
-            fence: Some(fence.clone()),
-        };
-        if !self.intake.store().advance_schedule(&advance).await? {
-            // Another daemon moved it first, or this one is no longer leader; the fire's
-            // idempotency key kept the run single either way.
-            tracing::debug!(schedule = %row.name, "schedule already advanced elsewhere");
-            return Ok(());
-        }
-        tick.missed += missed;
-        nightshift_telemetry::schedule_missed(&row.name, missed);
-        if let (Some(outcome), Some(at)) = (outcome, fire_at) {
-            nightshift_telemetry::schedule_fire(&row.name, "timer", outcome.metric_name());
-            match &outcome {
-                FireOutcome::Enqueued { run_id, duplicate } => tracing::info!(
-                    schedule = %row.name, fire_time = %schedule.local_rfc3339(at), %run_id,
-                    duplicate, "schedule fired"
-                ),
-                FireOutcome::Skipped { active_run } => tracing::info!(
-                    schedule = %row.name, fire_time = %schedule.local_rfc3339(at), %active_run,
-                    "schedule fire skipped: its previous run is still active (overlap = skip)"
-                ),
+                fence: Some(fence.clone()),
+            };
+            if !self.intake.store().advance_schedule(&advance).await? {
+                // Another daemon moved it first, or this one is no longer leader; the fire's
+                // idempotency key kept the run single either way.
+                tracing::debug!(schedule = %row.name, "schedule already advanced elsewhere");
+                return Ok(());
             }
-            tick.fired.push(Fired {
-                schedule: row.name.clone(),
-                fire_at: at,
-                outcome,
-            });
+            if missed > 0 {
+                tracing::warn!(
+                    schedule = %row.name,
+                    missed,
+                    at_least = plan.missed_at_least,
+                    first_missed = %schedule.local_rfc3339(plan.first_missed.unwrap_or(armed)),
+                    grace_secs = self.config.misfire_grace.as_secs(),
+                    policy = schedule.spec.missed.as_str(),
+                    "fires were missed: taken up more than the grace after their time (no \
+                     daemon led the schedule timer then, or it could not reach the store)"
+                );
+                tick.missed += plan.missed;
+                nightshift_telemetry::schedule_missed(&row.name, plan.missed);
+                missed = 0;
+            }
+            if let (Some(outcome), Some(at)) = (outcome, at) {
+                self.record(row, &schedule, *at, tick, outcome);
+            }
+            match next {
+                Some(n) => expected = n,
+                None => break,
+            }
         }
         Ok(())
     }
 
-    /// How long to sleep after `tick`: until the earliest armed fire when leading, at most
-    /// `renew_every`.
+    /// Logs and counts a fire made and advanced.
+    fn record(
+        &self,
+        row: &ScheduleRow,
+        schedule: &Schedule,
+        at: Millis,
+        tick: &mut Tick,
+        outcome: FireOutcome,
+    ) {
+        let late_ms = tick.now.saturating_sub(at);
+        nightshift_telemetry::schedule_fire(&row.name, "timer", outcome.metric_name());
+        match &outcome {
+            FireOutcome::Enqueued { run_id, duplicate } => tracing::info!(
+                schedule = %row.name, fire_time = %schedule.local_rfc3339(at), %run_id,
+                duplicate, late_ms, "schedule fired"
+            ),
+            FireOutcome::Skipped { active_run } => tracing::info!(
+                schedule = %row.name, fire_time = %schedule.local_rfc3339(at), %active_run,
+                late_ms, "schedule fire skipped: its previous run is still active (overlap = skip)"
+            ),
+        }
+        tick.fired.push(Fired {
+            schedule: row.name.clone(),
+            fire_at: at,
+            outcome,
+        });
+    }
+
+    /// How long to sleep after `tick` (by the schedules' clock at the tick): until the
+    /// earliest armed fire when leading, at most `renew_every`.
     pub fn sleep_after(&self, tick: &Tick) -> Duration {
         let cap = self.config.renew_every;
         match (tick.leader, tick.next_fire) {
             (true, Some(next)) => {
-                let ms = u64::try_from(next.saturating_sub(self.intake.store().now())).unwrap_or(0);
+                let ms = u64::try_from(next.saturating_sub(tick.now)).unwrap_or(0);
                 Duration::from_millis(ms).clamp(Duration::from_millis(5), cap)
             }
             _ => cap,
@@ -231,10 +269,14 @@ impl Timer {
     }
 
     /// Runs until `shutdown`, then releases the lease. Store errors are logged and retried.
+    /// A schedule created, changed or deleted anywhere ends the sleep at once.
     pub async fn run(mut self, shutdown: CancellationToken) {
+        let mut edits = self.intake.store().subscribe_schedules();
         while !shutdown.is_cancelled() {
+            let started = tokio::time::Instant::now();
             let pause = match self.tick().await {
-                Ok(tick) => self.sleep_after(&tick),
+                // The tick read the clock when it started: what it took is already gone.
+                Ok(tick) => self.sleep_after(&tick).saturating_sub(started.elapsed()),
                 Err(e) => {
                     tracing::warn!(error = %e, "schedule timer tick failed; retrying");
                     self.config.renew_every
@@ -242,7 +284,7 @@ impl Timer {
             };
             tokio::select! {
                 () = shutdown.cancelled() => break,
-                () = tokio::time::sleep(pause) => {}
+                () = edits.wait(pause) => {}
             }
         }
         if self.lease.is_some() {
@@ -281,6 +323,7 @@ mod tests {
         let leading = |next| Tick {
             leader: true,
             next_fire: next,
+            now: 1_000_000,
             ..Tick::default()
         };
         assert_eq!(

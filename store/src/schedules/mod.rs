@@ -10,6 +10,11 @@
 //!   deposed leader's write matches no row.
 //! - Config-defined schedules are never changed or deleted through the API calls here (they
 //!   carry `source = 'config'` and the statements check it).
+//! - **One clock.** Every time these statements bind is [`Store::schedule_now`]: the
+//!   database's clock on PostgreSQL (so daemons whose clocks disagree agree on leases and
+//!   fires), the one daemon's on SQLite, a test's manual clock as given.
+//! - **Edits wake the timers.** Creating, changing or deleting a schedule signals
+//!   [`Store::subscribe_schedules`] after the commit, in every daemon on PostgreSQL.
 //!
 //! A backend supplies the statements (`ScheduleStatements`, one method per file of
 //! `store/sql/<backend>/schedules/`, bound by `schedule_statements!`); which statement to
@@ -21,6 +26,7 @@ use std::time::Duration;
 
 use crate::backend::{Backend, Conn};
 use crate::clock::{Millis, duration_millis};
+use crate::postgres::PgBackend;
 use crate::store::{Store, dispatch};
 use crate::{Error, Result};
 
@@ -333,21 +339,46 @@ async fn release<B: ScheduleStatements>(
     B::release_leader(&mut *b.writer().await?, name, holder, now).await
 }
 
+/// The database's clock in milliseconds since the epoch (`schedules/now.sql`).
+async fn database_now(b: &PgBackend) -> Result<Millis> {
+    Ok(
+        sqlx::query_scalar(include_str!("../../sql/postgres/schedules/now.sql"))
+            .fetch_one(&mut *b.reader().await?)
+            .await?,
+    )
+}
+
 impl Store {
+    /// The schedules' clock: the time the timer decides which fires are due by, and every
+    /// schedule statement binds. On PostgreSQL it is the database's (`now()`), so several
+    /// daemons agree whatever their own clocks say; on SQLite, where one daemon owns the file,
+    /// it is that daemon's. A store on a clock that is not the wall clock (a test's manual
+    /// clock) uses that clock on both.
+    pub async fn schedule_now(&self) -> Result<Millis> {
+        match &self.inner.backend {
+            crate::store::Backend::Postgres(b) if self.clock().is_wall_clock() => {
+                database_now(b).await
+            }
+            _ => Ok(self.now()),
+        }
+    }
+
     /// Creates a schedule; `Conflict` when the name is taken.
     pub async fn create_schedule(&self, def: &ScheduleDef) -> Result<ScheduleRow> {
         let id = uuid::Uuid::now_v7().to_string();
         let row = ScheduleInsert {
             id: &id,
             def,
-            now: self.now(),
+            now: self.schedule_now().await?,
         };
-        dispatch!(self, b => insert(b, row))?.ok_or_else(|| {
+        let created = dispatch!(self, b => insert(b, row))?.ok_or_else(|| {
             Error::Conflict(format!(
                 "a schedule named '{}' already exists; pick another name or change that one",
                 def.name
             ))
-        })
+        })?;
+        self.schedules_changed().await;
+        Ok(created)
     }
 
     /// Creates or re-applies a schedule from the config file. Its armed next fire is kept
@@ -358,15 +389,17 @@ impl Store {
         let row = ScheduleInsert {
             id: &id,
             def,
-            now: self.now(),
+            now: self.schedule_now().await?,
         };
-        dispatch!(self, b => apply_config(b, row))?.ok_or_else(|| {
+        let applied = dispatch!(self, b => apply_config(b, row))?.ok_or_else(|| {
             Error::Conflict(format!(
                 "schedule '{}' is in the config file but was also made through the API; delete \
                  it with `DELETE /v1/schedules/{}` or rename the one in the config",
                 def.name, def.name
             ))
-        })
+        })?;
+        self.schedules_changed().await;
+        Ok(applied)
     }
 
     /// Changes a schedule made through the API; with `rearm`, its next fire becomes
@@ -376,9 +409,10 @@ impl Store {
         let change = ScheduleUpdate {
             def,
             rearm,
-            now: self.now(),
+            now: self.schedule_now().await?,
         };
         if let Some(row) = dispatch!(self, b => update(b, change))? {
+            self.schedules_changed().await;
             return Ok(row);
         }
         Err(self.not_changeable(&def.name).await)
@@ -388,6 +422,7 @@ impl Store {
     /// config file).
     pub async fn delete_schedule(&self, name: &str) -> Result<()> {
         if dispatch!(self, b => delete(b, name, ScheduleSource::Api))? {
+            self.schedules_changed().await;
             return Ok(());
         }
         Err(self.not_changeable(name).await)
@@ -396,7 +431,11 @@ impl Store {
     /// Deletes a config-defined schedule (one no longer in the config file); false if there
     /// was none.
     pub async fn delete_config_schedule(&self, name: &str) -> Result<bool> {
-        dispatch!(self, b => delete(b, name, ScheduleSource::Config))
+        let deleted = dispatch!(self, b => delete(b, name, ScheduleSource::Config))?;
+        if deleted {
+            self.schedules_changed().await;
+        }
+        Ok(deleted)
     }
 
     async fn not_changeable(&self, name: &str) -> Error {
@@ -416,9 +455,9 @@ impl Store {
         dispatch!(self, b => list(b))
     }
 
-    /// Enabled schedules whose next fire is due now, earliest first, at most `limit`.
-    pub async fn due_schedules(&self, limit: i64) -> Result<Vec<ScheduleRow>> {
-        let now = self.now();
+    /// Enabled schedules whose next fire is due at `now` (by [`Store::schedule_now`]),
+    /// earliest first, at most `limit`.
+    pub async fn due_schedules(&self, now: Millis, limit: i64) -> Result<Vec<ScheduleRow>> {
         dispatch!(self, b => due(b, now, limit.max(1)))
     }
 
@@ -430,7 +469,7 @@ impl Store {
     /// Moves a schedule past its armed fire (see [`ScheduleAdvance`]); false when it was no
     /// longer armed for `expected_next` or the fence's lease is no longer held.
     pub async fn advance_schedule(&self, adv: &ScheduleAdvance) -> Result<bool> {
-        let now = self.now();
+        let now = self.schedule_now().await?;
         dispatch!(self, b => advance(b, adv, now))
     }
 
@@ -441,7 +480,7 @@ impl Store {
         fired_at: Millis,
         run_id: &str,
     ) -> Result<()> {
-        let now = self.now();
+        let now = self.schedule_now().await?;
         dispatch!(self, b => record_fire(b, id, fired_at, run_id, now))
     }
 
@@ -453,7 +492,7 @@ impl Store {
         holder: &str,
         ttl: Duration,
     ) -> Result<Option<LeaderLease>> {
-        let now = self.now();
+        let now = self.schedule_now().await?;
         let ttl = duration_millis(ttl).max(1);
         dispatch!(self, b => acquire(b, name, holder, ttl, now))
     }
@@ -465,7 +504,7 @@ impl Store {
 
     /// Gives up lease `name` if `holder` holds it, so a standby can take it at once.
     pub async fn release_leadership(&self, name: &str, holder: &str) -> Result<bool> {
-        let now = self.now();
+        let now = self.schedule_now().await?;
         dispatch!(self, b => release(b, name, holder, now))
     }
 }

@@ -28,6 +28,8 @@
 //! - `schedules_ha`: several daemons on one database: exactly-once fires, compare-and-set,
 //!   leader takeover and fencing.
 //! - `schedules_http`: the `/v1/schedules` API, and a real `nightshift serve` firing a schedule.
+//! - `schedules_clock`: the real daemon following schedule edits (SIGHUP, `PATCH`) at once,
+//!   fires owed after downtime, and two PostgreSQL daemons with skewed clocks (libfaketime).
 //! - `notify`: run notifications: the outbox of terminal runs, signed deliveries with
 //!   retries to a real receiver, and the daemon SIGKILLed around them.
 //! - `tasks`: background commands: task rows, a run waiting for and woken by its task, lost
@@ -139,6 +141,7 @@ mod runs_list;
 mod sandbox;
 mod sandbox_reach;
 mod schedules;
+mod schedules_clock;
 mod schedules_ha;
 mod schedules_http;
 mod security;
