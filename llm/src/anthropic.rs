@@ -13,6 +13,8 @@
 //!   (with `signature`, streamed as `thinking_delta` and `signature_delta`) and
 //!   `redacted_thinking` blocks are read into the reply and sent back byte for byte, in
 //!   place; an OpenAI-compatible server's reasoning (from a fallback chain) is not sent.
+//! - A `tool_use` block goes out with an object as its `input` (a non-object one, which only a
+//!   proxy sends and the loop answered with an error, as `{}`), since the API refuses others.
 //! - A streamed reply is returned only after `message_stop`; a stream that ends before it is
 //!   [`ProviderError::StreamBroken`] (retryable). An in-stream `error` event (or a 200 JSON
 //!   body that is an error object) becomes the error its type stands for (`overloaded_error`
@@ -217,10 +219,19 @@ fn request_json(req: &ModelRequest, stream: bool) -> Value {
 /// A content block as the Messages API takes it; `None` for another provider's reasoning.
 fn block_json(block: &ContentBlock) -> Option<Value> {
     match block {
-        // The wire shape without the arguments as written (the API knows no such field).
+        // The wire shape without the arguments as written (the API knows no such field), and
+        // with an object for input: the API refuses anything else (a proxy's `[]`), and the
+        // call's error result already told the model what was wrong with it.
         ContentBlock::ToolUse {
             id, name, input, ..
-        } => Some(json!({"type": "tool_use", "id": id, "name": name, "input": input})),
+        } => {
+            let input = if input.is_object() {
+                input.clone()
+            } else {
+                json!({})
+            };
+            Some(json!({"type": "tool_use", "id": id, "name": name, "input": input}))
+        }
         ContentBlock::Reasoning { .. } => None,
         // The canonical form of the rest is the Messages API's own.
         other => Some(serde_json::to_value(other).expect("content serialises")),

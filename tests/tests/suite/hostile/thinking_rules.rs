@@ -118,10 +118,8 @@ pub fn anthropic(body: &Value) -> Result<(), String> {
                         ));
                     }
                 }
-                "redacted_thinking" => {
-                    if !redacted_intact(b["data"].as_str().unwrap_or_default()) {
-                        return Err(format!("{at}: Invalid `data` in `redacted_thinking` block"));
-                    }
+                "redacted_thinking" if !redacted_intact(b["data"].as_str().unwrap_or_default()) => {
+                    return Err(format!("{at}: Invalid `data` in `redacted_thinking` block"));
                 }
                 "tool_use" => {
                     let known = ["type", "id", "name", "input", "cache_control"];
