@@ -44,6 +44,23 @@ pub fn assign_ids(content: &mut [ContentBlock], turn: u64, seen: &BTreeSet<Strin
     replaced
 }
 
+/// The error result of a call to `name` whose arguments `raw` were not valid JSON: what was
+/// wrong, what was written (the start of it) and what to do, so the model can correct it.
+pub fn unparsed_notice(name: &str, raw: &str) -> String {
+    let why = match serde_json::from_str::<serde_json::Value>(raw) {
+        Err(e) => e.to_string(),
+        Ok(_) => "it did not arrive whole".to_string(),
+    };
+    let shown: String = raw.chars().take(500).collect();
+    let more = if shown.len() < raw.len() { " …" } else { "" };
+    format!(
+        "This call was not run: its arguments were not valid JSON ({why}). They were: \
+         {shown}{more}\nCall {name} again with arguments that are one JSON object matching \
+         its input schema (quote strings, escape quotes and newlines in them, no trailing \
+         commas)."
+    )
+}
+
 /// The idempotency key of call `call_id` of turn `turn` of run `run_id`.
 pub fn idempotency_key(run_id: &str, turn: u64, call_id: &str) -> String {
     format!("{run_id}:{turn}:{call_id}")
@@ -59,6 +76,7 @@ mod tests {
             id: id.into(),
             name: "pay".into(),
             input: json!({}),
+            unparsed: None,
         }
     }
 

@@ -152,6 +152,71 @@ mod tests {
         assert_eq!(decode(&newer), Err(CheckpointError::TooNew { found: 99 }));
     }
 
+    /// Reasoning of both providers and a call whose arguments were not JSON survive the event
+    /// log and a checkpoint byte for byte, so a resumed run sends them back as they came.
+    #[test]
+    fn reasoning_and_unparsed_arguments_round_trip_through_events_and_checkpoints() {
+        use crate::events::RunEvent;
+        use nightshift_llm::{ContentBlock, Role, StopReason, Usage};
+        let reply = Message {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::Thinking {
+                    thinking: "plan \"a\"\nü".into(),
+                    signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3h+/==".into(),
+                },
+                ContentBlock::RedactedThinking {
+                    data: "EmwKAhgBEgy3va==".into(),
+                },
+                ContentBlock::Reasoning {
+                    text: "think".into(),
+                    field: "reasoning".into(),
+                    details: Some(serde_json::json!([{"id": "rs_1", "type": "reasoning.text"}])),
+                },
+                ContentBlock::ToolUse {
+                    id: "toolu_1".into(),
+                    name: "pay".into(),
+                    input: serde_json::json!({}),
+                    unparsed: Some("{\"amount\": 5,".into()),
+                },
+            ],
+        };
+        let event = RunEvent::AssistantMessage {
+            message: reply.clone(),
+            stop_reason: StopReason::ToolUse,
+            usage: Usage::default(),
+            model: "m".into(),
+            cost_usd: 0.25,
+            latency_ms: None,
+            retries: 0,
+        };
+        let parsed = RunEvent::parse(event.kind(), &event.payload()).unwrap();
+        assert_eq!(parsed, event);
+        assert_eq!(parsed.payload(), event.payload(), "the same bytes again");
+        let mut state = RunState::default();
+        state
+            .apply(
+                1,
+                &RunEvent::UserMessage {
+                    message: Message::user_text("go"),
+                },
+            )
+            .unwrap();
+        state.apply(2, &parsed).unwrap();
+        assert_eq!(
+            state.pending[0].unparsed.as_deref(),
+            Some("{\"amount\": 5,"),
+            "the call is known to be unparsed after a resume too"
+        );
+        let decoded = decode(&encode(&state).body).unwrap();
+        assert_eq!(decoded, state);
+        assert_eq!(decoded.messages[1], reply);
+        // A message logged before any of this (no `unparsed`, no reasoning) reads as before.
+        let old = r#"{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"n","input":{"a":1}}]}"#;
+        let m: Message = serde_json::from_str(old).unwrap();
+        assert_eq!(serde_json::to_string(&m).unwrap(), old);
+    }
+
     fn with_call(state: &mut RunState, id: &str) {
         state.messages.push(Message {
             role: nightshift_llm::Role::Assistant,
@@ -159,6 +224,7 @@ mod tests {
                 id: id.into(),
                 name: "send".into(),
                 input: serde_json::json!({}),
+                unparsed: None,
             }],
         });
     }
@@ -182,6 +248,7 @@ mod tests {
             input: serde_json::json!({}),
             started: None,
             result: None,
+            unparsed: None,
         };
         state.pending = vec![call.clone(), call];
         let err = decode(&encode(&state).body).unwrap_err();

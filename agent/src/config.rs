@@ -81,6 +81,19 @@ pub struct AgentConfig {
     /// The most tokens one reply may have. Default 4096.
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
+    /// Extended thinking: `{ type = "enabled", budget_tokens = N }` (Anthropic: N at least
+    /// 1024 and below `max_tokens`), `{ type = "adaptive" }` or `{ type = "disabled" }`. Sent
+    /// to the Messages API as `thinking`, to an OpenAI-compatible server as DeepSeek's
+    /// `thinking: {"type": …}`. Default: not sent (the provider's default). Left out of the
+    /// definition's hash when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<nightshift_llm::Thinking>,
+    /// How much effort the model spends: `minimal`, `low`, `medium`, `high`, `xhigh` or `max`
+    /// (which a model takes is the provider's call). Sent to the Messages API as
+    /// `output_config.effort`, to an OpenAI-compatible server as `reasoning_effort`. Default:
+    /// not sent. Left out of the definition's hash when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<nightshift_llm::Effort>,
     #[serde(default)]
     pub budgets: Budgets,
     #[serde(default)]
@@ -249,6 +262,9 @@ impl AgentConfig {
         if self.max_tokens == 0 {
             return Err(ConfigError::value(at("max_tokens"), "must be at least 1"));
         }
+        if let Some(t) = &self.thinking {
+            check_thinking(name, t, self.max_tokens)?;
+        }
         self.wakeups.validate(name)?;
         self.approvals.validate(name)?;
         crate::notify::validate(name, &self.notify)?;
@@ -354,6 +370,38 @@ impl AgentConfig {
     }
 }
 
+/// The rules of `thinking`: a budget only with `enabled`, and then at least 1024 tokens and
+/// below `max_tokens` (the Messages API refuses anything else; the reply's text needs room).
+fn check_thinking(
+    name: &str,
+    t: &nightshift_llm::Thinking,
+    max_tokens: u32,
+) -> Result<(), ConfigError> {
+    use nightshift_llm::ThinkingKind;
+    let at = format!("agents.{name}.thinking.budget_tokens");
+    match (t.kind, t.budget_tokens) {
+        (ThinkingKind::Enabled, Some(b)) if b < 1024 => Err(ConfigError::value(
+            at,
+            format!("is {b}; a thinking budget is at least 1024 tokens"),
+        )),
+        (ThinkingKind::Enabled, Some(b)) if b >= max_tokens => Err(ConfigError::value(
+            at,
+            format!(
+                "is {b}, not below the agent's max_tokens ({max_tokens}); thinking counts \
+                 toward max_tokens, so raise max_tokens above the budget"
+            ),
+        )),
+        (ThinkingKind::Adaptive | ThinkingKind::Disabled, Some(_)) => Err(ConfigError::value(
+            at,
+            format!(
+                "is only allowed with type = \"enabled\" (this is \"{}\")",
+                t.kind.as_str()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A resolved agent: its config, its system prompt text and the hash of both.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentDef {
@@ -450,6 +498,60 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("unknown variant `maybe`"), "{err}");
+    }
+
+    #[test]
+    fn thinking_and_effort_parse_and_a_bad_budget_names_the_key() {
+        let a = toml_like(
+            r#"{"name":"a","provider":"p","model":"m","max_tokens":16000,
+                "thinking":{"type":"enabled","budget_tokens":10000},"effort":"high"}"#,
+        );
+        a.validate().unwrap();
+        assert_eq!(
+            a.thinking,
+            Some(nightshift_llm::Thinking {
+                kind: nightshift_llm::ThinkingKind::Enabled,
+                budget_tokens: Some(10000)
+            })
+        );
+        assert_eq!(a.effort, Some(nightshift_llm::Effort::High));
+        assert_ne!(
+            a.resolve(Path::new(".")).unwrap().hash,
+            agent().resolve(Path::new(".")).unwrap().hash
+        );
+        let cases = [
+            (r#"{"type":"enabled","budget_tokens":500}"#, "at least 1024"),
+            (
+                r#"{"type":"enabled","budget_tokens":4096}"#,
+                "not below the agent's max_tokens (4096)",
+            ),
+            (
+                r#"{"type":"adaptive","budget_tokens":2048}"#,
+                "only allowed with type = \"enabled\"",
+            ),
+        ];
+        for (thinking, says) in cases {
+            let a = toml_like(&format!(
+                r#"{{"name":"a","provider":"p","model":"m","thinking":{thinking}}}"#
+            ));
+            let err = a.validate().unwrap_err().to_string();
+            assert!(
+                err.starts_with("agents.a.thinking.budget_tokens ") && err.contains(says),
+                "{err}"
+            );
+        }
+        let err = serde_json::from_str::<AgentConfig>(
+            r#"{"name":"a","provider":"p","model":"m","thinking":{"type":"on"}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("unknown variant `on`"), "{err}");
+        let err = serde_json::from_str::<AgentConfig>(
+            r#"{"name":"a","provider":"p","model":"m","thinking":{"type":"enabled","budget":1}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("unknown field `budget`"), "{err}");
     }
 
     #[test]

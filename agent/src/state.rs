@@ -70,6 +70,10 @@ pub struct PendingCall {
     pub started: Option<StartedCall>,
     /// Set once its `tool_result` event is logged.
     pub result: Option<CallResult>,
+    /// The arguments as the model wrote them, when they were not valid JSON: the call is
+    /// answered with an error, never run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unparsed: Option<String>,
 }
 
 /// What `tool_started` recorded.
@@ -305,6 +309,7 @@ impl RunState {
                             input: t.input.clone(),
                             started: None,
                             result: None,
+                            unparsed: t.unparsed.map(str::to_string),
                         })
                         .collect();
                 }
@@ -581,6 +586,7 @@ mod tests {
             id: id.into(),
             name: "read_file".into(),
             input: json!({"path": id}),
+            unparsed: None,
         }
     }
 

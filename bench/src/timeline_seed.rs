@@ -138,6 +138,7 @@ pub fn events(n: usize, now: i64) -> Vec<RunEvent> {
                 id: call_id.clone(),
                 name: name.into(),
                 input: input.clone(),
+                unparsed: None,
             }],
             StopReason::ToolUse,
         ));

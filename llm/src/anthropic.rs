@@ -5,7 +5,16 @@
 //!   ([`AnthropicProvider::request_body`]; keys sorted at every depth), which the prompt cache
 //!   and resume fidelity rely on.
 //! - Three `cache_control: {"type":"ephemeral"}` breakpoints: on the system block, on the last
-//!   tool, and on the last content block of the newest message (each only when it exists).
+//!   tool, and on the last content block of the newest message that is not thinking (each
+//!   only when it exists; thinking blocks cannot carry one).
+//! - Extended thinking: the request's [`crate::Thinking`] is sent as `thinking` (`{"type":
+//!   "enabled", "budget_tokens": N}`) and its [`crate::Effort`] as `output_config.effort`;
+//!   `temperature` and `top_k`, which thinking does not allow, are never sent. `thinking`
+//!   (with `signature`, streamed as `thinking_delta` and `signature_delta`) and
+//!   `redacted_thinking` blocks are read into the reply and sent back byte for byte, in
+//!   place; an OpenAI-compatible server's reasoning (from a fallback chain) is not sent.
+//! - A `tool_use` block goes out with an object as its `input` (a non-object one, which only a
+//!   proxy sends and the loop answered with an error, as `{}`), since the API refuses others.
 //! - A streamed reply is returned only after `message_stop`; a stream that ends before it is
 //!   [`ProviderError::StreamBroken`] (retryable). An in-stream `error` event (or a 200 JSON
 //!   body that is an error object) becomes the error its type stands for (`overloaded_error`
@@ -30,7 +39,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::http::{self, ApiKey, HttpTimeouts, header_str, header_u64};
-use crate::message::{ModelRequest, ModelResponse, RateLimits, Usage};
+use crate::message::{ContentBlock, ModelRequest, ModelResponse, RateLimits, ThinkingKind, Usage};
 use crate::provider::{Provider, ProviderError, says_context_too_long, with_cancel};
 use crate::reply::{Draft, finalize, settle_stop, stop_reason};
 use crate::sse::SseEvent;
@@ -157,10 +166,12 @@ fn request_json(req: &ModelRequest, stream: bool) -> Value {
         .iter()
         .enumerate()
         .map(|(i, m)| {
-            let mut content = serde_json::to_value(&m.content).expect("content serialises");
+            let mut content: Vec<Value> = m.content.iter().filter_map(block_json).collect();
             if i == last_msg
-                && let Some(Value::Object(block)) =
-                    content.as_array_mut().and_then(|blocks| blocks.last_mut())
+                && let Some(Value::Object(block)) = content
+                    .iter_mut()
+                    .rev()
+                    .find(|b| !is_thinking(b.get("type").and_then(Value::as_str)))
             {
                 block.insert("cache_control".into(), ephemeral());
             }
@@ -191,8 +202,44 @@ fn request_json(req: &ModelRequest, stream: bool) -> Value {
     if !req.stop_sequences.is_empty() {
         body.insert("stop_sequences".into(), json!(req.stop_sequences));
     }
+    if let Some(t) = &req.thinking {
+        let mut thinking = json!({"type": t.kind.as_str()});
+        if let (ThinkingKind::Enabled, Some(budget)) = (t.kind, t.budget_tokens) {
+            thinking["budget_tokens"] = json!(budget);
+        }
+        body.insert("thinking".into(), thinking);
+    }
+    if let Some(effort) = req.effort {
+        body.insert("output_config".into(), json!({"effort": effort.as_str()}));
+    }
     body.insert("stream".into(), json!(stream));
     Value::Object(body)
+}
+
+/// A content block as the Messages API takes it; `None` for another provider's reasoning.
+fn block_json(block: &ContentBlock) -> Option<Value> {
+    match block {
+        // The wire shape without the arguments as written (the API knows no such field), and
+        // with an object for input: the API refuses anything else (a proxy's `[]`), and the
+        // call's error result already told the model what was wrong with it.
+        ContentBlock::ToolUse {
+            id, name, input, ..
+        } => {
+            let input = if input.is_object() {
+                input.clone()
+            } else {
+                json!({})
+            };
+            Some(json!({"type": "tool_use", "id": id, "name": name, "input": input}))
+        }
+        ContentBlock::Reasoning { .. } => None,
+        // The canonical form of the rest is the Messages API's own.
+        other => Some(serde_json::to_value(other).expect("content serialises")),
+    }
+}
+
+fn is_thinking(block_type: Option<&str>) -> bool {
+    matches!(block_type, Some("thinking" | "redacted_thinking"))
 }
 
 /// Reads `anthropic-ratelimit-*` headers.
@@ -273,6 +320,12 @@ fn parse_message(body: &[u8]) -> Result<ModelResponse, ProviderError> {
                 name: str_field(b, "name"),
                 input: b.get("input").cloned().unwrap_or_else(|| json!({})),
             }),
+            Some("thinking") => Some(Draft::Thinking {
+                thinking: str_field(b, "thinking"),
+                signature: str_field(b, "signature"),
+                complete: true,
+            }),
+            Some("redacted_thinking") => Some(Draft::RedactedThinking(str_field(b, "data"))),
             _ => None,
         })
         .collect();
@@ -305,7 +358,13 @@ enum Block {
         json: String,
         closed: bool,
     },
-    /// A block type this crate does not keep (thinking, server tools, …).
+    Thinking {
+        thinking: String,
+        signature: String,
+        closed: bool,
+    },
+    RedactedThinking(String),
+    /// A block type this crate does not keep (server tools, …).
     Ignored,
 }
 
@@ -359,6 +418,12 @@ impl StreamState {
                         },
                         closed: false,
                     },
+                    Some("thinking") => Block::Thinking {
+                        thinking: str_field(b, "thinking"),
+                        signature: str_field(b, "signature"),
+                        closed: false,
+                    },
+                    Some("redacted_thinking") => Block::RedactedThinking(str_field(b, "data")),
                     _ => Block::Ignored,
                 };
                 self.blocks.insert(index, block);
@@ -374,12 +439,20 @@ impl StreamState {
                     (Block::Tool { json, .. }, Some("input_json_delta")) => {
                         json.push_str(&str_field(d, "partial_json"))
                     }
+                    (Block::Thinking { thinking, .. }, Some("thinking_delta")) => {
+                        thinking.push_str(&str_field(d, "thinking"))
+                    }
+                    (Block::Thinking { signature, .. }, Some("signature_delta")) => {
+                        signature.push_str(&str_field(d, "signature"))
+                    }
                     _ => {}
                 }
             }
             "content_block_stop" => {
                 let index = index.ok_or_else(|| missing("content_block_stop", "index"))?;
-                if let Some(Block::Tool { closed, .. }) = self.blocks.get_mut(&index) {
+                if let Some(Block::Tool { closed, .. } | Block::Thinking { closed, .. }) =
+                    self.blocks.get_mut(&index)
+                {
                     *closed = true;
                 }
             }
@@ -431,6 +504,16 @@ impl StreamState {
                     raw: json,
                     complete: closed,
                 }),
+                Block::Thinking {
+                    thinking,
+                    signature,
+                    closed,
+                } => Some(Draft::Thinking {
+                    thinking,
+                    signature,
+                    complete: closed,
+                }),
+                Block::RedactedThinking(data) => Some(Draft::RedactedThinking(data)),
                 Block::Ignored => None,
             })
             .collect();

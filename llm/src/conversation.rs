@@ -13,6 +13,8 @@
 //!    next message; the last message has no `tool_use` (nothing could answer it).
 //! 6. Tool-call ids are 1–40 of `A-Z a-z 0-9 _ -` (OpenAI allows 40 characters, Anthropic
 //!    that alphabet) and unique across the whole request.
+//! 7. Reasoning blocks (thinking, redacted thinking, `reasoning_content`) are the assistant's
+//!    only.
 //!
 //! Guarantees of [`normalize`]: it is a pure function (the same messages always give the same
 //! conversation, so a resumed run sends the same bytes as an uninterrupted one), it only
@@ -20,7 +22,8 @@
 //! input starts with a user message and its tool-call ids are well formed and unique — which
 //! the agent loop guarantees for every new reply. Concretely it drops empty and
 //! whitespace-only text blocks and empty messages (a reply cut off before any content, an
-//! empty `pause_turn`), merges neighbours of the same role (a reminder after tool results, the
+//! empty `pause_turn`, a reply cut off while it was still reasoning — reasoning with nothing
+//! after it is not sent back), and keeps every other reasoning block as it is, in place, merges neighbours of the same role (a reminder after tool results, the
 //! continuation of a paused turn), drops tool calls that no result answers (the complete calls
 //! of a reply cut off at `max_tokens`, which were never run) together with results that answer
 //! nothing, and gives a call whose id is malformed or already used earlier in the request a
@@ -103,6 +106,13 @@ pub fn check_messages(messages: &[Message]) -> Result<(), Violation> {
                         return fail(i, format!("tool_use id {id} is used twice"));
                     }
                 }
+                ContentBlock::Thinking { .. }
+                | ContentBlock::RedactedThinking { .. }
+                | ContentBlock::Reasoning { .. } => {
+                    if m.role != Role::Assistant {
+                        return fail(i, "reasoning in a user message".into());
+                    }
+                }
                 ContentBlock::ToolResult { tool_use_id, .. } => {
                     if m.role != Role::User {
                         return fail(i, "a tool_result in an assistant message".into());
@@ -161,8 +171,8 @@ fn merge(messages: impl Iterator<Item = Message>) -> Vec<Message> {
     for mut m in messages {
         m.content
             .retain(|b| !matches!(b, ContentBlock::Text { text } if text.trim().is_empty()));
-        if m.content.is_empty() {
-            continue;
+        if m.content.iter().all(ContentBlock::is_reasoning) {
+            continue; // empty, or reasoning that led to nothing
         }
         match out.last_mut() {
             Some(prev) if prev.role == m.role => prev.content.extend(m.content),
@@ -305,6 +315,7 @@ mod tests {
             id: id.into(),
             name: "read_file".into(),
             input: json!({}),
+            unparsed: None,
         }
     }
 
@@ -499,6 +510,43 @@ mod tests {
         assert_eq!(got[3].content, vec![call("ns_m3_0"), call("ns_m3_1")]);
         assert_eq!(got[4], results(&["ns_m3_0", "ns_m3_1"]));
         assert_eq!(normalize(&got), got, "normalising again changes nothing");
+    }
+
+    #[test]
+    fn reasoning_stays_in_place_and_reasoning_alone_is_dropped() {
+        let thinking = ContentBlock::Thinking {
+            thinking: "plan".into(),
+            signature: "sig".into(),
+        };
+        let reasoning = ContentBlock::Reasoning {
+            text: "hm".into(),
+            field: "reasoning_content".into(),
+            details: None,
+        };
+        let msgs = vec![
+            user("go"),
+            assistant(vec![thinking.clone(), text("reading"), call("a")]),
+            results(&["a"]),
+            assistant(vec![reasoning.clone()]), // cut off while reasoning
+            user("you were cut off"),
+        ];
+        let got = normalize(&msgs);
+        assert_eq!(check_messages(&got), Ok(()), "{got:?}");
+        assert_eq!(
+            got[1], msgs[1],
+            "thinking is kept before the call, unchanged"
+        );
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[2].content.len(), 2, "the reasoning-only reply is gone");
+        let err = check_messages(&[Message {
+            role: Role::User,
+            content: vec![reasoning],
+        }])
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("reasoning in a user message"),
+            "{err}"
+        );
     }
 
     #[test]

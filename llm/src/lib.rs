@@ -38,6 +38,8 @@
 //!     tools: vec![],
 //!     max_tokens: 256,
 //!     stop_sequences: vec![],
+//!     thinking: None,
+//!     effort: None,
 //! };
 //! let cancel = CancellationToken::new();
 //! let reply = send_with_fallback(&[client.clone()], &req, &cancel).await.unwrap();
@@ -84,8 +86,8 @@ pub use config::{
 };
 pub use http::{ApiKey, HttpTimeouts};
 pub use message::{
-    ContentBlock, Message, ModelRequest, ModelResponse, RateLimits, Role, StopReason, ToolSpec,
-    ToolUse, Usage,
+    ContentBlock, Effort, Message, ModelRequest, ModelResponse, RateLimits, Role, StopReason,
+    Thinking, ThinkingKind, ToolSpec, ToolUse, Usage,
 };
 pub use openai::{OpenAiOptions, OpenAiProvider};
 pub use provider::{Provider, ProviderError};

@@ -5,6 +5,14 @@
 //! Serialisation is stable: struct fields serialise in declaration order and JSON objects
 //! (`serde_json::Value`) with sorted keys, so the same conversation always gives the same
 //! bytes — the prompt cache and the resume-fidelity guarantee depend on it.
+//!
+//! A model's reasoning is part of the conversation and kept verbatim: Anthropic `thinking`
+//! blocks with their `signature` and `redacted_thinking` blocks with their `data`
+//! ([`ContentBlock::Thinking`], [`ContentBlock::RedactedThinking`], whose serialised form is
+//! the Messages API's own), and an OpenAI-compatible server's `reasoning_content`
+//! ([`ContentBlock::Reasoning`], with the field it came in and any `reasoning_details`). They
+//! are logged and checkpointed like every block and sent back exactly as received, because
+//! the providers refuse a tool loop whose reasoning was dropped or altered.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,7 +43,17 @@ impl Message {
     /// The tool calls in this message, in order.
     pub fn tool_uses(&self) -> impl Iterator<Item = ToolUse<'_>> {
         self.content.iter().filter_map(|b| match b {
-            ContentBlock::ToolUse { id, name, input } => Some(ToolUse { id, name, input }),
+            ContentBlock::ToolUse {
+                id,
+                name,
+                input,
+                unparsed,
+            } => Some(ToolUse {
+                id,
+                name,
+                input,
+                unparsed: unparsed.as_deref(),
+            }),
             _ => None,
         })
     }
@@ -59,6 +77,8 @@ pub struct ToolUse<'a> {
     pub id: &'a str,
     pub name: &'a str,
     pub input: &'a serde_json::Value,
+    /// The arguments as written, when they were not valid JSON.
+    pub unparsed: Option<&'a str>,
 }
 
 /// One block of a message.
@@ -75,10 +95,17 @@ pub enum ContentBlock {
     /// reply are **not** guaranteed unique. An empty id means the provider gave none; the
     /// caller (the agent loop) assigns every call a run-unique id before it logs the reply,
     /// and the `tool_result` it sends back names that id.
+    ///
+    /// `unparsed` is set when the arguments the model wrote were not valid JSON: it holds
+    /// them as written, and `input` is then `{}` (so the call can be sent back to any
+    /// provider). Such a call is never run; the loop answers it with an error the model can
+    /// correct.
     ToolUse {
         id: String,
         name: String,
         input: serde_json::Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unparsed: Option<String>,
     },
     /// The result of a tool call, sent back in the next user message.
     ToolResult {
@@ -87,6 +114,45 @@ pub enum ContentBlock {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+    /// Anthropic extended thinking, verbatim: the `signature` covers the text, so neither may
+    /// change (an empty `thinking` with a signature is kept too). Sent back only to the
+    /// Messages API.
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    /// Anthropic thinking the safety systems encrypted: `data` is opaque and sent back as is.
+    RedactedThinking {
+        data: String,
+    },
+    /// An OpenAI-compatible server's reasoning (DeepSeek's thinking mode, vLLM, OpenRouter):
+    /// `text` as received in `field` (`reasoning_content`, or `reasoning`), and the
+    /// `reasoning_details` items (with their ids and signatures) when the server sent any.
+    /// Sent back in the same fields of the assistant message, only to OpenAI-compatible
+    /// servers.
+    Reasoning {
+        text: String,
+        #[serde(default = "reasoning_field")]
+        field: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        details: Option<serde_json::Value>,
+    },
+}
+
+fn reasoning_field() -> String {
+    "reasoning_content".to_string()
+}
+
+impl ContentBlock {
+    /// Whether the block is a model's reasoning (of any provider).
+    pub fn is_reasoning(&self) -> bool {
+        matches!(
+            self,
+            ContentBlock::Thinking { .. }
+                | ContentBlock::RedactedThinking { .. }
+                | ContentBlock::Reasoning { .. }
+        )
+    }
 }
 
 /// A tool as the model sees it.
@@ -176,6 +242,71 @@ pub struct ModelRequest {
     pub max_tokens: u32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop_sequences: Vec<String>,
+    /// Extended thinking (reasoning) for this call; `None` leaves it to the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Thinking>,
+    /// How much effort the model should spend (Anthropic `output_config.effort`, OpenAI
+    /// `reasoning_effort`); `None` leaves it to the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<Effort>,
+}
+
+/// Whether a model thinks before it answers: an agent's `thinking = { type = "enabled",
+/// budget_tokens = N }` (also `"adaptive"` or `"disabled"`), sent to the Messages API as its
+/// `thinking` parameter and to an OpenAI-compatible server as DeepSeek's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Thinking {
+    #[serde(rename = "type")]
+    pub kind: ThinkingKind,
+    /// The most tokens the model may think for (Anthropic: at least 1024 and below
+    /// `max_tokens`; needed with `enabled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u32>,
+}
+
+/// The `type` of [`Thinking`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThinkingKind {
+    Enabled,
+    Adaptive,
+    Disabled,
+}
+
+impl ThinkingKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThinkingKind::Enabled => "enabled",
+            ThinkingKind::Adaptive => "adaptive",
+            ThinkingKind::Disabled => "disabled",
+        }
+    }
+}
+
+/// How hard a model should think: an agent's `effort`, sent as given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effort {
+    Minimal,
+    Low,
+    Medium,
+    High,
+    Xhigh,
+    Max,
+}
+
+impl Effort {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effort::Minimal => "minimal",
+            Effort::Low => "low",
+            Effort::Medium => "medium",
+            Effort::High => "high",
+            Effort::Xhigh => "xhigh",
+            Effort::Max => "max",
+        }
+    }
 }
 
 /// Rate-limit headers of the last response, when the provider sent them.

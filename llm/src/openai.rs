@@ -10,6 +10,12 @@
 //! - tools are `{"type":"function","function":{name,description,parameters}}`.
 //! - the output limit is sent as `max_tokens`, which every compatible server accepts (OpenAI's
 //!   reasoning models want `max_completion_tokens` instead; not supported yet).
+//! - reasoning: an assistant message's [`ContentBlock::Reasoning`] goes back in the field it
+//!   came in (`reasoning_content` for DeepSeek and vLLM, `reasoning` for OpenRouter and
+//!   Ollama), byte for byte, with its `reasoning_details` when there were any — DeepSeek's
+//!   thinking mode refuses a tool loop whose assistant messages lack it. Anthropic thinking
+//!   blocks (from a fallback chain) are not sent. The request's [`crate::Thinking`] goes out
+//!   as DeepSeek's `thinking: {"type": …}` and its [`crate::Effort`] as `reasoning_effort`.
 //!
 //! Guarantees:
 //! - The request body is byte-stable ([`OpenAiProvider::request_body`]).
@@ -170,7 +176,7 @@ fn request_json(req: &ModelRequest, stream: bool) -> Value {
                                 "role": "tool", "tool_call_id": tool_use_id, "content": content,
                             }));
                         }
-                        ContentBlock::ToolUse { .. } => {}
+                        _ => {}
                     }
                 }
                 if !texts.is_empty() {
@@ -179,10 +185,21 @@ fn request_json(req: &ModelRequest, stream: bool) -> Value {
             }
             Role::Assistant => {
                 let mut calls = Vec::new();
+                let mut reasoning: Option<(&str, String, Option<&Value>)> = None;
                 for b in &m.content {
                     match b {
                         ContentBlock::Text { text } => texts.push(text.as_str()),
-                        ContentBlock::ToolUse { id, name, input } => calls.push(json!({
+                        ContentBlock::Reasoning {
+                            text,
+                            field,
+                            details,
+                        } => match &mut reasoning {
+                            Some((_, all, _)) => all.push_str(text),
+                            None => reasoning = Some((field, text.clone(), details.as_ref())),
+                        },
+                        ContentBlock::ToolUse {
+                            id, name, input, ..
+                        } => calls.push(json!({
                             "id": id,
                             "type": "function",
                             "function": {
@@ -191,12 +208,20 @@ fn request_json(req: &ModelRequest, stream: bool) -> Value {
                                     .expect("JSON is UTF-8"),
                             },
                         })),
-                        ContentBlock::ToolResult { .. } => {}
+                        ContentBlock::ToolResult { .. }
+                        | ContentBlock::Thinking { .. }
+                        | ContentBlock::RedactedThinking { .. } => {}
                     }
                 }
                 let mut msg = json!({"role": "assistant", "content": Value::Null});
                 if !texts.is_empty() {
                     msg["content"] = json!(texts.join("\n\n"));
+                }
+                if let Some((field, text, details)) = reasoning {
+                    msg[field] = json!(text);
+                    if let Some(details) = details {
+                        msg["reasoning_details"] = details.clone();
+                    }
                 }
                 if !calls.is_empty() {
                     msg["tool_calls"] = Value::Array(calls);
@@ -219,6 +244,12 @@ fn request_json(req: &ModelRequest, stream: bool) -> Value {
     }
     if !req.stop_sequences.is_empty() {
         body.insert("stop".into(), json!(req.stop_sequences));
+    }
+    if let Some(t) = &req.thinking {
+        body.insert("thinking".into(), json!({"type": t.kind.as_str()}));
+    }
+    if let Some(effort) = req.effort {
+        body.insert("reasoning_effort".into(), json!(effort.as_str()));
     }
     body.insert("stream".into(), json!(stream));
     if stream {
@@ -292,6 +323,87 @@ struct ChoiceMessage {
     #[serde(default)]
     tool_calls: Option<Vec<WireToolCall>>,
     refusal: Option<String>,
+    #[serde(flatten)]
+    reasoning: WireReasoning,
+}
+
+/// The reasoning fields of a message or a delta, as compatible servers name them.
+#[derive(Debug, Default, Deserialize)]
+struct WireReasoning {
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
+    reasoning_details: Option<Vec<Value>>,
+}
+
+impl WireReasoning {
+    /// The field the text came in, and the text (`reasoning_content` wins when both came).
+    fn text(&self) -> Option<(&'static str, &str)> {
+        match (&self.reasoning_content, &self.reasoning) {
+            (Some(t), _) => Some(("reasoning_content", t)),
+            (None, Some(t)) => Some(("reasoning", t)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// The fields of a `reasoning_details` item that arrive in pieces over a stream.
+const STREAMED_DETAIL_FIELDS: [&str; 4] = ["text", "summary", "data", "signature"];
+
+/// Accumulates reasoning over a stream's deltas.
+#[derive(Default)]
+struct ReasoningAcc {
+    field: Option<&'static str>,
+    text: String,
+    /// `reasoning_details` items by their `index`: [`STREAMED_DETAIL_FIELDS`] concatenated,
+    /// every other field set by its latest fragment.
+    details: BTreeMap<u64, Map<String, Value>>,
+}
+
+impl ReasoningAcc {
+    fn add(&mut self, r: WireReasoning) {
+        if let Some((field, text)) = r.text() {
+            self.field.get_or_insert(field);
+            self.text.push_str(text);
+        }
+        for (pos, item) in r
+            .reasoning_details
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+        {
+            let Value::Object(item) = item else { continue };
+            let index = item
+                .get("index")
+                .and_then(Value::as_u64)
+                .unwrap_or(pos as u64);
+            let acc = self.details.entry(index).or_default();
+            for (k, v) in item {
+                match (acc.get_mut(&k), &v) {
+                    (Some(Value::String(have)), Value::String(more))
+                        if STREAMED_DETAIL_FIELDS.contains(&k.as_str()) =>
+                    {
+                        have.push_str(more)
+                    }
+                    _ => {
+                        acc.insert(k, v);
+                    }
+                }
+            }
+        }
+    }
+
+    fn draft(self) -> Option<Draft> {
+        let details = (!self.details.is_empty())
+            .then(|| Value::Array(self.details.into_values().map(Value::Object).collect()));
+        if self.field.is_none() && details.is_none() {
+            return None;
+        }
+        Some(Draft::Reasoning {
+            text: self.text,
+            field: self.field.unwrap_or("reasoning_content").to_string(),
+            details,
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -356,7 +468,10 @@ fn parse_completion(body: &[u8]) -> Result<ModelResponse, ProviderError> {
         .finish_reason
         .ok_or_else(|| ProviderError::Malformed("chat completion has no finish_reason".into()))?;
     let mut stop = finish(&reason, !calls.is_empty());
-    let mut drafts = vec![Draft::Text(choice.message.content.unwrap_or_default())];
+    let mut reasoning = ReasoningAcc::default();
+    reasoning.add(choice.message.reasoning);
+    let mut drafts: Vec<Draft> = reasoning.draft().into_iter().collect();
+    drafts.push(Draft::Text(choice.message.content.unwrap_or_default()));
     if let Some(r) = choice.message.refusal.filter(|r| !r.is_empty()) {
         drafts.push(Draft::Text(r));
         stop = crate::StopReason::Refusal;
@@ -403,6 +518,8 @@ struct Delta {
     content: Option<String>,
     refusal: Option<String>,
     tool_calls: Option<Vec<DeltaToolCall>>,
+    #[serde(flatten)]
+    reasoning: WireReasoning,
 }
 
 #[derive(Debug, Deserialize)]
@@ -431,6 +548,7 @@ struct StreamState {
     model: String,
     text: String,
     refusal: String,
+    reasoning: ReasoningAcc,
     tools: BTreeMap<u64, ToolAcc>,
     finish_reason: Option<String>,
     usage: Option<WireUsage>,
@@ -470,6 +588,7 @@ impl StreamState {
                 self.finish_reason = Some(r);
             }
             let delta = choice.delta.unwrap_or_default();
+            self.reasoning.add(delta.reasoning);
             self.text
                 .push_str(delta.content.as_deref().unwrap_or_default());
             self.refusal
@@ -505,7 +624,8 @@ impl StreamState {
             ProviderError::Malformed("stream finished without a finish_reason".into())
         })?;
         let mut stop = finish(&reason, !self.tools.is_empty());
-        let mut drafts = vec![Draft::Text(self.text)];
+        let mut drafts: Vec<Draft> = self.reasoning.draft().into_iter().collect();
+        drafts.push(Draft::Text(self.text));
         if !self.refusal.is_empty() {
             drafts.push(Draft::Text(self.refusal));
             stop = crate::StopReason::Refusal;

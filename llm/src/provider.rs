@@ -9,11 +9,10 @@
 //! - A 200 whose body cannot be read (not JSON, the wrong shape, truncated, garbage SSE
 //!   `data:`) is [`ProviderError::Malformed`] with a message saying what was wrong — never a
 //!   panic. A broken proxy is as transient as a broken stream, so it is retried like one. A
-//!   tool call whose input is not valid JSON outside a cut-off reply is
-//!   [`ProviderError::BadToolCall`]: retried too, but it never opens the circuit (the model
-//!   wrote it; the provider is fine).
+//!   tool call whose arguments are not valid JSON is not an error: the model wrote them, and
+//!   the reply carries them as written for the loop to answer (see [`crate::reply`]).
 //! - [`ProviderError::is_retryable`] is true only for HTTP 408/409/429/500/502/503/504/529,
-//!   network failures, broken streams, malformed replies and bad tool calls; everything else (400, 401, 403,
+//!   network failures, broken streams and malformed replies; everything else (400, 401, 403,
 //!   context too long, an exhausted script, cancellation, configuration) must not be retried.
 //! - [`ProviderError::Http`] keeps the provider's real error as (status, type, message), shown
 //!   as `HTTP 529 overloaded_error: Overloaded`; [`ProviderError::CircuitOpen`] carries the
@@ -77,12 +76,6 @@ pub enum ProviderError {
     /// proxy or a garbled stream is as transient as a dropped connection.
     #[error("malformed reply: {0}")]
     Malformed(String),
-    /// The reply was read, but the model wrote a tool call whose input is not valid JSON.
-    /// Retried (another sample may be fine) and tried on the fallback models, but it is the
-    /// model's doing, not the provider's: it never opens the circuit, and once the retries
-    /// are used up the run fails instead of waiting as for an outage.
-    #[error("the model wrote a tool call that is not valid JSON: {0}")]
-    BadToolCall(String),
     /// The client's circuit breaker is open: the call was not attempted (or, if the circuit
     /// opened during this call, not attempted again).
     #[error("{}", circuit_open_message(.model, *.retry_in, .last_error.as_deref()))]
@@ -148,8 +141,7 @@ impl ProviderError {
             ProviderError::Http { status, .. } => is_retryable_status(*status),
             ProviderError::Network(_)
             | ProviderError::StreamBroken(_)
-            | ProviderError::Malformed(_)
-            | ProviderError::BadToolCall(_) => true,
+            | ProviderError::Malformed(_) => true,
             _ => false,
         }
     }
@@ -317,14 +309,6 @@ mod tests {
             retry_after: Some(Duration::from_secs(7)),
             rate_limits: None,
         }
-    }
-
-    #[test]
-    fn a_bad_tool_call_is_retried_but_never_opens_the_circuit() {
-        let e =
-            ProviderError::BadToolCall("tool call x (t1) has input that is not valid JSON".into());
-        assert!(e.is_retryable() && e.is_transient());
-        assert!(!e.is_provider_failure());
     }
 
     #[test]

@@ -10,8 +10,14 @@
 //!   and `stop_reason` stays as sent, so the loop never runs a cut-off call and the
 //!   conversation stays valid to send again (no `tool_use` without its input).
 //! - In any other reply, a tool call that never finished is a [`ProviderError::Malformed`]
-//!   error, and one whose input is not valid JSON a [`ProviderError::BadToolCall`] (both
-//!   retryable: the next attempt may be whole).
+//!   error (retryable: the next attempt may be whole). One whose input is complete but not
+//!   valid JSON is kept with `input: {}` and the arguments as written in `unparsed`: the
+//!   model wrote them, so another sample would cost as much as telling it, and the loop
+//!   answers such a call with an error the model can correct instead of running it.
+//! - Reasoning is kept verbatim and in place: Anthropic `thinking` (text and signature, even
+//!   when the text is empty) and `redacted_thinking` blocks, an OpenAI-compatible server's
+//!   `reasoning_content`. Only a thinking block cut off before it closed (so without its
+//!   signature) in a cut-off reply is dropped: it could not be sent back.
 //! - A reply that says `end_turn` or `stop_sequence` but carries complete tool calls is
 //!   `ToolUse` ([`settle_stop`]): the calls are there, so the loop must answer them.
 //! - Tool-call ids are passed through as the provider sent them; a missing id is left empty
@@ -42,6 +48,19 @@ pub(crate) enum Draft {
         name: String,
         input: Value,
     },
+    /// Anthropic thinking; `complete` once its block closed.
+    Thinking {
+        thinking: String,
+        signature: String,
+        complete: bool,
+    },
+    RedactedThinking(String),
+    /// An OpenAI-compatible server's reasoning, and the field it came in.
+    Reasoning {
+        text: String,
+        field: String,
+        details: Option<Value>,
+    },
 }
 
 /// Applies the rules in the module doc.
@@ -65,8 +84,37 @@ pub(crate) fn finalize(
                     dropped(&name, stop);
                     continue;
                 }
-                out.push(ContentBlock::ToolUse { id, name, input });
+                out.push(ContentBlock::ToolUse {
+                    id,
+                    name,
+                    input,
+                    unparsed: None,
+                });
             }
+            Draft::Thinking {
+                thinking,
+                signature,
+                complete,
+            } => {
+                if cut_off && !complete {
+                    tracing::warn!(?stop, "dropped a thinking block cut off before it closed");
+                    continue;
+                }
+                out.push(ContentBlock::Thinking {
+                    thinking,
+                    signature,
+                });
+            }
+            Draft::RedactedThinking(data) => out.push(ContentBlock::RedactedThinking { data }),
+            Draft::Reasoning {
+                text,
+                field,
+                details,
+            } => out.push(ContentBlock::Reasoning {
+                text,
+                field,
+                details,
+            }),
             Draft::Tool {
                 id,
                 name,
@@ -80,21 +128,35 @@ pub(crate) fn finalize(
                 };
                 match parsed {
                     Ok(input) if complete && !(cut_off && trailing) => {
-                        out.push(ContentBlock::ToolUse { id, name, input });
+                        out.push(ContentBlock::ToolUse {
+                            id,
+                            name,
+                            input,
+                            unparsed: None,
+                        });
                     }
                     _ if cut_off => dropped(&name, stop),
-                    Ok(_) => {
+                    _ if !complete => {
                         return Err(ProviderError::Malformed(format!(
                             "tool call {name} ({}) was never finished",
                             shown_id(&id)
                         )));
                     }
+                    Ok(input) => out.push(ContentBlock::ToolUse {
+                        id,
+                        name,
+                        input,
+                        unparsed: None,
+                    }),
                     Err(e) => {
-                        return Err(ProviderError::BadToolCall(format!(
-                            "tool call {name} ({}) has input that is not valid JSON ({e}): {}",
-                            shown_id(&id),
-                            crate::http::truncate(&raw, 200)
-                        )));
+                        tracing::warn!(tool = %name, error = %e,
+                            "the model wrote tool-call arguments that are not valid JSON; the call is answered with an error");
+                        out.push(ContentBlock::ToolUse {
+                            id,
+                            name,
+                            input: Value::Object(Default::default()),
+                            unparsed: Some(raw),
+                        });
                     }
                 }
             }
@@ -190,11 +252,60 @@ mod tests {
     }
 
     #[test]
-    fn broken_input_outside_max_tokens_is_malformed() {
-        let err = finalize(vec![tool("{\"p\":", true)], &StopReason::ToolUse).unwrap_err();
-        assert!(matches!(err, ProviderError::BadToolCall(m) if m.contains("not valid JSON")));
+    fn a_call_that_never_finished_is_malformed_and_invalid_json_is_kept_unparsed() {
+        let got = finalize(vec![tool("{\"p\":", true)], &StopReason::ToolUse).unwrap();
+        assert_eq!(
+            got,
+            vec![ContentBlock::ToolUse {
+                id: "t1".into(),
+                name: "read".into(),
+                input: json!({}),
+                unparsed: Some("{\"p\":".into()),
+            }],
+            "the arguments as written, for the loop to answer with an error"
+        );
         let err = finalize(vec![tool("{}", false)], &StopReason::ToolUse).unwrap_err();
         assert!(matches!(err, ProviderError::Malformed(m) if m.contains("never finished")));
+    }
+
+    #[test]
+    fn reasoning_is_kept_in_place_and_an_unclosed_thinking_block_only_in_a_cut_off_reply_goes() {
+        let thinking = |complete| Draft::Thinking {
+            thinking: String::new(),
+            signature: "sig".into(),
+            complete,
+        };
+        let drafts = vec![
+            thinking(true),
+            Draft::RedactedThinking("opaque".into()),
+            Draft::Reasoning {
+                text: "hm".into(),
+                field: "reasoning".into(),
+                details: None,
+            },
+            Draft::Text("a".into()),
+        ];
+        let got = finalize(drafts.clone(), &StopReason::EndTurn).unwrap();
+        assert_eq!(got.len(), 4);
+        assert_eq!(
+            got[0],
+            ContentBlock::Thinking {
+                thinking: String::new(),
+                signature: "sig".into()
+            },
+            "an empty thinking text with its signature is kept"
+        );
+        assert!(got[..3].iter().all(ContentBlock::is_reasoning));
+        let cut = finalize(
+            vec![thinking(true), thinking(false)],
+            &StopReason::MaxTokens,
+        )
+        .unwrap();
+        assert_eq!(
+            cut.len(),
+            1,
+            "the unclosed one has no signature to send back"
+        );
     }
 
     #[test]
@@ -240,6 +351,7 @@ mod tests {
             id: String::new(),
             name: "n".into(),
             input: json!({}),
+            unparsed: None,
         };
         let text = ContentBlock::Text { text: "t".into() };
         let with_call = [text.clone(), call];
@@ -298,7 +410,7 @@ mod tests {
                 id: String::new(),
                 name: "a".into(),
                 raw: "{".into(),
-                complete: true,
+                complete: false,
             }],
             &StopReason::EndTurn,
         )

@@ -73,6 +73,7 @@ impl ScriptedTurn {
                 id: id.into(),
                 name: name.into(),
                 input,
+                unparsed: None,
             }],
             stop_reason: StopReason::ToolUse,
             usage: Usage::default(),

@@ -65,6 +65,7 @@ async fn json_reply_with_a_tool_call_and_the_request_on_the_wire() {
                 id: "toolu_02".into(),
                 name: "get_time".into(),
                 input: json!({"tz": "Europe/Paris"}),
+                unparsed: None,
             },
         ]
     );
@@ -200,6 +201,8 @@ fn request_body_is_byte_stable() {
         tools: vec![],
         max_tokens: 8,
         stop_sequences: vec!["END".into()],
+        thinking: None,
+        effort: None,
     };
     assert_eq!(
         String::from_utf8(AnthropicProvider::request_body(&tiny, true)).unwrap(),
@@ -227,6 +230,7 @@ async fn streamed_reply_with_text_and_fragmented_tool_input() {
                 id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6".into(),
                 name: "get_weather".into(),
                 input: json!({"location": "San Francisco, CA", "unit": "fahrenheit"}),
+                unparsed: None,
             },
         ]
     );

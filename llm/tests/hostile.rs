@@ -64,12 +64,9 @@ async fn each_is_retryable(
             .await
             .expect_err(&format!("{what}: must not parse"));
         assert!(err.is_retryable(), "{what}: {err:?} should be retryable");
-        // The breaker counts the provider's failures, not a model's bad tool-call JSON.
-        let models_doing = matches!(err, ProviderError::BadToolCall(_));
-        assert_eq!(
+        assert!(
             err.is_provider_failure(),
-            !models_doing,
-            "{what}: {err:?} counts for the breaker only when the provider failed"
+            "{what}: {err:?} counts for the breaker"
         );
         let text = err.to_string();
         assert!(text.contains(says), "{what}: {text:?} should say {says:?}");
@@ -144,13 +141,22 @@ async fn every_unreadable_anthropic_200_is_a_retryable_error_saying_what_was_wro
             sse(vec![a_message_start(CLAUDE), a_message_stop()]),
             "without a stop_reason",
         ),
-        (
-            "invalid tool input in an end_turn reply",
-            sse(bad_input_tool),
-            "get_weather (toolu_1) has input that is not valid JSON",
-        ),
     ];
     each_is_retryable(&anthropic(&server), &server, cases).await;
+    // Arguments the model wrote that are not JSON are no reason to ask again: they come back
+    // as written, for the loop to answer with an error the model can correct.
+    server.push([sse(bad_input_tool)]);
+    let resp = send(&anthropic(&server), CLAUDE).await.unwrap();
+    assert_eq!(resp.stop_reason, StopReason::ToolUse);
+    assert_eq!(
+        resp.content,
+        vec![ContentBlock::ToolUse {
+            id: "toolu_1".into(),
+            name: "get_weather".into(),
+            input: json!({}),
+            unparsed: Some("{\"location\": ".into()),
+        }]
+    );
 }
 
 #[tokio::test]
@@ -170,15 +176,34 @@ async fn every_unreadable_openai_200_is_a_retryable_error_saying_what_was_wrong(
         ("wrong shape", Canned::raw(200, r#"{"choices": {"message": "hi"}}"#), "chat completion is not valid"),
         ("no choices", Canned::raw(200, r#"{"choices": []}"#), "has no choices"),
         ("no finish_reason", Canned::json(200, &no_reason), "has no finish_reason"),
-        ("invalid tool arguments", Canned::json(200, &o_completion(GPT, bad_args, "tool_calls")), "get_time (call_1) has input that is not valid JSON"),
         ("an error object in a 200", Canned::raw(200, r#"{"error": {"message": "upstream overloaded", "type": "server_error", "code": 503}}"#), "HTTP 503 server_error: upstream overloaded"),
         ("garbage data", sse(vec![o_chunk(GPT, json!({"content": "Hi"}), None), "data: {garbage\n\n".into()]), "stream chunk is not valid"),
         ("no [DONE]", sse(vec![o_chunk(GPT, json!({"content": "Hi"}), Some("stop"))]), "before data: [DONE]"),
         ("no finish_reason in the stream", sse(vec![o_chunk(GPT, json!({"content": "Hi"}), None), o_done()]), "without a finish_reason"),
         ("an error in the stream", sse(vec![r#"data: {"error": {"message": "Overloaded", "type": "overloaded_error", "code": 529}}"#.to_string() + "\n\n"]), "HTTP 529 overloaded_error: Overloaded"),
-        ("invalid streamed arguments", sse(vec![o_tool_delta(GPT, 0, Some(("call_2", "get_time")), "{\"tz\""), o_chunk(GPT, json!({}), Some("tool_calls")), o_done()]), "get_time (call_2) has input that is not valid JSON"),
     ];
     each_is_retryable(&openai(&server), &server, cases).await;
+    server.push([
+        Canned::json(200, &o_completion(GPT, bad_args, "tool_calls")),
+        sse(vec![
+            o_tool_delta(GPT, 0, Some(("call_2", "get_time")), "{\"tz\""),
+            o_chunk(GPT, json!({}), Some("tool_calls")),
+            o_done(),
+        ]),
+    ]);
+    for (id, raw) in [("call_1", "{\"tz\": "), ("call_2", "{\"tz\"")] {
+        let resp = send(&openai(&server), GPT).await.unwrap();
+        assert_eq!(resp.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            resp.content,
+            vec![ContentBlock::ToolUse {
+                id: id.into(),
+                name: "get_time".into(),
+                input: json!({}),
+                unparsed: Some(raw.into()),
+            }]
+        );
+    }
 }
 
 #[tokio::test]

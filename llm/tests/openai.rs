@@ -57,6 +57,7 @@ async fn json_reply_with_tool_calls_and_the_converted_request() {
             id: "call_abc123".into(),
             name: "get_time".into(),
             input: json!({"tz": "Europe/Paris"}),
+            unparsed: None,
         }]
     );
     assert_eq!(resp.usage.input_tokens, 1117 - 1024);
@@ -128,12 +129,14 @@ async fn streamed_reply_assembles_interleaved_tool_call_fragments_and_usage() {
             ContentBlock::ToolUse {
                 id: "call_a".into(),
                 name: "get_weather".into(),
-                input: json!({"location": "Paris"})
+                input: json!({"location": "Paris"}),
+                unparsed: None,
             },
             ContentBlock::ToolUse {
                 id: "call_b".into(),
                 name: "get_time".into(),
-                input: json!({"tz": "UTC"})
+                input: json!({"tz": "UTC"}),
+                unparsed: None,
             },
         ]
     );

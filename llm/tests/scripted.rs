@@ -53,6 +53,8 @@ fn req(messages: Vec<Message>) -> ModelRequest {
         tools: vec![],
         max_tokens: 100,
         stop_sequences: vec![],
+        thinking: None,
+        effort: None,
     }
 }
 

@@ -311,6 +311,9 @@ impl Config {
                 }
             }
         }
+        for agent in &self.agents {
+            self.check_thinking(agent).map_err(invalid)?;
+        }
         for tool in &self.command_tools {
             tool.validate().map_err(invalid)?;
         }
@@ -332,6 +335,35 @@ impl Config {
     /// The built-in model prices with the file's `[prices]` laid over them.
     pub fn price_table(&self) -> anyhow::Result<PriceTable> {
         PriceTable::with_overrides(&self.prices).map_err(|e| anyhow::anyhow!("invalid config: {e}"))
+    }
+
+    /// `thinking = { type = "enabled" }` needs `budget_tokens` on an Anthropic model (the
+    /// Messages API refuses it without one), the agent's own or a fallback's.
+    fn check_thinking(&self, agent: &AgentConfig) -> Result<(), String> {
+        let Some(t) = agent.thinking else {
+            return Ok(());
+        };
+        if t.kind != nightshift_llm::ThinkingKind::Enabled || t.budget_tokens.is_some() {
+            return Ok(());
+        }
+        let providers =
+            std::iter::once(agent.provider.as_str()).chain(agent.fallback.iter().map(|f| {
+                f.split_once('/')
+                    .map_or(agent.provider.as_str(), |(p, _)| p)
+            }));
+        for name in providers {
+            if self.providers.get(name).map(|p| p.kind)
+                == Some(nightshift_llm::ProviderKind::Anthropic)
+            {
+                return Err(format!(
+                    "agents.{}.thinking: type = \"enabled\" needs budget_tokens on an Anthropic \
+                     model (provider '{name}'); add budget_tokens = 1024 or more, below \
+                     max_tokens",
+                    agent.name
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The `[[schedules]]`, checked: names unique, expressions, zones, agents and prompt

@@ -119,8 +119,6 @@ fn failure(e: ProviderError) -> ModelFailure {
     match e {
         ProviderError::Cancelled => ModelFailure::Cancelled,
         ProviderError::ContextTooLong { message, .. } => ModelFailure::ContextTooLong(message),
-        // The model's own doing, already retried: waiting as for an outage would not help.
-        e @ ProviderError::BadToolCall(_) => ModelFailure::Fatal(e.to_string()),
         // The message leads with the real cause (status, type, message), also when the
         // circuit is open; the hint is the breaker's next probe or the provider's retry-after.
         e if e.is_transient() => ModelFailure::Unavailable {

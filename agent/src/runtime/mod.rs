@@ -403,12 +403,8 @@ impl AgentRuntime {
                 }));
             }
             Step::NoticeCutOff => {
-                let notice = match &s.state.last_stop {
-                    Some(stop) if stop.means_context_full() => CONTEXT_FULL_NOTICE,
-                    _ => CUT_OFF_NOTICE,
-                };
                 s.log(RunEvent::UserMessage {
-                    message: Message::user_text(notice),
+                    message: Message::user_text(step::cut_off_notice(&s.state)),
                 })
                 .await?;
             }
@@ -500,12 +496,20 @@ impl AgentRuntime {
         }
         match self.models.call(s.agent, &req, &s.ctx.cancel).await {
             Ok(resp) => {
+                let summary = match accepted_summary(&resp) {
+                    Ok(summary) => summary,
+                    Err(why) => {
+                        return s
+                            .finish(RunEnd::Failed {
+                                error: format!("compaction failed: {why}"),
+                            })
+                            .await
+                            .map(Some);
+                    }
+                };
                 let cost_usd = s.agent.prices.cost(&resp.model, &resp.usage);
                 s.log(RunEvent::Compacted {
-                    summary: format!(
-                        "[Summary of the earlier conversation]\n{}",
-                        resp.message().text()
-                    ),
+                    summary: format!("[Summary of the earlier conversation]\n{summary}"),
                     kept_from,
                     usage: resp.usage,
                     cost_usd,
@@ -526,6 +530,32 @@ impl AgentRuntime {
                 .await
                 .map(Some),
         }
+    }
+}
+
+/// The summary in a compaction's reply, accepted only when the reply ended normally
+/// (`end_turn` or `stop_sequence`) with some text: a summary cut off by `max_tokens` or a full
+/// context window, or a reply that called a tool instead, would replace the conversation
+/// with less than it held.
+pub fn accepted_summary(resp: &nightshift_llm::ModelResponse) -> Result<String, String> {
+    use nightshift_llm::StopReason;
+    let text = resp.message().text();
+    match &resp.stop_reason {
+        StopReason::EndTurn | StopReason::StopSequence if !text.trim().is_empty() => Ok(text),
+        StopReason::EndTurn | StopReason::StopSequence => {
+            Err("the model's summary was empty, so the conversation was kept as it was".into())
+        }
+        other => Err(format!(
+            "the model's summary reply stopped with {} instead of ending normally, so it was \
+             not used and the conversation was kept as it was{}",
+            other.as_str(),
+            if other.is_cut_off() {
+                "; raise the agent's max_tokens or context.window_tokens, or lower \
+                 context.keep_last"
+            } else {
+                ""
+            }
+        )),
     }
 }
 

@@ -182,6 +182,8 @@ impl Session<'_> {
             tools,
             max_tokens: self.agent.config.max_tokens,
             stop_sequences: Vec::new(),
+            thinking: self.agent.config.thinking,
+            effort: self.agent.config.effort,
         }
     }
 

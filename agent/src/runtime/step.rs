@@ -4,7 +4,9 @@
 //!
 //! By the newest reply's stop reason: `end_turn`, `stop_sequence` and `tool_use` (once its
 //! calls are answered) finish the run; `max_tokens` gets a cut-off notice (never running its
-//! calls), and fails the run after a few in a row; `pause_turn` is resent; `refusal` fails the
+//! calls: the notice names the complete ones, whose omission the model would not otherwise
+//! see, as the history sent back drops calls that have no result), and fails the run after a
+//! few in a row; `pause_turn` is resent; `refusal` fails the
 //! run; a full context window (`model_context_window_exceeded`) compacts the conversation and
 //! then continues with a notice, and fails after a few in a row; any reason this version does
 //! not know fails the run, naming it.
@@ -101,6 +103,40 @@ pub fn next_step(state: &RunState) -> Step {
             ),
         }),
     }
+}
+
+/// The notice for a cut-off reply (`max_tokens`, or a full context window): why nothing in it
+/// ran, and the complete tool calls of the reply (when it is still the newest message) that
+/// were not run either, with the start of their input, so the model can call again those it
+/// still needs.
+pub fn cut_off_notice(state: &RunState) -> String {
+    let base = match &state.last_stop {
+        Some(stop) if stop.means_context_full() => super::CONTEXT_FULL_NOTICE,
+        _ => super::CUT_OFF_NOTICE,
+    };
+    let skipped: Vec<String> = state
+        .messages
+        .last()
+        .filter(|m| m.role == Role::Assistant)
+        .map(|m| {
+            m.tool_uses()
+                .map(|t| {
+                    let input = t.input.to_string();
+                    let shown: String = input.chars().take(200).collect();
+                    let more = if shown.len() < input.len() { "…" } else { "" };
+                    format!("{} {shown}{more}", t.name)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if skipped.is_empty() {
+        return base.to_string();
+    }
+    format!(
+        "{base} These complete tool calls of that reply were not run either: {}. Call again \
+         those you still need.",
+        skipped.join("; ")
+    )
 }
 
 /// The wire name of a stop reason (`end_turn`, or the unknown name as received).
@@ -221,6 +257,30 @@ mod tests {
         assert_eq!(next_step(&cut), Step::NoticeCutOff);
         let paused = fold(&[prompt(), reply("", StopReason::PauseTurn)]);
         assert_eq!(next_step(&paused), Step::CallModel);
+    }
+
+    #[test]
+    fn the_cut_off_notice_names_the_complete_calls_that_did_not_run() {
+        let mut cut = reply("let me", StopReason::MaxTokens);
+        if let RunEvent::AssistantMessage { message, .. } = &mut cut {
+            message.content.push(ContentBlock::ToolUse {
+                id: "c1".into(),
+                name: "read_file".into(),
+                input: serde_json::json!({"path": "a.txt"}),
+                unparsed: None,
+            });
+        }
+        let state = fold(&[prompt(), cut]);
+        assert_eq!(next_step(&state), Step::NoticeCutOff);
+        let notice = cut_off_notice(&state);
+        assert!(
+            notice.starts_with(crate::runtime::CUT_OFF_NOTICE)
+                && notice.contains(r#"read_file {"path":"a.txt"}"#)
+                && notice.contains("not run either"),
+            "{notice}"
+        );
+        let plain = fold(&[prompt(), reply("let me", StopReason::MaxTokens)]);
+        assert_eq!(cut_off_notice(&plain), crate::runtime::CUT_OFF_NOTICE);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! then the I/O that carries it out ([`AgentRuntime::run_tools`]).
 //!
 //! The plan says, for each call of the newest reply without a result, in the model's order:
-//! refused for its input (before anything runs, before a person is asked), answered with a
+//! refused for its input (arguments that were not JSON, or that break the tool's schema:
+//! before anything runs, before a person is asked), answered with a
 //! person's denial, waiting for approval (the round stops there), replayed from the
 //! write-ahead log (started before a crash: run again with the logged key when read-only or
 //! idempotent, reported as interrupted when it has side effects), or started now (its
@@ -81,6 +82,12 @@ pub(crate) fn plan_call(
             },
         };
         return (false, plan);
+    }
+    if let Some(raw) = &call.unparsed {
+        return (
+            false,
+            CallPlan::RefuseInput(calls::unparsed_notice(&call.name, raw)),
+        );
     }
     let facts = facts();
     let plan = match (&facts.input_error, facts.needs_approval, decision) {

@@ -10,6 +10,7 @@ fn call(id: &str) -> PendingCall {
         input: serde_json::json!({}),
         started: None,
         result: None,
+        unparsed: None,
     }
 }
 
@@ -181,4 +182,27 @@ fn a_decision_for_a_call_that_needs_none_changes_nothing() {
     let decisions = BTreeMap::from([("a".to_string(), decided(false, None))]);
     let round = plan_round(&[call("a")], |_| plain(), &decisions, key);
     assert!(matches!(round[0].plan, CallPlan::Start { .. }));
+}
+
+#[test]
+fn arguments_that_were_not_json_are_answered_with_an_error_and_never_run() {
+    let broken = PendingCall {
+        name: "pay".into(),
+        unparsed: Some("{\"amount\": 5,".into()),
+        ..call("a")
+    };
+    let round = plan_round(&[broken, call("b")], |_| plain(), &BTreeMap::new(), key);
+    let CallPlan::RefuseInput(notice) = &round[0].plan else {
+        panic!("{:?}", round[0].plan);
+    };
+    assert!(
+        notice.contains("not valid JSON")
+            && notice.contains("{\"amount\": 5,")
+            && notice.contains("Call pay again"),
+        "{notice}"
+    );
+    assert!(
+        matches!(round[1].plan, CallPlan::Start { .. }),
+        "the others run"
+    );
 }

@@ -23,6 +23,7 @@ pub fn request(model: &str) -> ModelRequest {
                         id: "toolu_01".into(),
                         name: "get_weather".into(),
                         input: json!({"unit": "celsius", "location": "Paris"}),
+                        unparsed: None,
                     },
                 ],
             },
@@ -49,6 +50,8 @@ pub fn request(model: &str) -> ModelRequest {
         ],
         max_tokens: 1024,
         stop_sequences: vec![],
+        thinking: None,
+        effort: None,
     }
 }
 

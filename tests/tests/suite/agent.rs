@@ -30,6 +30,7 @@ on_both_backends! {
     pause_turn_is_sent_again => pause_turn_resends;
     a_refusal_ends_the_run => refusal_ends_the_run;
     compaction_replaces_old_messages_with_a_summary => compaction;
+    a_summary_cut_off_by_a_full_context_window_is_not_accepted => cut_off_summary;
     context_too_long_compacts_once_then_fails => context_too_long;
     a_corrupt_checkpoint_fails_the_run_with_a_clear_error => corrupt_checkpoint;
     an_unknown_agent_fails_the_run => unknown_agent;
@@ -284,9 +285,11 @@ async fn cut_off_reply(db: &TestDb) {
         tools.calls().is_empty(),
         "no tool runs from a truncated reply"
     );
-    assert_eq!(
-        model.request(1).messages.last().unwrap().text(),
-        CUT_OFF_NOTICE
+    // The complete call that did not run is named, since the history sent back drops it.
+    let notice = model.request(1).messages.last().unwrap().text();
+    assert!(
+        notice.starts_with(CUT_OFF_NOTICE) && notice.contains(r#"send {"arg":"c1"}"#),
+        "{notice}"
     );
     assert_eq!(h.status(&run_id).await.0, RunStatus::Succeeded);
 }
@@ -328,6 +331,51 @@ async fn refusal_ends_the_run(db: &TestDb) {
         error.as_deref(),
         Some("the model refused: I can't help with that.")
     );
+}
+
+/// A summary whose own reply stopped because the context window filled up (or at
+/// max_tokens) holds less than the conversation it would replace: the compaction is refused,
+/// the run fails saying why, and no `compacted` event is logged.
+async fn cut_off_summary(db: &TestDb) {
+    for stop in [
+        StopReason::ModelContextWindowExceeded,
+        StopReason::MaxTokens,
+    ] {
+        let mut first = reply(vec![call("c1", "read")], StopReason::ToolUse);
+        first.usage = usage(900, 5);
+        let model = Arc::new(ScriptModel {
+            replies: vec![
+                first,
+                reply(vec![text("never asked for")], StopReason::EndTurn),
+            ],
+            summary: Some("we read c1 and then".into()),
+            summary_stop: Some(stop.clone()),
+            ..ScriptModel::default()
+        });
+        let policy = json!({"context": {"window_tokens": 1000, "compact_at": 0.5, "keep_last": 2}});
+        let h = Harness::new(
+            db,
+            agent(policy),
+            model.clone(),
+            Arc::new(FakeTools::default()),
+        )
+        .await;
+        let run_id = h.enqueue("helper", "long task").await;
+        h.run_once().await;
+        let (status, _, error) = h.status(&run_id).await;
+        assert_eq!(status, RunStatus::Failed, "{stop:?}");
+        let error = error.unwrap_or_default();
+        assert!(
+            error.starts_with("compaction failed: ") && error.contains(stop.as_str()),
+            "{error}"
+        );
+        assert!(!h.kinds(&run_id).await.contains(&"compacted"), "{stop:?}");
+        assert_eq!(
+            model.requests().len(),
+            2,
+            "the reply, then the refused summary"
+        );
+    }
 }
 
 async fn compaction(db: &TestDb) {

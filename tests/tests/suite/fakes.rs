@@ -53,6 +53,7 @@ pub(crate) fn call(id: &str, name: &str) -> ContentBlock {
         id: id.into(),
         name: name.into(),
         input: json!({ "arg": id }),
+        unparsed: None,
     }
 }
 
@@ -62,6 +63,8 @@ pub(crate) fn call(id: &str, name: &str) -> ContentBlock {
 pub(crate) struct ScriptModel {
     pub(crate) replies: Vec<ModelResponse>,
     pub(crate) summary: Option<String>,
+    /// How the summary reply stops (default `end_turn`).
+    pub(crate) summary_stop: Option<StopReason>,
     pub(crate) too_long: bool,
     pub(crate) requests: Mutex<Vec<String>>,
     pub(crate) answered: AtomicUsize,
@@ -131,7 +134,8 @@ impl ModelGateway for ScriptModel {
             }
             if asks_for_summary(req) {
                 let summary = self.summary.clone().unwrap_or_else(|| "summary".into());
-                return Ok(reply(vec![text(&summary)], StopReason::EndTurn));
+                let stop = self.summary_stop.clone().unwrap_or(StopReason::EndTurn);
+                return Ok(reply(vec![text(&summary)], stop));
             }
             if self.too_long {
                 return Err(ModelFailure::ContextTooLong("prompt is too long".into()));

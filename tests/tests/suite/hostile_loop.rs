@@ -147,6 +147,7 @@ pub(crate) fn tool_use(id: &str, name: &str, input: serde_json::Value) -> Conten
         id: id.into(),
         name: name.into(),
         input,
+        unparsed: None,
     }
 }
 

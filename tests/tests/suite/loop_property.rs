@@ -96,6 +96,7 @@ fn render(i: usize, answer: &Answer) -> Result<ModelResponse, ModelFailure> {
         id,
         name: name.into(),
         input: json!({"arg": format!("{i}.{j}")}),
+        unparsed: None,
     };
     Ok(match answer {
         Answer::Tools(calls) => {

@@ -206,6 +206,7 @@ fn background(command: &str) -> ContentBlock {
         id: "bg1".into(),
         name: "run_command".into(),
         input: json!({"command": command, "background": true}),
+        unparsed: None,
     }
 }
 

@@ -28,6 +28,7 @@ fn sleep_call(delay: i64) -> ContentBlock {
         id: "w1".into(),
         name: SCHEDULE_WAKEUP.into(),
         input: json!({"delay_seconds": delay, "reason": "CI to finish"}),
+        unparsed: None,
     }
 }
 

@@ -206,6 +206,13 @@ impl Daemon {
         }
     }
 
+    /// SIGKILLs the daemon (nothing it holds is released: its leases run out) and waits for it
+    /// to be gone.
+    pub async fn sigkill(&mut self) {
+        self._serve.signal("KILL");
+        self._serve.wait_exit(Duration::from_secs(10)).await;
+    }
+
     /// A path in the daemon's temp dir.
     #[allow(dead_code)]
     pub fn path(&self, name: &str) -> PathBuf {

@@ -13,17 +13,22 @@
 //! - `script`: the steps a conversation is scripted with, and their wire forms.
 //! - `server`: the fake itself: routing, recording, validation, outages.
 //! - `daemon`: a configured `nightshift serve`, the API calls and the ledger tool.
-//! - `ids`, `schema`, `empty`, `outage`, `malformed`, `text`: the cases of issue 13.
+//! - `thinking_rules`: the providers' rules for reasoning (Anthropic thinking, DeepSeek
+//!   `reasoning_content`), and the signatures the fake puts on what it hands out.
+//! - `ids`, `schema`, `empty`, `outage`, `malformed`, `text`: the cases of issue 13;
+//!   `reasoning`: reasoning kept byte-exact through tool loops and a SIGKILL (issue 41).
 
 mod daemon;
 mod empty;
 mod ids;
 mod malformed;
 mod outage;
+mod reasoning;
 mod schema;
 pub(crate) mod script;
 pub(crate) mod server;
 mod text;
+mod thinking_rules;
 mod validate;
 
 use std::time::Duration;

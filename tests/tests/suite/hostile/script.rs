@@ -14,6 +14,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::thinking_rules as rules;
+
 /// One block of a scripted reply.
 #[derive(Debug, Clone)]
 pub enum Block {
@@ -30,6 +32,12 @@ pub enum Block {
         name: String,
         partial_json: String,
     },
+    /// The model's reasoning about `thought`: an Anthropic `thinking` block signed by the fake
+    /// (streamed as `thinking_delta`s and a `signature_delta`), or a DeepSeek
+    /// `reasoning_content` marked by it ([`super::thinking_rules`]).
+    Thinking(String),
+    /// An Anthropic `redacted_thinking` block standing for the secret (not sent on OpenAI).
+    RedactedThinking(String),
 }
 
 /// A scripted model reply.
@@ -270,6 +278,11 @@ fn anthropic_message(r: &Reply, model: &str, n: usize) -> Value {
             Block::ToolUse { id, name, input } => tool_use_json(id, name, input.clone()),
             // The JSON form of a cut-off call: whatever input was parsed so far.
             Block::CutToolUse { id, name, .. } => tool_use_json(id, name, json!({})),
+            Block::Thinking(t) => json!({"type": "thinking", "thinking": t,
+                                         "signature": rules::signature(t)}),
+            Block::RedactedThinking(secret) => {
+                json!({"type": "redacted_thinking", "data": rules::redacted_data(secret)})
+            }
         })
         .collect();
     json!({
@@ -354,6 +367,23 @@ fn anthropic_events(r: &Reply, model: &str, n: usize, error: Option<(&String, &S
                 tool_use_json(id, name, json!({})),
                 vec![json!({"type": "input_json_delta", "partial_json": partial_json})],
             ),
+            Block::Thinking(t) => {
+                let (a, z) = halves(t);
+                let mut deltas: Vec<Value> = [a, z]
+                    .iter()
+                    .filter(|s| !s.is_empty())
+                    .map(|s| json!({"type": "thinking_delta", "thinking": s}))
+                    .collect();
+                deltas.push(json!({"type": "signature_delta", "signature": rules::signature(t)}));
+                (
+                    json!({"type": "thinking", "thinking": "", "signature": ""}),
+                    deltas,
+                )
+            }
+            Block::RedactedThinking(secret) => (
+                json!({"type": "redacted_thinking", "data": rules::redacted_data(secret)}),
+                vec![],
+            ),
         };
         event(
             &mut out,
@@ -404,12 +434,26 @@ fn openai_call(index: usize, id: &Option<String>, name: &str, args: &str) -> Val
     c
 }
 
-fn openai_parts(r: &Reply) -> (String, Vec<(Option<String>, String, String)>) {
+/// The text, the tool calls and the DeepSeek `reasoning_content` of a reply.
+type OpenAiParts = (
+    String,
+    Vec<(Option<String>, String, String)>,
+    Option<String>,
+);
+
+fn openai_parts(r: &Reply) -> OpenAiParts {
     let mut text = String::new();
     let mut calls = Vec::new();
+    let mut reasoning: Option<String> = None;
     for b in &r.blocks {
         match b {
             Block::Text(t) => text.push_str(t),
+            Block::Thinking(t) => {
+                reasoning
+                    .get_or_insert_default()
+                    .push_str(&rules::deepseek_reasoning(t));
+            }
+            Block::RedactedThinking(_) => {}
             Block::ToolUse { id, name, input } => {
                 calls.push((id.clone(), name.clone(), input.to_string()))
             }
@@ -420,7 +464,7 @@ fn openai_parts(r: &Reply) -> (String, Vec<(Option<String>, String, String)>) {
             } => calls.push((id.clone(), name.clone(), partial_json.clone())),
         }
     }
-    (text, calls)
+    (text, calls, reasoning)
 }
 
 fn openai_usage(r: &Reply) -> Value {
@@ -429,9 +473,12 @@ fn openai_usage(r: &Reply) -> Value {
 }
 
 fn openai_completion(r: &Reply, model: &str, n: usize) -> Value {
-    let (text, calls) = openai_parts(r);
+    let (text, calls, reasoning) = openai_parts(r);
     let mut message = json!({"role": "assistant",
                              "content": if text.is_empty() { Value::Null } else { json!(text) }});
+    if let Some(reasoning) = reasoning {
+        message["reasoning_content"] = json!(reasoning);
+    }
     if !calls.is_empty() {
         let calls: Vec<Value> = calls
             .iter()
@@ -452,7 +499,7 @@ fn openai_completion(r: &Reply, model: &str, n: usize) -> Value {
 }
 
 fn openai_chunks(r: &Reply, model: &str, n: usize, usage: bool) -> String {
-    let (text, calls) = openai_parts(r);
+    let (text, calls, reasoning) = openai_parts(r);
     let mut out = String::new();
     let chunk = |out: &mut String, delta: Value, finish: Value| {
         let c = json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk",
@@ -465,6 +512,15 @@ fn openai_chunks(r: &Reply, model: &str, n: usize, usage: bool) -> String {
         json!({"role": "assistant", "content": ""}),
         Value::Null,
     );
+    let reasoning = reasoning.unwrap_or_default();
+    let (a, z) = halves(&reasoning);
+    for part in [a, z].into_iter().filter(|s| !s.is_empty()) {
+        chunk(
+            &mut out,
+            json!({"reasoning_content": part, "content": null}),
+            Value::Null,
+        );
+    }
     let (a, z) = halves(&text);
     for part in [a, z].into_iter().filter(|s| !s.is_empty()) {
         chunk(&mut out, json!({"content": part}), Value::Null);

@@ -5,7 +5,8 @@
 //! Guarantees:
 //! - Every request is recorded (headers, parsed body, which conversation, and whether it was
 //!   valid) before it is answered.
-//! - Every request is checked with [`super::validate`]; an invalid one is answered 400
+//! - Every request is checked with [`super::validate`] and the reasoning rules of
+//!   [`super::thinking_rules`]; an invalid one is answered 400
 //!   `invalid_request_error` with the rule it broke, as the real API would, and takes no step.
 //! - A conversation is keyed by a string the test registers (put it in the run's prompt): a
 //!   request belongs to the conversation whose key occurs in its first user message. After a
@@ -26,7 +27,7 @@ use axum::routing::post;
 use serde_json::Value;
 
 use super::script::{Step, Wire, error, render};
-use super::validate;
+use super::{thinking_rules, validate};
 
 /// One request as the fake received it.
 #[derive(Debug, Clone)]
@@ -252,8 +253,10 @@ fn answer(wire: Wire, shared: Shared, headers: HeaderMap, raw: String) -> Respon
         }
     };
     let checked = match wire {
-        Wire::Anthropic => validate::anthropic(&body),
-        Wire::OpenAi => validate::openai(&body),
+        Wire::Anthropic => {
+            validate::anthropic(&body).and_then(|()| thinking_rules::anthropic(&body))
+        }
+        Wire::OpenAi => validate::openai(&body).and_then(|()| thinking_rules::deepseek(&body)),
     };
     let keys: Vec<&str> = inner.scripts.iter().map(|(k, _)| k.as_str()).collect();
     let key = conversation(wire, &body, &keys);
