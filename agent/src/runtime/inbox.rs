@@ -20,8 +20,7 @@ impl Session<'_> {
     /// transaction with its job's end). Whether any was taken: the conversation changed, so
     /// the caller decides its next step again.
     pub(super) async fn take_messages(&mut self) -> Result<bool, Stop> {
-        let lease = &self.ctx.lease;
-        let queued = lease.queued_messages().await?;
+        let queued = self.ctx.lease.queued_messages().await?;
         let mut took = false;
         for message in queued {
             if self.state.taken_messages.contains(&message.job_id) {
@@ -29,19 +28,10 @@ impl Session<'_> {
                 // job continues the run now, it is not a message to take.
                 continue;
             }
-            let payload = ResumeReason::Message { text: message.text }.to_payload();
-            let now = lease.store().now();
-            let Some(text) = opening::message_text(&payload, &self.state, now) else {
-                continue;
-            };
-            let event = super::redact::event(
-                self.redactor,
-                RunEvent::MessageReceived {
-                    job_id: message.job_id,
-                    text,
-                },
-            )
-            .map_err(|e| Stop::Corrupt(e.to_string()))?;
+            let event = self.redacted(RunEvent::MessageReceived {
+                job_id: message.job_id,
+                text: opening::message_text(message.text, self.state.wakeup.as_ref()),
+            })?;
             let Some(seq) = self
                 .ctx
                 .lease
@@ -50,9 +40,7 @@ impl Session<'_> {
             else {
                 continue; // cancelled meanwhile
             };
-            self.state.apply(seq, &event).map_err(|e| {
-                Stop::Corrupt(format!("run {}: the event log disagrees: {e}", self.run_id))
-            })?;
+            self.fold(seq, &event)?;
             tracing::info!(
                 message_job = message.job_id,
                 "a message was taken into the run"

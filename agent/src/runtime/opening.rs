@@ -39,25 +39,23 @@ pub(super) fn reminder_for(
     }
 }
 
-/// The text a message (a resume job's `payload`) reaches the model as, in `state`: the
-/// message, and when it cut a wakeup short, which one. `None` for a payload that is not a
-/// message.
-pub(super) fn message_text(payload: &str, state: &RunState, now: i64) -> Option<String> {
-    match ResumeReason::from_payload(payload) {
-        Some(ResumeReason::Message { .. }) => resume_reminder(payload, state, now),
-        _ => None,
+/// The text a message reaches the model as: the message, and when it cut a wakeup short
+/// (`wakeup`, the one the run had set), which one.
+pub(super) fn message_text(text: String, wakeup: Option<&wakeup::ArmedWakeup>) -> String {
+    match wakeup {
+        Some(w) => format!(
+            "{text}\n\n[This message woke you early from a wakeup due at {}: {}]",
+            wakeup::rfc3339(w.due_at),
+            w.reason
+        ),
+        None => text,
     }
 }
 
 /// What the model is told when a resume job delivers its reason, if anything.
 fn resume_reminder(payload: &str, state: &RunState, now: i64) -> Option<String> {
     match (ResumeReason::from_payload(payload), &state.wakeup) {
-        (Some(ResumeReason::Message { text }), Some(w)) => Some(format!(
-            "{text}\n\n[This message woke you early from a wakeup due at {}: {}]",
-            wakeup::rfc3339(w.due_at),
-            w.reason
-        )),
-        (Some(ResumeReason::Message { text }), None) => Some(text),
+        (Some(ResumeReason::Message { text }), w) => Some(message_text(text, w.as_ref())),
         (Some(ResumeReason::Task { .. }), Some(w)) => Some(format!(
             "[A background task ended before your wakeup due at {} ({}); you were woken early.]",
             wakeup::rfc3339(w.due_at),

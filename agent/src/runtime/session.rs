@@ -34,8 +34,7 @@ impl Session<'_> {
     /// Appends an event unless the run was cancelled or superseded (see
     /// `LeasedJob::append_event_unless_cancelled`); false when it was refused.
     pub(super) async fn log_unless_cancelled(&mut self, event: RunEvent) -> Result<bool, Stop> {
-        let event =
-            super::redact::event(self.redactor, event).map_err(|e| Stop::Corrupt(e.to_string()))?;
+        let event = self.redacted(event)?;
         let Some(seq) = self
             .ctx
             .lease
@@ -44,22 +43,30 @@ impl Session<'_> {
         else {
             return Ok(false);
         };
-        self.state.apply(seq, &event).map_err(|e| {
-            Stop::Corrupt(format!("run {}: the event log disagrees: {e}", self.run_id))
-        })?;
+        self.fold(seq, &event)?;
         Ok(true)
     }
 
     /// Appends an event under the lease and folds it into the state.
     pub(super) async fn log(&mut self, event: RunEvent) -> Result<(), Stop> {
-        let event =
-            super::redact::event(self.redactor, event).map_err(|e| Stop::Corrupt(e.to_string()))?;
+        let event = self.redacted(event)?;
         let seq = self
             .ctx
             .lease
             .append_event(event.kind(), &event.payload())
             .await?;
-        self.state.apply(seq, &event).map_err(|e| {
+        self.fold(seq, &event)
+    }
+
+    /// `event` with every secret redacted, as it is logged.
+    pub(super) fn redacted(&self, event: RunEvent) -> Result<RunEvent, Stop> {
+        super::redact::event(self.redactor, event).map_err(|e| Stop::Corrupt(e.to_string()))
+    }
+
+    /// Folds `event`, logged as `seq`, into the state; a log the state disagrees with stops
+    /// the job.
+    pub(super) fn fold(&mut self, seq: i64, event: &RunEvent) -> Result<(), Stop> {
+        self.state.apply(seq, event).map_err(|e| {
             Stop::Corrupt(format!("run {}: the event log disagrees: {e}", self.run_id))
         })
     }
