@@ -507,6 +507,35 @@ mod tests {
     }
 
     #[test]
+    fn a_cancel_route_needs_a_run_key_and_takes_nothing_a_start_takes() {
+        let cancel = |extra: Json| {
+            let mut r = json!({"name": "closed", "event": "pull_request", "kind": "cancel"});
+            r.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            let r: RouteConfig = serde_json::from_value(r).unwrap();
+            CompiledRoute::compile(&r, "hooks.gh.routes.closed")
+        };
+        let ok = cancel(json!({"run_key": "pr-{{ pull_request.number }}"})).unwrap();
+        assert_eq!(ok.kind, RouteKind::Cancel);
+        for (extra, expect) in [
+            (json!({}), "hooks.gh.routes.closed.run_key is missing"),
+            (json!({"run_key": "k", "agent": "a"}), "routes.closed.agent"),
+            (
+                json!({"run_key": "k", "prompt": "p"}),
+                "routes.closed.prompt",
+            ),
+            (
+                json!({"run_key": "k", "idempotency_key": "i"}),
+                "routes.closed.idempotency_key",
+            ),
+        ] {
+            let err = cancel(extra).unwrap_err().to_string();
+            assert!(err.contains(expect), "{expect}: {err}");
+        }
+    }
+
+    #[test]
     fn a_route_can_require_a_mention_or_a_pattern_in_a_field() {
         let comment = |body: &str| {
             json!({"action": "created", "issue": {"number": 7},
