@@ -1,6 +1,15 @@
 //! The REST client: one request at a time, as GitHub documents its answers — rate limits
 //! waited out (within a bound), errors carrying GitHub's `message`, `Link` pagination
 //! followed — and a token sent only to the configured API origin.
+//!
+//! A request whose answer did not come is told apart by what it may have done:
+//! - a **read** (`GET`, `HEAD`) changes nothing, so it is asked again after a short backoff
+//!   when GitHub cannot be reached or answers 5xx (at most [`READ_RETRIES`] times);
+//! - a **write** that may have reached GitHub — the connection broke or timed out after it
+//!   was sent, the answer's body was cut, or GitHub answered 5xx — ends in
+//!   [`GithubError::Ambiguous`], never in a plain failure: GitHub may have done it. The
+//!   caller finds out by looking ([`crate::once`]) before anything is sent again. A write
+//!   that never left (no connection) is [`GithubError::Transport`]: nothing happened.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -10,6 +19,7 @@ use serde_json::Value;
 use url::Url;
 
 use crate::limits::{next_link, rate_limit_wait};
+use crate::once::Patience;
 use crate::tokens::Secret;
 
 /// GitHub's REST media type and the API version these requests are written for.
@@ -21,6 +31,10 @@ const MAX_RATE_LIMIT_WAIT: Duration = Duration::from_secs(300);
 const MAX_RATE_LIMIT_RETRIES: u32 = 10;
 /// The most pages [`Api::get_all`] reads.
 const MAX_PAGES: usize = 100;
+/// The most times a read is asked again after no answer or a 5xx.
+pub const READ_RETRIES: u32 = 3;
+/// The first wait before a read is asked again (doubled each time).
+const READ_BACKOFF: Duration = Duration::from_secs(1);
 
 /// How a request authenticates.
 #[derive(Debug, Clone, Copy)]
@@ -53,9 +67,22 @@ pub enum GithubError {
         path: String,
         waited_secs: u64,
     },
-    /// No answer (connection refused, timeout, TLS).
+    /// No answer (connection refused, timeout, TLS) to a read, or a write that never left:
+    /// nothing was done.
     #[error("cannot reach GitHub at {origin}: {reason}")]
     Transport { origin: String, reason: String },
+    /// A write that may have reached GitHub got no usable answer (a timeout or a broken
+    /// connection after it was sent, a cut body, a 5xx): it may have been done. Look before
+    /// sending it again.
+    #[error(
+        "GitHub may or may not have done {method} {path}: {reason}; what it did must be \
+         looked up before the request is sent again"
+    )]
+    Ambiguous {
+        method: Method,
+        path: String,
+        reason: String,
+    },
     /// An answer that is not the JSON expected.
     #[error("GitHub's answer to {method} {path} is not what was expected: {reason}")]
     Decode {
@@ -76,6 +103,24 @@ pub enum GithubError {
     Foreign { url: String, base: String },
 }
 
+impl GithubError {
+    /// Whether a write may have been done although no answer said so.
+    pub fn is_ambiguous(&self) -> bool {
+        matches!(self, GithubError::Ambiguous { .. })
+    }
+}
+
+/// Whether a request of `method` may change something at GitHub.
+fn is_write(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD)
+}
+
+/// Whether GitHub's status says it failed on its side (a read may be asked again; a write
+/// may have been done).
+fn is_server_error(status: StatusCode) -> bool {
+    status.is_server_error()
+}
+
 /// One page of a list.
 #[derive(Debug, Clone)]
 pub struct Page {
@@ -90,6 +135,8 @@ pub struct Api {
     http: reqwest::Client,
     base: Url,
     max_wait: Duration,
+    read_backoff: Duration,
+    patience: Patience,
 }
 
 impl Api {
@@ -101,13 +148,32 @@ impl Api {
             http,
             base,
             max_wait: MAX_RATE_LIMIT_WAIT,
+            read_backoff: READ_BACKOFF,
+            patience: Patience::default(),
         })
+    }
+
+    /// The first wait before a read is asked again (default 1 s, doubled each time).
+    pub fn with_read_backoff(mut self, backoff: Duration) -> Api {
+        self.read_backoff = backoff;
+        self
     }
 
     /// The most one request may wait for rate limits in all.
     pub fn with_max_wait(mut self, max_wait: Duration) -> Api {
         self.max_wait = max_wait;
         self
+    }
+
+    /// How a write whose answer was lost is looked up ([`crate::once`]).
+    pub fn with_patience(mut self, patience: Patience) -> Api {
+        self.patience = patience;
+        self
+    }
+
+    /// How a write whose answer was lost is looked up.
+    pub fn patience(&self) -> &Patience {
+        &self.patience
     }
 
     /// The API's base URL (always ending in `/`).
@@ -256,6 +322,7 @@ impl Api {
         let path = url.path().to_string();
         let mut waited = Duration::ZERO;
         let mut retries = 0;
+        let mut read_retries = 0;
         loop {
             let mut req = self
                 .http
@@ -269,16 +336,29 @@ impl Api {
             if let Some(body) = body {
                 req = req.json(body);
             }
-            let resp = req.send().await.map_err(|e| GithubError::Transport {
-                origin: self.base.origin().ascii_serialization(),
-                reason: without_url(&e),
-            })?;
-            let status = resp.status();
-            let headers = resp.headers().clone();
-            let text = resp.text().await.map_err(|e| GithubError::Transport {
-                origin: self.base.origin().ascii_serialization(),
-                reason: without_url(&e),
-            })?;
+            let answer = match req.send().await {
+                Ok(resp) => {
+                    let status = resp.status();
+                    let headers = resp.headers().clone();
+                    resp.text()
+                        .await
+                        .map(|text| (status, headers, text))
+                        .map_err(|e| self.unanswered(&method, &path, &e, true))
+                }
+                Err(e) => Err(self.unanswered(&method, &path, &e, false)),
+            };
+            let (status, headers, text) = match answer {
+                Ok(answer) => answer,
+                Err(e @ GithubError::Transport { .. })
+                    if !is_write(&method) && read_retries < READ_RETRIES =>
+                {
+                    read_retries += 1;
+                    self.wait_to_read_again(&method, &path, read_retries, e.to_string())
+                        .await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if !status.is_success() {
                 if let Some(wait) = rate_limit_wait(status, &headers, &text, epoch_secs()) {
                     retries += 1;
@@ -296,19 +376,69 @@ impl Api {
                     continue;
                 }
                 let json: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                let message = json["message"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| first_chars(&text));
+                if is_server_error(status) {
+                    if is_write(&method) {
+                        return Err(GithubError::Ambiguous {
+                            method,
+                            path,
+                            reason: format!("GitHub answered {status}: {message}"),
+                        });
+                    }
+                    if read_retries < READ_RETRIES {
+                        read_retries += 1;
+                        let e = format!("GitHub answered {status}: {message}");
+                        self.wait_to_read_again(&method, &path, read_retries, e)
+                            .await;
+                        continue;
+                    }
+                }
                 return Err(GithubError::Status {
                     status: status.as_u16(),
                     method,
                     path,
-                    message: json["message"]
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| first_chars(&text)),
+                    message,
                     documentation_url: json["documentation_url"].as_str().map(str::to_string),
                 });
             }
             return Ok((status, headers, text));
         }
+    }
+
+    /// What a try that got no usable answer means: a write that may have left (it was sent,
+    /// or its answer began) is ambiguous; anything else did nothing.
+    fn unanswered(
+        &self,
+        method: &Method,
+        path: &str,
+        e: &reqwest::Error,
+        answered: bool,
+    ) -> GithubError {
+        let reason = without_url(e);
+        let never_left = !answered && (e.is_connect() || e.is_builder());
+        if is_write(method) && !never_left {
+            GithubError::Ambiguous {
+                method: method.clone(),
+                path: path.to_string(),
+                reason,
+            }
+        } else {
+            GithubError::Transport {
+                origin: self.base.origin().ascii_serialization(),
+                reason,
+            }
+        }
+    }
+
+    /// Waits before read `retry` (1-based) is asked again, logging why.
+    async fn wait_to_read_again(&self, method: &Method, path: &str, retry: u32, why: String) {
+        let wait = self.read_backoff.saturating_mul(1 << (retry - 1).min(8));
+        tracing::info!(%method, %path, retry, wait_ms = wait.as_millis() as u64, error = %why,
+            "a read from GitHub got no answer; asking again");
+        tokio::time::sleep(wait).await;
     }
 }
 
@@ -401,5 +531,47 @@ mod tests {
         for bad in ["api.github.com", "ftp://x/y", "not a url"] {
             assert!(Api::new(http(), bad).is_err(), "{bad}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_write_that_never_left_is_not_ambiguous_and_one_cut_off_is() {
+        // Nothing listens on port 1: the request never left.
+        let closed = api("http://127.0.0.1:1").with_read_backoff(Duration::from_millis(1));
+        let body = serde_json::json!({"body": "hi"});
+        let e = closed
+            .request(Method::POST, "/x", Auth::None, Some(&body))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, GithubError::Transport { .. }), "{e}");
+        let e = closed
+            .request(Method::GET, "/x", Auth::None, None)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, GithubError::Transport { .. }), "{e}");
+
+        // A server that reads the request and closes the connection without answering.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            loop {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                drop(conn);
+            }
+        });
+        let cut = api(&base).with_read_backoff(Duration::from_millis(1));
+        let e = cut
+            .request(Method::POST, "/x", Auth::None, Some(&body))
+            .await
+            .unwrap_err();
+        assert!(e.is_ambiguous(), "a write that was sent: {e}");
+        assert!(e.to_string().contains("must be looked up"), "{e}");
+        let e = cut
+            .request(Method::GET, "/x", Auth::None, None)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, GithubError::Transport { .. }), "a read: {e}");
     }
 }

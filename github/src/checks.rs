@@ -11,6 +11,9 @@
 //!   completed (the agent gave its verdict with the `github_check_run` tool) as it is, and
 //!   completes every open one of the run (should a start racing the run's end have made a
 //!   second).
+//! - **A lost answer makes no second check run.** A create whose answer was lost is looked
+//!   up by its `external_id` before it is sent again, and an update is repeated as it is
+//!   ([`crate::once`]).
 //! - Outputs are cut to what GitHub accepts (65,535 characters for a summary or text).
 //!
 //! Only GitHub Apps can create check runs (with the `checks: write` permission); GitHub
@@ -20,6 +23,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::api::{Api, Auth, GithubError};
+use crate::once::{self, Written};
 
 /// The most characters GitHub takes in a check run output's `summary` or `text`.
 pub const OUTPUT_CHARS: usize = 65_535;
@@ -147,11 +151,22 @@ pub async fn ensure_started(
         "started_at": now_rfc3339(),
         "output": output.to_json(),
     });
-    api.request(
-        Method::POST,
-        &format!("/repos/{}/check-runs", key.repo),
-        auth,
-        Some(&body),
+    create(api, auth, key, &body).await.map(Written::into_inner)
+}
+
+/// Creates the run's check run with `body`, looking it up by `external_id` before sending
+/// again when an answer is lost.
+async fn create(
+    api: &Api,
+    auth: Auth<'_>,
+    key: CheckRunKey<'_>,
+    body: &Value,
+) -> Result<Written<Value>, GithubError> {
+    let path = format!("/repos/{}/check-runs", key.repo);
+    once::send_once(
+        || api.request(Method::POST, &path, auth, Some(body)),
+        || find(api, auth, key),
+        api.patience(),
     )
     .await
 }
@@ -204,15 +219,20 @@ pub async fn complete(
         body["name"] = json!(key.name);
         body["head_sha"] = json!(key.head_sha);
         body["external_id"] = json!(key.run_id);
-        return api
-            .request(
-                Method::POST,
-                &format!("/repos/{}/check-runs", key.repo),
-                auth,
-                Some(&body),
-            )
-            .await
-            .map(Completion::Completed);
+        return match create(api, auth, key, &body).await? {
+            Written::Sent(made) => Ok(Completion::Completed(made)),
+            // A lost answer, and the look found a check run of the run: completed (this
+            // create's), or open (a start's that raced it), which is completed now.
+            Written::FoundAfterLostAnswer(made) if is_completed(&made) => {
+                Ok(Completion::Completed(made))
+            }
+            Written::FoundAfterLostAnswer(open) => {
+                let body = body_for(Some(&open));
+                patch(api, auth, key.repo, &open, &body)
+                    .await
+                    .map(Completion::Completed)
+            }
+        };
     }
     let mut done = None;
     for open in found.iter().filter(|c| !is_completed(c)) {
@@ -236,11 +256,10 @@ async fn patch(
         path: format!("/repos/{repo}/commits/…/check-runs"),
         reason: "a check run without an id".into(),
     })?;
-    api.request(
-        Method::PATCH,
-        &format!("/repos/{repo}/check-runs/{id}"),
-        auth,
-        Some(body),
+    let path = format!("/repos/{repo}/check-runs/{id}");
+    once::send_idempotent(
+        || api.request(Method::PATCH, &path, auth, Some(body)),
+        api.patience(),
     )
     .await
 }

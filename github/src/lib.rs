@@ -21,6 +21,8 @@
 //!   with the `git` CLI, the token passed to git through its environment only — never in
 //!   argv, the remote URL or any file — and a workspace already on the pinned commit kept.
 //!
+//! - [`once`]: the rule every write follows when GitHub's answer is lost — look for what it
+//!   would have made (its marker, its `external_id`) before sending it again.
 //! - [`checks`]: the check run of a run (`external_id` = the run's id), found or created,
 //!   updated and completed without storage of its own.
 //!
@@ -35,6 +37,7 @@ pub mod checks;
 mod keyed;
 mod limits;
 mod names;
+pub mod once;
 mod tokens;
 
 pub use access::{App, GithubAccess};

@@ -33,6 +33,9 @@ pub struct GithubConfig {
     /// `APPROVE`. Keep APPROVE out unless a bot's approval is meant to count: a pull request
     /// can ask the model to approve it.
     pub review_events: Vec<String>,
+    /// How long a request to GitHub may wait for its answer (each read of it); a write whose
+    /// answer does not come in time is looked up before it is sent again. Default 60.
+    pub timeout_seconds: u64,
 }
 
 impl Default for GithubConfig {
@@ -42,6 +45,7 @@ impl Default for GithubConfig {
             token_env: None,
             apps: Vec::new(),
             review_events: vec!["COMMENT".into()],
+            timeout_seconds: 60,
         }
     }
 }
@@ -91,6 +95,12 @@ impl GithubConfig {
         nightshift_github::check_base_url(&self.base_url).map_err(|e| format!("github.{e}"))?;
         nightshift_agent::github::check_review_events("github.review_events", &self.review_events)
             .map_err(|e| e.to_string())?;
+        if !(1..=600).contains(&self.timeout_seconds) {
+            return Err(format!(
+                "github.timeout_seconds = {} is out of range; give 1 to 600 (default 60)",
+                self.timeout_seconds
+            ));
+        }
         let mut names = std::collections::BTreeSet::new();
         for app in &self.apps {
             let at = format!("github.apps[{}]", app.name);
@@ -151,10 +161,11 @@ pub fn access(config: &Config) -> anyhow::Result<Option<Arc<GithubAccess>>> {
     if !gh.is_configured() {
         return Ok(None);
     }
+    let answer = std::time::Duration::from_secs(gh.timeout_seconds);
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts {
-        connect: std::time::Duration::from_secs(10),
-        read_idle: std::time::Duration::from_secs(60),
-        total: std::time::Duration::from_secs(120),
+        connect: std::time::Duration::from_secs(10).min(answer),
+        read_idle: answer,
+        total: answer.saturating_mul(2),
     })
     .map_err(|e| anyhow::anyhow!("cannot build the GitHub HTTP client: {e}"))?;
     let api =

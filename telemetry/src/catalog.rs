@@ -99,6 +99,7 @@ pub const TOOL_OUTCOMES: &[&str] = &[
     "denied",
     "refused",
     "interrupted",
+    "unresolved",
 ];
 /// What became of a webhook delivery (the counts `GET /v1/hooks` shows).
 pub const HOOK_OUTCOMES: &[&str] = &[

@@ -42,7 +42,7 @@
 //! | `nightshift_model_tokens_total` | counter | `provider`, `model`, `kind` | tokens of replies: `input`, `output`, `cache_read`, `cache_write` |
 //! | `nightshift_model_cost_usd` | gauge (only grows) | `provider`, `model` | USD spent at the agents' prices |
 //! | `nightshift_model_breaker_state` | gauge | `provider`, `model` | circuit breaker: 0 closed, 1 half-open, 2 open |
-//! | `nightshift_tool_calls_total` | counter | `tool`, `class`, `outcome` | tool calls: `ok`, `error`, `refused_input`, `denied`, `refused`, `interrupted` |
+//! | `nightshift_tool_calls_total` | counter | `tool`, `class`, `outcome` | tool calls: `ok`, `error`, `refused_input`, `denied`, `refused`, `interrupted`, `unresolved` |
 //! | `nightshift_tool_call_duration_seconds` | histogram | `tool`, `class`, `outcome` | time of tool calls that ran |
 //! | `nightshift_webhook_deliveries_total` | counter | `hook`, `outcome` | webhook deliveries by outcome |
 //! | `nightshift_notification_deliveries_total` | counter | `agent`, `status` | run notice attempts: `delivered`, `retrying`, `dead` |

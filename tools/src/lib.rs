@@ -145,6 +145,13 @@ pub struct ToolOutput {
     pub is_error: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<Artifact>,
+    /// The call's outcome is not known: a request may have reached the other side and what
+    /// it did could not be looked up. The agent loop records no result for a call that is
+    /// safe to repeat (`read_only`, `idempotent`): it tries the job again later, and the call
+    /// is run again under the same idempotency key — looking before it sends. `content` says
+    /// why.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unresolved: bool,
 }
 
 impl ToolOutput {
@@ -154,6 +161,7 @@ impl ToolOutput {
             content: content.into(),
             is_error: false,
             artifact: None,
+            unresolved: false,
         }
     }
 
@@ -163,6 +171,16 @@ impl ToolOutput {
             content: content.into(),
             is_error: true,
             artifact: None,
+            unresolved: false,
+        }
+    }
+
+    /// An outcome not known yet (see [`ToolOutput::unresolved`]); `content` says why, and is
+    /// what the model is told should the call be one that is not run again.
+    pub fn unresolved(content: impl Into<String>) -> Self {
+        ToolOutput {
+            unresolved: true,
+            ..ToolOutput::error(content)
         }
     }
 

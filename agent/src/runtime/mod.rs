@@ -224,6 +224,16 @@ enum ToolsEnd {
     Refused,
     /// A call waits for a human's decision until `until`.
     AwaitApproval { call_id: String, until: i64 },
+    /// A call's outcome is not known yet (a request may have reached the other side and
+    /// could not be looked up): it stays open, and the job is tried again later.
+    Unresolved { error: String },
+}
+
+/// The job's outcome when a call's outcome is not known yet: tried again after the pool's
+/// backoff (an attempt is spent, so a side that never answers ends the run in the end).
+fn unresolved(error: String) -> JobOutcome {
+    tracing::warn!(%error, "a tool call's outcome is not known yet; the job tries again later");
+    JobOutcome::Retry { error, after: None }
 }
 
 /// Why the loop stopped without an outcome of its own.
@@ -381,6 +391,7 @@ impl AgentRuntime {
                 ToolsEnd::AwaitApproval { call_id, until } => {
                     return s.await_approval(call_id, until).await.map(Some);
                 }
+                ToolsEnd::Unresolved { error } => return Ok(Some(unresolved(error))),
                 ToolsEnd::Done => {
                     if s.state.pending.is_empty() {
                         s.checkpoint().await?; // a turn ended

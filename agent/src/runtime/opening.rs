@@ -240,6 +240,7 @@ impl AgentRuntime {
                 ToolsEnd::AwaitApproval { call_id, until } => {
                     return s.await_approval(call_id, until).await.map(Some);
                 }
+                ToolsEnd::Unresolved { error } => return Ok(Some(super::unresolved(error))),
             }
         }
         Ok(None)

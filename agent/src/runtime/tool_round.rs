@@ -214,23 +214,41 @@ impl AgentRuntime {
             }
         };
         let began = std::time::Instant::now();
-        let failed = if planned.control {
-            span.wrap(self.run_control_tool(s, &call.call_id, &call.input))
-                .await?
+        let ran = if planned.control {
+            let failed = span
+                .wrap(self.run_control_tool(s, &call.call_id, &call.input))
+                .await?;
+            if failed { Ran::Error } else { Ran::Ok }
         } else {
-            span.wrap(self.run_tool(s, call, &key)).await?
+            span.wrap(self.run_tool(s, call, &key, class)).await?
         };
-        count(if failed { "error" } else { "ok" }, Some(began.elapsed()));
-        Ok(None)
+        let outcome = match &ran {
+            Ran::Ok => "ok",
+            Ran::Error => "error",
+            Ran::Unresolved(_) => "unresolved",
+        };
+        count(outcome, Some(began.elapsed()));
+        Ok(match ran {
+            Ran::Unresolved(why) => Some(ToolsEnd::Unresolved {
+                error: format!(
+                    "the outcome of {} call {} is not known yet: {why}",
+                    call.name, call.call_id
+                ),
+            }),
+            Ran::Ok | Ran::Error => None,
+        })
     }
 
-    /// Runs a call on the tool box and logs its result. True when the result is an error.
+    /// Runs a call on the tool box and logs its result — unless the outcome is not known
+    /// yet and the call is safe to run again ([`keeps_open`]): then nothing is logged, and
+    /// the call stays open for the job's next try.
     async fn run_tool(
         &self,
         s: &mut Session<'_>,
         call: &PendingCall,
         key: &str,
-    ) -> Result<bool, Stop> {
+        class: ToolClass,
+    ) -> Result<Ran, Stop> {
         let reply = self
             .tools
             .call(
@@ -246,9 +264,12 @@ impl AgentRuntime {
                 &s.ctx.cancel,
             )
             .await;
-        s.log_result(&call.call_id, reply.content, reply.is_error)
-            .await?;
-        Ok(reply.is_error)
+        if keeps_open(reply.unresolved, class) {
+            return Ok(Ran::Unresolved(reply.content));
+        }
+        let failed = reply.is_error;
+        s.log_result(&call.call_id, reply.content, failed).await?;
+        Ok(if failed { Ran::Error } else { Ran::Ok })
     }
 
     /// What the agent's config and the tool box say about a call.
@@ -333,6 +354,21 @@ impl AgentRuntime {
         .await?;
         Ok(is_error)
     }
+}
+
+/// How running one call went.
+enum Ran {
+    Ok,
+    Error,
+    /// No result was logged: the outcome is not known yet (why).
+    Unresolved(String),
+}
+
+/// Whether a call whose tool answered `unresolved` stays open (no result; the job tries
+/// again later and the call is run again under its key): only when running it again is
+/// safe. A side-effect call is never run again, so its "unresolved" answer is its result.
+pub(crate) fn keeps_open(unresolved: bool, class: ToolClass) -> bool {
+    unresolved && class.rerun_on_recovery()
 }
 
 /// Logs a new call's `tool_started`; a side-effect or idempotent call only while the run is

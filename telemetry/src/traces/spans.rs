@@ -206,7 +206,7 @@ pub fn tool_call_span(tool: &str, call_id: &str, class: &str) -> TraceSpan {
 }
 
 /// Sets a tool call's outcome (`ok`, `error`, `refused_input`, `denied`, `refused`,
-/// `interrupted`, `await_approval`); `ok` and `await_approval` are not errors.
+/// `interrupted`, `unresolved`, `await_approval`); `ok` and `await_approval` are not errors.
 pub fn record_tool_outcome(span: &TraceSpan, outcome: &str) {
     span.set("nightshift.tool.outcome", outcome.to_string());
     span.status(matches!(outcome, "ok" | "await_approval"));

@@ -23,6 +23,7 @@ on_both_backends! {
     a_crash_in_a_read_only_tool_reruns_it_with_the_same_key => crash_in_read_only_tool;
     a_crash_in_an_idempotent_tool_reruns_it_with_the_same_key => crash_in_idempotent_tool;
     a_crash_in_a_side_effect_tool_never_runs_it_again => crash_in_side_effect_tool;
+    an_unresolved_outcome_keeps_a_repeatable_call_open_for_the_next_try => unresolved_outcome;
     the_resumed_request_is_byte_identical => resumed_request_is_byte_identical;
     the_round_cap_holds_across_a_crash => round_cap_holds_across_a_crash;
     a_token_budget_ends_the_run_as_budget_exhausted => token_budget;
@@ -91,6 +92,56 @@ async fn prompt_to_result(db: &TestDb) {
     assert!(run.agent_hash.is_some());
     let cp = h.store.latest_checkpoint(&run_id).await.unwrap().unwrap();
     assert_eq!(cp.through_seq, 9, "checkpointed through the last event");
+}
+
+/// A tool that cannot tell what its call did ("unresolved": a request may have reached the
+/// other side and could not be looked up): an idempotent call logs no result, the job is
+/// tried again, and the call runs again under the same key; a side-effect call's answer is
+/// its result (it is never run again).
+async fn unresolved_outcome(db: &TestDb) {
+    let model = ScriptModel::new(vec![
+        reply(
+            vec![call("c1", "put"), call("c2", "send")],
+            StopReason::ToolUse,
+        ),
+        reply(vec![text("ok")], StopReason::EndTurn),
+    ]);
+    let tools = Arc::new(FakeTools::default());
+    *tools.unresolved.lock().unwrap() = vec!["put".into(), "send".into()];
+    let h = Harness::new(db, agent(json!({})), model.clone(), tools.clone()).await;
+    let run_id = h.enqueue("helper", "go").await;
+
+    let first = h.run_once().await;
+    assert!(
+        matches!(&first, nightshift_worker::JobOutcome::Retry { error, .. }
+            if error.contains("the outcome of put call c1 is not known yet")),
+        "{first:?}"
+    );
+    assert_eq!(h.status(&run_id).await.0, RunStatus::Queued);
+    assert!(
+        !h.events(&run_id)
+            .await
+            .iter()
+            .any(|e| matches!(e, RunEvent::ToolResult { .. })),
+        "no result is logged for a call whose outcome is not known"
+    );
+    assert_eq!(tools.calls().len(), 1, "the round stopped at the open call");
+
+    h.clock.advance(Duration::from_secs(3600));
+    h.run_once().await;
+    let (status, _, error) = h.status(&run_id).await;
+    assert_eq!(status, RunStatus::Succeeded, "{error:?}");
+    let calls = tools.calls();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert_eq!(calls[0], calls[1], "put ran again under the same key");
+    assert_eq!(calls[2].0, "send");
+    let results = tool_results(model.request(1).messages.last().unwrap());
+    assert_eq!(results[0], ("c1".into(), "put says \"c1\"".into(), false));
+    assert_eq!(results[1].0, "c2");
+    assert!(
+        results[1].2 && results[1].1.contains("send may or may not have been done"),
+        "a side effect is not run again: the model is told it is unknown: {results:?}"
+    );
 }
 
 /// A crash while the tool `name` runs: returns (tool calls, the second model request, run).

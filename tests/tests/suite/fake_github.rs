@@ -62,6 +62,12 @@ pub(crate) struct Seen {
     pub(crate) tokens_used: Vec<(String, String)>,
     /// The git host, told of each token minted.
     pub(crate) git: Option<nightshift_tests::git_http::GitHttp>,
+    /// How many of the next creates (review, comment, check run) GitHub stores but answers
+    /// only after [`Seen::late_by`] — past the client's timeout: an answer lost on the way.
+    pub(crate) late_answers: usize,
+    pub(crate) late_by: std::time::Duration,
+    /// How many of the next list reads (reviews, comments, check runs) answer 503.
+    pub(crate) unavailable_reads: usize,
 }
 
 impl Seen {
@@ -74,6 +80,31 @@ impl Seen {
 }
 
 pub(crate) type Shared = Arc<Mutex<Seen>>;
+
+/// `answer` to a create that GitHub has stored: sent at once, or after [`Seen::late_by`]
+/// while late answers are asked for.
+async fn answer_stored(seen: &Shared, answer: Response) -> Response {
+    let late = {
+        let mut s = seen.lock().unwrap();
+        (s.late_answers > 0).then(|| {
+            s.late_answers -= 1;
+            s.late_by
+        })
+    };
+    if let Some(late) = late {
+        tokio::time::sleep(late).await;
+    }
+    answer
+}
+
+/// GitHub's 503 for a list read, while unavailable reads are asked for.
+fn unavailable(seen: &Shared) -> Option<Response> {
+    let mut s = seen.lock().unwrap();
+    (s.unavailable_reads > 0).then(|| {
+        s.unavailable_reads -= 1;
+        github_error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable")
+    })
+}
 
 fn github_error(status: StatusCode, message: &str) -> Response {
     (
@@ -201,7 +232,7 @@ async fn pull(State(seen): State<Shared>, headers: HeaderMap) -> Response {
 }
 
 async fn list_reviews(State(seen): State<Shared>, headers: HeaderMap) -> Response {
-    if let Some(e) = refused(&seen, &headers, "list reviews") {
+    if let Some(e) = refused(&seen, &headers, "list reviews").or_else(|| unavailable(&seen)) {
         return e;
     }
     Json(seen.lock().unwrap().reviews.clone()).into_response()
@@ -217,38 +248,41 @@ async fn create_review(
     if let Some(e) = refused(&seen, &headers, "create review") {
         return e;
     }
-    let mut s = seen.lock().unwrap();
-    let head = s.head();
-    if review["commit_id"] != json!(head) {
-        return github_error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Unprocessable Entity: commit_id is not part of the pull request",
-        );
-    }
-    let id = 80 + s.reviews.len() as u64;
-    let state = match review["event"].as_str() {
-        Some("APPROVE") => "APPROVED",
-        Some("REQUEST_CHANGES") => "CHANGES_REQUESTED",
-        _ => "COMMENTED",
+    let stored = {
+        let mut s = seen.lock().unwrap();
+        let head = s.head();
+        if review["commit_id"] != json!(head) {
+            return github_error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Unprocessable Entity: commit_id is not part of the pull request",
+            );
+        }
+        let id = 80 + s.reviews.len() as u64;
+        let state = match review["event"].as_str() {
+            Some("APPROVE") => "APPROVED",
+            Some("REQUEST_CHANGES") => "CHANGES_REQUESTED",
+            _ => "COMMENTED",
+        };
+        let stored = json!({
+            "id": id, "node_id": "PRR_kwDOABCD", "body": review["body"], "state": state,
+            "user": {"login": "review-bot[bot]", "type": "Bot"},
+            "html_url": format!("https://github.com/{REPO}/pull/42#pullrequestreview-{id}"),
+            "pull_request_url": format!("https://api.github.com/repos/{REPO}/pulls/42"),
+            "commit_id": review["commit_id"], "submitted_at": "2026-12-03T10:00:00Z",
+            "author_association": "NONE",
+            "comments_posted": review["comments"].as_array().map_or(0, Vec::len),
+        });
+        s.reviews.push(stored.clone());
+        if let Some(pid) = s.kill_on_review.take() {
+            let killed = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status()
+                .expect("run kill");
+            assert!(killed.success(), "kill -KILL {pid}");
+        }
+        stored
     };
-    let stored = json!({
-        "id": id, "node_id": "PRR_kwDOABCD", "body": review["body"], "state": state,
-        "user": {"login": "review-bot[bot]", "type": "Bot"},
-        "html_url": format!("https://github.com/{REPO}/pull/42#pullrequestreview-{id}"),
-        "pull_request_url": format!("https://api.github.com/repos/{REPO}/pulls/42"),
-        "commit_id": review["commit_id"], "submitted_at": "2026-12-03T10:00:00Z",
-        "author_association": "NONE",
-        "comments_posted": review["comments"].as_array().map_or(0, Vec::len),
-    });
-    s.reviews.push(stored.clone());
-    if let Some(pid) = s.kill_on_review.take() {
-        let killed = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()
-            .expect("run kill");
-        assert!(killed.success(), "kill -KILL {pid}");
-    }
-    Json(stored).into_response()
+    answer_stored(&seen, Json(stored).into_response()).await
 }
 
 #[derive(serde::Deserialize)]
@@ -327,7 +361,7 @@ fn comment_json(id: u64, body: &str) -> Value {
 }
 
 async fn list_comments(State(seen): State<Shared>, headers: HeaderMap) -> Response {
-    if let Some(e) = refused(&seen, &headers, "list comments") {
+    if let Some(e) = refused(&seen, &headers, "list comments").or_else(|| unavailable(&seen)) {
         return e;
     }
     let comments = seen.lock().unwrap().comments.clone();
@@ -353,10 +387,14 @@ async fn create_comment(
     if let Some(e) = refused(&seen, &headers, "create comment") {
         return e;
     }
-    let mut s = seen.lock().unwrap();
-    let id = 1000 + s.comments.len() as u64;
-    s.comments.push((id, c.body.clone()));
-    (StatusCode::CREATED, Json(comment_json(id, &c.body))).into_response()
+    let id = {
+        let mut s = seen.lock().unwrap();
+        let id = 1000 + s.comments.len() as u64;
+        s.comments.push((id, c.body.clone()));
+        id
+    };
+    let created = (StatusCode::CREATED, Json(comment_json(id, &c.body))).into_response();
+    answer_stored(&seen, created).await
 }
 
 async fn update_comment(
@@ -475,7 +513,7 @@ async fn list_check_runs(
     headers: HeaderMap,
     Query(q): Query<CheckRunQuery>,
 ) -> Response {
-    if let Some(e) = refused(&seen, &headers, "list check runs") {
+    if let Some(e) = refused(&seen, &headers, "list check runs").or_else(|| unavailable(&seen)) {
         return e;
     }
     let runs: Vec<Value> = seen
@@ -508,25 +546,28 @@ async fn create_check_run(
     if let Some(e) = invalid_check_run(&body) {
         return e;
     }
-    let mut s = seen.lock().unwrap();
-    s.check_run_writes.push(body.clone());
-    let id = 4000 + s.check_runs.len() as u64;
-    let run = json!({
-        "id": id, "node_id": "CR_kwDOABCD", "head_sha": body["head_sha"],
-        "external_id": body["external_id"].as_str().unwrap_or(""),
-        "url": format!("https://api.github.com/repos/{REPO}/check-runs/{id}"),
-        "html_url": format!("https://github.com/{REPO}/runs/{id}"),
-        "details_url": body["details_url"],
-        "status": body["status"].as_str().unwrap_or("queued"),
-        "conclusion": body["conclusion"], "started_at": body["started_at"],
-        "completed_at": body["completed_at"],
-        "output": check_output(&body["output"]),
-        "name": body["name"], "check_suite": {"id": 5},
-        "app": {"id": 424242, "slug": "review-bot", "name": "review-bot"},
-        "pull_requests": [],
-    });
-    s.check_runs.push(run.clone());
-    (StatusCode::CREATED, Json(run)).into_response()
+    let run = {
+        let mut s = seen.lock().unwrap();
+        s.check_run_writes.push(body.clone());
+        let id = 4000 + s.check_runs.len() as u64;
+        let run = json!({
+            "id": id, "node_id": "CR_kwDOABCD", "head_sha": body["head_sha"],
+            "external_id": body["external_id"].as_str().unwrap_or(""),
+            "url": format!("https://api.github.com/repos/{REPO}/check-runs/{id}"),
+            "html_url": format!("https://github.com/{REPO}/runs/{id}"),
+            "details_url": body["details_url"],
+            "status": body["status"].as_str().unwrap_or("queued"),
+            "conclusion": body["conclusion"], "started_at": body["started_at"],
+            "completed_at": body["completed_at"],
+            "output": check_output(&body["output"]),
+            "name": body["name"], "check_suite": {"id": 5},
+            "app": {"id": 424242, "slug": "review-bot", "name": "review-bot"},
+            "pull_requests": [],
+        });
+        s.check_runs.push(run.clone());
+        run
+    };
+    answer_stored(&seen, (StatusCode::CREATED, Json(run)).into_response()).await
 }
 
 /// A check run's `output` as GitHub shows it (annotations counted, not listed).

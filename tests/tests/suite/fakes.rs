@@ -163,6 +163,8 @@ pub(crate) struct FakeTools {
     pub(crate) calls: Mutex<Vec<(String, String)>>,
     pub(crate) stall: Mutex<Option<String>>,
     pub(crate) stalled: Notify,
+    /// Tools whose next call answers "unresolved" (its outcome not known), once each.
+    pub(crate) unresolved: Mutex<Vec<String>>,
 }
 
 impl FakeTools {
@@ -255,6 +257,15 @@ impl ToolBox for FakeTools {
                 self.stalled.notify_one();
                 std::future::pending::<()>().await;
             }
+            let mut unresolved = self.unresolved.lock().unwrap();
+            if let Some(at) = unresolved.iter().position(|n| n == call.name) {
+                unresolved.remove(at);
+                return ToolOutput::unresolved(format!(
+                    "{} may or may not have been done: no answer",
+                    call.name
+                ));
+            }
+            drop(unresolved);
             ToolOutput::ok(format!("{} says {}", call.name, call.input["arg"]))
         })
     }

@@ -117,6 +117,7 @@ mod fake_github;
 mod fakes;
 mod file_bounds;
 mod github_checks;
+mod github_lost_answers;
 mod github_review;
 mod github_tools;
 mod hooks;

@@ -7,7 +7,11 @@
 //! anything is sent); the model cannot set `Host`, pseudo-headers, hop-by-hop or framing
 //! headers, or method overrides, so the request goes where its URL says, as it says; GET and HEAD
 //! are `read_only`, every other method is `side_effect` and carries
-//! `Idempotency-Key: <run id>:<tool call id>` (the same key on a re-run); `{{secret:NAME}}`
+//! `Idempotency-Key: <run id>:<tool call id>` (the same key on a re-run); a request that got
+//! no answer is sent again as it is (up to three times in all) only when that cannot do
+//! anything twice — it never left (no connection), or it is a GET/HEAD; a write that may
+//! have been received is not sent again, and the model is told it may or may not have taken
+//! effect, with its key, and to check before sending a new one; `{{secret:NAME}}`
 //! placeholders are filled in headers and body, and a URL may be one placeholder as a whole
 //! when that secret is bound to hosts (a webhook URL that is itself the credential: Slack's
 //! incoming webhooks) — a placeholder in part of a URL is refused; secret values are redacted
@@ -16,6 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -284,11 +289,76 @@ impl HttpRequest {
     }
 }
 
+/// How many times in all a request is sent when no answer comes.
+const SENDS: u32 = 3;
+/// The pause before sending again (doubled each time).
+const RESEND_PAUSE: Duration = Duration::from_millis(500);
+
+/// What to do about a try that got no answer: the decision, apart from the I/O.
+#[derive(Debug, PartialEq, Eq)]
+enum Unanswered {
+    /// Send it again: it never left (no connection), or it changes nothing (GET, HEAD).
+    SendAgain,
+    /// Give up: tell the model what is known.
+    GiveUp,
+}
+
+/// After try `sent` got no answer: a request is sent again only when that cannot do
+/// anything twice — it never left, or it is a read. A write that may have been received is
+/// not: a server that does not honour `Idempotency-Key` would do it again.
+fn after_no_answer(sent: u32, never_left: bool, read_only: bool) -> Unanswered {
+    if (never_left || read_only) && sent < SENDS {
+        Unanswered::SendAgain
+    } else {
+        Unanswered::GiveUp
+    }
+}
+
+/// Sends `request`; when no answer comes, sends it again as it is when that is safe
+/// ([`after_no_answer`]), up to [`SENDS`] times.
 async fn send(ctx: &ToolContext, request: reqwest::RequestBuilder) -> ToolOutput {
     let secrets = ctx.secrets();
-    let mut response = match request.send().await {
-        Ok(r) => r,
-        Err(e) => return ToolOutput::error(secrets.redact(&format!("request failed: {e}"))),
+    let keyed = request
+        .try_clone()
+        .and_then(|r| r.build().ok())
+        .and_then(|r| {
+            r.headers()
+                .get("idempotency-key")
+                .and_then(|v| v.to_str().ok().map(str::to_string))
+        });
+    let mut sent = 0;
+    let mut next = Some(request);
+    let mut response = loop {
+        let Some(request) = next.take() else {
+            return ToolOutput::error("internal error: the request could not be sent again");
+        };
+        let again = request.try_clone();
+        sent += 1;
+        match request.send().await {
+            Ok(r) => break r,
+            Err(e) => {
+                let never_left = e.is_connect() || e.is_builder();
+                // Only writes carry a key.
+                let read_only = keyed.is_none();
+                let next_step = after_no_answer(sent, never_left, read_only);
+                if next_step == Unanswered::SendAgain && again.is_some() {
+                    tokio::time::sleep(RESEND_PAUSE.saturating_mul(1 << (sent - 1))).await;
+                    next = again;
+                    continue;
+                }
+                let text = match (&keyed, never_left) {
+                    (_, true) => format!("request failed (nothing was received): {e}"),
+                    (Some(key), false) => format!(
+                        "no answer ({e}); the request was sent with Idempotency-Key {key} and \
+                         may or may not have been received, so it was not sent again. Check \
+                         whether it took effect (a GET of what it would have changed) before \
+                         sending it again: a new call carries a new key"
+                    ),
+                    (None, false) => format!("request failed after {sent} tries: {e}"),
+                };
+                return ToolOutput::error(secrets.redact(&text));
+            }
+        }
     };
     let status = response.status();
     let mut head = format!(
@@ -342,5 +412,25 @@ async fn send(ctx: &ToolContext, request: reqwest::RequestBuilder) -> ToolOutput
         content: secrets.redact(&format!("{head}{body}{note}")),
         is_error: status.as_u16() >= 400,
         artifact: rendered.artifact,
+        unresolved: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_cannot_act_twice_is_sent_again() {
+        // A write that may have been received is never sent again.
+        assert_eq!(after_no_answer(1, false, false), Unanswered::GiveUp);
+        // One that never left, or a read, is — up to SENDS tries in all.
+        assert_eq!(after_no_answer(1, true, false), Unanswered::SendAgain);
+        assert_eq!(after_no_answer(1, false, true), Unanswered::SendAgain);
+        assert_eq!(
+            after_no_answer(SENDS - 1, false, true),
+            Unanswered::SendAgain
+        );
+        assert_eq!(after_no_answer(SENDS, true, true), Unanswered::GiveUp);
     }
 }

@@ -169,6 +169,7 @@ async fn run(ctx: &ToolContext, input: Value) -> ToolOutput {
         content,
         is_error,
         artifact: result.output.artifact,
+        unresolved: false,
     }
 }
 

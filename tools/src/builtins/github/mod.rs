@@ -9,13 +9,15 @@
 //! installation token of the App installed on the repository, else the personal token);
 //! no token ever reaches the model — inputs name only a repository, a number, a path and a
 //! ref, each checked and percent-encoded, so the model cannot point a request anywhere but
-//! the configured API; GitHub's refusals (404, 401, 422, rate limits it would not lift) are
+//! the configured API; a write whose answer is lost is looked up by its marker before it is
+//! sent again ([`nightshift_github::once`]), and one still unknown is answered `unresolved`
+//! (the loop runs the call again later under the same key); GitHub's refusals (404, 401, 422, rate limits it would not lift) are
 //! `is_error` outputs carrying GitHub's message and what to do; a refused token is dropped
 //! and the call tried once more with a fresh one; long outputs are cut by the registry with
 //! the whole kept as an artifact.
 
 use futures::future::BoxFuture;
-use nightshift_github::{Auth, GithubAccess, GithubError, Secret};
+use nightshift_github::{Auth, GithubAccess, GithubError, Secret, once};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -112,8 +114,16 @@ pub(super) fn access(ctx: &ToolContext) -> Result<&GithubAccess, ToolOutput> {
     })
 }
 
-/// What the model is told about a failed request.
+/// What the model is told about a failed request. A write whose outcome stays unknown after
+/// looking is not a failure: the call is [`ToolOutput::unresolved`], and the loop runs it
+/// again later under the same key (its marker or `external_id` finds what it made).
 pub(super) fn refusal(e: &GithubError) -> ToolOutput {
+    if e.is_ambiguous() {
+        return ToolOutput::unresolved(format!(
+            "{e}. The call will be run again later under the same key, which finds what it \
+             made instead of making a second one."
+        ));
+    }
     let hint = match e {
         GithubError::Status { status: 404, .. } => {
             " (the repository, pull request or file does not exist, or the credentials cannot \
@@ -345,6 +355,13 @@ fn marker(gh: &GithubAccess, kind: &str, key: &str) -> String {
     )
 }
 
+/// The item (comment, review) among `items` whose body carries `mark`.
+pub(super) fn marked(items: Vec<Value>, mark: &str) -> Option<Value> {
+    items
+        .into_iter()
+        .find(|c| c["body"].as_str().is_some_and(|b| b.contains(mark)))
+}
+
 /// How every marker starts.
 const MARKER_PREFIX: &str = "<!-- nightshift:";
 
@@ -425,26 +442,29 @@ impl Comment {
             let (list, body, mark) = (list.clone(), body.clone(), mark.clone());
             async move {
                 let auth = Auth::Bearer(&token);
-                let existing = gh.api().get_all(&list, auth).await?;
-                let mine = existing
-                    .iter()
-                    .find(|c| c["body"].as_str().is_some_and(|b| b.contains(&mark)));
+                let mine = marked(gh.api().get_all(&list, auth).await?, &mark);
                 let payload = json!({ "body": body });
+                let api = gh.api();
                 match mine.and_then(|c| c["id"].as_u64()) {
                     Some(id) => {
                         let path = format!("/repos/{repo}/issues/comments/{id}");
-                        let updated = gh
-                            .api()
-                            .request(reqwest::Method::PATCH, &path, auth, Some(&payload))
-                            .await?;
+                        let updated = once::send_idempotent(
+                            || api.request(reqwest::Method::PATCH, &path, auth, Some(&payload)),
+                            api.patience(),
+                        )
+                        .await?;
                         Ok(("updated", updated))
                     }
                     None => {
                         let path = list.split('?').next().unwrap_or(&list).to_string();
-                        let created = gh
-                            .api()
-                            .request(reqwest::Method::POST, &path, auth, Some(&payload))
-                            .await?;
+                        let look = || async { Ok(marked(api.get_all(&list, auth).await?, &mark)) };
+                        let created = once::send_once(
+                            || api.request(reqwest::Method::POST, &path, auth, Some(&payload)),
+                            look,
+                            api.patience(),
+                        )
+                        .await?
+                        .into_inner();
                         Ok(("created", created))
                     }
                 }

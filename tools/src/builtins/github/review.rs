@@ -10,18 +10,21 @@
 //! - **Posted once, also across a crash**: the review carries a hidden marker with the run
 //!   and the call's idempotency key; the tool looks for a review with its marker before it
 //!   posts, so running it again after a crash (it is `idempotent`) answers with the review
-//!   already there instead of posting a second or leaving the outcome unknown.
+//!   already there instead of posting a second or leaving the outcome unknown. A POST whose
+//!   answer is lost (a timeout after sending, a 5xx) is looked up by the marker before it is
+//!   sent again; one still unknown is `unresolved`, and the call is run again later.
 //! - **Only the events allowed**: the agent's `[agents.github] review_events`, else the
 //!   daemon's `github.review_events` (default `COMMENT`): a model told by a pull request to
 //!   approve it cannot, unless the operator allowed it.
 
 use futures::future::BoxFuture;
 use nightshift_github::Auth;
+use nightshift_github::once::{self, Written};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::super::parse_input;
-use super::{access, checked_repo, with_marker, with_token};
+use super::{access, checked_repo, marked, with_marker, with_token};
 use crate::context::ToolContext;
 use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
 
@@ -83,6 +86,8 @@ fn target(ctx: &ToolContext) -> Result<Target, ToolOutput> {
 /// What posting found.
 enum Posted {
     New(Value),
+    /// Posted by this call, whose answer was lost: found by its marker.
+    Recovered(Value),
     Already(Value),
     HeadMoved(String),
 }
@@ -177,41 +182,46 @@ async fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> 
         let head_sha = t.head_sha.clone();
         async move {
             let auth = Auth::Bearer(&token);
-            let reviews = gh
-                .api()
-                .get_all(&format!("{pull}/reviews?per_page=100"), auth)
-                .await?;
-            if let Some(mine) = reviews
-                .into_iter()
-                .find(|r| r["body"].as_str().is_some_and(|b| b.contains(&mark)))
-            {
+            let api = gh.api();
+            let reviews = format!("{pull}/reviews?per_page=100");
+            let look = || async { Ok(marked(api.get_all(&reviews, auth).await?, &mark)) };
+            if let Some(mine) = look().await? {
                 return Ok(Posted::Already(mine));
             }
-            let current = gh
-                .api()
-                .request(reqwest::Method::GET, &pull, auth, None)
-                .await?;
+            let current = api.request(reqwest::Method::GET, &pull, auth, None).await?;
             let head = current["head"]["sha"].as_str().unwrap_or_default();
             if head != head_sha {
                 return Ok(Posted::HeadMoved(head.to_string()));
             }
-            let review = gh
-                .api()
-                .request(
-                    reqwest::Method::POST,
-                    &format!("{pull}/reviews"),
-                    auth,
-                    Some(&json!({"commit_id": head_sha, "body": body, "event": event,
-                                 "comments": comments})),
-                )
-                .await?;
-            Ok(Posted::New(review))
+            let review = json!({"commit_id": head_sha, "body": body, "event": event,
+                                "comments": comments});
+            let path = format!("{pull}/reviews");
+            let posted = once::send_once(
+                || api.request(reqwest::Method::POST, &path, auth, Some(&review)),
+                look,
+                api.patience(),
+            )
+            .await?;
+            Ok(match posted {
+                Written::Sent(r) => Posted::New(r),
+                Written::FoundAfterLostAnswer(r) => Posted::Recovered(r),
+            })
         }
     })
     .await?;
     Ok(match posted {
         Posted::New(r) => ToolOutput::ok(format!(
             "review {} posted on {} ({}): {}",
+            r["id"],
+            t.head_sha,
+            r["state"].as_str().unwrap_or("submitted"),
+            r["html_url"]
+                .as_str()
+                .unwrap_or("(no URL in GitHub's answer)")
+        )),
+        Posted::Recovered(r) => ToolOutput::ok(format!(
+            "review {} posted on {} ({}; GitHub's answer was lost, the review was found by its \
+             marker): {}",
             r["id"],
             t.head_sha,
             r["state"].as_str().unwrap_or("submitted"),
