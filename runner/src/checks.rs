@@ -3,9 +3,12 @@
 //! A run started by a GitHub pull request delivery (its context names the repository and the
 //! head commit) of such an agent gets a check run of that name on that commit:
 //! - **started** `in_progress` by every job of the run before it works ([`start`], from the
-//!   tool box's preparation; found again by `external_id` = the run's id, so a crash or a
-//!   second daemon makes no second one; a failure is logged and the run goes on). Its name
-//!   is recorded on the run first (`runs.check_runs`);
+//!   tool box's preparation; a failure is logged and the run goes on). Its name is recorded
+//!   on the run first (`runs.check_runs`), then its making is claimed in the store
+//!   ([`Store::claim_check_run`]): only the claimant creates it, looking first by
+//!   `external_id` = the run's id, and records GitHub's id; a job that finds it made or
+//!   being made leaves it be. So a crash, a slow answer, a push racing the start or a second
+//!   daemon never make a second one;
 //! - **completed** when the run ends, whatever ended it — success, failure, cancellation,
 //!   supersession, a budget — from the run's outbox row ([`complete`], called by the notifier
 //!   for a delivery whose target is [`TARGET_PREFIX`]`NAME`). The outbox row is written in the
@@ -16,14 +19,25 @@
 //!   the agent's config gives when the run ends and for every name the run recorded, so a
 //!   check run renamed or removed from the config (a reload) while a run had it open is
 //!   completed too.
-//! - **Never left open by a race**: a run that ends while a job is making its check run (a
-//!   push supersedes it right then) has it completed by whichever of the two looks second
-//!   ([`complete_if_ended`]); should both have made one, every open one is completed.
+//! - **Never left open by a race, never doubled by one**: a completion that finds the check
+//!   run being made by a job (a push superseded the run during the create) does not create
+//!   one of its own: it fails as [`CompleteError::BeingMade`], and the notifier tries again
+//!   with its backoff — by then the maker recorded it, and the maker itself completes it when
+//!   it sees the run ended ([`complete_if_ended`]). A completion that finds no claim claims
+//!   it before creating the check run completed.
 
 use nightshift_github::checks::{self, CheckOutput, CheckRunKey, Completion};
 use nightshift_github::{Auth, GithubAccess, GithubError};
-use nightshift_store::{Run, RunStatus, Store};
+use std::time::Duration;
+
+use nightshift_store::{CheckRunClaim, Run, RunStatus, Store};
 use serde_json::Value;
+
+/// How long a claim on making a check run holds without GitHub's id: past it, the maker is
+/// taken to have died or given up, and the next caller looks for the check run (by
+/// `external_id`) before creating it. Longer than a maker can take: a create, its lookups
+/// after a lost answer and a second create, each bounded by `github.timeout_seconds`.
+pub const CLAIM_STALE: Duration = Duration::from_secs(15 * 60);
 
 /// A notify delivery whose target starts with this completes the run's check run named by
 /// the rest (`github-check-run:Nightshift review`) instead of POSTing a notice.
@@ -81,7 +95,8 @@ pub fn completion_output(run: &Run) -> CheckOutput {
 
 /// Creates the run's check run `in_progress` unless it exists. First it records the name on
 /// the run ([`Store::note_check_run`]): whatever the config says when the run ends, the
-/// outbox completes every check run the run opened.
+/// outbox completes every check run the run opened. Then it claims the making: a check run
+/// made, or being made by another job or daemon, is left to that one.
 pub async fn start(
     gh: &GithubAccess,
     store: &Store,
@@ -93,7 +108,10 @@ pub async fn start(
         return Ok(());
     };
     store.note_check_run(run_id, name).await?;
-    let token = gh.token_for_delivery(repo, installation).await?;
+    match store.claim_check_run(run_id, name, CLAIM_STALE).await? {
+        CheckRunClaim::Made(_) | CheckRunClaim::BeingMade { .. } => return Ok(()),
+        CheckRunClaim::Yours => {}
+    }
     let key = CheckRunKey {
         repo,
         head_sha,
@@ -101,8 +119,48 @@ pub async fn start(
         run_id,
     };
     let output = checks::started_output(run_id, head_sha);
-    checks::ensure_started(gh.api(), Auth::Bearer(&token), key, &output).await?;
-    Ok(())
+    let made = async {
+        let token = gh.token_for_delivery(repo, installation).await?;
+        checks::ensure_started(gh.api(), Auth::Bearer(&token), key, &output).await
+    };
+    match made.await {
+        Ok(check_run) => {
+            record(store, run_id, name, &check_run).await?;
+            Ok(())
+        }
+        Err(e) => {
+            release_unless_ambiguous(store, run_id, name, &e).await?;
+            Err(e.into())
+        }
+    }
+}
+
+/// Records the id of the check run GitHub answered with.
+async fn record(
+    store: &Store,
+    run_id: &str,
+    name: &str,
+    check_run: &Value,
+) -> Result<(), nightshift_store::Error> {
+    match check_run["id"].as_i64() {
+        Some(id) => store.record_check_run(run_id, name, id).await,
+        None => Ok(()),
+    }
+}
+
+/// Gives the claim up after a refusal (nothing was made); keeps it after a lost answer (a
+/// check run may exist: the claim grows stale, and the next caller looks first).
+async fn release_unless_ambiguous(
+    store: &Store,
+    run_id: &str,
+    name: &str,
+    e: &GithubError,
+) -> Result<(), nightshift_store::Error> {
+    if e.is_ambiguous() {
+        Ok(())
+    } else {
+        store.release_check_run(run_id, name).await
+    }
 }
 
 /// Why a check run could not be started: recording it failed (nothing was asked of GitHub),
@@ -115,13 +173,41 @@ pub enum StartError {
     Github(#[from] GithubError),
 }
 
+/// Why a check run could not be completed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompleteError {
+    /// A job of the run is making the check run right now: completing it must wait until
+    /// it is made (never a second one made completed beside it).
+    #[error(
+        "the run's check run {name:?} is being created by one of its jobs; it is completed \
+         once that create is answered"
+    )]
+    BeingMade { name: String },
+    #[error("cannot read or record the check run's claim: {0}")]
+    Store(#[from] nightshift_store::Error),
+    #[error(transparent)]
+    Github(#[from] GithubError),
+}
+
+impl CompleteError {
+    /// GitHub's status, when GitHub refused.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            CompleteError::Github(GithubError::Status { status, .. }) => Some(*status),
+            _ => None,
+        }
+    }
+}
+
 /// Completes `run`'s check run `name` from how the run ended; `Ok(None)` when the run has no
-/// pull request to check.
+/// pull request to check. A check run being made by a job of the run is waited for
+/// ([`CompleteError::BeingMade`]); with no claim at all, the making is claimed first.
 pub async fn complete(
     gh: &GithubAccess,
+    store: &Store,
     name: &str,
     run: &Run,
-) -> Result<Option<Completion>, GithubError> {
+) -> Result<Option<Completion>, CompleteError> {
     let context: Option<Value> = run
         .context
         .as_deref()
@@ -129,7 +215,13 @@ pub async fn complete(
     let Some((repo, head_sha, installation)) = pull_request_of(context.as_ref()) else {
         return Ok(None);
     };
-    let token = gh.token_for_delivery(repo, installation).await?;
+    let mine = match store.claim_check_run(&run.id, name, CLAIM_STALE).await? {
+        CheckRunClaim::BeingMade { .. } => {
+            return Err(CompleteError::BeingMade { name: name.into() });
+        }
+        CheckRunClaim::Made(_) => false,
+        CheckRunClaim::Yours => true,
+    };
     let key = CheckRunKey {
         repo,
         head_sha,
@@ -140,12 +232,29 @@ pub async fn complete(
     // The agent's own output (set with github_check_run) is kept on success; any other end
     // says what ended the run.
     let keep_agents = run.status == RunStatus::Succeeded;
-    checks::complete(gh.api(), Auth::Bearer(&token), key, conclusion, |found| {
-        let agent_wrote = found.is_some_and(|c| !checks::untouched(c));
-        (!(agent_wrote && keep_agents)).then(|| completion_output(run))
-    })
-    .await
-    .map(Some)
+    let done = async {
+        let token = gh.token_for_delivery(repo, installation).await?;
+        checks::complete(gh.api(), Auth::Bearer(&token), key, conclusion, |found| {
+            let agent_wrote = found.is_some_and(|c| !checks::untouched(c));
+            (!(agent_wrote && keep_agents)).then(|| completion_output(run))
+        })
+        .await
+    };
+    match done.await {
+        Ok(done) => {
+            if mine {
+                let (Completion::Completed(made) | Completion::AlreadyCompleted(made)) = &done;
+                record(store, &run.id, name, made).await?;
+            }
+            Ok(Some(done))
+        }
+        Err(e) => {
+            if mine {
+                release_unless_ambiguous(store, &run.id, name, &e).await?;
+            }
+            Err(e.into())
+        }
+    }
 }
 
 /// After [`start`]: when the run ended meanwhile (a push superseded it as its job began), the
@@ -157,7 +266,7 @@ pub async fn complete_if_ended(gh: &GithubAccess, name: &str, store: &Store, run
         Ok(Some(run)) if run.status.is_terminal() => run,
         _ => return,
     };
-    if let Err(e) = complete(gh, name, &ended).await {
+    if let Err(e) = complete(gh, store, name, &ended).await {
         tracing::warn!(run_id, check_run = %name, error = %e,
             "the run ended while its check run was made, and completing it failed");
     }

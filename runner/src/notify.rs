@@ -366,13 +366,14 @@ impl Notifier {
         };
         // Never longer than the claim lasts, or another daemon could complete it meanwhile.
         let bound = self.lease.saturating_sub(LEASE_MARGIN);
-        let done = tokio::time::timeout(bound, crate::checks::complete(gh, name, run))
+        let done = tokio::time::timeout(bound, crate::checks::complete(gh, &self.store, name, run))
             .await
             .unwrap_or_else(|_| {
                 Err(nightshift_github::GithubError::Transport {
                     origin: "GitHub".into(),
                     reason: format!("no answer within {} s", bound.as_secs()),
-                })
+                }
+                .into())
             });
         match done {
             Ok(done) => {
@@ -381,13 +382,7 @@ impl Notifier {
                 }
                 Ok(200)
             }
-            Err(e) => {
-                let status = match &e {
-                    nightshift_github::GithubError::Status { status, .. } => Some(*status),
-                    _ => None,
-                };
-                Err((e.to_string(), status))
-            }
+            Err(e) => Err((e.to_string(), e.status())),
         }
     }
 

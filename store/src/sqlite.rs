@@ -272,6 +272,7 @@ fn is_locked(e: &sqlx::Error) -> bool {
 crate::queue::queue_statements!(SqliteBackend, "sqlite");
 crate::wakeups::wakeup_statements!(SqliteBackend, "sqlite");
 crate::inbox::inbox_statements!(SqliteBackend, "sqlite");
+crate::check_runs::check_run_statements!(SqliteBackend, "sqlite");
 crate::approvals::approval_statements!(SqliteBackend, "sqlite");
 crate::tasks::task_statements!(SqliteBackend, "sqlite");
 crate::schedules::schedule_statements!(SqliteBackend, "sqlite");

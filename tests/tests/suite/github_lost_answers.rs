@@ -5,7 +5,11 @@
 //!   `external_id` (check runs) before anything is sent again: exactly one comment, one
 //!   review and one check run exist, and the model is told the write was made;
 //! - reads that GitHub answers 503 are asked again by the client itself, and the model never
-//!   sees those failures.
+//!   sees those failures;
+//! - while a check run's create is still on its way (GitHub has not stored it), a second
+//!   daemon starting the same run and the run's completion after a push make no check run of
+//!   their own: the store's claim says it is being made, the completion waits, and the run
+//!   ends with one check run, completed.
 
 use std::path::Path;
 use std::time::Duration;
@@ -24,6 +28,8 @@ use crate::github_tools::{InProcess, daemon_config, in_process, started_for};
 on_both_backends! {
     a_lost_answer_to_a_comment_or_review_is_looked_up_not_sent_again => comment_and_review_once;
     a_lost_answer_to_a_check_run_create_makes_no_second_check_run => one_check_run;
+    a_second_start_and_a_completion_racing_a_slow_create_make_no_second_check_run => racing_create;
+    a_check_run_claim_is_held_recorded_released_and_taken_over_when_stale => claim_rules;
 }
 
 const CHECK: &str = "Nightshift review";
@@ -221,4 +227,149 @@ async fn one_check_run(db: &TestDb) {
     }
     shutdown.cancel();
     stopped.await.unwrap().unwrap();
+}
+
+async fn racing_create(db: &TestDb) {
+    let seen = Seen {
+        slow_check_run_creates: 1,
+        late_by: Duration::from_secs(2),
+        ..Seen::default()
+    };
+    let (github, seen) = fake_github_with(seen, None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = daemon_config(db, dir.path(), &github, "");
+    config.github.timeout_seconds = 10;
+    let store = db.store().await;
+    let gh = nightshift_runner::github::access(&config).unwrap().unwrap();
+    // A run for the pull request, queued (no daemon runs here: the test plays its jobs).
+    let head = pull_request()["head"]["sha"].as_str().unwrap().to_string();
+    let context = started_for(&head);
+    let mut new_run = nightshift_store::NewRun::new("checker", "Review pull request 42.");
+    new_run.context = Some(context.to_string());
+    let run_id = store.enqueue(&new_run).await.unwrap().run_id;
+
+    // A job starts the run's check run; GitHub is slow to store it.
+    let first = {
+        let (gh, store, run_id, context) =
+            (gh.clone(), store.clone(), run_id.clone(), context.clone());
+        tokio::spawn(async move {
+            nightshift_runner::checks::start(&gh, &store, CHECK, &run_id, Some(&context)).await
+        })
+    };
+    let in_flight = async {
+        while !seen
+            .lock()
+            .unwrap()
+            .requests
+            .iter()
+            .any(|r| r == "create check run")
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), in_flight)
+        .await
+        .expect("the create is sent");
+    // A second daemon's job starts the same run meanwhile: it leaves the check run be.
+    nightshift_runner::checks::start(&gh, &store, CHECK, &run_id, Some(&context))
+        .await
+        .unwrap();
+    // A push ends the run meanwhile; its completion finds the check run being made.
+    store.cancel_run(&run_id).await.unwrap();
+    let ended = store.run(&run_id).await.unwrap().unwrap();
+    assert_eq!(ended.status, RunStatus::Cancelled);
+    let waiting = nightshift_runner::checks::complete(&gh, &store, CHECK, &ended).await;
+    assert!(
+        matches!(
+            waiting,
+            Err(nightshift_runner::checks::CompleteError::BeingMade { .. })
+        ),
+        "{waiting:?}"
+    );
+
+    // The first job's create is answered; it sees the run ended and completes it.
+    first.await.unwrap().unwrap();
+    nightshift_runner::checks::complete_if_ended(&gh, CHECK, &store, &run_id).await;
+    // The notifier's next try finds it completed.
+    let again = nightshift_runner::checks::complete(&gh, &store, CHECK, &ended)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            again,
+            Some(nightshift_github::checks::Completion::AlreadyCompleted(_))
+        ),
+        "{again:?}"
+    );
+    let s = seen.lock().unwrap();
+    let mine: Vec<&Value> = s
+        .check_runs
+        .iter()
+        .filter(|c| c["external_id"] == json!(run_id))
+        .collect();
+    assert_eq!(mine.len(), 1, "one check run: {mine:?}");
+    assert_eq!(mine[0]["status"], "completed");
+    assert_eq!(mine[0]["conclusion"], "cancelled");
+    assert_eq!(
+        s.requests
+            .iter()
+            .filter(|r| *r == "create check run")
+            .count(),
+        1,
+        "{:?}",
+        s.requests
+    );
+}
+
+async fn claim_rules(db: &TestDb) {
+    use nightshift_store::CheckRunClaim;
+    let (store, clock) = db.manual().await;
+    let run_id = store
+        .enqueue(&nightshift_store::NewRun::new("checker", "go"))
+        .await
+        .unwrap()
+        .run_id;
+    let stale = Duration::from_secs(60);
+    assert_eq!(store.check_run_claim(&run_id, CHECK).await.unwrap(), None);
+    assert_eq!(
+        store.claim_check_run(&run_id, CHECK, stale).await.unwrap(),
+        CheckRunClaim::Yours
+    );
+    let since = store.now();
+    // While fresh, everyone else hears it is being made; another name is its own claim.
+    clock.advance(Duration::from_secs(59));
+    assert_eq!(
+        store.claim_check_run(&run_id, CHECK, stale).await.unwrap(),
+        CheckRunClaim::BeingMade { since }
+    );
+    assert_eq!(
+        store
+            .claim_check_run(&run_id, "other", stale)
+            .await
+            .unwrap(),
+        CheckRunClaim::Yours
+    );
+    // Stale without an id: taken over.
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(
+        store.claim_check_run(&run_id, CHECK, stale).await.unwrap(),
+        CheckRunClaim::Yours
+    );
+    // Recorded: made, for good (never stale, never released).
+    store.record_check_run(&run_id, CHECK, 4000).await.unwrap();
+    clock.advance(Duration::from_secs(3600));
+    store.release_check_run(&run_id, CHECK).await.unwrap();
+    assert_eq!(
+        store.claim_check_run(&run_id, CHECK, stale).await.unwrap(),
+        CheckRunClaim::Made(4000)
+    );
+    // Released (GitHub refused, nothing made): the next caller claims it at once.
+    store.release_check_run(&run_id, "other").await.unwrap();
+    assert_eq!(
+        store
+            .claim_check_run(&run_id, "other", stale)
+            .await
+            .unwrap(),
+        CheckRunClaim::Yours
+    );
 }
