@@ -122,6 +122,9 @@ fn main() -> ExitCode {
     // Before anything is created: the database, data directory and logs are private.
     nightshift_runner::private::restrict_umask();
     let cli = Cli::parse();
+    if ends_quietly_on_a_closed_pipe(&cli.command) {
+        quiet_on_closed_pipe();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -139,4 +142,22 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `command` only prints: such a command whose reader went away (`runs list | head`)
+/// should end at once and quietly, as `ls` or `grep` do, instead of panicking on the failed
+/// write. Not the daemons (`serve`, `demo`): they keep ignoring SIGPIPE, so a pipe to a tool's
+/// command that closes early is an error they handle, never their end.
+fn ends_quietly_on_a_closed_pipe(command: &Command) -> bool {
+    !matches!(command, Command::Serve { .. } | Command::Demo { .. })
+}
+
+/// Restores SIGPIPE's default action (Rust's runtime ignores it), so a write to a closed pipe
+/// ends the process by the signal — exit status 128+13 in a shell, no backtrace.
+#[allow(unsafe_code)] // The binary's one `unsafe`: see SAFETY below.
+fn quiet_on_closed_pipe() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: SIG_DFL installs no handler of ours; nothing else in this process has set one
+    // for SIGPIPE, and no thread has been started yet.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
 }

@@ -221,3 +221,39 @@ fn the_demo_runs_an_agent_end_to_end_without_an_api_key() {
         "the file was really edited: {fixed}"
     );
 }
+
+/// `nightshift runs list | head` where the reader is gone before anything is written: the
+/// command ends by SIGPIPE, quietly — no panic, no backtrace, no exit 101.
+#[test]
+fn a_closed_output_pipe_ends_a_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("nightshift.toml"),
+        "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
+         [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\n",
+    )
+    .unwrap();
+    assert!(nightshift(d, &["migrate"], &[]).status.success());
+    assert!(nightshift(d, &["run", "a", "hi"], &[]).status.success());
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader); // the reader went away: every write fails
+    let out = Command::new(nightshift_bin())
+        .current_dir(d)
+        .args(["runs", "list"])
+        .env_remove("NIGHTSHIFT_DATABASE_URL")
+        .env("RUST_BACKTRACE", "1")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run nightshift");
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(13),
+        "ended by SIGPIPE, as ls would be: {:?} {stderr}",
+        out.status
+    );
+}
