@@ -47,6 +47,9 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         database_url: cli.database_url.clone(),
         slots,
     };
+    if !local_only {
+        refuse_without_a_database(cli.config.as_deref(), cli.database_url.as_deref())?;
+    }
     let config = Config::load(cli.config.as_deref(), &overrides)?;
     logging::init(config.log.format, "info,sqlx=warn");
     // `serve` exports traces when the config says where to; nothing else does.
@@ -70,11 +73,56 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 store: store.clone(),
                 agents: config.agents.iter().map(|a| a.name.clone()).collect(),
             };
-            operate(&op, command).await
+            operate(&op, command)
+                .await
+                .map_err(|e| with_schema_hint(e, &config.database.url))
         }
     };
     store.close().await;
     result
+}
+
+/// An operator command run where no config says which database to use (no `--config`, no
+/// `./nightshift.toml`, no `--database-url` or NIGHTSHIFT_DATABASE_URL) is refused before a
+/// database file is created beside the caller.
+fn refuse_without_a_database(
+    config: Option<&std::path::Path>,
+    database_url: Option<&str>,
+) -> anyhow::Result<()> {
+    use nightshift_runner::config::{DATABASE_URL_ENV, DEFAULT_PATH};
+    let env_url = std::env::var(DATABASE_URL_ENV)
+        .ok()
+        .filter(|u| !u.trim().is_empty());
+    if config.is_some()
+        || database_url.is_some()
+        || env_url.is_some()
+        || std::path::Path::new(DEFAULT_PATH).exists()
+    {
+        return Ok(());
+    }
+    let here = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_else(|_| ".".into());
+    anyhow::bail!(
+        "no config: there is no {DEFAULT_PATH} in {here}; pass --config PATH, or \
+         --database-url URL (or set {DATABASE_URL_ENV}), or --server URL for a remote daemon \
+         (nothing was created)"
+    )
+}
+
+/// `e` with a hint when the database has no Nightshift schema yet.
+fn with_schema_hint(e: anyhow::Error, url: &str) -> anyhow::Error {
+    let text = format!("{e:#}");
+    let no_schema = text.contains("no such table")
+        || (text.contains("relation \"") && text.contains("does not exist"));
+    if !no_schema {
+        return e;
+    }
+    let shown = nightshift_store::config::redact_url(url);
+    e.context(format!(
+        "the database {shown} has no Nightshift schema yet; run `nightshift migrate` (or start \
+         `nightshift serve`, which migrates first)"
+    ))
 }
 
 /// The operator commands, the same over the store and over the API.

@@ -39,6 +39,9 @@ pub struct RunArgs {
     /// unless it succeeded). Ctrl-C stops following; the run goes on.
     #[arg(long)]
     wait: bool,
+    /// Print `{"run_id", "job_id", "duplicate"}` as one JSON line instead of the id alone.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `nightshift runs …`
@@ -130,7 +133,7 @@ pub enum RunsCommand {
 }
 
 pub async fn run(op: &Operator, args: RunArgs) -> anyhow::Result<()> {
-    let wait = args.wait;
+    let (wait, json) = (args.wait, args.json);
     let submitted = op
         .submit(NewRunArgs {
             agent: args.agent,
@@ -142,16 +145,23 @@ pub async fn run(op: &Operator, args: RunArgs) -> anyhow::Result<()> {
             max_attempts: args.max_attempts,
         })
         .await?;
-    if submitted.duplicate {
+    if json {
         println!(
-            "{}\t(already enqueued with this idempotency key; job {})",
-            submitted.run_id, submitted.job_id
+            "{}",
+            serde_json::json!({"run_id": submitted.run_id, "job_id": submitted.job_id,
+                               "duplicate": submitted.duplicate})
         );
     } else {
-        println!(
-            "{}\t(enqueued as job {})",
-            submitted.run_id, submitted.job_id
-        );
+        // The id alone on stdout (`ID=$(nightshift run …)`); the rest is for a person.
+        println!("{}", submitted.run_id);
+        if submitted.duplicate {
+            eprintln!(
+                "already enqueued with this idempotency key (job {}); nothing new was enqueued",
+                submitted.job_id
+            );
+        } else {
+            eprintln!("enqueued as job {}", submitted.job_id);
+        }
     }
     if wait {
         follow_to_end(op, &submitted.run_id).await?;

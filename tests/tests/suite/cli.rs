@@ -113,7 +113,7 @@ fn run_commands_enqueue_show_and_cancel() {
         &[],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let run_id = text(&out.stdout).split('\t').next().unwrap().to_string();
+    let run_id = text(&out.stdout).lines().next().unwrap().to_string();
     let show: serde_json::Value =
         serde_json::from_slice(&nightshift(d, &["runs", "show", &run_id], &[]).stdout).unwrap();
     assert_eq!(show["run"]["status"], "queued");
@@ -256,4 +256,69 @@ fn a_closed_output_pipe_ends_a_command_quietly() {
         "ended by SIGPIPE, as ls would be: {:?} {stderr}",
         out.status
     );
+}
+
+/// An operator command where nothing says which database to use is refused, naming the file
+/// it looked for, and creates nothing; one on a database without the schema says to migrate.
+#[test]
+fn without_a_config_nothing_is_created_and_an_empty_database_says_to_migrate() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for args in [&["runs", "list"][..], &["run", "a", "hi"], &["queue"]] {
+        let out = nightshift(d, args, &[]);
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "no config: there is no nightshift.toml in {}",
+                d.canonicalize().unwrap().display()
+            )) && stderr.contains("--database-url"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let entries: Vec<_> = std::fs::read_dir(d).unwrap().collect();
+    assert!(entries.is_empty(), "nothing was created: {entries:?}");
+
+    let url = format!("sqlite://{}", d.join("fresh.db").display());
+    let out = nightshift(d, &["runs", "list", "--database-url", &url], &[]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("has no Nightshift schema yet; run `nightshift migrate`"),
+        "{stderr}"
+    );
+}
+
+/// `nightshift run` prints the id alone (the job's number on stderr), or one JSON line.
+#[test]
+fn run_prints_the_id_alone_or_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("nightshift.toml"),
+        "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
+         [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\n",
+    )
+    .unwrap();
+    assert!(nightshift(d, &["migrate"], &[]).status.success());
+    let out = nightshift(d, &["run", "a", "hi", "--idempotency-key", "k1"], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let id = text(&out.stdout);
+    assert_eq!(id.lines().count(), 1, "{id:?}");
+    let id = id.trim().to_string();
+    assert!(uuid::Uuid::parse_str(&id).is_ok(), "the id alone: {id:?}");
+    assert!(
+        text(&out.stderr).contains("enqueued as job 1"),
+        "{}",
+        text(&out.stderr)
+    );
+    let again = nightshift(
+        d,
+        &["run", "a", "hi", "--idempotency-key", "k1", "--json"],
+        &[],
+    );
+    let line: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(line["run_id"], serde_json::json!(id));
+    assert_eq!(line["job_id"], 1);
+    assert_eq!(line["duplicate"], true);
 }

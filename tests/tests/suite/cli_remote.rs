@@ -187,7 +187,7 @@ async fn follow_webhook_run(db: &TestDb) {
         API_TOKEN,
         &["run", "bot", "never mind", "--delay", "3600"],
     );
-    let queued_id = text(&queued.stdout).split('\t').next().unwrap().to_string();
+    let queued_id = text(&queued.stdout).lines().next().unwrap().to_string();
     let follower = tokio::task::spawn_blocking({
         let (api, id) = (api.clone(), queued_id.clone());
         move || remote(&api, API_TOKEN, &["runs", "follow", &id])
@@ -214,7 +214,7 @@ async fn remote_matches_local(db: &TestDb) {
     // A run enqueued remotely and followed to its end.
     let done = remote(&api, API_TOKEN, &["run", "bot", "hello remote", "--wait"]);
     assert!(done.status.success(), "{}", text(&done.stderr));
-    let done_id = text(&done.stdout).split('\t').next().unwrap().to_string();
+    let done_id = text(&done.stdout).lines().next().unwrap().to_string();
     assert!(text(&done.stdout).contains("status: succeeded"));
 
     // A waiting one, to filter and cancel.
@@ -226,7 +226,7 @@ async fn remote_matches_local(db: &TestDb) {
         ],
     );
     assert!(later.status.success(), "{}", text(&later.stderr));
-    let later_id = text(&later.stdout).split('\t').next().unwrap().to_string();
+    let later_id = text(&later.stdout).lines().next().unwrap().to_string();
 
     let (l, r) = both(&cfg, &api, &["runs", "list", "--json", "--agent", "bot"]);
     assert_eq!(l, r);
@@ -280,7 +280,7 @@ async fn remote_matches_local(db: &TestDb) {
 
     // An approval: the guarded agent's read_file waits for a person.
     let asks = remote(&api, API_TOKEN, &["run", "guarded", "read it"]);
-    let asks_id = text(&asks.stdout).split('\t').next().unwrap().to_string();
+    let asks_id = text(&asks.stdout).lines().next().unwrap().to_string();
     let listed = eventually(Duration::from_secs(30), "the approval", || async {
         let out = text(&remote(&api, API_TOKEN, &["approvals"]).stdout);
         out.contains(&asks_id).then_some(out)
@@ -317,7 +317,7 @@ async fn remote_matches_local(db: &TestDb) {
 
     // A sleeping run: listed alike in both modes, then woken remotely.
     let sleeps = remote(&api, API_TOKEN, &["run", "sleeper", "take a nap"]);
-    let sleeps_id = text(&sleeps.stdout).split('\t').next().unwrap().to_string();
+    let sleeps_id = text(&sleeps.stdout).lines().next().unwrap().to_string();
     eventually(Duration::from_secs(30), "the run to sleep", || async {
         let out = text(&remote(&api, API_TOKEN, &["runs", "wakeups", "--json"]).stdout);
         out.contains(&sleeps_id).then_some(())
@@ -350,7 +350,7 @@ async fn remote_matches_local(db: &TestDb) {
 
     // A denial, made remotely; the model is told and finishes.
     let denied = remote(&api, API_TOKEN, &["run", "guarded", "read it, maybe"]);
-    let denied_id = text(&denied.stdout).split('\t').next().unwrap().to_string();
+    let denied_id = text(&denied.stdout).lines().next().unwrap().to_string();
     eventually(Duration::from_secs(30), "the second approval", || async {
         let out = text(&remote(&api, API_TOKEN, &["approvals"]).stdout);
         out.contains(&denied_id).then_some(())
