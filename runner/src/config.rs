@@ -584,6 +584,13 @@ mod tests {
             config.agents[0].notify[0].secret_env,
             "REVIEWER_NOTIFY_SECRET"
         );
+        assert_eq!(config.github.apps[0].name, "review-bot");
+        assert_eq!(config.github.timeout_seconds, 60);
+        assert_eq!(
+            config.agents[0].github.check_run.as_deref(),
+            Some("Nightshift review")
+        );
+        assert_eq!(config.agents[0].workspace.setup, ["cargo fetch"]);
     }
 
     #[test]
