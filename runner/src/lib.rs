@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod notify;
 pub mod openapi;
 pub mod private;
+pub mod programs;
 pub mod queue_api;
 pub mod redaction;
 pub mod reload;

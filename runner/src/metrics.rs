@@ -58,12 +58,18 @@ async fn scrape(State(state): State<ApiState>) -> Response {
 
 /// Sets the gauges that are state of the store.
 async fn sample_store(state: &ApiState) -> nightshift_store::Result<()> {
-    let overview = state.store.queue_overview().await?;
+    let gauges = state.store.job_gauges().await?;
     nightshift_telemetry::sample_jobs(
-        overview
-            .by_state_lane
+        gauges
+            .counts
             .iter()
-            .map(|c| (c.state.as_str(), c.lane.as_str(), c.count)),
+            .map(|(state, lane, n)| (state.as_str(), lane.as_str(), *n)),
+    );
+    nightshift_telemetry::sample_oldest_due(
+        gauges
+            .oldest_due_age_seconds
+            .iter()
+            .map(|(lane, age)| (lane.as_str(), *age)),
     );
     let sleeping = state.store.pending_wakeups(WAKEUPS_READ).await?;
     let agents = state.intake.agents();

@@ -136,7 +136,7 @@ async fn view(state: &ApiState, row: ScheduleRow, status: StatusCode) -> Respons
 
 /// `GET /v1/schedules`: every schedule, with its next fire and last run.
 #[utoipa::path(
-    get, path = "/v1/schedules", tag = "schedules",
+    get, path = "/v1/schedules", tag = "schedules", operation_id = "list_schedules",
     responses((status = 200, description = "every schedule", body = SchedulesPage))
 )]
 async fn list(State(state): State<ApiState>) -> Response {

@@ -52,7 +52,7 @@ struct TasksPage {
 
 /// `GET /v1/tasks`: tasks of every run, newest first.
 #[utoipa::path(
-    get, path = "/v1/tasks", tag = "tasks",
+    get, path = "/v1/tasks", tag = "tasks", operation_id = "list_tasks",
     params(ListQuery),
     responses(
         (status = 200, description = "tasks", body = TasksPage),

@@ -49,7 +49,9 @@ impl std::fmt::Debug for Tools {
 }
 
 impl Tools {
-    /// Builds every agent's registry; an unknown tool name is an error naming the agent.
+    /// Builds every agent's registry; an unknown tool name is an error naming the agent, and
+    /// a command tool's program that could not run is one naming the key
+    /// ([`crate::programs::check`]).
     /// Probes the kernel for the sandbox (see [`Confinement::start`]): where it cannot be
     /// enforced this is an error, unless `[sandbox] mode = "off"`. The secrets are
     /// [`crate::redaction::secrets`] of `config`.
@@ -81,6 +83,7 @@ impl Tools {
             .map_err(|e| anyhow::anyhow!("invalid config: agents.{}.tools: {e}", agent.name))?;
             registries.insert(agent.name.clone(), registry);
         }
+        crate::programs::check(config).map_err(|e| anyhow::anyhow!("invalid config: {e}"))?;
         let rt = &config.runtime;
         let confinement = Confinement::start(config)?;
         Ok(Tools {

@@ -65,7 +65,7 @@ const fn config(name: &'static str) -> Label {
 }
 
 /// Job states a live job can be in (`jobs.status` of unfinished jobs).
-pub const LIVE_JOB_STATES: &[&str] = &["queued", "running", "parked"];
+pub const LIVE_JOB_STATES: &[&str] = &["queued", "delayed", "running", "parked"];
 /// Job kinds.
 pub const JOB_KINDS: &[&str] = &["start", "resume"];
 /// What a handler made of a job.
@@ -141,6 +141,7 @@ pub const MODEL_BUCKETS: &[f64] = &[
 ];
 
 pub const JOBS: &str = "nightshift_jobs";
+pub const QUEUE_OLDEST_DUE: &str = "nightshift_queue_oldest_due_age_seconds";
 pub const JOB_START_DELAY: &str = "nightshift_job_start_delay_seconds";
 pub const JOB_OUTCOMES_TOTAL: &str = "nightshift_job_outcomes_total";
 pub const WORKER_SLOTS: &str = "nightshift_worker_slots";
@@ -197,8 +198,16 @@ pub const METRICS: &[Metric] = &[
     metric(
         JOBS,
         Kind::Gauge,
-        "Live jobs per state and lane, read from the store at each scrape.",
+        "Live jobs per state and lane, read from the store at each scrape: queued (due now), \
+         delayed (queued for later), running, parked (of runs that have not ended).",
         &[fixed("state", LIVE_JOB_STATES), config("lane")],
+    ),
+    metric(
+        QUEUE_OLDEST_DUE,
+        Kind::Gauge,
+        "Seconds the longest-waiting due job of each lane has waited since it became due; no \
+         series for a lane with no due job.",
+        &[config("lane")],
     ),
     histogram(
         JOB_START_DELAY,

@@ -29,7 +29,8 @@
 //!
 //! | name | type | labels | meaning |
 //! |---|---|---|---|
-//! | `nightshift_jobs` | gauge | `state`, `lane` | live jobs (queued, running, parked) per state and lane, read from the store at each scrape |
+//! | `nightshift_jobs` | gauge | `state`, `lane` | live jobs per state and lane, read from the store at each scrape: `queued` (due now), `delayed` (queued for later), `running`, `parked` (of runs that have not ended) |
+//! | `nightshift_queue_oldest_due_age_seconds` | gauge | `lane` | how long each lane's longest-waiting due job has waited |
 //! | `nightshift_job_start_delay_seconds` | histogram | `lane`, `kind` | from when a job became due (enqueued, or its delay, retry or wakeup time) to its claim |
 //! | `nightshift_job_outcomes_total` | counter | `agent`, `kind`, `outcome` | what the runtime made of each job: `done`, `retry`, `defer`, `park`, `await_approval` |
 //! | `nightshift_worker_slots` | gauge | — | the pool's slots |

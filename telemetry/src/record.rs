@@ -228,6 +228,20 @@ pub fn sample_jobs<'a>(counts: impl IntoIterator<Item = (&'a str, &'a str, i64)>
     );
 }
 
+/// Sets the oldest-due-age gauge from `(lane, seconds)` per lane with a due job; a lane
+/// that has none loses its series (set to 0).
+/// Lanes folded into one label keep the oldest age, not a sum.
+pub fn sample_oldest_due<'a>(ages: impl IntoIterator<Item = (&'a str, f64)>) {
+    let mut oldest: HashMap<Vec<String>, f64> = HashMap::new();
+    for (lane, age) in ages {
+        let entry = oldest
+            .entry(vec![crate::labels::lane(lane).to_string()])
+            .or_default();
+        *entry = entry.max(age);
+    }
+    set_sample(c::QUEUE_OLDEST_DUE, oldest);
+}
+
 /// Sets the armed wakeups gauge from the sleeping runs' agents (configured names or
 /// [`crate::labels::UNKNOWN`]), one entry per run.
 pub fn sample_wakeups<'a>(agents: impl IntoIterator<Item = &'a str>) {

@@ -81,6 +81,30 @@ macro_rules! listing_statements {
                 )
             }
 
+            async fn gauge_jobs(
+                c: &mut $crate::backend::Conn<Self>,
+                now: $crate::clock::Millis,
+            ) -> $crate::Result<Vec<(String, String, i64)>> {
+                Ok(
+                    sqlx::query_as($crate::backend::sql!($dir, "listing/gauge_jobs"))
+                        .bind(now)
+                        .fetch_all(c)
+                        .await?,
+                )
+            }
+
+            async fn oldest_due_per_lane(
+                c: &mut $crate::backend::Conn<Self>,
+                now: $crate::clock::Millis,
+            ) -> $crate::Result<Vec<(String, $crate::clock::Millis)>> {
+                Ok(
+                    sqlx::query_as($crate::backend::sql!($dir, "listing/oldest_due_per_lane"))
+                        .bind(now)
+                        .fetch_all(c)
+                        .await?,
+                )
+            }
+
             async fn leases(
                 c: &mut $crate::backend::Conn<Self>,
             ) -> $crate::Result<Vec<$crate::listing::LeaseRow>> {

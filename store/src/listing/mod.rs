@@ -236,6 +236,18 @@ pub(crate) trait ListingStatements: Backend {
 
     /// `listing/leases.sql`.
     fn leases(c: &mut Conn<Self>) -> impl Future<Output = Result<Vec<LeaseRow>>> + Send;
+
+    /// `listing/gauge_jobs.sql`: `(state, lane, count)` as the gauges show them.
+    fn gauge_jobs(
+        c: &mut Conn<Self>,
+        now: Millis,
+    ) -> impl Future<Output = Result<Vec<(String, String, i64)>>> + Send;
+
+    /// `listing/oldest_due_per_lane.sql`: `(lane, run_at)`.
+    fn oldest_due_per_lane(
+        c: &mut Conn<Self>,
+        now: Millis,
+    ) -> impl Future<Output = Result<Vec<(String, Millis)>>> + Send;
 }
 
 /// The connection the queue overview reads on.
@@ -310,6 +322,29 @@ async fn page<B: ListingStatements>(
     Ok(RunPage { runs, next_cursor })
 }
 
+/// The queue as an alert should read it: every count means what its name says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobGauges {
+    /// `(state, lane, count)`: `queued` (due now), `delayed` (queued for later), `running`,
+    /// `parked` (of runs that have not ended).
+    pub counts: Vec<(String, String, i64)>,
+    /// `(lane, seconds)`: how long each lane's longest-waiting due job has waited.
+    pub oldest_due_age_seconds: Vec<(String, f64)>,
+}
+
+async fn gauges<B: ListingStatements + LiveReads>(b: &B, now: Millis) -> Result<JobGauges> {
+    let mut conn = b.live_reader().await?;
+    let counts = B::gauge_jobs(&mut conn, now).await?;
+    let oldest = B::oldest_due_per_lane(&mut conn, now).await?;
+    Ok(JobGauges {
+        counts,
+        oldest_due_age_seconds: oldest
+            .into_iter()
+            .map(|(lane, due)| (lane, now.saturating_sub(due).max(0) as f64 / 1000.0))
+            .collect(),
+    })
+}
+
 async fn overview<B: ListingStatements + QueueStatements + LiveReads>(
     b: &B,
     now: Millis,
@@ -377,6 +412,12 @@ impl Store {
     pub async fn queue_overview(&self) -> Result<QueueOverview> {
         let now = self.now();
         dispatch!(self, b => overview(b, now))
+    }
+
+    /// The queue as the metrics gauges show it ([`JobGauges`]).
+    pub async fn job_gauges(&self) -> Result<JobGauges> {
+        let now = self.now();
+        dispatch!(self, b => gauges(b, now))
     }
 }
 

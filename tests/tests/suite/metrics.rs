@@ -355,14 +355,34 @@ async fn scrape_counts_everything(db: &TestDb) {
     let later = api
         .enqueue(json!({"agent": agent, "prompt": "Later.", "lane": lane, "delay_seconds": 3600}))
         .await;
-    api.until("the queued job in the lane", |s| {
+    api.until("the delayed job in the lane", |s| {
         value(
             s,
             "nightshift_jobs",
-            &[("state", "queued"), ("lane", &lane)],
+            &[("state", "delayed"), ("lane", &lane)],
         ) == Some(1.0)
     })
     .await;
+    let samples = api.scrape().await;
+    assert_ne!(
+        value(
+            &samples,
+            "nightshift_jobs",
+            &[("state", "queued"), ("lane", &lane)]
+        ),
+        Some(1.0),
+        "a job due in an hour is not counted as queued"
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "nightshift_queue_oldest_due_age_seconds",
+            &[("lane", &lane)]
+        )
+        .unwrap_or(0.0),
+        0.0,
+        "no due job in the lane"
+    );
 
     // A webhook delivery, then the same again: accepted, then duplicate.
     let hook = format!("{p}-hook");

@@ -97,6 +97,20 @@ async fn document_matches_routes(db: &TestDb) {
         serde_json::to_value(nightshift_runner::openapi::document()).unwrap()
     );
 
+    // Every operation has an operationId of its own (a spec validator refuses duplicates,
+    // and client generators name methods after them).
+    let mut ids = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in METHODS {
+            if let Some(id) = item.get(method).and_then(|op| op["operationId"].as_str()) {
+                assert!(
+                    ids.insert(id.to_string()),
+                    "operationId {id} again at {method} {path}"
+                );
+            }
+        }
+    }
+
     let mut documented = BTreeSet::new();
     for (path, item) in doc["paths"].as_object().unwrap() {
         for method in METHODS {

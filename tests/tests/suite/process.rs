@@ -345,10 +345,13 @@ async fn nightshift_serve_end_to_end(db: &TestDb) {
         .args(["run", "echo", "hello again", "--idempotency-key", "once"])
         .output()
         .unwrap();
-    let again = String::from_utf8(again.stdout).unwrap();
+    let (said, note) = (
+        String::from_utf8(again.stdout).unwrap(),
+        String::from_utf8(again.stderr).unwrap(),
+    );
     assert!(
-        again.starts_with(&run_id) && again.contains("already enqueued"),
-        "the CLI sees the API's run: {again}"
+        said == format!("{run_id}\n") && note.contains("already enqueued"),
+        "the CLI sees the API's run: {said} {note}"
     );
     let run = eventually(Duration::from_secs(30), "the run to succeed", || async {
         let run = try_get_json(&http, &format!("{api}/v1/runs/{run_id}"), API_TOKEN).await?;

@@ -30,6 +30,7 @@ on_both_backends! {
     rescue_expired_returns_expired_jobs_to_the_queue => rescue_expired_returns_expired_jobs;
     a_claim_rescues_expired_leases_at_most_once_a_second => claims_rescue_once_a_second;
     resume_dedupe_and_finished_runs => resume_dedupe_and_finished_runs;
+    the_gauges_count_due_and_delayed_apart_and_parked_only_for_live_runs => gauges_mean_their_names;
 }
 
 async fn dedupe_returns_the_existing_ids(db: &TestDb) {
@@ -883,4 +884,61 @@ async fn an_in_memory_sqlite_store_reads_what_it_writes() {
         }]
     );
     store.close().await;
+}
+
+/// The metrics' view of the queue: `queued` only when due, `delayed` apart, `parked` only
+/// while its run has not ended, and the oldest due job's age per lane.
+async fn gauges_mean_their_names(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let count = |g: &nightshift_store::JobGauges, state: &str, lane: &str| {
+        g.counts
+            .iter()
+            .find(|(s, l, _)| s == state && l == lane)
+            .map_or(0, |(_, _, n)| *n)
+    };
+    // A run that sleeps once, then ends: its first job stays `parked` in the table.
+    let slept = store.enqueue(&NewRun::new("a", "sleep")).await.unwrap();
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    let until = store.now() + 1_000;
+    lease.park_until(until, "{}").await.unwrap();
+    let g = store.job_gauges().await.unwrap();
+    assert_eq!(
+        count(&g, "parked", "default"),
+        1,
+        "parked while the run waits"
+    );
+    clock.set(until);
+    let woke = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    woke.complete(RunEnd::Succeeded { result: None })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.job(slept.job_id).await.unwrap().unwrap().status,
+        JobState::Parked,
+        "the parking job's row stays parked"
+    );
+    // One due job that has waited 90 s, and one delayed by an hour, in lane `batch`.
+    let mut due = NewRun::new("a", "due");
+    due.job.lane = "batch".into();
+    store.enqueue(&due).await.unwrap();
+    let mut later = NewRun::new("a", "later");
+    later.job.lane = "batch".into();
+    later.job.run_at = Some(store.now() + 3_600_000);
+    store.enqueue(&later).await.unwrap();
+    clock.advance(Duration::from_secs(90));
+
+    let g = store.job_gauges().await.unwrap();
+    assert_eq!(count(&g, "parked", "default"), 0, "the run ended: {g:?}");
+    assert_eq!(count(&g, "queued", "batch"), 1, "{g:?}");
+    assert_eq!(count(&g, "delayed", "batch"), 1, "{g:?}");
+    assert_eq!(g.oldest_due_age_seconds, vec![("batch".to_string(), 90.0)]);
+    // The overview (`nightshift queue`) still lists every live row.
+    let overview = store.queue_overview().await.unwrap();
+    assert!(
+        overview
+            .by_state_lane
+            .iter()
+            .any(|c| c.state == JobState::Parked && c.count == 1),
+        "{overview:?}"
+    );
 }
