@@ -17,6 +17,16 @@ fn nightshift(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.output().expect("run nightshift")
 }
 
+/// `nightshift.toml` in `d`: agent `a` on a scripted provider.
+fn write_agent_config(d: &Path) {
+    std::fs::write(
+        d.join("nightshift.toml"),
+        "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
+         [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\n",
+    )
+    .unwrap();
+}
+
 fn text(out: &[u8]) -> String {
     String::from_utf8_lossy(out).into_owned()
 }
@@ -75,12 +85,7 @@ fn database_url_comes_from_file_then_env_then_flag() {
 fn run_commands_enqueue_show_and_cancel() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(
-        d.join("nightshift.toml"),
-        "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
-         [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\n",
-    )
-    .unwrap();
+    write_agent_config(d);
     assert!(nightshift(d, &["migrate"], &[]).status.success());
     let bad = nightshift(d, &["run", "nobody", "hi"], &[]);
     assert!(!bad.status.success());
@@ -152,12 +157,7 @@ fn run_wait_without_a_daemon_says_so_and_how_to_detach() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(
-        d.join("nightshift.toml"),
-        "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
-         [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\n",
-    )
-    .unwrap();
+    write_agent_config(d);
     let mut child = Command::new(nightshift_bin())
         .current_dir(d)
         .args(["run", "a", "hi", "--wait"])
@@ -229,12 +229,7 @@ fn a_closed_output_pipe_ends_a_command_quietly() {
     use std::os::unix::process::ExitStatusExt;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(
-        d.join("nightshift.toml"),
-        "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
-         [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\n",
-    )
-    .unwrap();
+    write_agent_config(d);
     assert!(nightshift(d, &["migrate"], &[]).status.success());
     assert!(nightshift(d, &["run", "a", "hi"], &[]).status.success());
     let (reader, writer) = std::io::pipe().unwrap();
@@ -294,12 +289,7 @@ fn without_a_config_nothing_is_created_and_an_empty_database_says_to_migrate() {
 fn run_prints_the_id_alone_or_json() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(
-        d.join("nightshift.toml"),
-        "[providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
-         [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\n",
-    )
-    .unwrap();
+    write_agent_config(d);
     assert!(nightshift(d, &["migrate"], &[]).status.success());
     let out = nightshift(d, &["run", "a", "hi", "--idempotency-key", "k1"], &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -87,7 +87,10 @@ async fn completed_check(seen: &Shared, run_id: &str) -> Value {
 }
 
 /// The results of the run's tool calls, in order.
-async fn tool_results(store: &nightshift_store::Store, run_id: &str) -> Vec<(String, bool)> {
+pub(crate) async fn tool_results(
+    store: &nightshift_store::Store,
+    run_id: &str,
+) -> Vec<(String, bool)> {
     events(store, run_id)
         .await
         .into_iter()

@@ -14,15 +14,15 @@
 use std::path::Path;
 use std::time::Duration;
 
-use nightshift_agent::RunEvent;
 use nightshift_runner::config::Config;
 use nightshift_store::RunStatus;
 use nightshift_tests::config_text::agent_with;
 use nightshift_tests::{TestDb, on_both_backends};
 use serde_json::{Value, json};
 
-use crate::crash::{events, text_turn, tool_turn, wait_finished};
+use crate::crash::{text_turn, tool_turn, wait_finished};
 use crate::fake_github::{REPO, Seen, fake_github_with, pull_request};
+use crate::github_checks::tool_results;
 use crate::github_tools::{InProcess, daemon_config, in_process, started_for};
 
 on_both_backends! {
@@ -69,20 +69,6 @@ async fn run_for_head(store: &nightshift_store::Store, agent: &str) -> String {
         .expect("the run ends");
     assert_eq!(run.status, RunStatus::Succeeded, "{:?}", run.error);
     run_id
-}
-
-/// The results of the run's tool calls, in order.
-async fn tool_results(store: &nightshift_store::Store, run_id: &str) -> Vec<(String, bool)> {
-    events(store, run_id)
-        .await
-        .into_iter()
-        .filter_map(|(_, e)| match e {
-            RunEvent::ToolResult {
-                content, is_error, ..
-            } => Some((content, is_error)),
-            _ => None,
-        })
-        .collect()
 }
 
 async fn comment_and_review_once(db: &TestDb) {
