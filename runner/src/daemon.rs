@@ -93,6 +93,8 @@ pub async fn start(
     store: Store,
     shutdown: CancellationToken,
 ) -> anyhow::Result<Running> {
+    // Every variable the config names, all reported at once, before anything starts.
+    crate::env_check::require_all(config)?;
     let daemon_id = daemon_id();
     nightshift_telemetry::install();
     let data_dir = config.resolve_path(&config.runtime.data_dir);

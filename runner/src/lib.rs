@@ -14,6 +14,7 @@ pub mod checks;
 pub mod config;
 pub mod daemon;
 pub mod demo;
+pub mod env_check;
 pub mod gateway;
 pub mod github;
 pub mod hooks;
