@@ -121,7 +121,39 @@ pub(crate) async fn post(
     }
     let headers = resp.headers().clone();
     let body = resp.bytes().await.unwrap_or_default();
-    Err(error_from_status(status, &headers, &body, rate_limits))
+    Err(with_endpoint_hint(
+        error_from_status(status, &headers, &body, rate_limits),
+        url,
+    ))
+}
+
+/// A 404 says which URL was asked and what usually makes it wrong: the provider's
+/// `base_url` (an OpenAI-compatible server — vLLM, Ollama, llama.cpp — serves under `/v1`).
+fn with_endpoint_hint(e: ProviderError, url: &str) -> ProviderError {
+    match e {
+        ProviderError::Http {
+            status: 404,
+            error_type,
+            message,
+            retry_after,
+            rate_limits,
+        } => {
+            let asked = url.split('?').next().unwrap_or(url);
+            ProviderError::Http {
+                status: 404,
+                error_type,
+                message: format!(
+                    "{message} (POST {asked} was not found: check the provider's base_url — an \
+                     OpenAI-compatible server usually wants it to end in /v1, like \
+                     http://127.0.0.1:11434/v1 for Ollama or http://127.0.0.1:8000/v1 for vLLM — \
+                     and the model name)"
+                ),
+                retry_after,
+                rate_limits,
+            }
+        }
+        other => other,
+    }
 }
 
 /// The error for a non-2xx answer.

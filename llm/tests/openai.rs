@@ -285,3 +285,29 @@ fn request_body_is_byte_stable_and_error_results_are_marked() {
     let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(body["messages"][3]["content"], "Error: 18°C, cloudy");
 }
+
+/// A base URL without `/v1` on an OpenAI-compatible server: the 404 names the URL asked and
+/// what to check.
+#[tokio::test]
+async fn a_404_names_the_url_and_the_base_url_to_check() {
+    let server = FakeServer::start().await;
+    server.push([Canned::raw(404, "404 page not found")]);
+    let p = OpenAiProvider::new(OpenAiOptions {
+        base_url: server.base_url.clone(),
+        api_key: None,
+        stream: false,
+        timeouts: HttpTimeouts::default(),
+    })
+    .unwrap();
+    let err = send(&p, &request(MODEL)).await.unwrap_err().to_string();
+    assert!(
+        err.starts_with("HTTP 404")
+            && err.contains(&format!(
+                "POST {}/chat/completions was not found",
+                server.base_url
+            ))
+            && err.contains("base_url")
+            && err.contains("/v1"),
+        "{err}"
+    );
+}
