@@ -108,6 +108,9 @@ pub async fn start(
         return Ok(());
     };
     store.note_check_run(run_id, name).await?;
+    // The token first: a failure to get one says nothing about the check run, so it must not
+    // leave a claim behind.
+    let token = gh.token_for_delivery(repo, installation).await?;
     match store.claim_check_run(run_id, name, CLAIM_STALE).await? {
         CheckRunClaim::Made(_) | CheckRunClaim::BeingMade { .. } => return Ok(()),
         CheckRunClaim::Yours => {}
@@ -119,10 +122,7 @@ pub async fn start(
         run_id,
     };
     let output = checks::started_output(run_id, head_sha);
-    let made = async {
-        let token = gh.token_for_delivery(repo, installation).await?;
-        checks::ensure_started(gh.api(), Auth::Bearer(&token), key, &output).await
-    };
+    let made = checks::ensure_started(gh.api(), Auth::Bearer(&token), key, &output);
     match made.await {
         Ok(check_run) => {
             record(store, run_id, name, &check_run).await?;
@@ -215,6 +215,7 @@ pub async fn complete(
     let Some((repo, head_sha, installation)) = pull_request_of(context.as_ref()) else {
         return Ok(None);
     };
+    let token = gh.token_for_delivery(repo, installation).await?;
     let mine = match store.claim_check_run(&run.id, name, CLAIM_STALE).await? {
         CheckRunClaim::BeingMade { .. } => {
             return Err(CompleteError::BeingMade { name: name.into() });
@@ -232,14 +233,10 @@ pub async fn complete(
     // The agent's own output (set with github_check_run) is kept on success; any other end
     // says what ended the run.
     let keep_agents = run.status == RunStatus::Succeeded;
-    let done = async {
-        let token = gh.token_for_delivery(repo, installation).await?;
-        checks::complete(gh.api(), Auth::Bearer(&token), key, conclusion, |found| {
-            let agent_wrote = found.is_some_and(|c| !checks::untouched(c));
-            (!(agent_wrote && keep_agents)).then(|| completion_output(run))
-        })
-        .await
-    };
+    let done = checks::complete(gh.api(), Auth::Bearer(&token), key, conclusion, |found| {
+        let agent_wrote = found.is_some_and(|c| !checks::untouched(c));
+        (!(agent_wrote && keep_agents)).then(|| completion_output(run))
+    });
     match done.await {
         Ok(done) => {
             if mine {

@@ -83,9 +83,11 @@ async fn token_for(
     match gh.token_for_delivery(repo, installation).await {
         Ok(token) => Ok(Some(token)),
         Err(nightshift_github::GithubError::NoCredential { .. }) => Ok(None),
-        // GitHub unreachable, overloaded or rate-limiting: it passes.
+        // GitHub unreachable, overloaded or rate-limiting, or the token exchange's answer
+        // lost (minting a token twice is harmless): it passes.
         Err(
             e @ (nightshift_github::GithubError::Transport { .. }
+            | nightshift_github::GithubError::Ambiguous { .. }
             | nightshift_github::GithubError::RateLimited { .. }
             | nightshift_github::GithubError::Status { status: 500.., .. }),
         ) => Err(PrepareError::Transient(format!(
