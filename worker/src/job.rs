@@ -196,12 +196,14 @@ async fn heartbeat_loop(ctx: JobContext, timings: JobTimings) {
         match ctx.lease.heartbeat(timings.lease).await {
             Ok(Heartbeat::Extended { .. }) => {}
             Ok(Heartbeat::CancelRequested) => {
-                tracing::info!(job_id = ctx.lease.id(), "cancellation requested");
+                tracing::info!(job_id = ctx.lease.id(), run_id = %ctx.lease.job().run_id,
+                    "cancellation requested");
                 ctx.stop(CancelReason::CancelRequested);
                 return;
             }
             Err(e) if e.is_lease_lost() => {
-                tracing::warn!(job_id = ctx.lease.id(), error = %e, "lease lost");
+                tracing::warn!(job_id = ctx.lease.id(), run_id = %ctx.lease.job().run_id,
+                    error = %e, "lease lost");
                 ctx.stop(CancelReason::LeaseLost);
                 return;
             }
