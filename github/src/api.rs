@@ -115,12 +115,6 @@ fn is_write(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD)
 }
 
-/// Whether GitHub's status says it failed on its side (a read may be asked again; a write
-/// may have been done).
-fn is_server_error(status: StatusCode) -> bool {
-    status.is_server_error()
-}
-
 /// One page of a list.
 #[derive(Debug, Clone)]
 pub struct Page {
@@ -380,7 +374,8 @@ impl Api {
                     .as_str()
                     .map(str::to_string)
                     .unwrap_or_else(|| first_chars(&text));
-                if is_server_error(status) {
+                // GitHub failed on its side: a read may be asked again; a write may have been done.
+                if status.is_server_error() {
                     if is_write(&method) {
                         return Err(GithubError::Ambiguous {
                             method,

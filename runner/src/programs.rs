@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use nightshift_tools::CommandToolConfig;
 
 use crate::config::Config;
-use crate::sandbox::SandboxMode;
+use crate::sandbox::{SandboxMode, real};
 
 /// Every enabled command tool's program, checked; the first problem, naming its key.
 pub fn check(config: &Config) -> Result<(), String> {
@@ -104,11 +104,6 @@ fn check_tool(
 /// A file with an execute bit.
 fn runnable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// A path as the kernel sees it: canonical when it exists, else as given.
-fn real(path: &Path) -> PathBuf {
-    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
 }
 
 #[cfg(test)]

@@ -138,7 +138,7 @@ pub enum SandboxMode {
 }
 
 /// A path as the kernel sees it: canonical when it exists, else absolute.
-fn real(path: &Path) -> PathBuf {
+pub(crate) fn real(path: &Path) -> PathBuf {
     path.canonicalize()
         .or_else(|_| std::path::absolute(path))
         .unwrap_or_else(|_| path.to_path_buf())

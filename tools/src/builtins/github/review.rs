@@ -210,25 +210,12 @@ async fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> 
     })
     .await?;
     Ok(match posted {
-        Posted::New(r) => ToolOutput::ok(format!(
-            "review {} posted on {} ({}): {}",
-            r["id"],
-            t.head_sha,
-            r["state"].as_str().unwrap_or("submitted"),
-            r["html_url"]
-                .as_str()
-                .unwrap_or("(no URL in GitHub's answer)")
-        )),
-        Posted::Recovered(r) => ToolOutput::ok(format!(
-            "review {} posted on {} ({}; GitHub's answer was lost, the review was found by its \
-             marker): {}",
-            r["id"],
-            t.head_sha,
-            r["state"].as_str().unwrap_or("submitted"),
-            r["html_url"]
-                .as_str()
-                .unwrap_or("(no URL in GitHub's answer)")
-        )),
+        Posted::New(r) => posted_output(&r, &t.head_sha, ""),
+        Posted::Recovered(r) => posted_output(
+            &r,
+            &t.head_sha,
+            "; GitHub's answer was lost, the review was found by its marker",
+        ),
         Posted::Already(r) => ToolOutput::ok(format!(
             "review {} was already posted by this call (before a restart): {}",
             r["id"],
@@ -242,4 +229,16 @@ async fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> 
             t.head_sha
         )),
     })
+}
+
+/// What the model is told about a review this call posted (`note` after its state).
+fn posted_output(review: &Value, head_sha: &str, note: &str) -> ToolOutput {
+    ToolOutput::ok(format!(
+        "review {} posted on {head_sha} ({}{note}): {}",
+        review["id"],
+        review["state"].as_str().unwrap_or("submitted"),
+        review["html_url"]
+            .as_str()
+            .unwrap_or("(no URL in GitHub's answer)")
+    ))
 }
