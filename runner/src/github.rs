@@ -259,6 +259,14 @@ mod tests {
                 "github.apps[bot]: give exactly one of private_key_env",
             ),
             (
+                "[github]\ntimeout_seconds = 0\n",
+                "github.timeout_seconds = 0 is out of range; give 1 to 600",
+            ),
+            (
+                "[github]\ntimeout_seconds = 601\n",
+                "github.timeout_seconds = 601 is out of range; give 1 to 600",
+            ),
+            (
                 "[[github.apps]]\nname = \"bot\"\napp_id = 1\nprivate_key_env = \"K\"\n\
                  private_key_file = \"k.pem\"\n",
                 "github.apps[bot]: give exactly one",
