@@ -91,7 +91,7 @@ pub fn decode(body: &[u8]) -> Result<RunState, CheckpointError> {
         )));
     }
     let state = migrate(envelope.version, envelope.state)?;
-    let mut state: RunState = serde_json::from_value(state)
+    let mut state: RunState = nightshift_llm::json::from_value(state)
         .map_err(|e| CheckpointError::Corrupt(format!("state: {e}")))?;
     let mut pending = std::collections::BTreeSet::new();
     if let Some(dup) = state.pending.iter().find(|c| !pending.insert(&c.call_id)) {

@@ -253,7 +253,7 @@ impl RunEvent {
     /// Parses a stored event; `kind` must agree with the payload's `type`.
     pub fn parse(kind: &str, payload: &str) -> Result<RunEvent, EventError> {
         let event: RunEvent =
-            serde_json::from_str(payload).map_err(|source| EventError::BadPayload {
+            nightshift_llm::json::from_str(payload).map_err(|source| EventError::BadPayload {
                 kind: kind.to_string(),
                 source,
             })?;
@@ -290,10 +290,53 @@ mod tests {
                 is_error: false,
                 interrupted: false,
             },
+            // Plain numbers in fields, and numbers a model wrote that no f64 or u64 holds.
+            RunEvent::AssistantMessage {
+                message: Message::user_text("ok"),
+                stop_reason: StopReason::ToolUse,
+                usage: Usage {
+                    input_tokens: 12,
+                    output_tokens: 3,
+                    cache_creation_input_tokens: 0,
+                    cache_read_input_tokens: 9,
+                },
+                model: "m".into(),
+                cost_usd: 0.001234,
+                latency_ms: Some(1500),
+                retries: 2,
+            },
+            RunEvent::ToolStarted {
+                call_id: "toolu_2".into(),
+                name: "charge".into(),
+                input: serde_json::from_str(
+                    r#"{"id":123456789012345678901234567890,"neg":-98765432109876543210,"x":0.1000000000000000000001}"#,
+                )
+                .unwrap(),
+                durability: ToolClass::SideEffect,
+                idempotency_key: "run:toolu_2".into(),
+            },
+            RunEvent::WakeupScheduled {
+                call_id: "toolu_3".into(),
+                due_at: 1_700_000_000_000,
+                reason: "later".into(),
+                scheduled_at: -1,
+            },
         ];
         for e in events {
-            assert_eq!(RunEvent::parse(e.kind(), &e.payload()).unwrap(), e);
+            let payload = e.payload();
+            let back = RunEvent::parse(e.kind(), &payload).unwrap();
+            assert_eq!(back, e);
+            assert_eq!(back.payload(), payload, "stored bytes are stable");
         }
+        let started = RunEvent::parse(
+            "tool_started",
+            r#"{"type":"tool_started","call_id":"c","name":"n","input":{"id":123456789012345678901234567890},"durability":"side_effect","idempotency_key":"k"}"#,
+        )
+        .unwrap();
+        let RunEvent::ToolStarted { input, .. } = started else {
+            panic!("{started:?}")
+        };
+        assert_eq!(input["id"].to_string(), "123456789012345678901234567890");
         let wrong = RunEvent::parse(
             "tool_result",
             &RunEvent::Compacted {

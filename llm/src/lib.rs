@@ -70,6 +70,7 @@ pub mod client;
 pub mod config;
 pub mod conversation;
 pub mod http;
+pub mod json;
 pub mod message;
 pub mod openai;
 pub mod provider;

@@ -364,7 +364,11 @@ impl ResumeReason {
 
     /// Reads a resume job's payload; `None` for payloads that carry no reason.
     pub fn from_payload(payload: &str) -> Option<ResumeReason> {
-        serde_json::from_str(payload).ok()
+        // Through a `Value`: read straight from text, a tagged enum refuses its own numbers
+        // (`serde_json` is built with `arbitrary_precision`; see `nightshift_llm::json`).
+        serde_json::from_str(payload)
+            .and_then(serde_json::from_value)
+            .ok()
     }
 }
 
@@ -476,6 +480,31 @@ pub enum CancelOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_resume_reason_reads_back_from_its_payload() {
+        let reasons = [
+            ResumeReason::Message { text: "hi".into() },
+            ResumeReason::Approval {
+                call_id: "c".into(),
+            },
+            ResumeReason::Wakeup {
+                reason: "ci".into(),
+                slept_at: 1_700_000_000_000,
+                due_at: 1_700_000_360_000,
+            },
+            ResumeReason::Task {
+                task_id: "t".into(),
+            },
+        ];
+        for reason in reasons {
+            assert_eq!(
+                ResumeReason::from_payload(&reason.to_payload()),
+                Some(reason)
+            );
+        }
+        assert_eq!(ResumeReason::from_payload("{}"), None);
+    }
 
     #[test]
     fn policy_names_parse_and_refusals_say_what_is_allowed() {

@@ -35,7 +35,8 @@ pub(super) fn event(redactor: &Redactor, event: RunEvent) -> Result<RunEvent, Re
     let mut value = serde_json::to_value(&event)
         .map_err(|source| RedactError::Unredactable { kind, source })?;
     redactor.redact_json(&mut value);
-    serde_json::from_value(value).map_err(|source| RedactError::NoLongerParses { kind, source })
+    nightshift_llm::json::from_value(value)
+        .map_err(|source| RedactError::NoLongerParses { kind, source })
 }
 
 /// `outcome` with the text it stores redacted.

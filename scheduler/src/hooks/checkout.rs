@@ -54,7 +54,7 @@ impl CheckoutTemplates {
     pub fn render_over(&self, context: &Json) -> Result<Json, String> {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
-        let ctx = minijinja::Value::from(minijinja::value::Serde(context));
+        let ctx = super::context::template_value(context);
         let mut out = Vec::new();
         for (name, source) in [(REPO, &self.repo), (REF, &self.git_ref)] {
             let text = env

@@ -113,13 +113,35 @@ fn view(body: &Arc<Json>, path: Vec<Step>) -> Value {
     }
 }
 
+/// A JSON number as a template number: an integer (up to 128 bits, exactly) when it is one,
+/// else a float. Never through `minijinja::value::Serde`: with `serde_json`'s
+/// `arbitrary_precision` a number serialises as a one-field map.
 fn number(n: &serde_json::Number) -> Value {
     if let Some(i) = n.as_i64() {
         Value::from(i)
     } else if let Some(u) = n.as_u64() {
         Value::from(u)
+    } else if let Some(i) = n.as_i128() {
+        Value::from(i)
+    } else if let Some(u) = n.as_u128() {
+        Value::from(u)
     } else {
         Value::from(n.as_f64().unwrap_or(f64::NAN))
+    }
+}
+
+/// `json` converted whole into a template value, by the rules of the view (for contexts
+/// small enough to convert, such as a run's stored context).
+pub(crate) fn template_value(json: &Json) -> Value {
+    match json {
+        Json::Null => Value::from(()),
+        Json::Bool(b) => Value::from(*b),
+        Json::Number(n) => number(n),
+        Json::String(s) => Value::from(s.as_str()),
+        Json::Array(items) => Value::from(items.iter().map(template_value).collect::<Vec<_>>()),
+        Json::Object(map) => {
+            Value::from_iter(map.iter().map(|(k, v)| (k.as_str(), template_value(v))))
+        }
     }
 }
 
@@ -163,7 +185,7 @@ mod tests {
     use minijinja::{Environment, UndefinedBehavior};
     use serde_json::json;
 
-    /// Renders `source` over the view and over the whole body converted, as before.
+    /// Renders `source` over the view and over the whole body converted.
     fn both(source: &str, body: &Json) -> (Result<String, String>, Result<String, String>) {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
@@ -176,9 +198,25 @@ mod tests {
             "webhook".into(),
             json!({"name": "gh", "event": "push", "delivery": "d-1"}),
         );
-        let eager = Value::from(minijinja::value::Serde(&Json::Object(eager)));
+        let eager = template_value(&Json::Object(eager));
         let out = |ctx: &Value| t.render(ctx).map_err(|e| e.kind().to_string());
         (out(&lazy), out(&eager))
+    }
+
+    #[test]
+    fn numbers_render_as_they_were_sent() {
+        let body: Json = serde_json::from_str(
+            r#"{"id": 123456789012345678901234567890, "neg": -98765432109876543210, "n": 7, "r": 0.5}"#,
+        )
+        .unwrap();
+        let (lazy, eager) = both(
+            "{{ id }} {{ neg }} {{ n + 1 }} {{ r }} {{ payload.id }}",
+            &body,
+        );
+        let want = "123456789012345678901234567890 -98765432109876543210 8 0.5 \
+                    123456789012345678901234567890";
+        assert_eq!(lazy.as_deref(), Ok(want));
+        assert_eq!(eager.as_deref(), Ok(want));
     }
 
     #[test]
