@@ -122,7 +122,12 @@ pub struct ModelClient {
     model: String,
     cfg: ClientConfig,
     state: Mutex<State>,
+    /// Told of every failed attempt (see [`ModelClient::on_failed_attempt`]).
+    failed_attempt: std::sync::OnceLock<FailedAttempt>,
 }
+
+/// What [`ModelClient::on_failed_attempt`] calls.
+type FailedAttempt = Box<dyn Fn(&ProviderError) + Send + Sync>;
 
 impl std::fmt::Debug for ModelClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -152,7 +157,16 @@ impl ModelClient {
                 opened_by: None,
                 last_failure: None,
             }),
+            failed_attempt: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Calls `tell` with the error of every attempt that fails from now on (each retry, and
+    /// the last; a cancellation too), for the metrics. A client shared through a
+    /// [`ClientRegistry`] takes the first `tell` it is given; later ones are dropped and
+    /// `false` is returned.
+    pub fn on_failed_attempt(&self, tell: impl Fn(&ProviderError) + Send + Sync + 'static) -> bool {
+        self.failed_attempt.set(Box::new(tell)).is_ok()
     }
 
     /// The model every request through this client is sent to.
@@ -246,6 +260,9 @@ impl ModelClient {
                 }
                 Err(e) => e,
             };
+            if let Some(tell) = self.failed_attempt.get() {
+                tell(&err);
+            }
             let outcome = if err.is_provider_failure() {
                 Outcome::Failure
             } else {

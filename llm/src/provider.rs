@@ -135,6 +135,35 @@ pub fn human_duration(d: Duration) -> String {
 }
 
 impl ProviderError {
+    /// What kind of failure an attempt met, as the metrics count it
+    /// (`nightshift_model_errors_total`): `rate_limited` (429), `overloaded` (529 or an
+    /// `overloaded_error`), `timeout` (408, 504, or no answer in time), `server_error` (other
+    /// 5xx), `client_error` (other 4xx), `network`, `stream_broken`, `malformed`,
+    /// `context_too_long`, `other`. `None` when no attempt reached the provider (an open
+    /// circuit, a cancellation).
+    pub fn kind(&self) -> Option<&'static str> {
+        Some(match self {
+            ProviderError::Http { status: 429, .. } => "rate_limited",
+            ProviderError::Http { status: 529, .. } => "overloaded",
+            ProviderError::Http {
+                error_type: Some(t),
+                ..
+            } if t == "overloaded_error" => "overloaded",
+            ProviderError::Http {
+                status: 408 | 504, ..
+            } => "timeout",
+            ProviderError::Http { status, .. } if *status >= 500 => "server_error",
+            ProviderError::Http { .. } => "client_error",
+            ProviderError::ContextTooLong { .. } => "context_too_long",
+            ProviderError::Network(m) if m.starts_with("timed out") => "timeout",
+            ProviderError::Network(_) => "network",
+            ProviderError::StreamBroken(_) => "stream_broken",
+            ProviderError::Malformed(_) => "malformed",
+            ProviderError::Config(_) | ProviderError::Script { .. } => "other",
+            ProviderError::CircuitOpen { .. } | ProviderError::Cancelled => return None,
+        })
+    }
+
     /// Whether the same request may succeed if sent again.
     pub fn is_retryable(&self) -> bool {
         match self {
@@ -309,6 +338,46 @@ mod tests {
             retry_after: Some(Duration::from_secs(7)),
             rate_limits: None,
         }
+    }
+
+    #[test]
+    fn failed_attempts_are_named_for_the_metrics() {
+        let kinds: Vec<(u16, &str)> = [400, 401, 404, 408, 429, 500, 503, 504, 529]
+            .into_iter()
+            .map(|s| (s, http(s).kind().unwrap()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (400, "client_error"),
+                (401, "client_error"),
+                (404, "client_error"),
+                (408, "timeout"),
+                (429, "rate_limited"),
+                (500, "server_error"),
+                (503, "server_error"),
+                (504, "timeout"),
+                (529, "overloaded"),
+            ]
+        );
+        let mut overloaded_500 = http(500);
+        if let ProviderError::Http { error_type, .. } = &mut overloaded_500 {
+            *error_type = Some("overloaded_error".into());
+        }
+        assert_eq!(overloaded_500.kind(), Some("overloaded"));
+        let network = |m: &str| ProviderError::Network(m.into()).kind();
+        assert_eq!(network("timed out: operation timed out"), Some("timeout"));
+        assert_eq!(network("cannot connect: refused"), Some("network"));
+        assert_eq!(ProviderError::Cancelled.kind(), None);
+        assert_eq!(
+            ProviderError::CircuitOpen {
+                model: "m".into(),
+                retry_in: Duration::from_secs(1),
+                last_error: None
+            }
+            .kind(),
+            None
+        );
     }
 
     #[test]

@@ -137,6 +137,32 @@ async fn giving_up_returns_the_last_real_error() {
 }
 
 #[tokio::test]
+async fn every_failed_attempt_is_told_to_the_observer_with_its_kind() {
+    let server = FakeServer::start().await;
+    server.push([
+        status(429, "rate_limit_error", "slow down").header("retry-after-ms", "10"),
+        status(529, "overloaded_error", "Overloaded"),
+        ok("m"),
+    ]);
+    let c = client(&server, "m", cfg());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    assert!(c.on_failed_attempt({
+        let seen = seen.clone();
+        move |e| seen.lock().unwrap().push(e.kind())
+    }));
+    assert!(
+        !c.on_failed_attempt(|_| panic!("a second observer is not installed")),
+        "the first observer stays"
+    );
+    assert_eq!(call(&c).await.unwrap().message().text(), "done");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [Some("rate_limited"), Some("overloaded")],
+        "one per failed attempt, none for the success"
+    );
+}
+
+#[tokio::test]
 async fn a_retry_after_longer_than_the_cap_is_returned_not_waited() {
     let server = FakeServer::start().await;
     server.push([

@@ -97,6 +97,7 @@ pub async fn start(
     crate::env_check::require_all(config)?;
     let daemon_id = daemon_id();
     nightshift_telemetry::install();
+    nightshift_telemetry::build_info();
     let data_dir = config.resolve_path(&config.runtime.data_dir);
     let supervisor = crate::tasks::supervisor(
         &store,

@@ -66,6 +66,12 @@ impl Gateway {
                         e.message
                     )
                 })?;
+                let (p, m) = (provider.to_string(), model.to_string());
+                client.on_failed_attempt(move |e| {
+                    if let Some(kind) = e.kind() {
+                        nightshift_telemetry::model_error(&p, &m, kind);
+                    }
+                });
                 let link = Link {
                     client,
                     provider: provider.to_string(),

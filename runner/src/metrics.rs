@@ -3,7 +3,8 @@
 //! `[telemetry] metrics_address` set, [`serve`] answers the same route on that address
 //! without the token.
 //!
-//! Gauges of the store's state — live jobs per state and lane, armed wakeups per agent — are
+//! Gauges of the store's state — live jobs per state and lane, armed wakeups per agent,
+//! pending approvals and notices — are
 //! read from the store at each scrape, before the text is rendered; a label set that is gone
 //! reads 0. A scrape whose store read fails is answered 503 (Prometheus then marks the target
 //! down) rather than with stale gauges.
@@ -71,6 +72,13 @@ async fn sample_store(state: &ApiState) -> nightshift_store::Result<()> {
             .iter()
             .map(|(lane, age)| (lane.as_str(), *age)),
     );
+    let b = state.store.backlog_gauges().await?;
+    nightshift_telemetry::sample_backlogs(nightshift_telemetry::Backlogs {
+        approvals_pending: b.approvals_pending,
+        oldest_approval_age_seconds: b.oldest_approval_age_seconds,
+        notifications_pending: b.notifications_pending,
+        oldest_notification_age_seconds: b.oldest_notification_age_seconds,
+    });
     let sleeping = state.store.pending_wakeups(WAKEUPS_READ).await?;
     let agents = state.intake.agents();
     nightshift_telemetry::sample_wakeups(

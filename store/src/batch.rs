@@ -35,6 +35,7 @@ use crate::backend::Conn;
 use crate::clock::{Millis, duration_millis};
 use crate::model::{Job, RunEnd};
 use crate::queue::{ClaimRow, FastSettle, JobEnd, QueuePaths, QueueStatements, lease};
+use crate::states::JobState;
 use crate::store::{LeasedJob, RunUpdate, Store, dispatch, run_after_rescue};
 use crate::{Error, Result};
 
@@ -81,6 +82,7 @@ impl Store {
         if rescued.moved > 0 {
             self.wake();
         }
+        count_rescued(&rescued.jobs);
         self.tell_ended(&rescued.ended).await;
         Ok(rescued.moved)
     }
@@ -155,6 +157,7 @@ impl Store {
         if outcome.rescued {
             self.inner.last_rescue.fetch_max(now, Ordering::Relaxed);
         }
+        count_rescued(&outcome.rescued_jobs);
         self.tell_ended(&outcome.runs_ended).await;
         if outcome.ended.contains(&Some(true)) {
             self.wake(); // jobs waiting for a concurrency key may run now
@@ -196,6 +199,8 @@ pub(crate) struct SettleOutcome {
     pub rescued: bool,
     /// The runs the rescue ended (see [`Rescued`]).
     pub runs_ended: Vec<String>,
+    /// The jobs the rescue moved: `(lane, new status)` (see [`Rescued`]).
+    pub rescued_jobs: Vec<(String, JobState)>,
 }
 
 /// Ends the jobs in `done` and claims for each request in `claims` (lanes, limit), all in one
@@ -239,6 +244,7 @@ pub(crate) async fn settle<B: QueuePaths>(
                     claimed,
                     rescued: false,
                     runs_ended: Vec::new(),
+                    rescued_jobs: Vec::new(),
                 });
             }
             // A keyed job was due: the ends are written; claim on the general path.
@@ -265,6 +271,7 @@ pub(crate) async fn settle<B: QueuePaths>(
                 claimed: claims.iter().map(|_| Vec::new()).collect(),
                 rescued: false,
                 runs_ended: Vec::new(),
+                rescued_jobs: Vec::new(),
             })
         }
     }
@@ -282,10 +289,11 @@ async fn settle_in_transaction<B: QueuePaths>(
     let mut tx = b.begin_claiming().await?;
     let ended = B::finish_batch(&mut tx, done, now).await?;
     let rescued = rescue_due && claims.iter().any(|c| c.limit > 0);
-    let runs_ended = if rescued {
-        rescue::<B>(&mut tx, now).await?.ended
+    let (runs_ended, rescued_jobs) = if rescued {
+        let r = rescue::<B>(&mut tx, now).await?;
+        (r.ended, r.jobs)
     } else {
-        Vec::new()
+        Default::default()
     };
     let mut claimed = Vec::with_capacity(claims.len());
     for claim in claims {
@@ -303,7 +311,25 @@ async fn settle_in_transaction<B: QueuePaths>(
         claimed,
         rescued,
         runs_ended,
+        rescued_jobs,
     })
+}
+
+/// Counts, once they are committed, the jobs a rescue moved
+/// (`nightshift_lease_expiries_total`, and the dead letters among them).
+fn count_rescued(jobs: &[(String, JobState)]) {
+    for (lane, status) in jobs {
+        nightshift_telemetry::lease_expired(lane, rescue_outcome(*status));
+    }
+}
+
+/// The metrics' name of what a rescue made of a job.
+fn rescue_outcome(status: JobState) -> &'static str {
+    match status {
+        JobState::Dead => "dead_lettered",
+        JobState::Cancelled => "cancelled",
+        _ => "requeued",
+    }
 }
 
 /// Sorts claimed jobs in claim order: priority, then `run_at`, then id.
@@ -333,6 +359,8 @@ pub(crate) struct Rescued {
     /// these ends (the one that held the job is gone), so the store does
     /// ([`Store::on_run_ended_by_store`]).
     pub ended: Vec<String>,
+    /// Each job it moved: `(lane, the status it left the job in)`, for the metrics.
+    pub jobs: Vec<(String, JobState)>,
 }
 
 /// Returns the jobs of workers whose lease expired to the queue (or dead-letters them when
@@ -356,6 +384,7 @@ async fn rescue<B: QueueStatements>(c: &mut Conn<B>, now: Millis) -> Result<Resc
     Ok(Rescued {
         moved: rescued.len(),
         ended,
+        jobs: rescued.into_iter().map(|j| (j.lane, j.status)).collect(),
     })
 }
 

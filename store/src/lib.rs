@@ -65,7 +65,9 @@ pub use config::{BackendKind, ConfigError, StoreConfig, Synchronous};
 pub use error::{Error, LeaseLostReason, Result};
 pub use inbox::QueuedMessage;
 pub use intake::{DeliveryRecord, DeliveryTaken, DeliveryWork};
-pub use listing::{JobGauges, LaneCount, LeaseRow, QueueOverview, RunFilter, RunPage, RunSummary};
+pub use listing::{
+    BacklogGauges, JobGauges, LaneCount, LeaseRow, QueueOverview, RunFilter, RunPage, RunSummary,
+};
 pub use model::{
     CancelOutcome, Checkpoint, ConcurrencyPolicy, Enqueued, Event, Heartbeat, Job, JobCount,
     JobOptions, NewResume, NewRun, PolicyError, ResumeReason, RetryOutcome, Run, RunEnd,

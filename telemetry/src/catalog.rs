@@ -121,6 +121,27 @@ pub const FIRE_TRIGGERS: &[&str] = &["timer", "manual"];
 /// What a schedule fire did.
 pub const FIRE_OUTCOMES: &[&str] = &["enqueued", "duplicate", "skipped"];
 
+/// What a rescue did with a job whose worker's lease expired.
+pub const RESCUE_OUTCOMES: &[&str] = &["requeued", "dead_lettered", "cancelled"];
+/// Why a job was dead-lettered: its run failed for good (a fatal error), it failed its last
+/// attempt, or its worker's lease expired during its last attempt.
+pub const DEAD_LETTER_REASONS: &[&str] = &["failed", "attempts_exhausted", "lease_expired"];
+/// What a failed attempt at a model provider met (`nightshift_llm::ProviderError::kind`).
+pub const MODEL_ERROR_KINDS: &[&str] = &[
+    "rate_limited",
+    "overloaded",
+    "server_error",
+    "timeout",
+    "network",
+    "stream_broken",
+    "malformed",
+    "client_error",
+    "context_too_long",
+    "other",
+];
+/// This build's version, the one value of `nightshift_build_info`'s label.
+pub const VERSIONS: &[&str] = &[env!("CARGO_PKG_VERSION")];
+
 /// Waits in seconds, 1 ms to an hour: the start delay of jobs, the lateness of wakeups.
 pub const WAIT_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
@@ -162,6 +183,14 @@ pub const WAKEUPS_ARMED: &str = "nightshift_wakeups_armed";
 pub const WAKEUP_LATENESS: &str = "nightshift_wakeup_lateness_seconds";
 pub const SCHEDULE_FIRES: &str = "nightshift_schedule_fires_total";
 pub const SCHEDULE_MISSED: &str = "nightshift_schedule_missed_fires_total";
+pub const LEASE_EXPIRIES: &str = "nightshift_lease_expiries_total";
+pub const DEAD_LETTERS: &str = "nightshift_dead_letters_total";
+pub const MODEL_ERRORS: &str = "nightshift_model_errors_total";
+pub const APPROVALS_PENDING: &str = "nightshift_approvals_pending";
+pub const APPROVAL_OLDEST: &str = "nightshift_approval_oldest_pending_age_seconds";
+pub const NOTIFICATIONS_PENDING: &str = "nightshift_notifications_pending";
+pub const NOTIFICATION_OLDEST: &str = "nightshift_notification_oldest_pending_age_seconds";
+pub const BUILD_INFO: &str = "nightshift_build_info";
 
 const fn metric(
     name: &'static str,
@@ -367,6 +396,65 @@ pub const METRICS: &[Metric] = &[
         "Schedule fires missed because no daemon led the timer at their time (dropped, or \
          folded into one fire under missed = \"run_once\").",
         &[config("schedule")],
+    ),
+    metric(
+        LEASE_EXPIRIES,
+        Kind::Counter,
+        "Jobs whose worker stopped heartbeating and whose lease this daemon found expired, by \
+         lane and what became of them: requeued, dead_lettered (it was the last attempt) or \
+         cancelled (cancellation had been requested).",
+        &[config("lane"), fixed("outcome", RESCUE_OUTCOMES)],
+    ),
+    metric(
+        DEAD_LETTERS,
+        Kind::Counter,
+        "Jobs this daemon dead-lettered, by lane and reason: failed (the run failed for good), \
+         attempts_exhausted (its last attempt failed) or lease_expired (its worker was lost \
+         during its last attempt).",
+        &[config("lane"), fixed("reason", DEAD_LETTER_REASONS)],
+    ),
+    metric(
+        MODEL_ERRORS,
+        Kind::Counter,
+        "Failed attempts at a model provider, each retry counted, by configured provider, \
+         model and kind (rate_limited is HTTP 429; overloaded is 529 or an overloaded error).",
+        &[
+            config("provider"),
+            config("model"),
+            fixed("kind", MODEL_ERROR_KINDS),
+        ],
+    ),
+    metric(
+        APPROVALS_PENDING,
+        Kind::Gauge,
+        "Tool calls waiting for a human's decision, read from the store at each scrape.",
+        &[],
+    ),
+    metric(
+        APPROVAL_OLDEST,
+        Kind::Gauge,
+        "Seconds the oldest pending approval has waited; 0 when none waits.",
+        &[],
+    ),
+    metric(
+        NOTIFICATIONS_PENDING,
+        Kind::Gauge,
+        "Run notices not yet delivered (first attempt or retrying), read from the store at \
+         each scrape.",
+        &[],
+    ),
+    metric(
+        NOTIFICATION_OLDEST,
+        Kind::Gauge,
+        "Seconds the oldest undelivered run notice has waited since it was made; 0 when none \
+         waits.",
+        &[],
+    ),
+    metric(
+        BUILD_INFO,
+        Kind::Gauge,
+        "Always 1; its label names the running version.",
+        &[fixed("version", VERSIONS)],
     ),
 ];
 

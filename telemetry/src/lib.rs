@@ -51,6 +51,14 @@
 //! | `nightshift_wakeup_lateness_seconds` | histogram | — | a wakeup's due time to the claim of its resume job |
 //! | `nightshift_schedule_fires_total` | counter | `schedule`, `trigger`, `outcome` | schedule fires (`timer`, `manual`): `enqueued`, `duplicate`, `skipped` |
 //! | `nightshift_schedule_missed_fires_total` | counter | `schedule` | fires missed while no daemon led the timer |
+//! | `nightshift_lease_expiries_total` | counter | `lane`, `outcome` | jobs whose worker stopped heartbeating, found by this daemon: `requeued`, `dead_lettered`, `cancelled` |
+//! | `nightshift_dead_letters_total` | counter | `lane`, `reason` | jobs dead-lettered: `failed` (the run failed for good), `attempts_exhausted`, `lease_expired` |
+//! | `nightshift_model_errors_total` | counter | `provider`, `model`, `kind` | failed attempts at a provider, each retry counted: `rate_limited` (429), `overloaded`, `server_error`, `timeout`, `network`, `stream_broken`, `malformed`, `client_error`, `context_too_long`, `other` |
+//! | `nightshift_approvals_pending` | gauge | — | tool calls waiting for a decision, read from the store at each scrape |
+//! | `nightshift_approval_oldest_pending_age_seconds` | gauge | — | how long the oldest pending approval has waited (0: none) |
+//! | `nightshift_notifications_pending` | gauge | — | run notices not yet delivered, read from the store at each scrape |
+//! | `nightshift_notification_oldest_pending_age_seconds` | gauge | — | how long the oldest undelivered notice has waited (0: none) |
+//! | `nightshift_build_info` | gauge | `version` | always 1: the running version |
 
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -184,6 +184,55 @@ pub fn schedule_missed(schedule: &str, missed: u64) {
     }
 }
 
+/// The worker of a job in `lane` stopped heartbeating, and a rescue made `outcome` (one of
+/// [`c::RESCUE_OUTCOMES`]) of its job.
+pub fn lease_expired(lane: &str, outcome: &'static str) {
+    count(c::LEASE_EXPIRIES, &[crate::labels::lane(lane), outcome], 1);
+    if outcome == "dead_lettered" {
+        dead_lettered(lane, "lease_expired");
+    }
+}
+
+/// A job in `lane` was dead-lettered for `reason` (one of [`c::DEAD_LETTER_REASONS`]).
+pub fn dead_lettered(lane: &str, reason: &'static str) {
+    count(c::DEAD_LETTERS, &[crate::labels::lane(lane), reason], 1);
+}
+
+/// An attempt at `provider`/`model` failed with `kind` (one of [`c::MODEL_ERROR_KINDS`]).
+pub fn model_error(provider: &str, model: &str, kind: &'static str) {
+    count(c::MODEL_ERRORS, &[provider, model, kind], 1);
+}
+
+/// The backlogs a human or a receiver clears, as the store counts them at a scrape.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Backlogs {
+    pub approvals_pending: i64,
+    pub oldest_approval_age_seconds: f64,
+    pub notifications_pending: i64,
+    pub oldest_notification_age_seconds: f64,
+}
+
+/// Sets the backlog gauges.
+pub fn sample_backlogs(b: Backlogs) {
+    set(c::APPROVALS_PENDING, &[], b.approvals_pending as f64);
+    set(c::APPROVAL_OLDEST, &[], b.oldest_approval_age_seconds);
+    set(
+        c::NOTIFICATIONS_PENDING,
+        &[],
+        b.notifications_pending as f64,
+    );
+    set(
+        c::NOTIFICATION_OLDEST,
+        &[],
+        b.oldest_notification_age_seconds,
+    );
+}
+
+/// Sets `nightshift_build_info` (once, at start).
+pub fn build_info() {
+    set(c::BUILD_INFO, &[env!("CARGO_PKG_VERSION")], 1.0);
+}
+
 /// The label sets each sampled gauge was last set for, so that sets gone from the next
 /// sample go back to 0 instead of sticking at their last value.
 static SAMPLED: Mutex<Option<HashMap<&'static str, LabelSets>>> = Mutex::new(None);

@@ -56,6 +56,17 @@ fn record_everything() {
         ("running", "some-free-form-lane", 1),
     ]);
     sample_wakeups(["triage", "triage"]);
+    lease_expired("interactive", "requeued");
+    lease_expired("run-0192f0c4-lane", "dead_lettered");
+    dead_lettered("interactive", "attempts_exhausted");
+    model_error("claude", "claude-sonnet-4-5", "rate_limited");
+    sample_backlogs(Backlogs {
+        approvals_pending: 2,
+        oldest_approval_age_seconds: 30.5,
+        notifications_pending: 1,
+        oldest_notification_age_seconds: 4.0,
+    });
+    build_info();
 }
 
 /// The sampled gauges remember, process-wide, which label sets they last set; tests that
@@ -144,6 +155,40 @@ fn invented_tools_and_free_form_lanes_are_folded() {
 }
 
 #[test]
+fn a_lease_lost_on_the_last_attempt_is_a_dead_letter_too() {
+    let recorder = crate::build();
+    metrics::with_local_recorder(&recorder, || {
+        labels::know_lanes(["reviews"]);
+        lease_expired("reviews", "requeued");
+        lease_expired("reviews", "dead_lettered");
+    });
+    let samples = parse(&recorder.handle().render());
+    let value = |name: &str, label: (&str, &str)| {
+        samples
+            .iter()
+            .find(|s| {
+                s.name == name
+                    && s.labels
+                        .iter()
+                        .any(|(k, v)| (k.as_str(), v.as_str()) == label)
+            })
+            .map(|s| s.value)
+    };
+    assert_eq!(
+        value("nightshift_lease_expiries_total", ("outcome", "requeued")),
+        Some(1.0)
+    );
+    assert_eq!(
+        value("nightshift_dead_letters_total", ("reason", "lease_expired")),
+        Some(1.0)
+    );
+    assert_eq!(
+        value("nightshift_dead_letters_total", ("reason", "failed")),
+        None
+    );
+}
+
+#[test]
 fn sampled_gauges_go_back_to_zero_for_label_sets_that_vanished() {
     let _turn = sampling();
     let recorder = crate::build();
@@ -179,9 +224,9 @@ fn histograms_have_buckets_and_every_metric_a_help_line() {
 }
 
 #[test]
-fn the_crate_doc_and_the_readme_list_every_metric() {
+fn the_crate_doc_and_the_metrics_reference_list_every_metric() {
     let doc = include_str!("lib.rs");
-    let readme = include_str!("../../README.md");
+    let reference = include_str!("../../docs/reference/metrics.md");
     for m in METRICS {
         assert!(
             doc.contains(&format!("`{}`", m.name)),
@@ -189,8 +234,8 @@ fn the_crate_doc_and_the_readme_list_every_metric() {
             m.name
         );
         assert!(
-            readme.contains(&format!("`{}`", m.name)),
-            "README lacks {}",
+            reference.contains(&format!("`{}`", m.name)),
+            "docs/reference/metrics.md lacks {}",
             m.name
         );
     }

@@ -134,7 +134,8 @@ async fn run_in<H: Handler>(
 }
 
 /// The one line for a retry or a deferral that was written: whether the attempt was the last
-/// (the job is dead-lettered, or cancelled when that was asked) or the job comes back.
+/// (the job is dead-lettered, and counted so, or cancelled when that was asked) or the job
+/// comes back.
 fn log_recorded(job: &nightshift_store::Job, outcome: &JobOutcome) {
     match outcome {
         JobOutcome::Retry { error, .. } if job.cancel_requested_at.is_some() => {
@@ -143,6 +144,7 @@ fn log_recorded(job: &nightshift_store::Job, outcome: &JobOutcome) {
         JobOutcome::Retry { error, .. } if job.attempts >= job.max_attempts => {
             tracing::warn!(%error, attempt = job.attempts, max_attempts = job.max_attempts,
                            "attempt failed and it was the last one: the job is dead-lettered and the run failed");
+            nightshift_telemetry::dead_lettered(&job.lane, "attempts_exhausted");
         }
         JobOutcome::Retry { error, .. } => {
             tracing::info!(%error, attempt = job.attempts, max_attempts = job.max_attempts,

@@ -428,7 +428,15 @@ impl Book {
                 for (ack, result) in acks.iter().zip(results) {
                     let job_id = ack.lease.id();
                     let finished = match result {
-                        Ok(()) => Finished::Recorded(JobOutcome::Done(ack.end.clone())),
+                        Ok(()) => {
+                            if matches!(ack.end, RunEnd::Failed { .. }) {
+                                nightshift_telemetry::dead_lettered(
+                                    &ack.lease.job().lane,
+                                    "failed",
+                                );
+                            }
+                            Finished::Recorded(JobOutcome::Done(ack.end.clone()))
+                        }
                         Err(e) if e.is_lease_lost() => {
                             tracing::warn!(job_id, error = %e, "lease lost before the outcome was written; dropped");
                             Finished::LeaseLost

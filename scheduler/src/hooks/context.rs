@@ -140,7 +140,7 @@ pub(crate) fn template_value(json: &Json) -> Value {
         Json::String(s) => Value::from(s.as_str()),
         Json::Array(items) => Value::from(items.iter().map(template_value).collect::<Vec<_>>()),
         Json::Object(map) => {
-            Value::from_iter(map.iter().map(|(k, v)| (k.as_str(), template_value(v))))
+            Value::from_pairs(map.iter().map(|(k, v)| (k.as_str(), template_value(v))))
         }
     }
 }

@@ -33,4 +33,4 @@ UPDATE jobs j SET
     updated_at = $1
 FROM judged d
 WHERE j.id = d.id
-RETURNING j.run_id, j.status, j.last_error
+RETURNING j.run_id, j.status, j.last_error, j.lane

@@ -23,4 +23,4 @@ UPDATE jobs SET
           OR (progress_token IS NOT lease_token AND attempts >= max_attempts) THEN ?1 END,
     updated_at = ?1
 WHERE status = 'running' AND lease_expires_at <= ?1
-RETURNING run_id, status, last_error
+RETURNING run_id, status, last_error, lane

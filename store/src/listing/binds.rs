@@ -105,6 +105,21 @@ macro_rules! listing_statements {
                 )
             }
 
+            async fn gauge_backlogs(
+                c: &mut $crate::backend::Conn<Self>,
+            ) -> $crate::Result<(
+                i64,
+                Option<$crate::clock::Millis>,
+                i64,
+                Option<$crate::clock::Millis>,
+            )> {
+                Ok(
+                    sqlx::query_as($crate::backend::sql!($dir, "listing/gauge_backlogs"))
+                        .fetch_one(c)
+                        .await?,
+                )
+            }
+
             async fn leases(
                 c: &mut $crate::backend::Conn<Self>,
             ) -> $crate::Result<Vec<$crate::listing::LeaseRow>> {

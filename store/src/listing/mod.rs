@@ -243,6 +243,12 @@ pub(crate) trait ListingStatements: Backend {
         now: Millis,
     ) -> impl Future<Output = Result<Vec<(String, String, i64)>>> + Send;
 
+    /// `listing/gauge_backlogs.sql`: pending approvals, the oldest one's `requested_at`,
+    /// pending notifications, the oldest one's `created_at`.
+    fn gauge_backlogs(
+        c: &mut Conn<Self>,
+    ) -> impl Future<Output = Result<(i64, Option<Millis>, i64, Option<Millis>)>> + Send;
+
     /// `listing/oldest_due_per_lane.sql`: `(lane, run_at)`.
     fn oldest_due_per_lane(
         c: &mut Conn<Self>,
@@ -345,6 +351,33 @@ async fn gauges<B: ListingStatements + LiveReads>(b: &B, now: Millis) -> Result<
     })
 }
 
+/// What waits on people and receivers, as the metrics gauges show it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BacklogGauges {
+    /// Tool calls waiting for a decision.
+    pub approvals_pending: i64,
+    /// How long the oldest of them has waited (0 when none does).
+    pub oldest_approval_age_seconds: f64,
+    /// Run notices not yet delivered (first attempt or retrying).
+    pub notifications_pending: i64,
+    /// How long the oldest of them has waited since it was made (0 when none does).
+    pub oldest_notification_age_seconds: f64,
+}
+
+async fn backlogs<B: ListingStatements + LiveReads>(b: &B, now: Millis) -> Result<BacklogGauges> {
+    let mut conn = b.live_reader().await?;
+    let (approvals, oldest_approval, notifications, oldest_notification) =
+        B::gauge_backlogs(&mut conn).await?;
+    let age =
+        |since: Option<Millis>| since.map_or(0.0, |t| now.saturating_sub(t).max(0) as f64 / 1000.0);
+    Ok(BacklogGauges {
+        approvals_pending: approvals,
+        oldest_approval_age_seconds: age(oldest_approval),
+        notifications_pending: notifications,
+        oldest_notification_age_seconds: age(oldest_notification),
+    })
+}
+
 async fn overview<B: ListingStatements + QueueStatements + LiveReads>(
     b: &B,
     now: Millis,
@@ -418,6 +451,13 @@ impl Store {
     pub async fn job_gauges(&self) -> Result<JobGauges> {
         let now = self.now();
         dispatch!(self, b => gauges(b, now))
+    }
+
+    /// Pending approvals and undelivered notices as the metrics gauges show them
+    /// ([`BacklogGauges`]).
+    pub async fn backlog_gauges(&self) -> Result<BacklogGauges> {
+        let now = self.now();
+        dispatch!(self, b => backlogs(b, now))
     }
 }
 

@@ -524,15 +524,16 @@ macro_rules! queue_statements {
                 now: i64,
             ) -> $crate::Result<Vec<$crate::queue::RescuedJob>> {
                 // The error is read decoded (it names the worker).
-                let rows: Vec<(String, String, $crate::text::DbOptText)> =
+                let rows: Vec<(String, String, $crate::text::DbOptText, String)> =
                     sqlx::query_as($crate::backend::sql!($dir, "rescue_expired"))
                         .bind(now)
                         .fetch_all(c)
                         .await?;
                 rows.into_iter()
-                    .map(|(run_id, status, error)| {
+                    .map(|(run_id, status, error, lane)| {
                         Ok($crate::queue::RescuedJob {
                             run_id,
+                            lane,
                             status: $crate::queue::parse_job_state(&status)?,
                             error: error.0,
                         })

@@ -139,6 +139,7 @@ pub(crate) struct RetriedJob {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RescuedJob {
     pub run_id: String,
+    pub lane: String,
     pub status: JobState,
     /// The error recorded on the job (it names the worker that lost it).
     pub error: Option<String>,

@@ -410,8 +410,10 @@ async fn sigkill_between_model_turns(db: &TestDb) {
         slow,
         text_turn("all probed")
     ]);
-    let body =
-        command_tool("probe", "read_only", &program) + &agent(d, "prober", &["probe"], turns);
+    let metrics_port = crate::process::free_port();
+    let body = format!("[telemetry]\nmetrics_address = \"127.0.0.1:{metrics_port}\"\n\n")
+        + &command_tool("probe", "read_only", &program)
+        + &agent(d, "prober", &["probe"], turns);
     let cfg = write_config(db, d, FAST_WORKER, &body);
     let store = db.store().await;
     let mut first = serve(&cfg);
@@ -464,6 +466,27 @@ async fn sigkill_between_model_turns(db: &TestDb) {
         ["call_1", "call_2"],
         "each call ran once; the finished one was not repeated"
     );
+    // The second daemon found the first one's lease expired and put the job back: counted.
+    let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
+    let text = http
+        .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let rescued: f64 = nightshift_telemetry::exposition::parse(&text)
+        .iter()
+        .filter(|s| {
+            s.name == "nightshift_lease_expiries_total"
+                && s.labels
+                    .iter()
+                    .any(|(k, v)| k == "outcome" && v == "requeued")
+        })
+        .map(|s| s.value)
+        .sum();
+    assert_eq!(rescued, 1.0, "{text}");
     sigterm(second).await;
 }
 

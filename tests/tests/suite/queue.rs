@@ -31,6 +31,7 @@ on_both_backends! {
     a_claim_rescues_expired_leases_at_most_once_a_second => claims_rescue_once_a_second;
     resume_dedupe_and_finished_runs => resume_dedupe_and_finished_runs;
     the_gauges_count_due_and_delayed_apart_and_parked_only_for_live_runs => gauges_mean_their_names;
+    the_backlog_gauges_count_pending_approvals_and_undelivered_notices => backlog_gauges;
 }
 
 async fn dedupe_returns_the_existing_ids(db: &TestDb) {
@@ -940,5 +941,71 @@ async fn gauges_mean_their_names(db: &TestDb) {
             .iter()
             .any(|c| c.state == JobState::Parked && c.count == 1),
         "{overview:?}"
+    );
+}
+
+/// The metrics' backlogs: pending approvals and undelivered notices, with the age of the
+/// oldest of each; decided approvals and delivered notices leave them.
+async fn backlog_gauges(db: &TestDb) {
+    let (store, clock) = db.manual().await;
+    let empty = store.backlog_gauges().await.unwrap();
+    assert_eq!(
+        (empty.approvals_pending, empty.notifications_pending),
+        (0, 0)
+    );
+    assert_eq!(empty.oldest_approval_age_seconds, 0.0);
+
+    // A run that ends makes a notice; expanded to one receiver, it waits to be delivered.
+    store.set_notifying_agents(["a"]);
+    store.enqueue(&NewRun::new("a", "done")).await.unwrap();
+    let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
+    lease.ack(None).await.unwrap();
+    let outbox = store.unexpanded_outbox(&["a".into()], 10).await.unwrap();
+    assert_eq!(outbox.len(), 1, "{outbox:?}");
+    store
+        .expand_outbox(
+            outbox[0].id,
+            &[nightshift_store::NewDelivery {
+                url: "http://127.0.0.1:9/hook".into(),
+                secret_env: "S".into(),
+                max_attempts: 3,
+            }],
+        )
+        .await
+        .unwrap();
+    // Two calls wait for a decision, asked 30 s apart.
+    let mut runs = Vec::new();
+    for call in ["c1", "c2"] {
+        let run_id = store.enqueue(&NewRun::new("b", "p")).await.unwrap().run_id;
+        store
+            .request_approval(&nightshift_store::NewApproval {
+                run_id: &run_id,
+                call_id: call,
+                tool: "deploy",
+                input: "{}",
+                input_hash: "h",
+                expires_at: store.now() + 3_600_000,
+            })
+            .await
+            .unwrap();
+        runs.push(run_id);
+        clock.advance(Duration::from_secs(30));
+    }
+
+    let g = store.backlog_gauges().await.unwrap();
+    assert_eq!(g.approvals_pending, 2, "{g:?}");
+    assert_eq!(g.oldest_approval_age_seconds, 60.0, "{g:?}");
+    assert_eq!(g.notifications_pending, 1, "{g:?}");
+    assert_eq!(g.oldest_notification_age_seconds, 60.0, "{g:?}");
+
+    store
+        .decide_approval(&runs[0], "c1", true, None)
+        .await
+        .unwrap();
+    let g = store.backlog_gauges().await.unwrap();
+    assert_eq!(g.approvals_pending, 1, "{g:?}");
+    assert_eq!(
+        g.oldest_approval_age_seconds, 30.0,
+        "the next oldest: {g:?}"
     );
 }

@@ -16,12 +16,14 @@
 //! - `thinking_rules`: the providers' rules for reasoning (Anthropic thinking, DeepSeek
 //!   `reasoning_content`), and the signatures the fake puts on what it hands out.
 //! - `ids`, `schema`, `empty`, `outage`, `malformed`, `text`: the cases of issue 13;
-//!   `reasoning`: reasoning kept byte-exact through tool loops and a SIGKILL (issue 41).
+//!   `reasoning`: reasoning kept byte-exact through tool loops and a SIGKILL (issue 41);
+//!   `numbers`: numbers in tool input kept exactly as the model wrote them (issue 41).
 
 mod daemon;
 mod empty;
 mod ids;
 mod malformed;
+mod numbers;
 mod outage;
 mod reasoning;
 mod schema;

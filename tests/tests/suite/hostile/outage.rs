@@ -83,6 +83,41 @@ async fn outage_pauses(db: &TestDb) {
     let events = d.events(&run_id).await;
     assert_succeeded(&run, &events, "Back again.");
     assert_all_valid(&hostile);
+
+    // Every 529 the fake answered is one failed attempt in the metrics; the success is none.
+    let text = d
+        .http
+        .get(format!("{}/metrics", d.api))
+        .bearer_auth(crate::process::API_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let errors = |kind: &str| -> f64 {
+        nightshift_telemetry::exposition::parse(&text)
+            .iter()
+            .filter(|s| {
+                s.name == "nightshift_model_errors_total"
+                    && s.labels.iter().any(|(k, v)| k == "kind" && v == kind)
+            })
+            .map(|s| s.value)
+            .sum()
+    };
+    assert_eq!(
+        errors("overloaded"),
+        (hostile.request_count() - 1) as f64,
+        "one per 529:\n{text}"
+    );
+    assert_eq!(errors("rate_limited"), 0.0);
+    assert!(
+        text.contains(&format!(
+            "nightshift_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{text}"
+    );
 }
 
 async fn outage_limit(db: &TestDb) {
