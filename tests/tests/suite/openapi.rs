@@ -1,9 +1,9 @@
 //! `GET /openapi.json` against the API actually served on loopback: it is OpenAPI 3.1; every
 //! (method, path) it lists is served, and every other method on those paths is not (so it
-//! lists every method served there); every endpoint the README's tables name is in it; the
-//! token routes carry the bearer scheme; and the schemas say what the handlers check
-//! (`POST /v1/runs` requires `agent` and `prompt`, the concurrency policies, the error shape,
-//! 503 with `Retry-After`).
+//! lists every method served there); every endpoint the tables of the HTTP API reference
+//! (`docs/reference/http-api.md`) name is in it; the token routes carry the bearer scheme; and
+//! the schemas say what the handlers check (`POST /v1/runs` requires `agent` and `prompt`, the
+//! concurrency policies, the error shape, 503 with `Retry-After`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -48,12 +48,16 @@ fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
     }
 }
 
-/// The `METHOD /path` pairs the README's tables name (`GET/POST /v1/schedules` is two).
-fn readme_endpoints() -> BTreeSet<(String, String)> {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+/// The `METHOD /path` pairs the tables of `docs/reference/http-api.md` name
+/// (`GET/POST /v1/schedules` is two).
+fn reference_endpoints() -> BTreeSet<(String, String)> {
+    let reference = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/reference/http-api.md"
+    ))
+    .unwrap();
     let mut found = BTreeSet::new();
-    for line in readme.lines().filter(|l| l.starts_with('|')) {
+    for line in reference.lines().filter(|l| l.starts_with('|')) {
         for code in line.split('`').skip(1).step_by(2) {
             let Some((methods, path)) = code.split_once(' ') else {
                 continue;
@@ -140,11 +144,12 @@ async fn document_matches_routes(db: &TestDb) {
             }
         }
     }
-    let readme = readme_endpoints();
-    let missing: Vec<_> = readme.difference(&documented).collect();
+    let reference = reference_endpoints();
+    assert!(reference.len() > 20, "found only {reference:?}");
+    let missing: Vec<_> = reference.difference(&documented).collect();
     assert!(
         missing.is_empty(),
-        "in the README but not the document: {missing:?}"
+        "in docs/reference/http-api.md but not the document: {missing:?}"
     );
     for expected in [
         ("get", "/healthz"),
