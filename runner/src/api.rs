@@ -332,25 +332,41 @@ pub(crate) fn run_request(
     })
 }
 
+/// A query parameter given empty (`?status=`, as a form with nothing chosen sends it) is
+/// not a filter: it reads as absent.
+pub(crate) fn empty_as_none<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<String>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.filter(|v| !v.is_empty()))
+}
+
 /// The query of `GET /v1/runs`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
     /// queued, running, waiting, succeeded, failed, cancelled, …
+    #[serde(default, deserialize_with = "empty_as_none")]
     status: Option<String>,
+    #[serde(default, deserialize_with = "empty_as_none")]
     agent: Option<String>,
     /// api, schedule, webhook, cli, …
+    #[serde(default, deserialize_with = "empty_as_none")]
     trigger: Option<String>,
     /// The concurrency key.
+    #[serde(default, deserialize_with = "empty_as_none")]
     key: Option<String>,
     /// Created at or after: RFC 3339 or epoch milliseconds.
+    #[serde(default, deserialize_with = "empty_as_none")]
     since: Option<String>,
     /// Created before: RFC 3339 or epoch milliseconds.
+    #[serde(default, deserialize_with = "empty_as_none")]
     until: Option<String>,
     /// A run id or idempotency key (exact), else text of the prompt (case-insensitive).
+    #[serde(default, deserialize_with = "empty_as_none")]
     q: Option<String>,
     /// `next_cursor` of the previous page.
+    #[serde(default, deserialize_with = "empty_as_none")]
     cursor: Option<String>,
     /// 1-200, default 50.
     limit: Option<i64>,
@@ -768,8 +784,10 @@ pub(crate) async fn list_approvals(
 #[into_params(parameter_in = Query)]
 pub(crate) struct NotificationsQuery {
     /// Only this run's deliveries.
+    #[serde(default, deserialize_with = "empty_as_none")]
     run: Option<String>,
     /// `pending`, `delivered` or `dead`.
+    #[serde(default, deserialize_with = "empty_as_none")]
     status: Option<String>,
     /// At most this many (default 100).
     limit: Option<i64>,

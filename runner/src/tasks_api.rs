@@ -36,6 +36,7 @@ pub fn routes() -> OpenApiRouter<ApiState> {
 #[into_params(parameter_in = Query)]
 struct ListQuery {
     /// running, succeeded, failed, timed_out, stopped or lost.
+    #[serde(default, deserialize_with = "crate::api::empty_as_none")]
     status: Option<String>,
     /// At most this many (default 50).
     limit: Option<i64>,

@@ -31,17 +31,17 @@ pub struct ScheduleSpec {
     /// or `@daily` and friends.
     pub cron: String,
     /// The IANA zone the expression is read in. Default `UTC`.
-    #[serde(default = "default_timezone")]
+    #[serde(default = "default_timezone", deserialize_with = "timezone_or_utc")]
     pub timezone: String,
     /// The agent each fire starts a run of.
     pub agent: String,
     /// The prompt template (MiniJinja; see the module docs for the variables).
     pub prompt: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub overlap: Overlap,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub missed: Missed,
-    #[serde(default = "default_enabled")]
+    #[serde(default = "default_enabled", deserialize_with = "enabled_or_true")]
     pub enabled: bool,
 }
 
@@ -51,6 +51,26 @@ fn default_timezone() -> String {
 
 fn default_enabled() -> bool {
     true
+}
+
+// A `null` in an API body reads as the key left out: the API documents these keys as
+// optional and nullable, and a client that sends every key (`"overlap": null`) means the
+// default. (TOML has no null; there a key is given or not.)
+
+fn null_is_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+fn timezone_or_utc<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_else(default_timezone))
+}
+
+fn enabled_or_true<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(Option::<bool>::deserialize(d)?.unwrap_or_else(default_enabled))
 }
 
 /// A schedule [`Schedule::compile`] refuses, or a prompt that does not render. `Display` names
@@ -464,6 +484,30 @@ mod tests {
         assert_eq!(
             (s.timezone.as_str(), s.overlap, s.missed, s.enabled),
             ("UTC", Overlap::Skip, Missed::RunOnce, true)
+        );
+        // An API client that sends every key, the optional ones as null, gets the defaults.
+        let nulls: ScheduleSpec = serde_json::from_str(
+            r#"{"name":"a","cron":"@daily","agent":"x","prompt":"p","timezone":null,
+                "overlap":null,"missed":null,"enabled":null}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                nulls.timezone.as_str(),
+                nulls.overlap,
+                nulls.missed,
+                nulls.enabled
+            ),
+            ("UTC", Overlap::Skip, Missed::Skip, true)
+        );
+        let toml: ScheduleSpec = toml::from_str(
+            "name = \"a\"\ncron = \"@daily\"\nagent = \"x\"\nprompt = \"p\"\n\
+             timezone = \"Europe/Paris\"\noverlap = \"queue\"\nenabled = false\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (toml.timezone.as_str(), toml.overlap, toml.enabled),
+            ("Europe/Paris", Overlap::Queue, false)
         );
     }
 }

@@ -131,6 +131,7 @@ mod metrics;
 mod notify;
 mod nul_text;
 mod openapi;
+mod openapi_conformance;
 mod plans;
 mod pool;
 mod process;

@@ -20,7 +20,7 @@ on_both_backends! {
 const TOKEN: &str = "openapi-test-token";
 const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
 
-async fn serve(db: &TestDb) -> (String, reqwest::Client) {
+pub(crate) async fn serve(db: &TestDb) -> (String, reqwest::Client) {
     let store = db.store().await;
     let state = ApiState {
         store: store.clone(),
