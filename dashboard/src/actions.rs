@@ -2,10 +2,12 @@
 //! store call as the API's handler (`cancel_run`, `wake_now`, `decide_approval`). After an
 //! action: 303 back to the page it came from with a flash message ([`back_to`], which the
 //! other pages' actions use too); a store error is shown as the same readable message the
-//! API gives. Cancel and deny cannot be undone: without `confirmed=yes` (sent by the
-//! `<dialog>` app.js opens) they answer with a confirm page whose "No, go back" links to
-//! that page. A decision made from the approvals inbox (`return=approvals`) goes back
-//! there; only the known pages are allowed ([`decide_return`]), never a URL from the form.
+//! API gives. Cancel and deny cannot be undone and approve runs a side effect: without
+//! `confirmed=yes` (sent by the `<dialog>` app.js opens) they answer with a confirm page
+//! whose "No, go back" links to that page — a decision's shows the call, the prompt and the
+//! model's text ([`crate::approvals::confirm`]). A decision made from the approvals inbox
+//! (`return=approvals`) goes back there; only the known pages are allowed
+//! ([`decide_return`]), never a URL from the form.
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -208,16 +210,18 @@ pub async fn decide(
         .as_deref()
         .map(str::trim)
         .filter(|r| !r.is_empty());
-    if !approve && form.confirmed.as_deref() != Some("yes") {
-        return confirm(
+    if form.confirmed.as_deref() != Some("yes") {
+        return crate::approvals::confirm(
             &state,
             &session,
-            &format!("/ui/runs/{id}/approvals/{call}"),
-            &format!("Deny call {call}? The model is told it was denied; this cannot be undone."),
+            &id,
+            &call,
+            approve,
             reason.unwrap_or(""),
             &back_path,
             form.return_to.as_deref().map(str::trim).unwrap_or(""),
-        );
+        )
+        .await;
     }
     let flash = match state
         .store

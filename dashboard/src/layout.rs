@@ -21,10 +21,13 @@ pub fn templates() -> Environment<'static> {
         ("login.html", include_str!("templates/login.html")),
         ("message.html", include_str!("templates/message.html")),
         ("runs.html", include_str!("templates/runs.html")),
+        ("runs_list.html", include_str!("templates/runs_list.html")),
+        ("decision.html", include_str!("templates/decision.html")),
         ("run.html", include_str!("templates/run.html")),
         ("item.html", include_str!("templates/item.html")),
         ("confirm.html", include_str!("templates/confirm.html")),
         ("queue.html", include_str!("templates/queue.html")),
+        ("queue_live.html", include_str!("templates/queue_live.html")),
         ("schedules.html", include_str!("templates/schedules.html")),
         ("hooks.html", include_str!("templates/hooks.html")),
         (
@@ -32,6 +35,10 @@ pub fn templates() -> Environment<'static> {
             include_str!("templates/notifications.html"),
         ),
         ("approvals.html", include_str!("templates/approvals.html")),
+        (
+            "approvals_list.html",
+            include_str!("templates/approvals_list.html"),
+        ),
     ] {
         env.add_template(name, src)
             .expect("embedded templates parse");
@@ -56,6 +63,15 @@ pub fn render(state: &DashboardState, status: StatusCode, name: &str, ctx: Value
                 .into_response()
         }
     }
+}
+
+/// Renders `name` (a page's part, which the live lists send) with `ctx` to a string.
+pub fn render_string(
+    state: &DashboardState,
+    name: &str,
+    ctx: Value,
+) -> Result<String, minijinja::Error> {
+    state.templates.get_template(name)?.render(ctx)
 }
 
 /// A message page: `title`, `message`, and a link back.

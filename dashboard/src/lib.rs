@@ -21,14 +21,19 @@
 //!   acted from with a flash message signed for the session ([`actions::back_to`]), so a
 //!   link cannot put words on a page.
 //!
+//! - **Live.** A run's timeline, the runs list, the queue and the approvals inbox update
+//!   while they are open ([`live`]), without a reload.
+//!
 //! One module per page: [`runs`], [`run_page`] (+ [`live`], [`files`]), [`queue`],
 //! [`schedules`], [`hooks`], [`notifications`], [`approvals`]; the run actions are in
-//! [`actions`]; the pure parts are [`format`] and [`timeline`].
+//! [`actions`]; the pure parts are [`format`], [`timeline`] and [`decision`] (what an
+//! approval decides on).
 
 pub mod actions;
 pub mod approvals;
 pub mod auth;
 pub mod data;
+pub mod decision;
 pub mod files;
 pub mod format;
 pub mod hooks;
@@ -120,6 +125,9 @@ pub fn router(state: DashboardState) -> Router {
         .route("/ui/runs/{id}/cancel", post(actions::cancel))
         .route("/ui/runs/{id}/wake", post(actions::wake))
         .route("/ui/runs/{id}/approvals/{call}", post(actions::decide))
+        .route("/ui/live/runs", get(live::lists::runs))
+        .route("/ui/live/queue", get(live::lists::queue))
+        .route("/ui/live/approvals", get(live::lists::approvals))
         .route("/ui/queue", get(queue::page))
         .route("/ui/schedules", get(schedules::page))
         .route("/ui/schedules/{name}/trigger", post(schedules::trigger))

@@ -7,6 +7,8 @@
 //! or its latest renewal, whichever is newer, so the page labels it "last renewed or
 //! claimed" rather than pretending it is the lease's start.
 //!
+//! The page updates live ([`crate::live::lists`]).
+//!
 //! [`Store::queue_overview`]: nightshift_store::Store::queue_overview
 
 use axum::Extension;
@@ -137,22 +139,28 @@ pub fn view(o: &QueueOverview, now: Millis) -> QueueView {
     }
 }
 
+/// The context `queue_live.html` renders with, read now.
+pub async fn list_ctx(state: &DashboardState) -> Result<Value, nightshift_store::Error> {
+    let overview = state.store.queue_overview().await?;
+    let v = view(&overview, state.store.now());
+    Ok(context! { q => Value::from(minijinja::value::Serde(&v)) })
+}
+
 pub async fn page(
     State(state): State<DashboardState>,
     Extension(session): Extension<Session>,
 ) -> Response {
-    let overview = match state.store.queue_overview().await {
-        Ok(o) => o,
+    let list = match list_ctx(&state).await {
+        Ok(list) => list,
         Err(e) => return layout::store_failed(&state, &e),
     };
-    let v = view(&overview, state.store.now());
     layout::render(
         &state,
         StatusCode::OK,
         "queue.html",
         context! {
-            q => Value::from(minijinja::value::Serde(&v)),
             csrf => state.keys.csrf(&session), signed_in => true, nav => "queue",
+            ..list
         },
     )
 }

@@ -60,30 +60,20 @@ pub async fn load(state: &DashboardState, id: &str) -> Result<(Run, Vec<Item>, i
     ))
 }
 
-/// The context one item renders with.
+/// The context one item renders with. A long body shows its head (the whole text one click
+/// away); a long result its head and tail, which never overlap
+/// ([`timeline::head_and_tail`]): a text short enough to show whole is shown once.
 pub fn item_ctx(item: &Item, run: &Run, csrf: &str) -> Value {
-    let long_body = item.body.as_deref().is_some_and(timeline::is_long);
-    let long_result = item.result.as_deref().is_some_and(timeline::is_long);
-    let head = |t: &Option<String>| {
-        t.as_deref()
-            .map(|t| format::head(t, 300))
-            .unwrap_or_default()
-    };
-    let tail = |t: &Option<String>| {
-        t.as_deref()
-            .map(|t| {
-                let n = t.chars().count();
-                t.chars().skip(n.saturating_sub(300)).collect::<String>()
-            })
-            .unwrap_or_default()
-    };
+    let body = item.body.as_deref().and_then(timeline::head_and_tail);
+    let result = item.result.as_deref().and_then(timeline::head_and_tail);
     context! {
         item => Value::from(minijinja::value::Serde(item)), csrf, run_id => run.id.clone(),
         at_utc => format::utc(item.at),
-        long_body, long_result,
-        body_head => head(&item.body),
-        result_head => head(&item.result),
-        result_tail => tail(&item.result),
+        long_body => body.is_some(),
+        long_result => result.is_some(),
+        body_head => body.map(|(head, _)| format!("{head}…")).unwrap_or_default(),
+        result_head => result.map(|(head, _)| format!("{head}…")).unwrap_or_default(),
+        result_tail => result.map(|(_, tail)| tail).unwrap_or_default(),
         can_decide => item.pending && run.status == RunStatus::AwaitingApproval,
     }
 }

@@ -1,5 +1,6 @@
 //! `GET /ui/runs`: runs newest first, with the filter form and the next-page link, fed by
-//! [`crate::data::runs_page`].
+//! [`crate::data::runs_page`]. The list updates live ([`crate::live::lists`]) with the same
+//! filters and page: `/ui/live/runs` takes the page's own query.
 
 use axum::Extension;
 use axum::extract::{Query, State};
@@ -76,43 +77,36 @@ struct Row {
     prompt: String,
 }
 
-pub async fn page(
-    State(state): State<DashboardState>,
-    Extension(session): Extension<Session>,
-    Query(form): Query<FilterForm>,
-) -> Response {
-    let csrf = state.keys.csrf(&session);
-    let statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
-    let triggers: Vec<&str> = Trigger::ALL.iter().map(|s| s.as_str()).collect();
-    let filter = match parse_filter(&form) {
-        Ok(f) => f,
-        Err(why) => {
-            return layout::render(
-                &state,
-                StatusCode::BAD_REQUEST,
-                "runs.html",
-                context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.intake.agents().to_vec(), rows => Vec::<()>::new(), error => why, signed_in => true, nav => "runs" },
-            );
-        }
-    };
+/// The list the form asks for, as the context `runs_list.html` renders with, or the page
+/// that says why not.
+#[allow(clippy::result_large_err)] // the Err is the response
+pub async fn list_ctx(state: &DashboardState, form: &FilterForm) -> Result<Value, Response> {
+    let filter = parse_filter(form).map_err(|why| {
+        layout::message(
+            state,
+            StatusCode::BAD_REQUEST,
+            "That filter is not valid",
+            &why,
+        )
+    })?;
     let cursor = some(&form.cursor);
     let page = match runs_page(&state.store, &filter, cursor.as_deref(), 50).await {
         Ok(p) => p,
         Err(nightshift_store::Error::Invalid(why)) => {
-            return layout::message(
-                &state,
+            return Err(layout::message(
+                state,
                 StatusCode::BAD_REQUEST,
                 "That page link is not valid",
                 &format!("{why}. Go back to the first page of runs and page on from there."),
-            );
+            ));
         }
         Err(e) => {
-            return layout::message(
-                &state,
+            return Err(layout::message(
+                state,
                 StatusCode::SERVICE_UNAVAILABLE,
                 "The store failed",
                 &e.to_string(),
-            );
+            ));
         }
     };
     let now = state.store.now();
@@ -145,18 +139,44 @@ pub async fn page(
     let next = page.next_cursor.map(|c| {
         let mut f = form.clone();
         f.cursor = c;
-        serde_urlencoded_query(&f)
+        format!("/ui/runs?{}", query(&f))
     });
+    Ok(context! { rows => Value::from(minijinja::value::Serde(&rows)), next })
+}
+
+pub async fn page(
+    State(state): State<DashboardState>,
+    Extension(session): Extension<Session>,
+    Query(form): Query<FilterForm>,
+) -> Response {
+    let csrf = state.keys.csrf(&session);
+    let statuses: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+    let triggers: Vec<&str> = Trigger::ALL.iter().map(|s| s.as_str()).collect();
+    if let Err(why) = parse_filter(&form) {
+        return layout::render(
+            &state,
+            StatusCode::BAD_REQUEST,
+            "runs.html",
+            context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.intake.agents().to_vec(), rows => Vec::<()>::new(), error => why, signed_in => true, nav => "runs" },
+        );
+    }
+    let list = match list_ctx(&state, &form).await {
+        Ok(list) => list,
+        Err(page) => return page,
+    };
+    // The live list asks for the same runs: the same filters, the same page.
+    let live = format!("/ui/live/runs?{}", query(&form));
     layout::render(
         &state,
         StatusCode::OK,
         "runs.html",
-        context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.intake.agents().to_vec(), rows => Value::from(minijinja::value::Serde(&rows)), next, error => "", signed_in => true, nav => "runs" },
+        context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.intake.agents().to_vec(), live, error => "", signed_in => true, nav => "runs", ..list },
     )
 }
 
-/// `?status=…&…` of the form (only the form's own fields, each percent-encoded).
-fn serde_urlencoded_query(f: &FilterForm) -> String {
+/// `status=…&…` of the form (only the form's own fields that are set, each
+/// percent-encoded) (pure).
+pub fn query(f: &FilterForm) -> String {
     let pairs = [
         ("status", &f.status),
         ("agent", &f.agent),
@@ -172,5 +192,5 @@ fn serde_urlencoded_query(f: &FilterForm) -> String {
         .filter(|(_, v)| !v.is_empty())
         .map(|(k, v)| format!("{k}={}", query_value(v)))
         .collect();
-    format!("/ui/runs?{}", q.join("&"))
+    q.join("&")
 }

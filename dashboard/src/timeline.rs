@@ -7,16 +7,22 @@
 //! items that changed (a tool call's result lands on the item its start opened). An event
 //! that does not parse becomes an `error` item saying so; nothing is dropped.
 
+use std::collections::HashMap;
+
 use nightshift_agent::events::RunEvent;
 use nightshift_agent::runtime::REFUSED_NOTICE;
 use nightshift_llm::ContentBlock;
 use nightshift_store::{Event, Job, Run, Task, TaskStatus};
 use serde::Serialize;
 
+use crate::decision::{Decision, text_of};
 use crate::format;
 
 /// How much of a tool result is shown before it is collapsed.
 const HEAD: usize = 400;
+/// How much of a collapsed text its head and its tail show, each at most.
+const SHOWN_LINES: usize = 4;
+const SHOWN_CHARS: usize = 300;
 
 /// One item of the timeline.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -44,6 +50,8 @@ pub struct Item {
     pub pending: bool,
     /// The artifact holding the whole result, when the result was cut.
     pub artifact: Option<String>,
+    /// For an approval: the call, the prompt and the model's text (what is decided on).
+    pub decision: Option<Decision>,
 }
 
 /// A background task of the run as the timeline shows it: its row, and while it runs the
@@ -69,6 +77,7 @@ impl Item {
             last_seq: seq,
             pending: false,
             artifact: None,
+            decision: None,
         }
     }
 
@@ -76,17 +85,6 @@ impl Item {
         self.facts.push((name.into(), value.into()));
         self
     }
-}
-
-fn text_of(blocks: &[ContentBlock]) -> String {
-    blocks
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn name_of<T: Serialize>(v: &T) -> String {
@@ -104,6 +102,9 @@ const RERUN: &str = "re-run on recovery";
 pub fn build(run: &Run, jobs: &[Job], tasks: &[TaskView], events: &[Event]) -> Vec<Item> {
     let mut items: Vec<Item> = Vec::new();
     let mut task_items: Vec<(String, Item)> = tasks.iter().map(task_item).collect();
+    // Each call the model made: its input (pretty JSON) and the text of the message that
+    // made it, for the approval it may wait for.
+    let mut calls: HashMap<String, (String, String)> = HashMap::new();
     let find = |items: &mut Vec<Item>, kind: &str, call: &str| {
         items
             .iter()
@@ -168,6 +169,12 @@ pub fn build(run: &Run, jobs: &[Job], tasks: &[TaskView], events: &[Event]) -> V
                     it = it.fact("retries", retries.to_string());
                 }
                 let text = text_of(&message.content);
+                for block in &message.content {
+                    if let ContentBlock::ToolUse { id, input, .. } = block {
+                        let input = serde_json::to_string_pretty(input).unwrap_or_default();
+                        calls.insert(id.clone(), (input, text.clone()));
+                    }
+                }
                 it.body = (!text.is_empty()).then_some(text);
                 items.push(it);
             }
@@ -250,6 +257,14 @@ pub fn build(run: &Run, jobs: &[Job], tasks: &[TaskView], events: &[Event]) -> V
             } => {
                 let mut it = Item::new(key, "approval", format!("approval: {name}"), at, seq)
                     .fact("expires", format::utc(expires_at));
+                let (input, model_text) = calls.get(&call_id).cloned().unwrap_or_default();
+                it.body = (!input.is_empty()).then(|| input.clone());
+                it.decision = Some(Decision {
+                    tool: name,
+                    input,
+                    prompt: run.input.clone(),
+                    model_text,
+                });
                 it.call_id = Some(call_id);
                 it.pending = true;
                 it.marks.push("pending".into());
@@ -466,6 +481,40 @@ fn task_item(view: &TaskView) -> (String, Item) {
 /// The result head shown before `<details>`: whether the text needs collapsing.
 pub fn is_long(text: &str) -> bool {
     text.len() > HEAD || text.lines().count() > 8
+}
+
+/// How a long text is shown collapsed: its head and its tail, each at most [`SHOWN_LINES`]
+/// lines and [`SHOWN_CHARS`] characters, never overlapping (the tail starts after the
+/// head), so no part of it is shown twice; `None` when it is shown whole (it is not long,
+/// or its head and tail together are all of it) (pure).
+pub fn head_and_tail(text: &str) -> Option<(&str, &str)> {
+    if !is_long(text) {
+        return None;
+    }
+    let by_lines = text
+        .match_indices('\n')
+        .nth(SHOWN_LINES - 1)
+        .map_or(text.len(), |(i, _)| i);
+    let by_chars = text
+        .char_indices()
+        .nth(SHOWN_CHARS)
+        .map_or(text.len(), |(i, _)| i);
+    let head_end = by_lines.min(by_chars);
+    let body = text.trim_end_matches('\n');
+    let from_lines = body
+        .rmatch_indices('\n')
+        .nth(SHOWN_LINES - 1)
+        .map_or(0, |(i, _)| i + 1);
+    let from_chars = text
+        .char_indices()
+        .rev()
+        .nth(SHOWN_CHARS - 1)
+        .map_or(0, |(i, _)| i);
+    let tail_start = from_lines.max(from_chars);
+    if tail_start <= head_end {
+        return None;
+    }
+    Some((&text[..head_end], &text[tail_start..]))
 }
 
 #[cfg(test)]
@@ -780,6 +829,153 @@ mod tests {
         );
         assert!(t1.facts.contains(&("exit code".into(), "0".into())));
         assert!(t1.marks.is_empty());
+    }
+
+    /// The text of `html` a reader sees with every `<details>` closed.
+    fn seen(html: &str) -> String {
+        let mut out = String::new();
+        let mut rest = html;
+        while let Some(at) = rest.find("<details>") {
+            out.push_str(&rest[..at]);
+            let summary_end = rest[at..].find("</summary>").map_or(0, |e| at + e);
+            out.push_str(&rest[at..summary_end]);
+            let end = rest[at..].find("</details>").map_or(rest.len(), |e| at + e);
+            rest = &rest[end..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    fn rendered(item: &Item, run: &Run) -> String {
+        crate::layout::templates()
+            .get_template("item.html")
+            .and_then(|t| t.render(crate::run_page::item_ctx(item, run, "csrf")))
+            .unwrap()
+    }
+
+    #[test]
+    fn short_background_output_is_shown_once() {
+        // Ten short lines: long enough to collapse by its lines, short enough that its head
+        // and tail used to be the whole text each (and it was shown twice).
+        let output: String = (1..=10).map(|i| format!("step-{i:02}\n")).collect();
+        let mut ended = task("t1", "c1", TaskStatus::Succeeded);
+        ended.task.output_tail = Some(output.clone());
+        let events = log(vec![
+            started("c1", "run_command"),
+            result("c1", "started task t1", false),
+            RunEvent::TaskEnded {
+                task_id: "t1".into(),
+                status: "succeeded".into(),
+                reminder: format!("[Background task t1 finished.]\nOutput:\n{output}"),
+            },
+        ]);
+        let r = run(RunStatus::Running);
+        let items = build(&r, &[], &[ended], &events);
+        let html: String = items.iter().map(|i| rendered(i, &r)).collect();
+        let seen = seen(&html);
+        for i in 1..=10 {
+            let line = format!("step-{i:02}");
+            assert!(
+                seen.matches(&line).count() <= 1,
+                "{line} shown more than once:\n{seen}"
+            );
+            assert_eq!(
+                html.matches(&line).count() - seen.matches(&line).count(),
+                1,
+                "{line} once in the whole text"
+            );
+        }
+        assert!(
+            seen.contains("step-01") && seen.contains("step-10"),
+            "head and tail: {seen}"
+        );
+        // One task item: the ending is reported on it, not as a second item.
+        assert_eq!(items.iter().filter(|i| i.kind == "task").count(), 1);
+    }
+
+    #[test]
+    fn heads_and_tails_never_overlap_and_short_texts_are_whole() {
+        assert_eq!(head_and_tail("one line"), None);
+        let lines: String = (1..=9).map(|i| format!("l{i}\n")).collect();
+        let (head, tail) = head_and_tail(&lines).unwrap();
+        assert_eq!((head, tail), ("l1\nl2\nl3\nl4", "l6\nl7\nl8\nl9\n"));
+        // 500 characters on one line: a 300-character head and tail would overlap, so the
+        // text is shown whole.
+        assert_eq!(head_and_tail(&"x".repeat(500)), None);
+        let long = format!("{}{}", "a".repeat(400), "b".repeat(400));
+        let (head, tail) = head_and_tail(&long).unwrap();
+        assert_eq!((head.len(), tail.len()), (300, 300));
+        assert!(head.chars().all(|c| c == 'a') && tail.chars().all(|c| c == 'b'));
+        let wide = "é".repeat(700);
+        let (head, tail) = head_and_tail(&wide).unwrap();
+        assert_eq!((head.chars().count(), tail.chars().count()), (300, 300));
+    }
+
+    #[test]
+    fn an_approval_shows_the_call_the_prompt_and_the_models_text() {
+        let events = log(vec![
+            RunEvent::AssistantMessage {
+                message: nightshift_llm::Message {
+                    role: nightshift_llm::Role::Assistant,
+                    content: vec![
+                        ContentBlock::Text {
+                            text: "Shipping v2 now.".into(),
+                        },
+                        ContentBlock::ToolUse {
+                            id: "c9".into(),
+                            name: "deploy".into(),
+                            input: serde_json::json!({"version": "v2"}),
+                            unparsed: None,
+                        },
+                    ],
+                },
+                stop_reason: StopReason::ToolUse,
+                usage: Usage::default(),
+                model: "m".into(),
+                cost_usd: 0.0,
+                latency_ms: None,
+                retries: 0,
+            },
+            RunEvent::ApprovalRequested {
+                call_id: "c9".into(),
+                name: "deploy".into(),
+                input_hash: "h".into(),
+                expires_at: 99_000,
+            },
+        ]);
+        let items = build(&run(RunStatus::AwaitingApproval), &[], &[], &events);
+        let approval = items.iter().find(|i| i.kind == "approval").unwrap();
+        let want = Decision {
+            tool: "deploy".into(),
+            input: "{\n  \"version\": \"v2\"\n}".into(),
+            prompt: "Go.".into(),
+            model_text: "Shipping v2 now.".into(),
+        };
+        assert_eq!(approval.decision.as_ref(), Some(&want));
+        assert_eq!(
+            approval.body.as_deref(),
+            Some(want.input.as_str()),
+            "the input on the item"
+        );
+        let html = rendered(approval, &run(RunStatus::AwaitingApproval));
+        let detail = &html[html
+            .find("<template class=\"confirm-detail\">")
+            .expect("the dialog's detail")..];
+        for part in [
+            "deploy",
+            "&quot;version&quot;: &quot;v2&quot;",
+            "Go.",
+            "Shipping v2 now.",
+        ] {
+            assert!(
+                detail.contains(part),
+                "{part} in the dialog's detail:\n{html}"
+            );
+        }
+        assert!(
+            html.contains("data-action=\"approve\" data-confirm="),
+            "approve asks first: {html}"
+        );
     }
 
     fn job(id: i64, kind: nightshift_store::JobKind, created_at: i64, owner: &str) -> Job {

@@ -1,4 +1,5 @@
-// The dashboard's only script: local times, the confirm dialog, and the live timeline.
+// The dashboard's only script: local times, the confirm dialog (with what a decision is on),
+// the live timeline and the live lists.
 "use strict";
 function localTimes(root) {
   root.querySelectorAll("time[datetime]").forEach(function (t) {
@@ -15,6 +16,13 @@ function confirmForms(root) {
       if (form.dataset.confirmed === "yes" || !dialog || !dialog.showModal) { return; }
       ev.preventDefault();
       document.getElementById("confirm-text").textContent = form.dataset.confirm;
+      // A decision shows what it is on: the call, the prompt and the model's text.
+      var detail = document.getElementById("confirm-detail");
+      var scope = form.closest(".decide");
+      var shown = scope && scope.querySelector("template.confirm-detail");
+      if (detail) { detail.replaceChildren(shown ? shown.content.cloneNode(true) : ""); }
+      dialog.dataset.action = form.dataset.action || "";
+      dialog.forForm = form;
       dialog.showModal();
       document.getElementById("confirm-yes").onclick = function () {
         var c = document.createElement("input");
@@ -44,4 +52,60 @@ function live() {
   });
   es.addEventListener("end", function () { es.close(); });
 }
-document.addEventListener("DOMContentLoaded", function () { localTimes(document); confirmForms(document); live(); });
+// A live list: the server sends the list's whole HTML when it changed; parts and rows are
+// matched by id or data-key and only changed ones are replaced, never one in use.
+function keyOf(el, i) { return el.id || el.getAttribute("data-key") || el.tagName + ":" + i; }
+function inUse(el) {
+  var a = document.activeElement, dialog = document.getElementById("confirm"), sel = window.getSelection();
+  if (a && a !== document.body && el.contains(a)) { return true; }
+  if (dialog && dialog.open && dialog.forForm && el.contains(dialog.forForm)) { return true; }
+  if (sel && !sel.isCollapsed && sel.containsNode(el, true)) { return true; }
+  if (el.querySelector("details[open]")) { return true; }
+  return Array.prototype.some.call(el.querySelectorAll("input, textarea"), function (f) {
+    return f.type !== "hidden" && f.value !== f.defaultValue;
+  });
+}
+function remember(region) {
+  Array.prototype.forEach.call(region.children, function (part) {
+    part.liveSrc = part.outerHTML;
+    if (part.tBodies && part.tBodies[0]) {
+      Array.prototype.forEach.call(part.tBodies[0].children, function (row) { row.liveSrc = row.outerHTML; });
+    }
+  });
+}
+function sync(parent, incoming) {
+  var old = {};
+  Array.prototype.forEach.call(parent.children, function (c, i) { old[keyOf(c, i)] = c; });
+  var at = parent.firstElementChild;
+  Array.prototype.slice.call(incoming.children).forEach(function (n, i) {
+    var k = keyOf(n, i), o = old[k], use = n, src = n.outerHTML;
+    delete old[k];
+    if (o && o.tBodies && o.tBodies[0] && n.tBodies && n.tBodies[0]) {
+      sync(o.tBodies[0], n.tBodies[0]); use = o;
+    } else if (o && (o.liveSrc === src || inUse(o))) {
+      use = o;
+    } else {
+      n.liveSrc = src;
+    }
+    if (use === at) { at = at.nextElementSibling; return; }
+    parent.insertBefore(use, at);
+    if (o && o !== use) { if (o === at) { at = o.nextElementSibling; } o.remove(); }
+    if (use === n) { localTimes(n); confirmForms(n); }
+  });
+  Object.keys(old).forEach(function (k) { if (!inUse(old[k])) { old[k].remove(); } });
+}
+function liveLists() {
+  if (!window.EventSource) { return; }
+  document.querySelectorAll("[data-live-list]").forEach(function (region) {
+    var es = new EventSource(region.dataset.liveList);
+    es.addEventListener("list", function (ev) {
+      var tpl = document.createElement("template");
+      tpl.innerHTML = ev.data;
+      sync(region, tpl.content);
+    });
+  });
+}
+document.addEventListener("DOMContentLoaded", function () {
+  document.querySelectorAll("[data-live-list]").forEach(remember);
+  localTimes(document); confirmForms(document); live(); liveLists();
+});
