@@ -29,6 +29,8 @@ on_both_backends! {
     the_hooks_page_shows_routes_counts_and_the_runs_deliveries_made => hooks_page;
     a_dead_notification_is_redelivered_from_the_page => notifications_page;
     an_approval_is_decided_from_the_inbox_and_comes_back_to_it => approvals_page;
+    approve_asks_first_showing_the_call_the_prompt_and_the_models_text => approve_confirms;
+    the_lists_stream_their_rows_as_they_change => live_lists;
 }
 
 const PAGES: [(&str, &str); 5] = [
@@ -707,7 +709,7 @@ async fn approvals_page(db: &TestDb) {
         &d,
         &cookie,
         &path,
-        "decision=approve&return=approvals",
+        "decision=approve&return=approvals&confirmed=yes",
         pending,
     )
     .await;
@@ -763,4 +765,355 @@ async fn approvals_page(db: &TestDb) {
         .await;
     back_to(&denied, "/ui/approvals");
     assert_eq!(status(run2.clone(), call2).await, ApprovalStatus::Denied);
+}
+
+/// A run of `helper` with `prompt` whose model wrote `said` and called `deploy` with `input`,
+/// waiting for approval as the agent loop leaves it (the assistant message and the
+/// `approval_requested` event logged under the run's lease, the approval row stored).
+async fn waiting_deploy(
+    store: &nightshift_store::Store,
+    prompt: &str,
+    said: &str,
+    call: &str,
+    input: serde_json::Value,
+) -> String {
+    use nightshift_agent::events::RunEvent;
+    use nightshift_llm::{ContentBlock, Message, Role, StopReason, Usage};
+    let run_id = store
+        .enqueue(&NewRun::new("helper", prompt))
+        .await
+        .unwrap()
+        .run_id;
+    let lease = store
+        .claim("w-dash", None, 10, Duration::from_secs(600))
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|l| l.job().run_id == run_id)
+        .expect("the run's job is claimed");
+    let events = [
+        RunEvent::AssistantMessage {
+            message: Message {
+                role: Role::Assistant,
+                content: vec![
+                    ContentBlock::Text { text: said.into() },
+                    ContentBlock::ToolUse {
+                        id: call.into(),
+                        name: "deploy".into(),
+                        input: input.clone(),
+                        unparsed: None,
+                    },
+                ],
+            },
+            stop_reason: StopReason::ToolUse,
+            usage: Usage::default(),
+            model: "scripted-1".into(),
+            cost_usd: 0.0,
+            latency_ms: None,
+            retries: 0,
+        },
+        RunEvent::ApprovalRequested {
+            call_id: call.into(),
+            name: "deploy".into(),
+            input_hash: "h".into(),
+            expires_at: store.now() + 3_600_000,
+        },
+    ];
+    for e in &events {
+        lease.append_event(e.kind(), &e.payload()).await.unwrap();
+    }
+    store
+        .request_approval(&NewApproval {
+            run_id: &run_id,
+            call_id: call,
+            tool: "deploy",
+            input: &input.to_string(),
+            input_hash: "h",
+            expires_at: store.now() + 3_600_000,
+        })
+        .await
+        .unwrap();
+    run_id
+}
+
+/// The hidden fields of the form `id` on `page`, as a form body.
+fn form_body(page: &str, id: &str) -> String {
+    let form = element(page, &format!("<form id=\"{id}\""), "</form>");
+    let mut fields = Vec::new();
+    for input in form.split("<input").skip(1) {
+        let attr = |name: &str| {
+            let key = format!("{name}=\"");
+            input.find(&key).map(|at| {
+                let rest = &input[at + key.len()..];
+                rest[..rest.find('"').unwrap()].to_string()
+            })
+        };
+        if let (Some(name), Some(value)) = (attr("name"), attr("value")) {
+            let value = value.replace("&#x2f;", "/");
+            fields.push(format!("{name}={}", form_value(&value)));
+        }
+    }
+    fields.join("&")
+}
+
+/// `text` percent-encoded for a form body.
+fn form_value(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+async fn approve_confirms(db: &TestDb) {
+    let store = db.store().await;
+    let input = serde_json::json!({"version": "v2", "target": "staging <eu>"});
+    let run_id = waiting_deploy(
+        &store,
+        "Ship <v2> to staging",
+        "Tests pass; deploying v2 & watching the health checks.",
+        "call-ship",
+        input,
+    )
+    .await;
+    let d = Dash::start_with(store.clone(), nightshift_runner::hooks::none()).await;
+    let cookie = d.sign_in().await;
+    let status = || async {
+        store
+            .approval(&run_id, "call-ship")
+            .await
+            .unwrap()
+            .unwrap()
+            .status
+    };
+    // What is decided on, escaped: the tool, the input as pretty JSON, the prompt, the
+    // model's text.
+    let pretty_input = "{\n  &quot;target&quot;: &quot;staging &lt;eu&gt;&quot;,\n  &quot;version&quot;: &quot;v2&quot;\n}";
+    let prompt = "Ship &lt;v2&gt; to staging";
+    let said = "Tests pass; deploying v2 &amp; watching the health checks.";
+    let (_, _, inbox) = get(&d, "/ui/approvals", Some(&cookie)).await;
+    let r = row(&inbox, "data-call-id=\"call-ship\"");
+    for shown in [">deploy<", pretty_input, prompt, said] {
+        assert!(r.contains(shown), "the row shows {shown:?}: {r}");
+    }
+    assert!(
+        element(r, "data-action=\"approve\"", ">").contains("data-confirm="),
+        "approve asks first in the browser: {r}"
+    );
+
+    // Unconfirmed, approve answers with the confirm page and changes nothing.
+    let csrf = csrf_of(&inbox);
+    let path = format!("/ui/runs/{run_id}/approvals/call-ship");
+    let ask = d
+        .post_form(
+            &path,
+            &format!("csrf={csrf}&decision=approve&return=approvals"),
+            Some(&cookie),
+            None,
+        )
+        .await;
+    assert_eq!(ask.status(), StatusCode::OK);
+    let ask = ask.text().await.unwrap().replace("&#x2f;", "/");
+    assert_eq!(
+        status().await,
+        ApprovalStatus::Pending,
+        "asking decides nothing"
+    );
+    assert!(ask.contains("Approve call call-ship"), "{ask}");
+    let shown = element(&ask, "<dl class=\"decision\">", "</dl>");
+    for part in [
+        "data-part=\"tool\"><strong>deploy</strong>",
+        pretty_input,
+        prompt,
+        said,
+    ] {
+        assert!(
+            shown.contains(part),
+            "the confirm page shows {part:?}: {shown}"
+        );
+    }
+    assert!(ask.contains("href=\"/ui/approvals\">No, go back"), "{ask}");
+    let body = form_body(&ask, "confirm-form");
+    for field in ["decision=approve", "confirmed=yes", "return=approvals"] {
+        assert!(body.contains(field), "{field} in {body}");
+    }
+    assert!(
+        body.contains(&format!("csrf={csrf}")),
+        "the session's CSRF token: {body}"
+    );
+    // The confirm form is still a CSRF-checked POST.
+    let forged = body.replace(&format!("csrf={csrf}"), "csrf=00");
+    let refused = d.post_form(&path, &forged, Some(&cookie), None).await;
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    assert_eq!(status().await, ApprovalStatus::Pending);
+
+    // Confirmed through the page: approved, back to the inbox with the flash.
+    let done = d
+        .post_form(&path, &body, Some(&cookie), Some(&d.base))
+        .await;
+    let to = back_to(&done, "/ui/approvals");
+    assert_eq!(status().await, ApprovalStatus::Approved);
+    let (_, _, after) = get(&d, &to, Some(&cookie)).await;
+    assert!(after.contains("Approved call call-ship"), "{after}");
+
+    // Asking again about a call no longer waiting says so and changes nothing.
+    let again = d
+        .post_form(
+            &path,
+            &format!("csrf={csrf}&decision=deny&return=approvals"),
+            Some(&cookie),
+            None,
+        )
+        .await;
+    let (_, _, shown) = get(&d, &back_to(&again, "/ui/approvals"), Some(&cookie)).await;
+    assert!(
+        shown.contains("is not waiting for a decision (it is approved)"),
+        "{shown}"
+    );
+    assert_eq!(status().await, ApprovalStatus::Approved);
+}
+
+/// Reads `resp`'s server-sent events until one `list` event's data satisfies `want`;
+/// returns that data.
+async fn list_event_until(
+    resp: &mut reqwest::Response,
+    what: &str,
+    want: impl Fn(&str) -> bool,
+) -> String {
+    let mut buf = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        while let Some(end) = buf.find("\n\n") {
+            let event: String = buf[..end].to_string();
+            buf.drain(..end + 2);
+            if !event.lines().any(|l| l == "event: list") {
+                continue;
+            }
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: ").or(l.strip_prefix("data:")))
+                .collect();
+            let data = data.join("\n");
+            if want(&data) {
+                return data;
+            }
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(left, resp.chunk()).await {
+            Ok(Ok(Some(bytes))) => buf.push_str(&String::from_utf8_lossy(&bytes)),
+            Ok(other) => panic!("{what}: the stream ended: {other:?}"),
+            Err(_) => panic!("{what}: not within 30 s"),
+        }
+    }
+}
+
+async fn live_lists(db: &TestDb) {
+    let store = db.store().await;
+    let d = Dash::start_with(store.clone(), nightshift_runner::hooks::none()).await;
+    let cookie = d.sign_in().await;
+    let open = |path: &'static str| {
+        let (d, cookie) = (&d, cookie.clone());
+        async move {
+            let resp = d
+                .http
+                .get(format!("{}{path}", d.base))
+                .header(reqwest::header::COOKIE, cookie)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), StatusCode::OK, "{path}");
+            assert_eq!(
+                resp.headers()[reqwest::header::CONTENT_TYPE],
+                "text/event-stream",
+                "{path}"
+            );
+            resp
+        }
+    };
+    // Signed in only; a filter the page would refuse is refused.
+    let (status, location, _) = get(&d, "/ui/live/runs", None).await;
+    assert_eq!(
+        (status, location.as_str()),
+        (StatusCode::SEE_OTHER, "/ui/login")
+    );
+    let (status, _, _) = get(&d, "/ui/live/runs?status=sleeping", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    // The runs list, filtered: a new queued run arrives, one of another agent's filter does
+    // not, and the multi-line prompt keeps its lines.
+    let mut runs = open("/ui/live/runs?status=queued").await;
+    let first = store
+        .enqueue(&NewRun::new("helper", "First <run>"))
+        .await
+        .unwrap()
+        .run_id;
+    let data = list_event_until(&mut runs, "the first run", |h| {
+        h.contains(&format!("data-key=\"{first}\""))
+    })
+    .await;
+    assert!(data.contains("First &lt;run&gt;"), "escaped: {data}");
+    assert!(
+        data.contains("<table id=\"runs\">"),
+        "the list's whole table: {data}"
+    );
+    store.cancel_run(&first).await.unwrap();
+    let second = store
+        .enqueue(&NewRun::new("helper", "Second run"))
+        .await
+        .unwrap()
+        .run_id;
+    let data = list_event_until(&mut runs, "the second run, and the first gone", |h| {
+        h.contains(&format!("data-key=\"{second}\""))
+            && !h.contains(&format!("data-key=\"{first}\""))
+    })
+    .await;
+    assert!(
+        !data.contains("First &lt;run&gt;"),
+        "the filter holds: {data}"
+    );
+
+    // The queue: the state counts follow the jobs.
+    let mut queue = open("/ui/live/queue").await;
+    let data = list_event_until(&mut queue, "the queued job", |h| {
+        h.contains("data-key=\"queued/default\"")
+    })
+    .await;
+    assert!(
+        data.contains("id=\"queue-states\"") && data.contains("id=\"leases\""),
+        "{data}"
+    );
+
+    // The approvals inbox: a call that starts waiting arrives with what it decides on.
+    let mut inbox = open("/ui/live/approvals").await;
+    let run_id = waiting_deploy(
+        &store,
+        "Roll out v3",
+        "Rolling out v3.\nThen I watch the dashboards.",
+        "call-live",
+        serde_json::json!({"version": "v3"}),
+    )
+    .await;
+    let data = list_event_until(&mut inbox, "the waiting call", |h| {
+        h.contains(&format!("data-key=\"{run_id}/call-live\""))
+    })
+    .await;
+    assert!(
+        data.contains("Rolling out v3.\nThen I watch the dashboards."),
+        "the model's text with its lines: {data}"
+    );
+    assert!(
+        data.contains("Roll out v3") && data.contains("name=\"csrf\""),
+        "{data}"
+    );
+    store
+        .decide_approval(&run_id, "call-live", false, None)
+        .await
+        .unwrap();
+    list_event_until(&mut inbox, "the decided call to leave", |h| {
+        !h.contains("call-live") && h.contains("No tool call is waiting")
+    })
+    .await;
 }
