@@ -33,13 +33,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Json;
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use nightshift_scheduler::{Intake, IntakeError, RunRequest};
 use nightshift_store::{
     CancelOutcome, ConcurrencyPolicy, DeliveryStatus, Error as StoreError, RunStatus, Store,
@@ -47,8 +47,9 @@ use nightshift_store::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use subtle::ConstantTimeEq;
 use utoipa::{IntoParams, ToSchema};
+
+use crate::api_tokens::Caller;
 
 pub use crate::api_errors::{ErrorBody, JsonBody, error, store_error};
 
@@ -58,7 +59,8 @@ pub struct ApiState {
     pub store: Store,
     /// Where runs are checked and enqueued; it knows the configured agents.
     pub intake: Intake,
-    pub token: Arc<String>,
+    /// The tokens the API accepts, each a caller with a name and a role.
+    pub tokens: crate::api_tokens::ApiTokens,
     /// The configured webhooks (`[[hooks]]`).
     pub hooks: Arc<nightshift_scheduler::hooks::HookSet>,
 }
@@ -67,7 +69,7 @@ impl std::fmt::Debug for ApiState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApiState")
             .field("agents", &self.intake.agents())
-            .field("token", &"[redacted]")
+            .field("tokens", &self.tokens)
             .finish()
     }
 }
@@ -95,7 +97,7 @@ fn dashboard_state(
 ) -> nightshift_dashboard::DashboardState {
     let dashboard = nightshift_dashboard::DashboardState::new(
         state.store.clone(),
-        state.token.clone(),
+        state.tokens.main(),
         state.intake.clone(),
         state.hooks.clone(),
     );
@@ -141,13 +143,48 @@ pub(crate) async fn require_token(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    if bool::from(given.as_bytes().ct_eq(state.token.as_bytes())) {
-        next.run(req).await
-    } else {
-        error(
+    let Some(caller) = state.tokens.identify(given) else {
+        return error(
             StatusCode::UNAUTHORIZED,
             "missing or wrong API token; send `Authorization: Bearer <token>`",
-        )
+        );
+    };
+    if !crate::api_tokens::allows(caller.role, req.method()) {
+        return error(
+            StatusCode::FORBIDDEN,
+            format!(
+                "token '{}' is read-only: it may only read (GET); use an operator token to {} {}",
+                caller.name,
+                req.method(),
+                req.uri().path()
+            ),
+        );
+    }
+    let mut req = req;
+    req.extensions_mut().insert(caller);
+    next.run(req).await
+}
+
+/// Records an operator action that took effect in the audit trail (and the log). Failing
+/// to record it does not undo it: the failure is logged and the answer stands.
+pub(crate) async fn audit(
+    state: &ApiState,
+    caller: &Caller,
+    action: &str,
+    run_id: Option<&str>,
+    target: &str,
+    detail: Option<&str>,
+) {
+    let actor = caller.actor();
+    let entry = nightshift_store::NewAudit {
+        actor: &actor,
+        action,
+        run_id,
+        target,
+        detail,
+    };
+    if let Err(e) = state.store.record_audit(&entry).await {
+        tracing::error!(error = %e, actor, action, target, "could not record an operator action in the audit trail");
     }
 }
 
@@ -599,12 +636,17 @@ pub struct CancelAnswer {
         (status = 409, description = "the run already finished", body = ErrorBody),
     )
 )]
-pub(crate) async fn cancel_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+pub(crate) async fn cancel_run(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
     let (status, word) = match state.store.cancel_run(&id).await {
         Ok(CancelOutcome::Cancelled) => (StatusCode::OK, "cancelled"),
         Ok(CancelOutcome::Requested) => (StatusCode::ACCEPTED, "cancel_requested"),
         Err(e) => return store_error(e),
     };
+    audit(&state, &caller, "cancel", Some(&id), &id, None).await;
     (
         status,
         Json(CancelAnswer {
@@ -670,16 +712,23 @@ pub struct WakeAnswer {
         (status = 409, description = "the run is not sleeping", body = ErrorBody),
     )
 )]
-pub(crate) async fn wake_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+pub(crate) async fn wake_run(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
     match state.store.wake_now(&id).await {
-        Ok(()) => (
-            StatusCode::ACCEPTED,
-            Json(WakeAnswer {
-                run_id: id,
-                woken: true,
-            }),
-        )
-            .into_response(),
+        Ok(()) => {
+            audit(&state, &caller, "wake", Some(&id), &id, None).await;
+            (
+                StatusCode::ACCEPTED,
+                Json(WakeAnswer {
+                    run_id: id,
+                    woken: true,
+                }),
+            )
+                .into_response()
+        }
         Err(e) => store_error(e),
     }
 }
@@ -907,13 +956,15 @@ pub struct Decided {
 )]
 pub(crate) async fn decide_approval(
     State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     Path((id, call)): Path<(String, String)>,
     JsonBody(body): JsonBody<Decide>,
 ) -> Response {
     let approve = matches!(body.decision, Decision::Approve);
+    // Recorded on the approval and in the audit trail by the store.
     match state
         .store
-        .decide_approval(&id, &call, approve, body.reason.as_deref())
+        .decide_approval_as(&id, &call, approve, body.reason.as_deref(), &caller.actor())
         .await
     {
         Ok(()) => (
@@ -949,17 +1000,21 @@ pub struct Redelivered {
 )]
 pub(crate) async fn redeliver(
     State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     Path(delivery_id): Path<String>,
 ) -> Response {
     match state.store.redeliver(&delivery_id).await {
-        Ok(()) => (
-            StatusCode::ACCEPTED,
-            Json(Redelivered {
-                delivery_id,
-                status: "pending",
-            }),
-        )
-            .into_response(),
+        Ok(()) => {
+            audit(&state, &caller, "redeliver", None, &delivery_id, None).await;
+            (
+                StatusCode::ACCEPTED,
+                Json(Redelivered {
+                    delivery_id,
+                    status: "pending",
+                }),
+            )
+                .into_response()
+        }
         Err(e) => store_error(e),
     }
 }

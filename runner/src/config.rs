@@ -70,6 +70,9 @@ pub struct ServerConfig {
     pub token_env: String,
     /// The most runs one `POST /v1/runs:batch` may hold, 1 to 10000. Default 1000.
     pub max_batch_runs: usize,
+    /// `[[server.tokens]]`: more API tokens, each with a name (what the audit trail records
+    /// as who acted) and a role. The token above is `admin`, an operator.
+    pub tokens: Vec<NamedToken>,
 }
 
 impl Default for ServerConfig {
@@ -78,8 +81,63 @@ impl Default for ServerConfig {
             address: "127.0.0.1:8686".into(),
             token_env: "NIGHTSHIFT_API_TOKEN".into(),
             max_batch_runs: nightshift_scheduler::DEFAULT_BATCH_LIMIT,
+            tokens: Vec::new(),
         }
     }
+}
+
+/// One `[[server.tokens]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedToken {
+    /// 1-64 letters, digits, `-`, `_` or `.`; unique, and not `admin`.
+    pub name: String,
+    /// The environment variable holding the token (checked at start).
+    pub token_env: String,
+    /// `operator` (everything the API does) or `read_only` (only `GET`s).
+    pub role: TokenRole,
+}
+
+/// Token names are 1-64 letters, digits, `-`, `_` or `.`, unique, and never `admin` (the
+/// main token's name).
+fn validate_tokens(tokens: &[NamedToken]) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    for t in tokens {
+        let fine = (1..=64).contains(&t.name.len())
+            && t.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !fine {
+            return Err(format!(
+                "server.tokens: name '{}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'",
+                t.name
+            ));
+        }
+        if t.name == "admin" {
+            return Err(
+                "server.tokens: 'admin' is the name of the main token (server.token_env); \
+                 give this one another name"
+                    .into(),
+            );
+        }
+        if !seen.insert(t.name.as_str()) {
+            return Err(format!(
+                "server.tokens: two tokens are named '{}'; names must be unique",
+                t.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenRole {
+    /// Every request: reads, runs, approvals, cancels, schedules.
+    Operator,
+    /// Only reads (`GET`): dashboards, monitoring, reporting.
+    ReadOnly,
 }
 
 /// The `[telemetry]` settings. `GET /metrics` (behind the API token) is always served.
@@ -261,6 +319,7 @@ impl Config {
                 self.server.max_batch_runs
             )));
         }
+        validate_tokens(&self.server.tokens).map_err(invalid)?;
         self.runtime.background.validate().map_err(invalid)?;
         self.runtime.validate_secrets().map_err(invalid)?;
         self.telemetry.validate().map_err(invalid)?;

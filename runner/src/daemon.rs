@@ -106,6 +106,7 @@ pub async fn start(
         &config.runtime.background,
     );
     let (token, token_source) = api::resolve_token(&config.server.token_env, &data_dir)?;
+    let tokens = crate::api_tokens::ApiTokens::from_config(token, &config.server.tokens)?;
     let secrets = secrets(config);
     redaction::require_runtime_secrets(config)?;
     let parts = Parts::build(config, &store, &supervisor, secrets)?;
@@ -125,7 +126,7 @@ pub async fn start(
     let state = api::ApiState {
         store: store.clone(),
         intake: intake.clone(),
-        token: Arc::new(token),
+        tokens,
         hooks: parts.hooks.clone(),
     };
     tracing::info!(%address, token = %token_source, "HTTP API listening");

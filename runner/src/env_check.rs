@@ -26,6 +26,16 @@ pub fn missing(config: &Config, is_set: impl Fn(&str) -> bool) -> Vec<String> {
             );
         }
     }
+    for token in &config.server.tokens {
+        let var = &token.token_env;
+        need(
+            var,
+            format!(
+                "server.tokens.{}.token_env: the environment variable {var} is not set",
+                token.name
+            ),
+        );
+    }
     for hook in &config.hooks {
         if let Some(var) = &hook.secret_env {
             need(

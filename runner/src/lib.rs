@@ -9,6 +9,8 @@
 
 pub mod api;
 pub mod api_errors;
+pub mod api_tokens;
+pub mod audit_api;
 pub mod batch_api;
 pub mod checks;
 pub mod config;

@@ -92,6 +92,16 @@ enum Command {
     },
     /// List the tool calls waiting for a decision, oldest first.
     Approvals,
+    /// Show the audit trail: who approved, denied, cancelled, woke, changed or triggered
+    /// what, newest first.
+    Audit {
+        /// Only the actions on this run.
+        #[arg(long)]
+        run: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
     /// List or trigger cron schedules.
     Schedules {
         #[command(subcommand)]

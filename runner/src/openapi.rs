@@ -53,7 +53,7 @@ const BEARER: &str = "bearer";
     components(schemas(ErrorBody)),
     tags(
         (name = "runs"), (name = "approvals"), (name = "wakeups"), (name = "tasks"),
-        (name = "schedules"), (name = "hooks"), (name = "notifications"), (name = "health"),
+        (name = "schedules"), (name = "hooks"), (name = "notifications"), (name = "audit"), (name = "health"),
     )
 )]
 struct ApiDoc;
@@ -77,6 +77,7 @@ fn token_routes() -> OpenApiRouter<ApiState> {
         .merge(crate::hooks::token_routes())
         .merge(crate::metrics::api_routes())
         .merge(crate::queue_api::routes())
+        .merge(crate::audit_api::routes())
 }
 
 /// The routes without the token.

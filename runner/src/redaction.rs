@@ -29,6 +29,7 @@ pub fn daemon_held(config: &Config) -> Vec<(String, String)> {
             .filter_map(|p| p.key_env().map(str::to_string)),
     );
     names.push(config.server.token_env.clone());
+    names.extend(config.server.tokens.iter().map(|t| t.token_env.clone()));
     names.extend(config.hooks.iter().filter_map(|h| h.secret_env.clone()));
     names.extend(config.github.secret_envs());
     for agent in &config.agents {

@@ -13,10 +13,10 @@
 //! can read and trigger them but refuses to change or delete them (409, saying to edit the
 //! file). Every refusal is JSON `{"error": "…"}` and changes nothing.
 
-use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use nightshift_scheduler::cron::{
     self, FireOutcome, ScheduleError, SchedulePatch, ScheduleSpec, describe,
 };
@@ -26,7 +26,8 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::{ApiState, ErrorBody, JsonBody, error, store_error};
+use crate::api::{ApiState, ErrorBody, JsonBody, audit, error, store_error};
+use crate::api_tokens::Caller;
 
 /// The schedule routes (merged into [`crate::openapi`]'s routes behind the token).
 pub fn routes() -> OpenApiRouter<ApiState> {
@@ -164,9 +165,17 @@ async fn list(State(state): State<ApiState>) -> Response {
         (status = 422, description = "a bad value, naming its key (`schedules.NAME.cron`, …)", body = ErrorBody),
     )
 )]
-async fn create(State(state): State<ApiState>, JsonBody(spec): JsonBody<ScheduleSpec>) -> Response {
+async fn create(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    JsonBody(spec): JsonBody<ScheduleSpec>,
+) -> Response {
+    let name = spec.name.clone();
     match cron::create(&state.store, spec, &state.intake.agents()).await {
-        Ok(row) => view(&state, row, StatusCode::CREATED).await,
+        Ok(row) => {
+            audit(&state, &caller, "schedule_create", None, &name, None).await;
+            view(&state, row, StatusCode::CREATED).await
+        }
         Err(e) => schedule_error(e),
     }
 }
@@ -205,11 +214,17 @@ async fn show(State(state): State<ApiState>, Path(name): Path<String>) -> Respon
 )]
 async fn change(
     State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     JsonBody(patch): JsonBody<SchedulePatch>,
 ) -> Response {
+    let changed = patch.changed_keys().join(", ");
     match cron::update(&state.store, &name, patch, &state.intake.agents()).await {
-        Ok(row) => view(&state, row, StatusCode::OK).await,
+        Ok(row) => {
+            let detail = (!changed.is_empty()).then_some(changed.as_str());
+            audit(&state, &caller, "schedule_update", None, &name, detail).await;
+            view(&state, row, StatusCode::OK).await
+        }
         Err(e) => schedule_error(e),
     }
 }
@@ -224,9 +239,16 @@ async fn change(
         (status = 409, description = "a schedule from the config file: edit the file", body = ErrorBody),
     )
 )]
-async fn remove(State(state): State<ApiState>, Path(name): Path<String>) -> Response {
+async fn remove(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Response {
     match state.store.delete_schedule(&name).await {
-        Ok(()) => Json(Deleted { deleted: name }).into_response(),
+        Ok(()) => {
+            audit(&state, &caller, "schedule_delete", None, &name, None).await;
+            Json(Deleted { deleted: name }).into_response()
+        }
         Err(e) => schedule_error(e.into()),
     }
 }
@@ -241,8 +263,28 @@ async fn remove(State(state): State<ApiState>, Path(name): Path<String>) -> Resp
         (status = 404, description = "no such schedule", body = ErrorBody),
     )
 )]
-async fn trigger(State(state): State<ApiState>, Path(name): Path<String>) -> Response {
-    match cron::trigger(&state.intake, &name).await {
+async fn trigger(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Response {
+    let outcome = cron::trigger(&state.intake, &name).await;
+    if let Ok(o) = &outcome {
+        let (run_id, detail) = match o {
+            FireOutcome::Enqueued { run_id, .. } => (Some(run_id.as_str()), "enqueued"),
+            FireOutcome::Skipped { active_run } => (Some(active_run.as_str()), "skipped"),
+        };
+        audit(
+            &state,
+            &caller,
+            "schedule_trigger",
+            run_id,
+            &name,
+            Some(detail),
+        )
+        .await;
+    }
+    match outcome {
         Ok(outcome @ FireOutcome::Enqueued { .. }) => {
             (StatusCode::ACCEPTED, Json(outcome)).into_response()
         }

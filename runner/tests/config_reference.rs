@@ -36,6 +36,10 @@ fn probes() -> Vec<(&'static str, String)> {
         ("database", at("", "[database]")),
         ("worker", at("", "[worker]")),
         ("server", at("", "[server]")),
+        (
+            "server.tokens",
+            "[[server.tokens]]\nname = \"t\"\n{BOGUS}\n".to_string(),
+        ),
         ("runtime", at("", "[runtime]")),
         (
             "runtime.secrets",

@@ -43,6 +43,10 @@ pub struct Approval {
     pub requested_at: Millis,
     pub expires_at: Millis,
     pub decided_at: Option<Millis>,
+    /// Who decided it (`token:NAME`, `dashboard:NAME`, `cli:USER`), when recorded; `None`
+    /// for an expiry, or a decision made before it was recorded.
+    #[sqlx(try_from = "crate::text::DbOptText")]
+    pub decided_by: Option<String>,
 }
 
 /// A request to approve one call.
@@ -87,6 +91,8 @@ pub(crate) struct Decision<'a> {
     pub status: ApprovalStatus,
     pub reason: Option<&'a str>,
     pub now: Millis,
+    /// Who decided (the audit trail's actor), when known.
+    pub by: Option<&'a str>,
 }
 
 /// The statements of approvals (`store/sql/<backend>/approvals/`). Deciding also takes the
@@ -187,6 +193,7 @@ macro_rules! approval_statements {
                         .bind(decision.status.as_str())
                         .bind($crate::text::Text::opt(decision.reason))
                         .bind(decision.now)
+                        .bind(decision.by.map($crate::text::Text))
                         .fetch_optional(c)
                         .await?;
                 Ok(decided.is_some())
@@ -315,7 +322,8 @@ impl Store {
     }
 
     /// Approves or denies a pending call; the run resumes on any worker. A call decided
-    /// before, expired, or unknown is an error that changes nothing.
+    /// before, expired, or unknown is an error that changes nothing. Who decided is not
+    /// recorded: operators decide through [`Store::decide_approval_as`].
     pub async fn decide_approval(
         &self,
         run_id: &str,
@@ -323,12 +331,47 @@ impl Store {
         approve: bool,
         reason: Option<&str>,
     ) -> Result<()> {
+        self.decide(run_id, call_id, approve, reason, None).await
+    }
+
+    /// [`Store::decide_approval`] by `by` (the audit trail's actor), recorded on the approval
+    /// and in the trail.
+    pub async fn decide_approval_as(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        approve: bool,
+        reason: Option<&str>,
+        by: &str,
+    ) -> Result<()> {
+        self.decide(run_id, call_id, approve, reason, Some(by))
+            .await?;
+        let target = format!("{run_id}/{call_id}");
+        self.record_audit(&crate::NewAudit {
+            actor: by,
+            action: if approve { "approve" } else { "deny" },
+            run_id: Some(run_id),
+            target: &target,
+            detail: reason,
+        })
+        .await
+    }
+
+    async fn decide(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        approve: bool,
+        reason: Option<&str>,
+        by: Option<&str>,
+    ) -> Result<()> {
         let decision = Decision {
             run_id,
             call_id,
             status: ApprovalStatus::decided(approve),
             reason,
             now: self.now(),
+            by,
         };
         if dispatch!(self, b => decide(b, decision))? {
             self.wake();

@@ -28,6 +28,7 @@
 
 mod announce;
 pub mod approvals;
+pub mod audit;
 mod backend;
 pub mod backoff;
 mod batch;
@@ -57,6 +58,7 @@ mod webhooks;
 mod writer;
 
 pub use approvals::{Approval, ApprovalStatus, NewApproval};
+pub use audit::{AuditEntry, NewAudit};
 pub use backoff::Backoff;
 pub use batch::{ClaimRequest, RESCUE_INTERVAL, Settled};
 pub use check_runs::CheckRunClaim;

@@ -93,9 +93,14 @@ impl Session<'_> {
         if row.status == ApprovalStatus::Pending {
             return Ok(());
         }
-        if row.status == ApprovalStatus::Expired {
-            by = "timeout";
-        }
+        let by = if row.status == ApprovalStatus::Expired {
+            "timeout".to_string()
+        } else if by == "timeout" {
+            by.to_string()
+        } else {
+            // Who decided, as the audit trail names them (`token:…`, `dashboard:…`, `cli:…`).
+            row.decided_by.clone().unwrap_or_else(|| by.to_string())
+        };
         let input = self
             .state
             .pending
@@ -114,7 +119,7 @@ impl Session<'_> {
             call_id: waiting.call_id,
             approved,
             reason,
-            by: by.to_string(),
+            by,
         })
         .await
     }

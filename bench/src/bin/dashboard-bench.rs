@@ -424,7 +424,7 @@ async fn serve(store: &Store, times: Times) -> Result<String> {
     let state = ApiState {
         store: store.clone(),
         intake: nightshift_scheduler::Intake::new(store.clone(), AGENTS),
-        token: Arc::new(TOKEN.into()),
+        tokens: nightshift_runner::api_tokens::ApiTokens::single(TOKEN),
         hooks: nightshift_runner::hooks::none(),
     };
     let timed = axum::middleware::from_fn(move |req: Request, next: Next| {

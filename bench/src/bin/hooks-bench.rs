@@ -333,7 +333,7 @@ async fn serve(store: &Store) -> Result<String> {
     let state = ApiState {
         store: store.clone(),
         intake: nightshift_scheduler::Intake::new(store.clone(), ["reviewer"]),
-        token: Arc::new("bench".into()),
+        tokens: nightshift_runner::api_tokens::ApiTokens::single("bench"),
         hooks: Arc::new(hooks),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -1,4 +1,5 @@
-//! `nightshift approvals`, `approve` and `deny`: the tool calls waiting for a person.
+//! `nightshift approvals`, `approve` and `deny`: the tool calls waiting for a person; and
+//! `nightshift audit`: who decided, cancelled, woke or changed what.
 
 use super::format;
 use super::operator::Operator;
@@ -46,5 +47,36 @@ pub async fn decide(
     op.decide(run_id, call_id, approve, reason).await?;
     let verb = if approve { "approved" } else { "denied" };
     println!("{run_id}\t{call_id}\t{verb}; the run resumes as soon as a worker is free");
+    Ok(())
+}
+
+/// `nightshift audit`: operator actions, newest first.
+pub async fn audit(op: &Operator, run: Option<&str>, limit: i64) -> anyhow::Result<()> {
+    let now = op.now();
+    let rows = op.audit(run, limit).await?;
+    if rows.is_empty() {
+        println!("no operator actions recorded");
+        return Ok(());
+    }
+    let cells: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|a| {
+            vec![
+                format::ago(now, a.at),
+                a.actor,
+                a.action,
+                a.target,
+                a.run_id.unwrap_or_default(),
+                format::first_line(a.detail.as_deref().unwrap_or(""), 60),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        format::table(
+            &["WHEN", "WHO", "ACTION", "TARGET", "RUN", "DETAIL"],
+            &cells
+        )
+    );
     Ok(())
 }

@@ -142,6 +142,7 @@ async fn operate(op: &Operator, command: Command) -> anyhow::Result<()> {
             reason,
         } => approvals::decide(op, &run_id, &call_id, false, reason).await,
         Command::Approvals => approvals::list(op).await,
+        Command::Audit { run, limit } => approvals::audit(op, run.as_deref(), limit).await,
         Command::Schedules { command } => schedules::schedules(op, command).await,
         Command::Notifications { command } => notifications::notifications(op, command).await,
         Command::Migrate | Command::Serve { .. } | Command::Demo { .. } => {

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
+use nightshift_scheduler::cron::FireOutcome;
 use nightshift_scheduler::{Intake, RunRequest};
 use nightshift_store::{
     CancelOutcome, DeliveryStatus, JobState, RunFilter, RunStatus, Store, TaskStatus, Trigger,
@@ -110,6 +111,17 @@ pub struct ApprovalRow {
     pub expires_at: i64,
 }
 
+/// An operator action from the audit trail.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AuditRow {
+    pub at: i64,
+    pub actor: String,
+    pub action: String,
+    pub run_id: Option<String>,
+    pub target: String,
+    pub detail: Option<String>,
+}
+
 /// The queue at a glance, with the clock of whoever read it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct QueueView {
@@ -194,6 +206,37 @@ pub struct ScheduleRow {
 pub enum Fired {
     Enqueued { run_id: String, duplicate: bool },
     Skipped { active_run: String },
+}
+
+/// How the audit trail names the user of this CLI working on the database directly:
+/// `cli:USER` (`$USER`, else `cli:unknown`). Through `--server` the API token names them.
+fn cli_actor() -> String {
+    let user = std::env::var("USER")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| "unknown".into());
+    format!("cli:{user}")
+}
+
+/// Records an action this CLI took on the database in the audit trail (and the log).
+async fn cli_audit(
+    store: &nightshift_store::Store,
+    action: &str,
+    run_id: Option<&str>,
+    target: &str,
+    detail: Option<&str>,
+) -> anyhow::Result<()> {
+    let actor = cli_actor();
+    store
+        .record_audit(&nightshift_store::NewAudit {
+            actor: &actor,
+            action,
+            run_id,
+            target,
+            detail,
+        })
+        .await?;
+    Ok(())
 }
 
 /// A value of a store type read as the CLI's row type (the same JSON the API sends).
@@ -365,7 +408,11 @@ impl Operator {
 
     pub async fn cancel(&self, id: &str) -> anyhow::Result<CancelOutcome> {
         match self {
-            Operator::Local { store, .. } => Ok(store.cancel_run(id).await?),
+            Operator::Local { store, .. } => {
+                let outcome = store.cancel_run(id).await?;
+                cli_audit(store, "cancel", Some(id), id, None).await?;
+                Ok(outcome)
+            }
             Operator::Remote(api) => {
                 let said: Value = api
                     .post(&format!("/v1/runs/{id}/cancel"), json!({}))
@@ -381,7 +428,10 @@ impl Operator {
 
     pub async fn wake(&self, id: &str) -> anyhow::Result<()> {
         match self {
-            Operator::Local { store, .. } => Ok(store.wake_now(id).await?),
+            Operator::Local { store, .. } => {
+                store.wake_now(id).await?;
+                cli_audit(store, "wake", Some(id), id, None).await
+            }
             Operator::Remote(api) => {
                 let _: Value = api.post(&format!("/v1/runs/{id}/wake"), json!({})).await?;
                 Ok(())
@@ -423,6 +473,19 @@ impl Operator {
         }
     }
 
+    /// Operator actions, newest first (of `run` when given), at most `limit`.
+    pub async fn audit(&self, run: Option<&str>, limit: i64) -> anyhow::Result<Vec<AuditRow>> {
+        match self {
+            Operator::Local { store, .. } => row(store.audit_log(run, None, limit).await?),
+            Operator::Remote(api) => {
+                let mut query = vec![("limit", limit.to_string())];
+                query.extend(param("run", run));
+                let page: Value = api.get("/v1/audit", &query).await?;
+                Ok(serde_json::from_value(page["actions"].clone())?)
+            }
+        }
+    }
+
     pub async fn decide(
         &self,
         run_id: &str,
@@ -432,7 +495,7 @@ impl Operator {
     ) -> anyhow::Result<()> {
         match self {
             Operator::Local { store, .. } => Ok(store
-                .decide_approval(run_id, call_id, approve, reason.as_deref())
+                .decide_approval_as(run_id, call_id, approve, reason.as_deref(), &cli_actor())
                 .await?),
             Operator::Remote(api) => {
                 let decision = if approve { "approve" } else { "deny" };
@@ -494,7 +557,10 @@ impl Operator {
 
     pub async fn redeliver(&self, delivery_id: &str) -> anyhow::Result<()> {
         match self {
-            Operator::Local { store, .. } => Ok(store.redeliver(delivery_id).await?),
+            Operator::Local { store, .. } => {
+                store.redeliver(delivery_id).await?;
+                cli_audit(store, "redeliver", None, delivery_id, None).await
+            }
             Operator::Remote(api) => {
                 let path = format!("/v1/notifications/{delivery_id}/redeliver");
                 let _: Value = api.post(&path, json!({})).await?;
@@ -565,7 +631,13 @@ impl Operator {
             Operator::Local { store, agents } => {
                 store.migrate().await?;
                 let intake = Intake::new(store.clone(), agents.iter().cloned());
-                row(nightshift_scheduler::cron::trigger(&intake, name).await?)
+                let outcome = nightshift_scheduler::cron::trigger(&intake, name).await?;
+                let (run_id, detail) = match &outcome {
+                    FireOutcome::Enqueued { run_id, .. } => (run_id.as_str(), "enqueued"),
+                    FireOutcome::Skipped { active_run } => (active_run.as_str(), "skipped"),
+                };
+                cli_audit(store, "schedule_trigger", Some(run_id), name, Some(detail)).await?;
+                row(outcome)
             }
             Operator::Remote(api) => {
                 api.post(&format!("/v1/schedules/{name}/trigger"), json!({}))

@@ -135,6 +135,24 @@ pub struct SchedulePatch {
     pub enabled: Option<bool>,
 }
 
+impl SchedulePatch {
+    /// The keys this change sets, in declaration order (for the audit trail).
+    pub fn changed_keys(&self) -> Vec<&'static str> {
+        [
+            ("cron", self.cron.is_some()),
+            ("timezone", self.timezone.is_some()),
+            ("agent", self.agent.is_some()),
+            ("prompt", self.prompt.is_some()),
+            ("overlap", self.overlap.is_some()),
+            ("missed", self.missed.is_some()),
+            ("enabled", self.enabled.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect()
+    }
+}
+
 /// Changes a schedule made through the API. A new expression, zone, or enabling re-arms it
 /// from now (fires missed while it was disabled are not owed).
 pub async fn update(

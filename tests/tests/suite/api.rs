@@ -2,8 +2,6 @@
 //! token, enqueue with dedupe, validation errors that change nothing, listing, events,
 //! cancellation, concurrency policies and sleeping runs.
 
-use std::sync::Arc;
-
 use nightshift_runner::api::{ApiState, router};
 use nightshift_store::{NewRun, NewTask, ResumeReason, RunStatus, Store, TaskEnd, TaskStatus};
 use nightshift_tests::{TestDb, on_both_backends};
@@ -37,7 +35,7 @@ impl Api {
                 store.clone(),
                 vec!["helper".to_string(), "reviewer".to_string()],
             ),
-            token: Arc::new(TOKEN.to_string()),
+            tokens: nightshift_runner::api_tokens::ApiTokens::single(TOKEN.to_string()),
             hooks: nightshift_runner::hooks::none(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

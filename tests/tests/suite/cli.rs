@@ -312,3 +312,86 @@ fn run_prints_the_id_alone_or_json() {
     assert_eq!(line["job_id"], 1);
     assert_eq!(line["duplicate"], true);
 }
+
+/// The CLI working on the database records its actions in the audit trail as `cli:$USER`,
+/// and `nightshift audit` shows them.
+#[test]
+fn cli_actions_are_audited_as_the_user_and_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_agent_config(d);
+    std::fs::write(
+        d.join("s.json"),
+        r#"[{"content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn"}]"#,
+    )
+    .unwrap();
+    assert!(nightshift(d, &["migrate"], &[]).status.success());
+    let enqueue = |prompt: &str| {
+        let out = nightshift(d, &["run", "a", prompt], &[]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout).trim().to_string()
+    };
+    let (waiting, doomed) = (enqueue("wait"), enqueue("doomed"));
+    let url = format!("sqlite://{}", d.join("nightshift.db").display());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let store = rt.block_on(async {
+        let store = nightshift_store::Store::connect(
+            &nightshift_store::StoreConfig::for_url(&url),
+            std::sync::Arc::new(nightshift_store::SystemClock),
+        )
+        .await
+        .unwrap();
+        store
+            .request_approval(&nightshift_store::NewApproval {
+                run_id: &waiting,
+                call_id: "call_1",
+                tool: "deploy",
+                input: "{}",
+                input_hash: "h",
+                expires_at: store.now() + 3_600_000,
+            })
+            .await
+            .unwrap();
+        store
+    });
+    let alice = [("USER", "alice")];
+    let out = nightshift(
+        d,
+        &["approve", &waiting, "call_1", "--reason", "fine"],
+        &alice,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = nightshift(d, &["runs", "cancel", &doomed], &alice);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let approval = rt
+        .block_on(store.approval(&waiting, "call_1"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(approval.decided_by.as_deref(), Some("cli:alice"));
+    let listed = text(&nightshift(d, &["audit"], &[]).stdout);
+    let rows: Vec<Vec<&str>> = listed
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["WHEN", "WHO", "ACTION", "TARGET", "RUN", "DETAIL"],
+        "{listed}"
+    );
+    assert_eq!(rows.len(), 3, "{listed}");
+    assert!(
+        rows[1].contains(&"cli:alice")
+            && rows[1].contains(&"cancel")
+            && rows[1].contains(&doomed.as_str()),
+        "newest first: {listed}"
+    );
+    assert!(
+        rows[2].contains(&"approve") && rows[2].contains(&"fine"),
+        "{listed}"
+    );
+    let one = text(&nightshift(d, &["audit", "--run", &waiting], &[]).stdout);
+    assert_eq!(one.lines().count(), 2, "{one}");
+    assert!(one.contains("approve") && !one.contains("cancel"), "{one}");
+    rt.block_on(store.close());
+}

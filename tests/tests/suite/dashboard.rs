@@ -40,7 +40,7 @@ impl Dash {
         let state = ApiState {
             store: store.clone(),
             intake: nightshift_scheduler::Intake::new(store.clone(), ["helper"]),
-            token: Arc::new(TOKEN.to_string()),
+            tokens: nightshift_runner::api_tokens::ApiTokens::single(TOKEN.to_string()),
             hooks,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -101,6 +101,7 @@ mod agent;
 mod api;
 mod approval;
 mod attempts;
+mod audit;
 mod batch;
 mod batch_enqueue;
 mod checkout;

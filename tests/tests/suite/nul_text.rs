@@ -3,7 +3,6 @@
 //! errors, event payloads, keys, approvals and tasks. PostgreSQL's `TEXT` cannot hold a NUL;
 //! the store escapes it there and reads back exactly what was written.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use nightshift_store::{
@@ -329,7 +328,7 @@ async fn prompt_over_http(db: &TestDb) {
     let state = nightshift_runner::api::ApiState {
         store: store.clone(),
         intake: nightshift_scheduler::Intake::new(store.clone(), vec!["helper".to_string()]),
-        token: Arc::new("t0ken".to_string()),
+        tokens: nightshift_runner::api_tokens::ApiTokens::single("t0ken".to_string()),
         hooks: nightshift_runner::hooks::none(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

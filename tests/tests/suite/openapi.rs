@@ -6,7 +6,6 @@
 //! concurrency policies, the error shape, 503 with `Retry-After`).
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use nightshift_runner::api::{ApiState, router};
 use nightshift_tests::{TestDb, on_both_backends};
@@ -25,7 +24,7 @@ pub(crate) async fn serve(db: &TestDb) -> (String, reqwest::Client) {
     let state = ApiState {
         store: store.clone(),
         intake: nightshift_scheduler::Intake::new(store, vec!["helper".to_string()]),
-        token: Arc::new(TOKEN.to_string()),
+        tokens: nightshift_runner::api_tokens::ApiTokens::single(TOKEN.to_string()),
         hooks: nightshift_runner::hooks::none(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -4,7 +4,6 @@
 //! API's parameters over real HTTP.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use nightshift_runner::api::{ApiState, router};
@@ -394,7 +393,7 @@ async fn api(db: &TestDb) {
     let state = ApiState {
         store: store.clone(),
         intake: nightshift_scheduler::Intake::new(store.clone(), ["helper", "reviewer"]),
-        token: Arc::new(TOKEN.into()),
+        tokens: nightshift_runner::api_tokens::ApiTokens::single(TOKEN),
         hooks: nightshift_runner::hooks::none(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -3,7 +3,6 @@
 //! scripted model.
 
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use nightshift_runner::api::{ApiState, router};
@@ -60,7 +59,7 @@ async fn schedules_api(db: &TestDb) {
     let state = ApiState {
         store: store.clone(),
         intake: nightshift_scheduler::Intake::new(store.clone(), agents),
-        token: Arc::new(API_TOKEN.to_string()),
+        tokens: nightshift_runner::api_tokens::ApiTokens::single(API_TOKEN.to_string()),
         hooks: nightshift_runner::hooks::none(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -223,7 +223,7 @@ async fn start(db: &TestDb) -> (Api, Outage) {
     let state = ApiState {
         store: store.clone(),
         intake: nightshift_scheduler::Intake::new(store.clone(), vec!["helper".to_string()]),
-        token: Arc::new(TOKEN.to_string()),
+        tokens: nightshift_runner::api_tokens::ApiTokens::single(TOKEN.to_string()),
         hooks: Arc::new(hooks),
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

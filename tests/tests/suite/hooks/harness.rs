@@ -149,7 +149,7 @@ impl Intake {
         let state = ApiState {
             store: store.clone(),
             intake: nightshift_scheduler::Intake::new(store.clone(), vec!["reviewer".to_string()]),
-            token: Arc::new(TOKEN.to_string()),
+            tokens: nightshift_runner::api_tokens::ApiTokens::single(TOKEN.to_string()),
             hooks: hooks.clone(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -165,7 +165,7 @@ async fn signed_notices_reach_every_url_once(db: &TestDb) {
     let state = ApiState {
         store: store.clone(),
         intake: nightshift_scheduler::Intake::new(store.clone(), ["digest"]),
-        token: Arc::new("t".into()),
+        tokens: nightshift_runner::api_tokens::ApiTokens::single("t"),
         hooks: nightshift_runner::hooks::none(),
     };
     let server = tokio::spawn(async move {
