@@ -16,6 +16,7 @@ function confirmForms(root) {
       if (form.dataset.confirmed === "yes" || !dialog || !dialog.showModal) { return; }
       ev.preventDefault();
       document.getElementById("confirm-text").textContent = form.dataset.confirm;
+      document.getElementById("confirm-yes").textContent = form.dataset.confirmYes || "Yes, do it";
       // A decision shows what it is on: the call, the prompt and the model's text.
       var detail = document.getElementById("confirm-detail");
       var scope = form.closest(".decide");
