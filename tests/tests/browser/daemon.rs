@@ -4,14 +4,14 @@
 //!
 //! The agents:
 //! - `reviewer`: lints (a `read_only` command), posts (a `side_effect` command), then answers.
-//! - `deployer`: its `deploy` call needs an approval, then it answers.
+//! - `deployer`: says why, then its `deploy` call needs an approval, then it answers.
 //! - `sleeper`: sleeps an hour with `schedule_wakeup`, then answers when woken.
 //! - `slow`: its `gate` command waits for the file `out/go`, then it answers.
 //! - a schedule `nightly-digest` (07:00 Europe/Berlin, `reviewer`) and an unsigned webhook
 //!   `ci` whose deliveries start `reviewer` runs.
 //! - `builder`: a command whose long output is cut (its whole text an artifact), then a
-//!   background task that prints, waits for `out/task-go`, prints again and ends; the run
-//!   sleeps until the task's ending wakes it.
+//!   background task that prints, waits for `out/task-go`, prints ten more short lines and
+//!   ends; the run sleeps until the task's ending wakes it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -68,7 +68,7 @@ fn config(db: &TestDb, dir: &Path) -> Config {
         "touch '{out}/started'; while [ ! -f '{out}/go' ]; do sleep 0.05; done; echo gate-open"
     );
     let task = format!(
-        "echo compiling-step-one; while [ ! -f '{out}/task-go' ]; do sleep 0.05; done; echo linked-step-two"
+        "echo compiling-step-one; while [ ! -f '{out}/task-go' ]; do sleep 0.05; done; echo linked-step-two; for i in 1 2 3 4 5 6 7 8 9; do echo unit-$i-ok; done"
     );
     let body = [
         command_tool(
@@ -105,7 +105,10 @@ fn config(db: &TestDb, dir: &Path) -> Config {
             &["deploy"],
             json!([
                 turn(
-                    json!([call("call_deploy", "deploy", json!({"version": "v2"}))]),
+                    json!([
+                        text("Tests are green; deploying v2 to staging."),
+                        call("call_deploy", "deploy", json!({"version": "v2"}))
+                    ]),
                     "tool_use"
                 ),
                 turn(json!([text("Deployed v2.")]), "end_turn"),

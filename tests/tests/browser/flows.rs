@@ -1,7 +1,9 @@
 //! What an operator does in the dashboard, in a real browser against a real daemon: sign in
-//! (and be refused with a wrong token), find a run and read its timeline, approve a call,
-//! cancel through the confirm dialog, wake a sleeper, filter and page the list, watch a run
-//! progress without reloading, and have a cross-site form refused.
+//! (and be refused with a wrong token), find a run and read its timeline, approve a call
+//! (asked first, seeing the call, the prompt and the model's text, in the dialog or on the
+//! confirm page), cancel through the confirm dialog, wake a sleeper, filter and page the
+//! list, watch a run, the runs list, the queue and the approvals inbox change without
+//! reloading, and have a cross-site form refused.
 
 use std::time::Duration;
 
@@ -72,6 +74,14 @@ async fn click(b: &Browser, css: &str) {
 pub(crate) async fn open_run(b: &Browser, serve: &Serve, id: &str) {
     b.goto(&serve.url(&format!("/ui/runs/{id}"))).await;
     b.find("ol#timeline").await;
+}
+
+async fn opens_the_dialog(b: &Browser) {
+    b.until(
+        "the confirm dialog to open",
+        "return document.getElementById('confirm').open === true",
+    )
+    .await;
 }
 
 async fn waits_for_status(b: &Browser, status: &str) {
@@ -179,12 +189,41 @@ async fn a_call_waiting_for_approval_is_approved_from_the_page_and_the_run_finis
     b.find("li[data-kind=approval] form[data-action=approve] button")
         .await;
     assert_eq!(serve.status(&id).await, RunStatus::AwaitingApproval);
+    let item = b.find("li[data-kind=approval]").await.text().await.unwrap();
+    assert!(
+        item.contains("\"version\": \"v2\""),
+        "the call's input: {item}"
+    );
     b.screenshot("approval").await;
-    click(
-        &b,
-        "li[data-kind=approval] form[data-action=approve] button",
+    // Approve asks first, like deny, showing what is decided on; "keep it" changes nothing.
+    let approve = "li[data-kind=approval] form[data-action=approve] button";
+    click(&b, approve).await;
+    opens_the_dialog(&b).await;
+    let shown = b.find("#confirm").await.text().await.unwrap();
+    for part in [
+        "Approve this call?",
+        "deploy",
+        "\"version\": \"v2\"",
+        "Deploy v2.",
+        "Tests are green; deploying v2 to staging.",
+    ] {
+        assert!(shown.contains(part), "the dialog shows {part:?}:\n{shown}");
+    }
+    b.screenshot("confirm-approve").await;
+    click(&b, "dialog#confirm button#confirm-no").await;
+    b.until(
+        "the dialog to close",
+        "return document.getElementById('confirm').open === false",
     )
     .await;
+    assert_eq!(
+        serve.status(&id).await,
+        RunStatus::AwaitingApproval,
+        "keeping it changes nothing"
+    );
+    click(&b, approve).await;
+    opens_the_dialog(&b).await;
+    click(&b, "dialog#confirm button#confirm-yes").await;
     b.find(".flash").await;
     waits_for_status(&b, "succeeded").await;
     serve.wait_for(&id, RunStatus::Succeeded).await;
@@ -200,6 +239,160 @@ async fn a_call_waiting_for_approval_is_approved_from_the_page_and_the_run_finis
         .unwrap()
         .unwrap();
     assert_eq!(approval.status.as_str(), "approved", "{approval:?}");
+    teardown(db, serve, b).await;
+}
+
+#[tokio::test]
+async fn the_approvals_inbox_fills_live_and_approve_asks_first_with_or_without_script() {
+    let Some((db, serve, b)) = setup(Backend::Sqlite, "browser_inbox").await else {
+        return;
+    };
+    sign_in(&b, &serve).await;
+    b.goto(&serve.url("/ui/approvals")).await;
+    b.find("table#approvals tr.empty").await;
+    b.js("window.__same_page = 5; return true").await;
+    // A call that starts waiting arrives on the open inbox with what it decides on.
+    let first = serve
+        .enqueue("deployer", "Deploy v2 to staging <eu>.", json!({}))
+        .await;
+    let row = format!("table#approvals tr[data-run-id='{first}']");
+    let text = b.find(&row).await.text().await.unwrap();
+    for part in [
+        "deploy",
+        "\"version\": \"v2\"",
+        "Deploy v2 to staging <eu>.",
+        "Tests are green; deploying v2 to staging.",
+    ] {
+        assert!(text.contains(part), "the row shows {part:?}:\n{text}");
+    }
+    // A reason being typed survives the list's updates (the row is in use).
+    b.find(&format!("{row} input[name=reason]"))
+        .await
+        .send_keys("half typed")
+        .await
+        .unwrap();
+    let second = serve
+        .enqueue("deployer", "Deploy v2 to production.", json!({}))
+        .await;
+    b.find(&format!("table#approvals tr[data-run-id='{second}']"))
+        .await;
+    assert_eq!(
+        b.js(&format!(
+            "return document.querySelector(\"{row} input[name=reason]\").value"
+        ))
+        .await,
+        json!("half typed"),
+        "the typed reason is kept"
+    );
+    assert_eq!(
+        b.js("return window.__same_page").await,
+        json!(5),
+        "no reload"
+    );
+
+    // Without the dialog (as without script) approve answers with its confirm page, which
+    // shows the call, the prompt and the model's text, and approves through its form.
+    b.js(&format!(
+        "document.querySelector(\"{row} form[data-action=approve]\").submit(); return true"
+    ))
+    .await;
+    b.find("dl.decision").await;
+    let page = b.text().await;
+    for part in [
+        "Approve call call_deploy",
+        "deploy",
+        "\"version\": \"v2\"",
+        "Deploy v2 to staging <eu>.",
+        "Tests are green; deploying v2 to staging.",
+    ] {
+        assert!(
+            page.contains(part),
+            "the confirm page shows {part:?}:\n{page}"
+        );
+    }
+    b.screenshot("confirm-approve-page").await;
+    assert_eq!(serve.status(&first).await, RunStatus::AwaitingApproval);
+    click(&b, "form#confirm-form button[type=submit]").await;
+    let flash = b.find(".flash").await.text().await.unwrap();
+    assert!(flash.contains("Approved call call_deploy"), "{flash}");
+    assert_eq!(b.path().await, "/ui/approvals");
+    serve.wait_for(&first, RunStatus::Succeeded).await;
+
+    // And through the dialog from the inbox; the decided row leaves the open page.
+    let row = format!("table#approvals tr[data-run-id='{second}']");
+    click(&b, &format!("{row} form[data-action=approve] button")).await;
+    opens_the_dialog(&b).await;
+    let shown = b.find("#confirm").await.text().await.unwrap();
+    assert!(
+        shown.contains("Deploy v2 to production.") && shown.contains("\"version\": \"v2\""),
+        "{shown}"
+    );
+    click(&b, "dialog#confirm button#confirm-yes").await;
+    b.find(".flash").await;
+    serve.wait_for(&second, RunStatus::Succeeded).await;
+    b.find("table#approvals tr.empty").await;
+    teardown(db, serve, b).await;
+}
+
+#[tokio::test]
+async fn the_queue_and_the_filtered_runs_list_update_live() {
+    let Some((db, serve, b)) = setup(Backend::Sqlite, "browser_live_lists").await else {
+        return;
+    };
+    sign_in(&b, &serve).await;
+    // The queue: a running job's lease and state arrive without a reload.
+    b.goto(&serve.url("/ui/queue")).await;
+    b.find("table#leases tr.empty").await;
+    b.js("window.__same_page = 1; return true").await;
+    let held = serve.enqueue("slow", "Hold the gate.", json!({})).await;
+    b.find("table#leases tr[data-job-id]").await;
+    b.find("table#queue-states tr[data-state=running]").await;
+    assert_eq!(
+        b.js("return window.__same_page").await,
+        json!(1),
+        "no reload"
+    );
+
+    // The runs list, filtered to one agent: its new runs arrive and change status live;
+    // another agent's never show, and the filter form keeps its choice.
+    b.goto(&serve.url("/ui/runs?agent=slow")).await;
+    b.find(&format!(
+        "tr[data-run-id='{held}'] td.status[data-status=running]"
+    ))
+    .await;
+    b.js("window.__same_page = 2; return true").await;
+    let other = serve.enqueue("reviewer", "Review PR #9", json!({})).await;
+    let second = serve.enqueue("slow", "Hold it again.", json!({})).await;
+    b.find(&format!("table#runs tr[data-run-id='{second}']"))
+        .await;
+    assert_eq!(
+        ids(&b).await.first(),
+        Some(&second),
+        "the new run on top, newest first"
+    );
+    std::fs::write(serve.gate("go"), "").unwrap();
+    for id in [&held, &second] {
+        b.find(&format!(
+            "tr[data-run-id='{id}'] td.status[data-status=succeeded]"
+        ))
+        .await;
+    }
+    serve.wait_for(&other, RunStatus::Succeeded).await;
+    serve.wait_for(&second, RunStatus::Succeeded).await;
+    // A second after both ended the list has been sent again at least once: still
+    // filtered.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(ids(&b).await, vec![second.clone(), held.clone()]);
+    assert_eq!(
+        b.js("return document.querySelector('form#filters select[name=agent]').value")
+            .await,
+        json!("slow")
+    );
+    assert_eq!(
+        b.js("return window.__same_page").await,
+        json!(2),
+        "no reload"
+    );
     teardown(db, serve, b).await;
 }
 
@@ -478,6 +671,31 @@ async fn a_background_task_streams_its_output_and_a_cut_output_opens_whole() {
         b.js("return window.__same_page").await,
         json!(7),
         "no reload"
+    );
+    // Its output (eleven short lines, collapsed by its lines) shows a head and a tail that
+    // never repeat a line.
+    let task = b
+        .find("ol#timeline > li[data-kind=task]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    let output: Vec<&str> = task
+        .lines()
+        .skip_while(|l| !l.starts_with("echo compiling-step-one"))
+        .skip(1)
+        .collect();
+    for line in ["compiling-step-one", "linked-step-two", "unit-9-ok"] {
+        assert_eq!(
+            output.iter().filter(|l| l.contains(line)).count(),
+            1,
+            "{line} shown once in the task's output:\n{task}"
+        );
+    }
+    assert_eq!(
+        b.all("ol#timeline > li[data-kind=task]").await.len(),
+        1,
+        "one item for the task"
     );
     // The cut output: head and tail on the page, the whole one click away.
     let call = b
