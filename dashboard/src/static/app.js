@@ -34,24 +34,40 @@ function confirmForms(root) {
     });
   });
 }
+// Server-sent events from url to the handlers in on; the stream is closed while the tab is
+// hidden (over HTTP/1.1 a browser opens few connections to one site, and every open live page
+// holds one) and opened again when it is shown. Returns the function that ends it.
+function follow(url, on) {
+  var es = null, done = false;
+  function open() {
+    if (es || done || document.hidden) { return; }
+    es = new EventSource(url);
+    Object.keys(on).forEach(function (name) { es.addEventListener(name, on[name]); });
+  }
+  function close() { if (es) { es.close(); es = null; } }
+  document.addEventListener("visibilitychange", function () { if (document.hidden) { close(); } else { open(); } });
+  open();
+  return function () { done = true; close(); };
+}
 function live() {
   var ol = document.getElementById("timeline");
   if (!ol || !ol.dataset.live || !window.EventSource) { return; }
-  var es = new EventSource(ol.dataset.live);
-  es.addEventListener("item", function (ev) {
-    var tpl = document.createElement("template");
-    tpl.innerHTML = ev.data.trim();
-    var li = tpl.content.firstElementChild;
-    if (!li) { return; }
-    var old = document.getElementById(li.id);
-    if (old) { old.replaceWith(li); } else { ol.appendChild(li); }
-    localTimes(li); confirmForms(li);
+  var end = follow(ol.dataset.live, {
+    item: function (ev) {
+      var tpl = document.createElement("template");
+      tpl.innerHTML = ev.data.trim();
+      var li = tpl.content.firstElementChild;
+      if (!li) { return; }
+      var old = document.getElementById(li.id);
+      if (old) { old.replaceWith(li); } else { ol.appendChild(li); }
+      localTimes(li); confirmForms(li);
+    },
+    status: function (ev) {
+      var s = document.getElementById("run-status");
+      if (s) { s.dataset.status = ev.data; s.textContent = ev.data; s.className = "badge s-" + ev.data; }
+    },
+    end: function () { end(); }
   });
-  es.addEventListener("status", function (ev) {
-    var s = document.getElementById("run-status");
-    if (s) { s.dataset.status = ev.data; s.textContent = ev.data; s.className = "badge s-" + ev.data; }
-  });
-  es.addEventListener("end", function () { es.close(); });
 }
 // A live list: the server sends the list's whole HTML when it changed; parts and rows are
 // matched by id or data-key and only changed ones are replaced, never one in use.
@@ -98,12 +114,11 @@ function sync(parent, incoming) {
 function liveLists() {
   if (!window.EventSource) { return; }
   document.querySelectorAll("[data-live-list]").forEach(function (region) {
-    var es = new EventSource(region.dataset.liveList);
-    es.addEventListener("list", function (ev) {
+    follow(region.dataset.liveList, { list: function (ev) {
       var tpl = document.createElement("template");
       tpl.innerHTML = ev.data;
       sync(region, tpl.content);
-    });
+    } });
   });
 }
 document.addEventListener("DOMContentLoaded", function () {
