@@ -4,7 +4,7 @@
 //! CLI's user) and when. Rows are only ever added.
 //!
 //! [`Store::record_audit`] also writes the action as one log line (`operator action`, with
-//! the actor, action, target and run), so the trail is in the logs even where nobody reads
+//! the actor, action, run and detail, and the target as `object`), so the trail is in the logs even where nobody reads
 //! the table. It is called after the action took effect: a refused action is not an action.
 
 use std::future::Future;
@@ -122,7 +122,7 @@ impl Store {
         tracing::info!(
             actor = entry.actor,
             action = entry.action,
-            target = entry.target,
+            object = entry.target,
             run_id = entry.run_id,
             detail = entry.detail,
             "operator action"

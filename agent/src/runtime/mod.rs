@@ -47,6 +47,20 @@ pub use step::{Step, next_step};
 pub fn run_ended_by_store(run: &nightshift_store::Run, configured: bool) {
     metrics::run_ended_by_store(run, configured);
     traces::run_ended_by_store(run);
+    // The one `run ended` line of a run no job of which ended it (a job's end logs its own).
+    let started = run.started_at.unwrap_or(run.created_at);
+    let duration_ms = run.finished_at.unwrap_or(started).saturating_sub(started);
+    let detail = run.error.as_deref().and_then(|e| e.lines().next());
+    tracing::info!(
+        run_id = %run.id,
+        agent = %run.agent,
+        status = run.status.as_str(),
+        duration_ms,
+        turns = run.turns,
+        cost_usd = run.cost_usd,
+        detail,
+        "run ended"
+    );
 }
 
 use background::TaskCheck;

@@ -1,6 +1,8 @@
 //! The daemon's log as an operator reads it: `[log] format = "json"` gives one JSON object per
 //! line, and the lines written while a job runs carry the run, job, attempt and agent, with
-//! one line when the run starts and one when it ends (status, duration, turns, tokens, cost).
+//! one line when the run starts and one when it ends (status, duration, turns, tokens, cost);
+//! a run the store ends (a cancel while it waits) gets its one `run ended` line too, and the
+//! cancel its `operator action` line.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -81,6 +83,24 @@ async fn json_log_lines_carry_the_run(db: &TestDb) {
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
     wait_for_api(&http, &api).await;
     let run_id = run_echo(&http, &api, &store).await;
+    // A run cancelled while it waits to start: no job ends it, the store does, and it gets
+    // its one `run ended` line all the same; the cancel is an operator action, logged.
+    let (_, later) = post_json(
+        &http,
+        &format!("{api}/v1/runs"),
+        API_TOKEN,
+        &serde_json::json!({"agent": "echo", "prompt": "later", "delay_seconds": 3600}),
+    )
+    .await;
+    let later = later["run_id"].as_str().expect("a run id").to_string();
+    let (status, said) = post_json(
+        &http,
+        &format!("{api}/v1/runs/{later}/cancel"),
+        API_TOKEN,
+        &serde_json::json!({}),
+    )
+    .await;
+    assert!(status.is_success(), "{said}");
     serve.signal("TERM");
     assert!(serve.wait_exit(Duration::from_secs(20)).await.success());
 
@@ -127,6 +147,31 @@ async fn json_log_lines_carry_the_run(db: &TestDb) {
     assert_eq!(ended["input_tokens"], run.input_tokens, "{ended}");
     assert_eq!(ended["output_tokens"], run.output_tokens, "{ended}");
     assert!(ended["cost_usd"].is_number(), "{ended}");
+
+    let later_ended: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["message"] == "run ended" && l["run_id"] == later.as_str())
+        .collect();
+    assert_eq!(
+        later_ended.len(),
+        1,
+        "one 'run ended' line for {later}: {written}"
+    );
+    assert_eq!(later_ended[0]["status"], "cancelled", "{}", later_ended[0]);
+    assert_eq!(later_ended[0]["agent"], "echo", "{}", later_ended[0]);
+    let action = lines
+        .iter()
+        .find(|l| l["message"] == "operator action")
+        .unwrap_or_else(|| panic!("an 'operator action' line: {written}"));
+    assert_eq!(
+        (&action["actor"], &action["action"], &action["object"]),
+        (
+            &Value::from("token:admin"),
+            &Value::from("cancel"),
+            &Value::from(later.as_str())
+        ),
+        "{action}"
+    );
 }
 
 /// SIGHUP checks the config file again and logs the verdict, and the daemon keeps working on
