@@ -12,7 +12,7 @@
 //! - **Never silently free.** [`ModelPrices::for_agent`] refuses an agent that has a cost
 //!   budget while one of its models (main or fallback) has no price, naming the key and
 //!   the model; an agent without a cost budget may use unpriced models (their calls count
-//!   $0, and the README says so).
+//!   $0, and docs/concepts/models.md says so).
 //!
 //! The choice of a price is a pure function of the table and the ids; nothing here does I/O.
 
@@ -228,7 +228,7 @@ impl ModelPrices {
                 format!("agents.{}.budgets.max_cost_usd", agent.name),
                 format!(
                     "cannot be kept: Nightshift has no price for model {} (it knows Anthropic's \
-                     and OpenAI's models; see the README's price table); add a \
+                     and OpenAI's models; see docs/concepts/models.md, \"Model prices\"); add a \
                      [prices.\"{}\"] table with input, output, cache_write and cache_read in \
                      USD per million tokens, or set the agent's `pricing`",
                     unpriced

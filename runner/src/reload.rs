@@ -88,6 +88,7 @@ fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
         ("worker", differs(&old.worker, &new.worker)),
         ("server", differs(&old.server, &new.server)),
         ("log", differs(&old.log, &new.log)),
+        ("telemetry", differs(&old.telemetry, &new.telemetry)),
         (
             "runtime.data_dir",
             differs(&old.runtime.data_dir, &new.runtime.data_dir),
@@ -292,9 +293,10 @@ mod tests {
         new.worker.slots = 99;
         new.server.address = "127.0.0.1:1".into();
         new.runtime.data_dir = "/elsewhere".into();
+        new.telemetry.service_name = "other".into();
         assert_eq!(
             restart_only(&old, &new),
-            ["worker", "server", "runtime.data_dir"]
+            ["worker", "server", "telemetry", "runtime.data_dir"]
         );
     }
 }

@@ -1,5 +1,6 @@
 //! Every metric in one table: its name, type, unit, help text and label set, each label with
-//! the bound on its values. The recorder is described from it, the README's list is checked
+//! the bound on its values. The recorder is described from it, the reference's list
+//! (`docs/reference/metrics.md`) is checked
 //! against it, and the unit tests check every rendered series against it.
 
 /// What kind of series a metric is.
