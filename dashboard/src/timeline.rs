@@ -973,7 +973,9 @@ mod tests {
             );
         }
         assert!(
-            html.contains("data-action=\"approve\" data-confirm="),
+            html.contains(
+                "data-action=\"approve\" data-confirm-yes=\"Yes, approve\" data-confirm="
+            ),
             "approve asks first: {html}"
         );
     }
