@@ -7,7 +7,8 @@
 //! whose "No, go back" links to that page — a decision's shows the call, the prompt and the
 //! model's text ([`crate::approvals::confirm`]). A decision made from the approvals inbox
 //! (`return=approvals`) goes back there; only the known pages are allowed
-//! ([`decide_return`]), never a URL from the form.
+//! ([`decide_return`]), never a URL from the form. Every action that took effect is recorded
+//! in the audit trail as [`ACTOR`] ([`audit`]).
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -18,6 +19,31 @@ use nightshift_store::{CancelOutcome, Error as StoreError};
 
 use crate::DashboardState;
 use crate::auth::Session;
+
+/// Who the audit trail says acted from the dashboard: it is signed in with the main API token,
+/// whose name is `admin`.
+pub const ACTOR: &str = "dashboard:admin";
+
+/// Records an action taken from the dashboard in the audit trail (and the log); a failure to
+/// record it is logged and does not undo it.
+pub(crate) async fn audit(
+    state: &DashboardState,
+    action: &str,
+    run_id: Option<&str>,
+    target: &str,
+    detail: Option<&str>,
+) {
+    let entry = nightshift_store::NewAudit {
+        actor: ACTOR,
+        action,
+        run_id,
+        target,
+        detail,
+    };
+    if let Err(e) = state.store.record_audit(&entry).await {
+        tracing::error!(error = %e, action, target, "could not record a dashboard action in the audit trail");
+    }
+}
 use crate::layout::{self, CsrfForm, check_post};
 
 /// The flash message of a store error, as the API words it (pure).
@@ -127,7 +153,11 @@ pub async fn cancel(
             "",
         );
     }
-    match state.store.cancel_run(&id).await {
+    let cancelled = state.store.cancel_run(&id).await;
+    if cancelled.is_ok() {
+        audit(&state, "cancel", Some(&id), &id, None).await;
+    }
+    match cancelled {
         Ok(CancelOutcome::Cancelled) => back(&state, &session, &id, "Run cancelled."),
         Ok(CancelOutcome::Requested) => back(
             &state,
@@ -149,7 +179,11 @@ pub async fn wake(
     if let Err(refused) = check_post(&state, &session, &headers, &form.csrf) {
         return refused;
     }
-    match state.store.wake_now(&id).await {
+    let woken = state.store.wake_now(&id).await;
+    if woken.is_ok() {
+        audit(&state, "wake", Some(&id), &id, None).await;
+    }
+    match woken {
         Ok(()) => back(
             &state,
             &session,
@@ -225,7 +259,7 @@ pub async fn decide(
     }
     let flash = match state
         .store
-        .decide_approval(&id, &call, approve, reason)
+        .decide_approval_as(&id, &call, approve, reason, ACTOR)
         .await
     {
         Ok(()) if approve => format!("Approved call {call} of run {id}: the run resumes."),

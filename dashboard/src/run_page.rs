@@ -99,6 +99,7 @@ pub async fn page(
     };
     let csrf = state.keys.csrf(&session);
     let now = state.store.now();
+    let actions = operator_actions(&state, &id, now).await;
     let rendered: Vec<String> = items
         .iter()
         .map(|i| render_item(&state, i, &run, &csrf))
@@ -121,6 +122,43 @@ pub async fn page(
             tokens_in => format::tokens(run.input_tokens),
             tokens_out => format::tokens(run.output_tokens),
             cost => format::money(run.cost_usd),
+            actions,
         },
     )
+}
+
+/// One row of the run's operator actions (the audit trail), as the page shows it.
+#[derive(Debug, serde::Serialize)]
+struct ActionRow {
+    utc: String,
+    age: String,
+    actor: String,
+    action: String,
+    target: String,
+    detail: String,
+}
+
+/// What operators did to the run (approvals, cancels, wakes…), oldest first; none when the
+/// trail cannot be read (the page still shows the run).
+async fn operator_actions(state: &DashboardState, run_id: &str, now: i64) -> Value {
+    let rows = match state.store.audit_log(Some(run_id), None, 200).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!(error = %e, run_id, "cannot read the run's operator actions");
+            Vec::new()
+        }
+    };
+    let rows: Vec<ActionRow> = rows
+        .into_iter()
+        .rev()
+        .map(|a| ActionRow {
+            utc: format::utc(a.at),
+            age: format::age(now, a.at),
+            actor: a.actor,
+            action: a.action,
+            target: a.target,
+            detail: a.detail.unwrap_or_default(),
+        })
+        .collect();
+    Value::from(minijinja::value::Serde(&rows))
 }

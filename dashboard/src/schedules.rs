@@ -153,7 +153,21 @@ pub async fn trigger(
         return refused;
     }
     let flash = match cron::trigger(&state.intake, &name).await {
-        Ok(outcome) => fire_message(&name, &outcome),
+        Ok(outcome) => {
+            let (run_id, detail) = match &outcome {
+                FireOutcome::Enqueued { run_id, .. } => (run_id.as_str(), "enqueued"),
+                FireOutcome::Skipped { active_run } => (active_run.as_str(), "skipped"),
+            };
+            crate::actions::audit(
+                &state,
+                "schedule_trigger",
+                Some(run_id),
+                &name,
+                Some(detail),
+            )
+            .await;
+            fire_message(&name, &outcome)
+        }
         Err(e) => schedule_message(&e),
     };
     back_to(&state, &session, "/ui/schedules", &flash)
@@ -174,7 +188,11 @@ async fn set_enabled(
         enabled: Some(enabled),
         ..SchedulePatch::default()
     };
-    let flash = match cron::update(&state.store, &name, patch, &state.intake.agents()).await {
+    let updated = cron::update(&state.store, &name, patch, &state.intake.agents()).await;
+    if updated.is_ok() {
+        crate::actions::audit(&state, "schedule_update", None, &name, Some("enabled")).await;
+    }
+    let flash = match updated {
         Ok(r) if enabled => match r.next_fire_at {
             Some(t) => format!("Enabled {name}: next fire {}.", format::utc(t)),
             None => format!("Enabled {name}."),

@@ -765,6 +765,46 @@ async fn approvals_page(db: &TestDb) {
         .await;
     back_to(&denied, "/ui/approvals");
     assert_eq!(status(run2.clone(), call2).await, ApprovalStatus::Denied);
+    // Both decisions are in the audit trail, by the dashboard, and kept on the approvals.
+    let trail: Vec<(String, String, String, Option<String>)> = d
+        .store
+        .audit_log(None, None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .rev()
+        .map(|a| (a.actor, a.action, a.target, a.detail))
+        .collect();
+    assert_eq!(
+        trail,
+        [
+            (
+                "dashboard:admin".to_string(),
+                "approve".to_string(),
+                format!("{run1}/{call1}"),
+                None
+            ),
+            (
+                "dashboard:admin".to_string(),
+                "deny".to_string(),
+                format!("{run2}/{call2}"),
+                Some("no".to_string())
+            ),
+        ]
+    );
+    let decided = d.store.approval(&run2, call2).await.unwrap().unwrap();
+    assert_eq!(decided.decided_by.as_deref(), Some("dashboard:admin"));
+    // The run's page lists what operators did to it.
+    let (_, _, page) = get(&d, &format!("/ui/runs/{run2}"), Some(&cookie)).await;
+    assert!(page.contains("Operator actions"), "{page}");
+    assert!(
+        page.contains("<tr data-action=\"deny\">") && page.contains("dashboard:admin"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("data-action=\"approve\"><td>"),
+        "only this run's: {page}"
+    );
 }
 
 /// A run of `helper` with `prompt` whose model wrote `said` and called `deploy` with `input`,
