@@ -7,6 +7,7 @@
 //! review of the older head, whose post is refused.
 
 mod cancel;
+mod comment_states;
 mod daemon;
 pub(crate) mod harness;
 mod supersede;
@@ -22,6 +23,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use cancel::cancel_routes_mentions_and_ignored;
+use comment_states::a_comment_in_each_run_state;
 use daemon::serve_end_to_end;
 use harness::{
     HOOKS, Intake, SECRET, base64_encode, fixture, github_signature, hex_encode, run_id,
@@ -38,6 +40,8 @@ on_both_backends! {
     a_crash_between_claim_and_record_is_finished_by_the_redelivery => crash_between_steps;
     timestamped_signatures_follow_the_store_clock => timestamped_signatures;
     nightshift_serve_runs_the_agent_a_delivery_started => serve_end_to_end;
+    nightshift_serve_takes_a_comment_to_a_queued_or_running_run_and_refuses_one_to_an_ended_run =>
+        a_comment_in_each_run_state;
     a_newer_push_supersedes_the_review_of_the_older_head => two_pushes_supersede_the_first_review;
     a_redelivered_resume_whose_run_ended_is_answered_from_its_record => resume_redelivered_after_its_run_ended;
     a_redelivery_the_reloaded_config_would_refuse_is_answered_from_its_record => redelivered_after_a_reload;
