@@ -8,7 +8,8 @@
 //! model's text ([`crate::approvals::confirm`]). A decision made from the approvals inbox
 //! (`return=approvals`) goes back there; only the known pages are allowed
 //! ([`decide_return`]), never a URL from the form. Every action that took effect is recorded
-//! in the audit trail as [`ACTOR`] ([`audit`]).
+//! in the audit trail as the session's signer ([`audit`]); a read-only session acts on
+//! nothing ([`crate::layout::check_post`]).
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -20,21 +21,19 @@ use nightshift_store::{CancelOutcome, Error as StoreError};
 use crate::DashboardState;
 use crate::auth::Session;
 
-/// Who the audit trail says acted from the dashboard: it is signed in with the main API token,
-/// whose name is `admin`.
-pub const ACTOR: &str = "dashboard:admin";
-
-/// Records an action taken from the dashboard in the audit trail (and the log); a failure to
-/// record it is logged and does not undo it.
+/// Records an action taken from the dashboard in the audit trail (and the log), as the
+/// session's signer (`dashboard:NAME`); a failure to record it is logged and does not undo it.
 pub(crate) async fn audit(
     state: &DashboardState,
+    session: &Session,
     action: &str,
     run_id: Option<&str>,
     target: &str,
     detail: Option<&str>,
 ) {
+    let actor = session.actor();
     let entry = nightshift_store::NewAudit {
-        actor: ACTOR,
+        actor: &actor,
         action,
         run_id,
         target,
@@ -155,7 +154,7 @@ pub async fn cancel(
     }
     let cancelled = state.store.cancel_run(&id).await;
     if cancelled.is_ok() {
-        audit(&state, "cancel", Some(&id), &id, None).await;
+        audit(&state, &session, "cancel", Some(&id), &id, None).await;
     }
     match cancelled {
         Ok(CancelOutcome::Cancelled) => back(&state, &session, &id, "Run cancelled."),
@@ -181,7 +180,7 @@ pub async fn wake(
     }
     let woken = state.store.wake_now(&id).await;
     if woken.is_ok() {
-        audit(&state, "wake", Some(&id), &id, None).await;
+        audit(&state, &session, "wake", Some(&id), &id, None).await;
     }
     match woken {
         Ok(()) => back(
@@ -259,7 +258,7 @@ pub async fn decide(
     }
     let flash = match state
         .store
-        .decide_approval_as(&id, &call, approve, reason, ACTOR)
+        .decide_approval_as(&id, &call, approve, reason, &session.actor())
         .await
     {
         Ok(()) if approve => format!("Approved call {call} of run {id}: the run resumes."),

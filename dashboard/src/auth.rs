@@ -1,10 +1,12 @@
 //! Sign-in, sessions and CSRF.
 //!
 //! Guarantees:
-//! - **Stateless sessions.** The cookie is `expiry.id.mac` with `mac =
-//!   HMAC-SHA256(key, "session|expiry|id")` and the key derived from the API token, so a
-//!   session works on every daemon sharing the token and across restarts, and rotating the
-//!   token signs everyone out. Sessions end after [`SESSION_MS`].
+//! - **Stateless sessions.** The cookie is `expiry.id.name.role.mac` with `mac =
+//!   HMAC-SHA256(key, "session|expiry|id|name|role")` and the key derived from the main API
+//!   token, so a session works on every daemon sharing the token and across restarts, and
+//!   rotating the main token signs everyone out. Anyone with an API token signs in: the
+//!   session carries that token's name (what the audit trail records) and whether it only
+//!   reads (a read-only session is refused every action). Sessions end after [`SESSION_MS`].
 //! - **CSRF.** Every state-changing form carries `csrf = HMAC(key, "csrf|id")`, compared in
 //!   constant time; and a request whose `Sec-Fetch-Site` is present and not `same-origin`, or
 //!   whose `Origin` is present and not this host, is refused ([`cross_site`]).
@@ -36,11 +38,41 @@ impl std::fmt::Debug for Keys {
     }
 }
 
-/// A valid session: its id (the CSRF token is bound to it).
+/// A valid session: its id (the CSRF token is bound to it), and who signed in — the name of
+/// the API token used (`admin` for the main one), and whether that token only reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
     pub id: String,
     pub expires_at: Millis,
+    pub name: String,
+    pub read_only: bool,
+}
+
+impl Session {
+    /// How the audit trail names this session's actions.
+    pub fn actor(&self) -> String {
+        format!("dashboard:{}", self.name)
+    }
+}
+
+/// Who a sign-in token is: its name and whether it only reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signer {
+    pub name: String,
+    pub read_only: bool,
+}
+
+/// Tells who a sign-in token is, if it is one the API accepts (compared in constant time).
+pub type SignIn = std::sync::Arc<dyn Fn(&str) -> Option<Signer> + Send + Sync>;
+
+/// A [`SignIn`] that knows only `token`, as `admin`.
+pub fn only(token: std::sync::Arc<String>) -> SignIn {
+    std::sync::Arc::new(move |given: &str| {
+        token_ok(&token, given).then(|| Signer {
+            name: "admin".into(),
+            read_only: false,
+        })
+    })
 }
 
 impl Keys {
@@ -59,29 +91,41 @@ impl Keys {
         hex::encode(mac.finalize().into_bytes())
     }
 
-    /// A new session's cookie value, valid until `now + SESSION_MS`.
-    pub fn issue(&self, now: Millis) -> String {
+    /// A new session's cookie value for `signer`, valid until `now + SESSION_MS`:
+    /// `expiry.id.NAME_HEX.role.mac`, every part signed.
+    pub fn issue(&self, now: Millis, signer: &Signer) -> String {
         let expires = now + SESSION_MS;
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let mac = self.mac(&format!("session|{expires}|{id}"));
-        format!("{expires}.{id}.{mac}")
+        let name = hex::encode(signer.name.as_bytes());
+        let role = if signer.read_only { "r" } else { "w" };
+        let mac = self.mac(&format!("session|{expires}|{id}|{name}|{role}"));
+        format!("{expires}.{id}.{name}.{role}.{mac}")
     }
 
     /// The session `value` names, when its MAC is right and it has not expired.
     pub fn verify(&self, value: &str, now: Millis) -> Option<Session> {
         let mut parts = value.split('.');
-        let (expires, id, mac) = (parts.next()?, parts.next()?, parts.next()?);
+        let (expires, id, name, role, mac) = (
+            parts.next()?,
+            parts.next()?,
+            parts.next()?,
+            parts.next()?,
+            parts.next()?,
+        );
         if parts.next().is_some() {
             return None;
         }
         let expires_at: Millis = expires.parse().ok()?;
-        let want = self.mac(&format!("session|{expires_at}|{id}"));
+        let want = self.mac(&format!("session|{expires_at}|{id}|{name}|{role}"));
         if !bool::from(want.as_bytes().ct_eq(mac.as_bytes())) || expires_at <= now {
             return None;
         }
+        let name = String::from_utf8(hex::decode(name).ok()?).ok()?;
         Some(Session {
             id: id.to_string(),
             expires_at,
+            name,
+            read_only: role == "r",
         })
     }
 
@@ -185,12 +229,20 @@ mod tests {
     use super::*;
     use axum::http::HeaderValue;
 
+    fn admin() -> Signer {
+        Signer {
+            name: "admin".into(),
+            read_only: false,
+        }
+    }
+
     #[test]
     fn a_session_verifies_until_it_expires_and_not_under_another_token() {
         let keys = Keys::new("tok-1");
-        let cookie = keys.issue(1_000);
+        let cookie = keys.issue(1_000, &admin());
         let s = keys.verify(&cookie, 2_000).expect("valid");
         assert_eq!(s.expires_at, 1_000 + SESSION_MS);
+        assert_eq!((s.name.as_str(), s.read_only), ("admin", false));
         assert!(
             keys.verify(&cookie, 1_000 + SESSION_MS).is_none(),
             "expired"
@@ -205,10 +257,30 @@ mod tests {
     }
 
     #[test]
+    fn a_session_carries_its_signers_name_and_role_and_neither_can_be_changed() {
+        let keys = Keys::new("tok");
+        let grafana = Signer {
+            name: "ops.grafana".into(),
+            read_only: true,
+        };
+        let cookie = keys.issue(0, &grafana);
+        let s = keys.verify(&cookie, 1).unwrap();
+        assert_eq!(s.actor(), "dashboard:ops.grafana");
+        assert!(s.read_only);
+        let writer = cookie.replacen(".r.", ".w.", 1);
+        assert!(keys.verify(&writer, 1).is_none(), "the role is signed");
+        let renamed = cookie.replacen(&hex::encode("ops.grafana"), &hex::encode("admin"), 1);
+        assert!(keys.verify(&renamed, 1).is_none(), "the name is signed");
+        let sign_in = only(std::sync::Arc::new("main-token".into()));
+        assert_eq!(sign_in("main-token"), Some(admin()));
+        assert_eq!(sign_in("main-toke"), None);
+    }
+
+    #[test]
     fn csrf_tokens_are_bound_to_their_session() {
         let keys = Keys::new("tok");
-        let a = keys.verify(&keys.issue(0), 1).unwrap();
-        let b = keys.verify(&keys.issue(0), 1).unwrap();
+        let a = keys.verify(&keys.issue(0, &admin()), 1).unwrap();
+        let b = keys.verify(&keys.issue(0, &admin()), 1).unwrap();
         assert!(keys.csrf_ok(&a, &keys.csrf(&a)));
         assert!(!keys.csrf_ok(&a, &keys.csrf(&b)));
         assert!(!keys.csrf_ok(&a, ""));

@@ -161,15 +161,15 @@ pub async fn login(
             context! { error => why },
         );
     }
-    if !auth::token_ok(&state.token, form.token.trim()) {
+    let Some(signer) = (state.sign_in)(form.token.trim()) else {
         return render(
             &state,
             StatusCode::UNAUTHORIZED,
             "login.html",
-            context! { error => "That is not the API token. Use the token the daemon printed at start (or its api-token file)." },
+            context! { error => "That is not the API token (nor one of the [[server.tokens]]). Use the token the daemon printed at start (or its api-token file)." },
         );
-    }
-    let cookie = state.keys.issue(state.store.now());
+    };
+    let cookie = state.keys.issue(state.store.now(), &signer);
     (
         StatusCode::SEE_OTHER,
         [
@@ -204,6 +204,17 @@ pub fn check_post(
             StatusCode::FORBIDDEN,
             "Refused",
             &format!("{why}. Nothing was changed."),
+        ));
+    }
+    if session.read_only {
+        return Err(message(
+            state,
+            StatusCode::FORBIDDEN,
+            "Refused",
+            &format!(
+                "You signed in with '{}', a read-only token: it may look, not act. Sign in with an operator token to do this. Nothing was changed.",
+                session.name
+            ),
         ));
     }
     if !state.keys.csrf_ok(session, csrf) {

@@ -62,8 +62,10 @@ use nightshift_store::Store;
 #[derive(Clone)]
 pub struct DashboardState {
     pub store: Store,
-    /// The API token (sign-in compares against it; sessions are keyed from it).
+    /// The main API token (sessions are keyed from it).
     pub token: Arc<String>,
+    /// Who a sign-in token is (every token the API accepts; by default only the main one).
+    pub sign_in: auth::SignIn,
     /// Where runs are checked and enqueued (a schedule's trigger goes through it, as the
     /// API's does); it knows the configured agent names (the agent filter's choices), as
     /// they are after a reload.
@@ -87,6 +89,7 @@ impl DashboardState {
     ) -> DashboardState {
         DashboardState {
             keys: auth::Keys::new(&token),
+            sign_in: auth::only(token.clone()),
             store,
             token,
             intake,
@@ -94,6 +97,12 @@ impl DashboardState {
             files: None,
             templates: Arc::new(layout::templates()),
         }
+    }
+
+    /// The state whose sign-in takes the tokens `sign_in` knows (the API's named tokens).
+    pub fn with_sign_in(mut self, sign_in: auth::SignIn) -> DashboardState {
+        self.sign_in = sign_in;
+        self
     }
 
     /// The state that shows the run files under `data_dir` (artifacts, running tasks'

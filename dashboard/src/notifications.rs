@@ -150,7 +150,7 @@ pub async fn redeliver(
     }
     let flash = match state.store.redeliver(&id).await {
         Ok(()) => {
-            crate::actions::audit(&state, "redeliver", None, &id, None).await;
+            crate::actions::audit(&state, &session, "redeliver", None, &id, None).await;
             format!("Delivery {id} is pending again: the notifier sends it with fresh attempts.")
         }
         Err(e) => store_message(&e),

@@ -160,6 +160,7 @@ pub async fn trigger(
             };
             crate::actions::audit(
                 &state,
+                &session,
                 "schedule_trigger",
                 Some(run_id),
                 &name,
@@ -190,7 +191,15 @@ async fn set_enabled(
     };
     let updated = cron::update(&state.store, &name, patch, &state.intake.agents()).await;
     if updated.is_ok() {
-        crate::actions::audit(&state, "schedule_update", None, &name, Some("enabled")).await;
+        crate::actions::audit(
+            &state,
+            &session,
+            "schedule_update",
+            None,
+            &name,
+            Some("enabled"),
+        )
+        .await;
     }
     let flash = match updated {
         Ok(r) if enabled => match r.next_fire_at {

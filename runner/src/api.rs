@@ -95,12 +95,22 @@ fn dashboard_state(
     state: &ApiState,
     data_dir: Option<std::path::PathBuf>,
 ) -> nightshift_dashboard::DashboardState {
+    let tokens = state.tokens.clone();
+    let sign_in: nightshift_dashboard::auth::SignIn = Arc::new(move |given: &str| {
+        tokens
+            .identify(given)
+            .map(|c| nightshift_dashboard::auth::Signer {
+                read_only: c.role == crate::api_tokens::TokenRole::ReadOnly,
+                name: c.name,
+            })
+    });
     let dashboard = nightshift_dashboard::DashboardState::new(
         state.store.clone(),
         state.tokens.main(),
         state.intake.clone(),
         state.hooks.clone(),
-    );
+    )
+    .with_sign_in(sign_in);
     match data_dir {
         Some(dir) => dashboard.with_data_dir(dir),
         None => dashboard,

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 on_both_backends! {
     every_operator_action_is_stored_with_the_token_that_took_it => actions_are_audited;
     a_read_only_token_reads_and_is_refused_every_write => read_only_refused;
+    dashboard_sessions_carry_their_tokens_name_and_role => dashboard_sessions;
 }
 
 const ADMIN: &str = "admin-token-0123456789";
@@ -297,4 +298,101 @@ async fn read_only_refused(db: &TestDb) {
     assert!(api.trail("").await.is_empty());
     let (status, _) = api.send("wrong-token", "GET", "/v1/runs", None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+/// The dashboard's sign-in takes every token the API does: a session carries the token's name
+/// into the audit trail, and a read-only token's session may look but is refused every action.
+async fn dashboard_sessions(db: &TestDb) {
+    let api = Api::start(db).await;
+    let run = api
+        .store
+        .enqueue(&NewRun::new("helper", "a"))
+        .await
+        .unwrap()
+        .run_id;
+    // Redirects are what is checked here, so this client does not follow them (`Api::start`
+    // installed the crypto provider).
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let sign_in = |token: &'static str| {
+        let (http, base) = (http.clone(), api.base.clone());
+        async move {
+            let resp = http
+                .post(format!("{base}/ui/login"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("token={token}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                resp.status(),
+                StatusCode::SEE_OTHER,
+                "signed in with {token}"
+            );
+            let set = resp.headers()["set-cookie"].to_str().unwrap().to_string();
+            set.split(';').next().unwrap().to_string()
+        }
+    };
+    let page = |cookie: String| {
+        let (http, base, run) = (http.clone(), api.base.clone(), run.clone());
+        async move {
+            let resp = http
+                .get(format!("{base}/ui/runs/{run}"))
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), StatusCode::OK);
+            resp.text().await.unwrap()
+        }
+    };
+    let cancel = |cookie: String, csrf: String| {
+        let (http, base, run) = (http.clone(), api.base.clone(), run.clone());
+        async move {
+            let resp = http
+                .post(format!("{base}/ui/runs/{run}/cancel"))
+                .header("cookie", cookie)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("csrf={csrf}&confirmed=yes"))
+                .send()
+                .await
+                .unwrap();
+            (resp.status(), resp.text().await.unwrap())
+        }
+    };
+
+    let viewer = sign_in(GRAFANA).await;
+    let shown = page(viewer.clone()).await;
+    let (status, said) = cancel(viewer, csrf_of(&shown)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{said}");
+    assert!(said.contains("read-only token"), "{said}");
+    assert_eq!(
+        api.store.run(&run).await.unwrap().unwrap().status,
+        RunStatus::Queued,
+        "nothing changed"
+    );
+    assert!(api.trail("").await.is_empty());
+
+    let operator = sign_in(CI).await;
+    let shown = page(operator.clone()).await;
+    let (status, said) = cancel(operator, csrf_of(&shown)).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{said}");
+    assert_eq!(
+        api.store.run(&run).await.unwrap().unwrap().status,
+        RunStatus::Cancelled
+    );
+    assert_eq!(
+        api.trail("").await,
+        [row("dashboard:ci", "cancel", &run, None)]
+    );
+}
+
+fn csrf_of(page: &str) -> String {
+    let at = page
+        .find("name=\"csrf\" value=\"")
+        .expect("a form with a csrf field");
+    let rest = &page[at + "name=\"csrf\" value=\"".len()..];
+    rest[..rest.find('"').unwrap()].to_string()
 }
