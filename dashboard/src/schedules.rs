@@ -154,10 +154,7 @@ pub async fn trigger(
     }
     let flash = match cron::trigger(&state.intake, &name).await {
         Ok(outcome) => {
-            let (run_id, detail) = match &outcome {
-                FireOutcome::Enqueued { run_id, .. } => (run_id.as_str(), "enqueued"),
-                FireOutcome::Skipped { active_run } => (active_run.as_str(), "skipped"),
-            };
+            let (run_id, detail) = outcome.run();
             crate::actions::audit(
                 &state,
                 &session,

@@ -270,15 +270,12 @@ async fn trigger(
 ) -> Response {
     let outcome = cron::trigger(&state.intake, &name).await;
     if let Ok(o) = &outcome {
-        let (run_id, detail) = match o {
-            FireOutcome::Enqueued { run_id, .. } => (Some(run_id.as_str()), "enqueued"),
-            FireOutcome::Skipped { active_run } => (Some(active_run.as_str()), "skipped"),
-        };
+        let (run_id, detail) = o.run();
         audit(
             &state,
             &caller,
             "schedule_trigger",
-            run_id,
+            Some(run_id),
             &name,
             Some(detail),
         )

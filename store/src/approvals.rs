@@ -354,7 +354,8 @@ impl Store {
             target: &target,
             detail: reason,
         })
-        .await
+        .await;
+        Ok(())
     }
 
     async fn decide(

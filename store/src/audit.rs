@@ -1,11 +1,13 @@
 //! The audit trail (`audit_log`, migration 0021): one row per operator action — an approval
-//! or denial, a cancel, a wake, a message, a schedule made, changed, deleted or triggered, a
-//! redelivery — with who did it (a named API token, a dashboard session's token name, or the
-//! CLI's user) and when. Rows are only ever added.
+//! or denial, a cancel, a wake, a schedule made, changed, deleted or triggered, a redelivery —
+//! with who did it (a named API token, a dashboard session's token name, or the CLI's user)
+//! and when. Rows are only ever added.
 //!
 //! [`Store::record_audit`] also writes the action as one log line (`operator action`, with
-//! the actor, action, run and detail, and the target as `object`), so the trail is in the logs even where nobody reads
-//! the table. It is called after the action took effect: a refused action is not an action.
+//! the actor, action, run and detail, and the target as `object`), so the trail is in the logs
+//! even where nobody reads the table. It is called after the action took effect (a refused
+//! action is not an action), and a failure to store the row is logged, never turned into a
+//! failure of the action.
 
 use std::future::Future;
 
@@ -117,8 +119,10 @@ async fn list<B: AuditStatements>(
 }
 
 impl Store {
-    /// Records an operator action that took effect, and logs it.
-    pub async fn record_audit(&self, entry: &NewAudit<'_>) -> Result<()> {
+    /// Records an operator action that took effect, and logs it. Failing to store it does not
+    /// undo the action, so it is not an error of the action: it is logged, and the caller
+    /// answers as the action went.
+    pub async fn record_audit(&self, entry: &NewAudit<'_>) {
         tracing::info!(
             actor = entry.actor,
             action = entry.action,
@@ -128,7 +132,15 @@ impl Store {
             "operator action"
         );
         let at = self.now();
-        dispatch!(self, b => insert(b, entry, at))
+        if let Err(e) = dispatch!(self, b => insert(b, entry, at)) {
+            tracing::error!(
+                error = %e,
+                actor = entry.actor,
+                action = entry.action,
+                object = entry.target,
+                "could not store an operator action in the audit trail"
+            );
+        }
     }
 
     /// Recorded actions, newest first: of `run_id` when given, else all; with ids below

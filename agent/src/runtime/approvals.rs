@@ -79,12 +79,12 @@ impl Session<'_> {
         let Some(mut row) = store.approval(&self.run_id, &waiting.call_id).await? else {
             return Ok(());
         };
-        let mut by = "operator";
+        let mut timed_out = false;
         if row.status == ApprovalStatus::Pending && store.now() >= row.expires_at {
             store
                 .expire_approval(&self.run_id, &waiting.call_id)
                 .await?;
-            by = "timeout";
+            timed_out = true;
             row = store
                 .approval(&self.run_id, &waiting.call_id)
                 .await?
@@ -93,13 +93,13 @@ impl Session<'_> {
         if row.status == ApprovalStatus::Pending {
             return Ok(());
         }
-        let by = if row.status == ApprovalStatus::Expired {
+        let by = if timed_out || row.status == ApprovalStatus::Expired {
             "timeout".to_string()
-        } else if by == "timeout" {
-            by.to_string()
         } else {
             // Who decided, as the audit trail names them (`token:…`, `dashboard:…`, `cli:…`).
-            row.decided_by.clone().unwrap_or_else(|| by.to_string())
+            row.decided_by
+                .clone()
+                .unwrap_or_else(|| "operator".to_string())
         };
         let input = self
             .state

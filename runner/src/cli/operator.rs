@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use nightshift_scheduler::cron::FireOutcome;
 use nightshift_scheduler::{Intake, RunRequest};
 use nightshift_store::{
     CancelOutcome, DeliveryStatus, JobState, RunFilter, RunStatus, Store, TaskStatus, Trigger,
@@ -218,14 +217,15 @@ fn cli_actor() -> String {
     format!("cli:{user}")
 }
 
-/// Records an action this CLI took on the database in the audit trail (and the log).
+/// Records an action this CLI took on the database in the audit trail (and the log; see
+/// `Store::record_audit`).
 async fn cli_audit(
     store: &nightshift_store::Store,
     action: &str,
     run_id: Option<&str>,
     target: &str,
     detail: Option<&str>,
-) -> anyhow::Result<()> {
+) {
     let actor = cli_actor();
     store
         .record_audit(&nightshift_store::NewAudit {
@@ -235,8 +235,7 @@ async fn cli_audit(
             target,
             detail,
         })
-        .await?;
-    Ok(())
+        .await;
 }
 
 /// A value of a store type read as the CLI's row type (the same JSON the API sends).
@@ -410,7 +409,7 @@ impl Operator {
         match self {
             Operator::Local { store, .. } => {
                 let outcome = store.cancel_run(id).await?;
-                cli_audit(store, "cancel", Some(id), id, None).await?;
+                cli_audit(store, "cancel", Some(id), id, None).await;
                 Ok(outcome)
             }
             Operator::Remote(api) => {
@@ -430,7 +429,8 @@ impl Operator {
         match self {
             Operator::Local { store, .. } => {
                 store.wake_now(id).await?;
-                cli_audit(store, "wake", Some(id), id, None).await
+                cli_audit(store, "wake", Some(id), id, None).await;
+                Ok(())
             }
             Operator::Remote(api) => {
                 let _: Value = api.post(&format!("/v1/runs/{id}/wake"), json!({})).await?;
@@ -559,7 +559,8 @@ impl Operator {
         match self {
             Operator::Local { store, .. } => {
                 store.redeliver(delivery_id).await?;
-                cli_audit(store, "redeliver", None, delivery_id, None).await
+                cli_audit(store, "redeliver", None, delivery_id, None).await;
+                Ok(())
             }
             Operator::Remote(api) => {
                 let path = format!("/v1/notifications/{delivery_id}/redeliver");
@@ -632,11 +633,8 @@ impl Operator {
                 store.migrate().await?;
                 let intake = Intake::new(store.clone(), agents.iter().cloned());
                 let outcome = nightshift_scheduler::cron::trigger(&intake, name).await?;
-                let (run_id, detail) = match &outcome {
-                    FireOutcome::Enqueued { run_id, .. } => (run_id.as_str(), "enqueued"),
-                    FireOutcome::Skipped { active_run } => (active_run.as_str(), "skipped"),
-                };
-                cli_audit(store, "schedule_trigger", Some(run_id), name, Some(detail)).await?;
+                let (run_id, what) = outcome.run();
+                cli_audit(store, "schedule_trigger", Some(run_id), name, Some(what)).await;
                 row(outcome)
             }
             Operator::Remote(api) => {

@@ -202,6 +202,16 @@ pub enum FireOutcome {
 }
 
 impl FireOutcome {
+    /// The run this fire concerns and what became of it, as the audit trail words it: the
+    /// run it enqueued (`enqueued`, a duplicate fire's too), or the active run that held it
+    /// back (`skipped`).
+    pub fn run(&self) -> (&str, &'static str) {
+        match self {
+            FireOutcome::Enqueued { run_id, .. } => (run_id, "enqueued"),
+            FireOutcome::Skipped { active_run } => (active_run, "skipped"),
+        }
+    }
+
     /// Its name in the metrics: `enqueued`, `duplicate` or `skipped`.
     pub fn metric_name(&self) -> &'static str {
         match self {
@@ -319,4 +329,23 @@ pub async fn describe(store: &Store, row: ScheduleRow) -> Result<ScheduleView, S
         last_run_status,
         row,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fire_names_its_run_and_what_became_of_it() {
+        let fired = |duplicate| FireOutcome::Enqueued {
+            run_id: "r1".into(),
+            duplicate,
+        };
+        assert_eq!(fired(false).run(), ("r1", "enqueued"));
+        assert_eq!(fired(true).run(), ("r1", "enqueued"));
+        let held = FireOutcome::Skipped {
+            active_run: "r0".into(),
+        };
+        assert_eq!(held.run(), ("r0", "skipped"));
+    }
 }

@@ -8,6 +8,8 @@ use nightshift_runner::api::{ApiState, router};
 use nightshift_runner::api_tokens::{ApiTokens, TokenRole};
 use nightshift_store::{NewApproval, NewRun, RunStatus};
 use nightshift_tests::{TestDb, on_both_backends};
+
+use crate::dashboard::csrf_of;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -387,12 +389,4 @@ async fn dashboard_sessions(db: &TestDb) {
         api.trail("").await,
         [row("dashboard:ci", "cancel", &run, None)]
     );
-}
-
-fn csrf_of(page: &str) -> String {
-    let at = page
-        .find("name=\"csrf\" value=\"")
-        .expect("a form with a csrf field");
-    let rest = &page[at + "name=\"csrf\" value=\"".len()..];
-    rest[..rest.find('"').unwrap()].to_string()
 }
