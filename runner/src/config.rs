@@ -511,6 +511,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn named_tokens_are_refused_with_what_to_write_instead() {
+        let with = |entries: &str| Config::parse(entries, "x").and_then(|c| c.validate());
+        let token = |name: &str, role: &str| {
+            format!(
+                "[[server.tokens]]\nname = \"{name}\"\ntoken_env = \"T_{role}\"\nrole = \"{role}\"\n"
+            )
+        };
+        assert!(with(&(token("ci", "operator") + &token("grafana", "read_only"))).is_ok());
+        let refused = |text: String, want: &[&str]| {
+            let err = format!("{:#}", with(&text).unwrap_err());
+            for w in want {
+                assert!(err.contains(w), "{w} in: {err}");
+            }
+        };
+        refused(token("admin", "operator"), &["'admin'", "another name"]);
+        refused(
+            token("has space", "operator"),
+            &["'has space'", "letters, digits"],
+        );
+        refused(
+            token("ci", "operator") + &token("ci", "read_only"),
+            &["two tokens are named 'ci'"],
+        );
+        refused(
+            token("ci", "writer"),
+            &["writer", "`operator`", "`read_only`"],
+        );
+        refused(
+            "[[server.tokens]]\nname = \"ci\"\ntoken_env = \"T\"\n".to_string(),
+            &["role"],
+        );
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_name_the_key() {
         let err = Config::parse("[worker]\nslot = 3\n", "x.toml")
             .unwrap_err()

@@ -148,5 +148,14 @@ mod tests {
             ],
             "an unused provider's key is not required; a set one is not named"
         );
+        let tokens = Config::parse(
+            "[[server.tokens]]\nname = \"ci\"\ntoken_env = \"CI_TOKEN\"\nrole = \"operator\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            super::missing(&tokens, |_| false),
+            ["server.tokens.ci.token_env: the environment variable CI_TOKEN is not set"]
+        );
     }
 }

@@ -300,6 +300,12 @@ async fn read_only_refused(db: &TestDb) {
     assert!(api.trail("").await.is_empty());
     let (status, _) = api.send("wrong-token", "GET", "/v1/runs", None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, said) = api.send(GRAFANA, "GET", "/v1/audit?limit=many", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{said}");
+    assert!(
+        said["error"].as_str().unwrap_or_default().contains("limit"),
+        "{said}"
+    );
 }
 
 /// The dashboard's sign-in takes every token the API does: a session carries the token's name
