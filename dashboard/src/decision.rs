@@ -83,6 +83,7 @@ pub fn model_text(events: &[Event], call_id: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::log;
     use nightshift_llm::{Message, Role, StopReason, Usage};
 
     fn assistant(blocks: Vec<ContentBlock>) -> RunEvent {
@@ -111,22 +112,6 @@ mod tests {
             input: serde_json::json!({"version": "v2"}),
             unparsed: None,
         }
-    }
-
-    fn log(events: Vec<RunEvent>) -> Vec<Event> {
-        events
-            .into_iter()
-            .enumerate()
-            .map(|(i, e)| Event {
-                run_id: "r1".into(),
-                seq: i as i64 + 1,
-                job_id: 1,
-                lease_token: 1,
-                event_type: e.kind().into(),
-                payload: e.payload(),
-                created_at: 0,
-            })
-            .collect()
     }
 
     fn requested(call: &str) -> RunEvent {

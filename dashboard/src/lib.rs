@@ -46,6 +46,9 @@ pub mod runs;
 pub mod schedules;
 pub mod timeline;
 
+#[cfg(test)]
+mod test_support;
+
 use std::sync::Arc;
 
 use axum::Router;
