@@ -38,7 +38,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{self, ApiKey, HttpTimeouts, header_str, header_u64};
+use crate::http::{self, ApiKey, HttpTimeouts, SetupError, header_str, header_u64};
 use crate::message::{ContentBlock, ModelRequest, ModelResponse, RateLimits, ThinkingKind, Usage};
 use crate::provider::{Provider, ProviderError, says_context_too_long, with_cancel};
 use crate::reply::{Draft, finalize, settle_stop, stop_reason};
@@ -69,7 +69,7 @@ pub struct AnthropicProvider {
 }
 
 impl AnthropicProvider {
-    pub fn new(opts: AnthropicOptions) -> Result<Self, String> {
+    pub fn new(opts: AnthropicOptions) -> Result<Self, SetupError> {
         opts.api_key.header_value("")?;
         Ok(Self {
             http: http::build_client(opts.timeouts)?,
@@ -95,7 +95,10 @@ impl AnthropicProvider {
 
     fn headers(&self) -> Result<HeaderMap, ProviderError> {
         let mut h = HeaderMap::new();
-        let key = self.key.header_value("").map_err(ProviderError::Network)?;
+        let key = self
+            .key
+            .header_value("")
+            .map_err(|e| ProviderError::Network(e.to_string()))?;
         h.insert(http::header_name("x-api-key"), key);
         h.insert(
             http::header_name("anthropic-version"),

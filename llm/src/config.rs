@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::anthropic::{AnthropicOptions, AnthropicProvider};
 use crate::client::ClientConfig;
-use crate::http::{ApiKey, HttpTimeouts};
+use crate::http::{ApiKey, HttpTimeouts, SetupError};
 use crate::openai::{OpenAiOptions, OpenAiProvider};
 use crate::provider::Provider;
 use crate::scripted::ScriptedProvider;
@@ -156,13 +156,13 @@ impl ConfigError {
     }
 }
 
-fn build_error(message: String) -> ConfigError {
-    let key = if message.contains("API key") {
-        "api_key_env"
-    } else {
-        "kind"
+/// The config error for a provider that could not be set up, naming the key to fix.
+fn build_error(e: SetupError) -> ConfigError {
+    let key = match e {
+        SetupError::KeyNotAHeader => "api_key_env",
+        SetupError::Client(_) => "kind",
     };
-    ConfigError::new(key, message)
+    ConfigError::new(key, e.to_string())
 }
 
 fn is_env_name(s: &str) -> bool {

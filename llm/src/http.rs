@@ -3,6 +3,8 @@
 //! Guarantees:
 //! - [`ApiKey`] never shows its value in `Debug` or `Display`, and the header carrying it is
 //!   marked sensitive so reqwest does not log it either.
+//! - Setting up fails only as a [`SetupError`]: a key that cannot be a header value, or a
+//!   client reqwest cannot build.
 //! - `post` turns every failure into the right [`ProviderError`]: no response → `Network`;
 //!   non-2xx → `Http` with the provider's own error type and message (Anthropic and OpenAI
 //!   error bodies; the start of the body otherwise), `retry-after` and rate-limit headers, or
@@ -44,9 +46,9 @@ impl ApiKey {
         &self.0
     }
 
-    pub(crate) fn header_value(&self, prefix: &str) -> Result<HeaderValue, String> {
+    pub(crate) fn header_value(&self, prefix: &str) -> Result<HeaderValue, SetupError> {
         let mut v = HeaderValue::from_str(&format!("{prefix}{}", self.0))
-            .map_err(|_| "the API key contains characters not allowed in a header".to_string())?;
+            .map_err(|_| SetupError::KeyNotAHeader)?;
         v.set_sensitive(true);
         Ok(v)
     }
@@ -56,6 +58,18 @@ impl std::fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ApiKey(<redacted>)")
     }
+}
+
+/// Why an HTTP provider, or the HTTP client under it, could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The key cannot travel in an HTTP header (a line break or another control character
+    /// in the variable's value).
+    #[error("the API key contains characters not allowed in a header")]
+    KeyNotAHeader,
+    /// reqwest could not build the client; its error says why.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(reqwest::Error),
 }
 
 /// Network timeouts of one provider.
@@ -89,14 +103,14 @@ pub fn install_crypto_provider() {
 }
 
 /// Builds the reqwest client, installing rustls' `ring` crypto provider if the process has none.
-pub fn build_client(timeouts: HttpTimeouts) -> Result<reqwest::Client, String> {
+pub fn build_client(timeouts: HttpTimeouts) -> Result<reqwest::Client, SetupError> {
     install_crypto_provider();
     reqwest::Client::builder()
         .connect_timeout(timeouts.connect)
         .read_timeout(timeouts.read_idle)
         .timeout(timeouts.total)
         .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+        .map_err(SetupError::Client)
 }
 
 /// Sends `body` as a JSON POST. Returns the response when its status is 2xx, else the error.

@@ -85,7 +85,7 @@ pub use client::{
 pub use config::{
     BreakerConfig, ConfigError, ProviderConfig, ProviderKind, RetryConfig, TimeoutConfig,
 };
-pub use http::{ApiKey, HttpTimeouts};
+pub use http::{ApiKey, HttpTimeouts, SetupError};
 pub use message::{
     ContentBlock, Effort, Message, ModelRequest, ModelResponse, RateLimits, Role, StopReason,
     Thinking, ThinkingKind, ToolSpec, ToolUse, Usage,

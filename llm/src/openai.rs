@@ -46,7 +46,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{self, ApiKey, HttpTimeouts, header_str, header_u64};
+use crate::http::{self, ApiKey, HttpTimeouts, SetupError, header_str, header_u64};
 use crate::message::{ContentBlock, ModelRequest, ModelResponse, RateLimits, Role, Usage};
 use crate::provider::{Provider, ProviderError, says_context_too_long, with_cancel};
 use crate::reply::{Draft, finalize, settle_stop, stop_reason};
@@ -76,7 +76,7 @@ pub struct OpenAiProvider {
 }
 
 impl OpenAiProvider {
-    pub fn new(opts: OpenAiOptions) -> Result<Self, String> {
+    pub fn new(opts: OpenAiOptions) -> Result<Self, SetupError> {
         if let Some(k) = &opts.api_key {
             k.header_value("Bearer ")?;
         }
@@ -113,7 +113,9 @@ impl OpenAiProvider {
     async fn call_once(&self, req: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let mut headers = HeaderMap::new();
         if let Some(k) = &self.key {
-            let v = k.header_value("Bearer ").map_err(ProviderError::Network)?;
+            let v = k
+                .header_value("Bearer ")
+                .map_err(|e| ProviderError::Network(e.to_string()))?;
             headers.insert(reqwest::header::AUTHORIZATION, v);
         }
         let body = Self::request_body(req, self.stream);

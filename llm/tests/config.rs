@@ -1,7 +1,10 @@
 //! Provider configuration as read from TOML: defaults, unknown keys rejected, validation
 //! messages that name the key, and building providers from it.
 
-use nightshift_llm::{ClientConfig, ConfigError, ProviderConfig, ProviderKind};
+use nightshift_llm::{
+    AnthropicOptions, AnthropicProvider, ApiKey, ClientConfig, ConfigError, HttpTimeouts,
+    OpenAiOptions, OpenAiProvider, ProviderConfig, ProviderKind, SetupError,
+};
 use std::time::Duration;
 
 fn parse(text: &str) -> Result<ProviderConfig, String> {
@@ -126,4 +129,30 @@ fn building_needs_the_key_variable_to_be_set() {
         e.message.contains("/nonexistent/nightshift/script.json"),
         "{e}"
     );
+}
+
+#[test]
+fn a_key_that_cannot_be_a_header_is_refused_when_the_provider_is_built() {
+    let key = || ApiKey::new("sk-line\nbreak");
+    let e = AnthropicProvider::new(AnthropicOptions {
+        base_url: "http://127.0.0.1:9".into(),
+        api_key: key(),
+        stream: true,
+        timeouts: HttpTimeouts::default(),
+    })
+    .unwrap_err();
+    assert!(matches!(e, SetupError::KeyNotAHeader), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "the API key contains characters not allowed in a header"
+    );
+    let e = OpenAiProvider::new(OpenAiOptions {
+        base_url: "http://127.0.0.1:9/v1".into(),
+        api_key: Some(key()),
+        stream: true,
+        timeouts: HttpTimeouts::default(),
+    })
+    .unwrap_err();
+    assert!(matches!(e, SetupError::KeyNotAHeader), "{e:?}");
+    assert!(!format!("{e:?}").contains("sk-line"));
 }
