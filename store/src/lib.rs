@@ -36,6 +36,7 @@ pub mod check_runs;
 pub mod clock;
 pub mod config;
 mod error;
+mod event_reads;
 mod group;
 pub mod inbox;
 mod intake;
