@@ -8,6 +8,10 @@
 //! ask first: the dialog shows the row's decision, and without JavaScript [`confirm`]
 //! answers with a page showing it whole. The list updates live ([`crate::live::lists`]).
 //!
+//! A waiting call's decision is read without reading its run's whole log ([`decision_of`]:
+//! the call's request and the few model messages before it), so a run of thousands of events
+//! costs the page no more than a short one; the confirm page reads it the same way.
+//!
 //! Everything shown was redacted when it was stored.
 
 use std::collections::HashMap;
@@ -17,11 +21,11 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use minijinja::{Value, context};
-use nightshift_store::{Approval, ApprovalStatus, Error as StoreError, Millis};
+use nightshift_store::{Approval, ApprovalStatus, Error as StoreError, Millis, Run, Store};
 use serde::Serialize;
 
 use crate::auth::Session;
-use crate::decision::Decision;
+use crate::decision::{self, APPROVAL_REQUESTED, ASSISTANT_MESSAGE, Decision};
 use crate::layout::{self, FlashQuery};
 use crate::{DashboardState, format};
 
@@ -72,12 +76,38 @@ pub fn row(a: &Approval, agent: &str, decision: &Decision, now: Millis) -> Row {
 /// decision. Neither changes while the call waits, so a live list reads each once.
 pub type Known = HashMap<(String, String), (String, Decision)>;
 
+/// How many of a run's newest approval requests are looked through for a call's.
+const REQUESTS_READ: i64 = 16;
+
+/// How many of the model's messages before a call's request are read for its text.
+const MESSAGES_READ: i64 = 4;
+
+/// What is decided on for waiting call `a` of `run`, reading from the run's log only what
+/// that needs, however long the log: the call's `approval_requested` event (among the run's
+/// newest [`REQUESTS_READ`]) and the newest [`MESSAGES_READ`] assistant messages before it
+/// (before the end of the log when the request is not logged yet). A waiting call's run is
+/// parked on it, so the message that made the call is the newest before its request.
+pub async fn decision_of(store: &Store, a: &Approval, run: &Run) -> Result<Decision, StoreError> {
+    let requests = store
+        .newest_events_of_type(&a.run_id, APPROVAL_REQUESTED, i64::MAX, REQUESTS_READ)
+        .await?;
+    let request = requests
+        .into_iter()
+        .find(|e| decision::requests_call(e, &a.call_id));
+    let before = request.as_ref().map_or(i64::MAX, |e| e.seq);
+    let mut events = store
+        .newest_events_of_type(&a.run_id, ASSISTANT_MESSAGE, before, MESSAGES_READ)
+        .await?;
+    events.reverse();
+    events.extend(request);
+    Ok(Decision::of(a, run, &events))
+}
+
 /// The waiting calls' rows, reading from the store only what `known` lacks (and forgetting
 /// the calls no longer waiting).
 pub async fn rows(state: &DashboardState, known: &mut Known) -> Result<Vec<Row>, StoreError> {
     let waiting = state.store.pending_approvals(LIMIT).await?;
-    let mut runs: HashMap<String, (nightshift_store::Run, Vec<nightshift_store::Event>)> =
-        HashMap::new();
+    let mut runs: HashMap<String, Run> = HashMap::new();
     for a in &waiting {
         let key = (a.run_id.clone(), a.call_id.clone());
         if known.contains_key(&key) {
@@ -87,11 +117,11 @@ pub async fn rows(state: &DashboardState, known: &mut Known) -> Result<Vec<Row>,
             let Some(run) = state.store.run(&a.run_id).await? else {
                 continue;
             };
-            let events = state.store.events(&a.run_id, 0).await?;
-            runs.insert(a.run_id.clone(), (run, events));
+            runs.insert(a.run_id.clone(), run);
         }
-        let (run, events) = &runs[&a.run_id];
-        known.insert(key, (run.agent.clone(), Decision::of(a, run, events)));
+        let run = &runs[&a.run_id];
+        let decision = decision_of(&state.store, a, run).await?;
+        known.insert(key, (run.agent.clone(), decision));
     }
     known.retain(|(run, call), _| {
         waiting
@@ -187,11 +217,10 @@ pub async fn confirm(
         }
         Err(e) => return layout::store_failed(state, &e),
     };
-    let events = match state.store.events(run_id, 0).await {
-        Ok(events) => events,
+    let decision = match decision_of(&state.store, &approval, &run).await {
+        Ok(decision) => decision,
         Err(e) => return layout::store_failed(state, &e),
     };
-    let decision = Decision::of(&approval, &run, &events);
     let what = if approve {
         format!(
             "Approve call {call} of run {run_id}? The run resumes and calls {} with this input.",
@@ -253,5 +282,141 @@ mod tests {
             "long ones cut, with an ellipsis"
         );
         assert_eq!(row(&a, "helper", &d, 4_000_000).expires, "expired 6m ago");
+    }
+
+    /// A run's log as the loop leaves it, long: an earlier call approved, 500 model turns of
+    /// work (2,000 events), then a call that waits, each call made by a message with words of
+    /// its own. What is decided on comes from the few events read, and is what the whole log
+    /// says.
+    #[tokio::test]
+    async fn a_long_log_gives_each_call_the_message_that_made_it() {
+        use std::sync::Arc;
+        use std::time::Duration;
+
+        use nightshift_agent::events::RunEvent;
+        use nightshift_llm::{ContentBlock, Message, Role, StopReason, Usage};
+        use nightshift_store::{NewApproval, NewRun, StoreConfig, Synchronous, SystemClock};
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut config =
+            StoreConfig::for_url(format!("sqlite://{}", dir.path().join("d.db").display()));
+        config.synchronous = Synchronous::Normal;
+        let store = Store::connect(&config, Arc::new(SystemClock))
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        let run_id = store
+            .enqueue(&NewRun::new("helper", "Ship v3."))
+            .await
+            .unwrap()
+            .run_id;
+        let lease = store
+            .claim("w", None, 1, Duration::from_secs(600))
+            .await
+            .unwrap()
+            .pop()
+            .unwrap();
+        let said = |words: &str, call: Option<&str>| {
+            let mut content = vec![ContentBlock::Text { text: words.into() }];
+            content.extend(call.map(|id| ContentBlock::ToolUse {
+                id: id.into(),
+                name: "deploy".into(),
+                input: serde_json::json!({"version": id}),
+                unparsed: None,
+            }));
+            RunEvent::AssistantMessage {
+                message: Message {
+                    role: Role::Assistant,
+                    content,
+                },
+                stop_reason: StopReason::ToolUse,
+                usage: Usage::default(),
+                model: "m".into(),
+                cost_usd: 0.0,
+                latency_ms: None,
+                retries: 0,
+            }
+        };
+        let requested = |call: &str| RunEvent::ApprovalRequested {
+            call_id: call.into(),
+            name: "deploy".into(),
+            input_hash: "h".into(),
+            expires_at: i64::MAX,
+        };
+        let ask = |call: &'static str| {
+            let store = store.clone();
+            let run_id = run_id.clone();
+            async move {
+                store
+                    .request_approval(&NewApproval {
+                        run_id: &run_id,
+                        call_id: call,
+                        tool: "deploy",
+                        input: &format!("{{\"version\":\"{call}\"}}"),
+                        input_hash: "h",
+                        expires_at: i64::MAX,
+                    })
+                    .await
+                    .unwrap();
+            }
+        };
+        let mut events = vec![
+            said("Deploying v2 first.", Some("c1")),
+            requested("c1"),
+            RunEvent::ApprovalDecided {
+                call_id: "c1".into(),
+                approved: true,
+                reason: None,
+                by: "operator".into(),
+            },
+        ];
+        for i in 0..500 {
+            let call = format!("read-{i}");
+            events.push(said(&format!("Reading part {i}."), None));
+            for _ in 0..3 {
+                events.push(RunEvent::ToolResult {
+                    call_id: call.clone(),
+                    content: "x".repeat(200),
+                    is_error: false,
+                    interrupted: false,
+                });
+            }
+        }
+        events.push(said("Now shipping v3.", Some("c2")));
+        ask("c1").await;
+        for e in &events {
+            lease.append_event(e.kind(), &e.payload()).await.unwrap();
+        }
+        let run = store.run(&run_id).await.unwrap().unwrap();
+        let decided = |call: &'static str| {
+            let store = store.clone();
+            let run = run.clone();
+            async move {
+                let a = store.approval(&run.id, call).await.unwrap().unwrap();
+                let read = decision_of(&store, &a, &run).await.unwrap();
+                let whole = Decision::of(&a, &run, &store.events(&run.id, 0).await.unwrap());
+                assert_eq!(read, whole, "{call}: what the whole log says");
+                read
+            }
+        };
+        // The waiting call's row is stored before its request is logged.
+        ask("c2").await;
+        assert_eq!(decided("c2").await.model_text, "Now shipping v3.");
+        lease
+            .append_event(requested("c2").kind(), &requested("c2").payload())
+            .await
+            .unwrap();
+        let c2 = decided("c2").await;
+        assert_eq!(
+            (c2.model_text.as_str(), c2.prompt.as_str()),
+            ("Now shipping v3.", "Ship v3.")
+        );
+        assert_eq!(c2.input, "{\n  \"version\": \"c2\"\n}");
+        assert_eq!(
+            decided("c1").await.model_text,
+            "Deploying v2 first.",
+            "an earlier call: the message before its own request"
+        );
+        store.close().await;
     }
 }

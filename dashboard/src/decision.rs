@@ -2,7 +2,9 @@
 //! made (the approvals inbox's rows, a run's approval item, the confirm dialog and the no-JS
 //! confirm page): the tool, the call's input as pretty JSON, the run's prompt and the text
 //! the model wrote with the call. PURE: built from what the store holds (the approval row,
-//! the run, its events); every text was redacted when it was stored.
+//! the run, its events: the whole log, or only the call's request and the model's messages
+//! before it, as [`crate::approvals::decision_of`] reads them); every text was redacted when
+//! it was stored.
 
 use nightshift_agent::events::RunEvent;
 use nightshift_llm::ContentBlock;
@@ -31,6 +33,21 @@ impl Decision {
             model_text: model_text(events, &a.call_id).unwrap_or_default(),
         }
     }
+}
+
+/// The stored type of a model's message (`RunEvent::AssistantMessage`): where the model's
+/// text with a call is read from.
+pub const ASSISTANT_MESSAGE: &str = "assistant_message";
+
+/// The stored type of a call's request for approval (`RunEvent::ApprovalRequested`).
+pub const APPROVAL_REQUESTED: &str = "approval_requested";
+
+/// Whether `e` is the `approval_requested` event of call `call_id`.
+pub fn requests_call(e: &Event, call_id: &str) -> bool {
+    matches!(
+        RunEvent::parse(&e.event_type, &e.payload),
+        Ok(RunEvent::ApprovalRequested { call_id: c, .. }) if c == call_id
+    )
 }
 
 /// `raw` JSON pretty-printed (exact numbers kept), or `raw` itself when it is not JSON.
@@ -148,6 +165,16 @@ mod tests {
             assistant(vec![text("After.")]),
         ]);
         assert_eq!(model_text(&events, "c3").as_deref(), Some("Just before."));
+    }
+
+    #[test]
+    fn the_types_read_are_those_the_loop_logs_and_a_request_names_its_call() {
+        let events = log(vec![assistant(vec![text("Hi.")]), requested("c2")]);
+        assert_eq!(events[0].event_type, ASSISTANT_MESSAGE);
+        assert_eq!(events[1].event_type, APPROVAL_REQUESTED);
+        assert!(requests_call(&events[1], "c2"));
+        assert!(!requests_call(&events[1], "c1"), "another call's request");
+        assert!(!requests_call(&events[0], "c2"), "not a request");
     }
 
     #[test]
