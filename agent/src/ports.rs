@@ -53,6 +53,8 @@ pub struct ToolCall<'a> {
     pub idempotency_key: &'a str,
     /// What the run knows about what started it (the stored run context), if anything.
     pub context: Option<&'a serde_json::Value>,
+    /// The store: what a tool asks of the daemon's durable records (who makes a check run).
+    pub store: &'a nightshift_store::Store,
 }
 
 /// The run a job is about to work on, for [`ToolBox::prepare`].

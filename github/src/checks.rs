@@ -171,24 +171,23 @@ async fn create(
     .await
 }
 
-/// Sets the output of the run's check run (created when missing) and, with a `conclusion`,
-/// completes it.
-pub async fn update(
+/// Sets the output of `existing` (a check run of `repo`: at least its `id`) and, with a
+/// `conclusion`, completes it.
+pub async fn update_existing(
     api: &Api,
     auth: Auth<'_>,
-    key: CheckRunKey<'_>,
+    repo: &str,
+    existing: &Value,
     output: &Value,
     conclusion: Option<&str>,
 ) -> Result<Value, GithubError> {
-    let started = started_output(key.run_id, key.head_sha);
-    let existing = ensure_started(api, auth, key, &started).await?;
     let mut body = json!({ "output": output });
     if let Some(conclusion) = conclusion {
         body["status"] = json!("completed");
         body["conclusion"] = json!(conclusion);
         body["completed_at"] = json!(now_rfc3339());
     }
-    patch(api, auth, key.repo, &existing, &body).await
+    patch(api, auth, repo, existing, &body).await
 }
 
 /// Completes the run's check run with `conclusion` — every open one, should a race have made

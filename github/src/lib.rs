@@ -25,6 +25,8 @@
 //!   would have made (its marker, its `external_id`) before sending it again.
 //! - [`checks`]: the check run of a run (`external_id` = the run's id), found or created,
 //!   updated and completed without storage of its own.
+//! - [`check_claims`]: who may create a run's check run, asked of the daemon's durable record
+//!   before any create, so that racing makers never make two.
 //!
 //! Tokens are [`Secret`]s: their `Debug` never shows them. Errors carry GitHub's own message
 //! and never a token.
@@ -32,6 +34,7 @@
 mod access;
 mod api;
 mod app;
+pub mod check_claims;
 mod checkout;
 pub mod checks;
 mod keyed;

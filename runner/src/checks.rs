@@ -19,13 +19,20 @@
 //!   the agent's config gives when the run ends and for every name the run recorded, so a
 //!   check run renamed or removed from the config (a reload) while a run had it open is
 //!   completed too.
+//! - **filled in** by the agent's `github_check_run` tool, which asks the same claim
+//!   ([`StoreClaims`], given to every tool call's context): it creates the check run only
+//!   when it holds the claim, so a start whose create is still unanswered is never doubled.
 //! - **Never left open by a race, never doubled by one**: a completion that finds the check
 //!   run being made by a job (a push superseded the run during the create) does not create
-//!   one of its own: it fails as [`CompleteError::BeingMade`], and the notifier tries again
+//!   one of its own: it completes what GitHub lists, or, when GitHub lists none yet, fails
+//!   as [`CompleteError::BeingMade`], and the notifier tries again
 //!   with its backoff — by then the maker recorded it, and the maker itself completes it when
 //!   it sees the run ended ([`complete_if_ended`]). A completion that finds no claim claims
 //!   it before creating the check run completed.
 
+use nightshift_github::check_claims::{
+    self, CheckRunClaims, Claim, ClaimError, ClaimFuture, MakeError,
+};
 use nightshift_github::checks::{self, CheckOutput, CheckRunKey, Completion};
 use nightshift_github::{Auth, GithubAccess, GithubError};
 use std::time::Duration;
@@ -93,10 +100,44 @@ pub fn completion_output(run: &Run) -> CheckOutput {
     }
 }
 
+/// The store's record of who makes each run's check run ([`Store::claim_check_run`]), as
+/// the GitHub crate's makers ask it: the job starting a run, the `github_check_run` tool and
+/// the completion all go through it.
+#[derive(Debug, Clone)]
+pub struct StoreClaims(pub Store);
+
+impl CheckRunClaims for StoreClaims {
+    fn claim<'a>(&'a self, run_id: &'a str, name: &'a str) -> ClaimFuture<'a, Claim> {
+        Box::pin(async move {
+            Ok(
+                match self.0.claim_check_run(run_id, name, CLAIM_STALE).await {
+                    Ok(CheckRunClaim::Yours) => Claim::Yours,
+                    Ok(CheckRunClaim::Made(id)) => Claim::Made(id),
+                    Ok(CheckRunClaim::BeingMade { .. }) => Claim::BeingMade,
+                    Err(e) => return Err(ClaimError(e.to_string())),
+                },
+            )
+        })
+    }
+
+    fn record<'a>(&'a self, run_id: &'a str, name: &'a str, id: i64) -> ClaimFuture<'a, ()> {
+        Box::pin(async move {
+            (self.0.record_check_run(run_id, name, id).await).map_err(|e| ClaimError(e.to_string()))
+        })
+    }
+
+    fn release<'a>(&'a self, run_id: &'a str, name: &'a str) -> ClaimFuture<'a, ()> {
+        Box::pin(async move {
+            (self.0.release_check_run(run_id, name).await).map_err(|e| ClaimError(e.to_string()))
+        })
+    }
+}
+
 /// Creates the run's check run `in_progress` unless it exists. First it records the name on
 /// the run ([`Store::note_check_run`]): whatever the config says when the run ends, the
-/// outbox completes every check run the run opened. Then it claims the making: a check run
-/// made, or being made by another job or daemon, is left to that one.
+/// outbox completes every check run the run opened. Then it is made under the store's claim
+/// ([`check_claims::make_claimed`]): a check run made, or being made by another job or
+/// daemon, is left to that one.
 pub async fn start(
     gh: &GithubAccess,
     store: &Store,
@@ -111,10 +152,6 @@ pub async fn start(
     // The token first: a failure to get one says nothing about the check run, so it must not
     // leave a claim behind.
     let token = gh.token_for_delivery(repo, installation).await?;
-    match store.claim_check_run(run_id, name, CLAIM_STALE).await? {
-        CheckRunClaim::Made(_) | CheckRunClaim::BeingMade { .. } => return Ok(()),
-        CheckRunClaim::Yours => {}
-    }
     let key = CheckRunKey {
         repo,
         head_sha,
@@ -122,45 +159,9 @@ pub async fn start(
         run_id,
     };
     let output = checks::started_output(run_id, head_sha);
-    let made = checks::ensure_started(gh.api(), Auth::Bearer(&token), key, &output);
-    match made.await {
-        Ok(check_run) => {
-            record(store, run_id, name, &check_run).await?;
-            Ok(())
-        }
-        Err(e) => {
-            release_unless_ambiguous(store, run_id, name, &e).await?;
-            Err(e.into())
-        }
-    }
-}
-
-/// Records the id of the check run GitHub answered with.
-async fn record(
-    store: &Store,
-    run_id: &str,
-    name: &str,
-    check_run: &Value,
-) -> Result<(), nightshift_store::Error> {
-    match check_run["id"].as_i64() {
-        Some(id) => store.record_check_run(run_id, name, id).await,
-        None => Ok(()),
-    }
-}
-
-/// Gives the claim up after a refusal (nothing was made); keeps it after a lost answer (a
-/// check run may exist: the claim grows stale, and the next caller looks first).
-async fn release_unless_ambiguous(
-    store: &Store,
-    run_id: &str,
-    name: &str,
-    e: &GithubError,
-) -> Result<(), nightshift_store::Error> {
-    if e.is_ambiguous() {
-        Ok(())
-    } else {
-        store.release_check_run(run_id, name).await
-    }
+    let claims = StoreClaims(store.clone());
+    check_claims::make_claimed(gh.api(), Auth::Bearer(&token), key, &claims, &output).await?;
+    Ok(())
 }
 
 /// Why a check run could not be started: recording it failed (nothing was asked of GitHub),
@@ -170,7 +171,18 @@ pub enum StartError {
     #[error("cannot record the check run on the run: {0}")]
     Store(#[from] nightshift_store::Error),
     #[error(transparent)]
+    Claim(#[from] ClaimError),
+    #[error(transparent)]
     Github(#[from] GithubError),
+}
+
+impl From<MakeError> for StartError {
+    fn from(e: MakeError) -> Self {
+        match e {
+            MakeError::Claim(e) => StartError::Claim(e),
+            MakeError::Github(e) => StartError::Github(e),
+        }
+    }
 }
 
 /// Why a check run could not be completed.
@@ -183,8 +195,8 @@ pub enum CompleteError {
          once that create is answered"
     )]
     BeingMade { name: String },
-    #[error("cannot read or record the check run's claim: {0}")]
-    Store(#[from] nightshift_store::Error),
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
     #[error(transparent)]
     Github(#[from] GithubError),
 }
@@ -216,18 +228,25 @@ pub async fn complete(
         return Ok(None);
     };
     let token = gh.token_for_delivery(repo, installation).await?;
-    let mine = match store.claim_check_run(&run.id, name, CLAIM_STALE).await? {
-        CheckRunClaim::BeingMade { .. } => {
-            return Err(CompleteError::BeingMade { name: name.into() });
-        }
-        CheckRunClaim::Made(_) => false,
-        CheckRunClaim::Yours => true,
-    };
     let key = CheckRunKey {
         repo,
         head_sha,
         name,
         run_id: &run.id,
+    };
+    let claims = StoreClaims(store.clone());
+    let mine = match claims.claim(&run.id, name).await? {
+        // Another maker's create may be on its way: complete what GitHub lists, never make
+        // one beside it.
+        Claim::BeingMade => {
+            let Some(found) = checks::find(gh.api(), Auth::Bearer(&token), key).await? else {
+                return Err(CompleteError::BeingMade { name: name.into() });
+            };
+            check_claims::record(&claims, key, &found).await?;
+            false
+        }
+        Claim::Made(_) => false,
+        Claim::Yours => true,
     };
     let (conclusion, _) = conclusion_for(run.status);
     // The agent's own output (set with github_check_run) is kept on success; any other end
@@ -241,16 +260,32 @@ pub async fn complete(
         Ok(done) => {
             if mine {
                 let (Completion::Completed(made) | Completion::AlreadyCompleted(made)) = &done;
-                record(store, &run.id, name, made).await?;
+                check_claims::record(&claims, key, made).await?;
             }
             Ok(Some(done))
         }
         Err(e) => {
             if mine {
-                release_unless_ambiguous(store, &run.id, name, &e).await?;
+                check_claims::release_unless_ambiguous(&claims, key, &e).await?;
             }
             Err(e.into())
         }
+    }
+}
+
+/// [`start`], then [`complete_if_ended`]; a failure to start is logged and the run goes on
+/// without its check run. Owned, to run as a task of its own.
+pub async fn start_then_complete_if_ended(
+    gh: std::sync::Arc<GithubAccess>,
+    store: Store,
+    name: String,
+    run_id: String,
+    context: Option<Value>,
+) {
+    match start(&gh, &store, &name, &run_id, context.as_ref()).await {
+        Err(e) => tracing::warn!(run_id, check_run = %name, error = %e,
+            "cannot start the run's check run; the run goes on without it"),
+        Ok(()) => complete_if_ended(&gh, &name, &store, &run_id).await,
     }
 }
 

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -22,6 +23,7 @@ use nightshift_tools::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::checks::StoreClaims;
 use crate::config::Config;
 use crate::sandbox::Confinement;
 
@@ -169,7 +171,9 @@ impl Tools {
             .with_run_context(run_context)
             .with_process_registry(self.processes.clone());
         let ctx = match &self.github {
-            Some(github) => ctx.with_github(github.clone()),
+            Some(github) => ctx
+                .with_github(github.clone())
+                .with_check_run_claims(Arc::new(StoreClaims(call.store.clone()))),
             None => ctx,
         }
         .with_github_agent(nightshift_tools::GithubAgent {
@@ -202,16 +206,20 @@ impl ToolBox for Tools {
                 .as_ref()
                 .filter(|_| run.notifies);
             if let (Some(name), Some(gh)) = (keeps, &self.github) {
-                let started = tokio::select! {
-                    () = cancel.cancelled() => Ok(()),
-                    started = crate::checks::start(gh, run.store, name, run.run_id, run.context) => started,
-                };
-                match started {
-                    Err(e) => tracing::warn!(run_id = run.run_id, check_run = %name, error = %e,
-                        "cannot start the run's check run; the run goes on without it"),
-                    Ok(()) => {
-                        crate::checks::complete_if_ended(gh, name, run.store, run.run_id).await;
-                    }
+                // A task of its own: a job cancelled while GitHub has not answered the create
+                // stops waiting, and the start still records GitHub's id (or gives the claim
+                // up) instead of leaving a claim that holds every other maker off until it
+                // grows stale.
+                let started = tokio::spawn(crate::checks::start_then_complete_if_ended(
+                    gh.clone(),
+                    run.store.clone(),
+                    name.clone(),
+                    run.run_id.to_string(),
+                    run.context.cloned(),
+                ));
+                tokio::select! {
+                    () = cancel.cancelled() => return Ok(None),
+                    _ = started => {}
                 }
                 if cancel.is_cancelled() {
                     return Ok(None);
@@ -307,6 +315,7 @@ impl ToolBox for Tools {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nightshift_store::Store;
     use serde_json::json;
 
     /// A scratch directory, removed when dropped.
@@ -340,7 +349,7 @@ mod tests {
         config
     }
 
-    fn pay<'a>(input: &'a serde_json::Value) -> ToolCall<'a> {
+    fn pay<'a>(input: &'a serde_json::Value, store: &'a Store) -> ToolCall<'a> {
         ToolCall {
             run_id: "run-1",
             call_id: "call-1",
@@ -348,7 +357,19 @@ mod tests {
             input,
             idempotency_key: "run-1:call-1",
             context: None,
+            store,
         }
+    }
+
+    /// A store in memory: what a call's context may ask of the daemon's records.
+    async fn memory_store() -> Store {
+        let config = nightshift_store::StoreConfig {
+            url: "sqlite::memory:".into(),
+            ..Default::default()
+        };
+        Store::connect(&config, std::sync::Arc::new(nightshift_store::SystemClock))
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -378,14 +399,15 @@ mod tests {
         assert_eq!(tools.check_input(&agent, "nope", &json!([])), Ok(()));
 
         let cancel = CancellationToken::new();
-        let reply = tools.call(&agent, pay(&bad), &cancel).await;
+        let store = memory_store().await;
+        let reply = tools.call(&agent, pay(&bad, &store), &cancel).await;
         assert!(reply.is_error, "{}", reply.content);
         assert_eq!(reply.content, err, "call refuses it the same way");
         assert!(!ledger.exists(), "a refused input never runs");
 
         let good = json!({"amount": 5});
         assert_eq!(tools.check_input(&agent, "pay", &good), Ok(()));
-        let reply = tools.call(&agent, pay(&good), &cancel).await;
+        let reply = tools.call(&agent, pay(&good, &store), &cancel).await;
         assert!(!reply.is_error, "{}", reply.content);
         assert_eq!(std::fs::read_to_string(&ledger).unwrap(), r#"{"amount":5}"#);
     }
@@ -437,6 +459,7 @@ mod tests {
         let agent = config.agents[0].resolve(&dir.0).unwrap();
         let cancel = CancellationToken::new();
         let request = |headers: serde_json::Value| json!({"method": "GET", "url": format!("http://{addr}/"), "headers": headers});
+        let store = memory_store().await;
         let call = |input| ToolCall {
             run_id: "run-1",
             call_id: "call-1",
@@ -444,6 +467,7 @@ mod tests {
             input,
             idempotency_key: "run-1:call-1",
             context: None,
+            store: &store,
         };
 
         let bound = request(json!({"Authorization": "{{secret:NIGHTSHIFT_TEST_BOUND}}"}));

@@ -204,6 +204,7 @@ async fn run_setup(
             input: &input,
             idempotency_key: &key,
             context: run.context,
+            store: run.store,
         };
         let ctx = tools
             .context_for(agent, &call, run.context.cloned(), cancel)

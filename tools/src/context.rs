@@ -169,6 +169,7 @@ pub struct ToolContext {
     sandboxed_path: Option<String>,
     github: Option<Arc<nightshift_github::GithubAccess>>,
     github_agent: GithubAgent,
+    check_run_claims: Option<Arc<dyn nightshift_github::check_claims::CheckRunClaims>>,
     run_context: Option<serde_json::Value>,
 }
 
@@ -220,6 +221,7 @@ impl ToolContext {
             sandboxed_path: None,
             github: None,
             github_agent: GithubAgent::default(),
+            check_run_claims: None,
             run_context: None,
         })
     }
@@ -311,6 +313,21 @@ impl ToolContext {
     /// The calling agent's GitHub settings.
     pub fn github_agent(&self) -> &GithubAgent {
         &self.github_agent
+    }
+
+    /// The daemon's record of who makes each run's check run: `github_check_run` creates
+    /// one only while it holds the claim (see `nightshift_github::check_claims`).
+    pub fn with_check_run_claims(
+        mut self,
+        claims: Arc<dyn nightshift_github::check_claims::CheckRunClaims>,
+    ) -> Self {
+        self.check_run_claims = Some(claims);
+        self
+    }
+
+    /// The record of who makes each run's check run, when the daemon keeps one.
+    pub fn check_run_claims(&self) -> Option<&dyn nightshift_github::check_claims::CheckRunClaims> {
+        self.check_run_claims.as_deref()
     }
 
     /// What the run knows about what started it (the stored run context: trusted data, never

@@ -260,6 +260,7 @@ impl AgentRuntime {
                     input: &call.input,
                     idempotency_key: key,
                     context: s.context.as_ref(),
+                    store: s.ctx.lease.store(),
                 },
                 &s.ctx.cancel,
             )

@@ -7,9 +7,10 @@
 //! - reads that GitHub answers 503 are asked again by the client itself, and the model never
 //!   sees those failures;
 //! - while a check run's create is still on its way (GitHub has not stored it), a second
-//!   daemon starting the same run and the run's completion after a push make no check run of
-//!   their own: the store's claim says it is being made, the completion waits, and the run
-//!   ends with one check run, completed.
+//!   daemon starting the same run, the model's `github_check_run` and the run's completion
+//!   after a push make no check run of their own: the store's claim says it is being made,
+//!   the tool asks the model to call again, the completion waits, and the run ends with one
+//!   check run, completed.
 
 use std::path::Path;
 use std::time::Duration;
@@ -260,6 +261,33 @@ async fn racing_create(db: &TestDb) {
     nightshift_runner::checks::start(&gh, &store, CHECK, &run_id, Some(&context))
         .await
         .unwrap();
+    // The model fills the check run in meanwhile: GitHub lists none yet, and the tool
+    // creates none of its own — it tells the model to call again.
+    let workspace = tempfile::tempdir().unwrap();
+    let tool_ctx = nightshift_tools::ToolContext::new(
+        &run_id,
+        "k1",
+        workspace.path(),
+        workspace.path().join("artifacts"),
+    )
+    .unwrap()
+    .with_github(gh.clone())
+    .with_github_agent(nightshift_tools::GithubAgent {
+        check_run: Some(CHECK.into()),
+        review_events: None,
+    })
+    .with_run_context(Some(context.clone()))
+    .with_check_run_claims(std::sync::Arc::new(nightshift_runner::checks::StoreClaims(
+        store.clone(),
+    )));
+    let check_tool = nightshift_tools::Registry::builtin("github_check_run").unwrap();
+    let fill = json!({"title": "Halfway", "summary": "Still reading."});
+    let early = check_tool.call(&tool_ctx, fill.clone()).await;
+    assert!(
+        early.is_error && early.content.contains("still being created"),
+        "{}",
+        early.content
+    );
     // A push ends the run meanwhile; its completion finds the check run being made.
     store.cancel_run(&run_id).await.unwrap();
     let ended = store.run(&run_id).await.unwrap().unwrap();
@@ -273,8 +301,15 @@ async fn racing_create(db: &TestDb) {
         "{waiting:?}"
     );
 
-    // The first job's create is answered; it sees the run ended and completes it.
+    // The first job's create is answered; the tool, called again, fills in that one.
     first.await.unwrap().unwrap();
+    let filled = check_tool.call(&tool_ctx, fill).await;
+    assert!(
+        !filled.is_error && filled.content.contains("updated"),
+        "{}",
+        filled.content
+    );
+    // The first job sees the run ended and completes it.
     nightshift_runner::checks::complete_if_ended(&gh, CHECK, &store, &run_id).await;
     // The notifier's next try finds it completed.
     let again = nightshift_runner::checks::complete(&gh, &store, CHECK, &ended)

@@ -8,12 +8,16 @@
 //!
 //! Guarantees: which repository, commit and check run come from the run (its context and its
 //! agent's config), never from the model; the call is `idempotent` (it finds the run's check
-//! run by `external_id` = the run's id and updates it, so running it again after a crash
-//! changes nothing more); conclusions are limited to those a reviewer may give
+//! run by the daemon's record or by `external_id` = the run's id and updates it, so running
+//! it again after a crash changes nothing more); it creates the check run only while it
+//! holds the daemon's claim on making it (`check_claims`), so a create the daemon started
+//! that GitHub has not answered yet is never doubled — the model is told to call again;
+//! conclusions are limited to those a reviewer may give
 //! (`success`, `failure`, `neutral`, `action_required`).
 
 use futures::future::BoxFuture;
 use nightshift_github::Auth;
+use nightshift_github::check_claims::{self, Made, MakeError};
 use nightshift_github::checks::{self, CheckRunKey, cut};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -45,6 +49,16 @@ struct Annotation {
     message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     title: Option<String>,
+}
+
+/// Where a call got to.
+enum Step {
+    /// The check run, as GitHub answered the update.
+    Updated(Value),
+    /// Another maker holds the claim and GitHub does not list the check run yet.
+    BeingMade,
+    /// The daemon's record of the claim could not be read or written.
+    Unrecorded(String),
 }
 
 /// The most annotations GitHub takes in one request.
@@ -141,8 +155,14 @@ async fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> 
     if !input.annotations.is_empty() {
         output["annotations"] = serde_json::to_value(&input.annotations).unwrap_or_default();
     }
+    let Some(claims) = ctx.check_run_claims() else {
+        return Err(ToolOutput::error(
+            "this daemon keeps no record of who makes its check runs, so github_check_run \
+             cannot run here; report your findings another way",
+        ));
+    };
     let run_id = ctx.run_id().to_string();
-    let updated = with_token(ctx, &repo, |gh, token| {
+    let step = with_token(ctx, &repo, |gh, token| {
         let (output, conclusion) = (output.clone(), input.conclusion.clone());
         let (repo, head_sha, name, run_id) = (&repo, &head_sha, &name, &run_id);
         async move {
@@ -152,17 +172,38 @@ async fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> 
                 name,
                 run_id,
             };
-            checks::update(
-                gh.api(),
-                Auth::Bearer(&token),
-                key,
-                &output,
-                conclusion.as_deref(),
-            )
-            .await
+            let auth = Auth::Bearer(&token);
+            let started = checks::started_output(run_id, head_sha);
+            let existing =
+                match check_claims::make_claimed(gh.api(), auth, key, claims, &started).await {
+                    Ok(Made::CheckRun(made)) => made,
+                    Ok(Made::Recorded(id)) => json!({ "id": id }),
+                    Ok(Made::BeingMade) => return Ok(Step::BeingMade),
+                    Err(MakeError::Claim(e)) => return Ok(Step::Unrecorded(e.to_string())),
+                    Err(MakeError::Github(e)) => return Err(e),
+                };
+            let (conclusion, repo) = (conclusion.as_deref(), key.repo);
+            checks::update_existing(gh.api(), auth, repo, &existing, &output, conclusion)
+                .await
+                .map(Step::Updated)
         }
     })
     .await?;
+    let updated = match step {
+        Step::Updated(updated) => updated,
+        Step::BeingMade => {
+            return Err(ToolOutput::error(
+                "the check run is still being created (the daemon's create has not been \
+                 answered by GitHub yet); nothing was changed — call github_check_run again \
+                 in a minute",
+            ));
+        }
+        Step::Unrecorded(e) => {
+            return Err(ToolOutput::error(format!(
+                "{e}; nothing was changed — call github_check_run again"
+            )));
+        }
+    };
     let state = match input.conclusion.as_deref() {
         Some(c) => format!("completed as {c}"),
         None => "updated (the daemon completes it when the run ends)".into(),
