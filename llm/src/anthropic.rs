@@ -29,20 +29,25 @@
 //! - Rate-limit headers (`anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`)
 //!   are read into the response's [`RateLimits`]; `retry-after` into the error.
 //! - The key goes only into the `x-api-key` header, marked sensitive; `Debug` redacts it.
+//!
+//! Sending, errors, `retry-after`, streaming and the key's redaction are the path every HTTP
+//! provider shares (`wire.rs`); this module says what the Messages API does its own way:
+//! its path and headers, how a request is encoded and how a reply, whole or streamed, is read.
 
 use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
-use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{self, ApiKey, HttpTimeouts, SetupError, header_str, header_u64};
+use crate::http::{self, ApiKey, HttpTimeouts, RateLimitHeaders, SetupError};
 use crate::message::{ContentBlock, ModelRequest, ModelResponse, RateLimits, ThinkingKind, Usage};
-use crate::provider::{Provider, ProviderError, says_context_too_long, with_cancel};
-use crate::reply::{Draft, finalize, settle_stop, stop_reason};
+use crate::provider::{Provider, ProviderError, says_context_too_long};
+use crate::reply::{Draft, response, stop_reason};
 use crate::sse::SseEvent;
+use crate::wire::{self, StreamDecoder, Wire, WireProvider};
 
 /// Used when neither the config nor `ANTHROPIC_BASE_URL` names one.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -61,82 +66,33 @@ pub struct AnthropicOptions {
 
 /// A [`Provider`] for the Anthropic Messages API.
 #[derive(Debug)]
-pub struct AnthropicProvider {
-    http: reqwest::Client,
-    url: String,
-    key: ApiKey,
-    stream: bool,
-}
+pub struct AnthropicProvider(WireProvider<Messages>);
 
 impl AnthropicProvider {
     pub fn new(opts: AnthropicOptions) -> Result<Self, SetupError> {
-        opts.api_key.header_value("")?;
-        Ok(Self {
-            http: http::build_client(opts.timeouts)?,
-            url: http::join_url(&opts.base_url, "v1/messages"),
-            key: opts.api_key,
-            stream: opts.stream,
-        })
+        let AnthropicOptions {
+            base_url,
+            api_key,
+            stream,
+            timeouts,
+        } = opts;
+        WireProvider::new(&base_url, Some(api_key), stream, timeouts).map(Self)
     }
 
     /// The base URL to use: the configured one, else `ANTHROPIC_BASE_URL`, else the default.
     pub fn resolve_base_url(configured: Option<&str>) -> String {
-        configured
-            .map(str::to_string)
-            .or_else(|| std::env::var("ANTHROPIC_BASE_URL").ok())
-            .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_BASE_URL.to_string())
+        wire::resolve_base_url::<Messages>(configured)
     }
 
     /// The exact bytes sent for `req`.
     pub fn request_body(req: &ModelRequest, stream: bool) -> Vec<u8> {
-        http::canonical_bytes(&request_json(req, stream))
-    }
-
-    fn headers(&self) -> Result<HeaderMap, ProviderError> {
-        let mut h = HeaderMap::new();
-        let key = self
-            .key
-            .header_value("")
-            .map_err(|e| ProviderError::Network(e.to_string()))?;
-        h.insert(http::header_name("x-api-key"), key);
-        h.insert(
-            http::header_name("anthropic-version"),
-            HeaderValue::from_static(API_VERSION),
-        );
-        Ok(h)
-    }
-
-    async fn call(&self, req: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        self.call_once(req)
-            .await
-            .map_err(|e| e.redact(self.key.expose()))
-    }
-
-    async fn call_once(&self, req: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        let body = Self::request_body(req, self.stream);
-        let resp = http::post(&self.http, &self.url, self.headers()?, body, rate_limits).await?;
-        let limits = rate_limits(resp.headers());
-        let is_sse = header_str(resp.headers(), "content-type")
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
-        let mut reply = if is_sse {
-            let mut state = StreamState::default();
-            let complete = http::drive_sse(resp, |ev| state.on_event(ev)).await?;
-            state.finish(complete)?
-        } else {
-            parse_message(&http::read_body(resp).await?)?
-        };
-        if reply.model.is_empty() {
-            reply.model = req.model.clone();
-        }
-        reply.rate_limits = limits;
-        Ok(reply)
+        wire::request_body::<Messages>(req, stream)
     }
 }
 
 impl Provider for AnthropicProvider {
     fn name(&self) -> &str {
-        "anthropic"
+        self.0.name()
     }
 
     fn send<'a>(
@@ -144,7 +100,40 @@ impl Provider for AnthropicProvider {
         req: &'a ModelRequest,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
-        Box::pin(with_cancel(cancel, self.call(req)))
+        self.0.send(req, cancel)
+    }
+}
+
+/// The Messages API's wire format.
+#[derive(Debug)]
+pub(crate) struct Messages;
+
+const RATE_LIMITS: RateLimitHeaders = RateLimitHeaders {
+    requests_limit: "anthropic-ratelimit-requests-limit",
+    requests_remaining: "anthropic-ratelimit-requests-remaining",
+    requests_reset: "anthropic-ratelimit-requests-reset",
+    tokens_limit: "anthropic-ratelimit-tokens-limit",
+    tokens_remaining: "anthropic-ratelimit-tokens-remaining",
+    tokens_reset: "anthropic-ratelimit-tokens-reset",
+};
+
+impl Wire for Messages {
+    const NAME: &'static str = "anthropic";
+    const BASE_URL_ENV: &'static str = "ANTHROPIC_BASE_URL";
+    const DEFAULT_BASE_URL: &'static str = DEFAULT_BASE_URL;
+    const PATH: &'static str = "v1/messages";
+    const KEY_HEADER: &'static str = "x-api-key";
+    const KEY_PREFIX: &'static str = "";
+    const HEADERS: &'static [(&'static str, &'static str)] = &[("anthropic-version", API_VERSION)];
+    const RATE_LIMITS: RateLimitHeaders = RATE_LIMITS;
+    type Stream = StreamState;
+
+    fn request_json(req: &ModelRequest, stream: bool) -> Value {
+        request_json(req, stream)
+    }
+
+    fn decode_body(body: &[u8]) -> Result<ModelResponse, ProviderError> {
+        parse_message(body)
     }
 }
 
@@ -247,15 +236,7 @@ fn is_thinking(block_type: Option<&str>) -> bool {
 
 /// Reads `anthropic-ratelimit-*` headers.
 pub fn rate_limits(h: &HeaderMap) -> RateLimits {
-    let s = |n: &str| header_str(h, n).map(str::to_string);
-    RateLimits {
-        requests_limit: header_u64(h, "anthropic-ratelimit-requests-limit"),
-        requests_remaining: header_u64(h, "anthropic-ratelimit-requests-remaining"),
-        requests_reset: s("anthropic-ratelimit-requests-reset"),
-        tokens_limit: header_u64(h, "anthropic-ratelimit-tokens-limit"),
-        tokens_remaining: header_u64(h, "anthropic-ratelimit-tokens-remaining"),
-        tokens_reset: s("anthropic-ratelimit-tokens-reset"),
-    }
+    RATE_LIMITS.read(h)
 }
 
 /// Usage as the API sends it: every field optional (a `message_delta` sends only some).
@@ -334,16 +315,7 @@ fn parse_message(body: &[u8]) -> Result<ModelResponse, ProviderError> {
         .collect();
     let mut usage = Usage::default();
     msg.usage.merge_into(&mut usage);
-    let content = finalize(drafts, &stop)?;
-    Ok(ModelResponse {
-        id: msg.id,
-        model: msg.model,
-        stop_reason: settle_stop(stop, &content),
-        content,
-        usage,
-        rate_limits: RateLimits::default(),
-        retries: 0,
-    })
+    response(msg.id, msg.model, drafts, stop, usage)
 }
 
 fn str_field(v: &Value, key: &str) -> String {
@@ -353,6 +325,7 @@ fn str_field(v: &Value, key: &str) -> String {
         .to_string()
 }
 
+/// A streamed content block as far as it arrived.
 enum Block {
     Text(String),
     Tool {
@@ -371,21 +344,98 @@ enum Block {
     Ignored,
 }
 
+impl Block {
+    /// The block a `content_block_start` opens.
+    fn start(b: &Value) -> Block {
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => Block::Text(str_field(b, "text")),
+            Some("tool_use") => Block::Tool {
+                id: str_field(b, "id"),
+                name: str_field(b, "name"),
+                // Input arrives as deltas; a non-empty start input is kept as-is.
+                json: match b.get("input") {
+                    Some(Value::Object(o)) if !o.is_empty() => b["input"].to_string(),
+                    _ => String::new(),
+                },
+                closed: false,
+            },
+            Some("thinking") => Block::Thinking {
+                thinking: str_field(b, "thinking"),
+                signature: str_field(b, "signature"),
+                closed: false,
+            },
+            Some("redacted_thinking") => Block::RedactedThinking(str_field(b, "data")),
+            _ => Block::Ignored,
+        }
+    }
+
+    /// Adds a `content_block_delta` of the block's own kind; any other is ignored.
+    fn extend(&mut self, d: &Value) {
+        match (self, d.get("type").and_then(Value::as_str)) {
+            (Block::Text(t), Some("text_delta")) => t.push_str(&str_field(d, "text")),
+            (Block::Tool { json, .. }, Some("input_json_delta")) => {
+                json.push_str(&str_field(d, "partial_json"))
+            }
+            (Block::Thinking { thinking, .. }, Some("thinking_delta")) => {
+                thinking.push_str(&str_field(d, "thinking"))
+            }
+            (Block::Thinking { signature, .. }, Some("signature_delta")) => {
+                signature.push_str(&str_field(d, "signature"))
+            }
+            _ => {}
+        }
+    }
+
+    fn close(&mut self) {
+        if let Block::Tool { closed, .. } | Block::Thinking { closed, .. } = self {
+            *closed = true;
+        }
+    }
+
+    fn draft(self) -> Option<Draft> {
+        match self {
+            Block::Text(t) => Some(Draft::Text(t)),
+            Block::Tool {
+                id,
+                name,
+                json,
+                closed,
+            } => Some(Draft::Tool {
+                id,
+                name,
+                raw: json,
+                complete: closed,
+            }),
+            Block::Thinking {
+                thinking,
+                signature,
+                closed,
+            } => Some(Draft::Thinking {
+                thinking,
+                signature,
+                complete: closed,
+            }),
+            Block::RedactedThinking(data) => Some(Draft::RedactedThinking(data)),
+            Block::Ignored => None,
+        }
+    }
+}
+
 /// Accumulates a streamed reply event by event.
 #[derive(Default)]
-struct StreamState {
+pub(crate) struct StreamState {
     id: String,
     model: String,
     usage: Usage,
     blocks: BTreeMap<u64, Block>,
     stop_reason: Option<String>,
-    events: usize,
 }
 
-impl StreamState {
+impl StreamDecoder for StreamState {
+    const UNFINISHED: &'static str = "the event stream ended before message_stop";
+
     /// Handles one event; `Ok(true)` at `message_stop`.
     fn on_event(&mut self, ev: SseEvent) -> Result<bool, ProviderError> {
-        self.events += 1;
         let v: Value = serde_json::from_str(&ev.data).map_err(|e| {
             ProviderError::Malformed(format!(
                 "stream event {} is not JSON ({e}): {}",
@@ -398,7 +448,11 @@ impl StreamState {
             .and_then(Value::as_str)
             .or(ev.event.as_deref())
             .unwrap_or_default();
-        let index = v.get("index").and_then(Value::as_u64);
+        let index = || {
+            v.get("index")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| missing(ty, "index"))
+        };
         match ty {
             "message_start" => {
                 let m = &v["message"];
@@ -407,56 +461,19 @@ impl StreamState {
                 self.merge_usage(m.get("usage"))?;
             }
             "content_block_start" => {
-                let index = index.ok_or_else(|| missing("content_block_start", "index"))?;
-                let b = &v["content_block"];
-                let block = match b.get("type").and_then(Value::as_str) {
-                    Some("text") => Block::Text(str_field(b, "text")),
-                    Some("tool_use") => Block::Tool {
-                        id: str_field(b, "id"),
-                        name: str_field(b, "name"),
-                        // Input arrives as deltas; a non-empty start input is kept as-is.
-                        json: match b.get("input") {
-                            Some(Value::Object(o)) if !o.is_empty() => b["input"].to_string(),
-                            _ => String::new(),
-                        },
-                        closed: false,
-                    },
-                    Some("thinking") => Block::Thinking {
-                        thinking: str_field(b, "thinking"),
-                        signature: str_field(b, "signature"),
-                        closed: false,
-                    },
-                    Some("redacted_thinking") => Block::RedactedThinking(str_field(b, "data")),
-                    _ => Block::Ignored,
-                };
-                self.blocks.insert(index, block);
+                self.blocks
+                    .insert(index()?, Block::start(&v["content_block"]));
             }
             "content_block_delta" => {
-                let index = index.ok_or_else(|| missing("content_block_delta", "index"))?;
+                let index = index()?;
                 let block = self.blocks.get_mut(&index).ok_or_else(|| {
                     ProviderError::Malformed(format!("delta for unknown content block {index}"))
                 })?;
-                let d = &v["delta"];
-                match (block, d.get("type").and_then(Value::as_str)) {
-                    (Block::Text(t), Some("text_delta")) => t.push_str(&str_field(d, "text")),
-                    (Block::Tool { json, .. }, Some("input_json_delta")) => {
-                        json.push_str(&str_field(d, "partial_json"))
-                    }
-                    (Block::Thinking { thinking, .. }, Some("thinking_delta")) => {
-                        thinking.push_str(&str_field(d, "thinking"))
-                    }
-                    (Block::Thinking { signature, .. }, Some("signature_delta")) => {
-                        signature.push_str(&str_field(d, "signature"))
-                    }
-                    _ => {}
-                }
+                block.extend(&v["delta"]);
             }
             "content_block_stop" => {
-                let index = index.ok_or_else(|| missing("content_block_stop", "index"))?;
-                if let Some(Block::Tool { closed, .. } | Block::Thinking { closed, .. }) =
-                    self.blocks.get_mut(&index)
-                {
-                    *closed = true;
+                if let Some(block) = self.blocks.get_mut(&index()?) {
+                    block.close();
                 }
             }
             "message_delta" => {
@@ -472,6 +489,16 @@ impl StreamState {
         Ok(false)
     }
 
+    fn finish(self) -> Result<ModelResponse, ProviderError> {
+        let stop = stop_reason(self.stop_reason.as_deref().ok_or_else(|| {
+            ProviderError::Malformed("stream finished without a stop_reason".to_string())
+        })?);
+        let drafts = self.blocks.into_values().filter_map(Block::draft).collect();
+        response(self.id, self.model, drafts, stop, self.usage)
+    }
+}
+
+impl StreamState {
     fn merge_usage(&mut self, usage: Option<&Value>) -> Result<(), ProviderError> {
         if let Some(u) = usage {
             let wire: WireUsage = serde_json::from_value(u.clone())
@@ -479,57 +506,6 @@ impl StreamState {
             wire.merge_into(&mut self.usage);
         }
         Ok(())
-    }
-
-    fn finish(self, complete: bool) -> Result<ModelResponse, ProviderError> {
-        if !complete {
-            return Err(ProviderError::StreamBroken(format!(
-                "the event stream ended before message_stop (after {} events)",
-                self.events
-            )));
-        }
-        let stop = stop_reason(self.stop_reason.as_deref().ok_or_else(|| {
-            ProviderError::Malformed("stream finished without a stop_reason".to_string())
-        })?);
-        let drafts = self
-            .blocks
-            .into_values()
-            .filter_map(|b| match b {
-                Block::Text(t) => Some(Draft::Text(t)),
-                Block::Tool {
-                    id,
-                    name,
-                    json,
-                    closed,
-                } => Some(Draft::Tool {
-                    id,
-                    name,
-                    raw: json,
-                    complete: closed,
-                }),
-                Block::Thinking {
-                    thinking,
-                    signature,
-                    closed,
-                } => Some(Draft::Thinking {
-                    thinking,
-                    signature,
-                    complete: closed,
-                }),
-                Block::RedactedThinking(data) => Some(Draft::RedactedThinking(data)),
-                Block::Ignored => None,
-            })
-            .collect();
-        let content = finalize(drafts, &stop)?;
-        Ok(ModelResponse {
-            id: self.id,
-            model: self.model,
-            stop_reason: settle_stop(stop, &content),
-            content,
-            usage: self.usage,
-            rate_limits: RateLimits::default(),
-            retries: 0,
-        })
     }
 }
 

@@ -284,6 +284,31 @@ pub(crate) fn header_name(name: &'static str) -> HeaderName {
     HeaderName::from_static(name)
 }
 
+/// The names of one provider's rate-limit headers.
+pub(crate) struct RateLimitHeaders {
+    pub requests_limit: &'static str,
+    pub requests_remaining: &'static str,
+    pub requests_reset: &'static str,
+    pub tokens_limit: &'static str,
+    pub tokens_remaining: &'static str,
+    pub tokens_reset: &'static str,
+}
+
+impl RateLimitHeaders {
+    /// Reads them from `h`; one missing (or, for a count, not a number) is `None`.
+    pub(crate) fn read(&self, h: &HeaderMap) -> RateLimits {
+        let s = |n: &str| header_str(h, n).map(str::to_string);
+        RateLimits {
+            requests_limit: header_u64(h, self.requests_limit),
+            requests_remaining: header_u64(h, self.requests_remaining),
+            requests_reset: s(self.requests_reset),
+            tokens_limit: header_u64(h, self.tokens_limit),
+            tokens_remaining: header_u64(h, self.tokens_remaining),
+            tokens_reset: s(self.tokens_reset),
+        }
+    }
+}
+
 /// Reads a whole (non-streamed) body; a body that breaks off is `StreamBroken`.
 pub(crate) async fn read_body(resp: reqwest::Response) -> Result<Bytes, ProviderError> {
     resp.bytes()

@@ -77,6 +77,7 @@ pub mod provider;
 pub mod reply;
 pub mod scripted;
 pub mod sse;
+mod wire;
 
 pub use anthropic::{AnthropicOptions, AnthropicProvider};
 pub use client::{

@@ -27,7 +27,7 @@
 
 use serde_json::Value;
 
-use crate::message::{ContentBlock, StopReason};
+use crate::message::{ContentBlock, ModelResponse, RateLimits, StopReason, Usage};
 use crate::provider::ProviderError;
 
 /// A block as received, before the tool-call rule is applied.
@@ -187,6 +187,27 @@ pub(crate) fn settle_stop(stop: StopReason, content: &[ContentBlock]) -> StopRea
         StopReason::EndTurn | StopReason::StopSequence if has_calls => StopReason::ToolUse,
         other => other,
     }
+}
+
+/// The reply made of `drafts`: the rules in the module doc applied ([`finalize`]) and the stop
+/// reason settled on the content ([`settle_stop`]). Rate limits are the caller's to add.
+pub(crate) fn response(
+    id: String,
+    model: String,
+    drafts: Vec<Draft>,
+    stop: StopReason,
+    usage: Usage,
+) -> Result<ModelResponse, ProviderError> {
+    let content = finalize(drafts, &stop)?;
+    Ok(ModelResponse {
+        id,
+        model,
+        stop_reason: settle_stop(stop, &content),
+        content,
+        usage,
+        rate_limits: RateLimits::default(),
+        retries: 0,
+    })
 }
 
 /// Parses a provider's stop reason (`end_turn`, `tool_use`, …; unknown ones kept verbatim).
