@@ -69,7 +69,7 @@ async fn announce_loop(pool: PgPool, channel: String, wanted: Arc<Notify>) {
         if pool.is_closed() {
             return;
         }
-        let sent = sqlx::query(include_str!("../sql/postgres/notify.sql"))
+        let sent = sqlx::query(crate::backend::sql!("postgres", "notify"))
             .bind(&channel)
             .bind("")
             .execute(&pool)

@@ -59,11 +59,11 @@ pub(crate) trait Backend: Send + Sync + Sized + 'static {
     fn rollback(tx: Self::Tx) -> impl Future<Output = Result<()>> + Send;
 }
 
-/// The path of a backend's SQL file: `sql!("postgres", "claim")` is
-/// `store/sql/postgres/claim.sql`, embedded in the binary.
+/// A backend's SQL file: `sql!("postgres", "claim")` is `store/sql/postgres/claim.sql` as
+/// `build.rs` rendered it (its run-state lists filled in), embedded in the binary.
 macro_rules! sql {
     ($dir:literal, $name:literal) => {
-        include_str!(concat!("../sql/", $dir, "/", $name, ".sql"))
+        include_str!(concat!(env!("OUT_DIR"), "/sql/", $dir, "/", $name, ".sql"))
     };
 }
 pub(crate) use sql;

@@ -329,7 +329,7 @@ impl PgBackend {
     /// (a `NOTIFY` with payload [`SCHEDULES_CHANGED`], after the change committed). A failure
     /// is logged: the timers then see the change at their next wake.
     pub(crate) async fn announce_schedules(&self) {
-        let sent = sqlx::query(include_str!("../sql/postgres/notify.sql"))
+        let sent = sqlx::query(crate::backend::sql!("postgres", "notify"))
             .bind(&self.channel)
             .bind(SCHEDULES_CHANGED)
             .execute(&self.pool)
@@ -406,7 +406,7 @@ impl QueuePaths for PgBackend {
             .map(|r| r.new.concurrency_key.as_deref().map(text))
             .collect();
         let inserted: Vec<(String, i64)> =
-            sqlx::query_as(include_str!("../sql/postgres/enqueue_plain_many.sql"))
+            sqlx::query_as(crate::backend::sql!("postgres", "enqueue_plain_many"))
                 .bind(&ids)
                 .bind(&agents)
                 .bind(&triggers)
@@ -453,7 +453,7 @@ impl QueuePaths for PgBackend {
         }
         let ends = Ends::of(done);
         let rows: Vec<(i64, i64, bool)> =
-            sqlx::query_as(include_str!("../sql/postgres/finish_jobs.sql"))
+            sqlx::query_as(crate::backend::sql!("postgres", "finish_jobs"))
                 .bind(&ends.ids)
                 .bind(&ends.tokens)
                 .bind(&ends.job_states)
@@ -493,7 +493,7 @@ impl QueuePaths for PgBackend {
 
     /// Marks the runs of claimed jobs running, in one statement.
     async fn mark_runs_running(tx: &mut Tx, run_ids: &[&str], now: i64) -> Result<()> {
-        sqlx::query(include_str!("../sql/postgres/mark_runs_running.sql"))
+        sqlx::query(crate::backend::sql!("postgres", "mark_runs_running"))
             .bind(now)
             .bind(run_ids)
             .execute(&mut **tx)
@@ -507,11 +507,11 @@ impl PgBackend {
     fn claim_statement(lanes: Option<&[String]>) -> (&'static str, Option<String>) {
         match lanes {
             Some([lane]) => (
-                include_str!("../sql/postgres/claim_lane.sql"),
+                crate::backend::sql!("postgres", "claim_lane"),
                 Some(lane.clone()),
             ),
             lanes => (
-                include_str!("../sql/postgres/claim.sql"),
+                crate::backend::sql!("postgres", "claim"),
                 lanes.map(|l| serde_json::to_string(l).expect("lane names serialise")),
             ),
         }
@@ -531,7 +531,7 @@ impl PgBackend {
             return Ok(None);
         };
         let ends = Ends::of(done);
-        let rows = sqlx::query(include_str!("../sql/postgres/settle.sql"))
+        let rows = sqlx::query(crate::backend::sql!("postgres", "settle"))
             .bind(&ends.ids)
             .bind(&ends.tokens)
             .bind(&ends.job_states)
@@ -645,14 +645,14 @@ mod tests {
     fn a_claim_for_one_lane_has_its_own_statement() {
         let one = ["interactive".to_string()];
         let (sql, lane) = PgBackend::claim_statement(Some(&one));
-        assert_eq!(sql, include_str!("../sql/postgres/claim_lane.sql"));
+        assert_eq!(sql, crate::backend::sql!("postgres", "claim_lane"));
         assert_eq!(lane.as_deref(), Some("interactive"));
         let (sql, lanes) = PgBackend::claim_statement(None);
-        assert_eq!(sql, include_str!("../sql/postgres/claim.sql"));
+        assert_eq!(sql, crate::backend::sql!("postgres", "claim"));
         assert_eq!(lanes, None);
         let two = ["a".to_string(), "b".to_string()];
         let (sql, lanes) = PgBackend::claim_statement(Some(&two));
-        assert_eq!(sql, include_str!("../sql/postgres/claim.sql"));
+        assert_eq!(sql, crate::backend::sql!("postgres", "claim"));
         assert_eq!(lanes.as_deref(), Some(r#"["a","b"]"#));
     }
 

@@ -135,11 +135,11 @@ impl SqliteBackend {
     fn claim_statement(lanes: Option<&[String]>) -> (&'static str, Option<String>) {
         match lanes {
             Some([lane]) => (
-                include_str!("../sql/sqlite/claim_lane.sql"),
+                crate::backend::sql!("sqlite", "claim_lane"),
                 Some(lane.clone()),
             ),
             lanes => (
-                include_str!("../sql/sqlite/claim.sql"),
+                crate::backend::sql!("sqlite", "claim"),
                 lanes.map(|l| serde_json::to_string(l).expect("lane names serialise")),
             ),
         }
@@ -172,7 +172,7 @@ impl QueuePaths for SqliteBackend {
         let jobs: std::collections::HashMap<String, i64> = self
             .writer
             .fetch_in_transaction::<(String, i64)>(
-                include_str!("../sql/sqlite/enqueue_plain_in.sql"),
+                crate::backend::sql!("sqlite", "enqueue_plain_in"),
                 run_list(rows),
             )
             .await?
@@ -218,7 +218,7 @@ impl QueuePaths for SqliteBackend {
             .collect();
         let ends = serde_json::to_string(&ends).expect("job ends serialise");
         let won: std::collections::HashMap<(i64, i64), bool> =
-            sqlx::query_as(include_str!("../sql/sqlite/finish_batch.sql"))
+            sqlx::query_as(crate::backend::sql!("sqlite", "finish_batch"))
                 .bind(ends)
                 .bind(now)
                 .fetch_all(&mut **tx)
@@ -251,7 +251,7 @@ impl QueuePaths for SqliteBackend {
     /// Marks the runs of claimed jobs running, in one statement.
     async fn mark_runs_running(tx: &mut WriteTx, run_ids: &[&str], now: i64) -> Result<()> {
         let ids = serde_json::to_string(run_ids).expect("run ids serialise");
-        sqlx::query(include_str!("../sql/sqlite/mark_runs_running.sql"))
+        sqlx::query(crate::backend::sql!("sqlite", "mark_runs_running"))
             .bind(now)
             .bind(ids)
             .execute(&mut **tx)
@@ -297,7 +297,7 @@ impl crate::intake_together::TakeTogether for SqliteBackend {
                 .map(|t| crate::intake_together::claim_entry(t)),
         );
         self.writer
-            .begin_fetching(include_str!("../sql/sqlite/webhooks/claim_many.sql"), list)
+            .begin_fetching(crate::backend::sql!("sqlite", "webhooks/claim_many"), list)
             .await
     }
 
@@ -306,7 +306,7 @@ impl crate::intake_together::TakeTogether for SqliteBackend {
         rows: &[RunRow<'_>],
     ) -> Result<std::collections::HashMap<String, i64>> {
         let jobs: Vec<(String, i64)> =
-            sqlx::query_as(include_str!("../sql/sqlite/enqueue_plain_in.sql"))
+            sqlx::query_as(crate::backend::sql!("sqlite", "enqueue_plain_in"))
                 .bind(run_list(rows))
                 .fetch_all(c)
                 .await?;
@@ -323,7 +323,7 @@ impl crate::intake_together::TakeTogether for SqliteBackend {
                 .map(|(t, runs)| crate::intake_together::finish_entry(t, runs)),
         );
         let finished: Vec<(String, String)> = tx
-            .commit_fetching(include_str!("../sql/sqlite/webhooks/finish_many.sql"), list)
+            .commit_fetching(crate::backend::sql!("sqlite", "webhooks/finish_many"), list)
             .await?;
         Ok(finished.into_iter().collect())
     }
@@ -486,10 +486,10 @@ pub(crate) mod tests {
     async fn next_due_reads_the_first_entry_of_jobs_next_due() {
         let (backend, dir) = migrated("next-due-plan").await;
         for (name, sql) in [
-            ("next_due", include_str!("../sql/sqlite/next_due.sql")),
+            ("next_due", crate::backend::sql!("sqlite", "next_due")),
             (
                 "oldest_due",
-                include_str!("../sql/sqlite/listing/oldest_due.sql"),
+                crate::backend::sql!("sqlite", "listing/oldest_due"),
             ),
         ] {
             let rows: Vec<(i64, i64, i64, String)> =

@@ -243,4 +243,36 @@ mod tests {
             assert!(flat.contains(&format!("status IN ({})", tasks.join(", "))));
         }
     }
+
+    #[test]
+    fn the_sql_files_run_state_lists_are_the_enums() {
+        let listed: Vec<(&str, bool)> = RunStatus::ALL
+            .iter()
+            .map(|s| (s.as_str(), s.is_terminal()))
+            .collect();
+        assert_eq!(
+            listed,
+            crate::run_states::RUN_STATES,
+            "store/src/run_states.rs (what the SQL files are rendered with) lists every \
+             RunStatus, in order, terminal exactly when is_terminal says so"
+        );
+        // Rendered: a statement that names the ended runs names all of them.
+        let set_status = crate::statement("sqlite", "set_run_status").unwrap();
+        let terminal: Vec<String> = RunStatus::ALL
+            .iter()
+            .filter(|s| s.is_terminal())
+            .map(|s| format!("'{s}'"))
+            .collect();
+        assert!(
+            set_status.contains(&format!("NOT IN ({})", terminal.join(", "))),
+            "{set_status}"
+        );
+        for backend in ["sqlite", "postgres"] {
+            for name in ["set_run_status", "supersede_run", "active_runs_of_key"] {
+                let text = crate::statement(backend, name).unwrap();
+                assert!(!text.contains("_run_states}"), "{backend}/{name}: {text}");
+            }
+        }
+        assert_eq!(crate::statement("sqlite", "no_such_statement"), None);
+    }
 }

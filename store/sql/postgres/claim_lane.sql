@@ -44,6 +44,6 @@ WITH RECURSIVE priorities AS (
     UPDATE runs r SET status = 'running', started_at = COALESCE(r.started_at, $1), updated_at = $1
     WHERE r.id = ANY(ARRAY(SELECT run_id FROM claimed WHERE concurrency_key IS NULL))
       -- IS TRUE: found by id, never through runs_status (see mark_runs_running.sql).
-      AND (r.status IN ('queued', 'waiting', 'awaiting_approval')) IS TRUE
+      AND (r.status IN ({idle_run_states})) IS TRUE
 )
 SELECT * FROM claimed

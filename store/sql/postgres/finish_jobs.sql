@@ -33,7 +33,6 @@ WITH ends AS MATERIALIZED (
         finished_at = $8,
         updated_at = $8
     WHERE r.id = ANY(ARRAY(SELECT run_id FROM done))
-      AND r.status NOT IN ('succeeded', 'failed', 'cancelled', 'budget_exhausted', 'max_rounds',
-                           'superseded')
+      AND r.status NOT IN ({terminal_run_states})
 )
 SELECT id, lease_token, concurrency_key IS NOT NULL AS keyed FROM done

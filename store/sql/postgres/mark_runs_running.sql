@@ -3,4 +3,4 @@
 -- would visit every queued run when its statistics say there are few: each is found by id.
 UPDATE runs r SET status = 'running', started_at = COALESCE(r.started_at, $1), updated_at = $1
 WHERE r.id = ANY($2::text[])
-  AND (r.status IN ('queued', 'waiting', 'awaiting_approval')) IS TRUE
+  AND (r.status IN ({idle_run_states})) IS TRUE

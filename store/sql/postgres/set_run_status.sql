@@ -7,5 +7,4 @@ UPDATE runs SET
     finished_at = COALESCE($5, finished_at),
     updated_at = $6
 WHERE id = $1
-  AND status NOT IN ('succeeded', 'failed', 'cancelled', 'budget_exhausted', 'max_rounds',
-                     'superseded')
+  AND status NOT IN ({terminal_run_states})

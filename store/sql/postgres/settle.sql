@@ -62,8 +62,7 @@ WITH RECURSIVE priorities AS (
         finished_at = $8,
         updated_at = $8
     WHERE r.id = ANY(ARRAY(SELECT run_id FROM done))
-      AND r.status NOT IN ('succeeded', 'failed', 'cancelled', 'budget_exhausted', 'max_rounds',
-                           'superseded')
+      AND r.status NOT IN ({terminal_run_states})
 ), picked AS (
     SELECT due.id, due.concurrency_key FROM priorities p CROSS JOIN LATERAL (
         SELECT id, concurrency_key FROM jobs q
@@ -95,7 +94,7 @@ WITH RECURSIVE priorities AS (
     UPDATE runs r SET status = 'running', started_at = COALESCE(r.started_at, $8), updated_at = $8
     WHERE r.id = ANY(ARRAY(SELECT run_id FROM claimed))
       -- IS TRUE: found by id, never through runs_status (see mark_runs_running.sql).
-      AND (r.status IN ('queued', 'waiting', 'awaiting_approval')) IS TRUE
+      AND (r.status IN ({idle_run_states})) IS TRUE
 ), summary AS (
     SELECT (SELECT array_agg(id) FROM done) AS ended_ids,
            (SELECT array_agg(lease_token) FROM done) AS ended_tokens,

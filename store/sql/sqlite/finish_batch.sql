@@ -28,8 +28,7 @@ FROM (
     ) WHERE nth = 1
 ) AS e
 WHERE runs.id = e.run_id
-  AND runs.status NOT IN ('succeeded', 'failed', 'cancelled', 'budget_exhausted', 'max_rounds',
-                          'superseded');
+  AND runs.status NOT IN ({terminal_run_states});
 -- Then the jobs. A job whose lease was lost matches no row, so nothing of it changes. Returns
 -- the jobs that did end, with their tokens (a batch may hold a stale and a fresh end of one
 -- job).

@@ -3,4 +3,4 @@
 -- would visit every queued run: each is found by its id.
 UPDATE runs SET status = 'running', started_at = COALESCE(started_at, ?1), updated_at = ?1
 WHERE id IN (SELECT value FROM json_each(?2))
-  AND +status IN ('queued', 'waiting', 'awaiting_approval')
+  AND +status IN ({idle_run_states})

@@ -2,5 +2,5 @@
 -- ?1 run id, ?2 error, ?3 now
 UPDATE runs SET status = 'superseded', error = ?2, finished_at = ?3,
     cancel_requested_at = COALESCE(cancel_requested_at, ?3), updated_at = ?3
-WHERE id = ?1 AND status IN ('queued', 'running', 'waiting', 'awaiting_approval')
+WHERE id = ?1 AND status IN ({live_run_states})
 RETURNING id

@@ -342,7 +342,7 @@ async fn release<B: ScheduleStatements>(
 /// The database's clock in milliseconds since the epoch (`schedules/now.sql`).
 async fn database_now(b: &PgBackend) -> Result<Millis> {
     Ok(
-        sqlx::query_scalar(include_str!("../../sql/postgres/schedules/now.sql"))
+        sqlx::query_scalar(crate::backend::sql!("postgres", "schedules/now"))
             .fetch_one(&mut *b.reader().await?)
             .await?,
     )

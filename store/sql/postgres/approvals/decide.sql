@@ -3,5 +3,5 @@
 UPDATE approvals SET status = $3, reason = $4, decided_at = $5, decided_by = $6
 WHERE run_id = $1 AND call_id = $2 AND status = 'pending' AND expires_at > $5
   AND EXISTS (SELECT 1 FROM runs r WHERE r.id = $1
-              AND r.status IN ('queued', 'running', 'waiting', 'awaiting_approval'))
+              AND r.status IN ({live_run_states}))
 RETURNING call_id

@@ -7,6 +7,6 @@ FROM jobs j
 WHERE j.status IN ('queued', 'running')
    OR (j.status = 'parked'
        AND EXISTS (SELECT 1 FROM runs r WHERE r.id = j.run_id
-                   AND r.status IN ('queued', 'running', 'waiting', 'awaiting_approval')))
+                   AND r.status IN ({live_run_states})))
 GROUP BY 1, 2
 ORDER BY 1, 2
