@@ -1,10 +1,11 @@
 //! Test support for Nightshift's suites: a fresh database per test on each backend, and the
-//! helpers the conformance, pool and process tests share.
+//! helpers the pool, process and daemon tests share.
 //!
-//! PostgreSQL comes from `NIGHTSHIFT_TEST_PG_URL` when set; otherwise from a throwaway
-//! cluster started with the machine's `initdb`/`pg_ctl` when present; otherwise PostgreSQL
-//! tests print a loud `SKIPPED` line and pass. Each test gets its own schema (PostgreSQL) or
-//! file (SQLite).
+//! The per-test database ([`TestDb`] on a [`Backend`], [`pg`], [`on_both_backends!`]) is the
+//! store's conformance crate's (`nightshift-store-conformance`), re-exported here: PostgreSQL
+//! comes from `NIGHTSHIFT_TEST_PG_URL` when set; otherwise from a throwaway cluster started
+//! with the machine's `initdb`/`pg_ctl` when present; otherwise PostgreSQL tests print a loud
+//! `SKIPPED` line and pass. Each test gets its own schema (PostgreSQL) or file (SQLite).
 //!
 //! [`git_http`] is a fake GitHub git host (smart HTTP through `git http-backend`, installation
 //! tokens checked as GitHub checks them) for the workspace checkout's tests.
@@ -15,98 +16,10 @@
 pub mod config_text;
 pub mod git_http;
 pub mod http;
-pub mod pg;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use nightshift_store::{Clock, ManualClock, Store, StoreConfig, Synchronous, SystemClock};
-
-/// Which backend a test runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-/// A database of one test: a temp SQLite file or a fresh PostgreSQL schema.
-#[derive(Debug)]
-pub struct TestDb {
-    pub backend: Backend,
-    pub config: StoreConfig,
-    _dir: Option<tempfile::TempDir>,
-}
-
-impl TestDb {
-    /// A fresh database on `backend`, or `None` (after printing why) when PostgreSQL is not
-    /// available.
-    pub async fn new(backend: Backend, test: &str) -> Option<TestDb> {
-        match backend {
-            Backend::Sqlite => {
-                let dir = tempfile::tempdir().expect("temp dir");
-                let path = dir.path().join("nightshift.db");
-                let mut config = StoreConfig::for_url(format!("sqlite://{}", path.display()));
-                // Tests with thousands of commits use NORMAL to keep the suite fast; the
-                // queue's semantics do not depend on it (it only changes power-cut behaviour).
-                config.synchronous = Synchronous::Normal;
-                Some(TestDb {
-                    backend,
-                    config,
-                    _dir: Some(dir),
-                })
-            }
-            Backend::Postgres => {
-                let Some(url) = pg::url().await else {
-                    eprintln!(
-                        "SKIPPED {test} on PostgreSQL: no server (set NIGHTSHIFT_TEST_PG_URL, or \
-                         install initdb/pg_ctl)"
-                    );
-                    return None;
-                };
-                let schema = format!("nst_{}", uuid::Uuid::new_v4().simple());
-                let mut config = StoreConfig::for_url(url);
-                config.schema = Some(schema);
-                config.max_connections = 12;
-                Some(TestDb {
-                    backend,
-                    config,
-                    _dir: None,
-                })
-            }
-        }
-    }
-
-    /// A migrated store on this database with `clock`.
-    pub async fn store_with(&self, clock: Arc<dyn Clock>) -> Store {
-        let store = Store::connect(&self.config, clock).await.expect("connect");
-        store.migrate().await.expect("migrate");
-        store
-    }
-
-    /// A migrated store with the system clock.
-    pub async fn store(&self) -> Store {
-        self.store_with(Arc::new(SystemClock)).await
-    }
-
-    /// A migrated store with a manual clock, and the clock.
-    pub async fn manual(&self) -> (Store, ManualClock) {
-        let clock = ManualClock::starting_now();
-        (self.store_with(Arc::new(clock.clone())).await, clock)
-    }
-
-    /// Drops the PostgreSQL schema (best effort; SQLite files go with the temp dir).
-    pub async fn cleanup(self) {
-        if let (Backend::Postgres, Some(schema)) = (self.backend, &self.config.schema) {
-            let url = self.config.url.clone();
-            if let Ok(mut conn) = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await {
-                let drop = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
-                let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
-                    .execute(&mut conn)
-                    .await;
-            }
-        }
-    }
-}
+pub use nightshift_store_conformance::{Backend, TestDb, on_both_backends, pg};
 
 /// Polls `check` every 20 ms until it returns `Some`, or panics after `timeout` naming `what`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
@@ -124,35 +37,4 @@ where
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// Runs the async test body `$body` (a fn taking `TestDb`) once per backend, as two tests
-/// named `sqlite` and `postgres` inside a module named after the test.
-#[macro_export]
-macro_rules! on_both_backends {
-    ($($name:ident => $body:ident;)+) => {
-        $(
-            mod $name {
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn sqlite() {
-                    let db = $crate::TestDb::new($crate::Backend::Sqlite, stringify!($name))
-                        .await
-                        .expect("sqlite is always available");
-                    super::$body(&db).await;
-                    db.cleanup().await;
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn postgres() {
-                    let Some(db) =
-                        $crate::TestDb::new($crate::Backend::Postgres, stringify!($name)).await
-                    else {
-                        return;
-                    };
-                    super::$body(&db).await;
-                    db.cleanup().await;
-                }
-            }
-        )+
-    };
 }
