@@ -24,6 +24,7 @@ pub fn templates() -> Environment<'static> {
         ("runs_list.html", include_str!("templates/runs_list.html")),
         ("decision.html", include_str!("templates/decision.html")),
         ("run.html", include_str!("templates/run.html")),
+        ("run_header.html", include_str!("templates/run_header.html")),
         ("item.html", include_str!("templates/item.html")),
         ("confirm.html", include_str!("templates/confirm.html")),
         ("queue.html", include_str!("templates/queue.html")),

@@ -21,8 +21,9 @@
 //!   acted from with a flash message signed for the session ([`actions::back_to`]), so a
 //!   link cannot put words on a page.
 //!
-//! - **Live.** A run's timeline, the runs list, the queue and the approvals inbox update
-//!   while they are open ([`live`]), without a reload.
+//! - **Live.** A run's timeline and header, the runs list, the queue and the approvals
+//!   inbox update while they are open ([`live`]), without a reload, and never take away a
+//!   part the operator is using (a reason being typed, the focus, an open `<details>`).
 //!
 //! One module per page: [`runs`], [`run_page`] (+ [`live`], [`files`]), [`queue`],
 //! [`schedules`], [`hooks`], [`notifications`], [`approvals`]; the run actions are in

@@ -1,11 +1,15 @@
 //! Live pages, as server-sent events while a client is connected.
 //!
-//! `GET /ui/runs/{id}/live?after=SEQ`: a run's timeline. It polls the store every [`POLL`]
-//! and sends `item` events (an item's HTML fragment; `app.js` replaces the `li` with the
-//! same id or appends it) for every item whose HTML changed or that reflects an event after
-//! `after` — every item, when the run's status is no longer the page's `status` — and a
-//! `status` event when the run's status changes; it sends `end` and stops once the run is
-//! terminal.
+//! `GET /ui/runs/{id}/live?after=SEQ`: a run's page. It polls the store every [`POLL`]
+//! and sends `item` events (an item's HTML fragment; `app.js` puts it in place of the `li`
+//! with the same id or appends it) for every item whose HTML changed or that reflects an
+//! event after `after` — every item, when the run's status is no longer the page's
+//! `status` — and a `header` event (the run's header: status, usage, actions) at its first
+//! read and whenever the header changed; it sends `end` and stops once the run is terminal.
+//! `app.js` never replaces a part the operator is using (focus, typed text such as a deny
+//! reason, an open `<details>`, a selection, the confirm dialog open on one of its forms):
+//! the rest of the item or header is updated around it, and the whole once it is no longer
+//! in use.
 //!
 //! [`lists`]: `GET /ui/live/runs?<the runs page's query>`, `/ui/live/queue` and
 //! `/ui/live/approvals`: the lists. Each polls the store every [`LIST_POLL`] and, when the
@@ -27,7 +31,7 @@ use futures::stream::{self, Stream};
 use serde::Deserialize;
 
 use crate::auth::Session;
-use crate::run_page::{load, render_item};
+use crate::run_page::{load, render_header, render_item};
 use crate::runs::FilterForm;
 use crate::{DashboardState, approvals, layout, queue, runs};
 
@@ -54,6 +58,8 @@ struct Cursor {
     csrf: String,
     after: i64,
     sent: Option<HashMap<String, String>>,
+    /// The header's HTML sent last.
+    header: Option<String>,
     status: String,
     done: bool,
     queue: Vec<Event>,
@@ -72,6 +78,7 @@ pub async fn stream(
         csrf,
         after: q.after,
         sent: None,
+        header: None,
         status: q.status,
         done: false,
         queue: Vec::new(),
@@ -114,10 +121,12 @@ fn events(cursor: Cursor) -> impl Stream<Item = Result<Event, Infallible>> {
                 }
                 sent.insert(item.key.clone(), html);
             }
-            if status != c.status {
-                out.push(Event::default().event("status").data(status.clone()));
-                c.status = status;
+            let header = render_header(&c.state, &run, &c.csrf, c.state.store.now());
+            if c.header.as_ref() != Some(&header) {
+                out.push(Event::default().event("header").data(&header));
+                c.header = Some(header);
             }
+            c.status = status;
             if run.status.is_terminal() {
                 out.push(Event::default().event("end").data("end"));
                 c.done = true;

@@ -1,13 +1,13 @@
-//! `GET /ui/runs/{id}`: the run's header (status, usage, actions) and its timeline
-//! ([`crate::timeline::build`]), each item rendered by `item.html` (the live stream sends
-//! the same fragments).
+//! `GET /ui/runs/{id}`: the run's header (status, usage, actions; `run_header.html`) and its
+//! timeline ([`crate::timeline::build`]), each item rendered by `item.html`. The live stream
+//! ([`crate::live`]) sends the same fragments, header and items, as they change.
 
 use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use minijinja::{Value, context};
-use nightshift_store::{Run, RunStatus, TaskStatus};
+use nightshift_store::{Millis, Run, RunStatus, TaskStatus};
 
 use crate::auth::Session;
 use crate::layout::FlashQuery;
@@ -78,6 +78,32 @@ pub fn item_ctx(item: &Item, run: &Run, csrf: &str) -> Value {
     }
 }
 
+/// The context the run's header (`run_header.html`: status, usage, actions) renders with,
+/// as of `now`.
+pub fn header_ctx(run: &Run, csrf: &str, now: Millis) -> Value {
+    let status = run.status;
+    context! {
+        run => Value::from(minijinja::value::Serde(run)), csrf,
+        status => status.as_str(),
+        can_cancel => !status.is_terminal(),
+        can_wake => status == RunStatus::Waiting,
+        created_utc => format::utc(run.created_at),
+        age => format::age(now, run.created_at),
+        tokens_in => format::tokens(run.input_tokens),
+        tokens_out => format::tokens(run.output_tokens),
+        cost => format::money(run.cost_usd),
+    }
+}
+
+/// The run's header as HTML, as of `now`.
+pub fn render_header(state: &DashboardState, run: &Run, csrf: &str, now: Millis) -> String {
+    state
+        .templates
+        .get_template("run_header.html")
+        .and_then(|t| t.render(header_ctx(run, csrf, now)))
+        .unwrap_or_else(|e| format!("<div id=\"run-header\">template failed: {e}</div>"))
+}
+
 /// One item as HTML.
 pub fn render_item(state: &DashboardState, item: &Item, run: &Run, csrf: &str) -> String {
     state
@@ -104,25 +130,18 @@ pub async fn page(
         .iter()
         .map(|i| render_item(&state, i, &run, &csrf))
         .collect();
-    let status = run.status;
+    let header = header_ctx(&run, &csrf, now);
     layout::render(
         &state,
         StatusCode::OK,
         "run.html",
         context! {
-            run => Value::from(minijinja::value::Serde(&run)), csrf, items => rendered, last_seq, signed_in => true,
+            items => rendered, last_seq, signed_in => true,
             flash => layout::flash(&state, &session, q.flash.as_deref(), q.fs.as_deref()),
             nav => "runs",
-            status => status.as_str(),
-            terminal => status.is_terminal(),
-            can_cancel => !status.is_terminal(),
-            can_wake => status == RunStatus::Waiting,
-            created_utc => format::utc(run.created_at),
-            age => format::age(now, run.created_at),
-            tokens_in => format::tokens(run.input_tokens),
-            tokens_out => format::tokens(run.output_tokens),
-            cost => format::money(run.cost_usd),
+            terminal => run.status.is_terminal(),
             actions,
+            ..header
         },
     )
 }
@@ -161,4 +180,41 @@ async fn operator_actions(state: &DashboardState, run_id: &str, now: i64) -> Val
         })
         .collect();
     Value::from(minijinja::value::Serde(&rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::run;
+
+    fn header(run: &Run) -> String {
+        crate::layout::templates()
+            .get_template("run_header.html")
+            .and_then(|t| t.render(header_ctx(run, "c", 120_000)))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_header_shows_status_usage_and_the_actions_the_status_allows() {
+        let mut waiting = run(RunStatus::Waiting);
+        waiting.turns = 3;
+        waiting.input_tokens = 2_400;
+        let html = header(&waiting);
+        assert!(html.starts_with("<div id=\"run-header\">"), "{html}");
+        for part in [
+            "data-status=\"waiting\"",
+            "3 turns · 2.4k in",
+            "2m ago",
+            "data-action=\"cancel\"",
+            "data-action=\"wake\"",
+        ] {
+            assert!(html.contains(part), "{part} in {html}");
+        }
+        let done = header(&run(RunStatus::Succeeded));
+        assert!(done.contains("data-status=\"succeeded\""), "{done}");
+        assert!(
+            !done.contains("data-action="),
+            "no action on an ended run: {done}"
+        );
+    }
 }

@@ -1,5 +1,5 @@
 // The dashboard's only script: local times, the confirm dialog (with what a decision is on),
-// the live timeline and the live lists.
+// the live run page (its timeline and header) and the live lists.
 "use strict";
 function localTimes(root) {
   root.querySelectorAll("time[datetime]").forEach(function (t) {
@@ -49,22 +49,70 @@ function follow(url, on) {
   open();
   return function () { done = true; close(); };
 }
+// Parts of a live page the server sent while the operator was using them: each keeps the
+// HTML it is to show once it is no longer in use (see place).
+var waiting = [];
+function fromHtml(html) {
+  var tpl = document.createElement("template");
+  tpl.innerHTML = html.trim();
+  return tpl.content.firstElementChild;
+}
+// Puts fresh in place of old. A part in use (inUse) is never replaced: its children in use
+// stay as they are and the others are replaced around them; the whole comes once it is no
+// longer in use (settle).
+function place(old, fresh) {
+  var at = waiting.indexOf(old);
+  if (at >= 0) { waiting.splice(at, 1); }
+  if (!inUse(old)) { old.replaceWith(fresh); localTimes(fresh); confirmForms(fresh); return; }
+  var html = fresh.outerHTML;
+  Array.prototype.slice.call(old.attributes).forEach(function (a) { if (!fresh.hasAttribute(a.name)) { old.removeAttribute(a.name); } });
+  Array.prototype.forEach.call(fresh.attributes, function (a) { old.setAttribute(a.name, a.value); });
+  var kept = {};
+  slots(old).forEach(function (s) { if (inUse(s.el)) { kept[s.key] = s.el; } else { s.el.remove(); } });
+  var next = old.firstElementChild;
+  slots(fresh).forEach(function (s) {
+    var use = kept[s.key] || s.el;
+    delete kept[s.key];
+    if (use === next) { next = next.nextElementSibling; return; }
+    old.insertBefore(use, next);
+    if (use === s.el) { localTimes(use); confirmForms(use); }
+  });
+  old.liveNext = html;
+  waiting.push(old);
+}
+// The element children of el, each keyed by its tag, class and place among its like.
+function slots(el) {
+  var seen = {};
+  return Array.prototype.map.call(el.children, function (c) {
+    var k = c.tagName + "." + c.className;
+    seen[k] = (seen[k] || 0) + 1;
+    return { key: k + "#" + seen[k], el: c };
+  });
+}
+// Brings in the whole of each waiting part no longer in use.
+function settle() {
+  waiting.slice().forEach(function (el) {
+    if (!el.isConnected) { waiting.splice(waiting.indexOf(el), 1); return; }
+    if (!inUse(el)) { place(el, fromHtml(el.liveNext)); }
+  });
+}
+function settleSoon() { if (waiting.length) { setTimeout(settle, 0); } }
+["focusout", "input", "change", "selectionchange"].forEach(function (name) { document.addEventListener(name, settleSoon); });
+document.addEventListener("toggle", settleSoon, true);
+document.addEventListener("close", settleSoon, true);
 function live() {
   var ol = document.getElementById("timeline");
   if (!ol || !ol.dataset.live || !window.EventSource) { return; }
   var end = follow(ol.dataset.live, {
     item: function (ev) {
-      var tpl = document.createElement("template");
-      tpl.innerHTML = ev.data.trim();
-      var li = tpl.content.firstElementChild;
+      var li = fromHtml(ev.data);
       if (!li) { return; }
       var old = document.getElementById(li.id);
-      if (old) { old.replaceWith(li); } else { ol.appendChild(li); }
-      localTimes(li); confirmForms(li);
+      if (old) { place(old, li); } else { ol.appendChild(li); localTimes(li); confirmForms(li); }
     },
-    status: function (ev) {
-      var s = document.getElementById("run-status");
-      if (s) { s.dataset.status = ev.data; s.textContent = ev.data; s.className = "badge s-" + ev.data; }
+    header: function (ev) {
+      var fresh = fromHtml(ev.data), old = document.getElementById("run-header");
+      if (fresh && old) { place(old, fresh); }
     },
     end: function () { end(); }
   });
@@ -77,7 +125,7 @@ function inUse(el) {
   if (a && a !== document.body && el.contains(a)) { return true; }
   if (dialog && dialog.open && dialog.forForm && el.contains(dialog.forForm)) { return true; }
   if (sel && !sel.isCollapsed && sel.containsNode(el, true)) { return true; }
-  if (el.querySelector("details[open]")) { return true; }
+  if (el.matches("details[open]") || el.querySelector("details[open]")) { return true; }
   return Array.prototype.some.call(el.querySelectorAll("input, textarea"), function (f) {
     return f.type !== "hidden" && f.value !== f.defaultValue;
   });

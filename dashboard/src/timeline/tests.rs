@@ -4,40 +4,11 @@
 use nightshift_agent::events::{EndStatus, RunEvent};
 use nightshift_agent::runtime::REFUSED_NOTICE;
 use nightshift_llm::{ContentBlock, Message, StopReason, Usage};
-use nightshift_store::{Event, Job, Run, RunStatus, Task, TaskStatus, Trigger};
+use nightshift_store::{Event, Job, Run, RunStatus, Task, TaskStatus};
 
 use super::{Item, TaskView, build};
 use crate::decision::Decision;
-use crate::test_support::log;
-
-fn run(status: RunStatus) -> Run {
-    Run {
-        id: "r1".into(),
-        agent: "a".into(),
-        status,
-        trigger_kind: Trigger::Api,
-        input: "Go.".into(),
-        idempotency_key: None,
-        concurrency_key: None,
-        agent_hash: None,
-        notify: false,
-        turns: 1,
-        input_tokens: 0,
-        output_tokens: 0,
-        cache_read_tokens: 0,
-        cache_write_tokens: 0,
-        cost_usd: 0.0,
-        result: None,
-        error: None,
-        cancel_requested_at: None,
-        created_at: 0,
-        updated_at: 0,
-        started_at: None,
-        finished_at: None,
-        trace_parent: None,
-        context: None,
-    }
-}
+use crate::test_support::{log, run};
 
 fn started(call: &str, name: &str) -> RunEvent {
     RunEvent::ToolStarted {

@@ -16,7 +16,7 @@ use crate::daemon::Serve;
 use crate::harness::Browser;
 
 /// A fresh database, daemon and browser for `test`, or `None` when skipped.
-async fn setup(backend: Backend, test: &str) -> Option<(TestDb, Serve, Browser)> {
+pub(crate) async fn setup(backend: Backend, test: &str) -> Option<(TestDb, Serve, Browser)> {
     let db = TestDb::new(backend, test).await?;
     let browser = Browser::start(test).await?;
     let serve = Serve::start(&db).await;
@@ -84,7 +84,7 @@ async fn opens_the_dialog(b: &Browser) {
     .await;
 }
 
-async fn waits_for_status(b: &Browser, status: &str) {
+pub(crate) async fn waits_for_status(b: &Browser, status: &str) {
     b.until(
         &format!("the run page to say {status}"),
         &format!(
