@@ -30,7 +30,6 @@ on_both_backends! {
     a_lost_answer_to_a_comment_or_review_is_looked_up_not_sent_again => comment_and_review_once;
     a_lost_answer_to_a_check_run_create_makes_no_second_check_run => one_check_run;
     a_second_start_and_a_completion_racing_a_slow_create_make_no_second_check_run => racing_create;
-    a_check_run_claim_is_held_recorded_released_and_taken_over_when_stale => claim_rules;
 }
 
 const CHECK: &str = "Nightshift review";
@@ -339,58 +338,5 @@ async fn racing_create(db: &TestDb) {
         1,
         "{:?}",
         s.requests
-    );
-}
-
-async fn claim_rules(db: &TestDb) {
-    use nightshift_store::CheckRunClaim;
-    let (store, clock) = db.manual().await;
-    let run_id = store
-        .enqueue(&nightshift_store::NewRun::new("checker", "go"))
-        .await
-        .unwrap()
-        .run_id;
-    let stale = Duration::from_secs(60);
-    assert_eq!(store.check_run_claim(&run_id, CHECK).await.unwrap(), None);
-    assert_eq!(
-        store.claim_check_run(&run_id, CHECK, stale).await.unwrap(),
-        CheckRunClaim::Yours
-    );
-    let since = store.now();
-    // While fresh, everyone else hears it is being made; another name is its own claim.
-    clock.advance(Duration::from_secs(59));
-    assert_eq!(
-        store.claim_check_run(&run_id, CHECK, stale).await.unwrap(),
-        CheckRunClaim::BeingMade { since }
-    );
-    assert_eq!(
-        store
-            .claim_check_run(&run_id, "other", stale)
-            .await
-            .unwrap(),
-        CheckRunClaim::Yours
-    );
-    // Stale without an id: taken over.
-    clock.advance(Duration::from_secs(2));
-    assert_eq!(
-        store.claim_check_run(&run_id, CHECK, stale).await.unwrap(),
-        CheckRunClaim::Yours
-    );
-    // Recorded: made, for good (never stale, never released).
-    store.record_check_run(&run_id, CHECK, 4000).await.unwrap();
-    clock.advance(Duration::from_secs(3600));
-    store.release_check_run(&run_id, CHECK).await.unwrap();
-    assert_eq!(
-        store.claim_check_run(&run_id, CHECK, stale).await.unwrap(),
-        CheckRunClaim::Made(4000)
-    );
-    // Released (GitHub refused, nothing made): the next caller claims it at once.
-    store.release_check_run(&run_id, "other").await.unwrap();
-    assert_eq!(
-        store
-            .claim_check_run(&run_id, "other", stale)
-            .await
-            .unwrap(),
-        CheckRunClaim::Yours
     );
 }

@@ -1,10 +1,11 @@
 //! The Nightshift test suite: one binary, so the heavy link happens once.
 //!
-//! - `queue`: the queue conformance suite, run against SQLite and PostgreSQL.
-//! - `attempts`: how attempts are counted: lease expiry after progress, deferrals, retries.
-//! - `batch`: group commit: many ends and the claims refilling their slots in one
-//!   transaction, each end fenced by its own token.
-//! - `concurrency`: concurrency keys and policies, the side-effect fence, resume rules.
+//! The store's own conformance (the queue, attempts, group commit, concurrency keys, the
+//! outbox, NUL text, listing, migrations, PostgreSQL's plans) is not here: it is the library
+//! `nightshift-store-conformance` (`store-conformance/`), run on both backends by its own
+//! tests. What is here needs more than the store.
+//!
+//! - `attempts`: the worker's `JobOutcome::Defer` written through `defer_until`.
 //! - `pool`: the worker pool over both backends.
 //! - `process`: real processes (the test worker and `nightshift` itself) killed with real
 //!   signals.
@@ -30,14 +31,13 @@
 //! - `schedules_http`: the `/v1/schedules` API, and a real `nightshift serve` firing a schedule.
 //! - `schedules_clock`: the real daemon following schedule edits (SIGHUP, `PATCH`) at once,
 //!   fires owed after downtime, and two PostgreSQL daemons with skewed clocks (libfaketime).
-//! - `notify`: run notifications: the outbox of terminal runs, signed deliveries with
-//!   retries to a real receiver, and the daemon SIGKILLed around them.
-//! - `tasks`: background commands: task rows, a run waiting for and woken by its task, lost
-//!   tasks, and a real `nightshift serve` SIGKILLed with a task running.
+//! - `notify`: run notifications: signed deliveries with retries to a real receiver, and the
+//!   daemon SIGKILLed around them.
+//! - `tasks`: background commands: a run waiting for and woken by its task, lost tasks, and a
+//!   real `nightshift serve` SIGKILLed with a task running.
 //! - `hostile_loop`: the agent loop in process against duplicate, missing and reused tool-call
 //!   ids, empty replies, schema violations, outages and old logs.
-//! - `nul_text`: text holding NUL bytes round-trips on both backends (prompts, results,
-//!   errors, events, keys, approvals, tasks).
+//! - `nul_text`: a prompt holding NUL bytes accepted over HTTP and read back identical.
 //! - `loop_property`: the loop through generated hostile replies and crash points, with its
 //!   promises checked after each case.
 //! - `sandbox`: the command sandbox through the real daemon: attacks on its environment,
@@ -45,7 +45,6 @@
 //! - `sandbox_reach`: what commands reach besides files: PostgreSQL over its socket and TCP,
 //!   a loopback HTTP service, an outside UNIX socket and a SysV queue refused with the
 //!   network on (the egress proxy) and off; a `[sandbox] connect` grant reached when on.
-//! - `plans`: PostgreSQL's plans for the claim, under statistics that expect an empty queue.
 //! - `security`: every secret the daemon holds (provider key, API token, hook, notify and
 //!   runtime secrets) printed by commands in plain and encoded forms and across cut points,
 //!   written by the model, echoed by a provider's 401 — then a sweep of every byte the
@@ -53,8 +52,7 @@
 //! - `dashboard`: the web dashboard as a browser speaks to it: sign-in, pages, CSRF refusals.
 //! - `dashboard_pages`: its queue, schedules, webhooks, notifications and approvals pages and
 //!   their actions, each refused without CSRF or from another site.
-//! - `runs_list`: listing runs (filters, search, keyset pages) and the queue overview, in
-//!   the store and over `GET /v1/runs`.
+//! - `runs_list`: listing runs over `GET /v1/runs`: filters, pages, bad parameters refused.
 //! - `logs`: the daemon's JSON log: every line an object, the job's lines carrying its run,
 //!   job, attempt and agent, one line at the run's start and one at its end.
 //! - `openapi`: `GET /openapi.json` lists every route served (and the README's), with the
@@ -63,8 +61,6 @@
 //!   held SQLite write lock): 503 with `Retry-After`, `/readyz` not ready, then recovery.
 //! - `metrics`: `GET /metrics` of a daemon in process: a run with tools, then the scrape's
 //!   counts per agent, model, tool, hook, schedule, notice and wakeup.
-//! - `setup`: connecting and migrating: concurrent starters, bad URLs, unreachable servers,
-//!   newer schemas.
 //! - `traces`: OTLP traces of a real `serve` decoded by a receiver: one trace per run across
 //!   its jobs, the sender's `traceparent` continued, GenAI attributes, nothing secret.
 //! - `cli_remote`: `runs follow` on a webhook run, and every operator command over `--server`
@@ -102,13 +98,10 @@ mod api;
 mod approval;
 mod attempts;
 mod audit;
-mod batch;
-mod batch_enqueue;
 mod checkout;
 mod cli;
 mod cli_remote;
 mod command_path;
-mod concurrency;
 mod crash;
 mod daemon;
 mod dashboard;
@@ -133,13 +126,10 @@ mod notify;
 mod nul_text;
 mod openapi;
 mod openapi_conformance;
-mod plans;
 mod pool;
 mod process;
 mod provider;
-mod queue;
 mod review_bot;
-mod run_ends;
 mod runs_list;
 mod sandbox;
 mod sandbox_reach;
@@ -149,7 +139,6 @@ mod schedules_ha;
 mod schedules_http;
 mod security;
 mod service;
-mod setup;
 mod store_down;
 mod tasks;
 mod traces;

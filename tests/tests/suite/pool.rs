@@ -1,5 +1,6 @@
 //! The worker pool over both backends: outcomes, cancellation, lane reservations, drain,
-//! and ends written in batches (group commit) under concurrency.
+//! ends written in batches (group commit) under concurrency, and a sleeping pool woken for an
+//! earlier job armed elsewhere.
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -23,6 +24,7 @@ on_both_backends! {
     two_pools_end_every_job_once_in_batches => two_pools_end_every_job_once;
     a_batched_end_whose_lease_was_lost_is_dropped_the_job_runs_again_and_its_handler_hears_it =>
         lost_lease_in_a_pool_batch;
+    a_sleeping_pool_wakes_for_an_earlier_job_armed_elsewhere => pool_wakes_for_earlier_job;
 }
 
 fn config() -> PoolConfig {
@@ -291,7 +293,7 @@ async fn shutdown_drains_then_releases(db: &TestDb) {
 }
 
 /// Records that it ran: each job's payload, as it starts.
-pub(crate) struct Records {
+struct Records {
     pub(crate) ran: mpsc::UnboundedSender<String>,
 }
 
@@ -589,4 +591,41 @@ async fn lost_lease_in_a_pool_batch(db: &TestDb) {
             ((true, "stale", false), 1),
         ])
     );
+}
+
+async fn pool_wakes_for_earlier_job(db: &TestDb) {
+    let store = db.store().await;
+    // On PostgreSQL the job is armed through another store (another daemon's connections),
+    // so only its announcement can re-time the pool; SQLite wakes in-process.
+    let armer = match db.backend {
+        nightshift_tests::Backend::Sqlite => store.clone(),
+        nightshift_tests::Backend::Postgres => db.store().await,
+    };
+    // A job due in an hour: the idle pool sleeps its whole poll interval (a minute).
+    store
+        .enqueue(&NewRun::new("a", "later").run_at(store.now() + 3_600_000))
+        .await
+        .unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let config = PoolConfig {
+        poll_interval_ms: 60_000,
+        ..PoolConfig::default()
+    };
+    let stop = CancellationToken::new();
+    let pool =
+        tokio::spawn(Pool::new(store.clone(), Records { ran: tx }, config).run(stop.clone()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let due = armer.now() + 700;
+    armer
+        .enqueue(&NewRun::new("a", "sooner").run_at(due))
+        .await
+        .unwrap();
+    let ran = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+        .await
+        .expect("the earlier job ran without waiting for the minute's poll")
+        .unwrap();
+    assert_eq!(ran, "sooner");
+    assert!(store.now() >= due, "not before it was due");
+    stop.cancel();
+    pool.await.unwrap().unwrap();
 }

@@ -7,16 +7,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::TestDb;
 use nightshift_store::{
     CancelOutcome, ConcurrencyPolicy, DeliveryRecord, DeliveryTaken, DeliveryWork, Enqueued,
     LeasedJob, ManualClock, NewRun, RunStatus, Store,
 };
-use nightshift_tests::{TestDb, on_both_backends};
-
-on_both_backends! {
-    runs_ended_while_no_job_runs_are_told_of_once => told_once;
-    runs_a_rescue_ends_are_told_of_once => rescue_told_once;
-}
 
 type Told = Arc<Mutex<Vec<(String, RunStatus)>>>;
 
@@ -55,7 +50,7 @@ fn listen(store: &Store) -> Told {
     told
 }
 
-async fn told_once(db: &TestDb) {
+pub async fn told_once(db: &TestDb) {
     let store = db.store().await;
     let told = listen(&store);
 
@@ -160,7 +155,7 @@ async fn told_once(db: &TestDb) {
     assert_eq!(drain(&told), []);
 }
 
-async fn rescue_told_once(db: &TestDb) {
+pub async fn rescue_told_once(db: &TestDb) {
     let clock = Arc::new(ManualClock::starting_now());
     let store = db.store_with(clock.clone()).await;
     let told = listen(&store);

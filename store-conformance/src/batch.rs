@@ -1,24 +1,16 @@
 //! Group commit (`Store::settle`, `Store::complete_many`): many jobs' ends and the claims that
 //! refill their slots in one transaction, each end still fenced by its own lease token.
+//! (PostgreSQL's kept settle connection closed by the server is its own test, in
+//! `tests/postgres/main.rs`.)
 
 use std::time::Duration;
 
+use crate::TestDb;
 use nightshift_store::{
     ClaimRequest, ConcurrencyPolicy, Error, JobState, LeaseLostReason, NewRun, RunEnd, RunStatus,
 };
-use nightshift_tests::{TestDb, on_both_backends};
 
 const LEASE: Duration = Duration::from_secs(30);
-
-on_both_backends! {
-    a_batched_end_whose_lease_was_lost_changes_nothing_while_the_others_end =>
-        lost_lease_in_a_batch;
-    settle_ends_jobs_and_claims_per_request_in_one_call => settle_ends_and_claims;
-    a_batch_of_ends_wakes_jobs_waiting_for_a_concurrency_key => batch_frees_concurrency_keys;
-    a_stale_end_is_refused_when_the_same_settle_claims_the_job_again =>
-        stale_end_and_reclaim_in_one_settle;
-    a_batch_records_every_kind_of_end_and_awkward_text_exactly => batch_ends_round_trip;
-}
 
 /// An end, and the run status, job state, result and error it should leave.
 type Expected = (RunEnd, RunStatus, JobState, Option<String>, Option<String>);
@@ -26,7 +18,7 @@ type Expected = (RunEnd, RunStatus, JobState, Option<String>, Option<String>);
 /// Every kind of end in one batch, with results and errors that are awkward to carry (quotes,
 /// backslashes, newlines, non-ASCII, text that looks like JSON or a number, a large one):
 /// each run and job reads back exactly as a one-by-one write would leave it.
-async fn batch_ends_round_trip(db: &TestDb) {
+pub async fn batch_ends_round_trip(db: &TestDb) {
     let store = db.store().await;
     let awkward = [
         "say \"hi\" \\ back\nslash\ttab",
@@ -141,7 +133,7 @@ async fn batch_ends_round_trip(db: &TestDb) {
     );
 }
 
-async fn stale_end_and_reclaim_in_one_settle(db: &TestDb) {
+pub async fn stale_end_and_reclaim_in_one_settle(db: &TestDb) {
     let store = db.store().await;
     let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
     let first = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
@@ -211,7 +203,7 @@ async fn stale_end_and_reclaim_in_one_settle(db: &TestDb) {
     );
 }
 
-async fn lost_lease_in_a_batch(db: &TestDb) {
+pub async fn lost_lease_in_a_batch(db: &TestDb) {
     let (store, clock) = db.manual().await;
     let a = store.enqueue(&NewRun::new("a", "pa")).await.unwrap();
     let b = store.enqueue(&NewRun::new("a", "pb")).await.unwrap();
@@ -334,7 +326,7 @@ async fn lost_lease_in_a_batch(db: &TestDb) {
     assert!(store.complete_many(&[]).await.unwrap().is_empty());
 }
 
-async fn settle_ends_and_claims(db: &TestDb) {
+pub async fn settle_ends_and_claims(db: &TestDb) {
     let store = db.store().await;
     let first = store.enqueue(&NewRun::new("a", "first")).await.unwrap();
     let held = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
@@ -417,7 +409,7 @@ async fn settle_ends_and_claims(db: &TestDb) {
     assert_eq!(rest, vec![batch[2].job_id]);
 }
 
-async fn batch_frees_concurrency_keys(db: &TestDb) {
+pub async fn batch_frees_concurrency_keys(db: &TestDb) {
     let store = db.store().await;
     let first = store
         .enqueue(&NewRun::new("a", "1").concurrency("k", ConcurrencyPolicy::Queue))
@@ -471,92 +463,4 @@ async fn batch_frees_concurrency_keys(db: &TestDb) {
             RunStatus::Succeeded
         );
     }
-}
-
-/// PostgreSQL: the worker pool's settles run on one kept connection (`warm.rs`). When the
-/// server closes it (a restart, an administrator's `pg_terminate_backend`), settles go on:
-/// after an idle second the connection is checked and replaced before use; a settle that
-/// meets the closed connection at once fails alone, claiming nothing, and the next opens a
-/// new connection.
-#[tokio::test]
-async fn postgres_settles_go_on_after_the_server_closes_their_connection() {
-    let Some(mut db) =
-        nightshift_tests::TestDb::new(nightshift_tests::Backend::Postgres, "warm_settle").await
-    else {
-        return;
-    };
-    // A name of this test's own, so that only its connections are closed.
-    let name = format!("warm_{}", uuid::Uuid::new_v4().simple());
-    let separator = if db.config.url.contains('?') {
-        '&'
-    } else {
-        '?'
-    };
-    db.config.url = format!("{}{separator}application_name={name}", db.config.url);
-    let store = db.store().await;
-    for i in 0..8 {
-        store
-            .enqueue(&NewRun::new("a", format!("job {i}")))
-            .await
-            .unwrap();
-    }
-    let one = [ClaimRequest {
-        lanes: None,
-        limit: 1,
-    }];
-    // Settles a claim of one job and says how many it claimed. The first settle of a store,
-    // and the first after each second, rescues expired leases in a transaction on the
-    // shared pool; so each step settles twice, and the second takes the kept connection.
-    let settle = async || {
-        let settled = store.settle(&[], "w", &one, LEASE).await?;
-        Ok::<usize, Error>(settled.claimed[0].len())
-    };
-    let running = async || {
-        let counts = store.job_counts().await.unwrap();
-        counts
-            .into_iter()
-            .find(|jobs| jobs.state == JobState::Running)
-            .map_or(0, |jobs| jobs.count)
-    };
-    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&db.config.url)
-        .await
-        .unwrap();
-    let close_settle_connection = async |admin: &mut sqlx::PgConnection| -> i64 {
-        sqlx::query_scalar(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-             WHERE application_name = $1 AND pid <> pg_backend_pid() \
-               AND query LIKE '-- The one-statement settle%'",
-        )
-        .bind(&name)
-        .fetch_one(admin)
-        .await
-        .unwrap()
-    };
-
-    assert_eq!((settle().await.unwrap(), settle().await.unwrap()), (1, 1));
-    assert_eq!(
-        close_settle_connection(&mut admin).await,
-        1,
-        "one connection ran the one-statement settle"
-    );
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
-    assert_eq!(
-        (settle().await.unwrap(), settle().await.unwrap()),
-        (1, 1),
-        "after an idle second the closed connection is found out and replaced"
-    );
-    assert_eq!(running().await, 4);
-
-    assert_eq!(close_settle_connection(&mut admin).await, 1);
-    if settle().await.is_err() {
-        assert_eq!(running().await, 4, "the failed settle claimed nothing");
-    }
-    assert_eq!(
-        settle().await.unwrap(),
-        1,
-        "the next settle has a new connection"
-    );
-    let _ = sqlx::Connection::close(admin).await;
-    store.close().await;
-    db.cleanup().await;
 }

@@ -22,15 +22,15 @@ use nightshift_store::{
     NewRun, POSTGRES_CLAIM_PLANNER_SETTINGS, POSTGRES_CLAIMING_PLAN_CACHE_MODE,
     POSTGRES_OVERVIEW_PLANNER_SETTINGS, POSTGRES_WARM_SETTINGS,
 };
-use nightshift_tests::{Backend, TestDb};
+use nightshift_store_conformance::{Backend, TestDb};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
-const SETTLE: &str = include_str!("../../../store/sql/postgres/settle.sql");
-const CLAIM: &str = include_str!("../../../store/sql/postgres/claim.sql");
-const CLAIM_LANE: &str = include_str!("../../../store/sql/postgres/claim_lane.sql");
-const NEXT_DUE: &str = include_str!("../../../store/sql/postgres/next_due.sql");
-const FINISH_JOBS: &str = include_str!("../../../store/sql/postgres/finish_jobs.sql");
-const MARK_RUNS: &str = include_str!("../../../store/sql/postgres/mark_runs_running.sql");
+const SETTLE: &str = nightshift_store::sql::postgres::SETTLE;
+const CLAIM: &str = nightshift_store::sql::postgres::CLAIM;
+const CLAIM_LANE: &str = nightshift_store::sql::postgres::CLAIM_LANE;
+const NEXT_DUE: &str = nightshift_store::sql::postgres::NEXT_DUE;
+const FINISH_JOBS: &str = nightshift_store::sql::postgres::FINISH_JOBS;
+const MARK_RUNS: &str = nightshift_store::sql::postgres::MARK_RUNS_RUNNING;
 
 const SETTLE_TYPES: &str = "bigint[], bigint[], text[], text[], text[], text[], text[], bigint, \
                             text, bigint, bigint, text";
@@ -714,15 +714,15 @@ async fn the_warm_settle_plan_made_on_empty_tables_scans_no_table() {
 
 // ---- Listings: `Store::runs_page` and `Store::queue_overview` (store/sql/postgres/listing/).
 
-const PAGE: &str = include_str!("../../../store/sql/postgres/listing/page.sql");
-const PAGE_STATUS: &str = include_str!("../../../store/sql/postgres/listing/page_status.sql");
-const PAGE_AGENT: &str = include_str!("../../../store/sql/postgres/listing/page_agent.sql");
-const PAGE_TRIGGER: &str = include_str!("../../../store/sql/postgres/listing/page_trigger.sql");
-const PAGE_KEY: &str = include_str!("../../../store/sql/postgres/listing/page_key.sql");
-const EXACT: &str = include_str!("../../../store/sql/postgres/listing/exact.sql");
-const LIVE_JOBS: &str = include_str!("../../../store/sql/postgres/listing/live_jobs.sql");
-const OLDEST_DUE: &str = include_str!("../../../store/sql/postgres/listing/oldest_due.sql");
-const LEASES: &str = include_str!("../../../store/sql/postgres/listing/leases.sql");
+const PAGE: &str = nightshift_store::sql::postgres::LISTING_PAGE;
+const PAGE_STATUS: &str = nightshift_store::sql::postgres::LISTING_PAGE_STATUS;
+const PAGE_AGENT: &str = nightshift_store::sql::postgres::LISTING_PAGE_AGENT;
+const PAGE_TRIGGER: &str = nightshift_store::sql::postgres::LISTING_PAGE_TRIGGER;
+const PAGE_KEY: &str = nightshift_store::sql::postgres::LISTING_PAGE_KEY;
+const EXACT: &str = nightshift_store::sql::postgres::LISTING_EXACT;
+const LIVE_JOBS: &str = nightshift_store::sql::postgres::LISTING_LIVE_JOBS;
+const OLDEST_DUE: &str = nightshift_store::sql::postgres::LISTING_OLDEST_DUE;
+const LEASES: &str = nightshift_store::sql::postgres::LISTING_LEASES;
 
 /// `$1` status, `$2` agent, `$3` trigger, `$4` key, `$5`/`$6` since/until, `$7` text,
 /// `$8`/`$9` the cursor, `$10` the limit (see `listing/page.sql`).

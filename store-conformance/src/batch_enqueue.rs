@@ -1,8 +1,8 @@
-//! Batch enqueue, group commit, webhook intake in one transaction and timers, on both
-//! backends: `Store::enqueue_many` answers per run exactly as single enqueues would, a bad
-//! run is refused alone, concurrent enqueues and deliveries (which SQLite writes together)
-//! each get their own answer, a refused delivery leaves nothing, and a sleeping pool wakes
-//! for an earlier job armed elsewhere.
+//! Batch enqueue, group commit and webhook intake in one transaction, on both backends:
+//! `Store::enqueue_many` answers per run exactly as single enqueues would, a bad run is refused
+//! alone, concurrent enqueues and deliveries (which SQLite writes together) each get their own
+//! answer, and a refused delivery leaves nothing. (A sleeping pool woken for an earlier job
+//! armed elsewhere needs the worker: `tests/tests/suite/pool.rs`.)
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,23 +11,10 @@ use nightshift_store::{
     ConcurrencyPolicy, DeliveryRecord, DeliveryTaken, DeliveryWork, Enqueued, Error, JobState,
     NewResume, NewRun, ResumeReason, RunStatus, Store, WebhookDeliveryStatus,
 };
-use nightshift_tests::{TestDb, on_both_backends};
-use nightshift_worker::{Pool, PoolConfig};
 
-use crate::pool::Records;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use crate::TestDb;
 
-on_both_backends! {
-    a_batch_answers_per_run_as_single_enqueues_would => a_batch_answers_per_run;
-    a_batch_without_keys_writes_the_rows_a_single_enqueue_writes => plain_batch_rows;
-    concurrent_enqueues_each_get_their_own_committed_run => concurrent_enqueues;
-    a_delivery_is_claimed_enqueued_and_recorded_in_one_commit => delivery_in_one_commit;
-    concurrent_deliveries_refused_and_accepted_stay_apart => concurrent_deliveries;
-    a_sleeping_pool_wakes_for_an_earlier_job_armed_elsewhere => pool_wakes_for_earlier_job;
-}
-
-async fn a_batch_answers_per_run(db: &TestDb) {
+pub async fn a_batch_answers_per_run(db: &TestDb) {
     let store = db.store().await;
     let earlier = store
         .enqueue(&NewRun::new("a", "earlier").dedupe_key("k-old"))
@@ -91,7 +78,7 @@ async fn a_batch_answers_per_run(db: &TestDb) {
     assert!(store.enqueue_many(&[]).await.unwrap().is_empty());
 }
 
-async fn plain_batch_rows(db: &TestDb) {
+pub async fn plain_batch_rows(db: &TestDb) {
     let (store, _clock) = db.manual().await;
     let now = store.now();
     // Text PostgreSQL's TEXT cannot hold as it is (NUL, the escape character) must
@@ -150,7 +137,7 @@ async fn plain_batch_rows(db: &TestDb) {
     assert_eq!(batch_job.status, JobState::Queued);
 }
 
-async fn concurrent_enqueues(db: &TestDb) {
+pub async fn concurrent_enqueues(db: &TestDb) {
     let store = db.store().await;
     let mut tasks = Vec::new();
     for i in 0..64 {
@@ -223,7 +210,7 @@ fn resume_of(run_id: &str) -> DeliveryWork {
     })
 }
 
-async fn delivery_in_one_commit(db: &TestDb) {
+pub async fn delivery_in_one_commit(db: &TestDb) {
     let store = db.store().await;
     // A resume of a finished run is refused, and the refusal leaves no delivery row.
     let finished = waiting_run(&store, "pr-1").await;
@@ -278,7 +265,7 @@ async fn delivery_in_one_commit(db: &TestDb) {
     );
 }
 
-async fn concurrent_deliveries(db: &TestDb) {
+pub async fn concurrent_deliveries(db: &TestDb) {
     let store = db.store().await;
     let finished = waiting_run(&store, "done-key").await;
     store.cancel_run(&finished).await.unwrap();
@@ -321,41 +308,4 @@ async fn concurrent_deliveries(db: &TestDb) {
         }
     }
     assert_eq!(store.list_runs(None, 100).await.unwrap().len(), 13);
-}
-
-async fn pool_wakes_for_earlier_job(db: &TestDb) {
-    let store = db.store().await;
-    // On PostgreSQL the job is armed through another store (another daemon's connections),
-    // so only its announcement can re-time the pool; SQLite wakes in-process.
-    let armer = match db.backend {
-        nightshift_tests::Backend::Sqlite => store.clone(),
-        nightshift_tests::Backend::Postgres => db.store().await,
-    };
-    // A job due in an hour: the idle pool sleeps its whole poll interval (a minute).
-    store
-        .enqueue(&NewRun::new("a", "later").run_at(store.now() + 3_600_000))
-        .await
-        .unwrap();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let config = PoolConfig {
-        poll_interval_ms: 60_000,
-        ..PoolConfig::default()
-    };
-    let stop = CancellationToken::new();
-    let pool =
-        tokio::spawn(Pool::new(store.clone(), Records { ran: tx }, config).run(stop.clone()));
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let due = armer.now() + 700;
-    armer
-        .enqueue(&NewRun::new("a", "sooner").run_at(due))
-        .await
-        .unwrap();
-    let ran = tokio::time::timeout(Duration::from_secs(20), rx.recv())
-        .await
-        .expect("the earlier job ran without waiting for the minute's poll")
-        .unwrap();
-    assert_eq!(ran, "sooner");
-    assert!(store.now() >= due, "not before it was due");
-    stop.cancel();
-    pool.await.unwrap().unwrap();
 }

@@ -1,29 +1,20 @@
 //! The notification outbox in the store: every terminal path of a run that notifies leaves
 //! exactly one outbox row (and nothing else does, nor do runs of agents that do not notify),
 //! expansion happens once, and deliveries follow their lifecycle (claim, retry, dead, a dead
-//! claimant's lease running out) on both backends.
+//! claimant's lease running out) on both backends. (Two schemas in one PostgreSQL database each
+//! keeping their own outbox is PostgreSQL's own test, in `tests/postgres/main.rs`.)
 
 use std::time::Duration;
 
+use crate::TestDb;
 use nightshift_store::{
     AttemptOutcome, CancelOutcome, ConcurrencyPolicy, DeliveryStatus, Enqueued, ManualClock,
     NewDelivery, NewRun, RetryOutcome, RunEnd, RunProgress, RunStatus, Store,
 };
-use nightshift_tests::{TestDb, on_both_backends};
 
 const LEASE: Duration = Duration::from_secs(30);
 
-on_both_backends! {
-    every_terminal_path_leaves_exactly_one_outbox_row => every_terminal_path_leaves_one_row;
-    non_terminal_changes_leave_no_outbox_row => non_terminal_changes_leave_none;
-    runs_of_agents_that_do_not_notify_leave_no_outbox_row => quiet_agents_leave_none;
-    outbox_rows_expand_once_and_only_for_known_agents => expansion_happens_once;
-    deliveries_retry_then_die_keeping_the_last_error => deliveries_retry_then_die;
-    a_dead_claimants_delivery_comes_back_and_its_stale_outcome_is_refused => dead_claimant;
-    a_run_records_the_check_runs_it_opens_once_each_in_order => check_runs_are_recorded;
-}
-
-async fn check_runs_are_recorded(db: &TestDb) {
+pub async fn check_runs_are_recorded(db: &TestDb) {
     let (store, _clock) = notifying(db).await;
     let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
     assert!(store.check_runs_of(&e.run_id).await.unwrap().is_empty());
@@ -72,8 +63,8 @@ async fn dead_lettered_by_expiry(store: &Store, clock: &ManualClock, new: NewRun
     e
 }
 
-/// The run's outbox statuses.
-async fn outbox(store: &Store, run_id: &str) -> Vec<RunStatus> {
+/// The run's outbox statuses (also for PostgreSQL's own outbox test).
+pub async fn outbox(store: &Store, run_id: &str) -> Vec<RunStatus> {
     store
         .run_outbox(run_id)
         .await
@@ -83,7 +74,7 @@ async fn outbox(store: &Store, run_id: &str) -> Vec<RunStatus> {
         .collect()
 }
 
-async fn every_terminal_path_leaves_one_row(db: &TestDb) {
+pub async fn every_terminal_path_leaves_one_row(db: &TestDb) {
     let (store, clock) = notifying(db).await;
 
     // complete (succeeded)
@@ -183,7 +174,7 @@ async fn every_terminal_path_leaves_one_row(db: &TestDb) {
     assert_eq!(outbox(&store, &done.run_id).await, [RunStatus::Succeeded]);
 }
 
-async fn non_terminal_changes_leave_none(db: &TestDb) {
+pub async fn non_terminal_changes_leave_none(db: &TestDb) {
     let (store, clock) = notifying(db).await;
     let e = store
         .enqueue(&NewRun::new("a", "p").max_attempts(3))
@@ -223,7 +214,7 @@ async fn non_terminal_changes_leave_none(db: &TestDb) {
     );
 }
 
-async fn quiet_agents_leave_none(db: &TestDb) {
+pub async fn quiet_agents_leave_none(db: &TestDb) {
     let (store, clock) = notifying(db).await;
     // "q" has no notify URLs: none of its runs' ends leaves a row, whichever path ends them
     // (the one-statement enqueue and the keyed one; ack, dead letter by lease expiry, cancel,
@@ -302,7 +293,7 @@ async fn finished(store: &Store, agent: &str) -> (String, i64) {
     (e.run_id, row.id)
 }
 
-async fn expansion_happens_once(db: &TestDb) {
+pub async fn expansion_happens_once(db: &TestDb) {
     let (store, _) = notifying(db).await;
     let (run_a, outbox_a) = finished(&store, "a").await;
     let (_, outbox_b) = finished(&store, "b").await;
@@ -342,7 +333,7 @@ async fn expansion_happens_once(db: &TestDb) {
     assert_eq!(store.notifications(None, None, 100).await.unwrap().len(), 2);
 }
 
-async fn deliveries_retry_then_die(db: &TestDb) {
+pub async fn deliveries_retry_then_die(db: &TestDb) {
     let (store, clock) = notifying(db).await;
     let (run_id, outbox_id) = finished(&store, "a").await;
     store
@@ -437,7 +428,7 @@ async fn deliveries_retry_then_die(db: &TestDb) {
     assert_eq!(d.last_error.as_deref(), Some("connection refused"));
 }
 
-async fn dead_claimant(db: &TestDb) {
+pub async fn dead_claimant(db: &TestDb) {
     let (store, clock) = notifying(db).await;
     let (run_id, outbox_id) = finished(&store, "a").await;
     store
@@ -492,38 +483,4 @@ async fn dead_claimant(db: &TestDb) {
     let error = d.last_error.unwrap();
     assert!(error.contains("attempt 2 of 2 stopped"), "{error}");
     assert!(!store.record_attempt(&second, &late).await.unwrap());
-}
-
-/// Two Nightshift schemas in one PostgreSQL database (each with the trigger function written
-/// for its own schema by migration 8): a run ending in one leaves its outbox row there and
-/// none in the other, whichever schema the connection's search path names first.
-#[tokio::test]
-async fn postgres_schemas_in_one_database_keep_their_own_outbox() {
-    let Some(a) = TestDb::new(nightshift_tests::Backend::Postgres, "outbox_schemas").await else {
-        return;
-    };
-    let Some(b) = TestDb::new(nightshift_tests::Backend::Postgres, "outbox_schemas").await else {
-        return;
-    };
-    let (store_a, store_b) = (a.store().await, b.store().await);
-    let agents = ["agent".to_string()];
-    for (store, result) in [(&store_a, "from a"), (&store_b, "from b")] {
-        store.set_notifying_agents(&agents);
-        let run = store.enqueue(&NewRun::new("agent", "p")).await.unwrap();
-        let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
-        lease.ack(Some(result.into())).await.unwrap();
-        assert_eq!(outbox(store, &run.run_id).await, [RunStatus::Succeeded]);
-    }
-    for store in [&store_a, &store_b] {
-        let rows = store.unexpanded_outbox(&agents, 100).await.unwrap();
-        assert_eq!(
-            rows.len(),
-            1,
-            "one row per schema, none from the other: {rows:?}"
-        );
-        let run = store.run(&rows[0].run_id).await.unwrap();
-        assert!(run.is_some(), "the row is this schema's own run");
-    }
-    a.cleanup().await;
-    b.cleanup().await;
 }

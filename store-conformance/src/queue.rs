@@ -1,40 +1,20 @@
-//! Queue conformance: the same behaviour on SQLite and PostgreSQL.
+//! Queue conformance: the same behaviour on every backend — enqueue and dedupe, claims in
+//! order, leases reclaimed and fenced, retries and dead letters, parking, cancel, release,
+//! rescue, and the gauges.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::TestDb;
 use nightshift_store::{
     Backoff, CancelOutcome, ConcurrencyPolicy, Error, Heartbeat, JobCount, JobKind, JobOptions,
     JobState, NewResume, NewRun, RetryOutcome, RunEnd, RunProgress, RunStatus,
 };
-use nightshift_tests::{TestDb, on_both_backends};
 
 const LEASE: Duration = Duration::from_secs(30);
 
-on_both_backends! {
-    enqueues_dropped_midway_never_wedge_the_writer => dropped_enqueues_leave_no_transaction;
-    dedupe_returns_the_existing_ids => dedupe_returns_the_existing_ids;
-    both_enqueue_paths_write_the_same_rows => both_enqueue_paths_write_the_same_rows;
-    concurrent_enqueues_of_one_key_make_one_job => concurrent_enqueues_of_one_key_make_one_job;
-    eight_claimers_claim_each_of_2000_jobs_exactly_once => eight_claimers_claim_each_job_once;
-    expired_lease_is_reclaimed_and_the_old_holder_is_fenced => expired_lease_is_reclaimed;
-    claims_follow_run_at_priority_and_lane => claims_follow_run_at_priority_and_lane;
-    claims_take_due_jobs_in_order_past_sleeping_ones => claims_past_sleeping_jobs;
-    retry_backoff_grows_then_dead_letters => retry_backoff_grows_then_dead_letters;
-    expired_lease_on_last_attempt_dead_letters => expired_lease_on_last_attempt_dead_letters;
-    park_arms_a_resume_job_for_later => park_arms_a_resume_job_for_later;
-    cancel_stops_queued_and_flags_running_jobs => cancel_stops_queued_and_flags_running_jobs;
-    release_returns_the_job_at_once => release_returns_the_job_at_once;
-    next_due_sees_jobs_queued_every_way => next_due_sees_jobs_queued_every_way;
-    rescue_expired_returns_expired_jobs_to_the_queue => rescue_expired_returns_expired_jobs;
-    a_claim_rescues_expired_leases_at_most_once_a_second => claims_rescue_once_a_second;
-    resume_dedupe_and_finished_runs => resume_dedupe_and_finished_runs;
-    the_gauges_count_due_and_delayed_apart_and_parked_only_for_live_runs => gauges_mean_their_names;
-    the_backlog_gauges_count_pending_approvals_and_undelivered_notices => backlog_gauges;
-}
-
-async fn dedupe_returns_the_existing_ids(db: &TestDb) {
+pub async fn dedupe_returns_the_existing_ids(db: &TestDb) {
     let store = db.store().await;
     let first = store
         .enqueue(&NewRun::new("a", "p1").dedupe_key("k"))
@@ -83,7 +63,7 @@ async fn dedupe_returns_the_existing_ids(db: &TestDb) {
 /// statement (a writing CTE on PostgreSQL, the `enqueue_start` view's trigger on SQLite); a
 /// run whose policy reads its key's runs takes the transactional path that locks its key.
 /// Both write the same run and start job, field by field, the key on both.
-async fn both_enqueue_paths_write_the_same_rows(db: &TestDb) {
+pub async fn both_enqueue_paths_write_the_same_rows(db: &TestDb) {
     let (store, _clock) = db.manual().await;
     let now = store.now();
     let asked = |key: &str| {
@@ -165,7 +145,7 @@ async fn both_enqueue_paths_write_the_same_rows(db: &TestDb) {
     }
 }
 
-async fn concurrent_enqueues_of_one_key_make_one_job(db: &TestDb) {
+pub async fn concurrent_enqueues_of_one_key_make_one_job(db: &TestDb) {
     let store = db.store().await;
     let mut tasks = Vec::new();
     for i in 0..16 {
@@ -197,7 +177,7 @@ async fn concurrent_enqueues_of_one_key_make_one_job(db: &TestDb) {
     );
 }
 
-async fn eight_claimers_claim_each_job_once(db: &TestDb) {
+pub async fn eight_claimers_claim_each_job_once(db: &TestDb) {
     let store = db.store().await;
     for i in 0..2000 {
         store
@@ -243,7 +223,7 @@ async fn eight_claimers_claim_each_job_once(db: &TestDb) {
     );
 }
 
-async fn expired_lease_is_reclaimed(db: &TestDb) {
+pub async fn expired_lease_is_reclaimed(db: &TestDb) {
     let (store, clock) = db.manual().await;
     let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
     let old = store
@@ -347,7 +327,7 @@ async fn expired_lease_is_reclaimed(db: &TestDb) {
     lost(old.ack(None).await);
 }
 
-async fn claims_follow_run_at_priority_and_lane(db: &TestDb) {
+pub async fn claims_follow_run_at_priority_and_lane(db: &TestDb) {
     let (store, clock) = db.manual().await;
     let now = store.now();
     let later = store
@@ -407,7 +387,7 @@ async fn claims_follow_run_at_priority_and_lane(db: &TestDb) {
 /// priorities (the statements skip from priority to priority), and take them one at a time in
 /// exactly claim order: priority, then `run_at`, then id; from every lane, from one lane and
 /// from a list of lanes. The sleeping jobs come out in the same order once due.
-async fn claims_past_sleeping_jobs(db: &TestDb) {
+pub async fn claims_past_sleeping_jobs(db: &TestDb) {
     let (store, clock) = db.manual().await;
     // (priority, lane, sleeps): each enqueued 1 ms after the one before.
     let plan: [(i64, &str, bool); 14] = [
@@ -486,7 +466,7 @@ async fn claims_past_sleeping_jobs(db: &TestDb) {
     assert_eq!(claim_one(None).await, None);
 }
 
-async fn retry_backoff_grows_then_dead_letters(db: &TestDb) {
+pub async fn retry_backoff_grows_then_dead_letters(db: &TestDb) {
     let (store, clock) = db.manual().await;
     let backoff = Backoff {
         base: Duration::from_secs(1),
@@ -547,7 +527,7 @@ async fn retry_backoff_grows_then_dead_letters(db: &TestDb) {
     assert!(store.claim("w", None, 1, LEASE).await.unwrap().is_empty());
 }
 
-async fn expired_lease_on_last_attempt_dead_letters(db: &TestDb) {
+pub async fn expired_lease_on_last_attempt_dead_letters(db: &TestDb) {
     let (store, clock) = db.manual().await;
     let e = store
         .enqueue(&NewRun::new("a", "p").max_attempts(1))
@@ -571,7 +551,7 @@ async fn expired_lease_on_last_attempt_dead_letters(db: &TestDb) {
     assert!(run.error.unwrap().contains("lease expired"));
 }
 
-async fn park_arms_a_resume_job_for_later(db: &TestDb) {
+pub async fn park_arms_a_resume_job_for_later(db: &TestDb) {
     let (store, clock) = db.manual().await;
     let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
     let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
@@ -610,7 +590,7 @@ async fn park_arms_a_resume_job_for_later(db: &TestDb) {
     );
 }
 
-async fn cancel_stops_queued_and_flags_running_jobs(db: &TestDb) {
+pub async fn cancel_stops_queued_and_flags_running_jobs(db: &TestDb) {
     let store = db.store().await;
     let queued = store.enqueue(&NewRun::new("a", "q")).await.unwrap();
     assert_eq!(
@@ -670,7 +650,7 @@ async fn cancel_stops_queued_and_flags_running_jobs(db: &TestDb) {
     );
 }
 
-async fn release_returns_the_job_at_once(db: &TestDb) {
+pub async fn release_returns_the_job_at_once(db: &TestDb) {
     let store = db.store().await;
     let e = store.enqueue(&NewRun::new("a", "p")).await.unwrap();
     let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
@@ -689,7 +669,7 @@ async fn release_returns_the_job_at_once(db: &TestDb) {
     assert!(again.token() > lease.token());
 }
 
-async fn resume_dedupe_and_finished_runs(db: &TestDb) {
+pub async fn resume_dedupe_and_finished_runs(db: &TestDb) {
     let store = db.store().await;
     let e = store
         .enqueue(&NewRun::new("a", "p").concurrency("k", ConcurrencyPolicy::Queue))
@@ -730,7 +710,7 @@ async fn resume_dedupe_and_finished_runs(db: &TestDb) {
 /// working: in particular no connection is left inside a transaction, where the next
 /// statements would never be committed (with sqlx's own `begin`, a drop while `BEGIN` was on
 /// the wire did that on PostgreSQL in about one run in five of this test).
-async fn dropped_enqueues_leave_no_transaction(db: &TestDb) {
+pub async fn dropped_enqueues_leave_no_transaction(db: &TestDb) {
     let store = db.store().await;
     for i in 0..400 {
         let s = store.clone();
@@ -759,7 +739,7 @@ async fn dropped_enqueues_leave_no_transaction(db: &TestDb) {
 
 /// `next_due` (how long an idle pool sleeps) sees a job however it came to be queued: enqueued,
 /// retried after a delay, released; and none while the only job is leased.
-async fn next_due_sees_jobs_queued_every_way(db: &TestDb) {
+pub async fn next_due_sees_jobs_queued_every_way(db: &TestDb) {
     let (store, clock) = db.manual().await;
     store.enqueue(&NewRun::new("a", "p")).await.unwrap();
     assert_eq!(
@@ -785,7 +765,7 @@ async fn next_due_sees_jobs_queued_every_way(db: &TestDb) {
 /// `rescue_expired` (what a worker pool runs apart from its claims) returns a job whose lease
 /// expired to the queue and its run with it, leaves a job whose lease holds alone, and fences
 /// the old holder; the next claim takes the job with a fresh token.
-async fn rescue_expired_returns_expired_jobs(db: &TestDb) {
+pub async fn rescue_expired_returns_expired_jobs(db: &TestDb) {
     let (store, clock) = db.manual().await;
     let expiring = store.enqueue(&NewRun::new("a", "short")).await.unwrap();
     let old = store
@@ -830,7 +810,7 @@ async fn rescue_expired_returns_expired_jobs(db: &TestDb) {
 /// A claim returns expired leases to the queue itself only when no rescue ran in the last
 /// second (by the store's clock), on both backends: a worker pool's own `rescue_expired`
 /// every 500 ms spares its claims the statement.
-async fn claims_rescue_once_a_second(db: &TestDb) {
+pub async fn claims_rescue_once_a_second(db: &TestDb) {
     let (store, clock) = db.manual().await;
     let expiring = store.enqueue(&NewRun::new("a", "short")).await.unwrap();
     let old = store
@@ -854,42 +834,9 @@ async fn claims_rescue_once_a_second(db: &TestDb) {
     assert!(again.token() > old.token());
 }
 
-/// An in-memory SQLite database lives on its one connection: reads go through the writer, and
-/// the queue works end to end (enqueue, claim, ack, listing) on it.
-#[tokio::test]
-async fn an_in_memory_sqlite_store_reads_what_it_writes() {
-    let config = nightshift_store::StoreConfig::for_url("sqlite::memory:");
-    let store = nightshift_store::Store::connect(&config, Arc::new(nightshift_store::SystemClock))
-        .await
-        .unwrap();
-    store.migrate().await.unwrap();
-    let plain = store.enqueue(&NewRun::new("a", "plain")).await.unwrap();
-    let keyed = store
-        .enqueue(&NewRun::new("a", "keyed").concurrency("k", ConcurrencyPolicy::Queue))
-        .await
-        .unwrap();
-    assert_eq!(store.list_runs(None, 10).await.unwrap().len(), 2);
-    for _ in 0..2 {
-        let lease = store.claim("w", None, 1, LEASE).await.unwrap().remove(0);
-        lease.ack(Some("ok".into())).await.unwrap();
-    }
-    for id in [&plain.run_id, &keyed.run_id] {
-        let run = store.run(id).await.unwrap().unwrap();
-        assert_eq!(run.status, RunStatus::Succeeded, "{id}");
-    }
-    assert_eq!(
-        store.job_counts().await.unwrap(),
-        vec![JobCount {
-            state: JobState::Succeeded,
-            count: 2
-        }]
-    );
-    store.close().await;
-}
-
 /// The metrics' view of the queue: `queued` only when due, `delayed` apart, `parked` only
 /// while its run has not ended, and the oldest due job's age per lane.
-async fn gauges_mean_their_names(db: &TestDb) {
+pub async fn gauges_mean_their_names(db: &TestDb) {
     let (store, clock) = db.manual().await;
     let count = |g: &nightshift_store::JobGauges, state: &str, lane: &str| {
         g.counts
@@ -946,7 +893,7 @@ async fn gauges_mean_their_names(db: &TestDb) {
 
 /// The metrics' backlogs: pending approvals and undelivered notices, with the age of the
 /// oldest of each; decided approvals and delivered notices leave them.
-async fn backlog_gauges(db: &TestDb) {
+pub async fn backlog_gauges(db: &TestDb) {
     let (store, clock) = db.manual().await;
     let empty = store.backlog_gauges().await.unwrap();
     assert_eq!(

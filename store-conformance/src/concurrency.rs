@@ -3,28 +3,19 @@
 
 use std::time::Duration;
 
+use crate::TestDb;
 use nightshift_store::{
     ConcurrencyPolicy, Error, JobOptions, JobState, NewResume, NewRun, ResumeReason, RunEnd,
     RunStatus,
 };
-use nightshift_tests::{TestDb, on_both_backends};
 
 const LEASE: Duration = Duration::from_secs(30);
-
-on_both_backends! {
-    one_job_per_key_runs_at_a_time => one_job_per_key_runs_at_a_time;
-    concurrent_claimers_never_run_two_jobs_of_one_key => concurrent_claimers_respect_keys;
-    skip_drops_the_new_run_while_the_key_is_active => skip_drops_the_new_run;
-    supersede_ends_the_older_runs_and_fences_their_side_effects => supersede_ends_older_runs;
-    debounce_runs_only_the_latest => debounce_runs_only_the_latest;
-    resuming_a_busy_run_needs_a_key_and_replaces_a_pending_wakeup => resume_rules;
-}
 
 fn keyed(prompt: &str, key: &str, policy: ConcurrencyPolicy) -> NewRun {
     NewRun::new("reviewer", prompt).concurrency(key, policy)
 }
 
-async fn one_job_per_key_runs_at_a_time(db: &TestDb) {
+pub async fn one_job_per_key_runs_at_a_time(db: &TestDb) {
     let store = db.store().await;
     let a = store
         .enqueue(&keyed("a", "pr:1", ConcurrencyPolicy::Queue))
@@ -59,7 +50,7 @@ async fn one_job_per_key_runs_at_a_time(db: &TestDb) {
     assert_eq!(next[0].id(), b.job_id, "b runs once a let go");
 }
 
-async fn concurrent_claimers_respect_keys(db: &TestDb) {
+pub async fn concurrent_claimers_respect_keys(db: &TestDb) {
     let store = db.store().await;
     for i in 0..40 {
         store
@@ -93,7 +84,7 @@ async fn concurrent_claimers_respect_keys(db: &TestDb) {
     assert!(!keys.is_empty());
 }
 
-async fn skip_drops_the_new_run(db: &TestDb) {
+pub async fn skip_drops_the_new_run(db: &TestDb) {
     let store = db.store().await;
     let first = store
         .enqueue(&keyed("first", "nightly", ConcurrencyPolicy::Skip))
@@ -125,7 +116,7 @@ async fn skip_drops_the_new_run(db: &TestDb) {
     );
 }
 
-async fn supersede_ends_older_runs(db: &TestDb) {
+pub async fn supersede_ends_older_runs(db: &TestDb) {
     let store = db.store().await;
     let old = store
         .enqueue(&keyed("review sha1", "pr:7", ConcurrencyPolicy::Supersede))
@@ -185,7 +176,7 @@ async fn supersede_ends_older_runs(db: &TestDb) {
     assert_eq!(next[0].job().run_id, new.run_id);
 }
 
-async fn debounce_runs_only_the_latest(db: &TestDb) {
+pub async fn debounce_runs_only_the_latest(db: &TestDb) {
     let (store, clock) = db.manual().await;
     let policy = ConcurrencyPolicy::Debounce { window_ms: 10_000 };
     let first = store.enqueue(&keyed("v1", "doc:9", policy)).await.unwrap();
@@ -211,7 +202,7 @@ async fn debounce_runs_only_the_latest(db: &TestDb) {
     );
 }
 
-async fn resume_rules(db: &TestDb) {
+pub async fn resume_rules(db: &TestDb) {
     let (store, clock) = db.manual().await;
     // Without a key, a busy run cannot take a resume job: two jobs of one run never run at
     // once.
