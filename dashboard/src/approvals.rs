@@ -284,12 +284,7 @@ mod tests {
         assert_eq!(row(&a, "helper", &d, 4_000_000).expires, "expired 6m ago");
     }
 
-    /// A run's log as the loop leaves it, long: an earlier call approved, 500 model turns of
-    /// work (2,000 events), then a call that waits, each call made by a message with words of
-    /// its own. What is decided on comes from the few events read, and is what the whole log
-    /// says.
-    #[tokio::test]
-    async fn a_long_log_gives_each_call_the_message_that_made_it() {
+    mod long_log {
         use std::sync::Arc;
         use std::time::Duration;
 
@@ -297,26 +292,10 @@ mod tests {
         use nightshift_llm::{ContentBlock, Message, Role, StopReason, Usage};
         use nightshift_store::{NewApproval, NewRun, StoreConfig, Synchronous, SystemClock};
 
-        let dir = tempfile::tempdir().unwrap();
-        let mut config =
-            StoreConfig::for_url(format!("sqlite://{}", dir.path().join("d.db").display()));
-        config.synchronous = Synchronous::Normal;
-        let store = Store::connect(&config, Arc::new(SystemClock))
-            .await
-            .unwrap();
-        store.migrate().await.unwrap();
-        let run_id = store
-            .enqueue(&NewRun::new("helper", "Ship v3."))
-            .await
-            .unwrap()
-            .run_id;
-        let lease = store
-            .claim("w", None, 1, Duration::from_secs(600))
-            .await
-            .unwrap()
-            .pop()
-            .unwrap();
-        let said = |words: &str, call: Option<&str>| {
+        use super::super::*;
+
+        /// An assistant message saying `words`, making call `call` to `deploy` when given.
+        fn said(words: &str, call: Option<&str>) -> RunEvent {
             let mut content = vec![ContentBlock::Text { text: words.into() }];
             content.extend(call.map(|id| ContentBlock::ToolUse {
                 id: id.into(),
@@ -336,87 +315,118 @@ mod tests {
                 latency_ms: None,
                 retries: 0,
             }
-        };
-        let requested = |call: &str| RunEvent::ApprovalRequested {
-            call_id: call.into(),
-            name: "deploy".into(),
-            input_hash: "h".into(),
-            expires_at: i64::MAX,
-        };
-        let ask = |call: &'static str| {
-            let store = store.clone();
-            let run_id = run_id.clone();
-            async move {
-                store
-                    .request_approval(&NewApproval {
-                        run_id: &run_id,
-                        call_id: call,
-                        tool: "deploy",
-                        input: &format!("{{\"version\":\"{call}\"}}"),
-                        input_hash: "h",
-                        expires_at: i64::MAX,
-                    })
-                    .await
-                    .unwrap();
-            }
-        };
-        let mut events = vec![
-            said("Deploying v2 first.", Some("c1")),
-            requested("c1"),
-            RunEvent::ApprovalDecided {
-                call_id: "c1".into(),
-                approved: true,
-                reason: None,
-                by: "operator".into(),
-            },
-        ];
-        for i in 0..500 {
-            let call = format!("read-{i}");
-            events.push(said(&format!("Reading part {i}."), None));
-            for _ in 0..3 {
-                events.push(RunEvent::ToolResult {
-                    call_id: call.clone(),
-                    content: "x".repeat(200),
-                    is_error: false,
-                    interrupted: false,
-                });
+        }
+
+        fn requested(call: &str) -> RunEvent {
+            RunEvent::ApprovalRequested {
+                call_id: call.into(),
+                name: "deploy".into(),
+                input_hash: "h".into(),
+                expires_at: i64::MAX,
             }
         }
-        events.push(said("Now shipping v3.", Some("c2")));
-        ask("c1").await;
-        for e in &events {
-            lease.append_event(e.kind(), &e.payload()).await.unwrap();
+
+        /// Stores call `call`'s approval row, as the loop does before logging its request.
+        async fn ask(store: &Store, run_id: &str, call: &str) {
+            let input = format!("{{\"version\":\"{call}\"}}");
+            store
+                .request_approval(&NewApproval {
+                    run_id,
+                    call_id: call,
+                    tool: "deploy",
+                    input: &input,
+                    input_hash: "h",
+                    expires_at: i64::MAX,
+                })
+                .await
+                .unwrap();
         }
-        let run = store.run(&run_id).await.unwrap().unwrap();
-        let decided = |call: &'static str| {
-            let store = store.clone();
-            let run = run.clone();
-            async move {
-                let a = store.approval(&run.id, call).await.unwrap().unwrap();
-                let read = decision_of(&store, &a, &run).await.unwrap();
-                let whole = Decision::of(&a, &run, &store.events(&run.id, 0).await.unwrap());
-                assert_eq!(read, whole, "{call}: what the whole log says");
-                read
+
+        /// Call `c1` made, requested and approved; 500 model turns of work (2,000 events);
+        /// then call `c2` made.
+        fn log() -> Vec<RunEvent> {
+            let mut events = vec![
+                said("Deploying v2 first.", Some("c1")),
+                requested("c1"),
+                RunEvent::ApprovalDecided {
+                    call_id: "c1".into(),
+                    approved: true,
+                    reason: None,
+                    by: "operator".into(),
+                },
+            ];
+            for i in 0..500 {
+                events.push(said(&format!("Reading part {i}."), None));
+                for _ in 0..3 {
+                    events.push(RunEvent::ToolResult {
+                        call_id: format!("read-{i}"),
+                        content: "x".repeat(200),
+                        is_error: false,
+                        interrupted: false,
+                    });
+                }
             }
-        };
-        // The waiting call's row is stored before its request is logged.
-        ask("c2").await;
-        assert_eq!(decided("c2").await.model_text, "Now shipping v3.");
-        lease
-            .append_event(requested("c2").kind(), &requested("c2").payload())
-            .await
-            .unwrap();
-        let c2 = decided("c2").await;
-        assert_eq!(
-            (c2.model_text.as_str(), c2.prompt.as_str()),
-            ("Now shipping v3.", "Ship v3.")
-        );
-        assert_eq!(c2.input, "{\n  \"version\": \"c2\"\n}");
-        assert_eq!(
-            decided("c1").await.model_text,
-            "Deploying v2 first.",
-            "an earlier call: the message before its own request"
-        );
-        store.close().await;
+            events.push(said("Now shipping v3.", Some("c2")));
+            events
+        }
+
+        /// What is decided on for `call`, read as the inbox reads it; checked against what
+        /// the whole log says.
+        async fn decided(store: &Store, run: &Run, call: &str) -> Decision {
+            let a = store.approval(&run.id, call).await.unwrap().unwrap();
+            let read = decision_of(store, &a, run).await.unwrap();
+            let whole = Decision::of(&a, run, &store.events(&run.id, 0).await.unwrap());
+            assert_eq!(read, whole, "{call}: what the whole log says");
+            read
+        }
+
+        /// A run's log as the loop leaves it, long, with each call made by a message with
+        /// words of its own: what is decided on comes from the few events read, and is what
+        /// the whole log says, before and after the waiting call's request is logged.
+        #[tokio::test]
+        async fn a_long_log_gives_each_call_the_message_that_made_it() {
+            let dir = tempfile::tempdir().unwrap();
+            let mut config =
+                StoreConfig::for_url(format!("sqlite://{}", dir.path().join("d.db").display()));
+            config.synchronous = Synchronous::Normal;
+            let store = Store::connect(&config, Arc::new(SystemClock))
+                .await
+                .unwrap();
+            store.migrate().await.unwrap();
+            let new = NewRun::new("helper", "Ship v3.");
+            let run_id = store.enqueue(&new).await.unwrap().run_id;
+            let lease = store
+                .claim("w", None, 1, Duration::from_secs(600))
+                .await
+                .unwrap()
+                .pop()
+                .unwrap();
+            ask(&store, &run_id, "c1").await;
+            for e in log() {
+                lease.append_event(e.kind(), &e.payload()).await.unwrap();
+            }
+            let run = store.run(&run_id).await.unwrap().unwrap();
+            // The waiting call's row is stored before its request is logged.
+            ask(&store, &run_id, "c2").await;
+            let c2 = decided(&store, &run, "c2").await;
+            assert_eq!(c2.model_text, "Now shipping v3.");
+            let request = requested("c2");
+            lease
+                .append_event(request.kind(), &request.payload())
+                .await
+                .unwrap();
+            let c2 = decided(&store, &run, "c2").await;
+            assert_eq!(
+                (c2.model_text.as_str(), c2.prompt.as_str()),
+                ("Now shipping v3.", "Ship v3.")
+            );
+            assert_eq!(c2.input, "{\n  \"version\": \"c2\"\n}");
+            assert_eq!(
+                decided(&store, &run, "c1").await.model_text,
+                "Deploying v2 first.",
+                "an earlier call: the message before its own request"
+            );
+            store.close().await;
+        }
     }
 }
