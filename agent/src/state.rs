@@ -120,6 +120,7 @@ impl Ending {
             RunEnd::Succeeded { result } => (EndStatus::Succeeded, result.clone()),
             RunEnd::Failed { error } => (EndStatus::Failed, Some(error.clone())),
             RunEnd::Cancelled => (EndStatus::Cancelled, None),
+            RunEnd::Superseded => (EndStatus::Superseded, None),
             RunEnd::BudgetExhausted { detail } => {
                 (EndStatus::BudgetExhausted, Some(detail.clone()))
             }
@@ -137,15 +138,16 @@ impl Ending {
     }
 
     /// The end this logged ending completes the run with. A success logged without a result
-    /// takes `final_text` (the last reply); a superseded run stops as cancelled; a status this
-    /// version does not know fails the run.
+    /// takes `final_text` (the last reply); a status this version does not know fails the
+    /// run.
     pub fn run_end(&self, final_text: impl FnOnce() -> Option<String>) -> RunEnd {
         let detail_or = |d: &str| self.detail.clone().unwrap_or_else(|| d.to_string());
         match self.status {
             EndStatus::Succeeded => RunEnd::Succeeded {
                 result: self.detail.clone().or_else(final_text),
             },
-            EndStatus::Cancelled | EndStatus::Superseded => RunEnd::Cancelled,
+            EndStatus::Cancelled => RunEnd::Cancelled,
+            EndStatus::Superseded => RunEnd::Superseded,
             EndStatus::BudgetExhausted => RunEnd::BudgetExhausted {
                 detail: detail_or("a budget ran out"),
             },
@@ -715,7 +717,7 @@ mod tests {
         );
         assert_eq!(
             ending(EndStatus::Superseded).run_end(last),
-            RunEnd::Cancelled
+            RunEnd::Superseded
         );
         assert_eq!(
             ending(EndStatus::BudgetExhausted).run_end(last),

@@ -77,7 +77,7 @@ pub use listing::{
 pub use model::{
     CancelOutcome, Checkpoint, ConcurrencyPolicy, Enqueued, Event, Heartbeat, Job, JobCount,
     JobOptions, NewResume, NewRun, PolicyError, ResumeReason, RetryOutcome, Run, RunEnd,
-    RunProgress, WorkerRow,
+    RunProgress, StopRequest, WorkerRow,
 };
 pub use notifications::{AttemptOutcome, DeliveryStatus, NewDelivery, Notification, OutboxEntry};
 /// How PostgreSQL claims are planned (a session setting), for tests that read their plans.

@@ -385,6 +385,9 @@ pub enum RunEnd {
     BudgetExhausted { detail: String },
     /// The run reached its round cap; its work is kept.
     MaxRounds { detail: String },
+    /// A newer run took the run's concurrency key (policy `supersede`) and the job stopped
+    /// for it; the store already recorded the run `superseded`, with the newer run's id.
+    Superseded,
 }
 
 impl RunEnd {
@@ -396,6 +399,7 @@ impl RunEnd {
             RunEnd::Cancelled => RunStatus::Cancelled,
             RunEnd::BudgetExhausted { .. } => RunStatus::BudgetExhausted,
             RunEnd::MaxRounds { .. } => RunStatus::MaxRounds,
+            RunEnd::Superseded => RunStatus::Superseded,
         }
     }
 
@@ -406,7 +410,7 @@ impl RunEnd {
             | RunEnd::BudgetExhausted { .. }
             | RunEnd::MaxRounds { .. } => JobState::Succeeded,
             RunEnd::Failed { .. } => JobState::Dead,
-            RunEnd::Cancelled => JobState::Cancelled,
+            RunEnd::Cancelled | RunEnd::Superseded => JobState::Cancelled,
         }
     }
 
@@ -431,7 +435,8 @@ impl RunEnd {
             RunEnd::Failed { error } => Some(error),
             RunEnd::BudgetExhausted { detail } | RunEnd::MaxRounds { detail } => Some(detail),
             RunEnd::Cancelled => Some("cancelled on request"),
-            RunEnd::Succeeded { .. } => None,
+            // The supersession wrote the run's error (the newer run's id): kept.
+            RunEnd::Succeeded { .. } | RunEnd::Superseded => None,
         }
     }
 }
@@ -457,6 +462,18 @@ pub enum Heartbeat {
     /// Cancellation was requested: the lease was not extended; finish up and acknowledge
     /// with [`RunEnd::Cancelled`].
     CancelRequested,
+    /// A newer run superseded the run: the lease was not extended; finish up and acknowledge
+    /// with [`RunEnd::Superseded`].
+    Superseded,
+}
+
+/// Why a lease holder is asked to stop (its write was refused, the lease still held).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopRequest {
+    /// Someone cancelled the run.
+    Cancel,
+    /// A newer run took the run's concurrency key.
+    Supersede,
 }
 
 /// What a retry did.

@@ -19,7 +19,7 @@ use crate::group::{Group, Takes, Via};
 use crate::migrate::{self, MigrationReport};
 use crate::model::{
     CancelOutcome, Checkpoint, Enqueued, Event, Heartbeat, Job, JobCount, JobOptions, NewResume,
-    NewRun, RetryOutcome, Run, RunEnd, RunProgress, WorkerRow,
+    NewRun, RetryOutcome, Run, RunEnd, RunProgress, StopRequest, WorkerRow,
 };
 use crate::postgres::PgBackend;
 use crate::queue::lease::{self, Parking};
@@ -582,6 +582,19 @@ impl LeasedJob {
         event_type: &str,
         payload: &str,
     ) -> Result<Option<i64>> {
+        Ok(self
+            .append_event_unless_stopped(event_type, payload)
+            .await?
+            .ok())
+    }
+
+    /// As [`append_event_unless_cancelled`](Self::append_event_unless_cancelled), saying
+    /// which stop refused the event: the run's cancellation or its supersession.
+    pub async fn append_event_unless_stopped(
+        &self,
+        event_type: &str,
+        payload: &str,
+    ) -> Result<std::result::Result<i64, StopRequest>> {
         let s = &self.store;
         let now = s.now();
         dispatch!(s, b => lease::append_event_live(b, self.event(event_type, payload, now)))

@@ -18,6 +18,9 @@ pub enum CancelReason {
     /// Someone asked to cancel the run; finish up and return [`JobOutcome::Done`] with
     /// [`RunEnd::Cancelled`].
     CancelRequested,
+    /// A newer run took the run's concurrency key; finish up and return
+    /// [`JobOutcome::Done`] with [`RunEnd::Superseded`].
+    Superseded,
     /// The lease is gone (another worker owns the job now); nothing more can be written.
     LeaseLost,
     /// The worker is shutting down and the grace period ran out; the job will be released.

@@ -203,6 +203,12 @@ async fn heartbeat_loop(ctx: JobContext, timings: JobTimings) {
                 ctx.stop(CancelReason::CancelRequested);
                 return;
             }
+            Ok(Heartbeat::Superseded) => {
+                tracing::info!(job_id = ctx.lease.id(), run_id = %ctx.lease.job().run_id,
+                    "superseded by a newer run");
+                ctx.stop(CancelReason::Superseded);
+                return;
+            }
             Err(e) if e.is_lease_lost() => {
                 tracing::warn!(job_id = ctx.lease.id(), run_id = %ctx.lease.job().run_id,
                     error = %e, "lease lost");

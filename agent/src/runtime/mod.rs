@@ -157,10 +157,7 @@ impl Handler for AgentRuntime {
         if matches!(outcome, JobOutcome::Done(_)) {
             self.tools.run_ended(&ctx.lease.job().run_id).await;
         }
-        let ended = match metrics::run_end(&outcome) {
-            Some("cancelled") => Some(cancelled_or_superseded(&ctx).await),
-            ended => ended,
-        };
+        let ended = metrics::run_end(&outcome);
         let run_span = trace.and_then(|trace| trace.close(&outcome, ended));
         count_once_written(&ctx, seen, &outcome, ended, run_span);
         redact::outcome(&self.redactor, outcome)
@@ -197,15 +194,6 @@ fn count_once_written(
             span.write();
         }
     });
-}
-
-/// How a run whose job ended it as cancelled really ended: `superseded` when a newer run
-/// took its concurrency key (the store says so), else `cancelled`.
-async fn cancelled_or_superseded(ctx: &JobContext) -> &'static str {
-    match ctx.lease.store().run(&ctx.lease.job().run_id).await {
-        Ok(Some(run)) if run.status == nightshift_store::RunStatus::Superseded => "superseded",
-        _ => "cancelled",
-    }
 }
 
 impl AgentRuntime {
@@ -319,6 +307,7 @@ impl AgentRuntime {
                 .context
                 .as_deref()
                 .and_then(|c| serde_json::from_str(c).ok()),
+            stop_request: None,
         };
         if let Some(ended) = s.begin(run).await? {
             return Ok(ended);

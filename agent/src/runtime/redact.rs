@@ -52,6 +52,7 @@ pub(super) fn outcome(redactor: &Redactor, outcome: JobOutcome) -> JobOutcome {
             },
             RunEnd::Failed { error } => RunEnd::Failed { error: r(error) },
             RunEnd::Cancelled => RunEnd::Cancelled,
+            RunEnd::Superseded => RunEnd::Superseded,
             RunEnd::BudgetExhausted { detail } => RunEnd::BudgetExhausted { detail: r(detail) },
             RunEnd::MaxRounds { detail } => RunEnd::MaxRounds { detail: r(detail) },
         }),

@@ -5,13 +5,13 @@
 //! keeps the rules every provider enforces).
 
 use nightshift_llm::{Message, ModelRequest, ModelResponse, conversation};
-use nightshift_store::{RunEnd, RunProgress, RunStatus};
-use nightshift_worker::{JobContext, JobOutcome};
+use nightshift_store::{RunEnd, RunProgress, StopRequest};
+use nightshift_worker::{CancelReason, JobContext, JobOutcome};
 
 use super::{Stop, outage};
 use crate::checkpoint;
 use crate::config::AgentDef;
-use crate::events::{EndStatus, RunEvent};
+use crate::events::RunEvent;
 use crate::state::{Ending, RunState};
 
 /// One job's view of a run.
@@ -28,23 +28,42 @@ pub(super) struct Session<'a> {
     pub(super) redactor: &'a nightshift_tools::Redactor,
     /// The run's stored context (what started it), for its tools.
     pub(super) context: Option<serde_json::Value>,
+    /// What stopped the run, when a guarded write was refused for it.
+    pub(super) stop_request: Option<StopRequest>,
 }
 
 impl Session<'_> {
     /// Appends an event unless the run was cancelled or superseded (see
-    /// `LeasedJob::append_event_unless_cancelled`); false when it was refused.
+    /// `LeasedJob::append_event_unless_stopped`); false when it was refused (and which stop
+    /// refused it is kept for the run's end).
     pub(super) async fn log_unless_cancelled(&mut self, event: RunEvent) -> Result<bool, Stop> {
         let event = self.redacted(event)?;
-        let Some(seq) = self
+        let appended = self
             .ctx
             .lease
-            .append_event_unless_cancelled(event.kind(), &event.payload())
-            .await?
-        else {
-            return Ok(false);
-        };
-        self.fold(seq, &event)?;
-        Ok(true)
+            .append_event_unless_stopped(event.kind(), &event.payload())
+            .await?;
+        match appended {
+            Ok(seq) => {
+                self.fold(seq, &event)?;
+                Ok(true)
+            }
+            Err(stop) => {
+                self.stop_request = Some(stop);
+                Ok(false)
+            }
+        }
+    }
+
+    /// `end`, a cancellation told apart from a supersession by what stopped the job: the
+    /// heartbeat's word or a refused write's.
+    fn as_stopped(&self, end: RunEnd) -> RunEnd {
+        let superseded = self.stop_request == Some(StopRequest::Supersede)
+            || self.ctx.stop_reason() == Some(CancelReason::Superseded);
+        match end {
+            RunEnd::Cancelled if superseded => RunEnd::Superseded,
+            end => end,
+        }
     }
 
     /// Appends an event under the lease and folds it into the state.
@@ -104,19 +123,10 @@ impl Session<'_> {
 
     /// Logs the end, checkpoints, and returns the outcome that completes the run.
     pub(super) async fn finish(&mut self, end: RunEnd) -> Result<JobOutcome, Stop> {
+        let end = self.as_stopped(end);
         if self.state.ending.is_none() {
             self.close_inbox().await?;
-            let mut event = Ending::of(&end).event();
-            if end == RunEnd::Cancelled
-                && let Some(run) = self.ctx.lease.store().run(&self.run_id).await?
-                && run.status == RunStatus::Superseded
-            {
-                event = RunEvent::Finished {
-                    status: EndStatus::Superseded,
-                    detail: run.error,
-                };
-            }
-            self.log(event).await?;
+            self.log(Ending::of(&end).event()).await?;
         }
         self.checkpoint().await?;
         self.record_progress().await?;
@@ -131,14 +141,14 @@ impl Session<'_> {
             .started_at
             .map(|started| self.ctx.lease.store().now() - started);
         let st = &self.state;
-        // The logged ending says `superseded` where `end` can only say cancelled.
+        // The logged ending (a status this version may not know) wins.
         let status = match &self.state.ending {
             Some(ending) => ending.status.as_str(),
             None => end.run_status().as_str(),
         };
         let (input_tokens, output_tokens) = (st.usage.input_tokens, st.usage.output_tokens);
         let detail = match end {
-            RunEnd::Succeeded { .. } | RunEnd::Cancelled => None,
+            RunEnd::Succeeded { .. } | RunEnd::Cancelled | RunEnd::Superseded => None,
             RunEnd::Failed { error: d }
             | RunEnd::BudgetExhausted { detail: d }
             | RunEnd::MaxRounds { detail: d } => d.lines().next(),

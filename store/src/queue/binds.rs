@@ -348,16 +348,17 @@ macro_rules! queue_statements {
                 c: &mut $crate::backend::Conn<Self>,
                 job_id: i64,
             ) -> $crate::Result<Option<$crate::queue::LeaseProbe>> {
-                let row: Option<(String, i64, Option<i64>)> =
+                let row: Option<(String, i64, Option<i64>, String)> =
                     sqlx::query_as($crate::backend::sql!($dir, "lease_probe"))
                         .bind(job_id)
                         .fetch_optional(c)
                         .await?;
-                row.map(|(status, lease_token, cancel_requested_at)| {
+                row.map(|(status, lease_token, cancel_requested_at, run_status)| {
                     Ok($crate::queue::LeaseProbe {
                         status: $crate::queue::parse_job_state(&status)?,
                         lease_token,
                         cancel_requested_at,
+                        run_status: $crate::queue::parse_run_status(&run_status)?,
                     })
                 })
                 .transpose()

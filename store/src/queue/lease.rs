@@ -4,13 +4,14 @@
 //! `LeaseLost` with the reason, and nothing changed.
 
 use crate::clock::Millis;
-use crate::model::{Heartbeat, JobOptions, RetryOutcome, RunProgress};
+use crate::model::{Heartbeat, JobOptions, RetryOutcome, RunProgress, StopRequest};
 use crate::queue::{CheckpointRow, EventRow, JobRow, LeaseProbe, QueueStatements, RetryRow};
 use crate::states::{JobKind, JobState, RunStatus};
 use crate::store::{RunUpdate, lease_lost, run_after_retry};
 use crate::{Error, Result};
 
-/// Extends the lease, or says that cancellation was requested (the lease still held).
+/// Extends the lease, or says that the run was cancelled or superseded (the lease still
+/// held).
 pub(crate) async fn heartbeat<B: QueueStatements>(
     b: &B,
     job_id: i64,
@@ -22,20 +23,27 @@ pub(crate) async fn heartbeat<B: QueueStatements>(
     if let Some(expires_at) = extended {
         return Ok(Heartbeat::Extended { expires_at });
     }
-    cancel_requested(b, job_id, token).await?;
-    Ok(Heartbeat::CancelRequested)
+    Ok(match stop_requested(b, job_id, token).await? {
+        StopRequest::Cancel => Heartbeat::CancelRequested,
+        StopRequest::Supersede => Heartbeat::Superseded,
+    })
 }
 
 /// After a lease-guarded statement that also required no cancel request matched no row:
-/// `Ok` when the lease is still held and cancellation was requested, else `LeaseLost` with
-/// the reason read from the job row.
-async fn cancel_requested<B: QueueStatements>(b: &B, job_id: i64, token: i64) -> Result<()> {
+/// what was requested when the lease is still held (a supersession when the run is
+/// recorded `superseded`), else `LeaseLost` with the reason read from the job row.
+async fn stop_requested<B: QueueStatements>(b: &B, job_id: i64, token: i64) -> Result<StopRequest> {
     match probe(b, job_id).await? {
         Some(LeaseProbe {
             status: JobState::Running,
             lease_token,
             cancel_requested_at: Some(_),
-        }) if lease_token == token => Ok(()),
+            run_status,
+        }) if lease_token == token => Ok(if run_status == RunStatus::Superseded {
+            StopRequest::Supersede
+        } else {
+            StopRequest::Cancel
+        }),
         probe => Err(lease_lost(job_id, token, probe)),
     }
 }
@@ -69,17 +77,17 @@ pub(crate) async fn append_event<B: QueueStatements>(b: &B, event: EventRow<'_>)
     }
 }
 
-/// As [`append_event`], but `None` (nothing appended) once cancellation was requested.
+/// As [`append_event`], but nothing appended once the run was cancelled or superseded: then
+/// which of the two.
 pub(crate) async fn append_event_live<B: QueueStatements>(
     b: &B,
     event: EventRow<'_>,
-) -> Result<Option<i64>> {
+) -> Result<std::result::Result<i64, StopRequest>> {
     let seq = B::append_event_live(&mut *b.writer().await?, event).await?;
-    if seq.is_some() {
-        return Ok(seq);
+    match seq {
+        Some(seq) => Ok(Ok(seq)),
+        None => Ok(Err(stop_requested(b, event.job_id, event.token).await?)),
     }
-    cancel_requested(b, event.job_id, event.token).await?;
-    Ok(None)
 }
 
 pub(crate) async fn write_checkpoint<B: QueueStatements>(

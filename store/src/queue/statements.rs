@@ -103,6 +103,8 @@ pub(crate) struct LeaseProbe {
     pub status: JobState,
     pub lease_token: i64,
     pub cancel_requested_at: Option<Millis>,
+    /// The job's run's status.
+    pub run_status: RunStatus,
 }
 
 /// The run holding an idempotency key and its start job (`find_run_by_key.sql`).
