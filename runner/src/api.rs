@@ -40,7 +40,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use nightshift_scheduler::{Intake, IntakeError, RunRequest};
+use nightshift_scheduler::{Intake, IntakeError, RunRequest, StartAt};
 use nightshift_store::{
     CancelOutcome, ConcurrencyPolicy, DeliveryStatus, Error as StoreError, RunStatus, Store,
     Trigger,
@@ -298,7 +298,7 @@ pub(crate) async fn create_run(
     headers: HeaderMap,
     JsonBody(body): JsonBody<CreateRun>,
 ) -> Response {
-    let req = match run_request(body, traceparent(&headers), state.store.now()) {
+    let req = match run_request(body, traceparent(&headers)) {
         Ok(req) => req,
         Err(m) => return error(StatusCode::UNPROCESSABLE_ENTITY, m),
     };
@@ -328,27 +328,23 @@ pub(crate) async fn create_run(
 }
 
 /// The run a `POST /v1/runs` body asks for (with the request's `traceparent`), or what is
-/// wrong with it. `now` is the store's clock, for `run_at`.
+/// wrong with it. A `run_at` is passed on as it is: the intake reads the clock once.
 pub(crate) fn run_request(
     body: CreateRun,
     trace_parent: Option<String>,
-    now: i64,
 ) -> Result<RunRequest, String> {
-    let delay = match (&body.delay_seconds, &body.run_at) {
+    let start_at = match (&body.delay_seconds, &body.run_at) {
         (Some(_), Some(_)) => return Err("give delay_seconds or run_at, not both".into()),
-        (Some(s), None) => Some(Duration::from_secs(*s)),
+        (Some(s), None) => StartAt::After(Duration::from_secs(*s)),
         (None, Some(at)) => match chrono::DateTime::parse_from_rfc3339(at) {
-            Ok(t) => {
-                let ms = t.timestamp_millis() - now;
-                Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
-            }
+            Ok(t) => StartAt::At(t.timestamp_millis()),
             Err(e) => {
                 return Err(format!(
                     "run_at '{at}' is not an RFC 3339 time like 2026-12-01T07:00:00Z: {e}"
                 ));
             }
         },
-        (None, None) => None,
+        (None, None) => StartAt::Now,
     };
     let policy = match body
         .concurrency_policy
@@ -368,7 +364,7 @@ pub(crate) fn run_request(
         idempotency_key: body.idempotency_key,
         lane: body.lane,
         priority: body.priority,
-        delay,
+        start_at,
         max_attempts: body.max_attempts,
         concurrency_key: body.concurrency_key,
         concurrency_policy: policy,

@@ -130,13 +130,12 @@ pub(crate) async fn create_runs(
         );
     }
     let trace_parent = traceparent(&headers);
-    let now = state.store.now();
     let reqs = body
         .runs
         .into_iter()
         .map(|item| {
             let body: CreateRun = decode_value(item).map_err(IntakeError::Invalid)?;
-            run_request(body, trace_parent.clone(), now).map_err(IntakeError::Invalid)
+            run_request(body, trace_parent.clone()).map_err(IntakeError::Invalid)
         })
         .collect();
     match state.intake.submit_many(reqs).await {

@@ -11,7 +11,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use nightshift_store::{
-    ConcurrencyPolicy, Enqueued, JobOptions, NewResume, NewRun, ResumeReason, Store, Trigger,
+    ConcurrencyPolicy, Enqueued, JobOptions, Millis, NewResume, NewRun, ResumeReason, Store,
+    Trigger,
 };
 
 /// The most a run's context may hold, in bytes (JSON).
@@ -24,6 +25,19 @@ pub const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = -1000..=1000;
 /// The furthest ahead a run may be scheduled.
 pub const MAX_DELAY: Duration = Duration::from_secs(366 * 24 * 3600);
 
+/// When a requested run may start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StartAt {
+    /// As soon as a worker is free.
+    #[default]
+    Now,
+    /// This long after the request is checked (the store's clock, read once).
+    After(Duration),
+    /// At this time of the store's clock (ms since the epoch), passed through as the job's
+    /// `run_at`; a time already past is now.
+    At(Millis),
+}
+
 /// A request to start a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRequest {
@@ -33,8 +47,8 @@ pub struct RunRequest {
     pub idempotency_key: Option<String>,
     pub lane: Option<String>,
     pub priority: Option<i64>,
-    /// Start no earlier than this long from now.
-    pub delay: Option<Duration>,
+    /// When the run may start (default: now).
+    pub start_at: StartAt,
     pub max_attempts: Option<i64>,
     /// Runs with the same key run one at a time (see [`ConcurrencyPolicy`]).
     pub concurrency_key: Option<String>,
@@ -59,7 +73,7 @@ impl RunRequest {
             idempotency_key: None,
             lane: None,
             priority: None,
-            delay: None,
+            start_at: StartAt::Now,
             max_attempts: None,
             concurrency_key: None,
             concurrency_policy: None,
@@ -348,13 +362,18 @@ fn check(req: &RunRequest, now: i64) -> Result<NewRun, IntakeError> {
         }
         new.job.priority = p;
     }
-    if let Some(delay) = req.delay {
-        if delay > MAX_DELAY {
-            return invalid("a run can be scheduled at most 366 days ahead".into());
+    let max_ms = i64::try_from(MAX_DELAY.as_millis()).unwrap_or(i64::MAX);
+    let run_at = match req.start_at {
+        StartAt::Now => None,
+        StartAt::After(delay) => {
+            Some(now.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)))
         }
-        let ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
-        new.job.run_at = Some(now.saturating_add(ms));
+        StartAt::At(at) => Some(at.max(now)),
+    };
+    if run_at.is_some_and(|at| at.saturating_sub(now) > max_ms) {
+        return invalid("a run can be scheduled at most 366 days ahead".into());
     }
+    new.job.run_at = run_at;
     if let Some(n) = req.max_attempts {
         if !(1..=100).contains(&n) {
             return invalid(format!("max_attempts {n} is out of range; use 1 to 100"));
@@ -421,10 +440,24 @@ mod tests {
             assert!(err.contains(expect), "{err}");
         }
         let delayed = RunRequest {
-            delay: Some(Duration::from_secs(60)),
-            ..ok
+            start_at: StartAt::After(Duration::from_secs(60)),
+            ..ok.clone()
         };
         assert_eq!(check(&delayed, 1000).unwrap().job.run_at, Some(61_000));
+        // A time is passed through as it is; one already past is now; too far is refused.
+        let at = |ms| RunRequest {
+            start_at: StartAt::At(ms),
+            ..ok.clone()
+        };
+        assert_eq!(
+            check(&at(1_234_567), 1000).unwrap().job.run_at,
+            Some(1_234_567)
+        );
+        assert_eq!(check(&at(5), 1000).unwrap().job.run_at, Some(1000));
+        let year_and_more = 1000 + 367 * 24 * 3600 * 1000;
+        let err = check(&at(year_and_more), 1000).unwrap_err().to_string();
+        assert!(err.contains("at most 366 days ahead"), "{err}");
+        assert_eq!(check(&ok, 1000).unwrap().job.run_at, None);
     }
 
     #[test]

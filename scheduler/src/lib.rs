@@ -9,4 +9,4 @@ pub mod cron;
 pub mod hooks;
 pub mod intake;
 
-pub use intake::{DEFAULT_BATCH_LIMIT, Intake, IntakeError, ResumeRequest, RunRequest};
+pub use intake::{DEFAULT_BATCH_LIMIT, Intake, IntakeError, ResumeRequest, RunRequest, StartAt};

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use nightshift_scheduler::{Intake, RunRequest};
+use nightshift_scheduler::{Intake, RunRequest, StartAt};
 use nightshift_store::{
     CancelOutcome, DeliveryStatus, JobState, RunFilter, RunStatus, Store, TaskStatus, Trigger,
 };
@@ -272,7 +272,9 @@ impl Operator {
                         idempotency_key: args.idempotency_key,
                         lane: args.lane,
                         priority: args.priority,
-                        delay: args.delay_seconds.map(Duration::from_secs),
+                        start_at: args
+                            .delay_seconds
+                            .map_or(StartAt::Now, |s| StartAt::After(Duration::from_secs(s))),
                         max_attempts: args.max_attempts,
                         concurrency_key: None,
                         concurrency_policy: None,

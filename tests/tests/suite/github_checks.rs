@@ -121,7 +121,10 @@ async fn check_run_from_start_to_end(db: &TestDb) {
             nightshift_store::Trigger::Webhook,
         );
         req.context = context;
-        req.delay = delay;
+        req.start_at = delay.map_or(
+            nightshift_scheduler::StartAt::Now,
+            nightshift_scheduler::StartAt::After,
+        );
         req
     };
 
@@ -274,7 +277,7 @@ async fn renamed_while_open(db: &TestDb) {
             nightshift_store::Trigger::Webhook,
         );
         req.context = Some(started_for(&head));
-        req.delay = Some(Duration::from_secs(3600));
+        req.start_at = nightshift_scheduler::StartAt::After(Duration::from_secs(3600));
         let run_id = intake.submit(req).await.unwrap().run_id;
         // What a job of the run does before it works.
         let context = started_for(&head);
