@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::TestDb;
 use nightshift_store::{
-    ConcurrencyPolicy, Error, JobOptions, JobState, NewResume, NewRun, ResumeReason, RunEnd,
-    RunStatus,
+    ConcurrencyPolicy, Error, Heartbeat, JobOptions, JobState, NewResume, NewRun, ResumeReason,
+    RunEnd, RunStatus, StopRequest,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -154,7 +154,9 @@ pub async fn supersede_ends_older_runs(db: &TestDb) {
         store.job(queued_old.job_id).await.unwrap().unwrap().status,
         JobState::Cancelled
     );
-    // The running one's side effects are refused from now on; its other writes still land.
+    // The running one's side effects are refused from now on, saying it was superseded;
+    // its heartbeat says so too (the job ends it as superseded, reading nothing more); its
+    // other writes still land.
     assert_eq!(
         lease
             .append_event_unless_cancelled("tool_started", "{}")
@@ -162,14 +164,27 @@ pub async fn supersede_ends_older_runs(db: &TestDb) {
             .unwrap(),
         None
     );
+    assert_eq!(
+        lease
+            .append_event_unless_stopped("tool_started", "{}")
+            .await
+            .unwrap(),
+        Err(StopRequest::Supersede)
+    );
+    assert_eq!(lease.heartbeat(LEASE).await.unwrap(), Heartbeat::Superseded);
     lease.append_event("finished", "{}").await.unwrap();
     // The new run waits for the old job to let go of the key, then runs.
     assert!(store.claim("w2", None, 5, LEASE).await.unwrap().is_empty());
-    lease.complete(RunEnd::Cancelled).await.unwrap();
+    lease.complete(RunEnd::Superseded).await.unwrap();
+    let ended = store.run(&old.run_id).await.unwrap().unwrap();
     assert_eq!(
-        store.run(&old.run_id).await.unwrap().unwrap().status,
+        ended.status,
         RunStatus::Superseded,
         "acknowledging the stopped job keeps the run superseded"
+    );
+    assert!(
+        ended.error.unwrap().contains(&new.run_id),
+        "and the supersession's word on it"
     );
     let next = store.claim("w2", None, 5, LEASE).await.unwrap();
     assert_eq!(next.len(), 1);

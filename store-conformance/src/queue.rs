@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::TestDb;
 use nightshift_store::{
     Backoff, CancelOutcome, ConcurrencyPolicy, Error, Heartbeat, JobCount, JobKind, JobOptions,
-    JobState, NewResume, NewRun, RetryOutcome, RunEnd, RunProgress, RunStatus,
+    JobState, NewResume, NewRun, RetryOutcome, RunEnd, RunProgress, RunStatus, StopRequest,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -628,6 +628,14 @@ pub async fn cancel_stops_queued_and_flags_running_jobs(db: &TestDb) {
     assert_eq!(
         lease.heartbeat(LEASE * 10).await.unwrap(),
         Heartbeat::CancelRequested
+    );
+    // A side effect's start is refused, and says it was a cancel.
+    assert_eq!(
+        lease
+            .append_event_unless_stopped("tool_started", "{}")
+            .await
+            .unwrap(),
+        Err(StopRequest::Cancel)
     );
     assert_eq!(
         store
