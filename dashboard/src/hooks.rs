@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use minijinja::{Value, context};
-use nightshift_scheduler::hooks::{Hook, RouteKind, RouteRun};
+use nightshift_scheduler::hooks::{DeliveryRun, Hook, RouteKind};
 use nightshift_store::{Millis, WebhookDelivery};
 use serde::Serialize;
 use std::sync::atomic::Ordering;
@@ -83,9 +83,9 @@ pub fn routes(hook: &Hook) -> Vec<RouteView> {
 }
 
 /// One recorded delivery as of `now` (pure): its `runs` column is the JSON list of
-/// [`RouteRun`]s the intake wrote.
+/// [`DeliveryRun`]s the store wrote.
 pub fn delivery(d: &WebhookDelivery, now: Millis) -> DeliveryView {
-    let parsed: Option<Vec<RouteRun>> = match d.runs.as_deref() {
+    let parsed: Option<Vec<DeliveryRun>> = match d.runs.as_deref() {
         None => Some(Vec::new()),
         Some(text) => serde_json::from_str(text).ok(),
     };

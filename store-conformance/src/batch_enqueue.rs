@@ -4,12 +4,11 @@
 //! answer, and a refused delivery leaves nothing. (A sleeping pool woken for an earlier job
 //! armed elsewhere needs the worker: `tests/tests/suite/pool.rs`.)
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use nightshift_store::{
-    ConcurrencyPolicy, DeliveryRecord, DeliveryTaken, DeliveryWork, Enqueued, Error, JobState,
-    NewResume, NewRun, ResumeReason, RunStatus, Store, WebhookDeliveryStatus,
+    ConcurrencyPolicy, DeliveryTaken, DeliveryWork, Enqueued, Error, JobState, NewResume, NewRun,
+    ResumeReason, RunStatus, Store, WebhookDeliveryStatus,
 };
 
 use crate::TestDb;
@@ -162,8 +161,9 @@ pub async fn concurrent_enqueues(db: &TestDb) {
     assert_eq!(ids.len(), 48);
 }
 
-fn record() -> DeliveryRecord {
-    Arc::new(|e: &Enqueued| serde_json::json!([{ "run_id": e.run_id }]).to_string())
+/// The route every delivery here is taken by.
+fn route() -> &'static str {
+    "prs"
 }
 
 /// A run waiting on a wakeup, with a concurrency key so that it can be resumed.
@@ -217,7 +217,7 @@ pub async fn delivery_in_one_commit(db: &TestDb) {
     store.cancel_run(&finished).await.unwrap();
     let jobs_before = store.jobs_of_run(&finished).await.unwrap().len();
     let refused = store
-        .take_webhook_delivery("gh", "d-1", "issue_comment", resume_of(&finished), record())
+        .take_webhook_delivery("gh", "d-1", "issue_comment", resume_of(&finished), route())
         .await;
     assert!(matches!(refused, Err(Error::Conflict(_))), "{refused:?}");
     assert_eq!(store.webhook_delivery("gh", "d-1").await.unwrap(), None);
@@ -229,7 +229,7 @@ pub async fn delivery_in_one_commit(db: &TestDb) {
     // A start is claimed, enqueued and recorded together.
     let start = DeliveryWork::Start(NewRun::new("a", "review").dedupe_key("webhook:gh:r:d-2"));
     let taken = store
-        .take_webhook_delivery("gh", "d-2", "pull_request", start.clone(), record())
+        .take_webhook_delivery("gh", "d-2", "pull_request", start.clone(), route())
         .await
         .unwrap();
     let DeliveryTaken::Enqueued(e) = taken else {
@@ -238,11 +238,23 @@ pub async fn delivery_in_one_commit(db: &TestDb) {
     let row = store.webhook_delivery("gh", "d-2").await.unwrap().unwrap();
     assert_eq!(row.status, WebhookDeliveryStatus::Done);
     assert_eq!(row.received, 1);
-    let recorded: serde_json::Value = serde_json::from_str(row.runs.as_deref().unwrap()).unwrap();
-    assert_eq!(recorded[0]["run_id"], e.run_id.as_str());
+    // The store writes the record itself: the route, what it did, the run and its job.
+    let recorded = row.recorded_runs().unwrap();
+    assert_eq!(
+        recorded,
+        nightshift_store::delivery_runs("prs", "start", &e)
+    );
+    assert_eq!(
+        (recorded[0].route.as_str(), recorded[0].kind.as_str()),
+        ("prs", "start")
+    );
+    assert_eq!(
+        (&recorded[0].run_id, recorded[0].job_id),
+        (&e.run_id, e.job_id)
+    );
     // Taken again: counted, answered from the row, nothing enqueued.
     let again = store
-        .take_webhook_delivery("gh", "d-2", "pull_request", start, record())
+        .take_webhook_delivery("gh", "d-2", "pull_request", start, route())
         .await
         .unwrap();
     let DeliveryTaken::Done(row) = again else {
@@ -253,7 +265,7 @@ pub async fn delivery_in_one_commit(db: &TestDb) {
     // A resume of a waiting run is enqueued with its record.
     let waiting = waiting_run(&store, "pr-3").await;
     let taken = store
-        .take_webhook_delivery("gh", "d-3", "issue_comment", resume_of(&waiting), record())
+        .take_webhook_delivery("gh", "d-3", "issue_comment", resume_of(&waiting), route())
         .await
         .unwrap();
     assert!(matches!(taken, DeliveryTaken::Enqueued(ref e) if e.run_id == waiting));
@@ -283,7 +295,7 @@ pub async fn concurrent_deliveries(db: &TestDb) {
             (
                 i,
                 store
-                    .take_webhook_delivery("gh", &id, "e", work, record())
+                    .take_webhook_delivery("gh", &id, "e", work, route())
                     .await,
             )
         }));

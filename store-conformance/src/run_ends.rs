@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crate::TestDb;
 use nightshift_store::{
-    CancelOutcome, ConcurrencyPolicy, DeliveryRecord, DeliveryTaken, DeliveryWork, Enqueued,
-    LeasedJob, ManualClock, NewRun, RunStatus, Store,
+    CancelOutcome, ConcurrencyPolicy, DeliveryTaken, DeliveryWork, LeasedJob, ManualClock, NewRun,
+    RunStatus, Store,
 };
 
 type Told = Arc<Mutex<Vec<(String, RunStatus)>>>;
@@ -93,14 +93,13 @@ pub async fn told_once(db: &TestDb) {
         [(third.run_id.clone(), RunStatus::Superseded)]
     );
 
-    let record: DeliveryRecord = Arc::new(|e: &Enqueued| e.run_id.clone());
     let taken = store
         .take_webhook_delivery(
             "gh",
             "d-1",
             "push",
             DeliveryWork::Start(keyed("fifth")),
-            record,
+            "pushes",
         )
         .await
         .unwrap();

@@ -16,8 +16,6 @@
 //!   refused is written again item by item, so one delivery's refusal never undoes
 //!   another's. On PostgreSQL each delivery is a transaction of its own, side by side.
 
-use std::sync::Arc;
-
 use crate::Result;
 use crate::backend::Conn;
 use crate::clock::Millis;
@@ -37,9 +35,73 @@ pub enum DeliveryWork {
     Cancel { key: String },
 }
 
-/// What a delivery records on its row once its work is enqueued (a JSON document the intake
-/// answers redeliveries with), made from the enqueue's answer.
-pub type DeliveryRecord = Arc<dyn Fn(&Enqueued) -> String + Send + Sync>;
+impl DeliveryWork {
+    /// What the work does, as its record names it: `start`, `resume` or `cancel`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DeliveryWork::Start(_) => "start",
+            DeliveryWork::Resume(_) => "resume",
+            DeliveryWork::Cancel { .. } => "cancel",
+        }
+    }
+}
+
+/// One run a webhook delivery made or found: what its row records (the `runs` column, a JSON
+/// list of these) and what the intake answers the delivery and its redeliveries with.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeliveryRun {
+    /// The route that took the delivery.
+    pub route: String,
+    /// `start`, `resume` or `cancel` ([`DeliveryWork::kind`]).
+    pub kind: String,
+    pub run_id: String,
+    /// The run's start or resume job (0 for a cancelled run).
+    pub job_id: i64,
+    /// The idempotency key was used before: these are the existing ids.
+    pub duplicate: bool,
+    /// The `skip` policy dropped the new run: `run_id` is the run holding the key.
+    pub skipped: bool,
+    /// Runs this delivery ended as superseded.
+    #[serde(default)]
+    pub superseded: Vec<String>,
+}
+
+/// The runs a delivery of `route` whose work was of `kind` ([`DeliveryWork::kind`]) made:
+/// the one it enqueued, or, for a cancel, one entry per run it cancelled (none when none was
+/// unfinished).
+pub fn delivery_runs(route: &str, kind: &str, enqueued: &Enqueued) -> Vec<DeliveryRun> {
+    if kind != "cancel" {
+        return vec![DeliveryRun {
+            route: route.to_string(),
+            kind: kind.to_string(),
+            run_id: enqueued.run_id.clone(),
+            job_id: enqueued.job_id,
+            duplicate: enqueued.duplicate,
+            skipped: enqueued.skipped,
+            superseded: enqueued.superseded.clone(),
+        }];
+    }
+    enqueued
+        .cancelled
+        .iter()
+        .map(|run_id| DeliveryRun {
+            route: route.to_string(),
+            kind: kind.to_string(),
+            run_id: run_id.clone(),
+            job_id: 0,
+            duplicate: false,
+            skipped: false,
+            superseded: Vec::new(),
+        })
+        .collect()
+}
+
+/// The record `taking`'s row keeps once its work was enqueued as `enqueued`.
+pub(crate) fn record(taking: &Taking, enqueued: &Enqueued) -> Result<String> {
+    let runs = delivery_runs(&taking.route, taking.work.kind(), enqueued);
+    serde_json::to_string(&runs)
+        .map_err(|e| crate::Error::Corrupt(format!("a delivery's record: {e}")))
+}
 
 /// The answer of [`Store::take_webhook_delivery`](crate::Store::take_webhook_delivery).
 #[derive(Debug, Clone, PartialEq)]
@@ -62,7 +124,8 @@ pub(crate) struct Taking {
     pub run_id: String,
     /// Whether a run it starts notifies (see `Store::set_notifying_agents`).
     pub notify: bool,
-    pub record: DeliveryRecord,
+    /// The route that took it, named in its record.
+    pub route: String,
     pub now: Millis,
 }
 
@@ -106,7 +169,7 @@ pub(crate) async fn take_in<B: QueuePaths + WebhookStatements>(
         DeliveryWork::Resume(new) => queue::resume_in::<B>(tx, new, taking.now).await?,
         DeliveryWork::Cancel { key } => queue::cancel_key_in::<B>(tx, key, taking.now).await?,
     };
-    let record = (taking.record)(&enqueued);
+    let record = record(taking, &enqueued)?;
     let hook = &taking.hook;
     let id = &taking.delivery_id;
     if B::finish_webhook_delivery(tx, hook, id, &record, taking.now).await? {
@@ -146,7 +209,8 @@ pub(crate) async fn take<B: QueuePaths + WebhookStatements>(
 
 impl crate::Store {
     /// Takes webhook delivery `(hook, delivery_id)` in one transaction: claims it, enqueues
-    /// `work` and records `record(&enqueued)` on its row (see the module doc). When the
+    /// `work` and records the runs it made for `route` on its row ([`DeliveryRun`]s; see the
+    /// module doc). When the
     /// delivery was done before, counts this arrival and returns its row, enqueueing
     /// nothing. An enqueue refused (a finished or busy run, a bad option) returns its error
     /// and leaves nothing behind. Deliveries and enqueues made at the same time share
@@ -157,7 +221,7 @@ impl crate::Store {
         delivery_id: &str,
         event: &str,
         work: DeliveryWork,
-        record: DeliveryRecord,
+        route: &str,
     ) -> Result<DeliveryTaken> {
         crate::webhooks::check_ids(hook, delivery_id)?;
         let notify = match &work {
@@ -185,7 +249,7 @@ impl crate::Store {
             work,
             run_id: uuid::Uuid::now_v7().to_string(),
             notify,
-            record,
+            route: route.to_string(),
             now: self.now(),
         };
         let group = self.delivery_group();

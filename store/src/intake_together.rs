@@ -138,7 +138,7 @@ pub(crate) async fn take_together<B: TakeTogether>(
             None => queue::duplicate_run::<B>(&mut tx, row.new).await?,
         };
         let taking = takings[*i];
-        done.push((taking, (taking.record)(&enqueued)));
+        done.push((taking, crate::intake::record(taking, &enqueued)?));
         answers[*i] = Some(DeliveryTaken::Enqueued(enqueued));
     }
     if done.is_empty() {

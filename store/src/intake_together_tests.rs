@@ -1,17 +1,11 @@
 //! The batch statements against a real SQLite file: the answers and rows are those of taking
 //! each delivery in turn, and batches they do not take are left untouched.
 
-use std::sync::Arc;
-
 use super::*;
 use crate::backend::Backend;
-use crate::intake::DeliveryRecord;
+use crate::intake::delivery_runs;
 use crate::model::{ConcurrencyPolicy, NewRun};
 use crate::sqlite::SqliteBackend;
-
-fn record() -> DeliveryRecord {
-    Arc::new(|e: &Enqueued| format!("[{{\"run_id\":\"{}\",\"job_id\":{}}}]", e.run_id, e.job_id))
-}
 
 fn start(id: &str, new: NewRun) -> Taking {
     Taking {
@@ -21,7 +15,7 @@ fn start(id: &str, new: NewRun) -> Taking {
         work: DeliveryWork::Start(new),
         run_id: uuid::Uuid::now_v7().to_string(),
         notify: false,
-        record: record(),
+        route: "pr".into(),
         now: 1_000,
     }
 }
@@ -97,7 +91,8 @@ async fn a_batch_answers_as_each_delivery_would_alone() {
             .unwrap()
             .unwrap();
         assert_eq!(row.status, WebhookDeliveryStatus::Done, "{id}");
-        assert_eq!(row.runs, Some((record())(enqueued)), "{id}: its own record");
+        let own = delivery_runs("pr", "start", enqueued);
+        assert_eq!(row.recorded_runs().unwrap(), own, "{id}: its own record");
     }
     let input: String = sqlx::query_scalar("SELECT input FROM runs WHERE id = ?1")
         .bind(&shared.run_id)

@@ -70,7 +70,7 @@ pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use config::{BackendKind, ConfigError, StoreConfig, Synchronous};
 pub use error::{Error, LeaseLostReason, Result};
 pub use inbox::QueuedMessage;
-pub use intake::{DeliveryRecord, DeliveryTaken, DeliveryWork};
+pub use intake::{DeliveryRun, DeliveryTaken, DeliveryWork, delivery_runs};
 pub use listing::{
     BacklogGauges, JobGauges, LaneCount, LeaseRow, QueueOverview, RunFilter, RunPage, RunSummary,
 };

@@ -43,7 +43,8 @@ pub struct WebhookDelivery {
     pub event: String,
     #[sqlx(try_from = "String")]
     pub status: WebhookDeliveryStatus,
-    /// What the delivery enqueued (a JSON array the intake wrote), once `done`.
+    /// What the delivery enqueued (a JSON list of [`DeliveryRun`](crate::DeliveryRun)s the
+    /// store wrote), once `done`; read it with [`WebhookDelivery::recorded_runs`].
     #[sqlx(try_from = "crate::text::DbOptText")]
     pub runs: Option<String>,
     /// How many times the delivery arrived.
@@ -51,6 +52,18 @@ pub struct WebhookDelivery {
     pub first_received_at: Millis,
     pub last_received_at: Millis,
     pub finished_at: Option<Millis>,
+}
+
+impl WebhookDelivery {
+    /// The runs its row records (none before it is `done`); a record that is not a list of
+    /// [`DeliveryRun`](crate::DeliveryRun)s is [`Error::Corrupt`](crate::Error::Corrupt).
+    pub fn recorded_runs(&self) -> crate::Result<Vec<crate::DeliveryRun>> {
+        match self.runs.as_deref() {
+            None => Ok(Vec::new()),
+            Some(text) => serde_json::from_str(text)
+                .map_err(|e| crate::Error::Corrupt(format!("webhook runs: {e}"))),
+        }
+    }
 }
 
 /// The statements of webhook deliveries (`store/sql/<backend>/webhooks/`).

@@ -11,14 +11,14 @@
 use std::sync::Arc;
 
 use nightshift_store::{
-    DeliveryRecord, DeliveryTaken, DeliveryWork, Enqueued, Trigger,
+    DeliveryRun, DeliveryTaken, DeliveryWork, Enqueued, Trigger,
     WebhookDeliveryStatus as ClaimStatus,
 };
 
 use super::config::FieldSource;
 use super::route::{CompiledRoute, Rendered};
 use super::{
-    Accepted, DeliveryOutcome, Headers, Hook, MAX_DELIVERY_ID_BYTES, Refused, RouteKind, RouteRun,
+    Accepted, DeliveryOutcome, Headers, Hook, MAX_DELIVERY_ID_BYTES, Refused, RouteKind,
     SignatureScheme,
 };
 use crate::{Intake, IntakeError, ResumeRequest, RunRequest};
@@ -124,17 +124,10 @@ async fn deliver_inner(
             };
         }
     };
-    let record: DeliveryRecord = {
-        let (name, kind) = (route.name.clone(), route.kind);
-        Arc::new(move |enqueued: &Enqueued| {
-            let runs = runs_of(&name, kind, enqueued.clone());
-            serde_json::to_string(&runs).expect("runs serialise")
-        })
-    };
     // Step 5 in one commit: claim, enqueue, record (see `Store::take_webhook_delivery`); a
     // delivery done before is counted and answered from its row.
     let taken = store
-        .take_webhook_delivery(&hook.name, &d.id, &d.event, work, record)
+        .take_webhook_delivery(&hook.name, &d.id, &d.event, work, &route.name)
         .await
         .map_err(|e| refusal(route, e.into()))?;
     match taken {
@@ -192,7 +185,7 @@ async fn done_before(
 
 /// Step 6's answer for a delivery whose run was enqueued and recorded.
 fn accepted(hook: &Hook, route: &CompiledRoute, d: Delivery, enqueued: Enqueued) -> Accepted {
-    let runs = route_runs(route, enqueued);
+    let runs = route_runs(route, &enqueued);
     match runs.first() {
         Some(first) if route.kind != RouteKind::Cancel => {
             tracing::info!(hook = %hook.name, delivery = %d.id, event = %d.event,
@@ -382,47 +375,14 @@ pub(crate) fn refusal(route: &CompiledRoute, e: IntakeError) -> Refused {
     }
 }
 
-/// The runs a delivery made, as recorded and answered.
-pub(crate) fn route_runs(route: &CompiledRoute, enqueued: Enqueued) -> Vec<RouteRun> {
-    runs_of(&route.name, route.kind, enqueued)
-}
-
-/// The run a delivery to route `name` of `kind` made.
-/// The runs a delivery of route `name` made, as recorded and answered: the one it enqueued,
-/// or, for a cancel route, one entry per run it cancelled (none when none was unfinished).
-fn runs_of(name: &str, kind: RouteKind, enqueued: Enqueued) -> Vec<RouteRun> {
-    if kind != RouteKind::Cancel {
-        return vec![run_of(name, kind, enqueued)];
-    }
-    enqueued
-        .cancelled
-        .into_iter()
-        .map(|run_id| RouteRun {
-            route: name.to_string(),
-            kind: "cancel".into(),
-            run_id,
-            job_id: 0,
-            duplicate: false,
-            skipped: false,
-            superseded: Vec::new(),
-        })
-        .collect()
-}
-
-fn run_of(name: &str, kind: RouteKind, enqueued: Enqueued) -> RouteRun {
-    RouteRun {
-        route: name.to_string(),
-        kind: match kind {
-            RouteKind::Start => "start".into(),
-            RouteKind::Resume => "resume".into(),
-            RouteKind::Cancel => "cancel".into(),
-        },
-        run_id: enqueued.run_id,
-        job_id: enqueued.job_id,
-        duplicate: enqueued.duplicate,
-        skipped: enqueued.skipped,
-        superseded: enqueued.superseded,
-    }
+/// The runs a delivery taken by `route` made, as the store recorded them and as answered.
+pub(crate) fn route_runs(route: &CompiledRoute, enqueued: &Enqueued) -> Vec<DeliveryRun> {
+    let kind = match route.kind {
+        RouteKind::Start => "start",
+        RouteKind::Resume => "resume",
+        RouteKind::Cancel => "cancel",
+    };
+    nightshift_store::delivery_runs(&route.name, kind, enqueued)
 }
 
 /// The answer for a delivery whose runs were recorded (`runs`, JSON; none when absent);
@@ -433,7 +393,7 @@ pub(crate) fn answer(
     runs: Option<&str>,
     redelivery: bool,
 ) -> Result<Accepted, Refused> {
-    let mut runs: Vec<RouteRun> = serde_json::from_str(runs.unwrap_or("[]"))
+    let mut runs: Vec<DeliveryRun> = serde_json::from_str(runs.unwrap_or("[]"))
         .map_err(|e| nightshift_store::Error::Corrupt(format!("webhook runs: {e}")))?;
     if redelivery {
         runs.iter_mut().for_each(|r| r.duplicate = true);

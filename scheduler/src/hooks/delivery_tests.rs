@@ -261,7 +261,7 @@ fn the_recorded_run_answers_a_redelivery_as_duplicates() {
     let h = github(start_route());
     let run = route_runs(
         &h.routes[0],
-        Enqueued {
+        &Enqueued {
             run_id: "run-1".into(),
             job_id: 9,
             duplicate: false,
@@ -280,7 +280,7 @@ fn the_recorded_run_answers_a_redelivery_as_duplicates() {
     assert!(again.redelivery && !again.ping);
     assert_eq!(
         again.runs,
-        vec![RouteRun {
+        vec![DeliveryRun {
             duplicate: true,
             ..run
         }]

@@ -74,7 +74,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use config::{DEFAULT_TOLERANCE_SECONDS, FieldSource};
 pub use config::{HookConfig, RouteConfig, RouteKind, SignatureScheme};
@@ -338,21 +338,8 @@ impl HookSet {
     }
 }
 
-/// One run a delivery made (or found), as answered and recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RouteRun {
-    pub route: String,
-    pub kind: String,
-    pub run_id: String,
-    pub job_id: i64,
-    /// The idempotency key was used before: these are the existing ids.
-    pub duplicate: bool,
-    /// The `skip` policy dropped the new run: `run_id` is the run holding the key.
-    pub skipped: bool,
-    /// Runs this delivery ended as superseded.
-    #[serde(default)]
-    pub superseded: Vec<String>,
-}
+/// One run a delivery made (or found), as the store recorded it and as answered.
+pub use nightshift_store::DeliveryRun;
 
 /// An accepted delivery.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -374,7 +361,7 @@ pub struct Accepted {
     /// challenge to echo back. Authentic, nothing enqueued or recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub challenge: Option<String>,
-    pub runs: Vec<RouteRun>,
+    pub runs: Vec<DeliveryRun>,
 }
 
 /// Why a delivery was refused. Nothing was enqueued.
