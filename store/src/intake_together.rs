@@ -24,7 +24,7 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 
-use crate::backend::Conn;
+use crate::backend::{Backend, Conn};
 use crate::intake::{DeliveryTaken, DeliveryWork, Taking};
 use crate::model::Enqueued;
 use crate::queue::{self, QueuePaths, RunRow};
@@ -33,44 +33,70 @@ use crate::{Error, Result};
 
 /// The statements of a batch taken together (SQLite: `webhooks/claim_many.sql`,
 /// `enqueue_plain_in.sql`, `webhooks/finish_many.sql`), each one round trip with the
-/// transaction's `BEGIN` or `COMMIT` beside it. A backend without them (PostgreSQL) keeps the
-/// defaults: `TAKES_TOGETHER` is false, so [`take_together`] never calls them.
-pub(crate) trait TakeTogether: QueuePaths + WebhookStatements {
-    /// Whether the backend has these statements.
-    const TAKES_TOGETHER: bool = false;
-
+/// transaction's `BEGIN` or `COMMIT` beside it: a capability a backend has or has not
+/// ([`TakeTogether::together`]), never a method that answers "not here".
+pub(crate) trait BatchIntake<B: Backend>: Sync {
     /// Begins a transaction that holds the store's write lock until it ends, and claims every
     /// delivery of `takings` (all different) in it; every row, in any order.
     fn begin_claiming_many(
         &self,
-        _takings: &[&Taking],
-    ) -> impl Future<Output = Result<(Self::Tx, Vec<WebhookDelivery>)>> + Send {
-        async { Err(none_here()) }
-    }
+        takings: &[&Taking],
+    ) -> impl Future<Output = Result<(B::Tx, Vec<WebhookDelivery>)>> + Send;
 
     /// Enqueues `rows` (runs that decide nothing), in order: the start job of each run
     /// inserted, by run id; a run missing lost its idempotency key.
     fn enqueue_plain_in(
-        _c: &mut Conn<Self>,
-        _rows: &[RunRow<'_>],
-    ) -> impl Future<Output = Result<HashMap<String, i64>>> + Send {
-        async { Err(none_here()) }
-    }
+        &self,
+        c: &mut Conn<B>,
+        rows: &[RunRow<'_>],
+    ) -> impl Future<Output = Result<HashMap<String, i64>>> + Send;
 
     /// Marks each `(taking, runs)` done with its record, and commits `tx`; the
     /// `(hook, delivery_id)` of those that were still `claimed`.
     fn finish_many_and_commit(
-        _tx: Self::Tx,
-        _done: &[(&Taking, String)],
-    ) -> impl Future<Output = Result<HashSet<(String, String)>>> + Send {
-        async { Err(none_here()) }
-    }
+        &self,
+        tx: B::Tx,
+        done: &[(&Taking, String)],
+    ) -> impl Future<Output = Result<HashSet<(String, String)>>> + Send;
 }
 
-/// What a batch statement of a backend without them answers (never asked: see
-/// [`TakeTogether`]).
-fn none_here() -> Error {
-    Error::Corrupt("this backend takes no deliveries together".into())
+/// Whether a backend takes a group batch of deliveries together, and with what.
+pub(crate) trait TakeTogether: QueuePaths + WebhookStatements {
+    /// Its batch statements ([`NoBatchIntake`] when it has none).
+    type Together: BatchIntake<Self>;
+
+    /// Its batch statements, when it has them.
+    fn together(&self) -> Option<&Self::Together>;
+}
+
+/// The batch statements of a backend that has none (PostgreSQL takes each delivery in a
+/// transaction of its own): a type with no value, so none of them can ever be called.
+#[derive(Debug)]
+pub(crate) enum NoBatchIntake {}
+
+impl<B: Backend> BatchIntake<B> for NoBatchIntake {
+    async fn begin_claiming_many(
+        &self,
+        _takings: &[&Taking],
+    ) -> Result<(B::Tx, Vec<WebhookDelivery>)> {
+        match *self {}
+    }
+
+    async fn enqueue_plain_in(
+        &self,
+        _c: &mut Conn<B>,
+        _rows: &[RunRow<'_>],
+    ) -> Result<HashMap<String, i64>> {
+        match *self {}
+    }
+
+    async fn finish_many_and_commit(
+        &self,
+        _tx: B::Tx,
+        _done: &[(&Taking, String)],
+    ) -> Result<HashSet<(String, String)>> {
+        match *self {}
+    }
 }
 
 /// Whether `takings` can be taken together (see the module doc).
@@ -90,10 +116,13 @@ pub(crate) async fn take_together<B: TakeTogether>(
     backend: &B,
     takings: &[&Taking],
 ) -> Result<Option<Vec<DeliveryTaken>>> {
-    if !B::TAKES_TOGETHER || !can_take_together(takings) {
+    let Some(together) = backend.together() else {
+        return Ok(None);
+    };
+    if !can_take_together(takings) {
         return Ok(None);
     }
-    let (mut tx, claimed) = backend.begin_claiming_many(takings).await?;
+    let (mut tx, claimed) = together.begin_claiming_many(takings).await?;
     let mut rows: HashMap<(String, String), WebhookDelivery> = claimed
         .into_iter()
         .map(|row| ((row.hook.clone(), row.delivery_id.clone()), row))
@@ -129,7 +158,7 @@ pub(crate) async fn take_together<B: TakeTogether>(
     let jobs = if runs.is_empty() {
         HashMap::new()
     } else {
-        B::enqueue_plain_in(&mut tx, &runs).await?
+        together.enqueue_plain_in(&mut tx, &runs).await?
     };
     let mut done = Vec::with_capacity(to_start.len());
     for (i, row) in &to_start {
@@ -146,7 +175,7 @@ pub(crate) async fn take_together<B: TakeTogether>(
     } else {
         // Every row of `done` was claimed in this transaction, which has held the store's
         // write lock since it began, so each is still `claimed` at its finish (module doc).
-        let finished = B::finish_many_and_commit(tx, &done).await?;
+        let finished = together.finish_many_and_commit(tx, &done).await?;
         if finished.len() != done.len() {
             return Err(Error::Corrupt(format!(
                 "{} of {} deliveries taken together were not claimed any more at their finish",

@@ -610,9 +610,14 @@ impl<'a> Ends<'a> {
     }
 }
 
-/// PostgreSQL takes each delivery in a transaction of its own (`group.rs`): no batch
-/// statements.
-impl crate::intake_together::TakeTogether for PgBackend {}
+/// PostgreSQL takes each delivery in a transaction of its own, side by side (`group.rs`).
+impl crate::intake_together::TakeTogether for PgBackend {
+    type Together = crate::intake_together::NoBatchIntake;
+
+    fn together(&self) -> Option<&Self::Together> {
+        None
+    }
+}
 
 crate::queue::queue_statements!(PgBackend, "postgres");
 crate::wakeups::wakeup_statements!(PgBackend, "postgres");

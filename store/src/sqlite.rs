@@ -281,11 +281,18 @@ crate::webhooks::webhook_statements!(SqliteBackend, "sqlite");
 crate::notifications::notification_statements!(SqliteBackend, "sqlite");
 crate::listing::listing_statements!(SqliteBackend, "sqlite");
 
+/// SQLite takes a group batch of deliveries together, with its own batch statements.
+impl crate::intake_together::TakeTogether for SqliteBackend {
+    type Together = Self;
+
+    fn together(&self) -> Option<&Self> {
+        Some(self)
+    }
+}
+
 /// A group batch of deliveries in three statements and three round trips
 /// (`intake_together.rs`).
-impl crate::intake_together::TakeTogether for SqliteBackend {
-    const TAKES_TOGETHER: bool = true;
-
+impl crate::intake_together::BatchIntake<SqliteBackend> for SqliteBackend {
     /// `BEGIN IMMEDIATE` and `claim_many.sql`, sent together.
     async fn begin_claiming_many(
         &self,
@@ -302,6 +309,7 @@ impl crate::intake_together::TakeTogether for SqliteBackend {
     }
 
     async fn enqueue_plain_in(
+        &self,
         c: &mut sqlx::SqliteConnection,
         rows: &[RunRow<'_>],
     ) -> Result<std::collections::HashMap<String, i64>> {
@@ -315,6 +323,7 @@ impl crate::intake_together::TakeTogether for SqliteBackend {
 
     /// `finish_many.sql` and `COMMIT`, sent together.
     async fn finish_many_and_commit(
+        &self,
         tx: WriteTx,
         done: &[(&crate::intake::Taking, String)],
     ) -> Result<std::collections::HashSet<(String, String)>> {
