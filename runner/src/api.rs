@@ -40,7 +40,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use nightshift_scheduler::{Intake, IntakeError, RunRequest, StartAt};
+use nightshift_scheduler::{Intake, RunRequest, StartAt};
 use nightshift_store::{
     CancelOutcome, ConcurrencyPolicy, DeliveryStatus, Error as StoreError, RunStatus, Store,
     Trigger,
@@ -51,7 +51,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::api_tokens::Caller;
 
-pub use crate::api_errors::{ErrorBody, JsonBody, error, store_error};
+pub use crate::api_errors::{ApiError, ErrorBody, JsonBody};
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -84,7 +84,7 @@ pub fn router(state: ApiState) -> Router {
 /// so each one served is in `GET /openapi.json`; only the dashboard (HTML) is added here.
 pub fn router_with_data_dir(state: ApiState, data_dir: Option<std::path::PathBuf>) -> Router {
     crate::openapi::routes(&state)
-        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint") })
+        .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
         .with_state(state.clone())
         .merge(nightshift_dashboard::router(dashboard_state(
             &state, data_dir,
@@ -118,19 +118,17 @@ fn dashboard_state(
 }
 
 /// A query string parsed as `T`, or the 400 naming what is wrong with it.
-#[allow(clippy::result_large_err)] // the Err is the response, handed straight back to axum
-pub(crate) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, Response> {
+pub(crate) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     q.map(|Query(q)| q)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, e.body_text()))
+        .map_err(|e| ApiError::BadRequest(e.body_text()))
 }
 
 /// A listing's query and its optional `status` filter parsed as `S`, or the 400 that says
 /// what is wrong (a malformed query, or a status naming the allowed values).
-#[allow(clippy::result_large_err)] // the Err is the response, handed straight back to axum
 pub(crate) fn status_query<T, S>(
     q: Result<Query<T>, QueryRejection>,
     status: impl FnOnce(&T) -> Option<&str>,
-) -> Result<(T, Option<S>), Response>
+) -> Result<(T, Option<S>), ApiError>
 where
     S: std::str::FromStr<Err = nightshift_store::UnknownName>,
 {
@@ -138,7 +136,7 @@ where
     let parsed = status(&q)
         .map(str::parse::<S>)
         .transpose()
-        .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     Ok((q, parsed))
 }
 
@@ -147,32 +145,28 @@ pub(crate) async fn require_token(
     headers: HeaderMap,
     req: Request,
     next: Next,
-) -> Response {
+) -> Result<Response, ApiError> {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
     let Some(caller) = state.tokens.identify(given) else {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong API token; send `Authorization: Bearer <token>`",
-        );
+        return Err(ApiError::Unauthorized(
+            "missing or wrong API token; send `Authorization: Bearer <token>`".into(),
+        ));
     };
     if !crate::api_tokens::allows(caller.role, req.method()) {
-        return error(
-            StatusCode::FORBIDDEN,
-            format!(
-                "token '{}' is read-only: it may only read (GET); use an operator token to {} {}",
-                caller.name,
-                req.method(),
-                req.uri().path()
-            ),
-        );
+        return Err(ApiError::Forbidden(format!(
+            "token '{}' is read-only: it may only read (GET); use an operator token to {} {}",
+            caller.name,
+            req.method(),
+            req.uri().path()
+        )));
     }
     let mut req = req;
     req.extensions_mut().insert(caller);
-    next.run(req).await
+    Ok(next.run(req).await)
 }
 
 /// Records an operator action of `caller` that took effect in the audit trail (and the log;
@@ -194,6 +188,18 @@ pub(crate) async fn audit(
         detail,
     };
     state.store.record_audit(&entry).await;
+}
+
+/// The run `id`, or the 404 that says it does not exist.
+pub(crate) async fn existing_run(
+    state: &ApiState,
+    id: &str,
+) -> Result<nightshift_store::Run, ApiError> {
+    state
+        .store
+        .run(id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("run {id} not found")))
 }
 
 /// The body of `POST /v1/runs`.
@@ -297,34 +303,24 @@ pub(crate) async fn create_run(
     State(state): State<ApiState>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<CreateRun>,
-) -> Response {
-    let req = match run_request(body, traceparent(&headers)) {
-        Ok(req) => req,
-        Err(m) => return error(StatusCode::UNPROCESSABLE_ENTITY, m),
+) -> Result<impl IntoResponse, ApiError> {
+    let req = run_request(body, traceparent(&headers)).map_err(ApiError::Unprocessable)?;
+    let e = state.intake.submit(req).await?;
+    let status = if e.duplicate || e.skipped {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
     };
-    match state.intake.submit(req).await {
-        Ok(e) => {
-            let status = if e.duplicate || e.skipped {
-                StatusCode::OK
-            } else {
-                StatusCode::ACCEPTED
-            };
-            (
-                status,
-                Json(Created {
-                    run_id: e.run_id,
-                    job_id: e.job_id,
-                    duplicate: e.duplicate,
-                    skipped: e.skipped,
-                    superseded: e.superseded,
-                }),
-            )
-                .into_response()
-        }
-        Err(IntakeError::Invalid(m)) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
-        Err(IntakeError::NotFound(m)) => error(StatusCode::NOT_FOUND, m),
-        Err(IntakeError::Store(e)) => store_error(e),
-    }
+    Ok((
+        status,
+        Json(Created {
+            run_id: e.run_id,
+            job_id: e.job_id,
+            duplicate: e.duplicate,
+            skipped: e.skipped,
+            superseded: e.superseded,
+        }),
+    ))
 }
 
 /// The run a `POST /v1/runs` body asks for (with the request's `traceparent`), or what is
@@ -484,29 +480,22 @@ fn run_filter(q: &ListQuery) -> Result<nightshift_store::RunFilter, String> {
 pub(crate) async fn list_runs(
     State(state): State<ApiState>,
     q: Result<Query<ListQuery>, QueryRejection>,
-) -> Response {
-    let q = match query(q) {
-        Ok(q) => q,
-        Err(refused) => return refused,
-    };
-    let filter = match run_filter(&q) {
-        Ok(filter) => filter,
-        Err(message) => return error(StatusCode::BAD_REQUEST, message),
-    };
+) -> Result<Json<RunsPage>, ApiError> {
+    let q = query(q)?;
+    let filter = run_filter(&q).map_err(ApiError::BadRequest)?;
     let page = state
         .store
         .runs_page(&filter, q.cursor.as_deref(), q.limit.unwrap_or(50))
-        .await;
-    match page {
-        Ok(page) => Json(RunsPage {
-            runs: page.runs,
-            next_cursor: page.next_cursor,
-        })
-        .into_response(),
-        // A malformed cursor or an empty time range is a bad parameter like any other.
-        Err(StoreError::Invalid(m)) => error(StatusCode::BAD_REQUEST, m),
-        Err(e) => store_error(e),
-    }
+        .await
+        .map_err(|e| match e {
+            // A malformed cursor or an empty time range is a bad parameter like any other.
+            StoreError::Invalid(m) => ApiError::BadRequest(m),
+            e => ApiError::Store(e),
+        })?;
+    Ok(Json(RunsPage {
+        runs: page.runs,
+        next_cursor: page.next_cursor,
+    }))
 }
 
 /// A run, as `GET /v1/runs/{id}` shows it.
@@ -531,22 +520,21 @@ pub struct RunView {
         (status = 404, description = "no such run", body = ErrorBody),
     )
 )]
-pub(crate) async fn show_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
-    let run = match state.store.run(&id).await {
-        Ok(Some(run)) => run,
-        Ok(None) => return error(StatusCode::NOT_FOUND, format!("run {id} not found")),
-        Err(e) => return store_error(e),
-    };
+pub(crate) async fn show_run(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<RunView>, ApiError> {
+    let run = existing_run(&state, &id).await?;
     // Why the newest job was last retried or is waiting (a model outage's real cause, a lost
     // lease), also while the run has not ended.
-    let last_error = match state.store.jobs_of_run(&id).await {
-        Ok(jobs) => jobs
-            .into_iter()
-            .max_by_key(|j| j.id)
-            .and_then(|j| j.last_error),
-        Err(e) => return store_error(e),
-    };
-    Json(RunView { run, last_error }).into_response()
+    let last_error = state
+        .store
+        .jobs_of_run(&id)
+        .await?
+        .into_iter()
+        .max_by_key(|j| j.id)
+        .and_then(|j| j.last_error);
+    Ok(Json(RunView { run, last_error }))
 }
 
 /// The query of `GET /v1/runs/{id}/events`.
@@ -591,32 +579,22 @@ pub(crate) async fn run_events(
     State(state): State<ApiState>,
     Path(id): Path<String>,
     q: Result<Query<EventsQuery>, QueryRejection>,
-) -> Response {
-    let q = match query(q) {
-        Ok(q) => q,
-        Err(refused) => return refused,
-    };
-    match state.store.run(&id).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return error(StatusCode::NOT_FOUND, format!("run {id} not found")),
-        Err(e) => return store_error(e),
-    }
-    match state.store.events(&id, q.after.unwrap_or(0)).await {
-        Ok(events) => {
-            let events = events
-                .into_iter()
-                .map(|e| EventView {
-                    seq: e.seq,
-                    event_type: e.event_type,
-                    created_at: e.created_at,
-                    payload: serde_json::from_str::<Value>(&e.payload)
-                        .unwrap_or(Value::String(e.payload)),
-                })
-                .collect();
-            Json(EventsPage { events }).into_response()
-        }
-        Err(e) => store_error(e),
-    }
+) -> Result<Json<EventsPage>, ApiError> {
+    let q = query(q)?;
+    existing_run(&state, &id).await?;
+    let events = state
+        .store
+        .events(&id, q.after.unwrap_or(0))
+        .await?
+        .into_iter()
+        .map(|e| EventView {
+            seq: e.seq,
+            event_type: e.event_type,
+            created_at: e.created_at,
+            payload: serde_json::from_str::<Value>(&e.payload).unwrap_or(Value::String(e.payload)),
+        })
+        .collect();
+    Ok(Json(EventsPage { events }))
 }
 
 /// What a cancel did.
@@ -644,21 +622,19 @@ pub(crate) async fn cancel_run(
     State(state): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-) -> Response {
-    let (status, word) = match state.store.cancel_run(&id).await {
-        Ok(CancelOutcome::Cancelled) => (StatusCode::OK, "cancelled"),
-        Ok(CancelOutcome::Requested) => (StatusCode::ACCEPTED, "cancel_requested"),
-        Err(e) => return store_error(e),
+) -> Result<impl IntoResponse, ApiError> {
+    let (status, word) = match state.store.cancel_run(&id).await? {
+        CancelOutcome::Cancelled => (StatusCode::OK, "cancelled"),
+        CancelOutcome::Requested => (StatusCode::ACCEPTED, "cancel_requested"),
     };
     audit(&state, &caller, "cancel", Some(&id), &id, None).await;
-    (
+    Ok((
         status,
         Json(CancelAnswer {
             run_id: id,
             status: word,
         }),
-    )
-        .into_response()
+    ))
 }
 
 /// The API token: from the environment variable `token_env` when set, else the one kept in
@@ -720,21 +696,16 @@ pub(crate) async fn wake_run(
     State(state): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-) -> Response {
-    match state.store.wake_now(&id).await {
-        Ok(()) => {
-            audit(&state, &caller, "wake", Some(&id), &id, None).await;
-            (
-                StatusCode::ACCEPTED,
-                Json(WakeAnswer {
-                    run_id: id,
-                    woken: true,
-                }),
-            )
-                .into_response()
-        }
-        Err(e) => store_error(e),
-    }
+) -> Result<impl IntoResponse, ApiError> {
+    state.store.wake_now(&id).await?;
+    audit(&state, &caller, "wake", Some(&id), &id, None).await;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(WakeAnswer {
+            run_id: id,
+            woken: true,
+        }),
+    ))
 }
 
 /// The query of `GET /v1/wakeups` and `GET /v1/approvals`.
@@ -777,27 +748,20 @@ pub struct WakeupsPage {
 pub(crate) async fn list_wakeups(
     State(state): State<ApiState>,
     q: Result<Query<LimitQuery>, QueryRejection>,
-) -> Response {
-    let q = match query(q) {
-        Ok(q) => q,
-        Err(refused) => return refused,
-    };
-    match state.store.pending_wakeups(q.limit.unwrap_or(100)).await {
-        Ok(rows) => {
-            let wakeups = rows
-                .iter()
-                .map(|w| WakeupView {
-                    run_id: w.run_id.clone(),
-                    agent: w.agent.clone(),
-                    job_id: w.job_id,
-                    due_at: w.due_at,
-                    reason: w.reason(),
-                })
-                .collect();
-            Json(WakeupsPage { wakeups }).into_response()
-        }
-        Err(e) => store_error(e),
-    }
+) -> Result<Json<WakeupsPage>, ApiError> {
+    let q = query(q)?;
+    let rows = state.store.pending_wakeups(q.limit.unwrap_or(100)).await?;
+    let wakeups = rows
+        .iter()
+        .map(|w| WakeupView {
+            run_id: w.run_id.clone(),
+            agent: w.agent.clone(),
+            job_id: w.job_id,
+            due_at: w.due_at,
+            reason: w.reason(),
+        })
+        .collect();
+    Ok(Json(WakeupsPage { wakeups }))
 }
 
 /// Tool calls waiting for a decision, oldest first.
@@ -820,15 +784,13 @@ pub struct ApprovalsPage {
 pub(crate) async fn list_approvals(
     State(state): State<ApiState>,
     q: Result<Query<LimitQuery>, QueryRejection>,
-) -> Response {
-    let q = match query(q) {
-        Ok(q) => q,
-        Err(refused) => return refused,
-    };
-    match state.store.pending_approvals(q.limit.unwrap_or(100)).await {
-        Ok(approvals) => Json(ApprovalsPage { approvals }).into_response(),
-        Err(e) => store_error(e),
-    }
+) -> Result<Json<ApprovalsPage>, ApiError> {
+    let q = query(q)?;
+    let approvals = state
+        .store
+        .pending_approvals(q.limit.unwrap_or(100))
+        .await?;
+    Ok(Json(ApprovalsPage { approvals }))
 }
 
 /// The query of `GET /v1/notifications`.
@@ -884,38 +846,29 @@ pub struct NotificationsPage {
 pub(crate) async fn list_notifications(
     State(state): State<ApiState>,
     q: Result<Query<NotificationsQuery>, QueryRejection>,
-) -> Response {
-    let (q, status) = match status_query::<_, DeliveryStatus>(q, |q| q.status.as_deref()) {
-        Ok(parsed) => parsed,
-        Err(refused) => return refused,
-    };
-    let listed = state
+) -> Result<Json<NotificationsPage>, ApiError> {
+    let (q, status) = status_query::<_, DeliveryStatus>(q, |q| q.status.as_deref())?;
+    let rows = state
         .store
         .notifications(q.run.as_deref(), status, q.limit.unwrap_or(100))
-        .await;
-    match listed {
-        Ok(rows) => {
-            let notifications = rows
-                .iter()
-                .map(|n| NotificationView {
-                    delivery_id: n.delivery_id.clone(),
-                    run_id: n.run_id.clone(),
-                    url: crate::notify::shown_url(&n.url),
-                    status: n.status,
-                    attempts: n.attempts,
-                    max_attempts: n.max_attempts,
-                    next_attempt_at: (n.status == DeliveryStatus::Pending)
-                        .then_some(n.next_attempt_at),
-                    last_error: n.last_error.clone(),
-                    last_status_code: n.last_status_code,
-                    created_at: n.created_at,
-                    delivered_at: n.delivered_at,
-                })
-                .collect();
-            Json(NotificationsPage { notifications }).into_response()
-        }
-        Err(e) => store_error(e),
-    }
+        .await?;
+    let notifications = rows
+        .iter()
+        .map(|n| NotificationView {
+            delivery_id: n.delivery_id.clone(),
+            run_id: n.run_id.clone(),
+            url: crate::notify::shown_url(&n.url),
+            status: n.status,
+            attempts: n.attempts,
+            max_attempts: n.max_attempts,
+            next_attempt_at: (n.status == DeliveryStatus::Pending).then_some(n.next_attempt_at),
+            last_error: n.last_error.clone(),
+            last_status_code: n.last_status_code,
+            created_at: n.created_at,
+            delivered_at: n.delivered_at,
+        })
+        .collect();
+    Ok(Json(NotificationsPage { notifications }))
 }
 
 /// The body of `POST /v1/runs/{id}/approvals/{call}`.
@@ -963,25 +916,21 @@ pub(crate) async fn decide_approval(
     Extension(caller): Extension<Caller>,
     Path((id, call)): Path<(String, String)>,
     JsonBody(body): JsonBody<Decide>,
-) -> Response {
+) -> Result<impl IntoResponse, ApiError> {
     let approve = matches!(body.decision, Decision::Approve);
     // Recorded on the approval and in the audit trail by the store.
-    match state
+    state
         .store
         .decide_approval_as(&id, &call, approve, body.reason.as_deref(), &caller.actor())
-        .await
-    {
-        Ok(()) => (
-            StatusCode::ACCEPTED,
-            Json(Decided {
-                run_id: id,
-                call_id: call,
-                decision: body.decision,
-            }),
-        )
-            .into_response(),
-        Err(e) => store_error(e),
-    }
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(Decided {
+            run_id: id,
+            call_id: call,
+            decision: body.decision,
+        }),
+    ))
 }
 
 /// A delivery sent again.
@@ -1006,19 +955,14 @@ pub(crate) async fn redeliver(
     State(state): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(delivery_id): Path<String>,
-) -> Response {
-    match state.store.redeliver(&delivery_id).await {
-        Ok(()) => {
-            audit(&state, &caller, "redeliver", None, &delivery_id, None).await;
-            (
-                StatusCode::ACCEPTED,
-                Json(Redelivered {
-                    delivery_id,
-                    status: "pending",
-                }),
-            )
-                .into_response()
-        }
-        Err(e) => store_error(e),
-    }
+) -> Result<impl IntoResponse, ApiError> {
+    state.store.redeliver(&delivery_id).await?;
+    audit(&state, &caller, "redeliver", None, &delivery_id, None).await;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(Redelivered {
+            delivery_id,
+            status: "pending",
+        }),
+    ))
 }

@@ -1,14 +1,18 @@
-//! How the HTTP API refuses a request: one JSON error shape, one mapping from store errors to
-//! status codes, and one JSON body extractor.
+//! How the HTTP API refuses a request: one error type, one JSON error shape, one mapping from
+//! store errors to status codes, and one JSON body extractor.
 //!
 //! What it guarantees:
+//! - **Every refusal is an [`ApiError`]**: a handler returns `Result<_, ApiError>` and
+//!   refuses with `?`. The errors of the layers below (the store's, the intake's, the
+//!   schedules', a webhook delivery's) convert into it with `From`, each to one status, so
+//!   every endpoint answers the same error the same way.
 //! - **Every error is `{"error": "…"}`** ([`ErrorBody`]) saying what was wrong and what to do.
 //! - **A store that cannot be reached is a 503 with `Retry-After`**, never a 500: a refused or
 //!   dropped connection, a pool that timed out, a busy or locked SQLite file, an I/O error,
 //!   PostgreSQL shutting down or refusing connections ([`store_unavailable`] decides). Only a
 //!   real bug (a corrupt row, a failed migration, an unexpected database error) is a 500, and
-//!   it is logged. Every handler maps store errors through [`store_error`], so no endpoint
-//!   answers an outage differently.
+//!   it is logged. Every store error reaches the client through [`store_error`] (it is what
+//!   [`ApiError::Store`] answers), so no endpoint answers an outage differently.
 //! - **A JSON body that does not fit is a 422 naming the key** ([`JsonBody`]): a wrong type, a
 //!   bad enum value, a missing or unknown field, e.g. `concurrency_policy: unknown variant
 //!   "sometimes", expected one of "queue", "skip", "supersede", "debounce"`. A body that is
@@ -18,6 +22,9 @@
 use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use nightshift_scheduler::IntakeError;
+use nightshift_scheduler::cron::ScheduleError;
+use nightshift_scheduler::hooks::Refused;
 use nightshift_store::Error as StoreError;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -32,6 +39,105 @@ pub struct ErrorBody {
     /// What was wrong and what to do about it.
     #[schema(example = "missing field `prompt`")]
     pub error: String,
+}
+
+/// Why the API refused a request. Each variant answers with one status and `{"error": …}`
+/// holding its message word for word; [`ApiError::Store`] answers as [`store_error`]
+/// decides (404, 409, 422, 503 with `Retry-After`, or a logged 500).
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400: a body that is not JSON, or a bad query parameter, naming it.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401: no token or a wrong one; or a webhook's missing or wrong signature.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403: a read-only token asked to change something.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404: no such run, schedule, hook, endpoint, …
+    #[error("{0}")]
+    NotFound(String),
+    /// 409: the thing is not in a state that allows the request.
+    #[error("{0}")]
+    Conflict(String),
+    /// 413: a body over its limit.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// 415: a body not sent as JSON.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 422: a value that does not fit or is not allowed, naming it.
+    #[error("{0}")]
+    Unprocessable(String),
+    /// 503 with `Retry-After`: the store cannot answer now, for the reason given (see
+    /// [`unavailable`]).
+    #[error("the store is unavailable ({0})")]
+    Unavailable(String),
+    /// Any other status, decided where the refusal arises: reading a body (400 or 413), a
+    /// metrics scrape whose store reads failed (503, without `Retry-After`).
+    #[error("{1}")]
+    Status(StatusCode, String),
+    /// The store failed or refused: answered by [`store_error`].
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, message) = match self {
+            ApiError::Store(e) => return store_error(e),
+            ApiError::Unavailable(why) => return unavailable(why),
+            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
+            ApiError::Unauthorized(m) => (StatusCode::UNAUTHORIZED, m),
+            ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, m),
+            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
+            ApiError::Conflict(m) => (StatusCode::CONFLICT, m),
+            ApiError::PayloadTooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
+            ApiError::UnsupportedMediaType(m) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, m),
+            ApiError::Unprocessable(m) => (StatusCode::UNPROCESSABLE_ENTITY, m),
+            ApiError::Status(status, m) => (status, m),
+        };
+        error(status, message)
+    }
+}
+
+/// A run request the intake refused: a bad value is 422, a resume with no run to resume 404.
+impl From<IntakeError> for ApiError {
+    fn from(e: IntakeError) -> Self {
+        match e {
+            IntakeError::Invalid(m) => ApiError::Unprocessable(m),
+            IntakeError::NotFound(m) => ApiError::NotFound(m),
+            IntakeError::Store(e) => ApiError::Store(e),
+        }
+    }
+}
+
+/// A schedule change refused: a bad value is 422, an unknown schedule 404, a schedule from
+/// the config file or a taken name 409.
+impl From<ScheduleError> for ApiError {
+    fn from(e: ScheduleError) -> Self {
+        match e {
+            ScheduleError::Invalid(m) => ApiError::Unprocessable(m),
+            ScheduleError::NotFound(m) => ApiError::NotFound(m),
+            ScheduleError::Conflict(m) => ApiError::Conflict(m),
+            ScheduleError::Store(e) => ApiError::Store(e),
+        }
+    }
+}
+
+/// A webhook delivery refused (see [`crate::hooks`] for the table of answers).
+impl From<Refused> for ApiError {
+    fn from(e: Refused) -> Self {
+        match e {
+            Refused::Unauthorized(m) => ApiError::Unauthorized(m),
+            Refused::BadRequest(m) => ApiError::BadRequest(m),
+            Refused::Unmatched(m) => ApiError::Unprocessable(m),
+            Refused::NoRun(m) => ApiError::NotFound(m),
+            Refused::Invalid(m) => ApiError::Unprocessable(m),
+            Refused::Store(e) => ApiError::Store(e),
+        }
+    }
 }
 
 /// An error answer: `status` with `{"error": message}`.
@@ -107,31 +213,30 @@ where
     T: DeserializeOwned,
     S: Send + Sync,
 {
-    type Rejection = Response;
+    type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let content_type = req
             .headers()
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
         if !is_json_content_type(content_type) {
-            return Err(error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "the body must be JSON; send it with `Content-Type: application/json`",
+            return Err(ApiError::UnsupportedMediaType(
+                "the body must be JSON; send it with `Content-Type: application/json`".into(),
             ));
         }
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
             .map_err(|e| {
-                error(
+                ApiError::Status(
                     e.status(),
                     format!("cannot read the body: {}", e.body_text()),
                 )
             })?;
         decode_body(&bytes)
             .map(JsonBody)
-            .map_err(|(status, message)| error(status, message))
+            .map_err(|(status, message)| ApiError::Status(status, message))
     }
 }
 
@@ -299,6 +404,99 @@ mod tests {
         assert_eq!(
             store_error(StoreError::Conflict("taken".into())).status(),
             StatusCode::CONFLICT
+        );
+    }
+
+    /// The status and `{"error"}` text an [`ApiError`] answers with.
+    async fn answer(e: impl Into<ApiError>) -> (StatusCode, String, Option<String>) {
+        let response = e.into().into_response();
+        let status = response.status();
+        let retry = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .map(|v| v.to_str().unwrap().to_string());
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        (status, body["error"].as_str().unwrap().to_string(), retry)
+    }
+
+    #[tokio::test]
+    async fn each_refusal_answers_its_status_with_its_message_word_for_word() {
+        let m = || "what was wrong".to_string();
+        for (e, status) in [
+            (ApiError::BadRequest(m()), StatusCode::BAD_REQUEST),
+            (ApiError::Unauthorized(m()), StatusCode::UNAUTHORIZED),
+            (ApiError::Forbidden(m()), StatusCode::FORBIDDEN),
+            (ApiError::NotFound(m()), StatusCode::NOT_FOUND),
+            (ApiError::Conflict(m()), StatusCode::CONFLICT),
+            (
+                ApiError::PayloadTooLarge(m()),
+                StatusCode::PAYLOAD_TOO_LARGE,
+            ),
+            (
+                ApiError::UnsupportedMediaType(m()),
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ),
+            (
+                ApiError::Unprocessable(m()),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (
+                ApiError::Status(StatusCode::SERVICE_UNAVAILABLE, m()),
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+        ] {
+            assert_eq!(answer(e).await, (status, m(), None));
+        }
+        let (status, message, retry) = answer(ApiError::Unavailable("down".into())).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            message.starts_with("the store is unavailable (down)"),
+            "{message}"
+        );
+        assert_eq!(retry.as_deref(), Some("5"));
+    }
+
+    #[tokio::test]
+    async fn the_layers_errors_convert_to_the_status_each_means() {
+        let m = || "why".to_string();
+        let not_found = (StatusCode::NOT_FOUND, m(), None);
+        let invalid = (StatusCode::UNPROCESSABLE_ENTITY, m(), None);
+        assert_eq!(answer(IntakeError::Invalid(m())).await, invalid);
+        assert_eq!(answer(IntakeError::NotFound(m())).await, not_found);
+        assert_eq!(answer(ScheduleError::Invalid(m())).await, invalid);
+        assert_eq!(answer(ScheduleError::NotFound(m())).await, not_found);
+        assert_eq!(
+            answer(ScheduleError::Conflict(m())).await,
+            (StatusCode::CONFLICT, m(), None)
+        );
+        assert_eq!(
+            answer(Refused::Unauthorized(m())).await,
+            (StatusCode::UNAUTHORIZED, m(), None)
+        );
+        assert_eq!(
+            answer(Refused::BadRequest(m())).await,
+            (StatusCode::BAD_REQUEST, m(), None)
+        );
+        assert_eq!(answer(Refused::Unmatched(m())).await, invalid);
+        assert_eq!(answer(Refused::NoRun(m())).await, not_found);
+        assert_eq!(answer(Refused::Invalid(m())).await, invalid);
+        // A store error under any of them answers as the store's own would.
+        let down = || StoreError::Database(sqlx::Error::PoolTimedOut);
+        for e in [
+            answer(down()).await,
+            answer(IntakeError::Store(down())).await,
+            answer(ScheduleError::Store(down())).await,
+            answer(Refused::Store(down())).await,
+        ] {
+            assert_eq!(e.0, StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(e.2.as_deref(), Some("5"));
+        }
+        assert_eq!(
+            answer(StoreError::Conflict(m())).await,
+            (StatusCode::CONFLICT, m(), None)
         );
     }
 }

@@ -5,13 +5,12 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::{ApiState, ErrorBody, empty_as_none, query, store_error};
+use crate::api::{ApiError, ApiState, ErrorBody, empty_as_none, query};
 
 /// The routes (behind the token).
 pub fn routes() -> OpenApiRouter<ApiState> {
@@ -55,17 +54,11 @@ pub struct AuditPage {
 pub(crate) async fn list_audit(
     State(state): State<ApiState>,
     q: Result<Query<AuditQuery>, QueryRejection>,
-) -> Response {
-    let q = match query(q) {
-        Ok(q) => q,
-        Err(refused) => return refused,
-    };
-    match state
+) -> Result<Json<AuditPage>, ApiError> {
+    let q = query(q)?;
+    let actions = state
         .store
         .audit_log(q.run.as_deref(), q.before, q.limit.unwrap_or(100))
-        .await
-    {
-        Ok(actions) => Json(AuditPage { actions }).into_response(),
-        Err(e) => store_error(e),
-    }
+        .await?;
+    Ok(Json(AuditPage { actions }))
 }

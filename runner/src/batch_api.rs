@@ -11,7 +11,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use nightshift_scheduler::IntakeError;
 use nightshift_store::Enqueued;
 use serde::{Deserialize, Serialize};
@@ -20,7 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::{ApiState, CreateRun, run_request, traceparent};
-use crate::api_errors::{ErrorBody, JsonBody, decode_value, error, store_error};
+use crate::api_errors::{ApiError, ErrorBody, JsonBody, decode_value};
 
 /// The body of `POST /v1/runs:batch`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -117,17 +117,13 @@ pub(crate) async fn create_runs(
     State(state): State<ApiState>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<CreateRuns>,
-) -> Response {
+) -> Result<impl IntoResponse, ApiError> {
     let limit = state.intake.batch_limit();
     if body.runs.len() > limit {
-        return error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!(
-                "{} runs in one batch; the limit is {limit} (server.max_batch_runs): split the \
-                 batch",
-                body.runs.len()
-            ),
-        );
+        return Err(ApiError::Unprocessable(format!(
+            "{} runs in one batch; the limit is {limit} (server.max_batch_runs): split the batch",
+            body.runs.len()
+        )));
     }
     let trace_parent = traceparent(&headers);
     let reqs = body
@@ -138,28 +134,26 @@ pub(crate) async fn create_runs(
             run_request(body, trace_parent.clone()).map_err(IntakeError::Invalid)
         })
         .collect();
-    match state.intake.submit_many(reqs).await {
-        Ok(results) => {
-            let runs: Vec<ItemResult> = results
-                .into_iter()
-                .enumerate()
-                .map(|(i, r)| ItemResult::of(i, r))
-                .collect();
-            let count = |s: ItemStatus| runs.iter().filter(|r| r.status == s).count();
-            let (created, refused) = (count(ItemStatus::Created), count(ItemStatus::Refused));
-            (
-                StatusCode::OK,
-                Json(BatchCreated {
-                    runs,
-                    created,
-                    refused,
-                }),
-            )
-                .into_response()
-        }
-        Err(IntakeError::Store(e)) => store_error(e),
-        Err(e) => error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
-    }
+    let results = state.intake.submit_many(reqs).await.map_err(|e| match e {
+        IntakeError::Store(e) => ApiError::Store(e),
+        // Unlike one run's, the batch's own refusals are all 422.
+        e => ApiError::Unprocessable(e.to_string()),
+    })?;
+    let runs: Vec<ItemResult> = results
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| ItemResult::of(i, r))
+        .collect();
+    let count = |s: ItemStatus| runs.iter().filter(|r| r.status == s).count();
+    let (created, refused) = (count(ItemStatus::Created), count(ItemStatus::Refused));
+    Ok((
+        StatusCode::OK,
+        Json(BatchCreated {
+            runs,
+            created,
+            refused,
+        }),
+    ))
 }
 
 /// The batch route.

@@ -33,14 +33,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use nightshift_scheduler::hooks::checkout::CheckoutTemplates;
-use nightshift_scheduler::hooks::{self, DeliveryOutcome, HookSet, Refused};
+use nightshift_scheduler::hooks::{self, DeliveryOutcome, HookSet};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::{ApiState, ErrorBody, error, query, store_error};
+use crate::api::{ApiError, ApiState, ErrorBody, query};
 
 /// `POST /hooks/{name}`: authenticated by the hook's signature, not the API token.
 pub fn public_routes() -> OpenApiRouter<ApiState> {
@@ -145,46 +145,37 @@ async fn receive(
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
+) -> Result<Response, ApiError> {
     let Some(hook) = state.hooks.get(&name) else {
         state.hooks.unknown.fetch_add(1, Ordering::Relaxed);
         // The caller is not authenticated: the answer never names the hooks that exist
         // (`GET /v1/hooks`, behind the API token, lists them).
-        return error(
-            StatusCode::NOT_FOUND,
-            format!(
-                "no webhook named '{name}' is configured; check the URL or add a [[hooks]] entry"
-            ),
-        );
+        return Err(ApiError::NotFound(format!(
+            "no webhook named '{name}' is configured; check the URL or add a [[hooks]] entry"
+        )));
     };
     let too_large = || {
         hook.counters.count(DeliveryOutcome::TooLarge);
         nightshift_telemetry::webhook_delivery(&hook.name, DeliveryOutcome::TooLarge.as_str());
-        error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "the body is larger than this hook's max_body_bytes ({} bytes); nothing was \
-                 enqueued — raise max_body_bytes if such deliveries are expected",
-                hook.max_body_bytes
-            ),
-        )
+        ApiError::PayloadTooLarge(format!(
+            "the body is larger than this hook's max_body_bytes ({} bytes); nothing was \
+             enqueued — raise max_body_bytes if such deliveries are expected",
+            hook.max_body_bytes
+        ))
     };
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > hook.max_body_bytes as u64) {
-        return too_large();
+        return Err(too_large());
     }
     let bytes = match axum::body::to_bytes(body, hook.max_body_bytes).await {
         Ok(b) => b,
-        Err(e) if is_length_limit(&e) => return too_large(),
+        Err(e) if is_length_limit(&e) => return Err(too_large()),
         Err(e) => {
             hook.counters.count(DeliveryOutcome::BadRequest);
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("cannot read the body: {e}"),
-            );
+            return Err(ApiError::BadRequest(format!("cannot read the body: {e}")));
         }
     };
     let lookup = |n: &str| {
@@ -193,30 +184,21 @@ async fn receive(
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
-    match hooks::deliver(&state.intake, &hook, &lookup, &bytes).await {
-        Ok(accepted) if accepted.challenge.is_some() => {
-            // Slack wants exactly the challenge back.
-            (
-                StatusCode::OK,
-                Json(json!({"challenge": accepted.challenge})),
-            )
-                .into_response()
-        }
-        Ok(accepted) => {
-            let status = if accepted.redelivery || accepted.ping || accepted.ignored {
-                StatusCode::OK
-            } else {
-                StatusCode::ACCEPTED
-            };
-            (status, Json(accepted)).into_response()
-        }
-        Err(Refused::Unauthorized(m)) => error(StatusCode::UNAUTHORIZED, m),
-        Err(Refused::BadRequest(m)) => error(StatusCode::BAD_REQUEST, m),
-        Err(Refused::Unmatched(m)) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
-        Err(Refused::NoRun(m)) => error(StatusCode::NOT_FOUND, m),
-        Err(Refused::Invalid(m)) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
-        Err(Refused::Store(e)) => store_error(e),
+    let accepted = hooks::deliver(&state.intake, &hook, &lookup, &bytes).await?;
+    if accepted.challenge.is_some() {
+        // Slack wants exactly the challenge back.
+        return Ok((
+            StatusCode::OK,
+            Json(json!({"challenge": accepted.challenge})),
+        )
+            .into_response());
     }
+    let status = if accepted.redelivery || accepted.ping || accepted.ignored {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok((status, Json(accepted)).into_response())
 }
 
 /// `GET /v1/hooks`: each hook with its routes and counts per outcome.
@@ -224,7 +206,7 @@ async fn receive(
     get, path = "/v1/hooks", tag = "hooks",
     responses((status = 200, description = "the hooks", body = HooksList))
 )]
-async fn list_hooks(State(state): State<ApiState>) -> Response {
+async fn list_hooks(State(state): State<ApiState>) -> Json<HooksList> {
     let hooks: Vec<Value> = state
         .hooks
         .iter()
@@ -244,7 +226,6 @@ async fn list_hooks(State(state): State<ApiState>) -> Response {
         unknown_hook_requests: state.hooks.unknown.load(Ordering::Relaxed),
         counts_since: "this daemon started (in-process counters); GET /v1/hooks/{name}/deliveries for the durable record",
     })
-    .into_response()
 }
 
 /// The query of `GET /v1/hooks/{name}/deliveries`.
@@ -270,39 +251,30 @@ async fn list_deliveries(
     State(state): State<ApiState>,
     Path(name): Path<String>,
     q: Result<Query<DeliveriesQuery>, QueryRejection>,
-) -> Response {
-    let q = match query(q) {
-        Ok(q) => q,
-        Err(refused) => return refused,
-    };
+) -> Result<Json<DeliveriesPage>, ApiError> {
+    let q = query(q)?;
     if state.hooks.get(&name).is_none() {
-        return error(
-            StatusCode::NOT_FOUND,
-            format!("no webhook named '{name}' is configured"),
-        );
+        return Err(ApiError::NotFound(format!(
+            "no webhook named '{name}' is configured"
+        )));
     }
-    match state
+    let rows = state
         .store
         .webhook_deliveries(&name, q.limit.unwrap_or(50))
-        .await
-    {
-        Ok(rows) => {
-            let rows: Vec<Value> = rows
-                .into_iter()
-                .map(|d| {
-                    let runs = d
-                        .runs
-                        .as_deref()
-                        .and_then(|r| serde_json::from_str::<Value>(r).ok());
-                    let mut v = serde_json::to_value(&d).unwrap_or(Value::Null);
-                    v["runs"] = runs.unwrap_or(Value::Null);
-                    v
-                })
-                .collect();
-            Json(DeliveriesPage { deliveries: rows }).into_response()
-        }
-        Err(e) => store_error(e),
-    }
+        .await?;
+    let deliveries: Vec<Value> = rows
+        .into_iter()
+        .map(|d| {
+            let runs = d
+                .runs
+                .as_deref()
+                .and_then(|r| serde_json::from_str::<Value>(r).ok());
+            let mut v = serde_json::to_value(&d).unwrap_or(Value::Null);
+            v["runs"] = runs.unwrap_or(Value::Null);
+            v
+        })
+        .collect();
+    Ok(Json(DeliveriesPage { deliveries }))
 }
 
 /// The hooks of a daemon without any configured (for tests and tools that build an API).

@@ -12,14 +12,14 @@
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use nightshift_telemetry::labels;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::{ApiState, error};
+use crate::api::{ApiError, ApiState};
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -42,19 +42,18 @@ pub fn api_routes() -> OpenApiRouter<ApiState> {
     get, path = "/metrics", tag = "health",
     responses((status = 200, description = "the Prometheus text exposition (version 0.0.4) of every metric", content_type = "text/plain", body = String))
 )]
-async fn scrape(State(state): State<ApiState>) -> Response {
+async fn scrape(State(state): State<ApiState>) -> Result<impl IntoResponse, ApiError> {
     if let Err(e) = sample_store(&state).await {
         tracing::warn!(error = %e, "cannot read the store for a metrics scrape");
-        return error(
+        return Err(ApiError::Status(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("cannot read the queue from the store for the metrics: {e}"),
-        );
+        ));
     }
-    (
+    Ok((
         [(header::CONTENT_TYPE, CONTENT_TYPE)],
         nightshift_telemetry::render(),
-    )
-        .into_response()
+    ))
 }
 
 /// Sets the gauges that are state of the store.
@@ -96,12 +95,7 @@ pub async fn serve(
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let app = routes()
-        .fallback(|| async {
-            error(
-                StatusCode::NOT_FOUND,
-                "this address serves only GET /metrics",
-            )
-        })
+        .fallback(|| async { ApiError::NotFound("this address serves only GET /metrics".into()) })
         .with_state(state);
     crate::http_server::serve(
         listener,

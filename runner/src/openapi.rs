@@ -33,8 +33,8 @@ use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::{self, ApiState, ErrorBody};
-use crate::api_errors::{RETRY_AFTER_SECONDS, unavailable};
+use crate::api::{self, ApiError, ApiState, ErrorBody};
+use crate::api_errors::RETRY_AFTER_SECONDS;
 
 /// How long `GET /readyz` waits for the store before answering 503.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -237,14 +237,14 @@ async fn healthz() -> Json<Health> {
     get, path = "/readyz", tag = "health",
     responses((status = 200, description = "the store answers", body = Health))
 )]
-async fn readyz(State(state): State<ApiState>) -> Response {
+async fn readyz(State(state): State<ApiState>) -> Result<Json<Health>, ApiError> {
     match tokio::time::timeout(READY_TIMEOUT, state.store.ping()).await {
-        Ok(Ok(())) => Json(Health { ok: true }).into_response(),
-        Ok(Err(e)) => unavailable(e),
-        Err(_) => unavailable(format_args!(
+        Ok(Ok(())) => Ok(Json(Health { ok: true })),
+        Ok(Err(e)) => Err(ApiError::Unavailable(e.to_string())),
+        Err(_) => Err(ApiError::Unavailable(format!(
             "no answer within {} ms",
             READY_TIMEOUT.as_millis()
-        )),
+        ))),
     }
 }
 

@@ -9,14 +9,12 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde_json::{Value, json};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::{ApiState, ErrorBody, error, store_error};
+use crate::api::{ApiError, ApiState, ErrorBody, existing_run};
 
 /// The queue routes (merged into [`crate::openapi`]'s routes behind the token).
 pub fn routes() -> OpenApiRouter<ApiState> {
@@ -59,15 +57,11 @@ struct JobsDoc {
     get, path = "/v1/queue", tag = "runs",
     responses((status = 200, description = "the queue at a glance", body = QueueDoc))
 )]
-async fn overview(State(state): State<ApiState>) -> Response {
-    match state.store.queue_overview().await {
-        Ok(view) => {
-            let mut body = serde_json::to_value(view).expect("an overview serialises");
-            body["now"] = json!(state.store.now());
-            Json(body).into_response()
-        }
-        Err(e) => store_error(e),
-    }
+async fn overview(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+    let view = state.store.queue_overview().await?;
+    let mut body = serde_json::to_value(view).expect("an overview serialises");
+    body["now"] = json!(state.store.now());
+    Ok(Json(body))
 }
 
 /// `GET /v1/runs/{id}/jobs`: a run's jobs.
@@ -79,14 +73,11 @@ async fn overview(State(state): State<ApiState>) -> Response {
         (status = 404, description = "no such run", body = ErrorBody),
     )
 )]
-async fn jobs_of_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
-    match state.store.run(&id).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return error(StatusCode::NOT_FOUND, format!("run {id} not found")),
-        Err(e) => return store_error(e),
-    }
-    match state.store.jobs_of_run(&id).await {
-        Ok(jobs) => Json(json!({ "jobs": jobs })).into_response(),
-        Err(e) => store_error(e),
-    }
+async fn jobs_of_run(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    existing_run(&state, &id).await?;
+    let jobs = state.store.jobs_of_run(&id).await?;
+    Ok(Json(json!({ "jobs": jobs })))
 }

@@ -26,7 +26,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::{ApiState, ErrorBody, JsonBody, audit, error, store_error};
+use crate::api::{ApiError, ApiState, ErrorBody, JsonBody, audit};
 use crate::api_tokens::Caller;
 
 /// The schedule routes (merged into [`crate::openapi`]'s routes behind the token).
@@ -35,15 +35,6 @@ pub fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(list, create))
         .routes(routes!(show, change, remove))
         .routes(routes!(trigger))
-}
-
-fn schedule_error(e: ScheduleError) -> Response {
-    match e {
-        ScheduleError::Invalid(m) => error(StatusCode::UNPROCESSABLE_ENTITY, m),
-        ScheduleError::NotFound(m) => error(StatusCode::NOT_FOUND, m),
-        ScheduleError::Conflict(m) => error(StatusCode::CONFLICT, m),
-        ScheduleError::Store(e) => store_error(e),
-    }
 }
 
 /// The body of `POST /v1/schedules` (documents `nightshift_scheduler::cron::ScheduleSpec`,
@@ -128,11 +119,13 @@ pub(crate) struct Deleted {
     deleted: String,
 }
 
-async fn view(state: &ApiState, row: ScheduleRow, status: StatusCode) -> Response {
-    match describe(&state.store, row).await {
-        Ok(v) => (status, Json(v)).into_response(),
-        Err(e) => schedule_error(e),
-    }
+async fn view(
+    state: &ApiState,
+    row: ScheduleRow,
+    status: StatusCode,
+) -> Result<Response, ApiError> {
+    let v = describe(&state.store, row).await?;
+    Ok((status, Json(v)).into_response())
 }
 
 /// `GET /v1/schedules`: every schedule, with its next fire and last run.
@@ -140,19 +133,13 @@ async fn view(state: &ApiState, row: ScheduleRow, status: StatusCode) -> Respons
     get, path = "/v1/schedules", tag = "schedules", operation_id = "list_schedules",
     responses((status = 200, description = "every schedule", body = SchedulesPage))
 )]
-async fn list(State(state): State<ApiState>) -> Response {
-    let rows = match state.store.schedules().await {
-        Ok(rows) => rows,
-        Err(e) => return store_error(e),
-    };
+async fn list(State(state): State<ApiState>) -> Result<Json<serde_json::Value>, ApiError> {
+    let rows = state.store.schedules().await?;
     let mut views = Vec::with_capacity(rows.len());
     for row in rows {
-        match describe(&state.store, row).await {
-            Ok(v) => views.push(v),
-            Err(e) => return schedule_error(e),
-        }
+        views.push(describe(&state.store, row).await?);
     }
-    Json(serde_json::json!({ "schedules": views })).into_response()
+    Ok(Json(serde_json::json!({ "schedules": views })))
 }
 
 /// `POST /v1/schedules`: creates a schedule.
@@ -169,15 +156,11 @@ async fn create(
     State(state): State<ApiState>,
     Extension(caller): Extension<Caller>,
     JsonBody(spec): JsonBody<ScheduleSpec>,
-) -> Response {
+) -> Result<Response, ApiError> {
     let name = spec.name.clone();
-    match cron::create(&state.store, spec, &state.intake.agents()).await {
-        Ok(row) => {
-            audit(&state, &caller, "schedule_create", None, &name, None).await;
-            view(&state, row, StatusCode::CREATED).await
-        }
-        Err(e) => schedule_error(e),
-    }
+    let row = cron::create(&state.store, spec, &state.intake.agents()).await?;
+    audit(&state, &caller, "schedule_create", None, &name, None).await;
+    view(&state, row, StatusCode::CREATED).await
 }
 
 /// `GET /v1/schedules/{name}`: one schedule.
@@ -189,15 +172,16 @@ async fn create(
         (status = 404, description = "no such schedule", body = ErrorBody),
     )
 )]
-async fn show(State(state): State<ApiState>, Path(name): Path<String>) -> Response {
-    match state.store.schedule(&name).await {
-        Ok(Some(row)) => view(&state, row, StatusCode::OK).await,
-        Ok(None) => error(
-            StatusCode::NOT_FOUND,
-            format!("schedule '{name}' not found"),
-        ),
-        Err(e) => store_error(e),
-    }
+async fn show(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let row = state
+        .store
+        .schedule(&name)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("schedule '{name}' not found")))?;
+    view(&state, row, StatusCode::OK).await
 }
 
 /// `PATCH /v1/schedules/{name}`: changes a schedule made through the API.
@@ -217,16 +201,12 @@ async fn change(
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     JsonBody(patch): JsonBody<SchedulePatch>,
-) -> Response {
+) -> Result<Response, ApiError> {
     let changed = patch.changed_keys().join(", ");
-    match cron::update(&state.store, &name, patch, &state.intake.agents()).await {
-        Ok(row) => {
-            let detail = (!changed.is_empty()).then_some(changed.as_str());
-            audit(&state, &caller, "schedule_update", None, &name, detail).await;
-            view(&state, row, StatusCode::OK).await
-        }
-        Err(e) => schedule_error(e),
-    }
+    let row = cron::update(&state.store, &name, patch, &state.intake.agents()).await?;
+    let detail = (!changed.is_empty()).then_some(changed.as_str());
+    audit(&state, &caller, "schedule_update", None, &name, detail).await;
+    view(&state, row, StatusCode::OK).await
 }
 
 /// `DELETE /v1/schedules/{name}`: deletes a schedule made through the API.
@@ -243,14 +223,15 @@ async fn remove(
     State(state): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
-) -> Response {
-    match state.store.delete_schedule(&name).await {
-        Ok(()) => {
-            audit(&state, &caller, "schedule_delete", None, &name, None).await;
-            Json(Deleted { deleted: name }).into_response()
-        }
-        Err(e) => schedule_error(e.into()),
-    }
+) -> Result<Json<Deleted>, ApiError> {
+    // Through the schedules' error: a store's "not found" or "conflict" names the schedule.
+    state
+        .store
+        .delete_schedule(&name)
+        .await
+        .map_err(ScheduleError::from)?;
+    audit(&state, &caller, "schedule_delete", None, &name, None).await;
+    Ok(Json(Deleted { deleted: name }))
 }
 
 /// `POST /v1/schedules/{name}/trigger`: fires a schedule now.
@@ -267,25 +248,21 @@ async fn trigger(
     State(state): State<ApiState>,
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
-) -> Response {
-    let outcome = cron::trigger(&state.intake, &name).await;
-    if let Ok(o) = &outcome {
-        let (run_id, detail) = o.run();
-        audit(
-            &state,
-            &caller,
-            "schedule_trigger",
-            Some(run_id),
-            &name,
-            Some(detail),
-        )
-        .await;
-    }
-    match outcome {
-        Ok(outcome @ FireOutcome::Enqueued { .. }) => {
-            (StatusCode::ACCEPTED, Json(outcome)).into_response()
-        }
-        Ok(outcome) => Json(outcome).into_response(),
-        Err(e) => schedule_error(e),
-    }
+) -> Result<impl IntoResponse, ApiError> {
+    let outcome = cron::trigger(&state.intake, &name).await?;
+    let (run_id, detail) = outcome.run();
+    audit(
+        &state,
+        &caller,
+        "schedule_trigger",
+        Some(run_id),
+        &name,
+        Some(detail),
+    )
+    .await;
+    let status = match outcome {
+        FireOutcome::Enqueued { .. } => StatusCode::ACCEPTED,
+        FireOutcome::Skipped { .. } => StatusCode::OK,
+    };
+    Ok((status, Json(outcome)))
 }

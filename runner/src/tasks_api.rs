@@ -13,15 +13,13 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use nightshift_store::TaskStatus;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::{ApiState, ErrorBody, error, status_query, store_error};
+use crate::api::{ApiError, ApiState, ErrorBody, existing_run, status_query};
 
 /// The task routes (merged into [`crate::openapi`]'s routes behind the token).
 pub fn routes() -> OpenApiRouter<ApiState> {
@@ -63,15 +61,13 @@ struct TasksPage {
 async fn list(
     State(state): State<ApiState>,
     q: Result<Query<ListQuery>, QueryRejection>,
-) -> Response {
-    let (q, status) = match status_query::<_, TaskStatus>(q, |q| q.status.as_deref()) {
-        Ok(parsed) => parsed,
-        Err(refused) => return refused,
-    };
-    match state.store.list_tasks(status, q.limit.unwrap_or(50)).await {
-        Ok(tasks) => Json(TasksPage { tasks }).into_response(),
-        Err(e) => store_error(e),
-    }
+) -> Result<Json<TasksPage>, ApiError> {
+    let (q, status) = status_query::<_, TaskStatus>(q, |q| q.status.as_deref())?;
+    let tasks = state
+        .store
+        .list_tasks(status, q.limit.unwrap_or(50))
+        .await?;
+    Ok(Json(TasksPage { tasks }))
 }
 
 /// `GET /v1/runs/{id}/tasks`: one run's tasks, oldest first.
@@ -83,14 +79,11 @@ async fn list(
         (status = 404, description = "no such run", body = ErrorBody),
     )
 )]
-async fn of_run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
-    match state.store.run(&id).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return error(StatusCode::NOT_FOUND, format!("run {id} not found")),
-        Err(e) => return store_error(e),
-    }
-    match state.store.tasks_of_run(&id).await {
-        Ok(tasks) => Json(TasksPage { tasks }).into_response(),
-        Err(e) => store_error(e),
-    }
+async fn of_run(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<TasksPage>, ApiError> {
+    existing_run(&state, &id).await?;
+    let tasks = state.store.tasks_of_run(&id).await?;
+    Ok(Json(TasksPage { tasks }))
 }
