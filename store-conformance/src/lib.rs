@@ -17,7 +17,8 @@
 //!   job runs are told of once), [`outbox`] (the notification outbox and its deliveries),
 //!   [`check_runs`] (who makes a run's check run), [`tasks`] (background commands' rows),
 //!   [`nul_text`] (text with NUL bytes round-trips), [`runs_list`] (listing runs, the queue
-//!   overview) and [`setup`] (migrations: concurrent starters, a newer schema).
+//!   overview), [`write_paths`] (the same writes down each path of the store's write seam,
+//!   forced, answer alike) and [`setup`] (migrations: concurrent starters, a newer schema).
 //! - [`exercise!`] runs every case against one backend, each as a `#[tokio::test]` of its
 //!   own named `<module>::<concern>::<case>` (`sqlite::queue::dedupe_returns_the_existing_ids`),
 //!   so a failure names the backend and the case. Its table is the catalogue of cases.
@@ -68,6 +69,7 @@ pub mod run_ends;
 pub mod runs_list;
 pub mod setup;
 pub mod tasks;
+pub mod write_paths;
 
 pub use db::{Backend, TestDb};
 
@@ -163,6 +165,11 @@ macro_rules! exercise {
                         supersede_ends_older_runs;
                     debounce_runs_only_the_latest => debounce_runs_only_the_latest;
                     resuming_a_busy_run_needs_a_key_and_replaces_a_pending_wakeup => resume_rules;
+                }
+                write_paths {
+                    every_write_path_answers_alike => every_path_answers_alike;
+                    concurrent_grouped_deliveries_answer_as_alone =>
+                        concurrent_grouped_deliveries_answer_as_alone;
                 }
                 run_ends {
                     runs_ended_while_no_job_runs_are_told_of_once => told_once;

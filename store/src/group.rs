@@ -50,6 +50,7 @@ use crate::intake::{self, DeliveryTaken, Taking};
 use crate::intake_together::{self, TakeTogether};
 use crate::model::{Enqueued, NewRun};
 use crate::queue::{self, RunRow};
+use crate::writes::{ForcedWrites, WritePath, WriteSeam};
 use crate::{Error, Result};
 
 /// The most writes one transaction takes; more wait for the next.
@@ -152,6 +153,8 @@ pub(crate) struct Group {
     thread: Option<std::thread::JoinHandle<()>>,
     /// Writes under way: handed to the writers and not yet answered, or written alone.
     busy: Arc<AtomicUsize>,
+    /// The store's write seam: the forced choice of writer, the paths taken.
+    seam: Arc<WriteSeam>,
 }
 
 /// Who writes a write ([`Group::writer`]).
@@ -178,20 +181,20 @@ impl Group {
     /// other tasks (PostgreSQL: a connection's I/O is driven by that runtime's reactor, and
     /// waiting for it is what a writer mostly does). They take turns at the queue of waiting
     /// writes: while one commits, the next gathers what arrived meanwhile.
-    pub(crate) fn start<B>(backend: B, writers: usize, takes: Takes) -> Self
+    pub(crate) fn start<B>(backend: B, writers: usize, takes: Takes, seam: Arc<WriteSeam>) -> Self
     where
         B: TakeTogether + Clone + Send + Sync + 'static,
     {
         let (tx, rx, busy) = queue();
         let tasks = (0..writers.max(1))
             .map(|_| {
-                tokio::spawn(write_batches(
-                    backend.clone(),
-                    rx.clone(),
-                    busy.clone(),
-                    LINGER_TURNS,
-                ))
-                .abort_handle()
+                let turn = Turn {
+                    rx: rx.clone(),
+                    busy: busy.clone(),
+                    seam: seam.clone(),
+                    linger_turns: LINGER_TURNS,
+                };
+                tokio::spawn(write_batches(backend.clone(), turn)).abort_handle()
             })
             .collect();
         Self {
@@ -200,6 +203,7 @@ impl Group {
             tasks,
             thread: None,
             busy,
+            seam,
         }
     }
 
@@ -218,7 +222,11 @@ impl Group {
     /// ([`Group::start`]): their producers send again in the very poll that gets the answer,
     /// so yielding there gathers them, and on the thread batches of runs were smaller and
     /// enqueues with 8 and 32 producers 5–25% slower (`bench/MEASUREMENTS.md`, "Ninth pass").
-    pub(crate) fn start_on_own_thread<B>(backend: B, takes: Takes) -> std::io::Result<Self>
+    pub(crate) fn start_on_own_thread<B>(
+        backend: B,
+        takes: Takes,
+        seam: Arc<WriteSeam>,
+    ) -> std::io::Result<Self>
     where
         B: TakeTogether + Clone + Send + Sync + 'static,
     {
@@ -227,7 +235,13 @@ impl Group {
             .enable_all()
             .build()?;
         // No lingering: a yield on a runtime of its own runs nothing.
-        let writer = runtime.spawn(write_batches(backend, rx, busy.clone(), 0));
+        let turn = Turn {
+            rx,
+            busy: busy.clone(),
+            seam: seam.clone(),
+            linger_turns: 0,
+        };
+        let writer = runtime.spawn(write_batches(backend, turn));
         let tasks = vec![writer.abort_handle()];
         let thread = std::thread::Builder::new()
             .name(WRITER_THREAD.into())
@@ -240,6 +254,7 @@ impl Group {
             tasks,
             thread: Some(thread),
             busy,
+            seam,
         })
     }
 
@@ -251,6 +266,11 @@ impl Group {
     pub(crate) fn writer(&self, takes: bool) -> Via<'_> {
         if !takes {
             return Via::Caller(None);
+        }
+        match self.seam.forced() {
+            ForcedWrites::Natural => {}
+            ForcedWrites::Alone => return Via::Caller(None),
+            ForcedWrites::Grouped => return Via::Group,
         }
         match self
             .busy
@@ -332,12 +352,22 @@ fn queue() -> (mpsc::UnboundedSender<Pending>, Waiting, Arc<AtomicUsize>) {
 /// The writes waiting for a writer; one writer at a time gathers its batch.
 type Waiting = Arc<Mutex<mpsc::UnboundedReceiver<Pending>>>;
 
-async fn write_batches<B: TakeTogether>(
-    backend: B,
+/// What one writer takes its turns with.
+struct Turn {
     rx: Waiting,
     busy: Arc<AtomicUsize>,
+    seam: Arc<WriteSeam>,
+    /// How many times it yields to gather more before writing (see [`LINGER_TURNS`]).
     linger_turns: usize,
-) {
+}
+
+async fn write_batches<B: TakeTogether>(backend: B, turn: Turn) {
+    let Turn {
+        rx,
+        busy,
+        seam,
+        linger_turns,
+    } = turn;
     let mut batch = Vec::with_capacity(MAX_BATCH);
     loop {
         {
@@ -357,14 +387,15 @@ async fn write_batches<B: TakeTogether>(
                 }
             }
         }
-        let outcomes = match write(&backend, &batch).await {
+        let outcomes = match write(&backend, &batch, &seam).await {
             Ok(outcomes) => outcomes,
             Err(e) if batch.len() == 1 => vec![failed(&batch[0], e)],
             Err(e) => {
                 tracing::debug!(error = %e, items = batch.len(), "a group commit failed; writing each alone");
+                seam.took_n(WritePath::GroupRetriedAlone, batch.len());
                 let mut outcomes = Vec::with_capacity(batch.len());
                 for one in batch.chunks(1) {
-                    outcomes.push(match write(&backend, one).await {
+                    outcomes.push(match write(&backend, one, &seam).await {
                         Ok(mut o) => o.pop().unwrap_or_else(|| failed(&one[0], mismatch())),
                         Err(e) => failed(&one[0], e),
                     });
@@ -392,9 +423,14 @@ fn failed(pending: &Pending, e: Error) -> Outcome {
 /// committed; the caller then writes each item alone, where the item's own transaction
 /// undoes it (a savepoint per item would cost two more round trips each, every time, for
 /// what is rare).
-async fn write<B: TakeTogether>(backend: &B, batch: &[Pending]) -> Result<Vec<Outcome>> {
+async fn write<B: TakeTogether>(
+    backend: &B,
+    batch: &[Pending],
+    seam: &WriteSeam,
+) -> Result<Vec<Outcome>> {
     if let [Pending::Delivery(taking, _)] = batch {
         // Alone: its own transaction undoes it.
+        seam.took(WritePath::GroupLoneDelivery);
         return Ok(vec![Outcome::Delivery(intake::take(backend, taking).await)]);
     }
     let runs: Vec<RunRow<'_>> = batch
@@ -406,6 +442,7 @@ async fn write<B: TakeTogether>(backend: &B, batch: &[Pending]) -> Result<Vec<Ou
         .collect();
     if runs.len() == batch.len() {
         // Runs only: `enqueue_runs` (one statement when every run decides nothing).
+        seam.took(WritePath::GroupRuns);
         let done = queue::enqueue_runs(backend, &runs).await?;
         return Ok(done.into_iter().map(|e| Outcome::Run(Ok(e))).collect());
     }
@@ -419,11 +456,13 @@ async fn write<B: TakeTogether>(backend: &B, batch: &[Pending]) -> Result<Vec<Ou
     if deliveries.len() == batch.len()
         && let Some(taken) = intake_together::take_together(backend, &deliveries).await?
     {
+        seam.took(WritePath::GroupDeliveriesTogether);
         return Ok(taken
             .into_iter()
             .map(|t| Outcome::Delivery(Ok(t)))
             .collect());
     }
+    seam.took(WritePath::GroupOneTransaction);
     let mut tx = backend.begin().await?;
     let mut outcomes = Vec::with_capacity(batch.len());
     for pending in batch {
@@ -457,7 +496,8 @@ mod tests {
     #[tokio::test]
     async fn the_own_thread_writes_and_ends_with_its_group() {
         let (b, dir) = crate::sqlite::tests::migrated("group-thread").await;
-        let mut group = Group::start_on_own_thread(b.clone(), Takes::Everything).unwrap();
+        let mut group =
+            Group::start_on_own_thread(b.clone(), Takes::Everything, Arc::default()).unwrap();
         let thread = group.thread.take().expect("a writer on its own thread");
         assert_eq!(thread.thread().name(), Some(WRITER_THREAD));
         let runs: Vec<NewRun> = (0..8)

@@ -255,7 +255,12 @@ impl crate::Store {
         let group = self.delivery_group();
         let taken = match group.writer(group.takes_deliveries()) {
             Via::Group => group.intake(taking).await,
-            Via::Caller(_lone) => crate::store::dispatch!(self, b => take(b, &taking)),
+            Via::Caller(_lone) => {
+                self.inner
+                    .writes
+                    .took(crate::writes::WritePath::DeliveryAlone);
+                crate::store::dispatch!(self, b => take(b, &taking))
+            }
         }?;
         if let DeliveryTaken::Enqueued(e) = &taken {
             if !e.duplicate && !e.skipped {

@@ -26,6 +26,7 @@ use crate::queue::lease::{self, Parking};
 use crate::queue::{self, CheckpointRow, EventRow, LeaseProbe, RetryRow};
 use crate::sqlite::SqliteBackend;
 use crate::states::{JobState, RunStatus};
+use crate::writes::{WritePath, WriteSeam};
 use crate::{Error, Result};
 
 #[derive(Debug)]
@@ -68,6 +69,8 @@ pub(crate) struct Inner {
     /// Told of each run whose end this store decides (see
     /// [`Store::on_run_ended_by_store`]).
     ended_by_store: EndedHook,
+    /// Which writer takes each enqueue and delivery, and the paths taken (`writes.rs`).
+    pub(crate) writes: Arc<WriteSeam>,
 }
 
 /// What [`Store::on_run_ended_by_store`] calls with a run the store just ended.
@@ -119,36 +122,40 @@ impl Store {
             .map_err(|e| Error::Config(e.to_string()))?;
         let (wake, _) = watch::channel(0u64);
         let (schedules_changed, _) = watch::channel(0u64);
-        let (backend, listener, group, deliveries) =
-            match config.backend().map_err(|e| Error::Config(e.to_string()))? {
-                BackendKind::Sqlite => {
-                    let sqlite = SqliteBackend::connect(config).await?;
-                    let group = Group::start(sqlite.clone(), 1, Takes::Everything);
-                    let deliveries = Group::start_on_own_thread(sqlite.clone(), Takes::Everything)
+        let writes = Arc::new(WriteSeam::default());
+        let (backend, listener, group, deliveries) = match config
+            .backend()
+            .map_err(|e| Error::Config(e.to_string()))?
+        {
+            BackendKind::Sqlite => {
+                let sqlite = SqliteBackend::connect(config).await?;
+                let group = Group::start(sqlite.clone(), 1, Takes::Everything, writes.clone());
+                let deliveries =
+                    Group::start_on_own_thread(sqlite.clone(), Takes::Everything, writes.clone())
                         .map_err(|e| Error::Connect {
-                            target: config.url.clone(),
-                            detail: format!("cannot start the store's writer thread: {e}"),
-                        })?;
-                    (Backend::Sqlite(sqlite), None, group, Some(deliveries))
-                }
-                BackendKind::Postgres => {
-                    let pg = PgBackend::connect(config).await?;
-                    let writers = crate::group::postgres_writers(config.max_connections);
-                    let group = Group::start(pg.clone(), writers, Takes::PlainRuns);
-                    let tx = wake.clone();
-                    let schedules = schedules_changed.clone();
-                    let listener = pg.spawn_listener(move |payload| {
-                        let bump = |n: &mut u64| *n = n.wrapping_add(1);
-                        if payload != Some(crate::postgres::SCHEDULES_CHANGED) {
-                            tx.send_modify(bump);
-                        }
-                        if payload.is_none_or(|p| p == crate::postgres::SCHEDULES_CHANGED) {
-                            schedules.send_modify(bump);
-                        }
-                    });
-                    (Backend::Postgres(pg), Some(listener), group, None)
-                }
-            };
+                        target: config.url.clone(),
+                        detail: format!("cannot start the store's writer thread: {e}"),
+                    })?;
+                (Backend::Sqlite(sqlite), None, group, Some(deliveries))
+            }
+            BackendKind::Postgres => {
+                let pg = PgBackend::connect(config).await?;
+                let writers = crate::group::postgres_writers(config.max_connections);
+                let group = Group::start(pg.clone(), writers, Takes::PlainRuns, writes.clone());
+                let tx = wake.clone();
+                let schedules = schedules_changed.clone();
+                let listener = pg.spawn_listener(move |payload| {
+                    let bump = |n: &mut u64| *n = n.wrapping_add(1);
+                    if payload != Some(crate::postgres::SCHEDULES_CHANGED) {
+                        tx.send_modify(bump);
+                    }
+                    if payload.is_none_or(|p| p == crate::postgres::SCHEDULES_CHANGED) {
+                        schedules.send_modify(bump);
+                    }
+                });
+                (Backend::Postgres(pg), Some(listener), group, None)
+            }
+        };
         Ok(Store {
             inner: Arc::new(Inner {
                 backend,
@@ -159,6 +166,7 @@ impl Store {
                 last_rescue: std::sync::atomic::AtomicI64::new(i64::MIN),
                 notifying: std::sync::RwLock::default(),
                 ended_by_store: EndedHook::default(),
+                writes,
                 group,
                 deliveries,
             }),
@@ -328,6 +336,11 @@ impl Store {
         let enqueued = match group.writer(group.takes_run(new)) {
             Via::Group => group.enqueue(run_id, new, notify, now).await,
             Via::Caller(_lone) => {
+                self.inner.writes.took(if queue::decides_nothing(new) {
+                    WritePath::RunStatement
+                } else {
+                    WritePath::RunTransaction
+                });
                 let row = queue::RunRow {
                     id: &run_id,
                     new,
@@ -370,6 +383,7 @@ impl Store {
                 })
             })
             .collect();
+        self.inner.writes.took(WritePath::ManyRuns);
         let written = dispatch!(self, b => queue::enqueue_runs(b, &rows))?;
         if written.iter().any(|e| !e.duplicate && !e.skipped) {
             self.wake();
