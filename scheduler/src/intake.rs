@@ -342,7 +342,7 @@ fn check(req: &RunRequest, now: i64) -> Result<NewRun, IntakeError> {
         if key.is_empty() || key.len() > 255 {
             return invalid("the idempotency key must be 1-255 bytes".into());
         }
-        new.dedupe_key = Some(key.clone());
+        new.idempotency_key = Some(key.clone());
     }
     if let Some(lane) = &req.lane {
         if !name_ok(lane) {

@@ -16,7 +16,7 @@ use crate::TestDb;
 pub async fn a_batch_answers_per_run(db: &TestDb) {
     let store = db.store().await;
     let earlier = store
-        .enqueue(&NewRun::new("a", "earlier").dedupe_key("k-old"))
+        .enqueue(&NewRun::new("a", "earlier").idempotency_key("k-old"))
         .await
         .unwrap();
     let holder = store
@@ -24,9 +24,9 @@ pub async fn a_batch_answers_per_run(db: &TestDb) {
         .await
         .unwrap();
     let runs = vec![
-        NewRun::new("a", "p0").dedupe_key("k-new"),
-        NewRun::new("a", "p1").dedupe_key("k-old"),
-        NewRun::new("a", "p2").dedupe_key("k-new"),
+        NewRun::new("a", "p0").idempotency_key("k-new"),
+        NewRun::new("a", "p1").idempotency_key("k-old"),
+        NewRun::new("a", "p2").idempotency_key("k-new"),
         NewRun::new("a", "p3").max_attempts(0),
         NewRun::new("a", "p4").concurrency("repo", ConcurrencyPolicy::Queue),
         NewRun::new("a", "p5").concurrency("repo", ConcurrencyPolicy::Skip),
@@ -84,7 +84,7 @@ pub async fn plain_batch_rows(db: &TestDb) {
     // round-trip through the batch's arrays as through a single enqueue.
     let asked = |key: &str| {
         let mut new = NewRun::new("reviewer", "a\0b \u{e000} é\n")
-            .dedupe_key(key)
+            .idempotency_key(key)
             .lane("batch")
             .priority(7)
             .run_at(now + 5_000)
@@ -143,7 +143,7 @@ pub async fn concurrent_enqueues(db: &TestDb) {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
             // Every fourth run repeats an idempotency key of another producer's run.
-            let new = NewRun::new("a", format!("run {i}")).dedupe_key(format!("k{}", i % 48));
+            let new = NewRun::new("a", format!("run {i}")).idempotency_key(format!("k{}", i % 48));
             store.enqueue(&new).await.unwrap()
         }));
     }
@@ -227,7 +227,7 @@ pub async fn delivery_in_one_commit(db: &TestDb) {
         "the refused resume job was rolled back"
     );
     // A start is claimed, enqueued and recorded together.
-    let start = DeliveryWork::Start(NewRun::new("a", "review").dedupe_key("webhook:gh:r:d-2"));
+    let start = DeliveryWork::Start(NewRun::new("a", "review").idempotency_key("webhook:gh:r:d-2"));
     let taken = store
         .take_webhook_delivery("gh", "d-2", "pull_request", start.clone(), route())
         .await
@@ -289,7 +289,9 @@ pub async fn concurrent_deliveries(db: &TestDb) {
             let work = if i % 2 == 1 {
                 resume_of(&finished)
             } else {
-                DeliveryWork::Start(NewRun::new("a", format!("d{i}")).dedupe_key(format!("w{i}")))
+                DeliveryWork::Start(
+                    NewRun::new("a", format!("d{i}")).idempotency_key(format!("w{i}")),
+                )
             };
             let id = format!("d-{i}");
             (

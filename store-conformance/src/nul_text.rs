@@ -181,11 +181,11 @@ pub async fn idempotency_keys_dedupe(db: &TestDb) {
     let store = db.store().await;
     let key = format!("delivery\0{ESC}1");
     let first = store
-        .enqueue(&NewRun::new("a", "p1").dedupe_key(&key))
+        .enqueue(&NewRun::new("a", "p1").idempotency_key(&key))
         .await
         .unwrap();
     let again = store
-        .enqueue(&NewRun::new("a", "p2").dedupe_key(&key))
+        .enqueue(&NewRun::new("a", "p2").idempotency_key(&key))
         .await
         .unwrap();
     assert!(again.duplicate, "the same key with a NUL dedupes");
@@ -198,7 +198,7 @@ pub async fn idempotency_keys_dedupe(db: &TestDb) {
         "delivery\u{1}\u{E000}1".to_string(),
     ] {
         let e = store
-            .enqueue(&NewRun::new("a", "p").dedupe_key(&other))
+            .enqueue(&NewRun::new("a", "p").idempotency_key(&other))
             .await
             .unwrap();
         assert!(!e.duplicate, "{other:?} is a different key");

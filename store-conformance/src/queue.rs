@@ -17,11 +17,11 @@ const LEASE: Duration = Duration::from_secs(30);
 pub async fn dedupe_returns_the_existing_ids(db: &TestDb) {
     let store = db.store().await;
     let first = store
-        .enqueue(&NewRun::new("a", "p1").dedupe_key("k"))
+        .enqueue(&NewRun::new("a", "p1").idempotency_key("k"))
         .await
         .unwrap();
     let second = store
-        .enqueue(&NewRun::new("a", "p2").dedupe_key("k"))
+        .enqueue(&NewRun::new("a", "p2").idempotency_key("k"))
         .await
         .unwrap();
     assert!(!first.duplicate);
@@ -33,7 +33,7 @@ pub async fn dedupe_returns_the_existing_ids(db: &TestDb) {
     let run = store.run(&first.run_id).await.unwrap().unwrap();
     assert_eq!(run.input, "p1", "the duplicate changed nothing");
     let other = store
-        .enqueue(&NewRun::new("a", "p3").dedupe_key("k2"))
+        .enqueue(&NewRun::new("a", "p3").idempotency_key("k2"))
         .await
         .unwrap();
     assert!(!other.duplicate && other.run_id != first.run_id);
@@ -68,7 +68,7 @@ pub async fn both_enqueue_paths_write_the_same_rows(db: &TestDb) {
     let now = store.now();
     let asked = |key: &str| {
         let mut new = NewRun::new("reviewer", "{\"pr\": 7, \"note\": \"é\\n\"}")
-            .dedupe_key(key)
+            .idempotency_key(key)
             .lane("batch")
             .priority(7)
             .run_at(now + 5_000)
@@ -152,7 +152,7 @@ pub async fn concurrent_enqueues_of_one_key_make_one_job(db: &TestDb) {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
             store
-                .enqueue(&NewRun::new("a", format!("p{i}")).dedupe_key("same"))
+                .enqueue(&NewRun::new("a", format!("p{i}")).idempotency_key("same"))
                 .await
                 .unwrap()
         }));

@@ -244,7 +244,7 @@ pub async fn search(db: &TestDb) {
     let (store, _clock) = db.manual().await;
     let keyed = add(
         &store,
-        NewRun::new("a", "deploy the site").dedupe_key("key-42"),
+        NewRun::new("a", "deploy the site").idempotency_key("key-42"),
     )
     .await;
     let pct = add(&store, NewRun::new("a", "disk at 100% full")).await;

@@ -42,7 +42,7 @@ fn taken_since(store: &Store, before: &BTreeMap<WritePath, u64>) -> BTreeMap<Wri
 async fn script(store: &Store, tag: &str) -> Answers {
     let shape = |e: &Enqueued| (e.duplicate, e.skipped, e.superseded.len());
     let key = format!("key-{tag}");
-    let plain = NewRun::new("a", "plain").dedupe_key(format!("idem-{tag}"));
+    let plain = NewRun::new("a", "plain").idempotency_key(format!("idem-{tag}"));
     let first = store.enqueue(&plain).await.unwrap();
     let again = store.enqueue(&plain).await.unwrap();
     assert_eq!(

@@ -205,7 +205,7 @@ pub(crate) fn run_entry(row: &RunRow<'_>) -> serde_json::Value {
         new.agent,
         new.trigger.as_str(),
         new.input,
-        new.dedupe_key,
+        new.idempotency_key,
         row.now,
         new.job.lane,
         new.job.priority,

@@ -37,7 +37,7 @@ async fn count(b: &SqliteBackend, table: &'static str) -> i64 {
 #[tokio::test]
 async fn a_batch_answers_as_each_delivery_would_alone() {
     let (b, dir) = crate::sqlite::tests::migrated("together").await;
-    let first = start("d-0", NewRun::new("a", "before").dedupe_key("w-0"));
+    let first = start("d-0", NewRun::new("a", "before").idempotency_key("w-0"));
     let Some(taken) = together(&b, std::slice::from_ref(&first)).await else {
         panic!("one plain start is taken together");
     };
@@ -46,16 +46,22 @@ async fn a_batch_answers_as_each_delivery_would_alone() {
         start(
             "d-1",
             NewRun::new("a", "keyed")
-                .dedupe_key("w-1")
+                .idempotency_key("w-1")
                 .concurrency("pr-1", ConcurrencyPolicy::Queue),
         ),
         // A NUL rides in the JSON list as `\u0000` and reads back intact.
-        start("d-2", NewRun::new("a", "same \0 key").dedupe_key("shared")),
+        start(
+            "d-2",
+            NewRun::new("a", "same \0 key").idempotency_key("shared"),
+        ),
         start(
             "d-3",
-            NewRun::new("a", "same key again").dedupe_key("shared"),
+            NewRun::new("a", "same key again").idempotency_key("shared"),
         ),
-        start("d-0", NewRun::new("a", "a redelivery").dedupe_key("w-0")),
+        start(
+            "d-0",
+            NewRun::new("a", "a redelivery").idempotency_key("w-0"),
+        ),
     ];
     let taken = together(&b, &batch)
         .await
@@ -119,7 +125,7 @@ async fn a_batch_answers_as_each_delivery_would_alone() {
 #[tokio::test]
 async fn batches_it_does_not_take_are_left_untouched() {
     let (b, dir) = crate::sqlite::tests::migrated("together-not").await;
-    let plain = || start("d-1", NewRun::new("a", "plain").dedupe_key("w-1"));
+    let plain = || start("d-1", NewRun::new("a", "plain").idempotency_key("w-1"));
     let skip = start(
         "d-2",
         NewRun::new("a", "decides").concurrency("pr-2", ConcurrencyPolicy::Skip),

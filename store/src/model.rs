@@ -159,8 +159,9 @@ pub struct NewRun {
     pub trigger: Trigger,
     /// The run's input (the prompt, or a JSON document); also the start job's payload.
     pub input: String,
-    /// A second enqueue with the same key returns the first run and enqueues nothing.
-    pub dedupe_key: Option<String>,
+    /// A second enqueue with the same key returns the first run and enqueues nothing (the
+    /// runs' `idempotency_key` column, the API's `idempotency_key`).
+    pub idempotency_key: Option<String>,
     /// Runs with the same key run one at a time; what happens to a new run while the key is
     /// held depends on `concurrency_policy`.
     pub concurrency_key: Option<String>,
@@ -249,7 +250,7 @@ impl NewRun {
             agent: agent.into(),
             trigger: Trigger::Api,
             input: input.into(),
-            dedupe_key: None,
+            idempotency_key: None,
             concurrency_key: None,
             concurrency_policy: ConcurrencyPolicy::Queue,
             job: JobOptions::default(),
@@ -264,9 +265,9 @@ impl NewRun {
         self
     }
 
-    /// Sets the dedupe key.
-    pub fn dedupe_key(mut self, key: impl Into<String>) -> Self {
-        self.dedupe_key = Some(key.into());
+    /// Sets the idempotency key.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
         self
     }
 
@@ -317,7 +318,7 @@ pub struct NewResume {
 pub struct Enqueued {
     pub run_id: String,
     pub job_id: i64,
-    /// True when the dedupe key was already taken: the ids are the existing ones and nothing
+    /// True when the idempotency key was already taken: the ids are the existing ones and nothing
     /// was enqueued.
     pub duplicate: bool,
     /// True when the `skip` policy dropped the new run: `run_id` is the active run that holds

@@ -387,7 +387,7 @@ impl QueuePaths for PgBackend {
         let inputs: Vec<String> = rows.iter().map(|r| text(&r.new.input)).collect();
         let keys: Vec<Option<String>> = rows
             .iter()
-            .map(|r| r.new.dedupe_key.as_deref().map(text))
+            .map(|r| r.new.idempotency_key.as_deref().map(text))
             .collect();
         let lanes: Vec<&str> = rows.iter().map(|r| r.new.job.lane.as_str()).collect();
         let priorities: Vec<i64> = rows.iter().map(|r| r.new.job.priority).collect();

@@ -201,7 +201,7 @@ pub(crate) async fn duplicate_run<B: QueueStatements>(
     c: &mut crate::backend::Conn<B>,
     new: &NewRun,
 ) -> Result<Enqueued> {
-    let key = new.dedupe_key.as_deref().unwrap_or_default();
+    let key = new.idempotency_key.as_deref().unwrap_or_default();
     let holder = B::find_run_by_key(c, key).await?;
     let job_id = holder
         .start_job
