@@ -94,7 +94,7 @@ impl Store {
     /// is markedly slower than the rest (`bench/MEASUREMENTS.md`). Nothing to do on SQLite. A failure is left
     /// to the first settle, which opens the connection again or takes the transactional path.
     pub async fn warm_up(&self) {
-        if let crate::store::Backend::Postgres(b) = &self.inner.backend {
+        if let crate::store::AnyBackend::Postgres(b) = &self.inner.backend {
             let _ = b.warm_up(self.now()).await;
         }
     }

@@ -12,7 +12,7 @@
 use crate::Result;
 use crate::backend::{Backend as _, sql};
 use crate::model::Event;
-use crate::store::{Backend, Store};
+use crate::store::{AnyBackend, Store};
 use crate::text::Text;
 
 /// The most rows one read returns.
@@ -31,7 +31,7 @@ impl Store {
     ) -> Result<Vec<Event>> {
         let limit = limit.clamp(1, MOST_EVENTS);
         Ok(match &self.inner.backend {
-            Backend::Sqlite(b) => {
+            AnyBackend::Sqlite(b) => {
                 sqlx::query_as(sql!("sqlite", "events/newest_of_type"))
                     .bind(run_id)
                     .bind(Text(event_type))
@@ -40,7 +40,7 @@ impl Store {
                     .fetch_all(&mut *b.reader().await?)
                     .await?
             }
-            Backend::Postgres(b) => {
+            AnyBackend::Postgres(b) => {
                 sqlx::query_as(sql!("postgres", "events/newest_of_type"))
                     .bind(run_id)
                     .bind(Text(event_type))

@@ -29,8 +29,10 @@ use crate::states::{JobState, RunStatus};
 use crate::writes::{WritePath, WriteSeam};
 use crate::{Error, Result};
 
+/// The store's one backend, whichever it is (the trait every backend implements is
+/// [`crate::backend::Backend`]).
 #[derive(Debug)]
-pub(crate) enum Backend {
+pub(crate) enum AnyBackend {
     Sqlite(SqliteBackend),
     Postgres(PgBackend),
 }
@@ -40,8 +42,8 @@ pub(crate) enum Backend {
 macro_rules! dispatch {
     ($self:ident, $b:ident => $call:expr) => {
         match &$self.inner.backend {
-            $crate::store::Backend::Sqlite($b) => $call.await,
-            $crate::store::Backend::Postgres($b) => $call.await,
+            $crate::store::AnyBackend::Sqlite($b) => $call.await,
+            $crate::store::AnyBackend::Postgres($b) => $call.await,
         }
     };
 }
@@ -49,7 +51,7 @@ pub(crate) use dispatch;
 
 #[derive(Debug)]
 pub(crate) struct Inner {
-    pub(crate) backend: Backend,
+    pub(crate) backend: AnyBackend,
     clock: Arc<dyn Clock>,
     wake: watch::Sender<u64>,
     /// Bumped when a schedule was created, changed or deleted (here, or on PostgreSQL by any
@@ -136,7 +138,7 @@ impl Store {
                         target: config.url.clone(),
                         detail: format!("cannot start the store's writer thread: {e}"),
                     })?;
-                (Backend::Sqlite(sqlite), None, group, Some(deliveries))
+                (AnyBackend::Sqlite(sqlite), None, group, Some(deliveries))
             }
             BackendKind::Postgres => {
                 let pg = PgBackend::connect(config).await?;
@@ -153,7 +155,7 @@ impl Store {
                         schedules.send_modify(bump);
                     }
                 });
-                (Backend::Postgres(pg), Some(listener), group, None)
+                (AnyBackend::Postgres(pg), Some(listener), group, None)
             }
         };
         Ok(Store {
@@ -176,16 +178,16 @@ impl Store {
     /// Applies any migrations this binary has and the database lacks.
     pub async fn migrate(&self) -> Result<MigrationReport> {
         match &self.inner.backend {
-            Backend::Sqlite(b) => migrate::apply_sqlite(&mut *b.writer().await?).await,
-            Backend::Postgres(b) => migrate::apply_postgres(b.pool(), b.schema()).await,
+            AnyBackend::Sqlite(b) => migrate::apply_sqlite(&mut *b.writer().await?).await,
+            AnyBackend::Postgres(b) => migrate::apply_postgres(b.pool(), b.schema()).await,
         }
     }
 
     /// Which backend this store uses.
     pub fn backend_kind(&self) -> BackendKind {
         match &self.inner.backend {
-            Backend::Sqlite(_) => BackendKind::Sqlite,
-            Backend::Postgres(_) => BackendKind::Postgres,
+            AnyBackend::Sqlite(_) => BackendKind::Sqlite,
+            AnyBackend::Postgres(_) => BackendKind::Postgres,
         }
     }
 
@@ -222,7 +224,7 @@ impl Store {
         self.inner
             .schedules_changed
             .send_modify(|n| *n = n.wrapping_add(1));
-        if let Backend::Postgres(pg) = &self.inner.backend {
+        if let AnyBackend::Postgres(pg) = &self.inner.backend {
             pg.announce_schedules().await;
         }
     }
@@ -233,7 +235,7 @@ impl Store {
     /// the work.
     pub(crate) fn wake(&self) {
         self.inner.wake.send_modify(|n| *n = n.wrapping_add(1));
-        if let Backend::Postgres(pg) = &self.inner.backend {
+        if let AnyBackend::Postgres(pg) = &self.inner.backend {
             pg.announce();
         }
     }
@@ -531,8 +533,8 @@ impl Store {
             listener.abort();
         }
         match &self.inner.backend {
-            Backend::Sqlite(b) => b.close().await,
-            Backend::Postgres(b) => b.close().await,
+            AnyBackend::Sqlite(b) => b.close().await,
+            AnyBackend::Postgres(b) => b.close().await,
         }
     }
 }

@@ -356,7 +356,7 @@ impl Store {
     /// clock) uses that clock on both.
     pub async fn schedule_now(&self) -> Result<Millis> {
         match &self.inner.backend {
-            crate::store::Backend::Postgres(b) if self.clock().is_wall_clock() => {
+            crate::store::AnyBackend::Postgres(b) if self.clock().is_wall_clock() => {
                 database_now(b).await
             }
             _ => Ok(self.now()),
