@@ -46,10 +46,10 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::AbortHandle;
 
 use crate::clock::Millis;
-use crate::intake::{self, DeliveryTaken, Taking};
-use crate::intake_together::{self, TakeTogether};
 use crate::model::{Enqueued, NewRun};
 use crate::queue::{self, RunRow};
+use crate::webhooks::take::{self, DeliveryTaken, Taking};
+use crate::webhooks::together::{self, TakeTogether};
 use crate::writes::{ForcedWrites, WritePath, WriteSeam};
 use crate::{Error, Result};
 
@@ -310,7 +310,7 @@ impl Group {
         answer.await.map_err(|_| closed())?
     }
 
-    /// Takes a webhook delivery in the next batch (see `intake.rs`).
+    /// Takes a webhook delivery in the next batch (see `webhooks/take.rs`).
     pub(crate) async fn intake(&self, taking: Taking) -> Result<DeliveryTaken> {
         let (reply, answer) = oneshot::channel();
         self.hand_over(Pending::Delivery(Box::new(taking), reply))?;
@@ -431,7 +431,7 @@ async fn write<B: TakeTogether>(
     if let [Pending::Delivery(taking, _)] = batch {
         // Alone: its own transaction undoes it.
         seam.took(WritePath::GroupLoneDelivery);
-        return Ok(vec![Outcome::Delivery(intake::take(backend, taking).await)]);
+        return Ok(vec![Outcome::Delivery(take::take(backend, taking).await)]);
     }
     let runs: Vec<RunRow<'_>> = batch
         .iter()
@@ -454,7 +454,7 @@ async fn write<B: TakeTogether>(
         })
         .collect();
     if deliveries.len() == batch.len()
-        && let Some(taken) = intake_together::take_together(backend, &deliveries).await?
+        && let Some(taken) = together::take_together(backend, &deliveries).await?
     {
         seam.took(WritePath::GroupDeliveriesTogether);
         return Ok(taken
@@ -470,7 +470,7 @@ async fn write<B: TakeTogether>(
             Pending::Run(item, _) => {
                 Outcome::Run(Ok(queue::enqueue_in::<B>(&mut tx, item.row()).await?))
             }
-            Pending::Delivery(taking, _) => match intake::take_in::<B>(&mut tx, taking).await? {
+            Pending::Delivery(taking, _) => match take::take_in::<B>(&mut tx, taking).await? {
                 (taken, true) => Outcome::Delivery(Ok(taken)),
                 (_, false) => return Err(Error::Conflict(CONFLICT.into())),
             },

@@ -39,8 +39,6 @@ mod error;
 mod event_reads;
 mod group;
 pub mod inbox;
-mod intake;
-mod intake_together;
 pub mod listing;
 pub mod migrate;
 pub mod model;
@@ -71,7 +69,6 @@ pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use config::{BackendKind, ConfigError, StoreConfig, Synchronous};
 pub use error::{Error, LeaseLostReason, Result};
 pub use inbox::QueuedMessage;
-pub use intake::{DeliveryRun, DeliveryTaken, DeliveryWork, delivery_runs};
 pub use listing::{
     BacklogGauges, JobGauges, LaneCount, LeaseRow, QueueOverview, RunFilter, RunPage, RunSummary,
 };
@@ -102,6 +99,7 @@ pub use states::{JobKind, JobState, RunStatus, TaskStatus, Trigger, UnknownName}
 pub use store::{LeasedJob, RunEndedHook, Store, WorkSignal};
 pub use tasks::{NewTask, Task, TaskBeat, TaskEnd, TaskToWake};
 pub use wakeups::PendingWakeup;
+pub use webhooks::take::{DeliveryRun, DeliveryTaken, DeliveryWork, delivery_runs};
 pub use webhooks::{WebhookDelivery, WebhookDeliveryStatus};
 pub use writes::{ForcedWrites, WritePath};
 

@@ -611,8 +611,8 @@ impl<'a> Ends<'a> {
 }
 
 /// PostgreSQL takes each delivery in a transaction of its own, side by side (`group.rs`).
-impl crate::intake_together::TakeTogether for PgBackend {
-    type Together = crate::intake_together::NoBatchIntake;
+impl crate::webhooks::together::TakeTogether for PgBackend {
+    type Together = crate::webhooks::together::NoBatchIntake;
 
     fn together(&self) -> Option<&Self::Together> {
         None

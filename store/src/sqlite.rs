@@ -282,7 +282,7 @@ crate::notifications::notification_statements!(SqliteBackend, "sqlite");
 crate::listing::listing_statements!(SqliteBackend, "sqlite");
 
 /// SQLite takes a group batch of deliveries together, with its own batch statements.
-impl crate::intake_together::TakeTogether for SqliteBackend {
+impl crate::webhooks::together::TakeTogether for SqliteBackend {
     type Together = Self;
 
     fn together(&self) -> Option<&Self> {
@@ -291,17 +291,17 @@ impl crate::intake_together::TakeTogether for SqliteBackend {
 }
 
 /// A group batch of deliveries in three statements and three round trips
-/// (`intake_together.rs`).
-impl crate::intake_together::BatchIntake<SqliteBackend> for SqliteBackend {
+/// (`webhooks/together.rs`).
+impl crate::webhooks::together::BatchIntake<SqliteBackend> for SqliteBackend {
     /// `BEGIN IMMEDIATE` and `claim_many.sql`, sent together.
     async fn begin_claiming_many(
         &self,
-        takings: &[&crate::intake::Taking],
+        takings: &[&crate::webhooks::take::Taking],
     ) -> Result<(WriteTx, Vec<crate::webhooks::WebhookDelivery>)> {
         let list = json_list(
             takings
                 .iter()
-                .map(|t| crate::intake_together::claim_entry(t)),
+                .map(|t| crate::webhooks::together::claim_entry(t)),
         );
         self.writer
             .begin_fetching(crate::backend::sql!("sqlite", "webhooks/claim_many"), list)
@@ -325,11 +325,11 @@ impl crate::intake_together::BatchIntake<SqliteBackend> for SqliteBackend {
     async fn finish_many_and_commit(
         &self,
         tx: WriteTx,
-        done: &[(&crate::intake::Taking, String)],
+        done: &[(&crate::webhooks::take::Taking, String)],
     ) -> Result<std::collections::HashSet<(String, String)>> {
         let list = json_list(
             done.iter()
-                .map(|(t, runs)| crate::intake_together::finish_entry(t, runs)),
+                .map(|(t, runs)| crate::webhooks::together::finish_entry(t, runs)),
         );
         let finished: Vec<(String, String)> = tx
             .commit_fetching(crate::backend::sql!("sqlite", "webhooks/finish_many"), list)
@@ -340,7 +340,7 @@ impl crate::intake_together::BatchIntake<SqliteBackend> for SqliteBackend {
 
 /// `enqueue_plain_in.sql`'s list of `rows`.
 fn run_list(rows: &[RunRow<'_>]) -> String {
-    json_list(rows.iter().map(crate::intake_together::run_entry))
+    json_list(rows.iter().map(crate::webhooks::together::run_entry))
 }
 
 /// A batch statement's `?1`: its entries as one JSON array.

@@ -13,7 +13,7 @@
 //! | `delivery_alone` | the caller, a transaction of its own (`intake::take`) | a webhook delivery: always on PostgreSQL, on SQLite while nothing else is being written | a delivery's claim, enqueue and record are several round trips |
 //! | `group_runs` | the group writers, one transaction for the batch (`queue::enqueue_runs`) | single enqueues arriving while others are written (SQLite: every kind; PostgreSQL: runs that decide nothing) | one commit for many producers |
 //! | `group_lone_delivery` | the group writer, the delivery's own transaction | a batch that is one delivery (SQLite) | its own transaction undoes a refusal |
-//! | `group_deliveries_together` | the group writer, three statements for the batch (`intake_together.rs`, a [`BatchIntake`](crate::intake_together::BatchIntake) only SQLite has) | a batch of deliveries that all start runs deciding nothing, no two the same | three round trips instead of three per delivery |
+//! | `group_deliveries_together` | the group writer, three statements for the batch (`webhooks/together.rs`, a [`BatchIntake`](crate::webhooks::together::BatchIntake) only SQLite has) | a batch of deliveries that all start runs deciding nothing, no two the same | three round trips instead of three per delivery |
 //! | `group_one_transaction` | the group writer, one transaction, item by item | any other batch (runs and deliveries mixed, resumes, deciding runs) | one commit, each item as it would be alone |
 //! | `group_retried_alone` | the group writer, each item in a transaction of its own | a batch whose transaction failed (one item's refusal, or a copy that finished first) | one item's failure is never another's |
 //!

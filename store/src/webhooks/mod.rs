@@ -2,8 +2,9 @@
 //!
 //! A delivery is one `(hook, delivery id)` row in `webhook_deliveries`. The intake claims the
 //! row, enqueues and marks it `done` with the runs it made, all in one transaction
-//! ([`Store::take_webhook_delivery`], `intake.rs`); a redelivery of a `done` delivery reads
-//! the original runs back. What these operations guarantee:
+//! ([`Store::take_webhook_delivery`], [`take`]; a batch of them on SQLite in three
+//! statements, [`together`]); a redelivery of a `done` delivery reads the original runs
+//! back. What these operations guarantee:
 //! - **One row per delivery.** Claiming is a single `INSERT … ON CONFLICT DO UPDATE`, so two
 //!   copies of one delivery arriving at once find the same row (the second sees
 //!   `received > 1`), on both backends.
@@ -14,6 +15,9 @@
 //! A backend supplies the statements ([`WebhookStatements`], one method per file of
 //! `store/sql/<backend>/webhooks/`, bound by `webhook_statements!`); the checks and the
 //! choice of connection are written once here, over that trait.
+
+pub mod take;
+pub(crate) mod together;
 
 use std::future::Future;
 

@@ -12,7 +12,7 @@
 //!   committed, sees it `done` and answers with its record, counted as an arrival.
 //! - **Shared commits.** On SQLite, deliveries taken at the same time share one transaction
 //!   and its commit (`group.rs`; their writer runs on a thread of its own), a batch of plain
-//!   starts in three statements (`intake_together.rs`); a batch in which one delivery is
+//!   starts in three statements (`webhooks/together.rs`); a batch in which one delivery is
 //!   refused is written again item by item, so one delivery's refusal never undoes
 //!   another's. On PostgreSQL each delivery is a transaction of its own, side by side.
 

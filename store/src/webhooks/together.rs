@@ -25,9 +25,9 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 
 use crate::backend::{Backend, Conn};
-use crate::intake::{DeliveryTaken, DeliveryWork, Taking};
 use crate::model::Enqueued;
 use crate::queue::{self, QueuePaths, RunRow};
+use crate::webhooks::take::{DeliveryTaken, DeliveryWork, Taking};
 use crate::webhooks::{WebhookDelivery, WebhookDeliveryStatus, WebhookStatements};
 use crate::{Error, Result};
 
@@ -167,7 +167,7 @@ pub(crate) async fn take_together<B: TakeTogether>(
             None => queue::duplicate_run::<B>(&mut tx, row.new).await?,
         };
         let taking = takings[*i];
-        done.push((taking, crate::intake::record(taking, &enqueued)?));
+        done.push((taking, crate::webhooks::take::record(taking, &enqueued)?));
         answers[*i] = Some(DeliveryTaken::Enqueued(enqueued));
     }
     if done.is_empty() {
@@ -219,5 +219,5 @@ pub(crate) fn run_entry(row: &RunRow<'_>) -> serde_json::Value {
 }
 
 #[cfg(test)]
-#[path = "intake_together_tests.rs"]
+#[path = "together_tests.rs"]
 mod tests;

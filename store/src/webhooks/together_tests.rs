@@ -3,9 +3,9 @@
 
 use super::*;
 use crate::backend::Backend;
-use crate::intake::delivery_runs;
 use crate::model::{ConcurrencyPolicy, NewRun};
 use crate::sqlite::SqliteBackend;
+use crate::webhooks::take::delivery_runs;
 
 fn start(id: &str, new: NewRun) -> Taking {
     Taking {
