@@ -61,16 +61,7 @@ struct ApiDoc;
 /// The routes behind the API token (`Authorization: Bearer <token>`).
 fn token_routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
-        .routes(routes!(api::list_runs, api::create_run))
-        .routes(routes!(api::show_run))
-        .routes(routes!(api::run_events))
-        .routes(routes!(api::cancel_run))
-        .routes(routes!(api::wake_run))
-        .routes(routes!(api::list_wakeups))
-        .routes(routes!(api::list_approvals))
-        .routes(routes!(api::decide_approval))
-        .routes(routes!(api::list_notifications))
-        .routes(routes!(api::redeliver))
+        .merge(api::routes())
         .merge(crate::batch_api::routes())
         .merge(crate::schedules_api::routes())
         .merge(crate::tasks_api::routes())
