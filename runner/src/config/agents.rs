@@ -1,0 +1,104 @@
+//! The checks of `[[agents]]` against the tables they name: `[providers.NAME]`, `[prices]`
+//! and `[github]`.
+//!
+//! What it guarantees: [`Config::validate_models`] refuses, naming the agent and the key, a
+//! provider that does not validate, an agent that does not, a name used twice, a model or
+//! fallback whose provider is not configured, a cost budget over a model without a price,
+//! a check run without a GitHub App, and `thinking = { type = "enabled" }` without
+//! `budget_tokens` on an Anthropic model. The order of the checks is the order of the
+//! messages a file with several problems gets, first one first.
+
+use nightshift_agent::AgentConfig;
+
+use super::{Config, invalid};
+
+impl Config {
+    /// The providers, then each agent against them and the prices, then each agent's
+    /// thinking (see the module doc).
+    pub(super) fn validate_models(&self) -> anyhow::Result<()> {
+        for (name, provider) in &self.providers {
+            provider
+                .validate()
+                .map_err(|e| invalid(format!("providers.{name}.{}: {}", e.key, e.message)))?;
+        }
+        let prices = self.price_table()?;
+        let mut seen = std::collections::BTreeSet::new();
+        for agent in &self.agents {
+            agent.validate().map_err(invalid)?;
+            if agent.github.check_run.is_some() && self.github.apps.is_empty() {
+                return Err(invalid(format!(
+                    "agents.{}.github.check_run needs a GitHub App: only Apps can create check \
+                     runs; add a [[github.apps]] entry (with the checks: write permission) or \
+                     remove check_run",
+                    agent.name
+                )));
+            }
+            nightshift_agent::ModelPrices::for_agent(agent, &prices).map_err(invalid)?;
+            if !seen.insert(agent.name.as_str()) {
+                return Err(invalid(format!(
+                    "agents: '{}' is defined twice; agent names must be unique",
+                    agent.name
+                )));
+            }
+            self.check_providers(agent).map_err(invalid)?;
+        }
+        for agent in &self.agents {
+            self.check_thinking(agent).map_err(invalid)?;
+        }
+        Ok(())
+    }
+
+    /// The agent's provider and each fallback's (`provider/model`) are configured.
+    fn check_providers(&self, agent: &AgentConfig) -> Result<(), String> {
+        for model in std::iter::once(agent.provider.as_str()).chain(
+            agent
+                .fallback
+                .iter()
+                .filter_map(|f| f.split_once('/').map(|(p, _)| p)),
+        ) {
+            if !self.providers.contains_key(model) {
+                let known: Vec<&str> = self.providers.keys().map(String::as_str).collect();
+                return Err(format!(
+                    "agents.{}: provider '{model}' is not configured; add a \
+                     [providers.{model}] table (configured: {})",
+                    agent.name,
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `thinking = { type = "enabled" }` needs `budget_tokens` on an Anthropic model (the
+    /// Messages API refuses it without one), the agent's own or a fallback's.
+    fn check_thinking(&self, agent: &AgentConfig) -> Result<(), String> {
+        let Some(t) = agent.thinking else {
+            return Ok(());
+        };
+        if t.kind != nightshift_llm::ThinkingKind::Enabled || t.budget_tokens.is_some() {
+            return Ok(());
+        }
+        let providers =
+            std::iter::once(agent.provider.as_str()).chain(agent.fallback.iter().map(|f| {
+                f.split_once('/')
+                    .map_or(agent.provider.as_str(), |(p, _)| p)
+            }));
+        for name in providers {
+            if self.providers.get(name).map(|p| p.kind)
+                == Some(nightshift_llm::ProviderKind::Anthropic)
+            {
+                return Err(format!(
+                    "agents.{}.thinking: type = \"enabled\" needs budget_tokens on an Anthropic \
+                     model (provider '{name}'); add budget_tokens = 1024 or more, below \
+                     max_tokens",
+                    agent.name
+                ));
+            }
+        }
+        Ok(())
+    }
+}
