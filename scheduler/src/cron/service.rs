@@ -20,9 +20,7 @@
 //!   (keeping its armed next fire while its timing is unchanged) and config schedules no longer
 //!   in the file are deleted. The API can read and trigger them but not change them.
 
-use nightshift_store::{
-    ConcurrencyPolicy, Millis, RunStatus, ScheduleRow, ScheduleSource, Store, Trigger,
-};
+use nightshift_store::{Millis, RunStatus, ScheduleRow, ScheduleSource, Store, Trigger};
 use serde::{Deserialize, Serialize};
 
 use super::spec::{Overlap, Schedule, ScheduleSpec};
@@ -235,28 +233,12 @@ pub async fn fire(
     fire_at: Millis,
     manual: bool,
 ) -> Result<FireOutcome, ScheduleError> {
-    let store = intake.store();
     let key = fire_key(&row.id, fire_at);
-    let group = concurrency_key(&row.id);
-    let (concurrency_key, concurrency_policy) = match schedule.spec.overlap {
-        Overlap::Skip => (Some(group.clone()), Some(ConcurrencyPolicy::Skip)),
-        Overlap::Queue => (Some(group.clone()), Some(ConcurrencyPolicy::Queue)),
-        Overlap::Allow => (None, None),
-    };
-    if schedule.spec.overlap == Overlap::Skip
-        && let Some(active) = store.active_run_by_concurrency_key(&group).await?
-    {
-        // The active run may be this very fire, enqueued before a crash or by another daemon.
-        if active.idempotency_key.as_deref() == Some(key.as_str()) {
-            return Ok(FireOutcome::Enqueued {
-                run_id: active.id,
-                duplicate: true,
-            });
-        }
-        return Ok(FireOutcome::Skipped {
-            active_run: active.id,
-        });
-    }
+    // The overlap policy is the run's concurrency policy under the schedule's key; the
+    // enqueue decides it once: the fire's own idempotency key first (this very fire,
+    // enqueued before a crash or by another daemon, is a duplicate), then `skip`.
+    let concurrency_policy = schedule.spec.overlap.concurrency_policy();
+    let concurrency_key = concurrency_policy.map(|_| concurrency_key(&row.id));
     let prompt = schedule.render(fire_at, manual).map_err(|m| {
         ScheduleError::Invalid(format!("schedules.{}.prompt: {m}", schedule.name()))
     })?;

@@ -57,6 +57,19 @@ crate::states::string_enum! {
     }
 }
 
+impl Overlap {
+    /// The concurrency policy a fire's run is enqueued with under the schedule's own key
+    /// (`schedule:{id}`): the overlap policy is that policy, named for schedules; `None`
+    /// (`allow`) means no key at all.
+    pub fn concurrency_policy(self) -> Option<crate::ConcurrencyPolicy> {
+        match self {
+            Overlap::Skip => Some(crate::ConcurrencyPolicy::Skip),
+            Overlap::Queue => Some(crate::ConcurrencyPolicy::Queue),
+            Overlap::Allow => None,
+        }
+    }
+}
+
 crate::states::string_enum! {
     /// What happens to fires that were due while no daemon was running.
     #[derive(Default)]
