@@ -230,6 +230,33 @@ pub struct Confinement {
     command_path: String,
 }
 
+/// The program that confines a command: `[sandbox] launcher`, else this binary.
+fn launcher(config: &Config) -> anyhow::Result<PathBuf> {
+    match &config.sandbox.launcher {
+        Some(p) => Ok(config.resolve_path(p)),
+        None => std::env::current_exe()
+            .map_err(|e| anyhow::anyhow!("cannot find the nightshift binary to launch sandboxed commands: {e}; set [sandbox] launcher")),
+    }
+}
+
+/// Every path `[sandbox] read` and `write` grant exists (a missing one is a typo, refused).
+fn grants_exist(sandbox: &SandboxConfig) -> anyhow::Result<()> {
+    for (key, p) in sandbox
+        .read
+        .iter()
+        .map(|p| ("sandbox.read", p))
+        .chain(sandbox.write.iter().map(|p| ("sandbox.write", p)))
+    {
+        if !p.exists() {
+            anyhow::bail!(
+                "invalid config: {key}: `{}` does not exist; create it or remove the grant",
+                p.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 impl Confinement {
     /// Probes the kernel and decides, for `config`: `Ok(None)` with `mode = "off"` (logged
     /// once as a warning), the confinement, or an error saying what is missing.
@@ -242,24 +269,8 @@ impl Confinement {
             );
             return Ok(None);
         }
-        let launcher = match &sandbox.launcher {
-            Some(p) => config.resolve_path(p),
-            None => std::env::current_exe()
-                .map_err(|e| anyhow::anyhow!("cannot find the nightshift binary to launch sandboxed commands: {e}; set [sandbox] launcher"))?,
-        };
-        for (key, p) in sandbox
-            .read
-            .iter()
-            .map(|p| ("sandbox.read", p))
-            .chain(sandbox.write.iter().map(|p| ("sandbox.write", p)))
-        {
-            if !p.exists() {
-                anyhow::bail!(
-                    "invalid config: {key}: `{}` does not exist; create it or remove the grant",
-                    p.display()
-                );
-            }
-        }
+        let launcher = launcher(config)?;
+        grants_exist(sandbox)?;
         let support = probe(&launcher).map_err(|e| anyhow::anyhow!("{e}"))?;
         let needs = Needs {
             network_off: config

@@ -26,21 +26,7 @@ pub fn render_parts(run_id: &str, seq: i64, event_type: &str, payload: &str) -> 
     match parsed {
         RunEvent::RunStarted { agent, .. } => vec![format!("── run started (agent {agent})")],
         RunEvent::UserMessage { message } => vec![format!("user> {}", message.text())],
-        RunEvent::AssistantMessage { message, model, .. } => {
-            let mut lines = Vec::new();
-            for block in &message.content {
-                match block {
-                    ContentBlock::Text { text } if !text.trim().is_empty() => {
-                        lines.push(format!("assistant ({model})> {text}"));
-                    }
-                    ContentBlock::ToolUse { name, input, .. } => {
-                        lines.push(format!("  → {name} {input}"));
-                    }
-                    _ => {}
-                }
-            }
-            lines
-        }
+        RunEvent::AssistantMessage { message, model, .. } => assistant_lines(&message, &model),
         RunEvent::ToolStarted { .. } => Vec::new(),
         RunEvent::ToolResult {
             content,
@@ -55,27 +41,12 @@ pub fn render_parts(run_id: &str, seq: i64, event_type: &str, payload: &str) -> 
             } else {
                 "ok"
             };
-            let mut lines: Vec<String> = content
-                .lines()
-                .take(RESULT_LINES)
-                .map(|l| format!("  ← {l}"))
-                .collect();
-            let total = content.lines().count();
-            if total > RESULT_LINES {
-                lines.push(format!("  ← … {} more lines", total - RESULT_LINES));
-            }
-            if lines.is_empty() {
-                lines.push("  ← (no output)".to_string());
-            }
-            lines[0] = format!("{} [{tag}]", lines[0]);
-            lines
+            result_lines(&content, tag)
         }
         RunEvent::Compacted { .. } => vec!["── the conversation was compacted".to_string()],
         RunEvent::WakeupScheduled { due_at, reason, .. } => vec![format!(
             "── sleeping until {} ({reason})",
-            chrono::DateTime::from_timestamp_millis(due_at)
-                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-                .unwrap_or_default()
+            utc_seconds(due_at)
         )],
         RunEvent::ApprovalRequested { call_id, name, .. } => vec![
             format!("── waiting for approval of {name} ({call_id}):"),
@@ -99,9 +70,7 @@ pub fn render_parts(run_id: &str, seq: i64, event_type: &str, payload: &str) -> 
         }
         RunEvent::ModelUnavailable { error, until, .. } => vec![format!(
             "── the model is unreachable ({error}); waiting until {}",
-            chrono::DateTime::from_timestamp_millis(until)
-                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-                .unwrap_or_default()
+            utc_seconds(until)
         )],
         RunEvent::WorkspacePrepared {
             repo,
@@ -115,6 +84,49 @@ pub fn render_parts(run_id: &str, seq: i64, event_type: &str, payload: &str) -> 
         }
         RunEvent::Finished { status, .. } => vec![format!("── run {status}")],
     }
+}
+
+/// What the model said (its non-empty text) and the tools it called, a line each.
+fn assistant_lines(message: &nightshift_llm::Message, model: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    for block in &message.content {
+        match block {
+            ContentBlock::Text { text } if !text.trim().is_empty() => {
+                lines.push(format!("assistant ({model})> {text}"));
+            }
+            ContentBlock::ToolUse { name, input, .. } => {
+                lines.push(format!("  → {name} {input}"));
+            }
+            _ => {}
+        }
+    }
+    lines
+}
+
+/// A tool result's first [`RESULT_LINES`] lines (and how many more there are), the first
+/// tagged `[tag]`.
+fn result_lines(content: &str, tag: &str) -> Vec<String> {
+    let mut lines: Vec<String> = content
+        .lines()
+        .take(RESULT_LINES)
+        .map(|l| format!("  ← {l}"))
+        .collect();
+    let total = content.lines().count();
+    if total > RESULT_LINES {
+        lines.push(format!("  ← … {} more lines", total - RESULT_LINES));
+    }
+    if lines.is_empty() {
+        lines.push("  ← (no output)".to_string());
+    }
+    lines[0] = format!("{} [{tag}]", lines[0]);
+    lines
+}
+
+/// Epoch milliseconds as an RFC 3339 UTC time to the second (empty when out of range).
+fn utc_seconds(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_default()
 }
 
 /// Prints a run's transcript as events arrive, until it reaches a terminal state (or

@@ -268,36 +268,13 @@ pub async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<()> {
                     .map_err(anyhow::Error::msg)?,
                 ..RunFilter::default()
             };
-            let now = op.now();
-            print_listing(
-                op.runs(&filter, limit).await?,
-                json,
-                &[
-                    "ID", "AGENT", "STATUS", "TRIGGER", "AGE", "DURATION", "TURNS", "COST", "ERROR",
-                ],
-                |r| run_cells(r, now),
-            )?;
+            list_runs(op, &filter, limit, json).await?;
         }
         RunsCommand::Show { id } => {
             println!("{}", serde_json::to_string_pretty(&op.show(&id).await?)?);
         }
         RunsCommand::Follow { id } => follow_to_end(op, &id).await?,
-        RunsCommand::Events { id, json } => {
-            let events = op.events(&id, 0).await?;
-            for e in &events {
-                if json {
-                    println!("{}", serde_json::to_string(e)?);
-                } else {
-                    println!(
-                        "{:>4}  {}  {:<19}  {}",
-                        e.seq,
-                        format::utc(e.created_at),
-                        e.event_type,
-                        format::event_summary(&e.event_type, &e.payload)
-                    );
-                }
-            }
-        }
+        RunsCommand::Events { id, json } => print_events(op, &id, json).await?,
         RunsCommand::Cancel { id } => match op.cancel(&id).await? {
             CancelOutcome::Cancelled => println!("{id}\tcancelled"),
             CancelOutcome::Requested => {
@@ -333,20 +310,67 @@ pub async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<()> {
             json,
         } => {
             let status = status_flag("--status", status)?;
-            print_listing(
-                op.tasks(run.as_deref(), status, limit).await?,
-                json,
-                &["TASK", "RUN", "STATUS", "ENDED", "COMMAND"],
-                |t| {
-                    vec![
-                        t.id,
-                        t.run_id,
-                        t.status.to_string(),
-                        t.detail.unwrap_or_else(|| "-".to_string()),
-                        format::first_line(&t.command, COMMAND_CHARS),
-                    ]
-                },
-            )?;
+            list_tasks(op, run.as_deref(), status, limit, json).await?;
+        }
+    }
+    Ok(())
+}
+
+/// `runs tasks`: background tasks (of one run, or of all), a table or JSON lines.
+async fn list_tasks(
+    op: &Operator,
+    run: Option<&str>,
+    status: Option<nightshift_store::TaskStatus>,
+    limit: i64,
+    json: bool,
+) -> anyhow::Result<()> {
+    print_listing(
+        op.tasks(run, status, limit).await?,
+        json,
+        &["TASK", "RUN", "STATUS", "ENDED", "COMMAND"],
+        |t| {
+            vec![
+                t.id,
+                t.run_id,
+                t.status.to_string(),
+                t.detail.unwrap_or_else(|| "-".to_string()),
+                format::first_line(&t.command, COMMAND_CHARS),
+            ]
+        },
+    )
+}
+
+/// `runs list`: the runs `filter` selects, newest first, a table or JSON lines.
+async fn list_runs(
+    op: &Operator,
+    filter: &RunFilter,
+    limit: i64,
+    json: bool,
+) -> anyhow::Result<()> {
+    let now = op.now();
+    print_listing(
+        op.runs(filter, limit).await?,
+        json,
+        &[
+            "ID", "AGENT", "STATUS", "TRIGGER", "AGE", "DURATION", "TURNS", "COST", "ERROR",
+        ],
+        |r| run_cells(r, now),
+    )
+}
+
+/// `runs events`: a run's event log, a line per event (or its JSON).
+async fn print_events(op: &Operator, id: &str, json: bool) -> anyhow::Result<()> {
+    for e in &op.events(id, 0).await? {
+        if json {
+            println!("{}", serde_json::to_string(e)?);
+        } else {
+            println!(
+                "{:>4}  {}  {:<19}  {}",
+                e.seq,
+                format::utc(e.created_at),
+                e.event_type,
+                format::event_summary(&e.event_type, &e.payload)
+            );
         }
     }
     Ok(())
