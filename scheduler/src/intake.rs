@@ -84,11 +84,11 @@ impl RunRequest {
 }
 
 /// A request to continue an unfinished run with a new message: the newest unfinished run
-/// whose concurrency key is `run_key` gets a `resume` job, and the model reads `message` at
+/// whose concurrency key is `concurrency_key` gets a `resume` job, and the model reads `message` at
 /// the bottom of the same conversation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResumeRequest {
-    pub run_key: String,
+    pub concurrency_key: String,
     pub message: String,
     /// A second request with the same key returns the first resume job.
     pub idempotency_key: Option<String>,
@@ -205,7 +205,7 @@ impl Intake {
         check(req, self.store.now())
     }
 
-    /// Continues the newest unfinished run whose concurrency key is `req.run_key`.
+    /// Continues the newest unfinished run whose concurrency key is `req.concurrency_key`.
     pub async fn resume(&self, req: ResumeRequest) -> Result<Enqueued, IntakeError> {
         let new = find_resume(&self.store, req).await?;
         Ok(self.store.enqueue_resume(&new).await?)
@@ -236,16 +236,19 @@ pub fn check_agent<S: AsRef<str>>(agents: &[S], agent: &str) -> Result<(), Intak
 }
 
 async fn find_resume(store: &Store, req: ResumeRequest) -> Result<NewResume, IntakeError> {
-    if req.run_key.is_empty() || req.run_key.len() > 255 {
+    if req.concurrency_key.is_empty() || req.concurrency_key.len() > 255 {
         return Err(IntakeError::Invalid(
             "the run key must be 1-255 bytes".into(),
         ));
     }
     check_prompt(&req.message)?;
-    let Some(run) = store.active_run_by_concurrency_key(&req.run_key).await? else {
+    let Some(run) = store
+        .active_run_by_concurrency_key(&req.concurrency_key)
+        .await?
+    else {
         return Err(IntakeError::NotFound(format!(
             "no unfinished run has the key '{}'; start one first",
-            req.run_key
+            req.concurrency_key
         )));
     };
     if run.status == nightshift_store::RunStatus::AwaitingApproval {

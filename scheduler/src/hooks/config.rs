@@ -192,9 +192,9 @@ pub enum RouteKind {
     #[default]
     Start,
     /// A new message (the rendered `prompt`) for the newest unfinished run whose concurrency
-    /// key is the rendered `run_key`.
+    /// key is the rendered `concurrency_key`.
     Resume,
-    /// Cancels every unfinished run whose concurrency key is the rendered `run_key` (a
+    /// Cancels every unfinished run whose concurrency key is the rendered `concurrency_key` (a
     /// closed pull request stops its review); nothing when none is unfinished.
     Cancel,
 }
@@ -236,7 +236,8 @@ pub struct RouteConfig {
     /// Template of the idempotency key. Default `webhook:<hook>:<route>:<delivery id>`.
     #[serde(default)]
     pub idempotency_key: Option<String>,
-    /// `start`: template of the concurrency key.
+    /// Template of a concurrency key: `start`, the new run's; `resume`, the key of the run to
+    /// continue; `cancel`, the key whose unfinished runs are cancelled.
     #[serde(default)]
     pub concurrency_key: Option<String>,
     /// `start`: queue (default), skip, supersede or debounce; needs `concurrency_key`.
@@ -251,8 +252,7 @@ pub struct RouteConfig {
     /// `start`: the priority (higher runs first).
     #[serde(default)]
     pub priority: Option<i64>,
-    /// `resume`: template of the key of the run to continue (its concurrency key); `cancel`:
-    /// of the key whose unfinished runs are cancelled.
+    /// The older name of a `resume` or `cancel` route's `concurrency_key`, still read.
     #[serde(default)]
     pub run_key: Option<String>,
 }

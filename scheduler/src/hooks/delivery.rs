@@ -160,7 +160,7 @@ async fn route_and_check<'h>(
         Enqueue::Start(req) => intake.check_run(&req).map(DeliveryWork::Start),
         Enqueue::Resume(req) => intake.check_resume(req).await.map(DeliveryWork::Resume),
         Enqueue::Cancel { key } if key.is_empty() || key.len() > 255 => Err(IntakeError::Invalid(
-            "the rendered run_key must be 1-255 bytes".into(),
+            "the rendered concurrency_key must be 1-255 bytes".into(),
         )),
         Enqueue::Cancel { key } => Ok(DeliveryWork::Cancel { key }),
     }
@@ -323,10 +323,10 @@ pub(crate) fn plan_enqueue(
             Enqueue::Start(req)
         }
         RouteKind::Cancel => Enqueue::Cancel {
-            key: rendered.run_key.unwrap_or_default(),
+            key: rendered.concurrency_key.unwrap_or_default(),
         },
         RouteKind::Resume => Enqueue::Resume(ResumeRequest {
-            run_key: rendered.run_key.unwrap_or_default(),
+            concurrency_key: rendered.concurrency_key.unwrap_or_default(),
             message: prompt,
             idempotency_key: Some(key),
         }),

@@ -226,19 +226,23 @@ fn a_start_carries_the_trace_line_and_a_key_derived_from_the_delivery() {
 }
 
 #[test]
-fn a_resume_continues_the_rendered_run_key_under_the_routes_key_template() {
-    let h = github(json!([{"name": "r", "kind": "resume", "prompt": "more",
-        "run_key": "pr-{{ n }}", "idempotency_key": "k-{{ n }}"}]));
-    let d = delivery("d", "push", json!({"n": 4}));
-    let (route, rendered) = take(&h, &d);
-    assert_eq!(
-        plan_enqueue(&h, route, &d, rendered),
-        Enqueue::Resume(ResumeRequest {
-            run_key: "pr-4".into(),
-            message: "more\n\n[webhook gh delivery=d event=push]".into(),
-            idempotency_key: Some("k-4".into()),
-        })
-    );
+fn a_resume_continues_the_rendered_concurrency_key_under_the_routes_key_template() {
+    // `concurrency_key`, and `run_key`, its older name, still read.
+    for key in ["concurrency_key", "run_key"] {
+        let h = github(json!([{"name": "r", "kind": "resume", "prompt": "more",
+            key: "pr-{{ n }}", "idempotency_key": "k-{{ n }}"}]));
+        let d = delivery("d", "push", json!({"n": 4}));
+        let (route, rendered) = take(&h, &d);
+        assert_eq!(
+            plan_enqueue(&h, route, &d, rendered),
+            Enqueue::Resume(ResumeRequest {
+                concurrency_key: "pr-4".into(),
+                message: "more\n\n[webhook gh delivery=d event=push]".into(),
+                idempotency_key: Some("k-4".into()),
+            }),
+            "{key}"
+        );
+    }
 }
 
 #[test]

@@ -82,13 +82,14 @@ pub struct CompiledRoute {
 pub struct Rendered {
     pub prompt: String,
     pub idempotency_key: Option<String>,
+    /// `start`: the new run's concurrency key; `resume`, `cancel`: the key of the runs they
+    /// act on.
     pub concurrency_key: Option<String>,
-    pub run_key: Option<String>,
     /// The run's `workspace` context value (`{repo, ref, depth}`), when its agent checks out.
     pub checkout: Option<Json>,
 }
 
-const TEMPLATES: [&str; 4] = ["prompt", "idempotency_key", "concurrency_key", "run_key"];
+const TEMPLATES: [&str; 3] = ["prompt", "idempotency_key", "concurrency_key"];
 
 /// Flattens `match` into (dotted path, condition); nested tables extend the path.
 fn flatten(
@@ -160,9 +161,20 @@ impl CompiledRoute {
         };
         let mut conditions = Vec::new();
         flatten("", &route.conditions, &mut conditions, at)?;
+        // `resume` and `cancel` name their runs by `concurrency_key` too; `run_key` is that
+        // key's older name there, still read.
+        let runs_key = match (route.kind, &route.concurrency_key, &route.run_key) {
+            (RouteKind::Start, ck, _) => ck.as_ref(),
+            (_, Some(_), Some(_)) => {
+                return Err(ConfigError::value(
+                    key("run_key"),
+                    "is the older name of concurrency_key: give concurrency_key only",
+                ));
+            }
+            (_, ck, rk) => ck.as_ref().or(rk.as_ref()),
+        };
         let start_only = [
             ("agent", route.agent.is_some()),
-            ("concurrency_key", route.concurrency_key.is_some()),
             ("concurrency_policy", route.concurrency_policy.is_some()),
             ("debounce_seconds", route.debounce_seconds.is_some()),
             ("lane", route.lane.is_some()),
@@ -185,7 +197,8 @@ impl CompiledRoute {
                 if route.run_key.is_some() {
                     return Err(ConfigError::value(
                         key("run_key"),
-                        "applies only to kind = \"resume\"; a start route sets concurrency_key",
+                        "is the older name of a resume or cancel route's concurrency_key; a \
+                         start route sets concurrency_key",
                     ));
                 }
                 let name = route.concurrency_policy.unwrap_or_default();
@@ -223,7 +236,7 @@ impl CompiledRoute {
                     return Err(ConfigError::value(
                         key(name),
                         "applies only to kind = \"start\"; a cancel route cancels the runs \
-                         whose concurrency key is run_key",
+                         whose concurrency key is concurrency_key",
                     ));
                 }
                 for (name, set) in [
@@ -238,11 +251,11 @@ impl CompiledRoute {
                         ));
                     }
                 }
-                if route.run_key.is_none() {
+                if runs_key.is_none() {
                     return Err(ConfigError::value(
-                        key("run_key"),
+                        key("concurrency_key"),
                         "is missing: a cancel route cancels every unfinished run whose \
-                         concurrency key is run_key",
+                         concurrency key it renders",
                     ));
                 }
                 ConcurrencyPolicy::Queue
@@ -252,14 +265,14 @@ impl CompiledRoute {
                     return Err(ConfigError::value(
                         key(name),
                         "applies only to kind = \"start\"; a resume route continues the run \
-                         found by run_key",
+                         found by concurrency_key",
                     ));
                 }
-                if route.run_key.is_none() {
+                if runs_key.is_none() {
                     return Err(ConfigError::value(
-                        key("run_key"),
+                        key("concurrency_key"),
                         "is missing: a resume route continues the newest unfinished run whose \
-                         concurrency key is run_key",
+                         concurrency key it renders",
                     ));
                 }
                 ConcurrencyPolicy::Queue
@@ -270,8 +283,7 @@ impl CompiledRoute {
         let sources = [
             Some(&route.prompt).filter(|p| !p.is_empty()),
             route.idempotency_key.as_ref(),
-            route.concurrency_key.as_ref(),
-            route.run_key.as_ref(),
+            runs_key,
         ];
         for (name, source) in TEMPLATES.iter().zip(sources) {
             if let Some(source) = source {
@@ -387,7 +399,6 @@ impl CompiledRoute {
             prompt: render("prompt")?.unwrap_or_default(),
             idempotency_key: key("idempotency_key")?,
             concurrency_key: key("concurrency_key")?,
-            run_key: key("run_key")?,
             checkout,
         })
     }
@@ -507,7 +518,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cancel_route_needs_a_run_key_and_takes_nothing_a_start_takes() {
+    fn a_cancel_route_needs_a_concurrency_key_and_takes_nothing_a_start_takes() {
         let cancel = |extra: Json| {
             let mut r = json!({"name": "closed", "event": "pull_request", "kind": "cancel"});
             r.as_object_mut()
@@ -516,10 +527,19 @@ mod tests {
             let r: RouteConfig = serde_json::from_value(r).unwrap();
             CompiledRoute::compile(&r, "hooks.gh.routes.closed")
         };
-        let ok = cancel(json!({"run_key": "pr-{{ pull_request.number }}"})).unwrap();
+        let ok = cancel(json!({"concurrency_key": "pr-{{ pull_request.number }}"})).unwrap();
         assert_eq!(ok.kind, RouteKind::Cancel);
+        // `run_key`, the older name, is still read; both at once is refused.
+        assert!(cancel(json!({"run_key": "pr-{{ pull_request.number }}"})).is_ok());
         for (extra, expect) in [
-            (json!({}), "hooks.gh.routes.closed.run_key is missing"),
+            (
+                json!({}),
+                "hooks.gh.routes.closed.concurrency_key is missing",
+            ),
+            (
+                json!({"run_key": "k", "concurrency_key": "k"}),
+                "routes.closed.run_key is the older name of concurrency_key",
+            ),
             (json!({"run_key": "k", "agent": "a"}), "routes.closed.agent"),
             (
                 json!({"run_key": "k", "prompt": "p"}),
@@ -724,7 +744,7 @@ mod tests {
             ),
             (
                 json!({"kind": "resume", "agent": null}),
-                "x.run_key is missing",
+                "x.concurrency_key is missing",
             ),
             (json!({"event": 5}), "x.event must be"),
             (json!({"match": {"action": []}}), "x.match.action"),

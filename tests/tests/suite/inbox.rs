@@ -34,7 +34,7 @@ fn intake(h: &Harness) -> Intake {
 async fn send(intake: &Intake, message: &str) -> Result<nightshift_store::Enqueued, IntakeError> {
     intake
         .resume(ResumeRequest {
-            run_key: KEY.into(),
+            concurrency_key: KEY.into(),
             message: message.into(),
             idempotency_key: None,
         })

@@ -667,7 +667,7 @@ async fn leftover_counts_nothing(db: &TestDb) {
     model.during(0, async move {
         let accepted = intake
             .resume(nightshift_scheduler::ResumeRequest {
-                run_key: "pr-9".into(),
+                concurrency_key: "pr-9".into(),
                 message: "still there?".into(),
                 idempotency_key: None,
             })

@@ -301,7 +301,7 @@ async fn message_wakes_sleeping_run(db: &TestDb) {
     // A new comment for the PR continues the run found by its key.
     let resumed = nightshift_scheduler::Intake::new(h.store.clone(), ["helper"])
         .resume(nightshift_scheduler::ResumeRequest {
-            run_key: "pr:7".into(),
+            concurrency_key: "pr:7".into(),
             message: "@bot please look at the tests too".into(),
             idempotency_key: Some("comment-991".into()),
         })
@@ -310,7 +310,7 @@ async fn message_wakes_sleeping_run(db: &TestDb) {
     assert_eq!(resumed.run_id, run_id);
     let redelivered = nightshift_scheduler::Intake::new(h.store.clone(), ["helper"])
         .resume(nightshift_scheduler::ResumeRequest {
-            run_key: "pr:7".into(),
+            concurrency_key: "pr:7".into(),
             message: "@bot please look at the tests too".into(),
             idempotency_key: Some("comment-991".into()),
         })
@@ -331,7 +331,7 @@ async fn message_wakes_sleeping_run(db: &TestDb) {
     );
     let missing = nightshift_scheduler::Intake::new(h.store.clone(), ["helper"])
         .resume(nightshift_scheduler::ResumeRequest {
-            run_key: "pr:7".into(),
+            concurrency_key: "pr:7".into(),
             message: "again".into(),
             idempotency_key: None,
         })
