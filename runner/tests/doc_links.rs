@@ -342,3 +342,24 @@ fn slugs_follow_github_and_mdbook() {
         ["#database", "shot.png"]
     );
 }
+
+#[test]
+fn the_glossary_gives_each_term_once() {
+    let text = std::fs::read_to_string(root().join("docs/concepts/glossary.md")).unwrap();
+    let mut seen = BTreeSet::new();
+    let mut twice = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("| **") else {
+            continue;
+        };
+        let term = rest.split("**").next().unwrap_or_default().to_lowercase();
+        if !seen.insert(term.clone()) {
+            twice.push(term);
+        }
+    }
+    assert!(seen.len() > 40, "the glossary's terms are read: {seen:?}");
+    assert!(
+        twice.is_empty(),
+        "terms given twice in the glossary: {twice:?}"
+    );
+}
