@@ -17,15 +17,15 @@
 //! | `POST` | `/hooks/{name}` | a webhook delivery, authenticated by its signature, not the token |
 //! | `GET` | `/v1/notifications?run=&status=&limit=` | run notice deliveries, newest first: status (`pending`, `delivered`, `dead`), attempts, last error |
 //! | `POST` | `/v1/notifications/{delivery_id}/redeliver` | send a dead delivery again (fresh attempts, same delivery id) |
-//! | `GET` | `/metrics` | Prometheus metrics (see [`crate::metrics`]); also without the token on `telemetry.metrics_address` |
+//! | `GET` | `/metrics` | Prometheus metrics (see `crate::metrics`); also without the token on `telemetry.metrics_address` |
 //! | `GET` | `/healthz` | liveness, without the token |
 //! | `GET` | `/readyz` | readiness: 200 when the store takes a write transaction within 2 s, else 503 with `Retry-After`; no token |
 //! | `GET` | `/openapi.json` | the OpenAPI 3.1 document of every route above (see [`crate::openapi`]); no token |
 //! | `GET` | `/ui…` | the web dashboard, signed in with the token (see `nightshift_dashboard`) |
-//! | … | `/v1/schedules…` | cron schedules (see [`crate::schedules_api`]) |
+//! | … | `/v1/schedules…` | cron schedules (see `crate::schedules_api`) |
 //!
 //! Every error is JSON `{"error": "…"}` saying what was wrong; a refused request changes
-//! nothing. The codes are decided in [`crate::api_errors`]: 400 for a body that is not JSON
+//! nothing. The codes are decided in `crate::api_errors`: 400 for a body that is not JSON
 //! or a bad query parameter (naming it), 415 for a body not sent as JSON, 422 for a JSON
 //! value that does not fit (naming the key) or a bad value, 503 with `Retry-After` whenever
 //! the store is unavailable, 500 only for a bug.
@@ -59,7 +59,7 @@ use utoipa_axum::routes;
 
 use crate::api_tokens::Caller;
 
-pub use crate::api_errors::{ApiError, ErrorBody, JsonBody};
+pub(crate) use crate::api_errors::{ApiError, ErrorBody, JsonBody};
 pub(crate) use enqueue::{CreateRun, run_request, traceparent};
 
 /// What the handlers share.
@@ -91,7 +91,10 @@ pub fn router(state: ApiState) -> Router {
 /// The API's routes and the dashboard, which shows the run files (artifacts, running
 /// tasks' output) under `data_dir`. The API's routes all come from [`crate::openapi::routes`],
 /// so each one served is in `GET /openapi.json`; only the dashboard (HTML) is added here.
-pub fn router_with_data_dir(state: ApiState, data_dir: Option<std::path::PathBuf>) -> Router {
+pub(crate) fn router_with_data_dir(
+    state: ApiState,
+    data_dir: Option<std::path::PathBuf>,
+) -> Router {
     crate::openapi::routes(&state)
         .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
         .with_state(state.clone())
@@ -246,7 +249,7 @@ pub(crate) struct LimitQuery {
 
 /// The API token: from the environment variable `token_env` when set, else the one kept in
 /// `<data_dir>/api-token` (made, readable by this user only, on first use).
-pub fn resolve_token(
+pub(crate) fn resolve_token(
     token_env: &str,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<(String, String)> {

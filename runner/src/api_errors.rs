@@ -31,11 +31,11 @@ use serde::de::DeserializeOwned;
 
 /// The seconds a client is told to wait (`Retry-After`) before retrying when the store is
 /// unavailable.
-pub const RETRY_AFTER_SECONDS: u64 = 5;
+pub(crate) const RETRY_AFTER_SECONDS: u64 = 5;
 
 /// The body of every error answer.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     /// What was wrong and what to do about it.
     #[schema(example = "missing field `prompt`")]
     pub error: String,
@@ -45,7 +45,7 @@ pub struct ErrorBody {
 /// holding its message word for word; [`ApiError::Store`] answers as [`store_error`]
 /// decides (404, 409, 422, 503 with `Retry-After`, or a logged 500).
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// 400: a body that is not JSON, or a bad query parameter, naming it.
     #[error("{0}")]
     BadRequest(String),
@@ -141,7 +141,7 @@ impl From<Refused> for ApiError {
 }
 
 /// An error answer: `status` with `{"error": message}`.
-pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
+pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (
         status,
         axum::Json(ErrorBody {
@@ -152,7 +152,7 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 /// A 503 with `Retry-After`: the store cannot answer now (`why`), retrying later can help.
-pub fn unavailable(why: impl std::fmt::Display) -> Response {
+pub(crate) fn unavailable(why: impl std::fmt::Display) -> Response {
     let mut response = error(
         StatusCode::SERVICE_UNAVAILABLE,
         format!(
@@ -170,7 +170,7 @@ pub fn unavailable(why: impl std::fmt::Display) -> Response {
 /// same request may succeed later: what [`StoreError::is_transient`] says, and PostgreSQL's
 /// connection exceptions (class 08), shutdowns and start-ups (57P01-57P03) and a full
 /// connection table (53300).
-pub fn store_unavailable(e: &StoreError) -> bool {
+pub(crate) fn store_unavailable(e: &StoreError) -> bool {
     if e.is_transient() {
         return true;
     }
@@ -187,7 +187,7 @@ pub fn store_unavailable(e: &StoreError) -> bool {
 
 /// The one mapping from a store error to an answer: 404, 409 and 422 for the caller's
 /// mistakes, 503 with `Retry-After` when the store is unavailable, else a logged 500.
-pub fn store_error(e: StoreError) -> Response {
+pub(crate) fn store_error(e: StoreError) -> Response {
     match e {
         StoreError::NotFound { .. } => error(StatusCode::NOT_FOUND, e.to_string()),
         StoreError::Conflict(m) => error(StatusCode::CONFLICT, m),
@@ -206,7 +206,7 @@ pub fn store_error(e: StoreError) -> Response {
 /// A JSON request body decoded as `T`, or the refusal [`decode_body`] and the content-type
 /// check decide.
 #[derive(Debug)]
-pub struct JsonBody<T>(pub T);
+pub(crate) struct JsonBody<T>(pub T);
 
 impl<T, S> FromRequest<S> for JsonBody<T>
 where
@@ -255,7 +255,7 @@ fn is_json_content_type(value: &str) -> bool {
 /// Decodes a JSON body as `T`: a body that is not JSON is a 400; JSON that does not fit `T`
 /// (wrong type, bad enum value, missing or unknown field) is a 422 whose message starts with
 /// the key's path (`concurrency_policy: unknown variant …`, `routes[0].agent: …`).
-pub fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, (StatusCode, String)> {
+pub(crate) fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, (StatusCode, String)> {
     let mut json = serde_json::Deserializer::from_slice(bytes);
     let decoded: Result<T, _> = serde_path_to_error::deserialize(&mut json);
     let value = match decoded {
@@ -271,7 +271,7 @@ pub fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, (StatusCode, 
 
 /// Decodes one JSON value as `T`, or says what is wrong, naming the field
 /// (`priority: invalid type: …`), as [`decode_body`] does for a whole body.
-pub fn decode_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, String> {
+pub(crate) fn decode_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, String> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         refusal(&path, e.inner()).1

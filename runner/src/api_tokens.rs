@@ -15,7 +15,7 @@ use crate::config::NamedToken;
 pub use crate::config::TokenRole;
 
 /// The name of the main token.
-pub const ADMIN: &str = "admin";
+pub(crate) const ADMIN: &str = "admin";
 
 /// The tokens the API accepts.
 #[derive(Clone)]
@@ -38,14 +38,14 @@ impl std::fmt::Debug for ApiTokens {
 
 /// A caller the API recognised.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
+pub(crate) struct Caller {
     pub name: String,
     pub role: TokenRole,
 }
 
 impl Caller {
     /// How the audit trail names this caller.
-    pub fn actor(&self) -> String {
+    pub(crate) fn actor(&self) -> String {
         format!("token:{}", self.name)
     }
 }
@@ -58,7 +58,7 @@ impl ApiTokens {
 
     /// The main token and the `[[server.tokens]]`, whose values are read from their
     /// variables (checked set at start; an unset or empty one is an error naming it).
-    pub fn from_config(main: String, named: &[NamedToken]) -> anyhow::Result<ApiTokens> {
+    pub(crate) fn from_config(main: String, named: &[NamedToken]) -> anyhow::Result<ApiTokens> {
         let mut more = Vec::with_capacity(named.len());
         for t in named {
             let secret = std::env::var(&t.token_env).unwrap_or_default();
@@ -92,12 +92,12 @@ impl ApiTokens {
     }
 
     /// The main token (what the dashboard signs in with).
-    pub fn main(&self) -> Arc<String> {
+    pub(crate) fn main(&self) -> Arc<String> {
         Arc::new(self.tokens[0].secret.clone())
     }
 
     /// The caller `given` is the token of, if any. Every token is compared, in constant time.
-    pub fn identify(&self, given: &str) -> Option<Caller> {
+    pub(crate) fn identify(&self, given: &str) -> Option<Caller> {
         let mut found = None;
         for t in self.tokens.iter() {
             let same = bool::from(given.as_bytes().ct_eq(t.secret.as_bytes()));
@@ -113,7 +113,7 @@ impl ApiTokens {
 }
 
 /// Whether `role` may make a request with `method`.
-pub fn allows(role: TokenRole, method: &axum::http::Method) -> bool {
+pub(crate) fn allows(role: TokenRole, method: &axum::http::Method) -> bool {
     use axum::http::Method;
     match role {
         TokenRole::Operator => true,

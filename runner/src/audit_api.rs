@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 use crate::api::{ApiError, ApiState, ErrorBody, empty_as_none, query};
 
 /// The routes (behind the token).
-pub fn routes() -> OpenApiRouter<ApiState> {
+pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new().routes(routes!(list_audit))
 }
 
@@ -33,7 +33,7 @@ pub(crate) struct AuditQuery {
 
 /// Operator actions, newest first.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct AuditPage {
+pub(crate) struct AuditPage {
     /// `{id, at, actor, action, run_id, target, detail}` per action: `actor` is
     /// `token:NAME`, `dashboard:NAME` or `cli:USER`; `action` one of `approve`, `deny`,
     /// `cancel`, `wake`, `redeliver`, `schedule_create`, `schedule_update`,

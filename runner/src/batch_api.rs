@@ -25,7 +25,7 @@ use crate::api_errors::{ApiError, ErrorBody, JsonBody, decode_value};
 /// The body of `POST /v1/runs:batch`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateRuns {
+pub(crate) struct CreateRuns {
     /// The runs, each a `POST /v1/runs` body (checked one by one).
     #[schema(value_type = Vec<CreateRun>)]
     pub runs: Vec<serde_json::Value>,
@@ -34,7 +34,7 @@ pub struct CreateRuns {
 /// What became of one item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum ItemStatus {
+pub(crate) enum ItemStatus {
     /// A new run was enqueued.
     Created,
     /// The idempotency key was used before (or by an earlier item): the first run's ids.
@@ -47,7 +47,7 @@ pub enum ItemStatus {
 
 /// The result of one item, at its position in the request.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ItemResult {
+pub(crate) struct ItemResult {
     /// The item's position in `runs` (from 0).
     pub index: usize,
     pub status: ItemStatus,
@@ -65,7 +65,7 @@ pub struct ItemResult {
 
 /// The answer to `POST /v1/runs:batch`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct BatchCreated {
+pub(crate) struct BatchCreated {
     /// One result per item, in the order given.
     pub runs: Vec<ItemResult>,
     /// How many items made a new run.

@@ -179,13 +179,13 @@ impl Config {
     }
 
     /// The built-in model prices with the file's `[prices]` laid over them.
-    pub fn price_table(&self) -> anyhow::Result<PriceTable> {
+    pub(crate) fn price_table(&self) -> anyhow::Result<PriceTable> {
         PriceTable::with_overrides(&self.prices).map_err(|e| anyhow::anyhow!("invalid config: {e}"))
     }
 
     /// The `[[schedules]]`, checked: names unique, expressions, zones, agents and prompt
     /// templates valid.
-    pub fn compiled_schedules(&self) -> anyhow::Result<Vec<Schedule>> {
+    pub(crate) fn compiled_schedules(&self) -> anyhow::Result<Vec<Schedule>> {
         let agents: Vec<String> = self.agents.iter().map(|a| a.name.clone()).collect();
         let mut seen = std::collections::BTreeSet::new();
         let mut out = Vec::new();
@@ -212,7 +212,7 @@ impl Config {
     /// and the sandbox launcher are resolved against [`Config::base_dir`] where they are
     /// read. A database URL from the environment or a flag is taken as given, relative to the
     /// working directory like any command-line path.
-    pub fn anchor_paths(&mut self, dir: &Path) -> anyhow::Result<()> {
+    pub(crate) fn anchor_paths(&mut self, dir: &Path) -> anyhow::Result<()> {
         // A file named without a directory (`nightshift.toml`) is in the working directory.
         let dir = if dir.as_os_str().is_empty() {
             Path::new(".")
@@ -238,7 +238,7 @@ impl Config {
     }
 
     /// A path from the file, resolved against the file's directory.
-    pub fn resolve_path(&self, p: &Path) -> PathBuf {
+    pub(crate) fn resolve_path(&self, p: &Path) -> PathBuf {
         if p.is_absolute() {
             p.to_path_buf()
         } else {

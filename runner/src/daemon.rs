@@ -43,7 +43,7 @@
 //!    leases are released. First, because the runs ending now still need the rest;
 //! 2. **background tasks are stopped** by the keeper and recorded as `lost`: after the pool,
 //!    since a run finishing in the drain may still hear of its task;
-//! 3. **the notifier** gets [`NOTIFIER_GRACE`] to send the notices of runs that ended in the
+//! 3. **the notifier** gets `NOTIFIER_GRACE` to send the notices of runs that ended in the
 //!    drain; a notice still in flight then is sent again by the next daemon;
 //! 4. **the HTTP server** and 5. **the timer** are joined (both stopped at the first moment).
 //!
@@ -77,7 +77,7 @@ use crate::tasks::TaskKeeper;
 use crate::{api, build_runtime, private, redaction};
 
 /// How long the daemon waits, on its way out, for notices being sent.
-pub const NOTIFIER_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const NOTIFIER_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs the daemon on `store` until `shutdown` fires (or a subsystem fails), then stops it in
 /// the documented order. `Ok` when every subsystem stopped cleanly.
@@ -184,7 +184,7 @@ pub struct Running {
 pub struct Stopped {
     /// What happened to the jobs the pool ran, the drained ones included.
     pub pool: PoolReport,
-    /// Whether notices were still being sent when [`NOTIFIER_GRACE`] ran out (they are sent
+    /// Whether notices were still being sent when `NOTIFIER_GRACE` ran out (they are sent
     /// again by the next daemon).
     pub notices_cut_short: bool,
 }

@@ -17,9 +17,9 @@ use crate::config::Config;
 use crate::transcript;
 
 /// The model turns the demo replays.
-pub const SCRIPT: &str = include_str!("../demo/script.json");
+pub(crate) const SCRIPT: &str = include_str!("../demo/script.json");
 /// The file the demo agent is asked to fix.
-pub const GREET_SH: &str =
+pub(crate) const GREET_SH: &str =
     "#!/bin/sh\n# Greets whoever is named on the command line.\necho \"Helo, ${1:-world}!\"\n";
 
 /// The demo's configuration, rooted in `dir`.

@@ -11,7 +11,7 @@ use crate::config::Config;
 
 /// What names each variable `config` requires that `is_set` says is missing, as "KEY names
 /// $VAR" phrases (pure: `is_set` is the only look at the environment).
-pub fn missing(config: &Config, is_set: impl Fn(&str) -> bool) -> Vec<String> {
+pub(crate) fn missing(config: &Config, is_set: impl Fn(&str) -> bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut need = |var: &str, what: String| {
         if !is_set(var) {
@@ -103,7 +103,7 @@ fn used_providers(config: &Config) -> Vec<(&String, &nightshift_llm::ProviderCon
 }
 
 /// Refuses a config that names unset variables, listing every one.
-pub fn require_all(config: &Config) -> anyhow::Result<()> {
+pub(crate) fn require_all(config: &Config) -> anyhow::Result<()> {
     let missing = missing(config, |var| {
         std::env::var(var).is_ok_and(|v| !v.trim().is_empty())
     });

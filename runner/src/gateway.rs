@@ -24,7 +24,7 @@ struct Link {
 }
 
 /// Model chains by agent name.
-pub struct Gateway {
+pub(crate) struct Gateway {
     chains: HashMap<String, Vec<Link>>,
 }
 
@@ -38,7 +38,7 @@ impl std::fmt::Debug for Gateway {
 
 impl Gateway {
     /// Builds every agent's chain (the config was validated: providers exist).
-    pub fn build(config: &Config) -> anyhow::Result<Gateway> {
+    pub(crate) fn build(config: &Config) -> anyhow::Result<Gateway> {
         let registry = ClientRegistry::new();
         let mut chains = HashMap::new();
         for agent in &config.agents {

@@ -3,7 +3,7 @@
 //! a personal or fine-grained token by environment variable — and the API they talk to
 //! (GitHub Enterprise Server: `base_url`).
 //!
-//! [`GithubConfig::validate`] checks the shape at load; [`access`] reads the keys and builds
+//! `GithubConfig::validate` checks the shape at load; [`access`] reads the keys and builds
 //! the daemon's [`GithubAccess`] at start (an unset variable, an unreadable file or a key
 //! that is not an RSA PEM refuses the start, naming the key). The key and the token are
 //! daemon-held secrets: redacted everywhere ([`GithubConfig::secret_values`]), never shown
@@ -86,12 +86,12 @@ impl std::fmt::Display for AppId {
 
 impl GithubConfig {
     /// Whether any credential is configured (else the GitHub tools say GitHub is not).
-    pub fn is_configured(&self) -> bool {
+    pub(crate) fn is_configured(&self) -> bool {
         self.token_env.is_some() || !self.apps.is_empty()
     }
 
     /// The shape: names unique, one key source per App, a usable base URL.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         nightshift_github::check_base_url(&self.base_url).map_err(|e| format!("github.{e}"))?;
         nightshift_agent::github::check_review_events("github.review_events", &self.review_events)
             .map_err(|e| e.to_string())?;
@@ -132,7 +132,7 @@ impl GithubConfig {
     }
 
     /// The environment variables holding GitHub credentials.
-    pub fn secret_envs(&self) -> Vec<String> {
+    pub(crate) fn secret_envs(&self) -> Vec<String> {
         self.token_env
             .iter()
             .chain(self.apps.iter().filter_map(|a| a.private_key_env.as_ref()))
@@ -142,7 +142,7 @@ impl GithubConfig {
 
     /// The private keys held in files, as (what names it, the PEM), for redaction; files
     /// that cannot be read are left out (the start refuses them).
-    pub fn key_files(&self, config: &Config) -> Vec<(String, String)> {
+    pub(crate) fn key_files(&self, config: &Config) -> Vec<(String, String)> {
         self.apps
             .iter()
             .filter_map(|a| {

@@ -18,7 +18,7 @@
 //! | 404 | no hook of that name; or a `resume` route found no unfinished run for its key |
 //! | 413 | the body is larger than the hook's `max_body_bytes` |
 //! | 422 | no route matched, or a template failed on this payload |
-//! | 503 | the store is unavailable (with `Retry-After`; see [`crate::api_errors`]) |
+//! | 503 | the store is unavailable (with `Retry-After`; see `crate::api_errors`) |
 //! | 500 | a bug (logged) |
 //!
 //! Every refusal is JSON `{"error": "…"}` and enqueues nothing.
@@ -43,12 +43,12 @@ use utoipa_axum::routes;
 use crate::api::{ApiError, ApiState, ErrorBody, query};
 
 /// `POST /hooks/{name}`: authenticated by the hook's signature, not the API token.
-pub fn public_routes() -> OpenApiRouter<ApiState> {
+pub(crate) fn public_routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new().routes(routes!(receive))
 }
 
 /// The listings, behind the API token.
-pub fn token_routes() -> OpenApiRouter<ApiState> {
+pub(crate) fn token_routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(list_hooks))
         .routes(routes!(list_deliveries))
@@ -83,7 +83,7 @@ pub(crate) struct DeliveriesPage {
 }
 
 /// Builds the configured hooks, reading their secrets from the environment.
-pub fn build(config: &crate::config::Config) -> anyhow::Result<HookSet> {
+pub(crate) fn build(config: &crate::config::Config) -> anyhow::Result<HookSet> {
     let agents: Vec<&str> = config.agents.iter().map(|a| a.name.as_str()).collect();
     HookSet::build_with(
         &config.hooks,
@@ -95,7 +95,7 @@ pub fn build(config: &crate::config::Config) -> anyhow::Result<HookSet> {
 }
 
 /// The checkout templates of the agents that check a repository out, by agent name.
-pub fn checkout_templates(
+pub(crate) fn checkout_templates(
     config: &crate::config::Config,
 ) -> std::collections::BTreeMap<String, CheckoutTemplates> {
     config
@@ -106,7 +106,7 @@ pub fn checkout_templates(
 }
 
 /// An agent's `[agents.workspace] checkout` as the intake's templates.
-pub fn templates_of(checkout: &nightshift_agent::workspace::Checkout) -> CheckoutTemplates {
+pub(crate) fn templates_of(checkout: &nightshift_agent::workspace::Checkout) -> CheckoutTemplates {
     CheckoutTemplates {
         repo: checkout.repo.clone(),
         git_ref: checkout.git_ref.clone(),

@@ -24,7 +24,7 @@ use tokio_util::task::TaskTracker;
 
 /// What a client may make one connection hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HttpLimits {
+pub(crate) struct HttpLimits {
     /// Time to send a request's whole head. Default 20 s.
     pub header_read_timeout: Duration,
     /// Bytes of a request's head (request line and headers). Default 32 KiB.
@@ -55,7 +55,7 @@ fn builder(limits: HttpLimits) -> http1::Builder {
 
 /// Serves `router` on `listener` until `stop`, then shuts down gracefully (see the module
 /// doc). Returns once every connection has closed.
-pub async fn serve(
+pub(crate) async fn serve(
     mut listener: TcpListener,
     router: Router,
     limits: HttpLimits,

@@ -1,43 +1,43 @@
 //! # nightshift (library)
 //!
 //! The wiring of the `nightshift` binary, as a library so the test suite can build exactly
-//! what the daemon runs: the layered [`config`], the [`gateway`] to the model providers, the
-//! [`toolbox`] of real tools, [`build_runtime`], which turns a config into the agent
+//! what the daemon runs: the layered [`config`], the `gateway` to the model providers, the
+//! [`toolbox`] of real tools, `build_runtime`, which turns a config into the agent
 //! runtime the worker pool drives, and the [`daemon`] itself (`nightshift serve`): every
 //! subsystem started and stopped in a documented order, so a test can run a whole daemon in
 //! process.
 
 pub mod api;
-pub mod api_errors;
+pub(crate) mod api_errors;
 pub mod api_tokens;
-pub mod audit_api;
-pub mod batch_api;
+pub(crate) mod audit_api;
+pub(crate) mod batch_api;
 pub mod checks;
 pub mod config;
 pub mod daemon;
 pub mod demo;
-pub mod env_check;
-pub mod gateway;
+pub(crate) mod env_check;
+pub(crate) mod gateway;
 pub mod github;
 pub mod hooks;
-pub mod http_server;
+pub(crate) mod http_server;
 pub mod logging;
-pub mod metrics;
+pub(crate) mod metrics;
 pub mod notify;
 pub mod openapi;
 pub mod private;
-pub mod programs;
-pub mod queue_api;
+pub(crate) mod programs;
+pub(crate) mod queue_api;
 pub mod redaction;
 pub mod reload;
-pub mod sandbox;
-pub mod sandbox_path;
-pub mod schedules_api;
+pub(crate) mod sandbox;
+pub(crate) mod sandbox_path;
+pub(crate) mod schedules_api;
 pub mod tasks;
-pub mod tasks_api;
+pub(crate) mod tasks_api;
 pub mod toolbox;
 pub mod transcript;
-pub mod workspace;
+pub(crate) mod workspace;
 
 use std::sync::Arc;
 
@@ -53,7 +53,7 @@ use crate::toolbox::Tools;
 /// the key. With `tasks`, `run_command` can start background commands under that supervisor;
 /// without, a background call is refused. `secrets` (see [`redaction::secrets`]) is what the
 /// tools substitute and what the runtime redacts with.
-pub fn build_runtime(
+pub(crate) fn build_runtime(
     config: &Config,
     tasks: Option<nightshift_tools::TaskSupervisor>,
     secrets: nightshift_tools::SecretResolver,
@@ -90,7 +90,7 @@ pub async fn open_store(config: &Config) -> nightshift_store::Result<Store> {
 /// a lost worker's job: `Store::on_run_ended_by_store`), as the runtime tells of the runs
 /// their jobs end: under the run's agent when `agents` configures it, else `unknown`.
 /// [`open_store`] and a config reload call it.
-pub fn tell_run_ends(store: &Store, agents: &[nightshift_agent::AgentConfig]) {
+pub(crate) fn tell_run_ends(store: &Store, agents: &[nightshift_agent::AgentConfig]) {
     let configured: std::collections::BTreeSet<String> =
         agents.iter().map(|a| a.name.clone()).collect();
     store.on_run_ended_by_store(Arc::new(move |run| {
@@ -110,7 +110,7 @@ pub fn notifying_agents(agents: &[nightshift_agent::AgentConfig]) -> Vec<String>
 
 /// Kills tool process groups that a daemon on the same data directory left running when it
 /// crashed (see `nightshift_tools::ProcessRegistry`). `serve` calls it before resuming runs.
-pub fn reap_orphaned_tools(config: &Config) -> std::io::Result<usize> {
+pub(crate) fn reap_orphaned_tools(config: &Config) -> std::io::Result<usize> {
     nightshift_tools::ProcessRegistry::new(
         config.resolve_path(&config.runtime.data_dir).join("procs"),
     )

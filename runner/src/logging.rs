@@ -5,7 +5,7 @@
 //! store to index). Either way:
 //!
 //! - every line is redacted with every secret the config names before it is written (the
-//!   writer is [`crate::redaction::LogWriter`]);
+//!   writer is `crate::redaction::LogWriter`);
 //! - every line written while a job runs carries the job's span: `run_id`, `job_id`,
 //!   `attempt`, `kind`, `lane` and `agent` (in text as the `job{…}:` prefix; in JSON under
 //!   `"span"`), so one run's lines are found by its id;

@@ -22,18 +22,18 @@ use utoipa_axum::routes;
 use crate::api::{ApiError, ApiState};
 
 /// The content type of the text exposition format.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The most sleeping runs one scrape reads to count the armed wakeups.
 const WAKEUPS_READ: i64 = 10_000;
 
 /// `GET /metrics`, for a router with [`ApiState`].
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     api_routes().split_for_parts().0
 }
 
 /// `GET /metrics` as the API documents it (mounted behind the token by `crate::openapi`).
-pub fn api_routes() -> OpenApiRouter<ApiState> {
+pub(crate) fn api_routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new().routes(routes!(scrape))
 }
 
@@ -89,7 +89,7 @@ async fn sample_store(state: &ApiState) -> nightshift_store::Result<()> {
 }
 
 /// Serves `GET /metrics` without the token on `listener` until `stop`.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     state: ApiState,
     stop: CancellationToken,

@@ -56,23 +56,23 @@ use sha2::Sha256;
 use tokio_util::sync::CancellationToken;
 
 /// The signature header: `sha256=<hex of HMAC-SHA256(secret, raw body)>`.
-pub const SIGNATURE_HEADER: &str = "X-Nightshift-Signature-256";
+pub(crate) const SIGNATURE_HEADER: &str = "X-Nightshift-Signature-256";
 /// The W3C Trace Context header naming the run's span.
-pub const TRACEPARENT_HEADER: &str = "traceparent";
+pub(crate) const TRACEPARENT_HEADER: &str = "traceparent";
 
 /// The `traceparent` a notice of `run` carries: the run's span in the run's trace.
-pub fn run_traceparent(run: &Run) -> String {
+pub(crate) fn run_traceparent(run: &Run) -> String {
     nightshift_telemetry::traces::RunTrace::of(&run.id, run.trace_parent.as_deref()).traceparent()
 }
 /// The delivery's stable id, the same on every attempt.
-pub const DELIVERY_HEADER: &str = "X-Nightshift-Delivery";
+pub(crate) const DELIVERY_HEADER: &str = "X-Nightshift-Delivery";
 /// When this attempt was sent, in milliseconds since the Unix epoch (also `sent_at` in the
 /// signed body).
-pub const TIMESTAMP_HEADER: &str = "X-Nightshift-Timestamp";
+pub(crate) const TIMESTAMP_HEADER: &str = "X-Nightshift-Timestamp";
 /// What happened: always `run.finished` for now.
-pub const EVENT_HEADER: &str = "X-Nightshift-Event";
+pub(crate) const EVENT_HEADER: &str = "X-Nightshift-Event";
 /// The event name.
-pub const RUN_FINISHED: &str = "run.finished";
+pub(crate) const RUN_FINISHED: &str = "run.finished";
 
 /// Deliveries attempted at once.
 const BATCH: usize = 16;
@@ -85,7 +85,7 @@ const LEASE_MARGIN: Duration = Duration::from_secs(5);
 pub type SecretSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// Secrets from the process environment (empty counts as unset).
-pub fn env_secrets() -> SecretSource {
+pub(crate) fn env_secrets() -> SecretSource {
     Arc::new(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
 }
 
@@ -129,7 +129,7 @@ impl Notifier {
     /// A notifier for `agents`, signing with secrets from the environment. Fails, naming the
     /// agent and the variable, when a notify entry's `secret_env` is not set: a notice is
     /// never sent unsigned.
-    pub fn new(store: Store, agents: &[AgentConfig]) -> anyhow::Result<Notifier> {
+    pub(crate) fn new(store: Store, agents: &[AgentConfig]) -> anyhow::Result<Notifier> {
         Self::with_secrets(store, agents, env_secrets())
     }
 
@@ -185,7 +185,7 @@ impl Notifier {
 
     /// This notifier, redacting every failed attempt's error with `redactor` before it is
     /// logged or stored.
-    pub fn with_redactor(mut self, redactor: Redactor) -> Notifier {
+    pub(crate) fn with_redactor(mut self, redactor: Redactor) -> Notifier {
         self.redactor = redactor;
         self
     }
@@ -442,7 +442,7 @@ impl Notifier {
 
 /// The most of a run's `result` or `error` a notice carries, in bytes; the full text stays
 /// on the run (`GET /v1/runs/{id}`).
-pub const NOTICE_TEXT_CAP: usize = 16 * 1024;
+pub(crate) const NOTICE_TEXT_CAP: usize = 16 * 1024;
 
 /// `text` cut to [`NOTICE_TEXT_CAP`] at a character boundary, and whether it was cut.
 fn capped(text: Option<&str>) -> (Option<String>, bool) {
@@ -455,7 +455,7 @@ fn capped(text: Option<&str>) -> (Option<String>, bool) {
 /// The notice for `run`: what a receiver gets as the POST body. A `result` or `error` longer
 /// than [`NOTICE_TEXT_CAP`] is cut (ending in `…`) and `result_truncated` /
 /// `error_truncated` say so.
-pub fn payload(run: &Run, d: &Notification, sent_at: Millis) -> Value {
+pub(crate) fn payload(run: &Run, d: &Notification, sent_at: Millis) -> Value {
     let (result, result_truncated) = capped(run.result.as_deref());
     let (error, error_truncated) = capped(run.error.as_deref());
     json!({
@@ -490,7 +490,7 @@ pub fn payload(run: &Run, d: &Notification, sent_at: Millis) -> Value {
 }
 
 /// `sha256=<hex>` of HMAC-SHA256 over `body` with `secret`.
-pub fn sign(secret: &[u8], body: &[u8]) -> String {
+pub(crate) fn sign(secret: &[u8], body: &[u8]) -> String {
     let mut mac =
         <Hmac<Sha256> as KeyInit>::new_from_slice(secret).expect("HMAC takes a key of any length");
     mac.update(body);

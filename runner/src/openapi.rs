@@ -37,7 +37,7 @@ use crate::api::{self, ApiError, ApiState, ErrorBody};
 use crate::api_errors::RETRY_AFTER_SECONDS;
 
 /// How long `GET /readyz` waits for the store before answering 503.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The name of the bearer security scheme in the document.
 const BEARER: &str = "bearer";
@@ -81,7 +81,7 @@ fn public_routes() -> OpenApiRouter<ApiState> {
 }
 
 /// Every route of the API (not the dashboard), the token checked where it is needed.
-pub fn routes(state: &ApiState) -> Router<ApiState> {
+pub(crate) fn routes(state: &ApiState) -> Router<ApiState> {
     let (token, _) = token_routes().split_for_parts();
     let (public, _) = public_routes().split_for_parts();
     public.merge(token.route_layer(middleware::from_fn_with_state(
@@ -209,7 +209,7 @@ fn add_store_errors(op: &mut Operation) {
 
 /// `{"ok": true}`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Health {
+pub(crate) struct Health {
     ok: bool,
 }
 

@@ -3,7 +3,7 @@
 //! its own user only, whatever umask it was started with.
 //!
 //! [`restrict_umask`] makes every file and directory the process (and any command it starts)
-//! creates from then on `0600`/`0700`; [`tighten`] narrows what an earlier version or a wider
+//! creates from then on `0600`/`0700`; `tighten` narrows what an earlier version or a wider
 //! umask already left: the data directory and the entries directly in it (deeper entries sit
 //! behind the `0700` directory), and the database files.
 
@@ -29,7 +29,7 @@ pub fn sqlite_file(url: &str) -> Option<PathBuf> {
 /// it, and `database` with its `-wal`, `-shm` and `-journal` files (the owner's are kept, so
 /// a `0644` file becomes `0600` and a `0755` directory or program `0700`). Missing paths are
 /// skipped.
-pub fn tighten(data_dir: &Path, database: Option<&Path>) -> std::io::Result<()> {
+pub(crate) fn tighten(data_dir: &Path, database: Option<&Path>) -> std::io::Result<()> {
     if data_dir.is_dir() {
         owner_only(data_dir)?;
         for entry in std::fs::read_dir(data_dir)? {

@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::sandbox::{SandboxMode, real};
 
 /// Every enabled command tool's program, checked; the first problem, naming its key.
-pub fn check(config: &Config) -> Result<(), String> {
+pub(crate) fn check(config: &Config) -> Result<(), String> {
     let sandboxed = config.sandbox.mode == SandboxMode::Required;
     let readable: Vec<PathBuf> = nightshift_sandbox::policy::system_read()
         .into_iter()

@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 use crate::api::{ApiError, ApiState, ErrorBody, existing_run};
 
 /// The queue routes (merged into [`crate::openapi`]'s routes behind the token).
-pub fn routes() -> OpenApiRouter<ApiState> {
+pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(overview))
         .routes(routes!(jobs_of_run))

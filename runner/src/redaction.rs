@@ -7,7 +7,7 @@
 //! token and App private keys (`[github]`), and `runtime.secrets`. Only `runtime.secrets` can be substituted into a tool call
 //! (`{{secret:NAME}}`); the others are redact-only, so a model can never ask for the API
 //! token or a provider key. The same set redacts tool output, the model's own text before it
-//! is stored or sent again, stored errors and — through [`LogWriter`], once
+//! is stored or sent again, stored errors and — through `LogWriter`, once
 //! [`install_for_logs`] has been called — every log line the daemon writes.
 
 use std::io::Write;
@@ -20,7 +20,7 @@ use crate::config::Config;
 
 /// The (name, value) pairs of every secret the daemon holds besides `runtime.secrets`.
 /// Variables that are not set are left out. Reads the environment and the token file.
-pub fn daemon_held(config: &Config) -> Vec<(String, String)> {
+pub(crate) fn daemon_held(config: &Config) -> Vec<(String, String)> {
     let mut names: Vec<String> = Vec::new();
     names.extend(
         config
@@ -57,7 +57,7 @@ pub fn daemon_held(config: &Config) -> Vec<(String, String)> {
 
 /// Daemon-held values shorter than this are not redacted: replacing every `s` of a
 /// one-letter hook secret would mangle every text the daemon keeps. Serve warns instead.
-pub const MIN_REDACTED_LEN: usize = 8;
+pub(crate) const MIN_REDACTED_LEN: usize = 8;
 
 /// Splits off the values too short to redact; returns the rest and the names of those.
 fn split_too_short(held: Vec<(String, String)>) -> (Vec<(String, String)>, Vec<String>) {
@@ -108,7 +108,7 @@ pub fn secrets(config: &Config) -> SecretResolver {
 /// `Err` naming the first `runtime.secrets` variable that is not set (or empty), as an unset
 /// hook or notify secret refuses the start: a tool call using it would fail later, at the
 /// worst moment.
-pub fn require_runtime_secrets(config: &Config) -> anyhow::Result<()> {
+pub(crate) fn require_runtime_secrets(config: &Config) -> anyhow::Result<()> {
     for name in config.runtime.secret_names() {
         let set = std::env::var(&name).is_ok_and(|v| !v.is_empty());
         anyhow::ensure!(
@@ -123,7 +123,7 @@ pub fn require_runtime_secrets(config: &Config) -> anyhow::Result<()> {
 
 static LOG_REDACTOR: RwLock<Option<Redactor>> = RwLock::new(None);
 
-/// From now on, [`LogWriter`] redacts with `redactor` (the last one installed wins).
+/// From now on, `LogWriter` redacts with `redactor` (the last one installed wins).
 pub fn install_for_logs(redactor: Redactor) {
     *LOG_REDACTOR.write().unwrap_or_else(|e| e.into_inner()) = Some(redactor);
 }
@@ -132,7 +132,7 @@ pub fn install_for_logs(redactor: Redactor) {
 /// redactor [`install_for_logs`] set (lines written before that are written as they are:
 /// the config, and so the secrets, are not known yet).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct LogWriter;
+pub(crate) struct LogWriter;
 
 impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
     type Writer = LogWriter;

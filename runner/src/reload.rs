@@ -19,7 +19,7 @@
 //!   the next start.
 //! - **Never a silent death.** SIGHUP never stops the daemon, whatever the file holds.
 //!
-//! [`Reloader::prepare`] decides (builds and checks, no effect); [`Reloader::apply`] swaps.
+//! `Reloader::prepare` decides (builds and checks, no effect); `Reloader::apply` swaps.
 
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -39,7 +39,7 @@ use crate::{build_runtime, redaction};
 /// The agent runtime the worker pool runs jobs with, replaceable while it runs: each job
 /// takes the runtime current when it starts and keeps it to its end.
 #[derive(Clone)]
-pub struct LiveRuntime {
+pub(crate) struct LiveRuntime {
     current: Arc<RwLock<Arc<AgentRuntime>>>,
 }
 
@@ -52,14 +52,14 @@ impl std::fmt::Debug for LiveRuntime {
 }
 
 impl LiveRuntime {
-    pub fn new(runtime: AgentRuntime) -> Self {
+    pub(crate) fn new(runtime: AgentRuntime) -> Self {
         Self {
             current: Arc::new(RwLock::new(Arc::new(runtime))),
         }
     }
 
     /// The runtime new jobs start on.
-    pub fn get(&self) -> Arc<AgentRuntime> {
+    pub(crate) fn get(&self) -> Arc<AgentRuntime> {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -106,7 +106,7 @@ fn restart_only(old: &Config, new: &Config) -> Vec<&'static str> {
 }
 
 /// A new config, built and checked, ready to [`Reloader::apply`].
-pub struct Prepared {
+pub(crate) struct Prepared {
     config: Config,
     runtime: AgentRuntime,
     schedules: Vec<Schedule>,
@@ -125,7 +125,7 @@ impl std::fmt::Debug for Prepared {
 
 /// What a reload changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reloaded {
+pub(crate) struct Reloaded {
     /// The agents runs are taken for now.
     pub agents: Vec<String>,
     /// The hooks now served.
@@ -160,7 +160,7 @@ impl std::fmt::Debug for Reloader {
 
 impl Reloader {
     /// Builds everything `config` describes, as `serve` would at start; changes nothing.
-    pub fn prepare(&self, config: Config) -> anyhow::Result<Prepared> {
+    pub(crate) fn prepare(&self, config: Config) -> anyhow::Result<Prepared> {
         let secrets = redaction::secrets(&config);
         redaction::require_runtime_secrets(&config)?;
         let runtime = build_runtime(&config, Some(self.supervisor.clone()), secrets.clone())?;
@@ -180,7 +180,7 @@ impl Reloader {
 
     /// Applies a prepared config: the schedules to the store first (the one step that can
     /// fail, leaving everything else as it was), then every in-memory part at once.
-    pub async fn apply(&self, prepared: Prepared) -> anyhow::Result<Reloaded> {
+    pub(crate) async fn apply(&self, prepared: Prepared) -> anyhow::Result<Reloaded> {
         let _one = self.busy.lock().await;
         let Prepared {
             config,
@@ -224,7 +224,7 @@ impl Reloader {
     }
 
     /// Loads the file at `path` (with `overrides`, as `serve` did), prepares and applies it.
-    pub async fn reload(
+    pub(crate) async fn reload(
         &self,
         path: Option<&std::path::Path>,
         overrides: &Overrides,

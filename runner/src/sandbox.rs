@@ -70,7 +70,7 @@ pub struct SandboxConfig {
 }
 
 /// The TCP ports commands may connect to with the network on, by default: HTTP and HTTPS.
-pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
+pub(crate) const DEFAULT_PORTS: [u16; 2] = [80, 443];
 
 /// `[sandbox] ports`: a list of TCP ports, or `"any"`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,7 +145,7 @@ pub(crate) fn real(path: &Path) -> PathBuf {
 }
 
 /// The checks of `[sandbox]` and `[agents.sandbox]` that need the rest of the config.
-pub fn validate(config: &Config) -> Result<(), String> {
+pub(crate) fn validate(config: &Config) -> Result<(), String> {
     let sandbox = &config.sandbox;
     if let Some(path) = &sandbox.path {
         crate::sandbox_path::check_form(path)?;
@@ -215,7 +215,7 @@ pub fn validate(config: &Config) -> Result<(), String> {
 /// What every sandboxed command of this daemon shares: the launcher, the enforced ABI, the
 /// grants and where temp dirs go.
 #[derive(Debug, Clone)]
-pub struct Confinement {
+pub(crate) struct Confinement {
     launcher: PathBuf,
     abi: u32,
     read: Vec<PathBuf>,
@@ -260,7 +260,7 @@ fn grants_exist(sandbox: &SandboxConfig) -> anyhow::Result<()> {
 impl Confinement {
     /// Probes the kernel and decides, for `config`: `Ok(None)` with `mode = "off"` (logged
     /// once as a warning), the confinement, or an error saying what is missing.
-    pub fn start(config: &Config) -> anyhow::Result<Option<Confinement>> {
+    pub(crate) fn start(config: &Config) -> anyhow::Result<Option<Confinement>> {
         let sandbox = &config.sandbox;
         if sandbox.mode == SandboxMode::Off {
             tracing::warn!(
@@ -350,18 +350,18 @@ impl Confinement {
     }
 
     /// The PATH sandboxed commands get (`[sandbox] path`, or the default).
-    pub fn command_path(&self) -> &str {
+    pub(crate) fn command_path(&self) -> &str {
         &self.command_path
     }
 
     /// Where run `run_id`'s private temp dir is (HOME and TMPDIR of its commands).
-    pub fn temp_dir(&self, run_id: &str) -> PathBuf {
+    pub(crate) fn temp_dir(&self, run_id: &str) -> PathBuf {
         self.temp_root.join(run_id)
     }
 
     /// The sandbox of a command of run `run_id` in `workspace`, with `network`; creates the
     /// run's private temp dir (0700) when it is missing.
-    pub fn for_run(
+    pub(crate) fn for_run(
         &self,
         run_id: &str,
         workspace: &Path,

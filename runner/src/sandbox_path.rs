@@ -13,7 +13,7 @@
 use std::path::{Component, Path, PathBuf};
 
 /// The PATH of sandboxed commands for the configured directories (`None`: the default).
-pub fn command_path(configured: Option<&[PathBuf]>) -> String {
+pub(crate) fn command_path(configured: Option<&[PathBuf]>) -> String {
     match configured {
         Some(dirs) => dirs
             .iter()
@@ -25,7 +25,7 @@ pub fn command_path(configured: Option<&[PathBuf]>) -> String {
 }
 
 /// Each entry is an absolute directory path that PATH can hold; the list is not empty.
-pub fn check_form(dirs: &[PathBuf]) -> Result<(), String> {
+pub(crate) fn check_form(dirs: &[PathBuf]) -> Result<(), String> {
     if dirs.is_empty() {
         return Err(format!(
             "sandbox.path is empty: commands would find no program by its name; remove the key \
@@ -58,7 +58,7 @@ pub fn check_form(dirs: &[PathBuf]) -> Result<(), String> {
 
 /// Each entry (made real by the caller) lies beneath a directory the sandbox lets commands
 /// read (`readable`: the system directories and the `read` and `write` grants).
-pub fn check_readable(dirs: &[PathBuf], readable: &[&Path]) -> Result<(), String> {
+pub(crate) fn check_readable(dirs: &[PathBuf], readable: &[&Path]) -> Result<(), String> {
     match dirs
         .iter()
         .find(|d| !readable.iter().any(|r| d.starts_with(r)))

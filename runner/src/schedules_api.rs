@@ -30,7 +30,7 @@ use crate::api::{ApiError, ApiState, ErrorBody, JsonBody, audit};
 use crate::api_tokens::Caller;
 
 /// The schedule routes (merged into [`crate::openapi`]'s routes behind the token).
-pub fn routes() -> OpenApiRouter<ApiState> {
+pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(list, create))
         .routes(routes!(show, change, remove))

@@ -1,4 +1,4 @@
-//! Background tasks in the daemon: the store-backed [`StoreLedger`] the task supervisor
+//! Background tasks in the daemon: the store-backed `StoreLedger` the task supervisor
 //! records into, and the [`TaskKeeper`] loop that keeps the rows true.
 //!
 //! What the keeper guarantees, once a second on every daemon:
@@ -11,7 +11,7 @@
 //! - a sleeping run with an ended, unreported task is woken: a `resume` job with the
 //!   [`ResumeReason::Task`] reason and the dedupe key `task:{id}`, so waking twice is a no-op.
 //!
-//! An ending recorded by [`StoreLedger::ended`] tries that wake at once; the keeper is the
+//! An ending recorded by `StoreLedger::ended` tries that wake at once; the keeper is the
 //! fallback for runs that were busy at that moment. On shutdown the keeper stops every task
 //! (they end as `lost`: the daemon goes away before they finished) before returning.
 
@@ -60,7 +60,7 @@ impl Default for BackgroundConfig {
 
 impl BackgroundConfig {
     /// Checks the values; the error names the key.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         let key = "runtime.background";
         if self.timeout_seconds == 0 || self.max_timeout_seconds == 0 {
             return Err(format!(
@@ -92,14 +92,14 @@ impl BackgroundConfig {
 
 /// Records tasks in the store, as run by daemon `owner`.
 #[derive(Debug, Clone)]
-pub struct StoreLedger {
+pub(crate) struct StoreLedger {
     store: Store,
     owner: String,
     max_per_run: u32,
 }
 
 impl StoreLedger {
-    pub fn new(store: Store, owner: impl Into<String>, config: &BackgroundConfig) -> Self {
+    pub(crate) fn new(store: Store, owner: impl Into<String>, config: &BackgroundConfig) -> Self {
         Self {
             store,
             owner: owner.into(),

@@ -22,7 +22,7 @@ use utoipa_axum::routes;
 use crate::api::{ApiError, ApiState, ErrorBody, existing_run, status_query};
 
 /// The task routes (merged into [`crate::openapi`]'s routes behind the token).
-pub fn routes() -> OpenApiRouter<ApiState> {
+pub(crate) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(list))
         .routes(routes!(of_run))

@@ -13,12 +13,12 @@ use nightshift_store::{Event, Run, Store};
 const RESULT_LINES: usize = 6;
 
 /// The lines for one stored event (none for bookkeeping events).
-pub fn render(event: &Event) -> Vec<String> {
+pub(crate) fn render(event: &Event) -> Vec<String> {
     render_parts(&event.run_id, event.seq, &event.event_type, &event.payload)
 }
 
 /// The lines for event `seq` of run `run_id`, of type `event_type` with the JSON `payload`
-/// (what [`render`] shows, for events read from the HTTP API).
+/// (what `render` shows, for events read from the HTTP API).
 pub fn render_parts(run_id: &str, seq: i64, event_type: &str, payload: &str) -> Vec<String> {
     let Ok(parsed) = RunEvent::parse(event_type, payload) else {
         return vec![format!("[{seq}] (unreadable event)")];
@@ -132,7 +132,7 @@ fn utc_seconds(ms: i64) -> String {
 /// Prints a run's transcript as events arrive, until it reaches a terminal state (or
 /// `timeout` passes). The run's state is read before its new events, so the events that led
 /// to a terminal state are always printed before returning.
-pub async fn follow(store: &Store, run_id: &str, timeout: Duration) -> anyhow::Result<Run> {
+pub(crate) async fn follow(store: &Store, run_id: &str, timeout: Duration) -> anyhow::Result<Run> {
     let deadline = tokio::time::Instant::now().checked_add(timeout);
     let mut seen = 0;
     loop {

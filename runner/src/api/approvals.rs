@@ -19,7 +19,7 @@ use crate::api_tokens::Caller;
 
 /// Tool calls waiting for a decision, oldest first.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ApprovalsPage {
+pub(super) struct ApprovalsPage {
     /// `{run_id, call_id, agent, tool, input, reason, requested_at, expires_at, …}` per call.
     #[schema(value_type = Vec<Object>)]
     approvals: Vec<nightshift_store::Approval>,
@@ -49,7 +49,7 @@ pub(crate) async fn list_approvals(
 /// The body of `POST /v1/runs/{id}/approvals/{call}`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Decide {
+pub(super) struct Decide {
     pub decision: Decision,
     /// Shown to the agent with a denial.
     #[serde(default)]
@@ -59,14 +59,14 @@ pub struct Decide {
 /// A decision on a tool call.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Decision {
+pub(super) enum Decision {
     Approve,
     Deny,
 }
 
 /// A decided call.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Decided {
+pub(super) struct Decided {
     run_id: String,
     call_id: String,
     decision: Decision,

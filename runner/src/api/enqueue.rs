@@ -28,7 +28,7 @@ use super::{ApiError, ApiState, ErrorBody, JsonBody};
 /// The body of `POST /v1/runs`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateRun {
+pub(crate) struct CreateRun {
     /// A configured agent.
     #[schema(example = "reviewer")]
     pub agent: String,
@@ -67,7 +67,7 @@ pub struct CreateRun {
 /// A concurrency policy, by name.
 #[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum PolicyName {
+pub(crate) enum PolicyName {
     /// Wait for the key.
     Queue,
     /// Drop the new run; answer with the active one (`skipped`).
@@ -91,7 +91,7 @@ impl PolicyName {
 
 /// The answer to `POST /v1/runs`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Created {
+pub(super) struct Created {
     run_id: String,
     job_id: i64,
     /// The idempotency key was used before: these are the first run's ids.

@@ -35,7 +35,7 @@ pub(crate) struct NotificationsQuery {
 
 /// One run notice delivery.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct NotificationView {
+pub(super) struct NotificationView {
     delivery_id: String,
     run_id: String,
     /// The receiver, without credentials or query.
@@ -55,7 +55,7 @@ pub struct NotificationView {
 
 /// Run notice deliveries, newest first.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct NotificationsPage {
+pub(super) struct NotificationsPage {
     notifications: Vec<NotificationView>,
 }
 
@@ -98,7 +98,7 @@ pub(crate) async fn list_notifications(
 
 /// A delivery sent again.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Redelivered {
+pub(super) struct Redelivered {
     delivery_id: String,
     #[schema(example = "pending")]
     status: &'static str,

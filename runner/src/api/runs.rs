@@ -55,7 +55,7 @@ pub(crate) struct ListQuery {
 
 /// A page of run summaries, newest first.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct RunsPage {
+pub(super) struct RunsPage {
     /// `{id, agent, status, trigger_kind, concurrency_key, idempotency_key, prompt_head,
     /// turns, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,
     /// error_head, created_at, …}` per run.
@@ -144,7 +144,7 @@ pub(crate) async fn list_runs(
 
 /// A run, as `GET /v1/runs/{id}` shows it.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct RunView {
+pub(super) struct RunView {
     /// The stored run: `id, agent, status, input, result, error, trigger_kind, turns,
     /// input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,
     /// created_at, started_at, finished_at, …`.
@@ -192,7 +192,7 @@ pub(crate) struct EventsQuery {
 
 /// One event of a run's log.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct EventView {
+pub(super) struct EventView {
     seq: i64,
     /// `turn`, `tool_call`, `tool_result`, `checkpoint`, …
     #[serde(rename = "type")]
@@ -205,7 +205,7 @@ pub struct EventView {
 
 /// A run's event log.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct EventsPage {
+pub(super) struct EventsPage {
     events: Vec<EventView>,
 }
 
@@ -243,7 +243,7 @@ pub(crate) async fn run_events(
 
 /// What a cancel did.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CancelAnswer {
+pub(super) struct CancelAnswer {
     run_id: String,
     /// `cancelled` (nothing was running) or `cancel_requested` (a worker holds it and stops
     /// at its next step).

@@ -17,7 +17,7 @@ use crate::api_tokens::Caller;
 
 /// A woken run.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct WakeAnswer {
+pub(super) struct WakeAnswer {
     run_id: String,
     woken: bool,
 }
@@ -50,7 +50,7 @@ pub(crate) async fn wake_run(
 
 /// A sleeping run.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct WakeupView {
+pub(super) struct WakeupView {
     run_id: String,
     agent: String,
     /// The resume job armed for the wakeup.
@@ -63,7 +63,7 @@ pub struct WakeupView {
 
 /// Sleeping runs, soonest first.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct WakeupsPage {
+pub(super) struct WakeupsPage {
     wakeups: Vec<WakeupView>,
 }
 

@@ -49,12 +49,12 @@ impl Default for RuntimeConfig {
 
 impl RuntimeConfig {
     /// The names in `secrets` (the environment variables read), in order.
-    pub fn secret_names(&self) -> Vec<String> {
+    pub(crate) fn secret_names(&self) -> Vec<String> {
         self.secrets.iter().map(|s| s.name.clone()).collect()
     }
 
     /// Checks `secrets`: usable names, each once, and well-formed hosts.
-    pub fn validate_secrets(&self) -> Result<(), String> {
+    pub(crate) fn validate_secrets(&self) -> Result<(), String> {
         let mut seen = std::collections::BTreeSet::new();
         for spec in &self.secrets {
             spec.validate()
