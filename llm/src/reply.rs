@@ -68,101 +68,116 @@ pub(crate) fn finalize(
     drafts: Vec<Draft>,
     stop: &StopReason,
 ) -> Result<Vec<ContentBlock>, ProviderError> {
-    let cut_off = stop.is_cut_off();
     let last = drafts.len().saturating_sub(1);
     let mut out = Vec::with_capacity(drafts.len());
     for (i, draft) in drafts.into_iter().enumerate() {
-        let trailing = i == last;
-        match draft {
-            Draft::Text(text) => {
-                if !text.is_empty() {
-                    out.push(ContentBlock::Text { text });
-                }
-            }
-            Draft::ParsedTool { id, name, input } => {
-                if cut_off && trailing {
-                    dropped(&name, stop);
-                    continue;
-                }
-                out.push(ContentBlock::ToolUse {
-                    id,
-                    name,
-                    input,
-                    unparsed: None,
-                });
-            }
-            Draft::Thinking {
-                thinking,
-                signature,
-                complete,
-            } => {
-                if cut_off && !complete {
-                    tracing::warn!(?stop, "dropped a thinking block cut off before it closed");
-                    continue;
-                }
-                out.push(ContentBlock::Thinking {
-                    thinking,
-                    signature,
-                });
-            }
-            Draft::RedactedThinking(data) => out.push(ContentBlock::RedactedThinking { data }),
-            Draft::Reasoning {
-                text,
-                field,
-                details,
-            } => out.push(ContentBlock::Reasoning {
-                text,
-                field,
-                details,
-            }),
-            Draft::Tool {
-                id,
-                name,
-                raw,
-                complete,
-            } => {
-                let parsed = if raw.trim().is_empty() {
-                    Ok(Value::Object(Default::default()))
-                } else {
-                    serde_json::from_str::<Value>(&raw)
-                };
-                match parsed {
-                    Ok(input) if complete && !(cut_off && trailing) => {
-                        out.push(ContentBlock::ToolUse {
-                            id,
-                            name,
-                            input,
-                            unparsed: None,
-                        });
-                    }
-                    _ if cut_off => dropped(&name, stop),
-                    _ if !complete => {
-                        return Err(ProviderError::Malformed(format!(
-                            "tool call {name} ({}) was never finished",
-                            shown_id(&id)
-                        )));
-                    }
-                    Ok(input) => out.push(ContentBlock::ToolUse {
-                        id,
-                        name,
-                        input,
-                        unparsed: None,
-                    }),
-                    Err(e) => {
-                        tracing::warn!(tool = %name, error = %e,
-                            "the model wrote tool-call arguments that are not valid JSON; the call is answered with an error");
-                        out.push(ContentBlock::ToolUse {
-                            id,
-                            name,
-                            input: Value::Object(Default::default()),
-                            unparsed: Some(raw),
-                        });
-                    }
-                }
-            }
+        if let Some(block) = finish(draft, stop, i == last)? {
+            out.push(block);
         }
     }
     Ok(out)
+}
+
+/// The block `draft` becomes (`None`: dropped); `trailing` when it is the reply's last.
+fn finish(
+    draft: Draft,
+    stop: &StopReason,
+    trailing: bool,
+) -> Result<Option<ContentBlock>, ProviderError> {
+    let cut_off = stop.is_cut_off();
+    Ok(match draft {
+        Draft::Text(text) => (!text.is_empty()).then_some(ContentBlock::Text { text }),
+        Draft::ParsedTool { id, name, input } => {
+            if cut_off && trailing {
+                dropped(&name, stop);
+                return Ok(None);
+            }
+            Some(tool_use(id, name, input))
+        }
+        Draft::Thinking {
+            thinking,
+            signature,
+            complete,
+        } => {
+            if cut_off && !complete {
+                tracing::warn!(?stop, "dropped a thinking block cut off before it closed");
+                return Ok(None);
+            }
+            Some(ContentBlock::Thinking {
+                thinking,
+                signature,
+            })
+        }
+        Draft::RedactedThinking(data) => Some(ContentBlock::RedactedThinking { data }),
+        Draft::Reasoning {
+            text,
+            field,
+            details,
+        } => Some(ContentBlock::Reasoning {
+            text,
+            field,
+            details,
+        }),
+        Draft::Tool {
+            id,
+            name,
+            raw,
+            complete,
+        } => finish_tool(id, name, raw, complete, stop, trailing)?,
+    })
+}
+
+/// A streamed tool call: run when its arguments parse and it was finished (and not the
+/// trailing call of a cut-off reply); dropped when the reply was cut off; an error when it
+/// was never finished otherwise; answered with an error (its raw arguments kept) when they
+/// are not JSON.
+fn finish_tool(
+    id: String,
+    name: String,
+    raw: String,
+    complete: bool,
+    stop: &StopReason,
+    trailing: bool,
+) -> Result<Option<ContentBlock>, ProviderError> {
+    let cut_off = stop.is_cut_off();
+    let parsed = if raw.trim().is_empty() {
+        Ok(Value::Object(Default::default()))
+    } else {
+        serde_json::from_str::<Value>(&raw)
+    };
+    Ok(match parsed {
+        Ok(input) if complete && !(cut_off && trailing) => Some(tool_use(id, name, input)),
+        _ if cut_off => {
+            dropped(&name, stop);
+            None
+        }
+        _ if !complete => {
+            return Err(ProviderError::Malformed(format!(
+                "tool call {name} ({}) was never finished",
+                shown_id(&id)
+            )));
+        }
+        Ok(input) => Some(tool_use(id, name, input)),
+        Err(e) => {
+            tracing::warn!(tool = %name, error = %e,
+                "the model wrote tool-call arguments that are not valid JSON; the call is answered with an error");
+            Some(ContentBlock::ToolUse {
+                id,
+                name,
+                input: Value::Object(Default::default()),
+                unparsed: Some(raw),
+            })
+        }
+    })
+}
+
+fn tool_use(id: String, name: String, input: Value) -> ContentBlock {
+    ContentBlock::ToolUse {
+        id,
+        name,
+        input,
+        unparsed: None,
+    }
 }
 
 fn shown_id(id: &str) -> &str {
