@@ -60,92 +60,124 @@ pub fn check(req: &ModelRequest) -> Result<(), Violation> {
 
 /// [`check`] on a bare message list.
 pub fn check_messages(messages: &[Message]) -> Result<(), Violation> {
-    let fail = |index: usize, rule: String| Err(Violation { index, rule });
     let Some(first) = messages.first() else {
-        return fail(0, "the conversation has no messages".into());
+        return Err(Violation {
+            index: 0,
+            rule: "the conversation has no messages".into(),
+        });
     };
     if first.role != Role::User {
-        return fail(0, "the first message must be the user's".into());
+        return Err(Violation {
+            index: 0,
+            rule: "the first message must be the user's".into(),
+        });
     }
-    let last = messages.len() - 1;
     let mut ids = HashSet::new();
-    for (i, m) in messages.iter().enumerate() {
-        if i > 0 && messages[i - 1].role == m.role {
-            return fail(i, format!("two {:?} messages in a row", m.role));
-        }
-        if m.content.is_empty() && !(i == last && m.role == Role::Assistant) {
-            return fail(i, "the message has no content".into());
-        }
-        let mut results_done = false;
-        let mut answered = HashSet::new();
-        for block in &m.content {
-            match block {
-                ContentBlock::Text { text } => {
-                    if text.trim().is_empty() {
-                        return fail(i, "an empty or whitespace-only text block".into());
-                    }
-                    results_done = true;
-                }
-                ContentBlock::ToolUse { id, .. } => {
-                    if m.role != Role::Assistant {
-                        return fail(i, "a tool_use in a user message".into());
-                    }
-                    if i == last {
-                        return fail(
-                            i,
-                            format!("tool_use {id} in the last message is unanswered"),
-                        );
-                    }
-                    if !valid_call_id(id) {
-                        return fail(
-                            i,
-                            format!("tool_use id {id:?} is not 1-40 of [A-Za-z0-9_-]"),
-                        );
-                    }
-                    if !ids.insert(id.as_str()) {
-                        return fail(i, format!("tool_use id {id} is used twice"));
-                    }
-                }
-                ContentBlock::Thinking { .. }
-                | ContentBlock::RedactedThinking { .. }
-                | ContentBlock::Reasoning { .. } => {
-                    if m.role != Role::Assistant {
-                        return fail(i, "reasoning in a user message".into());
-                    }
-                }
-                ContentBlock::ToolResult { tool_use_id, .. } => {
-                    if m.role != Role::User {
-                        return fail(i, "a tool_result in an assistant message".into());
-                    }
-                    if results_done {
-                        return fail(i, "a tool_result after other content".into());
-                    }
-                    let asked = i > 0 && calls_of(&messages[i - 1]).any(|id| id == tool_use_id);
-                    if !asked {
-                        return fail(
-                            i,
-                            format!("tool_result {tool_use_id} answers no tool_use just before"),
-                        );
-                    }
-                    if !answered.insert(tool_use_id.as_str()) {
-                        return fail(i, format!("tool_use {tool_use_id} is answered twice"));
-                    }
-                }
-            }
-        }
-        if m.role == Role::Assistant && i < last {
-            let next = &messages[i + 1];
-            for id in calls_of(m) {
-                if !results_of(next).any(|r| r == id) {
-                    return fail(
-                        i,
-                        format!("tool_use {id} has no tool_result in the next message"),
-                    );
-                }
+    for index in 0..messages.len() {
+        check_message(messages, index, &mut ids).map_err(|rule| Violation { index, rule })?;
+    }
+    Ok(())
+}
+
+/// Message `i` of `messages` against the rules: the rule it breaks. `ids` holds the tool_use
+/// ids of the messages before it.
+fn check_message<'a>(
+    messages: &'a [Message],
+    i: usize,
+    ids: &mut HashSet<&'a str>,
+) -> Result<(), String> {
+    let m = &messages[i];
+    let last = messages.len() - 1;
+    if i > 0 && messages[i - 1].role == m.role {
+        return Err(format!("two {:?} messages in a row", m.role));
+    }
+    if m.content.is_empty() && !(i == last && m.role == Role::Assistant) {
+        return Err("the message has no content".into());
+    }
+    let mut block_check = BlockCheck {
+        messages,
+        i,
+        results_done: false,
+        answered: HashSet::new(),
+    };
+    for block in &m.content {
+        block_check.check(block, ids)?;
+    }
+    if m.role == Role::Assistant && i < last {
+        let next = &messages[i + 1];
+        for id in calls_of(m) {
+            if !results_of(next).any(|r| r == id) {
+                return Err(format!(
+                    "tool_use {id} has no tool_result in the next message"
+                ));
             }
         }
     }
     Ok(())
+}
+
+/// The blocks of message `i`, checked in order.
+struct BlockCheck<'a> {
+    messages: &'a [Message],
+    i: usize,
+    /// Whether content other than tool results came already (results must come first).
+    results_done: bool,
+    /// The tool_use ids this message answered.
+    answered: HashSet<&'a str>,
+}
+
+impl<'a> BlockCheck<'a> {
+    fn check(&mut self, block: &'a ContentBlock, ids: &mut HashSet<&'a str>) -> Result<(), String> {
+        let (i, role) = (self.i, self.messages[self.i].role);
+        let last = self.messages.len() - 1;
+        match block {
+            ContentBlock::Text { text } => {
+                if text.trim().is_empty() {
+                    return Err("an empty or whitespace-only text block".into());
+                }
+                self.results_done = true;
+            }
+            ContentBlock::ToolUse { id, .. } => {
+                if role != Role::Assistant {
+                    return Err("a tool_use in a user message".into());
+                }
+                if i == last {
+                    return Err(format!("tool_use {id} in the last message is unanswered"));
+                }
+                if !valid_call_id(id) {
+                    return Err(format!("tool_use id {id:?} is not 1-40 of [A-Za-z0-9_-]"));
+                }
+                if !ids.insert(id.as_str()) {
+                    return Err(format!("tool_use id {id} is used twice"));
+                }
+            }
+            ContentBlock::Thinking { .. }
+            | ContentBlock::RedactedThinking { .. }
+            | ContentBlock::Reasoning { .. } => {
+                if role != Role::Assistant {
+                    return Err("reasoning in a user message".into());
+                }
+            }
+            ContentBlock::ToolResult { tool_use_id, .. } => {
+                if role != Role::User {
+                    return Err("a tool_result in an assistant message".into());
+                }
+                if self.results_done {
+                    return Err("a tool_result after other content".into());
+                }
+                let asked = i > 0 && calls_of(&self.messages[i - 1]).any(|id| id == tool_use_id);
+                if !asked {
+                    return Err(format!(
+                        "tool_result {tool_use_id} answers no tool_use just before"
+                    ));
+                }
+                if !self.answered.insert(tool_use_id.as_str()) {
+                    return Err(format!("tool_use {tool_use_id} is answered twice"));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The conversation to send for a run's projected `messages`; see the module doc.
