@@ -57,7 +57,8 @@ enum Step {
     Updated(Value),
     /// Another maker holds the claim and GitHub does not list the check run yet.
     BeingMade,
-    /// The daemon's record of the claim could not be read or written.
+    /// The daemon's record of the claim could not be read or written (the check run may have
+    /// been created; the model's output was not written).
     Unrecorded(String),
 }
 
@@ -200,7 +201,8 @@ async fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> 
         }
         Step::Unrecorded(e) => {
             return Err(ToolOutput::error(format!(
-                "{e}; nothing was changed — call github_check_run again"
+                "{e}; your title, summary and verdict were not written — call \
+                 github_check_run again"
             )));
         }
     };
