@@ -32,18 +32,22 @@
 //!   context-too-long and cancellation end the chain at once. The reply's `model` says which
 //!   model answered.
 
+mod breaker;
+mod registry;
+
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ConfigError, ProviderConfig, ProviderKind};
 use crate::message::{ModelRequest, ModelResponse, RateLimits};
 use crate::provider::{Provider, ProviderError, with_cancel};
+use breaker::{Breaker, Outcome, ProbeGuard};
+
+pub use breaker::BreakerState;
+pub use registry::{ClientKey, ClientRegistry};
 
 /// Retry and breaker knobs (durations, so tests can use milliseconds).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,21 +87,6 @@ impl ClientConfig {
     }
 }
 
-/// The circuit breaker as seen from outside.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BreakerState {
-    Closed { consecutive_failures: u32 },
-    Open { retry_in: Duration },
-    HalfOpen { probe_in_flight: bool },
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Breaker {
-    Closed { failures: u32 },
-    Open { until: Instant },
-    HalfOpen { probing: bool },
-}
-
 #[derive(Debug)]
 struct State {
     paused_until: Option<Instant>,
@@ -107,13 +96,6 @@ struct State {
     opened_by: Option<ProviderError>,
     /// The latest provider failure (cleared by a success).
     last_failure: Option<ProviderError>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    Success,
-    Failure,
-    Neutral,
 }
 
 /// A provider plus the model it serves, shared (in an `Arc`) by all callers.
@@ -205,93 +187,28 @@ impl ModelClient {
         self.lock().last_failure.clone()
     }
 
-    pub fn breaker_state(&self) -> BreakerState {
-        match self.lock().breaker {
-            Breaker::Closed { failures } => BreakerState::Closed {
-                consecutive_failures: failures,
-            },
-            Breaker::Open { until } => BreakerState::Open {
-                retry_in: until.saturating_duration_since(Instant::now()),
-            },
-            Breaker::HalfOpen { probing } => BreakerState::HalfOpen {
-                probe_in_flight: probing,
-            },
-        }
-    }
-
-    /// Sends `req` (to this client's model) with retries, pauses and the breaker.
+    /// Sends `req` (to this client's model) with retries, pauses and the breaker: each
+    /// attempt waits out a shared pause, passes the breaker, calls the provider
+    /// ([`ModelClient::attempt`]), and a failure either ends the call or sets the wait before
+    /// the next one ([`ModelClient::after_failure`]).
     pub async fn send(
         &self,
         req: &ModelRequest,
         cancel: &CancellationToken,
     ) -> Result<ModelResponse, ProviderError> {
-        let req: Cow<'_, ModelRequest> = if req.model == self.model {
-            Cow::Borrowed(req)
-        } else {
-            Cow::Owned(ModelRequest {
-                model: self.model.clone(),
-                ..req.clone()
-            })
-        };
+        let req = self.for_this_model(req);
         let mut last_err = None;
         for attempt in 0..self.cfg.max_attempts {
             self.wait_while_paused(cancel).await?;
-            let probe = match self.admit() {
-                Ok(probe) => probe,
-                Err(retry_in) => return Err(self.circuit_open(retry_in)),
+            let guard = self.admit_call()?;
+            let err = match self.attempt(guard, &req, attempt, cancel).await {
+                Ok(resp) => return Ok(resp),
+                Err(err) => err,
             };
-            let mut guard = ProbeGuard {
-                client: self,
-                probe,
-                done: false,
-            };
-            let result = with_cancel(cancel, self.provider.send(&req, cancel)).await;
-            let err = match result {
-                Ok(mut resp) => {
-                    guard.finish(Outcome::Success, None);
-                    if resp.model.is_empty() {
-                        resp.model = self.model.clone();
-                    }
-                    resp.retries = attempt;
-                    if resp.rate_limits != RateLimits::default() {
-                        self.lock().rate_limits = Some(resp.rate_limits.clone());
-                    }
-                    return Ok(resp);
-                }
-                Err(e) => e,
-            };
-            if let Some(tell) = self.failed_attempt.get() {
-                tell(&err);
-            }
-            let outcome = if err.is_provider_failure() {
-                Outcome::Failure
-            } else {
-                Outcome::Neutral
-            };
-            guard.finish(outcome, Some(&err));
-            if let ProviderError::Http {
-                rate_limits: Some(limits),
-                ..
-            } = &err
-            {
-                self.lock().rate_limits = Some((**limits).clone());
-            }
-            if !err.is_retryable() {
-                return Err(err);
-            }
-            if let Some(retry_in) = self.open_for() {
-                // This failure (or another caller's) opened the circuit: waiting and trying
-                // again would only fail fast, so say so now, with the real cause.
-                tracing::warn!(model = %self.model, error = %err, "model call failed; circuit open");
-                return Err(self.circuit_open(retry_in));
-            }
-            let delay = match err.retry_after() {
-                Some(d) if d > self.cfg.max_retry_after => {
-                    tracing::warn!(model = %self.model, ?d, "retry-after too long; giving up");
-                    return Err(err);
-                }
-                Some(d) => d,
-                None => self.jittered(attempt),
+            let delay = match self.after_failure(&err, attempt) {
+                AfterFailure::Retry(delay) => delay,
+                AfterFailure::GiveUp => return Err(err),
+                AfterFailure::CircuitOpen(retry_in) => return Err(self.circuit_open(retry_in)),
             };
             let rate_limited = err.is_rate_limited();
             if rate_limited {
@@ -309,6 +226,84 @@ impl ModelClient {
             }
         }
         Err(last_err.expect("max_attempts is at least 1"))
+    }
+
+    /// `req` addressed to this client's model (borrowed when it already is).
+    fn for_this_model<'r>(&self, req: &'r ModelRequest) -> Cow<'r, ModelRequest> {
+        if req.model == self.model {
+            Cow::Borrowed(req)
+        } else {
+            Cow::Owned(ModelRequest {
+                model: self.model.clone(),
+                ..req.clone()
+            })
+        }
+    }
+
+    /// One admitted call to the provider. Its outcome goes to the breaker (through `guard`),
+    /// a failure to the failed-attempt listener, and any rate-limit headers to
+    /// [`ModelClient::rate_limits`]; a reply is stamped with the model and the retries.
+    async fn attempt(
+        &self,
+        mut guard: ProbeGuard<'_>,
+        req: &ModelRequest,
+        attempt: u32,
+        cancel: &CancellationToken,
+    ) -> Result<ModelResponse, ProviderError> {
+        let err = match with_cancel(cancel, self.provider.send(req, cancel)).await {
+            Ok(mut resp) => {
+                guard.finish(Outcome::Success, None);
+                if resp.model.is_empty() {
+                    resp.model = self.model.clone();
+                }
+                resp.retries = attempt;
+                if resp.rate_limits != RateLimits::default() {
+                    self.lock().rate_limits = Some(resp.rate_limits.clone());
+                }
+                return Ok(resp);
+            }
+            Err(e) => e,
+        };
+        if let Some(tell) = self.failed_attempt.get() {
+            tell(&err);
+        }
+        let outcome = if err.is_provider_failure() {
+            Outcome::Failure
+        } else {
+            Outcome::Neutral
+        };
+        guard.finish(outcome, Some(&err));
+        if let ProviderError::Http {
+            rate_limits: Some(limits),
+            ..
+        } = &err
+        {
+            self.lock().rate_limits = Some((**limits).clone());
+        }
+        Err(err)
+    }
+
+    /// What follows the failed attempt number `attempt` (0-based): giving up (not retryable,
+    /// or a `retry-after` longer than `max_retry_after`), failing fast (the circuit is open
+    /// now), or a retry after the provider's `retry-after` or the jittered backoff.
+    fn after_failure(&self, err: &ProviderError, attempt: u32) -> AfterFailure {
+        if !err.is_retryable() {
+            return AfterFailure::GiveUp;
+        }
+        if let Some(retry_in) = self.open_for() {
+            // This failure (or another caller's) opened the circuit: waiting and trying
+            // again would only fail fast, so say so now, with the real cause.
+            tracing::warn!(model = %self.model, error = %err, "model call failed; circuit open");
+            return AfterFailure::CircuitOpen(retry_in);
+        }
+        match err.retry_after() {
+            Some(d) if d > self.cfg.max_retry_after => {
+                tracing::warn!(model = %self.model, ?d, "retry-after too long; giving up");
+                AfterFailure::GiveUp
+            }
+            Some(d) => AfterFailure::Retry(d),
+            None => AfterFailure::Retry(self.jittered(attempt)),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -346,126 +341,17 @@ impl ModelClient {
             }
         }
     }
-
-    /// Lets a call through (`Ok(is_probe)`) or says how long until the next probe.
-    fn admit(&self) -> Result<bool, Duration> {
-        let mut st = self.lock();
-        let now = Instant::now();
-        match st.breaker {
-            Breaker::Closed { .. } => Ok(false),
-            Breaker::Open { until } if now < until => Err(until - now),
-            Breaker::Open { .. } | Breaker::HalfOpen { probing: false } => {
-                st.breaker = Breaker::HalfOpen { probing: true };
-                Ok(true)
-            }
-            // The probe's outcome is unknown; if it fails, the next one is a cooldown away.
-            Breaker::HalfOpen { probing: true } => Err(self.cfg.cooldown),
-        }
-    }
-
-    /// How long the circuit stays open, if it is open now.
-    fn open_for(&self) -> Option<Duration> {
-        match self.lock().breaker {
-            Breaker::Open { until } => {
-                let now = Instant::now();
-                (until > now).then(|| until - now)
-            }
-            _ => None,
-        }
-    }
-
-    /// The fail-fast error, carrying the latest real failure.
-    fn circuit_open(&self, retry_in: Duration) -> ProviderError {
-        ProviderError::CircuitOpen {
-            model: self.model.clone(),
-            retry_in,
-            last_error: self.lock().last_failure.clone().map(Box::new),
-        }
-    }
-
-    fn record(&self, probe: bool, outcome: Outcome, err: Option<&ProviderError>) {
-        let mut st = self.lock();
-        let until = Instant::now() + open_span(&self.cfg, err);
-        let prev = st.breaker;
-        st.breaker = next_breaker(prev, probe, outcome, self.cfg.failure_threshold, until);
-        match outcome {
-            Outcome::Success => {
-                st.opened_by = None;
-                st.last_failure = None;
-            }
-            Outcome::Failure => {
-                st.last_failure = err.cloned();
-                if matches!(st.breaker, Breaker::Open { .. })
-                    && !matches!(prev, Breaker::Open { .. })
-                {
-                    st.opened_by = err.cloned();
-                    match err {
-                        Some(e) => {
-                            tracing::warn!(model = %self.model, error = %e, "circuit opened")
-                        }
-                        None => tracing::warn!(model = %self.model, "circuit opened"),
-                    }
-                }
-            }
-            Outcome::Neutral => {}
-        }
-    }
 }
 
-/// Records the outcome of an admitted call; frees the probe slot if the call is dropped.
-struct ProbeGuard<'a> {
-    client: &'a ModelClient,
-    probe: bool,
-    done: bool,
-}
-
-impl ProbeGuard<'_> {
-    fn finish(&mut self, outcome: Outcome, err: Option<&ProviderError>) {
-        self.done = true;
-        self.client.record(self.probe, outcome, err);
-    }
-}
-
-impl Drop for ProbeGuard<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.client.record(self.probe, Outcome::Neutral, None);
-        }
-    }
-}
-
-/// How long a failure keeps the circuit open: the cooldown, or the failure's `retry-after`
-/// when that is longer (capped at `max_retry_after`), so a provider that asked for two
-/// minutes is not probed after thirty seconds.
-fn open_span(cfg: &ClientConfig, err: Option<&ProviderError>) -> Duration {
-    let asked = err
-        .and_then(ProviderError::retry_after)
-        .unwrap_or_default()
-        .min(cfg.max_retry_after);
-    cfg.cooldown.max(asked)
-}
-
-/// The breaker after an admitted call's outcome (`open_until` is used if it opens).
-fn next_breaker(
-    prev: Breaker,
-    probe: bool,
-    outcome: Outcome,
-    threshold: u32,
-    open_until: Instant,
-) -> Breaker {
-    let open = Breaker::Open { until: open_until };
-    match (outcome, prev) {
-        (Outcome::Success, _) => Breaker::Closed { failures: 0 },
-        (Outcome::Failure, Breaker::Closed { failures }) if failures + 1 >= threshold => open,
-        (Outcome::Failure, Breaker::Closed { failures }) => Breaker::Closed {
-            failures: failures + 1,
-        },
-        (Outcome::Failure, Breaker::HalfOpen { .. }) if probe => open,
-        (Outcome::Neutral, Breaker::HalfOpen { .. }) if probe => {
-            Breaker::HalfOpen { probing: false }
-        }
-        (_, unchanged) => unchanged,
-    }
+/// What [`ModelClient::send`] does after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterFailure {
+    /// Try again after this wait.
+    Retry(Duration),
+    /// Return the attempt's error.
+    GiveUp,
+    /// Fail fast: the circuit is open for this long.
+    CircuitOpen(Duration),
 }
 
 /// Tries each client in turn; see the module doc for when it moves on.
@@ -497,75 +383,6 @@ pub async fn send_with_fallback(
     Err(last.unwrap_or_else(|| ProviderError::Config("the fallback chain is empty".into())))
 }
 
-/// What identifies a shared client: the provider endpoint, the key's variable and the model.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ClientKey {
-    pub kind: ProviderKind,
-    pub base_url: Option<String>,
-    pub api_key_env: Option<String>,
-    pub script: Option<PathBuf>,
-    pub model: String,
-}
-
-impl ClientKey {
-    pub fn new(cfg: &ProviderConfig, model: &str) -> Self {
-        Self {
-            kind: cfg.kind,
-            base_url: cfg.resolved_base_url(),
-            api_key_env: cfg.key_env().map(str::to_string),
-            script: cfg.script.clone(),
-            model: model.to_string(),
-        }
-    }
-}
-
-/// Hands out one shared [`ModelClient`] per [`ClientKey`].
-#[derive(Debug, Default)]
-pub struct ClientRegistry {
-    clients: Mutex<HashMap<ClientKey, Arc<ModelClient>>>,
-}
-
-impl ClientRegistry {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The client for `model` on the provider `cfg`, built on first use.
-    pub fn client(
-        &self,
-        cfg: &ProviderConfig,
-        model: &str,
-    ) -> Result<Arc<ModelClient>, ConfigError> {
-        self.get_or_insert_with(ClientKey::new(cfg, model), || {
-            let provider = cfg.build_provider()?;
-            Ok(ModelClient::new(provider, model, cfg.client_config()))
-        })
-    }
-
-    /// The client under `key`, made by `make` if there is none yet.
-    pub fn get_or_insert_with(
-        &self,
-        key: ClientKey,
-        make: impl FnOnce() -> Result<ModelClient, ConfigError>,
-    ) -> Result<Arc<ModelClient>, ConfigError> {
-        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = clients.get(&key) {
-            return Ok(c.clone());
-        }
-        let client = Arc::new(make()?);
-        clients.insert(key, client.clone());
-        Ok(client)
-    }
-
-    pub fn len(&self) -> usize {
-        self.clients.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,69 +397,5 @@ mod tests {
         let got: Vec<u128> = (0..6).map(|n| cfg.backoff(n).as_millis()).collect();
         assert_eq!(got, vec![100, 200, 400, 800, 1000, 1000]);
         assert_eq!(cfg.backoff(u32::MAX), Duration::from_millis(1000));
-    }
-
-    fn e529(retry_after: Option<Duration>) -> ProviderError {
-        ProviderError::Http {
-            status: 529,
-            error_type: Some("overloaded_error".into()),
-            message: "Overloaded".into(),
-            retry_after,
-            rate_limits: None,
-        }
-    }
-
-    #[test]
-    fn the_circuit_stays_open_for_the_longer_of_cooldown_and_retry_after_capped() {
-        let cfg = ClientConfig {
-            cooldown: Duration::from_secs(30),
-            max_retry_after: Duration::from_secs(300),
-            ..ClientConfig::default()
-        };
-        let span = |d: Option<u64>| open_span(&cfg, Some(&e529(d.map(Duration::from_secs))));
-        assert_eq!(span(None), Duration::from_secs(30));
-        assert_eq!(span(Some(5)), Duration::from_secs(30));
-        assert_eq!(span(Some(120)), Duration::from_secs(120));
-        assert_eq!(span(Some(86_400)), Duration::from_secs(300));
-        assert_eq!(open_span(&cfg, None), Duration::from_secs(30));
-    }
-
-    #[test]
-    fn breaker_transitions() {
-        let at = Instant::now();
-        let closed = |failures| Breaker::Closed { failures };
-        let step = |prev, probe, outcome| next_breaker(prev, probe, outcome, 3, at);
-        assert!(matches!(
-            step(closed(1), false, Outcome::Failure),
-            Breaker::Closed { failures: 2 }
-        ));
-        assert!(
-            matches!(step(closed(2), false, Outcome::Failure), Breaker::Open { until } if until == at)
-        );
-        assert!(matches!(
-            step(closed(2), false, Outcome::Neutral),
-            Breaker::Closed { failures: 2 }
-        ));
-        assert!(matches!(
-            step(closed(2), false, Outcome::Success),
-            Breaker::Closed { failures: 0 }
-        ));
-        let probing = Breaker::HalfOpen { probing: true };
-        assert!(matches!(
-            step(probing, true, Outcome::Failure),
-            Breaker::Open { .. }
-        ));
-        assert!(matches!(
-            step(probing, true, Outcome::Neutral),
-            Breaker::HalfOpen { probing: false }
-        ));
-        assert!(matches!(
-            step(probing, false, Outcome::Failure),
-            Breaker::HalfOpen { probing: true }
-        ));
-        assert!(matches!(
-            step(probing, true, Outcome::Success),
-            Breaker::Closed { failures: 0 }
-        ));
     }
 }
