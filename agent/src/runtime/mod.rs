@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use nightshift_tools::Redactor;
 
-use nightshift_llm::{Message, Role, conversation};
+use nightshift_llm::{Message, conversation};
 use nightshift_store::{Error as StoreError, ResumeReason, RunEnd};
 use nightshift_worker::{Handler, JobContext, JobOutcome};
 
@@ -25,6 +25,7 @@ use crate::wakeup;
 
 mod approvals;
 mod background;
+mod compaction;
 mod inbox;
 mod metrics;
 mod opening;
@@ -37,6 +38,7 @@ mod traces;
 
 use session::Session;
 
+pub use compaction::{SUMMARY_REQUEST, SummaryRejected, accepted_summary};
 pub use step::{Step, next_step};
 
 /// Tells the metrics and the traces of `run`, whose end the store decided (a cancel or
@@ -88,12 +90,6 @@ pub const INTERRUPTED_NOTICE: &str = "This tool call was interrupted (the worker
 /// superseded before it started.
 pub const REFUSED_NOTICE: &str = "This tool call was not made: the run was cancelled or \
     superseded by a newer run before it started, so no side effect may start any more.";
-
-/// What the model is asked when the conversation is compacted.
-pub const SUMMARY_REQUEST: &str = "Summarise the conversation so far for your own later use: \
-    the task, what has been done, what was found, the files and commands that matter, and what \
-    remains. Be complete but brief; this summary will replace the earlier messages. Reply with \
-    text only.";
 
 /// Runs agents for the worker pool.
 pub struct AgentRuntime {
@@ -485,91 +481,6 @@ impl AgentRuntime {
                 s.wait_out_outage(error, retry_in).await.map(Some)
             }
         }
-    }
-
-    /// Replaces all but the last few messages with a summary written by the model.
-    async fn compact(&self, s: &mut Session<'_>) -> Result<Option<JobOutcome>, Stop> {
-        let keep = s.agent.config.context.keep_last;
-        let n = s.state.messages.len();
-        // Keep from an assistant message, so the kept part never starts with tool results
-        // whose calls were summarised away.
-        let kept_from = (n.saturating_sub(keep)..n)
-            .find(|&i| s.state.messages[i].role == Role::Assistant)
-            .unwrap_or(n);
-        // The part to summarise — a prefix of what was sent before, tools and system prompt
-        // unchanged, so the prompt cache still hits — plus the request for a summary at the
-        // bottom. Never the kept part: after a reply that filled the window, the whole
-        // conversation would not fit.
-        let req = s.request_over(
-            &s.state.messages[..kept_from],
-            self.specs(s.agent),
-            Some(Message::user_text(SUMMARY_REQUEST)),
-        );
-        if let Err(violation) = conversation::check(&req) {
-            return s.finish(invalid_request(violation)).await.map(Some);
-        }
-        match self.models.call(s.agent, &req, &s.ctx.cancel).await {
-            Ok(resp) => {
-                let summary = match accepted_summary(&resp) {
-                    Ok(summary) => summary,
-                    Err(why) => {
-                        return s
-                            .finish(RunEnd::Failed {
-                                error: format!("compaction failed: {why}"),
-                            })
-                            .await
-                            .map(Some);
-                    }
-                };
-                let cost_usd = s.agent.prices.cost(&resp.model, &resp.usage);
-                s.log(RunEvent::Compacted {
-                    summary: format!("[Summary of the earlier conversation]\n{summary}"),
-                    kept_from,
-                    usage: resp.usage,
-                    cost_usd,
-                })
-                .await?;
-                s.record_progress().await?;
-                s.checkpoint().await?;
-                Ok(None)
-            }
-            Err(ModelFailure::Cancelled) => s.finish(RunEnd::Cancelled).await.map(Some),
-            Err(ModelFailure::Unavailable { error, retry_in }) => {
-                s.wait_out_outage(error, retry_in).await.map(Some)
-            }
-            Err(ModelFailure::Fatal(msg)) | Err(ModelFailure::ContextTooLong(msg)) => s
-                .finish(RunEnd::Failed {
-                    error: format!("compaction failed: {msg}"),
-                })
-                .await
-                .map(Some),
-        }
-    }
-}
-
-/// The summary in a compaction's reply, accepted only when the reply ended normally
-/// (`end_turn` or `stop_sequence`) with some text: a summary cut off by `max_tokens` or a full
-/// context window, or a reply that called a tool instead, would replace the conversation
-/// with less than it held.
-pub fn accepted_summary(resp: &nightshift_llm::ModelResponse) -> Result<String, String> {
-    use nightshift_llm::StopReason;
-    let text = resp.message().text();
-    match &resp.stop_reason {
-        StopReason::EndTurn | StopReason::StopSequence if !text.trim().is_empty() => Ok(text),
-        StopReason::EndTurn | StopReason::StopSequence => {
-            Err("the model's summary was empty, so the conversation was kept as it was".into())
-        }
-        other => Err(format!(
-            "the model's summary reply stopped with {} instead of ending normally, so it was \
-             not used and the conversation was kept as it was{}",
-            other.as_str(),
-            if other.is_cut_off() {
-                "; raise the agent's max_tokens or context.window_tokens, or lower \
-                 context.keep_last"
-            } else {
-                ""
-            }
-        )),
     }
 }
 
