@@ -299,7 +299,7 @@ impl AgentConfig {
         if let Some(pricing) = &self.pricing {
             pricing
                 .check()
-                .map_err(|e| ConfigError::value(at("pricing"), e))?;
+                .map_err(|e| ConfigError::value(at("pricing"), e.to_string()))?;
         }
         let c = &self.context;
         if !(c.compact_at > 0.0 && c.compact_at <= 1.0) {

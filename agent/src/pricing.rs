@@ -32,6 +32,16 @@ pub struct Pricing {
     pub cache_read: f64,
 }
 
+/// A price of a [`Pricing`] that is not a finite number of dollars at least 0; `Display`
+/// follows the config key it came from ("has input = -1; …").
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("has {name} = {value}; a price is US dollars per million tokens, 0 or more")]
+pub struct BadPrice {
+    /// Which price: `input`, `output`, `cache_write` or `cache_read`.
+    pub name: &'static str,
+    pub value: f64,
+}
+
 impl Pricing {
     /// The cost of one call's usage.
     pub fn cost(&self, u: &nightshift_llm::Usage) -> f64 {
@@ -44,17 +54,15 @@ impl Pricing {
 
     /// `Err` names the first price that is not a finite number of dollars at least 0, worded
     /// to follow the key ("has input = -1; …").
-    pub fn check(&self) -> Result<(), String> {
-        for (name, v) in [
+    pub fn check(&self) -> Result<(), BadPrice> {
+        for (name, value) in [
             ("input", self.input),
             ("output", self.output),
             ("cache_write", self.cache_write),
             ("cache_read", self.cache_read),
         ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(format!(
-                    "has {name} = {v}; a price is US dollars per million tokens, 0 or more"
-                ));
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(BadPrice { name, value });
             }
         }
         Ok(())
@@ -150,7 +158,7 @@ impl PriceTable {
             }
             price
                 .check()
-                .map_err(|e| ConfigError::value(format!("prices.\"{model}\""), e))?;
+                .map_err(|e| ConfigError::value(format!("prices.\"{model}\""), e.to_string()))?;
             table.entries.insert(model.clone(), *price);
         }
         Ok(table)

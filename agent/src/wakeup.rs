@@ -109,46 +109,69 @@ struct Input {
     reason: Option<String>,
 }
 
-/// Checks a call's input against the policy; the wakeup to arm, or the message the model
-/// gets back as an error result.
+/// Why a `schedule_wakeup` call was refused; `Display` is the error result the model gets
+/// back, saying what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum WakeupRefused {
+    /// The input is not the tool's shape.
+    #[error("invalid input: {0}; give delay_seconds or at, and reason")]
+    BadInput(serde_json::Error),
+    /// `reason` is missing or blank.
+    #[error("say in `reason` what you are waiting for")]
+    NoReason,
+    /// The run has set as many wakeups as the policy allows.
+    #[error(
+        "this run has used all {max_per_run} of its wakeups; finish the task now or report what \
+         is left"
+    )]
+    AllUsed { max_per_run: u32 },
+    /// `at` is not an RFC 3339 time.
+    #[error("`at` is not an RFC 3339 time ({0}); e.g. 2026-01-31T07:00:00Z")]
+    BadTime(chrono::ParseError),
+    /// Both or neither of `delay_seconds` and `at`.
+    #[error("give exactly one of delay_seconds and at")]
+    DelayOrTime,
+    /// Sooner than the policy's shortest sleep.
+    #[error("that is {delay_s} s from now; the shortest allowed sleep is {min} s")]
+    TooSoon { delay_s: i64, min: u64 },
+    /// Later than the policy's longest sleep.
+    #[error("that is {delay_s} s from now; the longest allowed sleep is {max} s")]
+    TooLate { delay_s: i64, max: u64 },
+}
+
+/// Checks a call's input against the policy; the wakeup to arm, or why not (the model gets it
+/// back as an error result).
 pub fn plan(
     call_id: &str,
     input: &serde_json::Value,
     now: i64,
     policy: &WakeupPolicy,
     used: u32,
-) -> Result<ArmedWakeup, String> {
-    let input: Input = serde_json::from_value(input.clone())
-        .map_err(|e| format!("invalid input: {e}; give delay_seconds or at, and reason"))?;
+) -> Result<ArmedWakeup, WakeupRefused> {
+    let input: Input = serde_json::from_value(input.clone()).map_err(WakeupRefused::BadInput)?;
     let reason = input.reason.unwrap_or_default();
     if reason.trim().is_empty() {
-        return Err("say in `reason` what you are waiting for".into());
+        return Err(WakeupRefused::NoReason);
     }
     if used >= policy.max_per_run {
-        return Err(format!(
-            "this run has used all {} of its wakeups; finish the task now or report what is \
-             left",
-            policy.max_per_run
-        ));
+        return Err(WakeupRefused::AllUsed {
+            max_per_run: policy.max_per_run,
+        });
     }
     let due_at = match (input.delay_seconds, input.at) {
         (Some(d), None) => now.saturating_add(d.saturating_mul(1000)),
         (None, Some(at)) => chrono::DateTime::parse_from_rfc3339(&at)
-            .map_err(|e| format!("`at` is not an RFC 3339 time ({e}); e.g. 2026-01-31T07:00:00Z"))?
+            .map_err(WakeupRefused::BadTime)?
             .timestamp_millis(),
-        _ => return Err("give exactly one of delay_seconds and at".into()),
+        _ => return Err(WakeupRefused::DelayOrTime),
     };
     let delay_s = (due_at - now) / 1000;
     let (min, max) = (policy.min_delay_seconds, policy.max_delay_seconds);
     if delay_s < i64::try_from(min).unwrap_or(i64::MAX) {
-        return Err(format!(
-            "that is {delay_s} s from now; the shortest allowed sleep is {min} s"
-        ));
+        return Err(WakeupRefused::TooSoon { delay_s, min });
     }
     if delay_s > i64::try_from(max).unwrap_or(i64::MAX) {
-        return Err(format!(
-            "that is {delay_s} s from now; the longest allowed sleep is {max} s"
-        ));
+        return Err(WakeupRefused::TooLate { delay_s, max });
     }
     Ok(ArmedWakeup {
         call_id: call_id.to_string(),
@@ -236,13 +259,16 @@ mod tests {
     #[test]
     fn bad_wakeups_say_what_to_change() {
         let p = WakeupPolicy::default();
-        let err = |v: serde_json::Value, used| plan("c", &v, 0, &p, used).unwrap_err();
+        let err = |v: serde_json::Value, used| plan("c", &v, 0, &p, used).unwrap_err().to_string();
         assert!(err(json!({"delay_seconds": 1, "reason": "x"}), 0).contains("shortest"));
         assert!(err(json!({"delay_seconds": 99_999_999, "reason": "x"}), 0).contains("longest"));
         assert!(err(json!({"delay_seconds": 60}), 0).contains("reason"));
         assert!(err(json!({"reason": "x"}), 0).contains("exactly one"));
         assert!(err(json!({"at": "tomorrow", "reason": "x"}), 0).contains("RFC 3339"));
-        assert!(err(json!({"delay_seconds": 60, "reason": "x"}), 50).contains("all 50"));
+        assert_eq!(
+            err(json!({"delay_seconds": 60, "reason": "x"}), 50),
+            "this run has used all 50 of its wakeups; finish the task now or report what is left"
+        );
         assert!(
             err(json!({"delay_seconds": 60, "reason": "x", "extra": 1}), 0).contains("invalid")
         );

@@ -344,7 +344,7 @@ impl AgentRuntime {
                 }
                 (wakeup::confirmation(&w), false)
             }
-            Err(message) => (message, true),
+            Err(refused) => (refused.to_string(), true),
         };
         s.log(RunEvent::ToolResult {
             call_id: call_id.to_string(),
