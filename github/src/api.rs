@@ -11,16 +11,21 @@
 //!   caller finds out by looking ([`crate::once`]) before anything is sent again. A write
 //!   that never left (no connection) is [`GithubError::Transport`]: nothing happened.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+mod error;
+mod tries;
 
-use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, USER_AGENT};
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use url::Url;
 
-use crate::limits::{next_link, rate_limit_wait};
+use crate::limits::next_link;
 use crate::once::Patience;
 use crate::tokens::Secret;
+
+pub use error::GithubError;
 
 /// GitHub's REST media type and the API version these requests are written for.
 const MEDIA_TYPE: &str = "application/vnd.github+json";
@@ -45,76 +50,6 @@ pub enum Auth<'a> {
     Bearer(&'a Secret),
 }
 
-/// What a request to GitHub ended in, when not in its answer.
-#[derive(Debug, thiserror::Error)]
-pub enum GithubError {
-    /// GitHub answered with an error status; `message` is GitHub's own.
-    #[error("GitHub answered {status} to {method} {path}: {message}")]
-    Status {
-        status: u16,
-        method: Method,
-        path: String,
-        message: String,
-        documentation_url: Option<String>,
-    },
-    /// Still rate-limited after waiting as long as allowed.
-    #[error(
-        "GitHub still rate-limits {method} {path} after {waited_secs} s of waiting; try again \
-         later"
-    )]
-    RateLimited {
-        method: Method,
-        path: String,
-        waited_secs: u64,
-    },
-    /// No answer (connection refused, timeout, TLS) to a read, or a write that never left:
-    /// nothing was done.
-    #[error("cannot reach GitHub at {origin}: {reason}")]
-    Transport { origin: String, reason: String },
-    /// A write that may have reached GitHub got no usable answer (a timeout or a broken
-    /// connection after it was sent, a cut body, a 5xx): it may have been done. Look before
-    /// sending it again.
-    #[error(
-        "GitHub may or may not have done {method} {path}: {reason}; what it did must be \
-         looked up before the request is sent again"
-    )]
-    Ambiguous {
-        method: Method,
-        path: String,
-        reason: String,
-    },
-    /// An answer that is not the JSON expected.
-    #[error("GitHub's answer to {method} {path} is not what was expected: {reason}")]
-    Decode {
-        method: Method,
-        path: String,
-        reason: String,
-    },
-    /// No configured credential reaches the repository.
-    #[error(
-        "no credential for {repo}: {}; install the App on the repository, or set \
-         github.token_env to a token that can read it",
-        if apps.is_empty() { "no GitHub App is configured".to_string() }
-        else { format!("the GitHub App(s) {} are not installed on it", apps.join(", ")) }
-    )]
-    NoCredential { repo: String, apps: Vec<String> },
-    /// A URL (a pagination link) outside the configured API: the token is not sent there.
-    #[error("{url} is not under the GitHub API at {base}; it is not requested with the token")]
-    Foreign { url: String, base: String },
-}
-
-impl GithubError {
-    /// Whether a write may have been done although no answer said so.
-    pub fn is_ambiguous(&self) -> bool {
-        matches!(self, GithubError::Ambiguous { .. })
-    }
-}
-
-/// Whether a request of `method` may change something at GitHub.
-fn is_write(method: &Method) -> bool {
-    !matches!(*method, Method::GET | Method::HEAD)
-}
-
 /// One page of a list.
 #[derive(Debug, Clone)]
 pub struct Page {
@@ -136,7 +71,7 @@ pub struct Api {
 impl Api {
     /// A client of the API at `base_url` (`https://api.github.com`, or
     /// `https://ghe.example.com/api/v3`), sending with `http`.
-    pub fn new(http: reqwest::Client, base_url: &str) -> Result<Api, String> {
+    pub fn new(http: reqwest::Client, base_url: &str) -> Result<Api, BaseUrlError> {
         let base = check_base_url(base_url)?;
         Ok(Api {
             http,
@@ -297,188 +232,42 @@ impl Api {
         };
         Ok((status, headers, json))
     }
-
-    /// [`Self::send`] with the answer as text in the media type `accept`.
-    async fn send_text(
-        &self,
-        method: Method,
-        url: Url,
-        auth: Auth<'_>,
-        body: Option<&Value>,
-        accept: &str,
-    ) -> Result<(StatusCode, HeaderMap, String), GithubError> {
-        if !self.is_own(&url) {
-            return Err(GithubError::Foreign {
-                url: url.to_string(),
-                base: self.base.to_string(),
-            });
-        }
-        let path = url.path().to_string();
-        let mut waited = Duration::ZERO;
-        let mut retries = 0;
-        let mut read_retries = 0;
-        loop {
-            let mut req = self
-                .http
-                .request(method.clone(), url.clone())
-                .header(ACCEPT, accept)
-                .header("X-GitHub-Api-Version", API_VERSION)
-                .header(USER_AGENT, "nightshift");
-            if let Auth::Bearer(secret) = auth {
-                req = req.header(AUTHORIZATION, format!("Bearer {}", secret.expose()));
-            }
-            if let Some(body) = body {
-                req = req.json(body);
-            }
-            let answer = match req.send().await {
-                Ok(resp) => {
-                    let status = resp.status();
-                    let headers = resp.headers().clone();
-                    resp.text()
-                        .await
-                        .map(|text| (status, headers, text))
-                        .map_err(|e| self.unanswered(&method, &path, &e, true))
-                }
-                Err(e) => Err(self.unanswered(&method, &path, &e, false)),
-            };
-            let (status, headers, text) = match answer {
-                Ok(answer) => answer,
-                Err(e @ GithubError::Transport { .. })
-                    if !is_write(&method) && read_retries < READ_RETRIES =>
-                {
-                    read_retries += 1;
-                    self.wait_to_read_again(&method, &path, read_retries, e.to_string())
-                        .await;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            if !status.is_success() {
-                if let Some(wait) = rate_limit_wait(status, &headers, &text, epoch_secs()) {
-                    retries += 1;
-                    if waited + wait.0 > self.max_wait || retries > MAX_RATE_LIMIT_RETRIES {
-                        return Err(GithubError::RateLimited {
-                            method,
-                            path,
-                            waited_secs: waited.as_secs(),
-                        });
-                    }
-                    tracing::info!(%method, %path, wait_s = wait.0.as_secs(),
-                        "GitHub rate-limited the request; waiting as it asks");
-                    tokio::time::sleep(wait.0).await;
-                    waited += wait.0;
-                    continue;
-                }
-                let json: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-                let message = json["message"]
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| first_chars(&text));
-                // GitHub failed on its side: a read may be asked again; a write may have been done.
-                if status.is_server_error() {
-                    if is_write(&method) {
-                        return Err(GithubError::Ambiguous {
-                            method,
-                            path,
-                            reason: format!("GitHub answered {status}: {message}"),
-                        });
-                    }
-                    if read_retries < READ_RETRIES {
-                        read_retries += 1;
-                        let e = format!("GitHub answered {status}: {message}");
-                        self.wait_to_read_again(&method, &path, read_retries, e)
-                            .await;
-                        continue;
-                    }
-                }
-                return Err(GithubError::Status {
-                    status: status.as_u16(),
-                    method,
-                    path,
-                    message,
-                    documentation_url: json["documentation_url"].as_str().map(str::to_string),
-                });
-            }
-            return Ok((status, headers, text));
-        }
-    }
-
-    /// What a try that got no usable answer means: a write that may have left (it was sent,
-    /// or its answer began) is ambiguous; anything else did nothing.
-    fn unanswered(
-        &self,
-        method: &Method,
-        path: &str,
-        e: &reqwest::Error,
-        answered: bool,
-    ) -> GithubError {
-        let reason = without_url(e);
-        let never_left = !answered && (e.is_connect() || e.is_builder());
-        if is_write(method) && !never_left {
-            GithubError::Ambiguous {
-                method: method.clone(),
-                path: path.to_string(),
-                reason,
-            }
-        } else {
-            GithubError::Transport {
-                origin: self.base.origin().ascii_serialization(),
-                reason,
-            }
-        }
-    }
-
-    /// Waits before read `retry` (1-based) is asked again, logging why.
-    async fn wait_to_read_again(&self, method: &Method, path: &str, retry: u32, why: String) {
-        let wait = self.read_backoff.saturating_mul(1 << (retry - 1).min(8));
-        tracing::info!(%method, %path, retry, wait_ms = wait.as_millis() as u64, error = %why,
-            "a read from GitHub got no answer; asking again");
-        tokio::time::sleep(wait).await;
-    }
 }
 
-/// `base_url` as the API's base (ending in `/`), or why it cannot be one (the message starts
-/// `base_url`, for the config key it comes from).
-pub fn check_base_url(base_url: &str) -> Result<Url, String> {
-    let mut base = Url::parse(base_url).map_err(|e| {
-        format!("base_url {base_url:?} is not a URL ({e}); write it like https://api.github.com")
+/// A `base_url` that cannot be the API's base. The message starts `base_url`, for the config
+/// key it comes from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BaseUrlError {
+    /// It does not parse as a URL.
+    #[error("base_url {base_url:?} is not a URL ({error}); write it like https://api.github.com")]
+    NotAUrl {
+        base_url: String,
+        error: url::ParseError,
+    },
+    /// It is a URL, but not an http(s) one with a host.
+    #[error(
+        "base_url {base_url:?} is not an http(s) URL with a host; write it like \
+         https://api.github.com"
+    )]
+    NotHttp { base_url: String },
+}
+
+/// `base_url` as the API's base (ending in `/`), or why it cannot be one.
+pub fn check_base_url(base_url: &str) -> Result<Url, BaseUrlError> {
+    let mut base = Url::parse(base_url).map_err(|error| BaseUrlError::NotAUrl {
+        base_url: base_url.to_string(),
+        error,
     })?;
     if !matches!(base.scheme(), "https" | "http") || base.host().is_none() {
-        return Err(format!(
-            "base_url {base_url:?} is not an http(s) URL with a host; write it like \
-             https://api.github.com"
-        ));
+        return Err(BaseUrlError::NotHttp {
+            base_url: base_url.to_string(),
+        });
     }
     if !base.path().ends_with('/') {
         let path = format!("{}/", base.path());
         base.set_path(&path);
     }
     Ok(base)
-}
-
-fn epoch_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-/// A transport error's text without the URL (which may carry a query worth keeping out).
-fn without_url(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    if let Some(url) = e.url() {
-        text = text.replace(url.as_str(), "…");
-    }
-    text
-}
-
-fn first_chars(text: &str) -> String {
-    let t: String = text.chars().take(200).collect();
-    if t.is_empty() {
-        "(no message)".into()
-    } else {
-        t
-    }
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -500,7 +289,7 @@ mod tests {
         nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap()
     }
 
-    fn api(base: &str) -> Api {
+    pub(super) fn api(base: &str) -> Api {
         Api::new(http(), base).unwrap()
     }
 
@@ -528,45 +317,18 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_write_that_never_left_is_not_ambiguous_and_one_cut_off_is() {
-        // Nothing listens on port 1: the request never left.
-        let closed = api("http://127.0.0.1:1").with_read_backoff(Duration::from_millis(1));
-        let body = serde_json::json!({"body": "hi"});
-        let e = closed
-            .request(Method::POST, "/x", Auth::None, Some(&body))
-            .await
-            .unwrap_err();
-        assert!(matches!(e, GithubError::Transport { .. }), "{e}");
-        let e = closed
-            .request(Method::GET, "/x", Auth::None, None)
-            .await
-            .unwrap_err();
-        assert!(matches!(e, GithubError::Transport { .. }), "{e}");
-
-        // A server that reads the request and closes the connection without answering.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            use tokio::io::AsyncReadExt;
-            loop {
-                let (mut conn, _) = listener.accept().await.unwrap();
-                let mut buf = [0u8; 4096];
-                let _ = conn.read(&mut buf).await;
-                drop(conn);
-            }
-        });
-        let cut = api(&base).with_read_backoff(Duration::from_millis(1));
-        let e = cut
-            .request(Method::POST, "/x", Auth::None, Some(&body))
-            .await
-            .unwrap_err();
-        assert!(e.is_ambiguous(), "a write that was sent: {e}");
-        assert!(e.to_string().contains("must be looked up"), "{e}");
-        let e = cut
-            .request(Method::GET, "/x", Auth::None, None)
-            .await
-            .unwrap_err();
-        assert!(matches!(e, GithubError::Transport { .. }), "a read: {e}");
+    #[test]
+    fn a_base_url_that_cannot_be_used_says_how_to_write_one() {
+        let err = |base: &str| Api::new(http(), base).unwrap_err().to_string();
+        assert_eq!(
+            err("not a url"),
+            "base_url \"not a url\" is not a URL (relative URL without a base); write it like \
+             https://api.github.com"
+        );
+        assert_eq!(
+            err("ftp://x/y"),
+            "base_url \"ftp://x/y\" is not an http(s) URL with a host; write it like \
+             https://api.github.com"
+        );
     }
 }

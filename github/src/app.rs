@@ -34,6 +34,11 @@ pub struct KeyError {
     pub reason: String,
 }
 
+/// An App JWT that could not be signed; the message is the signer's.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct JwtError(jsonwebtoken::errors::Error);
+
 #[derive(Serialize)]
 struct Claims<'a> {
     iat: i64,
@@ -53,9 +58,9 @@ impl AppKey {
         let key = AppKey { app_id, key };
         // A key that parses may still not sign (a truncated file): find out now, not at the
         // first exchange.
-        key.jwt(0).map_err(|reason| KeyError {
+        key.jwt(0).map_err(|e| KeyError {
             app_id: key.app_id.clone(),
-            reason,
+            reason: e.to_string(),
         })?;
         Ok(key)
     }
@@ -65,13 +70,12 @@ impl AppKey {
     }
 
     /// The App JWT at `now` (seconds since the epoch).
-    pub fn jwt(&self, now: i64) -> Result<String, String> {
+    pub fn jwt(&self, now: i64) -> Result<String, JwtError> {
         let claims = Claims {
             iat: now - IAT_SKEW_SECS,
             exp: now + JWT_LIFETIME_SECS,
             iss: &self.app_id,
         };
-        jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, &self.key)
-            .map_err(|e| e.to_string())
+        jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, &self.key).map_err(JwtError)
     }
 }

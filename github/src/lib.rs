@@ -44,8 +44,8 @@ pub mod once;
 mod tokens;
 
 pub use access::{App, GithubAccess};
-pub use api::{Api, Auth, GithubError, Page, check_base_url};
-pub use app::{AppKey, KeyError};
+pub use api::{Api, Auth, BaseUrlError, GithubError, Page, check_base_url};
+pub use app::{AppKey, JwtError, KeyError};
 pub use checkout::{Checkout, CheckoutError, CheckoutSpec, checkout, git_base, holds_commit};
 pub use limits::{RateLimitWait, next_link, rate_limit_wait};
 pub use names::{is_commit_sha, is_repo_name};
