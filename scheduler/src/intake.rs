@@ -155,6 +155,24 @@ impl Intake {
         Ok(self.store.enqueue(&new).await?)
     }
 
+    /// [`Intake::submit`] as an operator's `action` on `target` (a manual schedule trigger),
+    /// with its audit row written in the enqueue's transaction
+    /// ([`AsOperator::enqueue`](nightshift_store::AsOperator::enqueue)).
+    pub async fn submit_as(
+        &self,
+        req: RunRequest,
+        by: &str,
+        action: &str,
+        target: &str,
+    ) -> Result<Enqueued, IntakeError> {
+        let new = self.check_run(&req)?;
+        Ok(self
+            .store
+            .as_operator(by)
+            .enqueue(&new, action, target)
+            .await?)
+    }
+
     /// Checks each request as [`Intake::submit`] does and enqueues the good ones in one
     /// transaction ([`Store::enqueue_many`]), answering per request in order: a refused
     /// request refuses only itself. A store error fails the whole call (and then nothing of
@@ -284,19 +302,14 @@ fn check_prompt(prompt: &str) -> Result<(), IntakeError> {
     Ok(())
 }
 
+/// A start request checked field by field, in the order a reader meets them (agent, prompt,
+/// context, keys, then the job's options): the run to enqueue, or the first refusal.
 fn check(req: &RunRequest, now: i64) -> Result<NewRun, IntakeError> {
-    let invalid = |m: String| Err(IntakeError::Invalid(m));
-    let name_ok = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 64
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    };
     if !name_ok(&req.agent) {
-        return invalid(format!(
+        return Err(IntakeError::Invalid(format!(
             "agent name '{}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'",
             req.agent
-        ));
+        )));
     }
     check_prompt(&req.prompt)?;
     let mut new = NewRun::new(&req.agent, &req.prompt);
@@ -306,54 +319,88 @@ fn check(req: &RunRequest, now: i64) -> Result<NewRun, IntakeError> {
         .as_deref()
         .and_then(nightshift_telemetry::traces::TraceParent::normalise);
     if let Some(context) = &req.context {
-        if !context.is_object() {
-            return invalid("a run's context must be a JSON object".into());
-        }
-        let text = context.to_string();
-        if text.len() > MAX_CONTEXT_BYTES {
-            return invalid(format!(
-                "a run's context is {} bytes; the limit is {MAX_CONTEXT_BYTES}",
-                text.len()
-            ));
-        }
-        new.context = Some(text);
+        new.context = Some(check_context(context)?);
     }
-    match (&req.concurrency_key, req.concurrency_policy) {
-        (None, Some(_)) => {
-            return invalid(
-                "a concurrency_policy needs a concurrency_key (the runs it applies to)".into(),
-            );
-        }
-        (None, None) => {}
-        (Some(key), policy) => {
-            if key.is_empty() || key.len() > 255 {
-                return invalid("the concurrency key must be 1-255 bytes".into());
-            }
-            let policy = policy.unwrap_or(ConcurrencyPolicy::Queue);
-            if let ConcurrencyPolicy::Debounce { window_ms } = policy
-                && !(1..=86_400_000).contains(&window_ms)
-            {
-                return invalid(format!(
-                    "the debounce window is {window_ms} ms; use 1 ms to 24 hours"
-                ));
-            }
-            new.concurrency_key = Some(key.clone());
-            new.concurrency_policy = policy;
-        }
+    if let Some((key, policy)) = check_concurrency(req)? {
+        new.concurrency_key = Some(key);
+        new.concurrency_policy = policy;
     }
     if let Some(key) = &req.idempotency_key {
         if key.is_empty() || key.len() > 255 {
-            return invalid("the idempotency key must be 1-255 bytes".into());
+            return Err(IntakeError::Invalid(
+                "the idempotency key must be 1-255 bytes".into(),
+            ));
         }
         new.idempotency_key = Some(key.clone());
     }
+    check_job(req, now, &mut new.job)?;
+    Ok(new)
+}
+
+/// A name as agents and lanes are named: 1-64 letters, digits, `-`, `_` or `.`.
+fn name_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+/// A run's context: a JSON object of at most [`MAX_CONTEXT_BYTES`], as the text stored.
+fn check_context(context: &serde_json::Value) -> Result<String, IntakeError> {
+    if !context.is_object() {
+        return Err(IntakeError::Invalid(
+            "a run's context must be a JSON object".into(),
+        ));
+    }
+    let text = context.to_string();
+    if text.len() > MAX_CONTEXT_BYTES {
+        return Err(IntakeError::Invalid(format!(
+            "a run's context is {} bytes; the limit is {MAX_CONTEXT_BYTES}",
+            text.len()
+        )));
+    }
+    Ok(text)
+}
+
+/// The concurrency key and policy, when a key is given: a policy needs its key, a key is
+/// 1-255 bytes, and a debounce window is 1 ms to 24 hours. No policy is `queue`.
+fn check_concurrency(req: &RunRequest) -> Result<Option<(String, ConcurrencyPolicy)>, IntakeError> {
+    let (key, policy) = match (&req.concurrency_key, req.concurrency_policy) {
+        (None, Some(_)) => {
+            return Err(IntakeError::Invalid(
+                "a concurrency_policy needs a concurrency_key (the runs it applies to)".into(),
+            ));
+        }
+        (None, None) => return Ok(None),
+        (Some(key), policy) => (key, policy),
+    };
+    if key.is_empty() || key.len() > 255 {
+        return Err(IntakeError::Invalid(
+            "the concurrency key must be 1-255 bytes".into(),
+        ));
+    }
+    let policy = policy.unwrap_or(ConcurrencyPolicy::Queue);
+    if let ConcurrencyPolicy::Debounce { window_ms } = policy
+        && !(1..=86_400_000).contains(&window_ms)
+    {
+        return Err(IntakeError::Invalid(format!(
+            "the debounce window is {window_ms} ms; use 1 ms to 24 hours"
+        )));
+    }
+    Ok(Some((key.clone(), policy)))
+}
+
+/// The start job's options into `job`: the lane's name, the priority in [`PRIORITY_RANGE`],
+/// a start at most [`MAX_DELAY`] ahead (a past time is now), and 1 to 100 attempts.
+fn check_job(req: &RunRequest, now: i64, job: &mut JobOptions) -> Result<(), IntakeError> {
+    let invalid = |m: String| Err(IntakeError::Invalid(m));
     if let Some(lane) = &req.lane {
         if !name_ok(lane) {
             return invalid(format!(
                 "lane '{lane}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'"
             ));
         }
-        new.job.lane = lane.clone();
+        job.lane = lane.clone();
     }
     if let Some(p) = req.priority {
         if !PRIORITY_RANGE.contains(&p) {
@@ -363,7 +410,7 @@ fn check(req: &RunRequest, now: i64) -> Result<NewRun, IntakeError> {
                 PRIORITY_RANGE.end()
             ));
         }
-        new.job.priority = p;
+        job.priority = p;
     }
     let max_ms = i64::try_from(MAX_DELAY.as_millis()).unwrap_or(i64::MAX);
     let run_at = match req.start_at {
@@ -376,14 +423,14 @@ fn check(req: &RunRequest, now: i64) -> Result<NewRun, IntakeError> {
     if run_at.is_some_and(|at| at.saturating_sub(now) > max_ms) {
         return invalid("a run can be scheduled at most 366 days ahead".into());
     }
-    new.job.run_at = run_at;
+    job.run_at = run_at;
     if let Some(n) = req.max_attempts {
         if !(1..=100).contains(&n) {
             return invalid(format!("max_attempts {n} is out of range; use 1 to 100"));
         }
-        new.job.max_attempts = n;
+        job.max_attempts = n;
     }
-    Ok(new)
+    Ok(())
 }
 
 #[cfg(test)]
