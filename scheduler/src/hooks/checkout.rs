@@ -10,7 +10,7 @@
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Value as Json, json};
 
-use super::error::ConfigError;
+use super::error::{CheckoutTemplateError, ConfigError};
 
 /// The names the templates have among a route's.
 pub(crate) const REPO: &str = "checkout.repo";
@@ -51,17 +51,24 @@ impl CheckoutTemplates {
 
     /// Renders the templates over `context` (a run's stored context, `github.repo` and so
     /// on); the error says which template failed and why.
-    pub fn render_over(&self, context: &Json) -> Result<Json, String> {
+    pub fn render_over(&self, context: &Json) -> Result<Json, CheckoutTemplateError> {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         let ctx = super::context::template_value(context);
         let mut out = Vec::new();
         for (name, source) in [(REPO, &self.repo), (REF, &self.git_ref)] {
-            let text = env
-                .render_str(source, &ctx)
-                .map_err(|e| format!("the {name} template {source:?} failed: {e:#}"))?;
+            let text = env.render_str(source, &ctx).map_err(|source_error| {
+                CheckoutTemplateError::Failed {
+                    name,
+                    template: source.clone(),
+                    source: source_error,
+                }
+            })?;
             if text.trim().is_empty() {
-                return Err(format!("the {name} template {source:?} rendered nothing"));
+                return Err(CheckoutTemplateError::Empty {
+                    name,
+                    template: source.clone(),
+                });
             }
             out.push(text);
         }
@@ -84,10 +91,22 @@ mod tests {
             t.render_over(&json!({"github": {"repo": "o/r"}})).unwrap(),
             json!({"repo": "o/r", "ref": "main", "depth": 1})
         );
-        let e = t.render_over(&json!({})).unwrap_err();
+        let e = t.render_over(&json!({})).unwrap_err().to_string();
         assert!(
             e.contains("checkout.repo") && e.contains("undefined"),
             "{e}"
+        );
+        let blank = CheckoutTemplates {
+            repo: "{{ github.repo }}".into(),
+            git_ref: " ".into(),
+            depth: None,
+        };
+        assert_eq!(
+            blank
+                .render_over(&json!({"github": {"repo": "o/r"}}))
+                .unwrap_err()
+                .to_string(),
+            "the checkout.ref template \" \" rendered nothing"
         );
     }
 }

@@ -99,7 +99,7 @@ async fn deliver_inner(
     let store = intake.store();
     hook.verifier
         .verify(header, body, store.now())
-        .map_err(Refused::Unauthorized)?;
+        .map_err(|e| Refused::Unauthorized(e.to_string()))?;
     let d = match parse(hook, header, body)? {
         Parsed::Challenge(challenge) => return Ok(challenge_answer(hook, challenge)),
         Parsed::Delivery(d) => d,

@@ -1,7 +1,10 @@
-//! The errors of webhook configuration and rendering. A [`ConfigError`] is a `[[hooks]]`
-//! value the daemon refuses to start with (its `Display` names the key, like
-//! `hooks.gh.routes.review.agent`, and says what to do); a [`RenderError`] is a delivery whose
-//! payload a route's template cannot render (the delivery is refused, nothing is enqueued).
+//! The errors of webhook configuration, verification and rendering. A [`ConfigError`] is a
+//! `[[hooks]]` value the daemon refuses to start with (its `Display` names the key, like
+//! `hooks.gh.routes.review.agent`, and says what to do); a [`SignatureError`] is a delivery
+//! whose signature does not check (refused as unauthorized before its body is parsed); a
+//! [`RenderError`] is a delivery whose payload a route's template cannot render (the delivery
+//! is refused, nothing is enqueued); a [`CheckoutTemplateError`] is an agent's checkout
+//! templates failing on a run's stored context. None of them ever holds a secret.
 
 /// A `[[hooks]]` entry that cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,6 +57,60 @@ pub enum VerifierError {
     NoSecret,
     #[error("signature = \"hmac\" needs [hooks.hmac]")]
     NoHmacTable,
+}
+
+/// Why a delivery's signature does not check ([`super::signature::Verifier::verify`]). The
+/// message says what was missing or wrong and never echoes the secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    /// A header the scheme signs with is missing or blank.
+    #[error("the {header} header is missing; sign each delivery")]
+    Missing { header: String },
+    /// A scheme's own header is not of its shape.
+    #[error("{header} must look like {shape}")]
+    Shape {
+        header: &'static str,
+        shape: &'static str,
+    },
+    /// The configured `hmac` header does not start with its prefix.
+    #[error("the {header} header must start with '{prefix}'")]
+    Prefix { header: String, prefix: String },
+    /// The signature is not the body's under the hook's secret.
+    #[error(
+        "the {what} does not match the body; check that the sender's webhook secret is the one \
+         in this hook's secret_env"
+    )]
+    Mismatch { what: String },
+    /// The signed timestamp is not a number of seconds.
+    #[error("the signed timestamp '{timestamp}' is not a Unix time in seconds")]
+    NotATime { timestamp: String },
+    /// The signed timestamp is further from the store's clock than the tolerance.
+    #[error(
+        "the signed timestamp is {skew} s away from now (tolerance {tolerance_s} s): a replayed \
+         or stale delivery, or a clock that is off; sign it afresh"
+    )]
+    Stale { skew: i64, tolerance_s: i64 },
+}
+
+/// An agent's checkout template that failed on a run's stored context
+/// ([`super::checkout::CheckoutTemplates::render_over`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CheckoutTemplateError {
+    /// Rendering failed (a path the context lacks, a filter that failed); `source` is
+    /// minijinja's error.
+    #[error("the {name} template {template:?} failed: {source:#}")]
+    Failed {
+        name: &'static str,
+        template: String,
+        #[source]
+        source: minijinja::Error,
+    },
+    /// It rendered only whitespace.
+    #[error("the {name} template {template:?} rendered nothing")]
+    Empty {
+        name: &'static str,
+        template: String,
+    },
 }
 
 /// A route's template could not render a delivery.

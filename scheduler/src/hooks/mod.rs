@@ -78,7 +78,7 @@ use serde::Serialize;
 
 use config::{DEFAULT_TOLERANCE_SECONDS, FieldSource};
 pub use config::{HookConfig, RouteConfig, RouteKind, SignatureScheme};
-pub use error::{ConfigError, RenderError, VerifierError};
+pub use error::{CheckoutTemplateError, ConfigError, RenderError, SignatureError, VerifierError};
 use route::CompiledRoute;
 use signature::{Secret, Verifier};
 

@@ -11,7 +11,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use subtle::ConstantTimeEq;
 
 use super::config::{DigestEncoding, HmacAlgorithm, HmacConfig, SignatureScheme};
-use super::error::VerifierError;
+use super::error::{SignatureError, VerifierError};
 
 /// A secret read from the environment. Its `Debug` never shows the value.
 #[derive(Clone)]
@@ -105,118 +105,160 @@ impl Verifier {
         header: &dyn Fn(&str) -> Option<String>,
         body: &[u8],
         now_ms: i64,
-    ) -> Result<(), String> {
-        let required = |name: &str| {
-            header(name)
-                .filter(|v| !v.trim().is_empty())
-                .ok_or_else(|| format!("the {name} header is missing; sign each delivery"))
-        };
-        let mismatch = |what: &str| {
-            format!(
-                "the {what} does not match the body; check that the sender's webhook secret is \
-                 the one in this hook's secret_env"
-            )
-        };
+    ) -> Result<(), SignatureError> {
         match self {
             Verifier::None => Ok(()),
-            Verifier::Github(secret) => {
-                let given = required("X-Hub-Signature-256")?;
-                let Some(digest) = given.trim().strip_prefix("sha256=") else {
-                    return Err("X-Hub-Signature-256 must look like sha256=<hex digest>".into());
-                };
-                let expected = hmac(HmacAlgorithm::Sha256, &secret.0, &[body]);
-                if digest_matches(digest, DigestEncoding::Hex, &expected) {
-                    Ok(())
-                } else {
-                    Err(mismatch("X-Hub-Signature-256 signature"))
-                }
-            }
-            Verifier::Hmac(secret, cfg) => {
-                let given = required(&cfg.header)?;
-                let Some(digest) = given.trim().strip_prefix(cfg.prefix.as_str()) else {
-                    return Err(format!(
-                        "the {} header must start with '{}'",
-                        cfg.header, cfg.prefix
-                    ));
-                };
-                let expected = hmac(cfg.algorithm, &secret.0, &[body]);
-                if digest_matches(digest, cfg.encoding, &expected) {
-                    Ok(())
-                } else {
-                    Err(mismatch(&format!("{} signature", cfg.header)))
-                }
-            }
+            Verifier::Github(secret) => verify_github(secret, header, body),
+            Verifier::Hmac(secret, cfg) => verify_hmac(secret, cfg, header, body),
             Verifier::Stripe {
                 secret,
                 tolerance_s,
-            } => {
-                let given = required("Stripe-Signature")?;
-                let mut timestamp = None;
-                let mut signatures = Vec::new();
-                for part in given.split(',') {
-                    match part.trim().split_once('=') {
-                        Some(("t", t)) => timestamp = Some(t.to_string()),
-                        Some(("v1", v)) => signatures.push(v.to_string()),
-                        _ => {}
-                    }
-                }
-                let (Some(t), false) = (timestamp, signatures.is_empty()) else {
-                    return Err("Stripe-Signature must look like t=<unix time>,v1=<hex>".into());
-                };
-                check_timestamp(&t, now_ms, *tolerance_s)?;
-                let expected = hmac(
-                    HmacAlgorithm::Sha256,
-                    &secret.0,
-                    &[t.as_bytes(), b".", body],
-                );
-                // Any v1 may match (Stripe sends one per active secret while rolling them).
-                let any = signatures.iter().fold(false, |acc, s| {
-                    acc | digest_matches(s, DigestEncoding::Hex, &expected)
-                });
-                if any {
-                    Ok(())
-                } else {
-                    Err(mismatch("Stripe-Signature"))
-                }
-            }
+            } => verify_stripe(secret, *tolerance_s, header, body, now_ms),
             Verifier::Slack {
                 secret,
                 tolerance_s,
-            } => {
-                let ts = required("X-Slack-Request-Timestamp")?;
-                let given = required("X-Slack-Signature")?;
-                let Some(digest) = given.trim().strip_prefix("v0=") else {
-                    return Err("X-Slack-Signature must look like v0=<hex digest>".into());
-                };
-                let ts = ts.trim();
-                check_timestamp(ts, now_ms, *tolerance_s)?;
-                let expected = hmac(
-                    HmacAlgorithm::Sha256,
-                    &secret.0,
-                    &[b"v0:", ts.as_bytes(), b":", body],
-                );
-                if digest_matches(digest, DigestEncoding::Hex, &expected) {
-                    Ok(())
-                } else {
-                    Err(mismatch("X-Slack-Signature"))
-                }
-            }
+            } => verify_slack(secret, *tolerance_s, header, body, now_ms),
         }
     }
 }
 
+/// The value of header `name`, which must be there and not blank.
+fn required(header: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<String, SignatureError> {
+    header(name)
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| SignatureError::Missing {
+            header: name.to_string(),
+        })
+}
+
+/// `Ok` when `matches`, else the refusal saying that `what` does not match the body.
+fn matched(matches: bool, what: impl Into<String>) -> Result<(), SignatureError> {
+    if matches {
+        Ok(())
+    } else {
+        Err(SignatureError::Mismatch { what: what.into() })
+    }
+}
+
+/// `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`.
+fn verify_github(
+    secret: &Secret,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+) -> Result<(), SignatureError> {
+    let given = required(header, "X-Hub-Signature-256")?;
+    let Some(digest) = given.trim().strip_prefix("sha256=") else {
+        return Err(SignatureError::Shape {
+            header: "X-Hub-Signature-256",
+            shape: "sha256=<hex digest>",
+        });
+    };
+    let expected = hmac(HmacAlgorithm::Sha256, &secret.0, &[body]);
+    matched(
+        digest_matches(digest, DigestEncoding::Hex, &expected),
+        "X-Hub-Signature-256 signature",
+    )
+}
+
+/// The configured header holding the prefix and the digest of the body.
+fn verify_hmac(
+    secret: &Secret,
+    cfg: &HmacConfig,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+) -> Result<(), SignatureError> {
+    let given = required(header, &cfg.header)?;
+    let Some(digest) = given.trim().strip_prefix(cfg.prefix.as_str()) else {
+        return Err(SignatureError::Prefix {
+            header: cfg.header.clone(),
+            prefix: cfg.prefix.clone(),
+        });
+    };
+    let expected = hmac(cfg.algorithm, &secret.0, &[body]);
+    matched(
+        digest_matches(digest, cfg.encoding, &expected),
+        format!("{} signature", cfg.header),
+    )
+}
+
+/// `Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "{t}.{body}">`, the timestamp within
+/// the tolerance; any `v1` may match (Stripe sends one per active secret while rolling them).
+fn verify_stripe(
+    secret: &Secret,
+    tolerance_s: i64,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+    now_ms: i64,
+) -> Result<(), SignatureError> {
+    let given = required(header, "Stripe-Signature")?;
+    let mut timestamp = None;
+    let mut signatures = Vec::new();
+    for part in given.split(',') {
+        match part.trim().split_once('=') {
+            Some(("t", t)) => timestamp = Some(t.to_string()),
+            Some(("v1", v)) => signatures.push(v.to_string()),
+            _ => {}
+        }
+    }
+    let (Some(t), false) = (timestamp, signatures.is_empty()) else {
+        return Err(SignatureError::Shape {
+            header: "Stripe-Signature",
+            shape: "t=<unix time>,v1=<hex>",
+        });
+    };
+    check_timestamp(&t, now_ms, tolerance_s)?;
+    let expected = hmac(
+        HmacAlgorithm::Sha256,
+        &secret.0,
+        &[t.as_bytes(), b".", body],
+    );
+    // Every one is compared, so the time taken does not say which matched.
+    let any = signatures.iter().fold(false, |acc, s| {
+        acc | digest_matches(s, DigestEncoding::Hex, &expected)
+    });
+    matched(any, "Stripe-Signature")
+}
+
+/// `X-Slack-Request-Timestamp: <unix>` within the tolerance, and `X-Slack-Signature:
+/// v0=<hex HMAC-SHA256 of "v0:{ts}:{body}">`.
+fn verify_slack(
+    secret: &Secret,
+    tolerance_s: i64,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+    now_ms: i64,
+) -> Result<(), SignatureError> {
+    let ts = required(header, "X-Slack-Request-Timestamp")?;
+    let given = required(header, "X-Slack-Signature")?;
+    let Some(digest) = given.trim().strip_prefix("v0=") else {
+        return Err(SignatureError::Shape {
+            header: "X-Slack-Signature",
+            shape: "v0=<hex digest>",
+        });
+    };
+    let ts = ts.trim();
+    check_timestamp(ts, now_ms, tolerance_s)?;
+    let expected = hmac(
+        HmacAlgorithm::Sha256,
+        &secret.0,
+        &[b"v0:", ts.as_bytes(), b":", body],
+    );
+    matched(
+        digest_matches(digest, DigestEncoding::Hex, &expected),
+        "X-Slack-Signature",
+    )
+}
+
 /// A signed Unix timestamp (seconds) must be within `tolerance_s` of `now_ms`, either way.
-fn check_timestamp(t: &str, now_ms: i64, tolerance_s: i64) -> Result<(), String> {
-    let t: i64 = t
-        .trim()
-        .parse()
-        .map_err(|_| format!("the signed timestamp '{t}' is not a Unix time in seconds"))?;
-    let skew = (now_ms / 1000).saturating_sub(t).saturating_abs();
+fn check_timestamp(t: &str, now_ms: i64, tolerance_s: i64) -> Result<(), SignatureError> {
+    let Ok(secs) = t.trim().parse::<i64>() else {
+        return Err(SignatureError::NotATime {
+            timestamp: t.to_string(),
+        });
+    };
+    let skew = (now_ms / 1000).saturating_sub(secs).saturating_abs();
     if skew > tolerance_s {
-        return Err(format!(
-            "the signed timestamp is {skew} s away from now (tolerance {tolerance_s} s): a \
-             replayed or stale delivery, or a clock that is off; sign it afresh"
-        ));
+        return Err(SignatureError::Stale { skew, tolerance_s });
     }
     Ok(())
 }
@@ -256,9 +298,10 @@ mod tests {
                 b"Hello, World?",
                 0,
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("does not match"), "{err}");
-        let err = v.verify(&headers(&[]), body, 0).unwrap_err();
+        let err = v.verify(&headers(&[]), body, 0).unwrap_err().to_string();
         assert!(
             err.contains("X-Hub-Signature-256 header is missing"),
             "{err}"
@@ -269,7 +312,8 @@ mod tests {
                 body,
                 0,
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("sha256=<hex"), "{err}");
         let err = v
             .verify(
@@ -277,7 +321,8 @@ mod tests {
                 body,
                 0,
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("does not match"), "not hex: {err}");
     }
 
@@ -334,7 +379,8 @@ mod tests {
         assert_eq!(stripe.verify(&sign_stripe(t + 10), body, now_ms), Ok(()));
         let err = stripe
             .verify(&sign_stripe(t - 301), body, now_ms)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("301 s away"), "{err}");
         assert!(stripe.verify(&sign_stripe(t + 301), body, now_ms).is_err());
         assert!(
@@ -358,9 +404,62 @@ mod tests {
             ),
         ]);
         assert_eq!(slack.verify(&h, slack_body, ts * 1000 + 5_000), Ok(()));
-        let err = slack.verify(&h, slack_body, (ts + 600) * 1000).unwrap_err();
+        let err = slack
+            .verify(&h, slack_body, (ts + 600) * 1000)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("tolerance 300 s"), "{err}");
         assert!(slack.verify(&h, b"token=other", ts * 1000).is_err());
+    }
+
+    #[test]
+    fn each_refusal_keeps_its_words() {
+        let github = Verifier::Github(Secret::new("s"));
+        let refusal = |v: &Verifier, pairs: &[(&str, String)], now_ms: i64| {
+            v.verify(&headers(pairs), b"{}", now_ms)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            refusal(&github, &[], 0),
+            "the X-Hub-Signature-256 header is missing; sign each delivery"
+        );
+        assert_eq!(
+            refusal(&github, &[("X-Hub-Signature-256", "md5=00".into())], 0),
+            "X-Hub-Signature-256 must look like sha256=<hex digest>"
+        );
+        assert_eq!(
+            refusal(&github, &[("X-Hub-Signature-256", "sha256=00".into())], 0),
+            "the X-Hub-Signature-256 signature does not match the body; check that the \
+             sender's webhook secret is the one in this hook's secret_env"
+        );
+        let cfg = HmacConfig {
+            header: "X-Sig".into(),
+            algorithm: HmacAlgorithm::Sha256,
+            prefix: "v1=".into(),
+            encoding: DigestEncoding::Hex,
+        };
+        assert_eq!(
+            refusal(
+                &Verifier::Hmac(Secret::new("s"), cfg),
+                &[("X-Sig", "00".into())],
+                0
+            ),
+            "the X-Sig header must start with 'v1='"
+        );
+        let stripe = Verifier::Stripe {
+            secret: Secret::new("s"),
+            tolerance_s: 300,
+        };
+        assert_eq!(
+            refusal(&stripe, &[("Stripe-Signature", "t=soon,v1=00".into())], 0),
+            "the signed timestamp 'soon' is not a Unix time in seconds"
+        );
+        assert_eq!(
+            refusal(&stripe, &[("Stripe-Signature", "t=1000,v1=00".into())], 0),
+            "the signed timestamp is 1000 s away from now (tolerance 300 s): a replayed or \
+             stale delivery, or a clock that is off; sign it afresh"
+        );
     }
 
     #[test]
