@@ -209,7 +209,7 @@ pub(crate) fn validate(config: &Config) -> Result<(), String> {
         .map(|p| ("the sandbox (system directories are readable)", p.as_path()))
         .chain(read.iter().map(|p| ("sandbox.read", p.as_path())))
         .chain(write.iter().map(|p| ("sandbox.write", p.as_path())));
-    check_exposure(grants, &protected)
+    check_exposure(grants, &protected).map_err(|e| e.to_string())
 }
 
 /// What every sandboxed command of this daemon shares: the launcher, the enforced ABI, the

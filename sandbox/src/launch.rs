@@ -38,6 +38,7 @@ use landlock::{
 
 use nix::sys::signal::SigSet;
 
+use crate::error::{SetupError, doing};
 use crate::namespaces::{self, isolate_network};
 use crate::policy::{MAX_ABI, Network, PROC, Policy};
 use crate::probe::Support;
@@ -96,7 +97,7 @@ fn launch(rest: &[OsString], stage: Stage) -> Result<std::convert::Infallible, (
     let usage = "usage: nightshift sandbox-exec <policy JSON> -- <program> [args…]";
     let fail = |m: String| (EXIT_FAILED, m);
     if stage == Stage::Launch {
-        supervise::default_forwarded_actions().map_err(fail)?;
+        supervise::default_forwarded_actions().map_err(|e| fail(e.to_string()))?;
     }
     let (json, program, args) = match rest {
         [json, dashes, program, args @ ..] if dashes == "--" => (json, program, args),
@@ -148,29 +149,25 @@ fn abi(n: u32) -> ABI {
 }
 
 /// Applies the policy's Landlock ruleset to this process, in full or not at all.
-fn restrict(policy: &Policy) -> Result<(), String> {
+fn restrict(policy: &Policy) -> Result<(), SetupError> {
     let abi_n = policy.abi;
     let abi = abi(abi_n);
     let all = AccessFs::from_all(abi);
     let read = AccessFs::from_read(abi);
     let device = AccessFs::from_file(abi) & !BitFlags::from(AccessFs::Execute);
-    let err = |e: landlock::RulesetError| e.to_string();
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(all)
-        .map_err(err)?;
+        .handle_access(all)?;
     let tcp_ports: &[u16] = match (policy.network, &policy.tcp_ports) {
         (Network::Off, _) if abi_n >= 4 => {
             // Defence in depth: no TCP rule is added, so no TCP bind or connect is allowed.
-            ruleset = ruleset
-                .handle_access(AccessNet::from_all(abi))
-                .map_err(err)?;
+            ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
             &[]
         }
         (Network::On, Some(ports)) => {
             // Connecting is allowed to the listed ports and the grants' ports only (Landlock
             // knows no addresses); binding stays allowed.
-            ruleset = ruleset.handle_access(AccessNet::ConnectTcp).map_err(err)?;
+            ruleset = ruleset.handle_access(AccessNet::ConnectTcp)?;
             ports
         }
         _ => &[],
@@ -185,9 +182,9 @@ fn restrict(policy: &Policy) -> Result<(), String> {
         _ => Vec::new(),
     };
     if abi_n >= 6 {
-        ruleset = ruleset.scope(Scope::from_all(abi)).map_err(err)?;
+        ruleset = ruleset.scope(Scope::from_all(abi))?;
     }
-    let mut created = ruleset.create().map_err(err)?;
+    let mut created = ruleset.create()?;
     let rules = [
         (policy.workspace.as_path(), all, true),
         (policy.temp_dir.as_path(), all, true),
@@ -200,22 +197,20 @@ fn restrict(policy: &Policy) -> Result<(), String> {
         let Some(rule) = rule(path, access, abi, required)? else {
             continue;
         };
-        created = created.add_rule(rule).map_err(err)?;
+        created = created.add_rule(rule)?;
     }
     for port in tcp_ports.iter().chain(&granted_ports) {
-        created = created
-            .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
-            .map_err(err)?;
+        created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
     }
-    let status = created.restrict_self().map_err(err)?;
+    let status = created.restrict_self()?;
     if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(format!(
-            "the kernel enforces the ruleset only {:?} (Landlock: {:?})",
-            status.ruleset, status.landlock
-        ));
+        return Err(SetupError::PartlyEnforced {
+            ruleset: status.ruleset,
+            landlock: status.landlock,
+        });
     }
     if !status.no_new_privs {
-        return Err("no_new_privs could not be set".into());
+        return Err(SetupError::NoNewPrivs);
     }
     Ok(())
 }
@@ -227,16 +222,16 @@ fn rule(
     access: BitFlags<AccessFs>,
     abi: ABI,
     required: bool,
-) -> Result<Option<PathBeneath<PathFd>>, String> {
+) -> Result<Option<PathBeneath<PathFd>>, SetupError> {
     let fd = match PathFd::new(path) {
         Ok(fd) => fd,
         Err(_) if !required => return Ok(None),
-        Err(e) => return Err(format!("cannot open `{}`: {e}", path.display())),
+        Err(e) => return Err(doing(format!("cannot open `{}`", path.display()))(e)),
     };
     let access = match std::fs::metadata(path) {
         Ok(meta) if !meta.is_dir() => access & AccessFs::from_file(abi),
         Ok(_) => access,
-        Err(e) => return Err(format!("cannot stat `{}`: {e}", path.display())),
+        Err(e) => return Err(doing(format!("cannot stat `{}`", path.display()))(e)),
     };
     Ok(Some(PathBeneath::new(fd, access)))
 }
@@ -249,7 +244,7 @@ fn probe_here() -> i32 {
     let (pidns, pidns_note) = probe_pidns();
     let (netns, netns_note) = match isolate_network() {
         Ok(()) => (true, None),
-        Err(e) => (false, Some(e)),
+        Err(e) => (false, Some(e.to_string())),
     };
     let status = Ruleset::default()
         .handle_access(AccessFs::Execute)
@@ -330,14 +325,11 @@ fn probe_pidns_init() -> i32 {
     }];
     // Proxied, as the default network is: loopback up and the proxy's socket made too.
     let checked = namespaces::prepare_init(&shown, Network::Proxied, &[], None).and_then(|()| {
-        let seen = std::fs::read_link("/proc/self").map_err(|e| format!("/proc/self: {e}"))?;
+        let seen = std::fs::read_link("/proc/self").map_err(doing("/proc/self"))?;
         if std::process::id() == 1 && seen == Path::new("1") {
             Ok(())
         } else {
-            Err(format!(
-                "the fresh /proc shows this init as `{}`, not pid 1",
-                seen.display()
-            ))
+            Err(SetupError::NotPidOne(seen))
         }
     });
     match checked {

@@ -26,11 +26,12 @@
 //!   root of its own there.
 //!
 //! How it fails: a launch that cannot enforce its whole policy runs nothing and exits 126
-//! with a message on stderr; a kernel without what the config needs makes [`probe::decide`]
+//! with a message on stderr (the step that failed, `error::SetupError`); a kernel without what the config needs makes [`probe::decide`]
 //! a [`probe::Refusal`] that names what is missing and the opt-out setting. Nothing here ever
 //! falls back to a weaker sandbox.
 
 pub mod egress;
+mod error;
 pub mod launch;
 mod namespaces;
 pub mod policy;
@@ -75,10 +76,9 @@ impl Sandbox {
         workspace: &Path,
         program: &str,
         args: &[String],
-    ) -> Result<(PathBuf, Vec<OsString>), String> {
+    ) -> Result<(PathBuf, Vec<OsString>), EncodeError> {
         let policy = self.policy.with_workspace(workspace);
-        let json = serde_json::to_string(&policy)
-            .map_err(|e| format!("cannot encode the sandbox policy: {e}"))?;
+        let json = serde_json::to_string(&policy).map_err(EncodeError)?;
         let mut argv: Vec<OsString> = vec![launch::SUBCOMMAND.into(), json.into(), "--".into()];
         argv.push(program.into());
         argv.extend(args.iter().map(OsString::from));
@@ -93,10 +93,20 @@ impl Sandbox {
     }
 }
 
+/// A command's policy could not be written for the launcher (a path that is not UTF-8).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot encode the sandbox policy: {0}")]
+pub struct EncodeError(#[source] serde_json::Error);
+
+/// The daemon could not make itself undumpable.
+#[derive(Debug, thiserror::Error)]
+#[error("prctl(PR_SET_DUMPABLE, 0): {0}")]
+pub struct HardenError(#[source] nix::errno::Errno);
+
 /// Hardens the daemon itself: not dumpable, so its memory and `/proc` files are closed to
 /// processes of the same user that are not sandboxed (root is kept out by Landlock).
-pub fn harden_daemon() -> Result<(), String> {
-    nix::sys::prctl::set_dumpable(false).map_err(|e| format!("prctl(PR_SET_DUMPABLE, 0): {e}"))
+pub fn harden_daemon() -> Result<(), HardenError> {
+    nix::sys::prctl::set_dumpable(false).map_err(HardenError)
 }
 
 #[cfg(test)]

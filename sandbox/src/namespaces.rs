@@ -29,14 +29,15 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
 use nix::unistd::{Gid, Uid};
 
+use crate::error::{SetupError, doing};
 use crate::policy::Network;
 use crate::rootfs::{self, Shown};
 
 /// Writes this process's id maps (after `unshare(CLONE_NEWUSER)`): `inside` ↔ `outside`, one
 /// id each, and `setgroups` denied (needed to map a gid without privileges).
-fn map_self(inside: (u32, u32), outside: (u32, u32)) -> Result<(), String> {
+fn map_self(inside: (u32, u32), outside: (u32, u32)) -> Result<(), SetupError> {
     let write = |file: &str, text: String| {
-        std::fs::write(file, text).map_err(|e| format!("cannot write {file}: {e}"))
+        std::fs::write(file, text).map_err(doing(format!("cannot write {file}")))
     };
     write("/proc/self/setgroups", "deny".into())?;
     write(
@@ -56,18 +57,18 @@ fn ids() -> (u32, u32) {
 
 /// A network namespace of this process's own (loopback only, down): as root directly,
 /// otherwise inside a new user namespace that maps the caller's uid and gid to themselves.
-pub(crate) fn isolate_network() -> Result<(), String> {
+pub(crate) fn isolate_network() -> Result<(), SetupError> {
     if Uid::effective().is_root() {
         match unshare(CloneFlags::CLONE_NEWNET) {
             Ok(()) => return Ok(()),
             // Root without CAP_SYS_ADMIN (a container): try as an unprivileged user would.
             Err(nix::errno::Errno::EPERM) => {}
-            Err(e) => return Err(format!("unshare(CLONE_NEWNET): {e}")),
+            Err(e) => return Err(doing("unshare(CLONE_NEWNET)")(e)),
         }
     }
     let own = ids();
     unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET)
-        .map_err(|e| format!("unshare(CLONE_NEWUSER | CLONE_NEWNET): {e}"))?;
+        .map_err(doing("unshare(CLONE_NEWUSER | CLONE_NEWNET)"))?;
     // The same uid and gid inside as outside, so files keep their owners.
     map_self(own, own)
 }
@@ -75,10 +76,10 @@ pub(crate) fn isolate_network() -> Result<(), String> {
 /// New user and pid namespaces for this process's next child; this process becomes uid and
 /// gid 0 inside the new user namespace, and stays in the daemon's mount and network
 /// namespaces (where the egress proxy connects out and resolves names).
-pub(crate) fn enter() -> Result<(), String> {
+pub(crate) fn enter() -> Result<(), SetupError> {
     let own = ids();
     let flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID;
-    unshare(flags).map_err(|e| format!("unshare({flags:?}): {e}"))?;
+    unshare(flags).map_err(doing(format!("unshare({flags:?})")))?;
     map_self((0, 0), own)
 }
 
@@ -93,7 +94,7 @@ pub(crate) fn prepare_init(
     network: Network,
     forwards: &[SocketAddr],
     egress: Option<&UnixStream>,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     let real = (
         outside_id("/proc/self/uid_map")?,
         outside_id("/proc/self/gid_map")?,
@@ -102,7 +103,7 @@ pub(crate) fn prepare_init(
     if network != Network::On {
         flags |= CloneFlags::CLONE_NEWNET;
     }
-    unshare(flags).map_err(|e| format!("unshare({flags:?}): {e}"))?;
+    unshare(flags).map_err(doing(format!("unshare({flags:?})")))?;
     mount(
         None::<&str>,
         "/",
@@ -110,7 +111,7 @@ pub(crate) fn prepare_init(
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| format!("cannot make the mounts private: {e}"))?;
+    .map_err(doing("cannot make the mounts private"))?;
     mount(
         Some("proc"),
         "/proc",
@@ -118,15 +119,15 @@ pub(crate) fn prepare_init(
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None::<&str>,
     )
-    .map_err(|e| format!("cannot mount a fresh /proc for the pid namespace: {e}"))?;
+    .map_err(doing("cannot mount a fresh /proc for the pid namespace"))?;
     if network == Network::Proxied {
         loopback_up()?;
         let proxy = SocketAddr::from(([127, 0, 0, 1], crate::egress::PROXY_PORT));
         let mut listeners = Vec::new();
         for at in std::iter::once(proxy).chain(forwards.iter().copied()) {
-            let listener = std::net::TcpListener::bind(at).map_err(|e| {
-                format!("cannot listen on {at} in the command's network namespace: {e}")
-            })?;
+            let listener = std::net::TcpListener::bind(at).map_err(doing(format!(
+                "cannot listen on {at} in the command's network namespace"
+            )))?;
             listeners.push(listener);
         }
         if let Some(channel) = egress {
@@ -134,16 +135,15 @@ pub(crate) fn prepare_init(
         }
     }
     rootfs::enter(shown)?;
-    unshare(CloneFlags::CLONE_NEWUSER)
-        .map_err(|e| format!("unshare(CLONE_NEWUSER) for the command: {e}"))?;
+    unshare(CloneFlags::CLONE_NEWUSER).map_err(doing("unshare(CLONE_NEWUSER) for the command"))?;
     map_self(real, (0, 0))
 }
 
 /// Brings up the loopback interface of this process's (new) network namespace.
 #[allow(unsafe_code)] // See SAFETY below.
-fn loopback_up() -> Result<(), String> {
+fn loopback_up() -> Result<(), SetupError> {
     let socket = std::net::UdpSocket::bind("0.0.0.0:0")
-        .map_err(|e| format!("cannot open a socket to bring loopback up: {e}"))?;
+        .map_err(doing("cannot open a socket to bring loopback up"))?;
     let fd = socket.as_raw_fd();
     // SAFETY: `ifreq` is plain old data for which all zeroes is a valid value; the name is
     // NUL-terminated within its 16 bytes; both ioctls read or write only that struct, which
@@ -162,16 +162,14 @@ fn loopback_up() -> Result<(), String> {
         }
     };
     if result < 0 {
-        return Err(format!(
-            "cannot bring the loopback interface up: {}",
-            std::io::Error::last_os_error()
-        ));
+        let error = std::io::Error::last_os_error();
+        return Err(doing("cannot bring the loopback interface up")(error));
     }
     Ok(())
 }
 
 /// Sends `listeners` to the proxy's process over `channel` (`SCM_RIGHTS`).
-fn hand_over(channel: &UnixStream, listeners: &[std::net::TcpListener]) -> Result<(), String> {
+fn hand_over(channel: &UnixStream, listeners: &[std::net::TcpListener]) -> Result<(), SetupError> {
     let fds: Vec<i32> = listeners.iter().map(AsRawFd::as_raw_fd).collect();
     let message = [std::io::IoSlice::new(b"L")];
     sendmsg::<()>(
@@ -181,7 +179,9 @@ fn hand_over(channel: &UnixStream, listeners: &[std::net::TcpListener]) -> Resul
         MsgFlags::empty(),
         None,
     )
-    .map_err(|e| format!("cannot hand the egress proxy's socket to the launcher: {e}"))?;
+    .map_err(doing(
+        "cannot hand the egress proxy's socket to the launcher",
+    ))?;
     Ok(())
 }
 
@@ -217,9 +217,9 @@ fn adopt(fd: std::os::fd::RawFd) -> std::net::TcpListener {
 
 /// The outside id that id 0 of this user namespace maps to (the second field of the
 /// single line [`enter`] wrote).
-fn outside_id(file: &str) -> Result<u32, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?;
-    parse_outside_of_root(&text).ok_or_else(|| format!("{file} does not map id 0: `{text}`"))
+fn outside_id(file: &'static str) -> Result<u32, SetupError> {
+    let text = std::fs::read_to_string(file).map_err(doing(format!("cannot read {file}")))?;
+    parse_outside_of_root(&text).ok_or(SetupError::NoRootMapping { file, map: text })
 }
 
 fn parse_outside_of_root(map: &str) -> Option<u32> {

@@ -287,83 +287,145 @@ impl Policy {
     }
 
     /// Refuses a policy that is malformed or wider than the sandbox allows.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PolicyError> {
         if !(MIN_ABI..=MAX_ABI).contains(&self.abi) {
-            return Err(format!(
-                "the policy asks for Landlock ABI {}; the sandbox enforces ABI {MIN_ABI} to {MAX_ABI}",
-                self.abi
-            ));
+            return Err(PolicyError::Abi(self.abi));
         }
         for (role, path) in self.grants() {
             check_path(role, path)?;
             self.check_proc(role, path)?;
         }
         if self.tcp_ports.as_ref().is_some_and(|p| p.contains(&0)) {
-            return Err("TCP port 0 is not a port a command can connect to".into());
+            return Err(PolicyError::PortZero);
         }
         if self.network == Network::Proxied && !self.pid_namespace {
-            return Err(
-                "a proxied network needs a pid namespace (its proxy runs in the \
-                        launcher outside it)"
-                    .into(),
-            );
+            return Err(PolicyError::ProxyWithoutPidNamespace);
         }
         if let Some(bad) = self
             .connect
             .iter()
             .find(|g| crate::egress::split_host_port(g).is_none())
         {
-            return Err(format!("connect grant `{bad}` is not host:port"));
+            return Err(PolicyError::BadConnectGrant(bad.clone()));
         }
         Ok(())
     }
 
     /// A grant beneath `/proc` is read-only, and outside a pid namespace one of the
     /// [`PROC_READ`] files: the host's `/proc` shows every process, the daemon's included.
-    fn check_proc(&self, role: &str, path: &Path) -> Result<(), String> {
+    fn check_proc(&self, role: &'static str, path: &Path) -> Result<(), PolicyError> {
         if !path.starts_with(PROC) {
             return Ok(());
         }
-        let shown = path.display();
         if role != "read" {
-            return Err(format!(
-                "{role} path `{shown}` is beneath /proc, which is never writable"
-            ));
+            return Err(PolicyError::ProcWritable {
+                role,
+                path: path.to_path_buf(),
+            });
         }
         if !self.pid_namespace && !PROC_READ.iter().any(|p| path == Path::new(p)) {
-            return Err(format!(
-                "read path `{shown}` would show other processes (the daemon's among them): \
-                 outside a pid namespace only {} are readable beneath /proc",
-                PROC_READ.join(", ")
-            ));
+            return Err(PolicyError::ProcShowsOthers(path.to_path_buf()));
         }
         Ok(())
     }
 }
 
+/// Why [`Policy::validate`] refused a policy: malformed, or wider than the sandbox allows.
+/// `Display` names the grant's role (`workspace`, `temp dir`, `read`, `write`, `device`) and
+/// path, and what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error(
+        "the policy asks for Landlock ABI {0}; the sandbox enforces ABI {min} to {max}",
+        min = MIN_ABI,
+        max = MAX_ABI
+    )]
+    Abi(u32),
+    #[error("{role} path `{}` is not absolute", .path.display())]
+    NotAbsolute { role: &'static str, path: PathBuf },
+    #[error("{role} path `{}` contains `.` or `..`; give it without them", .path.display())]
+    NotNormal { role: &'static str, path: PathBuf },
+    #[error("{role} path `/` would grant the whole filesystem; grant narrower directories")]
+    WholeFilesystem { role: &'static str },
+    #[error("{role} path `{}` contains a NUL byte", .path.display())]
+    Nul { role: &'static str, path: PathBuf },
+    #[error("{role} path `{}` is beneath /proc, which is never writable", .path.display())]
+    ProcWritable { role: &'static str, path: PathBuf },
+    #[error(
+        "read path `{}` would show other processes (the daemon's among them): outside a pid \
+         namespace only {} are readable beneath /proc",
+        .0.display(),
+        PROC_READ.join(", ")
+    )]
+    ProcShowsOthers(PathBuf),
+    #[error("TCP port 0 is not a port a command can connect to")]
+    PortZero,
+    #[error("a proxied network needs a pid namespace (its proxy runs in the launcher outside it)")]
+    ProxyWithoutPidNamespace,
+    #[error("connect grant `{0}` is not host:port")]
+    BadConnectGrant(String),
+}
+
 /// A granted path must be absolute, normal (no `..`), not `/`, without NUL bytes.
-fn check_path(role: &str, path: &Path) -> Result<(), String> {
-    let shown = path.display();
+fn check_path(role: &'static str, path: &Path) -> Result<(), PolicyError> {
+    let owned = || path.to_path_buf();
     if !path.is_absolute() {
-        return Err(format!("{role} path `{shown}` is not absolute"));
+        return Err(PolicyError::NotAbsolute {
+            role,
+            path: owned(),
+        });
     }
     if path
         .components()
         .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
     {
-        return Err(format!(
-            "{role} path `{shown}` contains `.` or `..`; give it without them"
-        ));
+        return Err(PolicyError::NotNormal {
+            role,
+            path: owned(),
+        });
     }
     if path.components().count() < 2 {
-        return Err(format!(
-            "{role} path `/` would grant the whole filesystem; grant narrower directories"
-        ));
+        return Err(PolicyError::WholeFilesystem { role });
     }
     if path.as_os_str().as_encoded_bytes().contains(&0) {
-        return Err(format!("{role} path `{shown}` contains a NUL byte"));
+        return Err(PolicyError::Nul {
+            role,
+            path: owned(),
+        });
     }
     Ok(())
+}
+
+/// A grant that would let a command reach a protected path ([`check_exposure`]); `Display`
+/// names the config key, the grant, and what it exposes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Exposure {
+    /// The grant contains the protected path.
+    #[error(
+        "{key} grants sandboxed commands `{}`, which contains {what} `{}`: a command could \
+         read it. Grant narrower paths (or move {what})",
+        .grant.display(),
+        .path.display()
+    )]
+    Contains {
+        key: String,
+        grant: PathBuf,
+        what: String,
+        path: PathBuf,
+    },
+    /// The grant lies inside the protected path.
+    #[error(
+        "{key} grants sandboxed commands `{}`, which is inside {what} `{}`: a command could \
+         read what the daemon keeps there. Grant a path outside it",
+        .grant.display(),
+        .path.display()
+    )]
+    Inside {
+        key: String,
+        grant: PathBuf,
+        what: String,
+        path: PathBuf,
+    },
 }
 
 /// Refuses any grant that would let a command reach a protected path: a grant that contains
@@ -373,25 +435,30 @@ fn check_path(role: &str, path: &Path) -> Result<(), String> {
 pub fn check_exposure<'a>(
     grants: impl IntoIterator<Item = (&'a str, &'a Path)>,
     protected: &[(&str, &Path)],
-) -> Result<(), String> {
+) -> Result<(), Exposure> {
     for (key, grant) in grants {
         for (what, path) in protected {
-            if path.starts_with(grant) {
-                return Err(format!(
-                    "{key} grants sandboxed commands `{}`, which contains {what} `{}`: a command \
-                     could read it. Grant narrower paths (or move {what})",
-                    grant.display(),
-                    path.display()
-                ));
+            let contains = path.starts_with(grant);
+            if !contains && !grant.starts_with(path) {
+                continue;
             }
-            if grant.starts_with(path) {
-                return Err(format!(
-                    "{key} grants sandboxed commands `{}`, which is inside {what} `{}`: a command \
-                     could read what the daemon keeps there. Grant a path outside it",
-                    grant.display(),
-                    path.display()
-                ));
-            }
+            let (key, what) = (key.to_string(), what.to_string());
+            let (grant, path) = (grant.to_path_buf(), path.to_path_buf());
+            return Err(if contains {
+                Exposure::Contains {
+                    key,
+                    grant,
+                    what,
+                    path,
+                }
+            } else {
+                Exposure::Inside {
+                    key,
+                    grant,
+                    what,
+                    path,
+                }
+            });
         }
     }
     Ok(())
@@ -449,7 +516,7 @@ mod tests {
         let with = |f: &dyn Fn(&mut Policy)| {
             let mut p = policy();
             f(&mut p);
-            p.validate().unwrap_err()
+            p.validate().unwrap_err().to_string()
         };
         assert!(with(&|p| p.abi = 5).contains("ABI 5"));
         assert!(with(&|p| p.abi = 11).contains("ABI 11"));
@@ -486,7 +553,10 @@ mod tests {
         p.validate().unwrap();
         let mut wider = p.clone();
         wider.write.push("/proc/self".into());
-        assert!(wider.validate().unwrap_err().contains("never writable"));
+        assert_eq!(
+            wider.validate().unwrap_err().to_string(),
+            "write path `/proc/self` is beneath /proc, which is never writable"
+        );
     }
 
     #[test]
@@ -494,7 +564,15 @@ mod tests {
         let data = Path::new("/var/lib/nightshift");
         let db = Path::new("/srv/db/nightshift.db");
         let protected = [("the data directory", data), ("the database", db)];
-        let err = check_exposure([("sandbox.read", Path::new("/var"))], &protected).unwrap_err();
+        let err = check_exposure([("sandbox.read", Path::new("/var"))], &protected)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "sandbox.read grants sandboxed commands `/var`, which contains the data directory \
+             `/var/lib/nightshift`: a command could read it. Grant narrower paths (or move the \
+             data directory)"
+        );
         assert!(
             err.contains("sandbox.read grants sandboxed commands `/var`")
                 && err.contains("contains the data directory `/var/lib/nightshift`"),
@@ -504,9 +582,12 @@ mod tests {
             [("sandbox.write", Path::new("/var/lib/nightshift/workspaces"))],
             &protected,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("is inside the data directory"), "{err}");
-        let err = check_exposure([("sandbox.read", Path::new("/srv/db"))], &protected).unwrap_err();
+        let err = check_exposure([("sandbox.read", Path::new("/srv/db"))], &protected)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("the database"), "{err}");
         // A sibling with a common prefix is not inside.
         check_exposure(

@@ -14,8 +14,8 @@
 //! `pid_namespace = "auto"`: the [`Enforcement`] then says so, for one warning at start.
 
 use std::fmt;
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
 
 use serde::{Deserialize, Serialize};
 
@@ -161,37 +161,59 @@ pub fn assume_from_env(mut support: Support, var: impl Fn(&str) -> Option<String
     support
 }
 
+/// Why the launcher could not be asked what this kernel supports; `Display` names the
+/// launcher and says to set `[sandbox] launcher`.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The launcher could not be run at all.
+    #[error(
+        "cannot run the sandbox launcher `{}`: {source}; set `[sandbox] launcher` to the \
+         nightshift binary",
+        .launcher.display()
+    )]
+    CannotRun {
+        launcher: PathBuf,
+        source: std::io::Error,
+    },
+    /// It ran, but its answer was not a probe's (`stderr` is its first 300 characters).
+    #[error(
+        "the sandbox launcher `{}` did not answer the probe ({status}; stderr: {stderr}); set \
+         `[sandbox] launcher` to the nightshift binary",
+        .launcher.display()
+    )]
+    NoAnswer {
+        launcher: PathBuf,
+        status: ExitStatus,
+        stderr: String,
+    },
+}
+
 /// Asks `launcher` what this kernel supports (it runs `launcher sandbox-exec --probe`), then
 /// applies the assume variables of this process's environment.
-pub fn probe(launcher: &Path) -> Result<Support, String> {
+pub fn probe(launcher: &Path) -> Result<Support, ProbeError> {
     let out = Command::new(launcher)
         .args([crate::launch::SUBCOMMAND, crate::launch::PROBE_FLAG])
         .env_clear()
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| {
-            format!(
-                "cannot run the sandbox launcher `{}`: {e}; set `[sandbox] launcher` to the \
-                 nightshift binary",
-                launcher.display()
-            )
+        .map_err(|source| ProbeError::CannotRun {
+            launcher: launcher.to_path_buf(),
+            source,
         })?;
     let parsed = serde_json::from_slice::<Support>(&out.stdout);
     match parsed {
         Ok(support) if out.status.success() => {
             Ok(assume_from_env(support, |name| std::env::var(name).ok()))
         }
-        _ => Err(format!(
-            "the sandbox launcher `{}` did not answer the probe ({}; stderr: {}); set \
-             `[sandbox] launcher` to the nightshift binary",
-            launcher.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
+        _ => Err(ProbeError::NoAnswer {
+            launcher: launcher.to_path_buf(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr)
                 .trim()
                 .chars()
                 .take(300)
-                .collect::<String>()
-        )),
+                .collect(),
+        }),
     }
 }
 

@@ -30,6 +30,7 @@ use nix::fcntl::{OFlag, open};
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sys::stat::Mode;
 
+use crate::error::{SetupError, doing};
 use crate::policy::{PROC, Policy};
 
 /// Where the new root is assembled: a fresh tmpfs is mounted over it in the command's mount
@@ -83,17 +84,17 @@ struct Source {
     is_dir: bool,
 }
 
-fn open_sources(shown: &[Shown]) -> Result<Vec<Source>, String> {
+fn open_sources(shown: &[Shown]) -> Result<Vec<Source>, SetupError> {
     let mut sources = Vec::new();
     for Shown { path, required } in shown {
         let opened = open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty());
         let fd = match opened {
             Ok(fd) => fd,
             Err(_) if !required => continue,
-            Err(e) => return Err(format!("cannot open `{}`: {e}", path.display())),
+            Err(e) => return Err(doing(format!("cannot open `{}`", path.display()))(e)),
         };
         let is_dir = std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-            .map_err(|e| format!("cannot stat `{}`: {e}", path.display()))?
+            .map_err(doing(format!("cannot stat `{}`", path.display())))?
             .is_dir();
         sources.push(Source {
             path: path.clone(),
@@ -107,7 +108,7 @@ fn open_sources(shown: &[Shown]) -> Result<Vec<Source>, String> {
 /// Builds a new root showing `shown` (see [`shown`]) and moves this process (pid 1 of the
 /// namespaces, in its private mount namespace, with the fresh `/proc` mounted) into it; the
 /// working directory is then `/` (the caller takes its own again).
-pub(crate) fn enter(shown: &[Shown]) -> Result<(), String> {
+pub(crate) fn enter(shown: &[Shown]) -> Result<(), SetupError> {
     let sources = open_sources(shown)?;
     mount(
         Some("tmpfs"),
@@ -116,10 +117,12 @@ pub(crate) fn enter(shown: &[Shown]) -> Result<(), String> {
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some("mode=0755,size=1m"),
     )
-    .map_err(|e| format!("cannot mount the new root's tmpfs on {BASE}: {e}"))?;
+    .map_err(doing(format!(
+        "cannot mount the new root's tmpfs on {BASE}"
+    )))?;
     let root = Path::new(BASE);
     let root_dev = std::fs::metadata(root)
-        .map_err(|e| format!("cannot stat the new root: {e}"))?
+        .map_err(doing("cannot stat the new root"))?
         .dev();
     for source in &sources {
         let target = beneath(root, &source.path);
@@ -132,12 +135,10 @@ pub(crate) fn enter(shown: &[Shown]) -> Result<(), String> {
             MsFlags::MS_BIND | MsFlags::MS_REC,
             None::<&str>,
         )
-        .map_err(|e| {
-            format!(
-                "cannot show `{}` in the new root: {e}",
-                source.path.display()
-            )
-        })?;
+        .map_err(doing(format!(
+            "cannot show `{}` in the new root",
+            source.path.display()
+        )))?;
     }
     drop(sources);
     if root.join("dev").is_dir() {
@@ -145,7 +146,7 @@ pub(crate) fn enter(shown: &[Shown]) -> Result<(), String> {
             let link = root.join(link);
             if std::fs::symlink_metadata(&link).is_err() {
                 std::os::unix::fs::symlink(to, &link)
-                    .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
+                    .map_err(doing(format!("cannot link {}", link.display())))?;
             }
         }
     }
@@ -160,7 +161,7 @@ pub(crate) fn enter(shown: &[Shown]) -> Result<(), String> {
             | MsFlags::MS_NODEV,
         None::<&str>,
     )
-    .map_err(|e| format!("cannot make the new root read-only: {e}"))?;
+    .map_err(doing("cannot make the new root read-only"))?;
     pivot(root)
 }
 
@@ -176,7 +177,7 @@ fn beneath(root: &Path, path: &Path) -> PathBuf {
 /// Makes `target` (and its missing parents) as a directory, or an empty file when `!is_dir`,
 /// only ever on the new root's tmpfs (`root_dev`): a mount point missing inside a bound host
 /// directory is an error, never made on the host.
-fn make_mount_point(root_dev: u64, target: &Path, is_dir: bool) -> Result<(), String> {
+fn make_mount_point(root_dev: u64, target: &Path, is_dir: bool) -> Result<(), SetupError> {
     if std::fs::metadata(target).is_ok() {
         return Ok(());
     }
@@ -184,26 +185,26 @@ fn make_mount_point(root_dev: u64, target: &Path, is_dir: bool) -> Result<(), St
     make_mount_point(root_dev, parent, true)?;
     let on_tmpfs = std::fs::metadata(parent).is_ok_and(|m| m.dev() == root_dev);
     if !on_tmpfs {
-        return Err(format!(
-            "no mount point for `{}` inside a bound directory",
-            target.display()
-        ));
+        return Err(SetupError::MountPointOnHost(target.to_path_buf()));
     }
     let made = if is_dir {
         std::fs::create_dir(target)
     } else {
         std::fs::File::create(target).map(drop)
     };
-    made.map_err(|e| format!("cannot make the mount point {}: {e}", target.display()))
+    made.map_err(doing(format!(
+        "cannot make the mount point {}",
+        target.display()
+    )))
 }
 
 /// `pivot_root` into `root`, then the old root detached (the `pivot_root(".", ".")` way: no
 /// directory for the old root is needed).
-fn pivot(root: &Path) -> Result<(), String> {
-    std::env::set_current_dir(root).map_err(|e| format!("cannot enter the new root: {e}"))?;
-    nix::unistd::pivot_root(".", ".").map_err(|e| format!("pivot_root: {e}"))?;
-    umount2(".", MntFlags::MNT_DETACH).map_err(|e| format!("cannot detach the old root: {e}"))?;
-    std::env::set_current_dir("/").map_err(|e| format!("cannot enter the new root: {e}"))
+fn pivot(root: &Path) -> Result<(), SetupError> {
+    std::env::set_current_dir(root).map_err(doing("cannot enter the new root"))?;
+    nix::unistd::pivot_root(".", ".").map_err(doing("pivot_root"))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(doing("cannot detach the old root"))?;
+    std::env::set_current_dir("/").map_err(doing("cannot enter the new root"))
 }
 
 #[cfg(test)]

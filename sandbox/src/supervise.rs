@@ -41,6 +41,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 use nix::unistd::Pid;
 
+use crate::error::{SetupError, doing};
 use crate::launch::{EXIT_FAILED, SUBCOMMAND};
 use crate::namespaces;
 use crate::policy::{Network, Policy};
@@ -116,12 +117,12 @@ pub(crate) fn mirror(reported: Option<Ending>, init: ExitStatus) -> Ending {
 /// daemon chooses which signals to send, so the command must receive them as it would when
 /// started from a terminal.
 #[allow(unsafe_code)] // The crate's one `unsafe`: see SAFETY below.
-pub(crate) fn default_forwarded_actions() -> Result<(), String> {
+pub(crate) fn default_forwarded_actions() -> Result<(), SetupError> {
     for signal in FORWARDED {
         // SAFETY: installing the default action runs no handler of ours, so nothing here
         // has to be async-signal-safe; `signal` is unsafe only for custom handlers.
         unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) }
-            .map_err(|e| format!("cannot reset the action of {signal}: {e}"))?;
+            .map_err(doing(format!("cannot reset the action of {signal}")))?;
     }
     Ok(())
 }
@@ -163,7 +164,7 @@ pub(crate) fn supervise(
     json: &OsStr,
     program: &OsStr,
     args: &[OsString],
-) -> Result<std::convert::Infallible, String> {
+) -> Result<std::convert::Infallible, SetupError> {
     // With a proxied network, the init hands the proxy's listening socket over this pair to
     // the proxy's own process, started now: once this process has made a pid namespace it
     // can start no threads, and the proxy belongs in the daemon's namespaces anyway.
@@ -175,14 +176,13 @@ pub(crate) fn supervise(
     let signals = forwarded_and_child();
     signals
         .thread_block()
-        .map_err(|e| format!("cannot block signals: {e}"))?;
+        .map_err(doing("cannot block signals"))?;
     let sfd = SignalFd::with_flags(&signals, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
-        .map_err(|e| format!("signalfd: {e}"))?;
-    let (mut reader, writer) =
-        std::io::pipe().map_err(|e| format!("cannot make the status pipe: {e}"))?;
+        .map_err(doing("signalfd"))?;
+    let (mut reader, writer) = std::io::pipe().map_err(doing("cannot make the status pipe"))?;
     // The init's copy of the write end: inherited on purpose (it reopens and closes it).
     fcntl(&writer, FcntlArg::F_SETFD(FdFlag::empty()))
-        .map_err(|e| format!("cannot pass the status pipe: {e}"))?;
+        .map_err(doing("cannot pass the status pipe"))?;
     let egress_arg = egress
         .as_ref()
         .map_or("-".to_string(), |theirs| theirs.as_raw_fd().to_string());
@@ -198,38 +198,82 @@ pub(crate) fn supervise(
         .process_group(0)
         .spawn();
     drop(writer);
-    let mut init = spawned.map_err(|e| format!("cannot start the namespace's init: {e}"))?;
+    let mut init = spawned.map_err(doing("cannot start the namespace's init"))?;
     drop(egress);
-    let pid = Pid::from_raw(i32::try_from(init.id()).unwrap_or(i32::MAX));
-    let mut ready = false;
-    let mut pending: Vec<Signal> = Vec::new();
-    let mut reported = None;
-    let mut text = Vec::new();
-    let mut pipe_open = true;
-    let status = loop {
-        let (signal_in, pipe_in) = wait_for_input(&sfd, &reader, pipe_open);
-        if pipe_in {
-            let mut chunk = [0u8; 256];
-            match reader.read(&mut chunk) {
-                Ok(0) | Err(_) => pipe_open = false,
-                Ok(n) => text.extend_from_slice(&chunk[..n]),
+    let mut relay = Relay::to(&init);
+    let status = relay.until_exit(&mut init, &sfd, &mut reader);
+    end_as(mirror(relay.last_report(&mut reader), status))
+}
+
+/// What the supervisor knows of the init while it runs: whether it is ready for signals,
+/// the signals that came before it was, how it reported the command ended, and the part of
+/// its report not yet ended by a newline.
+struct Relay {
+    pid: Pid,
+    ready: bool,
+    pending: Vec<Signal>,
+    reported: Option<Ending>,
+    text: Vec<u8>,
+    pipe_open: bool,
+}
+
+impl Relay {
+    fn to(init: &Child) -> Relay {
+        Relay {
+            pid: Pid::from_raw(i32::try_from(init.id()).unwrap_or(i32::MAX)),
+            ready: false,
+            pending: Vec::new(),
+            reported: None,
+            text: Vec::new(),
+            pipe_open: true,
+        }
+    }
+
+    /// Reads the init's reports and forwards signals to it until it exits; its status.
+    fn until_exit(
+        &mut self,
+        init: &mut Child,
+        sfd: &SignalFd,
+        reader: &mut std::io::PipeReader,
+    ) -> ExitStatus {
+        loop {
+            let (signal_in, pipe_in) = wait_for_input(sfd, reader, self.pipe_open);
+            if pipe_in {
+                self.read_reports(reader);
             }
-            for line in take_lines(&mut text) {
-                match parse_line(&line) {
-                    Some(Line::Ready) => {
-                        ready = true;
-                        for signal in pending.drain(..) {
-                            let _ = kill(pid, signal);
-                        }
+            if !signal_in {
+                continue;
+            }
+            if let Some(status) = self.take_signals(init, sfd) {
+                return status;
+            }
+        }
+    }
+
+    /// Takes what the pipe holds: `ready` sends the signals held back until then.
+    fn read_reports(&mut self, reader: &mut std::io::PipeReader) {
+        let mut chunk = [0u8; 256];
+        match reader.read(&mut chunk) {
+            Ok(0) | Err(_) => self.pipe_open = false,
+            Ok(n) => self.text.extend_from_slice(&chunk[..n]),
+        }
+        for line in take_lines(&mut self.text) {
+            match parse_line(&line) {
+                Some(Line::Ready) => {
+                    self.ready = true;
+                    for signal in self.pending.drain(..) {
+                        let _ = kill(self.pid, signal);
                     }
-                    Some(Line::Ended(ending)) => reported = Some(ending),
-                    None => {}
                 }
+                Some(Line::Ended(ending)) => self.reported = Some(ending),
+                None => {}
             }
         }
-        if !signal_in {
-            continue;
-        }
+    }
+
+    /// Takes the signals that came: forwards each (or holds it until the init is ready), and
+    /// returns the init's status once it has exited.
+    fn take_signals(&mut self, init: &mut Child, sfd: &SignalFd) -> Option<ExitStatus> {
         let mut exited = None;
         while let Ok(Some(info)) = sfd.read_signal() {
             match Signal::try_from(info.ssi_signo as i32) {
@@ -238,26 +282,28 @@ pub(crate) fn supervise(
                         exited = Some(status);
                     }
                 }
-                Ok(signal) if ready => {
-                    let _ = kill(pid, signal);
+                Ok(signal) if self.ready => {
+                    let _ = kill(self.pid, signal);
                 }
-                Ok(signal) => pending.push(signal),
+                Ok(signal) => self.pending.push(signal),
                 Err(_) => {}
             }
         }
-        if let Some(status) = exited {
-            break status;
-        }
-    };
-    // The init is gone, and with it every writer of the pipe: read what is left.
-    let _ = reader.read_to_end(&mut text);
-    text.push(b'\n');
-    for line in take_lines(&mut text) {
-        if let Some(Line::Ended(ending)) = parse_line(&line) {
-            reported = Some(ending);
-        }
+        exited
     }
-    end_as(mirror(reported, status))
+
+    /// How the init reported the command ended, once the init is gone (and with it every
+    /// writer of the pipe): what is left in the pipe is read first.
+    fn last_report(mut self, reader: &mut std::io::PipeReader) -> Option<Ending> {
+        let _ = reader.read_to_end(&mut self.text);
+        self.text.push(b'\n');
+        for line in take_lines(&mut self.text) {
+            if let Some(Line::Ended(ending)) = parse_line(&line) {
+                self.reported = Some(ending);
+            }
+        }
+        self.reported
+    }
 }
 
 /// Waits until the signalfd (or the pipe, while open) has something; `(signals, pipe)`.
@@ -297,32 +343,12 @@ pub(crate) fn init(rest: &[OsString]) -> ! {
         }
         _ => fail("usage: sandbox-exec --init <fd> <fd|-> <policy> -- <program> [args…]".into()),
     };
-    let egress = match egress.to_str() {
-        Some("-") => None,
-        Some(n) => match n.parse::<i32>() {
-            Ok(n) => Some(namespaces::adopt_stream(n)),
-            Err(_) => fail("the proxy's channel is not a descriptor number".into()),
-        },
-        None => fail("the proxy's channel is not a descriptor number".into()),
-    };
+    let egress = proxy_channel(egress);
     // First: if the supervisor dies, so does this init, and with it the whole namespace.
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         fail(format!("prctl(PR_SET_PDEATHSIG): {e}"));
     }
-    let Some(fd) = fd.to_str().and_then(|f| f.parse::<i32>().ok()) else {
-        fail("the status descriptor is not a number".into())
-    };
-    // Reopened (close-on-exec) rather than adopted; non-blocking so a supervisor already
-    // gone (no reader) is an error here instead of a hang.
-    let mut status = match std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(OFlag::O_NONBLOCK.bits())
-        .open(format!("/proc/self/fd/{fd}"))
-    {
-        Ok(file) => file,
-        Err(e) => fail(format!("the launcher is gone ({e})")),
-    };
-    let _ = nix::unistd::close(fd);
+    let mut status = status_pipe(fd);
     let signals = forwarded_and_child();
     let sfd = match signals
         .thread_block()
@@ -334,32 +360,7 @@ pub(crate) fn init(rest: &[OsString]) -> ! {
     if status.write_all(b"ready\n").is_err() {
         fail("the launcher is gone".into());
     }
-    let prepared = json
-        .to_str()
-        .ok_or_else(|| "the policy is not UTF-8".to_string())
-        .and_then(|json| {
-            serde_json::from_str::<Policy>(json)
-                .map_err(|e| format!("the policy is malformed: {e}"))
-        })
-        .and_then(|policy| {
-            let cwd = std::env::current_dir().map_err(|e| format!("no working directory: {e}"))?;
-            let forwards = crate::egress::loopback_forwards(&policy.connect);
-            namespaces::prepare_init(
-                &rootfs::shown(&policy),
-                policy.network,
-                &forwards,
-                egress.as_ref(),
-            )?;
-            drop(egress);
-            // Taken again inside the new root, never left pointing outside it.
-            std::env::set_current_dir(&cwd).map_err(|e| {
-                format!(
-                    "the working directory `{}` is not in the sandbox: {e}",
-                    cwd.display()
-                )
-            })
-        });
-    if let Err(e) = prepared {
+    if let Err(e) = prepare(json, egress) {
         eprintln!("nightshift sandbox: {e}");
         report(&mut status, Ending::Exit(EXIT_FAILED));
     }
@@ -375,13 +376,72 @@ pub(crate) fn init(rest: &[OsString]) -> ! {
         .args(args)
         .process_group(0)
         .spawn();
-    let mut command = match spawned {
+    let command = match spawned {
         Ok(child) => child,
         Err(e) => {
             eprintln!("nightshift sandbox: cannot start the confined command: {e}");
             report(&mut status, Ending::Exit(EXIT_FAILED))
         }
     };
+    serve_as_pid_one(command, &sfd, status)
+}
+
+/// The init's end of the proxy's channel (`-`: none), or the init fails.
+fn proxy_channel(arg: &OsStr) -> Option<UnixStream> {
+    match arg.to_str() {
+        Some("-") => None,
+        Some(n) => match n.parse::<i32>() {
+            Ok(n) => Some(namespaces::adopt_stream(n)),
+            Err(_) => fail("the proxy's channel is not a descriptor number".into()),
+        },
+        None => fail("the proxy's channel is not a descriptor number".into()),
+    }
+}
+
+/// The status pipe to the supervisor, from its inherited descriptor `fd` (closed here), or
+/// the init fails.
+fn status_pipe(fd: &OsStr) -> std::fs::File {
+    let Some(fd) = fd.to_str().and_then(|f| f.parse::<i32>().ok()) else {
+        fail("the status descriptor is not a number".into())
+    };
+    // Reopened (close-on-exec) rather than adopted; non-blocking so a supervisor already
+    // gone (no reader) is an error here instead of a hang.
+    let status = match std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(OFlag::O_NONBLOCK.bits())
+        .open(format!("/proc/self/fd/{fd}"))
+    {
+        Ok(file) => file,
+        Err(e) => fail(format!("the launcher is gone ({e})")),
+    };
+    let _ = nix::unistd::close(fd);
+    status
+}
+
+/// Pid 1's namespaces, root and working directory, made as the policy `json` says (see
+/// [`namespaces::prepare_init`]); the proxy's channel is closed once it was used.
+fn prepare(json: &OsStr, egress: Option<UnixStream>) -> Result<(), SetupError> {
+    let json = json.to_str().ok_or(SetupError::PolicyNotUtf8)?;
+    let policy = serde_json::from_str::<Policy>(json).map_err(doing("the policy is malformed"))?;
+    let cwd = std::env::current_dir().map_err(doing("no working directory"))?;
+    let forwards = crate::egress::loopback_forwards(&policy.connect);
+    namespaces::prepare_init(
+        &rootfs::shown(&policy),
+        policy.network,
+        &forwards,
+        egress.as_ref(),
+    )?;
+    drop(egress);
+    // Taken again inside the new root, never left pointing outside it.
+    std::env::set_current_dir(&cwd).map_err(doing(format!(
+        "the working directory `{}` is not in the sandbox",
+        cwd.display()
+    )))
+}
+
+/// Pid 1 while the command runs: reaps every process of the namespace, passes the forwarded
+/// signals on to the command's process group, and reports how the command ended (exiting).
+fn serve_as_pid_one(mut command: Child, sfd: &SignalFd, mut status: std::fs::File) -> ! {
     let group = Pid::from_raw(i32::try_from(command.id()).unwrap_or(i32::MAX));
     loop {
         let signal = match sfd.read_signal() {
@@ -404,12 +464,11 @@ pub(crate) fn init(rest: &[OsString]) -> ! {
 
 /// Starts the egress proxy's process (`--egress`) with one end of a new channel; the other
 /// end, inheritable, is for the init.
-fn start_egress(json: &OsStr) -> Result<UnixStream, String> {
-    let (ours, theirs) =
-        UnixStream::pair().map_err(|e| format!("cannot make the proxy's channel: {e}"))?;
+fn start_egress(json: &OsStr) -> Result<UnixStream, SetupError> {
+    let (ours, theirs) = UnixStream::pair().map_err(doing("cannot make the proxy's channel"))?;
     let pass = |end: &UnixStream| {
         fcntl(end, FcntlArg::F_SETFD(FdFlag::empty()))
-            .map_err(|e| format!("cannot pass the proxy's channel: {e}"))
+            .map_err(doing("cannot pass the proxy's channel"))
     };
     // Only the proxy's end goes to the proxy (so an init that ends without sending closes
     // the channel for good); the init's end is made inheritable after.
@@ -423,7 +482,7 @@ fn start_egress(json: &OsStr) -> Result<UnixStream, String> {
         .stdout(std::process::Stdio::null())
         .spawn();
     drop(ours);
-    spawned.map_err(|e| format!("cannot start the egress proxy: {e}"))?;
+    spawned.map_err(doing("cannot start the egress proxy"))?;
     pass(&theirs)?;
     Ok(theirs)
 }

@@ -436,7 +436,7 @@ fn the_probe_reports_this_kernel() {
     assert!(support.landlock_abi >= 6, "{support:?}");
     assert!(support.netns, "{support:?}");
     assert!(support.pidns, "{support:?}");
-    let err = probe(Path::new("/bin/true")).unwrap_err();
+    let err = probe(Path::new("/bin/true")).unwrap_err().to_string();
     assert!(
         err.contains("did not answer the probe") && err.contains("[sandbox] launcher"),
         "{err}"

@@ -90,22 +90,43 @@ pub(crate) struct Ask {
     pub forward: Vec<u8>,
 }
 
+/// Why the proxy cannot read a request head; `Display` is the reason its `400` answer gives.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadAsk {
+    #[error("the request head is not UTF-8")]
+    NotUtf8,
+    #[error("no request line")]
+    NoRequestLine,
+    #[error("not an HTTP request line: {0:?}")]
+    NotARequestLine(String),
+    #[error("unsupported protocol {0:?}")]
+    Protocol(String),
+    #[error("CONNECT needs host:port, not {0:?}")]
+    ConnectWithoutPort(String),
+    #[error("only http:// URLs are proxied this way (use CONNECT for https): {0:?}")]
+    NotHttp(String),
+    #[error("credentials in the URL are not proxied")]
+    Credentials,
+    #[error("no host in {0:?}")]
+    NoHost(String),
+}
+
 /// Reads what a complete request head (through its blank line) asks for. Pure.
-pub(crate) fn read_ask(head: &[u8]) -> Result<Ask, String> {
-    let text = std::str::from_utf8(head).map_err(|_| "the request head is not UTF-8")?;
-    let (line, rest) = text.split_once("\r\n").ok_or("no request line")?;
+pub(crate) fn read_ask(head: &[u8]) -> Result<Ask, BadAsk> {
+    let text = std::str::from_utf8(head).map_err(|_| BadAsk::NotUtf8)?;
+    let (line, rest) = text.split_once("\r\n").ok_or(BadAsk::NoRequestLine)?;
     let mut parts = line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err(format!("not an HTTP request line: {line:?}"));
+        return Err(BadAsk::NotARequestLine(line.to_string()));
     };
     if !version.starts_with("HTTP/1.") {
-        return Err(format!("unsupported protocol {version:?}"));
+        return Err(BadAsk::Protocol(version.to_string()));
     }
     if method == "CONNECT" {
         let (host, port) = split_host_port(target)
-            .ok_or_else(|| format!("CONNECT needs host:port, not {target:?}"))?;
+            .ok_or_else(|| BadAsk::ConnectWithoutPort(target.to_string()))?;
         return Ok(Ask {
             host: host.to_string(),
             port,
@@ -113,15 +134,15 @@ pub(crate) fn read_ask(head: &[u8]) -> Result<Ask, String> {
             forward: Vec::new(),
         });
     }
-    let rest_of_url = target.strip_prefix("http://").ok_or_else(|| {
-        format!("only http:// URLs are proxied this way (use CONNECT for https): {target:?}")
-    })?;
+    let rest_of_url = target
+        .strip_prefix("http://")
+        .ok_or_else(|| BadAsk::NotHttp(target.to_string()))?;
     let (authority, path) = match rest_of_url.find('/') {
         Some(at) => rest_of_url.split_at(at),
         None => (rest_of_url, "/"),
     };
     if authority.contains('@') {
-        return Err("credentials in the URL are not proxied".into());
+        return Err(BadAsk::Credentials);
     }
     let (host, port) = match split_host_port(authority) {
         Some((host, port)) => (host, port),
@@ -131,7 +152,7 @@ pub(crate) fn read_ask(head: &[u8]) -> Result<Ask, String> {
         {
             (authority.trim_start_matches('[').trim_end_matches(']'), 80)
         }
-        None => return Err(format!("no host in {target:?}")),
+        None => return Err(BadAsk::NoHost(target.to_string())),
     };
     let mut forward = format!("{method} {path} {version}\r\n").into_bytes();
     forward.extend_from_slice(rest.as_bytes());
@@ -261,7 +282,7 @@ fn handle(mut client: TcpStream, rules: &Rules) {
     };
     let ask = match read_ask(&head) {
         Ok(ask) => ask,
-        Err(why) => return answer(&mut client, "400 Bad Request", &why),
+        Err(why) => return answer(&mut client, "400 Bad Request", &why.to_string()),
     };
     let resolved: Vec<SocketAddr> = match (ask.host.as_str(), ask.port).to_socket_addrs() {
         Ok(addrs) => addrs.collect(),
@@ -362,8 +383,9 @@ mod tests {
             (b"HELLO\r\n\r\n", "not an HTTP request line"),
             (b"GET http://x/ SPDY/3\r\n\r\n", "unsupported protocol"),
             (b"GET http://:80/ HTTP/1.1\r\n\r\n", "no host"),
+            (b"\xff\r\n\r\n", "the request head is not UTF-8"),
         ] {
-            let err = read_ask(head).unwrap_err();
+            let err = read_ask(head).unwrap_err().to_string();
             assert!(
                 err.contains(says),
                 "{}: {err}",
