@@ -259,7 +259,7 @@ impl ToolBox for Tools {
         input: &serde_json::Value,
     ) -> Result<(), String> {
         match self.registries.get(&agent.config.name) {
-            Some(registry) => registry.check_input(name, input),
+            Some(registry) => registry.check_input(name, input).map_err(|e| e.to_string()),
             None => Ok(()), // `call` answers an agent without tools
         }
     }

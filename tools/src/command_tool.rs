@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::context::ToolContext;
 use crate::process::{self, Ending, ProcessSpec};
-use crate::schema::InputSchema;
+use crate::schema::{InputSchema, SchemaError};
 use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
 
 /// Longest timeout a command tool may configure (a day).
@@ -67,61 +67,77 @@ pub(crate) fn valid_tool_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// Why a command tool's config is refused. `Display` names the tool and says what to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandToolError {
+    #[error(
+        "command tool `{tool}`: the name must be 1-64 characters of letters, digits, `_` or `-`"
+    )]
+    BadName { tool: String },
+    #[error(
+        "command tool `{tool}`: description is empty; say what the tool does and when to use it"
+    )]
+    NoDescription { tool: String },
+    #[error(
+        "command tool `{tool}`: command is empty; give the program and its arguments, e.g. \
+         [\"/usr/bin/python3\", \"lint.py\"]"
+    )]
+    NoCommand { tool: String },
+    #[error("command tool `{tool}`: the program (command[0]) is empty")]
+    NoProgram { tool: String },
+    #[error("command tool `{tool}`: command contains a NUL byte")]
+    Nul { tool: String },
+    #[error(
+        "command tool `{tool}`: input_schema must be a JSON object schema with \"type\": \
+         \"object\"; fix `command_tools.{tool}.input_schema`"
+    )]
+    NotAnObjectSchema { tool: String },
+    #[error(
+        "command tool `{tool}`: input_schema is not a valid JSON Schema: {reason}; fix \
+         `command_tools.{tool}.input_schema`"
+    )]
+    InvalidSchema { tool: String, reason: SchemaError },
+    #[error("command tool `{tool}`: timeout_seconds must be at least 1")]
+    ZeroTimeout { tool: String },
+    #[error(
+        "command tool `{tool}`: timeout_seconds is {seconds}; the most allowed is {max}",
+        max = MAX_TIMEOUT_SECONDS
+    )]
+    TimeoutTooLong { tool: String, seconds: u64 },
+}
+
 impl CommandToolConfig {
     /// Check the config; the error names the tool and says what to fix.
-    pub fn validate(&self) -> Result<(), String> {
-        let name = &self.name;
-        if !valid_tool_name(name) {
-            return Err(format!(
-                "command tool `{name}`: the name must be 1-64 characters of letters, digits, `_` or `-`"
-            ));
+    pub fn validate(&self) -> Result<(), CommandToolError> {
+        let tool = self.name.clone();
+        if !valid_tool_name(&tool) {
+            return Err(CommandToolError::BadName { tool });
         }
         if self.description.trim().is_empty() {
-            return Err(format!(
-                "command tool `{name}`: description is empty; say what the tool does and when to use it"
-            ));
+            return Err(CommandToolError::NoDescription { tool });
         }
         match self.command.first() {
-            None => {
-                return Err(format!(
-                    "command tool `{name}`: command is empty; give the program and its arguments, \
-                     e.g. [\"/usr/bin/python3\", \"lint.py\"]"
-                ));
-            }
+            None => return Err(CommandToolError::NoCommand { tool }),
             Some(program) if program.trim().is_empty() => {
-                return Err(format!(
-                    "command tool `{name}`: the program (command[0]) is empty"
-                ));
+                return Err(CommandToolError::NoProgram { tool });
             }
             Some(_) => {}
         }
         if self.command.iter().any(|arg| arg.contains('\0')) {
-            return Err(format!(
-                "command tool `{name}`: command contains a NUL byte"
-            ));
+            return Err(CommandToolError::Nul { tool });
         }
         match self.input_schema.get("type").and_then(Value::as_str) {
             Some("object") if self.input_schema.is_object() => {}
-            _ => {
-                return Err(format!(
-                    "command tool `{name}`: input_schema must be a JSON object schema with \
-                     \"type\": \"object\"; fix `command_tools.{name}.input_schema`"
-                ));
-            }
+            _ => return Err(CommandToolError::NotAnObjectSchema { tool }),
         }
         if let Err(reason) = InputSchema::compile(&self.input_schema) {
-            return Err(format!(
-                "command tool `{name}`: input_schema is not a valid JSON Schema: {reason}; fix \
-                 `command_tools.{name}.input_schema`"
-            ));
+            return Err(CommandToolError::InvalidSchema { tool, reason });
         }
         match self.timeout_seconds {
-            Some(0) => Err(format!(
-                "command tool `{name}`: timeout_seconds must be at least 1"
-            )),
-            Some(t) if t > MAX_TIMEOUT_SECONDS => Err(format!(
-                "command tool `{name}`: timeout_seconds is {t}; the most allowed is {MAX_TIMEOUT_SECONDS}"
-            )),
+            Some(0) => Err(CommandToolError::ZeroTimeout { tool }),
+            Some(seconds) if seconds > MAX_TIMEOUT_SECONDS => {
+                Err(CommandToolError::TimeoutTooLong { tool, seconds })
+            }
             _ => Ok(()),
         }
     }
@@ -135,7 +151,7 @@ pub struct CommandTool {
 
 impl CommandTool {
     /// Validate `config` and make the tool.
-    pub fn new(config: CommandToolConfig) -> Result<Self, String> {
+    pub fn new(config: CommandToolConfig) -> Result<Self, CommandToolError> {
         config.validate()?;
         Ok(CommandTool { config })
     }

@@ -53,8 +53,8 @@ mod secret_hosts;
 mod secrets;
 
 pub use background::{
-    EndedTask, StartedTask, StopCause, TaskEnding, TaskLedger, TaskSnapshot, TaskSupervisor,
-    TaskView,
+    EndedTask, StartRefused, StartedTask, StopCause, TaskEnding, TaskError, TaskLedger,
+    TaskSnapshot, TaskSupervisor, TaskView,
 };
 pub use builtins::BUILTIN_TOOLS;
 pub use builtins::files::{EditFile, WriteFile};
@@ -63,14 +63,14 @@ pub use builtins::read_file::ReadFile;
 pub use builtins::run_command::RunCommand;
 pub use builtins::search::{Grep, ListFiles};
 pub use builtins::tasks::{TaskOutput, TaskStop};
-pub use builtins::todo::{Todo, TodoStatus, TodoWrite, parse_todos, render_todos};
-pub use command_tool::{CommandTool, CommandToolConfig};
+pub use builtins::todo::{Todo, TodoError, TodoStatus, TodoWrite, parse_todos, render_todos};
+pub use command_tool::{CommandTool, CommandToolConfig, CommandToolError};
 pub use context::{GithubAgent, HttpAllowlist, Limits, ToolContext};
 pub use orphans::ProcessRegistry;
-pub use process::SANDBOXED_PATH;
+pub use process::{SANDBOXED_PATH, StartError};
 pub use registry::{Approval, Registry, RegistryConfig, RegistryError, ToolOverride};
-pub use schema::InputSchema;
-pub use secret_hosts::{SecretBindings, SecretSpec};
+pub use schema::{InputRejected, InputSchema, SchemaError, Violation};
+pub use secret_hosts::{Misdirected, SecretBindings, SecretSpec, SecretSpecError};
 pub use secrets::{
     GITHUB_TOKEN_SHAPES, Redactor, SecretError, SecretResolver, StreamRedactor, TokenShape,
     encodings as secret_encodings,

@@ -30,20 +30,86 @@ use nix::sys::stat::{Mode, SFlag, fstat, mkdirat};
 /// tried again before giving up.
 const EAGAIN_RETRIES: usize = 32;
 
+/// Why a file tool could not open a path beneath the workspace. `Display` is the message the
+/// model gets (each names the path as the model wrote it, and what to do where there is
+/// something to do).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PathError {
+    #[error("path is empty; give a path relative to the workspace")]
+    Empty,
+    #[error("path contains a NUL byte")]
+    Nul,
+    #[error("absolute paths are not allowed (`{0}`); use a path relative to the workspace")]
+    Absolute(String),
+    /// A root or prefix component after the path was found relative (not on Linux).
+    #[error("absolute paths are not allowed (`{0}`)")]
+    Rooted(String),
+    #[error("`{0}` escapes the workspace through `..`; stay inside the workspace")]
+    ClimbsOut(String),
+    #[error("cannot open the workspace: {}", .0.desc())]
+    NoWorkspace(Errno),
+    #[error("cannot inspect `{path}`: {source}")]
+    Inspect {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("`{0}` is not a regular file; cannot edit it")]
+    NotEditable(String),
+    #[error("`{0}` is the workspace itself, not a file")]
+    IsWorkspace(String),
+    #[error("`{0}` is not a regular file; refusing to write to it")]
+    NotWritable(String),
+    #[error("cannot create the directory `{dir}` for `{path}`: {}", .errno.desc())]
+    MakeDir {
+        dir: String,
+        path: String,
+        errno: Errno,
+    },
+    #[error("`{0}` resolves outside the workspace (through a symlink); refusing to follow it")]
+    LeadsOutside(String),
+    #[error("`{0}` goes through a symlink that loops or points into /proc; refusing to follow it")]
+    Loops(String),
+    #[error("`{0}` goes through a symlink to a missing target; refusing to write through it")]
+    WriteThroughDangling(String),
+    #[error("`{0}` is a symlink to a missing target")]
+    Dangling(String),
+    #[error("`{0}` does not exist; use list_files to see what is there")]
+    Missing(String),
+    #[error("`{path}`: `{part}` is not a directory")]
+    PartNotDir { path: String, part: String },
+    #[error("`{0}`: a part of the path before the last is not a directory")]
+    PrefixNotDir(String),
+    #[error("`{0}` is a directory, not a file")]
+    IsDir(String),
+    #[error("`{0}` is not a regular file (a FIFO or socket); refusing to open it")]
+    Special(String),
+    #[error(
+        "file tools need the openat2 system call (Linux 5.6 or later) to keep paths inside the \
+         workspace, and this kernel refused it; no file was opened"
+    )]
+    NoOpenat2,
+    #[error("`{0}` kept changing while it was opened (a concurrent rename); try again")]
+    KeptChanging(String),
+    #[error("cannot {verb} `{path}`: {}", .errno.desc())]
+    Refused {
+        verb: &'static str,
+        path: String,
+        errno: Errno,
+    },
+}
+
 /// `user_path` as a plain relative path below the workspace (empty for the workspace itself),
-/// with `.` dropped and `..` applied lexically. The error is a message for the model.
-pub(crate) fn lexical(user_path: &str) -> Result<PathBuf, String> {
+/// with `.` dropped and `..` applied lexically.
+pub(crate) fn lexical(user_path: &str) -> Result<PathBuf, PathError> {
     if user_path.is_empty() {
-        return Err("path is empty; give a path relative to the workspace".to_string());
+        return Err(PathError::Empty);
     }
     if user_path.contains('\0') {
-        return Err("path contains a NUL byte".to_string());
+        return Err(PathError::Nul);
     }
     let raw = Path::new(user_path);
     if raw.is_absolute() {
-        return Err(format!(
-            "absolute paths are not allowed (`{user_path}`); use a path relative to the workspace"
-        ));
+        return Err(PathError::Absolute(user_path.to_string()));
     }
     let mut normal = PathBuf::new();
     for component in raw.components() {
@@ -52,13 +118,11 @@ pub(crate) fn lexical(user_path: &str) -> Result<PathBuf, String> {
             Component::Normal(name) => normal.push(name),
             Component::ParentDir => {
                 if !normal.pop() {
-                    return Err(format!(
-                        "`{user_path}` escapes the workspace through `..`; stay inside the workspace"
-                    ));
+                    return Err(PathError::ClimbsOut(user_path.to_string()));
                 }
             }
             Component::RootDir | Component::Prefix(_) => {
-                return Err(format!("absolute paths are not allowed (`{user_path}`)"));
+                return Err(PathError::Rooted(user_path.to_string()));
             }
         }
     }
@@ -107,7 +171,7 @@ pub(crate) struct Workspace {
 
 impl Workspace {
     /// Opens the workspace directory itself (a canonical path from the context).
-    pub(crate) fn open(root: &Path) -> Result<Workspace, String> {
+    pub(crate) fn open(root: &Path) -> Result<Workspace, PathError> {
         nix::fcntl::open(
             root,
             OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
@@ -117,7 +181,7 @@ impl Workspace {
             dir,
             root: root.to_path_buf(),
         })
-        .map_err(|e| format!("cannot open the workspace: {}", e.desc()))
+        .map_err(PathError::NoWorkspace)
     }
 
     /// `openat2` beneath the workspace, retried while a concurrent rename aborts it. The
@@ -216,11 +280,12 @@ impl Workspace {
         Ok(resolved)
     }
 
-    fn opened(fd: OwnedFd, rel: &Path, user_path: &str) -> Result<Opened, String> {
+    fn opened(fd: OwnedFd, rel: &Path, user_path: &str) -> Result<Opened, PathError> {
         let file = File::from(fd);
-        let metadata = file
-            .metadata()
-            .map_err(|e| format!("cannot inspect `{user_path}`: {e}"))?;
+        let metadata = file.metadata().map_err(|source| PathError::Inspect {
+            path: user_path.to_string(),
+            source,
+        })?;
         Ok(Opened {
             file,
             metadata,
@@ -229,7 +294,7 @@ impl Workspace {
     }
 
     /// Opens an existing file or directory for reading (never blocks on a FIFO).
-    pub(crate) fn open_existing(&self, user_path: &str) -> Result<Opened, String> {
+    pub(crate) fn open_existing(&self, user_path: &str) -> Result<Opened, PathError> {
         let rel = lexical(user_path)?;
         let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
         let fd = self
@@ -239,7 +304,7 @@ impl Workspace {
     }
 
     /// Opens an existing regular file for reading and writing in place.
-    pub(crate) fn open_for_edit(&self, user_path: &str) -> Result<Opened, String> {
+    pub(crate) fn open_for_edit(&self, user_path: &str) -> Result<Opened, PathError> {
         let rel = lexical(user_path)?;
         let flags = OFlag::O_RDWR | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
         let fd = self
@@ -247,19 +312,17 @@ impl Workspace {
             .map_err(|e| self.explain(e, &rel, user_path, Purpose::Edit))?;
         let opened = Self::opened(fd, &rel, user_path)?;
         if !opened.metadata.is_file() {
-            return Err(format!(
-                "`{user_path}` is not a regular file; cannot edit it"
-            ));
+            return Err(PathError::NotEditable(user_path.to_string()));
         }
         Ok(opened)
     }
 
     /// Creates (or truncates) a regular file for writing, making its parent directories
     /// beneath the workspace first.
-    pub(crate) fn create_file(&self, user_path: &str) -> Result<Opened, String> {
+    pub(crate) fn create_file(&self, user_path: &str) -> Result<Opened, PathError> {
         let rel = lexical(user_path)?;
         if rel.as_os_str().is_empty() {
-            return Err(format!("`{user_path}` is the workspace itself, not a file"));
+            return Err(PathError::IsWorkspace(user_path.to_string()));
         }
         if let Some(parent) = rel.parent() {
             self.make_dirs(parent, user_path)?;
@@ -271,16 +334,14 @@ impl Workspace {
             .map_err(|e| self.explain(e, &rel, user_path, Purpose::Write))?;
         let opened = Self::opened(fd, &rel, user_path)?;
         if !opened.metadata.is_file() {
-            return Err(format!(
-                "`{user_path}` is not a regular file; refusing to write to it"
-            ));
+            return Err(PathError::NotWritable(user_path.to_string()));
         }
         Ok(opened)
     }
 
     /// Makes every missing directory of `dirs` (relative, plain names), each with `mkdirat`
     /// in its parent opened beneath the workspace.
-    fn make_dirs(&self, dirs: &Path, user_path: &str) -> Result<(), String> {
+    fn make_dirs(&self, dirs: &Path, user_path: &str) -> Result<(), PathError> {
         let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY;
         let mut current = PathBuf::new();
         let mut parent = self
@@ -292,12 +353,12 @@ impl Workspace {
                 Err(Errno::ENOENT) => {
                     match mkdirat(parent.as_fd(), name, Mode::from_bits_truncate(0o777)) {
                         Ok(()) | Err(Errno::EEXIST) => {}
-                        Err(e) => {
-                            return Err(format!(
-                                "cannot create the directory `{}` for `{user_path}`: {}",
-                                shown(&current),
-                                e.desc()
-                            ));
+                        Err(errno) => {
+                            return Err(PathError::MakeDir {
+                                dir: shown(&current),
+                                path: user_path.to_string(),
+                                errno,
+                            });
                         }
                     }
                     self.raw(&current, dir_flags, Mode::empty())
@@ -335,56 +396,38 @@ impl Workspace {
             .is_some_and(|m| m.file_type().is_symlink())
     }
 
-    /// A message for the model saying why opening `rel` failed.
-    fn explain(&self, errno: Errno, rel: &Path, user_path: &str, purpose: Purpose) -> String {
+    /// Why opening `rel` failed, for the model.
+    fn explain(&self, errno: Errno, rel: &Path, user_path: &str, purpose: Purpose) -> PathError {
         let writing = matches!(purpose, Purpose::Write | Purpose::Parent);
+        let path = user_path.to_string();
         match errno {
-            Errno::EXDEV => format!(
-                "`{user_path}` resolves outside the workspace (through a symlink); refusing to \
-                 follow it"
-            ),
-            Errno::ELOOP => format!(
-                "`{user_path}` goes through a symlink that loops or points into /proc; refusing \
-                 to follow it"
-            ),
+            Errno::EXDEV => PathError::LeadsOutside(path),
+            Errno::ELOOP => PathError::Loops(path),
             Errno::ENOENT if self.is_symlink(rel) => {
                 if writing {
-                    format!(
-                        "`{user_path}` goes through a symlink to a missing target; refusing to \
-                         write through it"
-                    )
+                    PathError::WriteThroughDangling(path)
                 } else {
-                    format!("`{user_path}` is a symlink to a missing target")
+                    PathError::Dangling(path)
                 }
             }
-            Errno::ENOENT => {
-                format!("`{user_path}` does not exist; use list_files to see what is there")
-            }
-            Errno::ENOTDIR if purpose == Purpose::Parent => {
-                format!("`{user_path}`: `{}` is not a directory", shown(rel))
-            }
-            Errno::ENOTDIR => {
-                format!("`{user_path}`: a part of the path before the last is not a directory")
-            }
-            Errno::EISDIR => format!("`{user_path}` is a directory, not a file"),
-            Errno::ENXIO => format!(
-                "`{user_path}` is not a regular file (a FIFO or socket); refusing to open it"
-            ),
-            Errno::ENOSYS => "file tools need the openat2 system call (Linux 5.6 or later) to \
-                              keep paths inside the workspace, and this kernel refused it; no \
-                              file was opened"
-                .to_string(),
-            Errno::EAGAIN => format!(
-                "`{user_path}` kept changing while it was opened (a concurrent rename); try again"
-            ),
-            e => {
+            Errno::ENOENT => PathError::Missing(path),
+            Errno::ENOTDIR if purpose == Purpose::Parent => PathError::PartNotDir {
+                path,
+                part: shown(rel),
+            },
+            Errno::ENOTDIR => PathError::PrefixNotDir(path),
+            Errno::EISDIR => PathError::IsDir(path),
+            Errno::ENXIO => PathError::Special(path),
+            Errno::ENOSYS => PathError::NoOpenat2,
+            Errno::EAGAIN => PathError::KeptChanging(path),
+            errno => {
                 let verb = match purpose {
                     Purpose::Read => "open",
                     Purpose::Edit => "open for editing",
                     Purpose::Write => "write",
                     Purpose::Parent => "create the directory for",
                 };
-                format!("cannot {verb} `{user_path}`: {}", e.desc())
+                PathError::Refused { verb, path, errno }
             }
         }
     }
@@ -402,5 +445,40 @@ mod tests {
         assert_eq!(lexical("./a/../b/c").unwrap(), PathBuf::from("b/c"));
         assert_eq!(lexical(".").unwrap(), PathBuf::new());
         assert_eq!(shown(&lexical("a/..").unwrap()), ".");
+    }
+
+    #[test]
+    fn refusals_read_as_the_model_is_told_them() {
+        assert_eq!(
+            lexical("../x").unwrap_err().to_string(),
+            "`../x` escapes the workspace through `..`; stay inside the workspace"
+        );
+        assert_eq!(
+            lexical("/etc").unwrap_err().to_string(),
+            "absolute paths are not allowed (`/etc`); use a path relative to the workspace"
+        );
+        assert_eq!(
+            PathError::NoOpenat2.to_string(),
+            "file tools need the openat2 system call (Linux 5.6 or later) to keep paths inside \
+             the workspace, and this kernel refused it; no file was opened"
+        );
+        let refused = PathError::Refused {
+            verb: "open for editing",
+            path: "a".into(),
+            errno: Errno::EACCES,
+        };
+        assert_eq!(
+            refused.to_string(),
+            "cannot open for editing `a`: Permission denied"
+        );
+        let dir = PathError::MakeDir {
+            dir: "a/b".into(),
+            path: "a/b/c".into(),
+            errno: Errno::EROFS,
+        };
+        assert_eq!(
+            dir.to_string(),
+            "cannot create the directory `a/b` for `a/b/c`: Read-only file system"
+        );
     }
 }

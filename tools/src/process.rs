@@ -14,6 +14,7 @@
 //! [`Capture`]; a process that escaped the group and keeps the pipe open cannot make the call
 //! hang (reading stops shortly after the main process is gone).
 
+use std::io::PipeWriter;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
@@ -93,13 +94,34 @@ pub(crate) fn base_env(ctx: &ToolContext) -> Vec<(String, String)> {
     env
 }
 
+/// Why a tool's process did not run. `Display` is what the model is told (after the tool's
+/// name); the process never started, so nothing of it needs undoing.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The system refused a step of starting it (a pipe, the spawn).
+    #[error("failed to start `{program}`: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    /// Its sandbox policy could not be given to the launcher.
+    #[error("failed to start `{program}`: {source}")]
+    Sandbox {
+        program: String,
+        source: nightshift_sandbox::EncodeError,
+    },
+    /// It ran, but its output could not be collected.
+    #[error("internal error while collecting output: {0}")]
+    Collect(tokio::task::JoinError),
+}
+
 /// `program args`, or, when the context has a sandbox, the launcher that runs them in it
 /// (it executes the program in place: the pid and process group are the program's).
 pub(crate) fn command(
     ctx: &ToolContext,
     program: &str,
     args: &[String],
-) -> Result<tokio::process::Command, String> {
+) -> Result<tokio::process::Command, StartError> {
     match ctx.sandbox() {
         None => {
             let mut cmd = tokio::process::Command::new(program);
@@ -107,9 +129,13 @@ pub(crate) fn command(
             Ok(cmd)
         }
         Some(sandbox) => {
-            let (launcher, argv) = sandbox
-                .command(ctx.workspace(), program, args)
-                .map_err(|e| format!("failed to start `{program}`: {e}"))?;
+            let (launcher, argv) =
+                sandbox
+                    .command(ctx.workspace(), program, args)
+                    .map_err(|source| StartError::Sandbox {
+                        program: program.to_string(),
+                        source,
+                    })?;
             let mut cmd = tokio::process::Command::new(launcher);
             cmd.args(argv);
             Ok(cmd)
@@ -130,31 +156,15 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Run `spec` for `ctx`. `Err` is a message for the model when the process could not start.
-pub(crate) async fn run(ctx: &ToolContext, spec: ProcessSpec) -> Result<ProcessResult, String> {
+/// Run `spec` for `ctx`. `Err` says why the process did not run (a message for the model).
+pub(crate) async fn run(ctx: &ToolContext, spec: ProcessSpec) -> Result<ProcessResult, StartError> {
     let started = Instant::now();
-    let spawn_err = |e: std::io::Error| format!("failed to start `{}`: {e}", spec.program);
+    let spawn_err = |source: std::io::Error| StartError::Spawn {
+        program: spec.program.clone(),
+        source,
+    };
     let (reader, writer) = std::io::pipe().map_err(spawn_err)?;
-    let mut cmd = command(ctx, &spec.program, &spec.args)?;
-    cmd.current_dir(ctx.workspace())
-        .env_clear()
-        .envs(base_env(ctx))
-        .envs(spec.extra_env.iter().cloned())
-        .process_group(0)
-        .stdin(if spec.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-    if spec.merge_stderr {
-        cmd.stdout(writer.try_clone().map_err(spawn_err)?)
-            .stderr(writer);
-    } else {
-        cmd.stdout(writer).stderr(Stdio::piped());
-    }
-    let spawned = cmd.spawn();
-    drop(cmd); // closes our copies of the pipe's write end, so EOF can come
-    let mut child = spawned.map_err(spawn_err)?;
+    let mut child = spawn(ctx, &spec, writer)?;
     let mut guard = GroupGuard {
         pgid: child
             .id()
@@ -176,7 +186,7 @@ pub(crate) async fn run(ctx: &ToolContext, spec: ProcessSpec) -> Result<ProcessR
     let capture = Arc::new(Mutex::new(Capture::new(ctx, &spec.label)));
     let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
         .map_err(spawn_err)?;
-    let mut out_task = tokio::spawn(pump(receiver, capture.clone()));
+    let out_task = tokio::spawn(pump(receiver, capture.clone()));
     let stderr_tail = Arc::new(Mutex::new(RedactedTail::new(
         ctx.secrets().redactor().clone(),
     )));
@@ -185,47 +195,16 @@ pub(crate) async fn run(ctx: &ToolContext, spec: ProcessSpec) -> Result<ProcessR
         .take()
         .map(|stderr| tokio::spawn(pump_tail(stderr, stderr_tail.clone())));
 
-    enum First {
-        Exit(std::io::Result<ExitStatus>),
-        Cancel,
-        Timeout,
-    }
-    let first = tokio::select! {
-        biased;
-        _ = ctx.cancel().cancelled() => First::Cancel,
-        status = child.wait() => First::Exit(status),
-        _ = tokio::time::sleep(spec.timeout) => First::Timeout,
-    };
-    let ending = match first {
-        First::Exit(status) => exit_ending(status),
-        First::Cancel => {
-            stop_group(&mut child, guard.pgid, ctx.limits().kill_grace).await;
-            Ending::Cancelled
-        }
-        First::Timeout => {
-            stop_group(&mut child, guard.pgid, ctx.limits().kill_grace).await;
-            Ending::TimedOut
-        }
-    };
+    let ending = wait_for_end(ctx, &mut child, guard.pgid, spec.timeout).await;
     // Background processes left in the group do not outlive the call.
     if let Some(pgid) = guard.pgid.take() {
         let _ = killpg(pgid, Signal::SIGKILL);
     }
-
-    let pipe_left_open = tokio::time::timeout(DRAIN, &mut out_task).await.is_err();
-    if pipe_left_open {
-        out_task.abort();
-        let _ = out_task.await;
-    }
-    if let Some(task) = err_task
-        && tokio::time::timeout(DRAIN, task).await.is_err()
-    {
-        tracing::debug!("stderr of a tool process left open");
-    }
+    let pipe_left_open = drain(out_task, err_task).await;
     let capture = take_capture(capture, ctx, &spec.label);
     let output = tokio::task::spawn_blocking(move || capture.finish())
         .await
-        .map_err(|e| format!("internal error while collecting output: {e}"))?;
+        .map_err(StartError::Collect)?;
     let stderr_tail = stderr_tail
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -237,6 +216,86 @@ pub(crate) async fn run(ctx: &ToolContext, spec: ProcessSpec) -> Result<ProcessR
         elapsed: started.elapsed(),
         pipe_left_open,
     })
+}
+
+/// Starts `spec` in the workspace, in a process group of its own, with its cleared
+/// environment; its output (and with `merge_stderr` its stderr) goes to `writer`.
+fn spawn(ctx: &ToolContext, spec: &ProcessSpec, writer: PipeWriter) -> Result<Child, StartError> {
+    let spawn_err = |source: std::io::Error| StartError::Spawn {
+        program: spec.program.clone(),
+        source,
+    };
+    let mut cmd = command(ctx, &spec.program, &spec.args)?;
+    cmd.current_dir(ctx.workspace())
+        .env_clear()
+        .envs(base_env(ctx))
+        .envs(spec.extra_env.iter().cloned())
+        .process_group(0)
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+    if spec.merge_stderr {
+        cmd.stdout(writer.try_clone().map_err(spawn_err)?)
+            .stderr(writer);
+    } else {
+        cmd.stdout(writer).stderr(Stdio::piped());
+    }
+    let spawned = cmd.spawn();
+    drop(cmd); // closes our copies of the pipe's write end, so EOF can come
+    spawned.map_err(spawn_err)
+}
+
+/// How the process ended: it exited, or its group was stopped because the call was
+/// cancelled or `timeout` passed.
+async fn wait_for_end(
+    ctx: &ToolContext,
+    child: &mut Child,
+    pgid: Option<Pid>,
+    timeout: Duration,
+) -> Ending {
+    enum First {
+        Exit(std::io::Result<ExitStatus>),
+        Cancel,
+        Timeout,
+    }
+    let first = tokio::select! {
+        biased;
+        _ = ctx.cancel().cancelled() => First::Cancel,
+        status = child.wait() => First::Exit(status),
+        _ = tokio::time::sleep(timeout) => First::Timeout,
+    };
+    match first {
+        First::Exit(status) => exit_ending(status),
+        First::Cancel => {
+            stop_group(child, pgid, ctx.limits().kill_grace).await;
+            Ending::Cancelled
+        }
+        First::Timeout => {
+            stop_group(child, pgid, ctx.limits().kill_grace).await;
+            Ending::TimedOut
+        }
+    }
+}
+
+/// Waits (at most [`DRAIN`] each) for the output readers to reach the end of their pipes;
+/// true when a process outside the group kept the output pipe open, so reading was stopped.
+async fn drain(
+    mut out_task: tokio::task::JoinHandle<()>,
+    err_task: Option<tokio::task::JoinHandle<()>>,
+) -> bool {
+    let pipe_left_open = tokio::time::timeout(DRAIN, &mut out_task).await.is_err();
+    if pipe_left_open {
+        out_task.abort();
+        let _ = out_task.await;
+    }
+    if let Some(task) = err_task
+        && tokio::time::timeout(DRAIN, task).await.is_err()
+    {
+        tracing::debug!("stderr of a tool process left open");
+    }
+    pipe_left_open
 }
 
 fn exit_ending(status: std::io::Result<ExitStatus>) -> Ending {

@@ -23,9 +23,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::builtins::{self, BUILTIN_TOOLS};
-use crate::command_tool::{CommandTool, CommandToolConfig};
+use crate::command_tool::{CommandTool, CommandToolConfig, CommandToolError};
 use crate::context::ToolContext;
-use crate::schema::InputSchema;
+use crate::schema::{InputRejected, InputSchema};
 use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
 
 /// Per-tool changes an agent config may make.
@@ -74,8 +74,8 @@ pub enum RegistryError {
     UnknownTool { name: String, known: Vec<String> },
     #[error("tool `{0}` is defined more than once")]
     Duplicate(String),
-    #[error("{0}")]
-    InvalidCommandTool(String),
+    #[error(transparent)]
+    InvalidCommandTool(#[from] CommandToolError),
     #[error("tool `{name}`: input_schema is not a valid JSON Schema: {reason}")]
     InvalidSchema { name: String, reason: String },
     #[error("override for tool `{name}`, which is not enabled for this agent; enabled tools: {}", .enabled.join(", "))]
@@ -170,7 +170,7 @@ impl Registry {
         let schema = InputSchema::compile(&definition.input_schema).map_err(|reason| {
             RegistryError::InvalidSchema {
                 name: name.clone(),
-                reason,
+                reason: reason.to_string(),
             }
         })?;
         self.entries.insert(
@@ -254,7 +254,7 @@ impl Registry {
     /// ``input for `pay` does not match its schema: at /amount: "5" is not of type "integer";
     /// at (root): Additional properties are not allowed ('memo' was unexpected). Fix the input
     /// and call the tool again.`` An unknown tool is `Ok` ([`call`](Self::call) answers it).
-    pub fn check_input(&self, name: &str, input: &Value) -> Result<(), String> {
+    pub fn check_input(&self, name: &str, input: &Value) -> Result<(), InputRejected> {
         match self.entries.get(name) {
             Some(entry) => entry.schema.check(name, input),
             None => Ok(()),
@@ -271,13 +271,13 @@ impl Registry {
                 self.names().join(", ")
             ));
         };
-        if let Err(message) = entry.schema.check(name, &input) {
+        if let Err(rejected) = entry.schema.check(name, &input) {
             tracing::debug!(
                 tool = name,
                 call = ctx.tool_call_id(),
                 "input refused by its schema"
             );
-            return ToolOutput::error(ctx.secrets().redact(&message));
+            return ToolOutput::error(ctx.secrets().redact(&rejected.to_string()));
         }
         if ctx.cancel().is_cancelled() {
             return ToolOutput::error(format!("{name} was not run: the run is cancelled"));

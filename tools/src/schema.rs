@@ -11,7 +11,7 @@
 //!   the definition into the schema's `$defs`.
 //! - `format` is enforced (an input whose `"format": "date"` string is not a date is refused);
 //!   formats this crate does not know are ignored.
-//! - [`InputSchema::check`] never panics; its error names every violation (instance path and
+//! - [`InputSchema::check`] never panics; its error ([`InputRejected`]) names every violation (instance path and
 //!   what was wrong, at most [`MAX_VIOLATIONS`] of them, each cut to [`MAX_LINE_CHARS`]
 //!   characters so a huge input is not echoed back whole) in words the model can act on.
 //!
@@ -31,7 +31,7 @@ pub const MAX_LINE_CHARS: usize = 240;
 /// One place where a value broke a schema: the JSON Pointer of the value (`""` for the
 /// root) and what was wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Violation {
+pub struct Violation {
     pub path: String,
     pub message: String,
 }
@@ -43,6 +43,35 @@ impl From<ValidationError<'_>> for Violation {
             message: e.to_string(),
         }
     }
+}
+
+/// Why a schema is not a usable JSON Schema. `Display` says what is wrong and where, without
+/// naming the tool (the caller adds that).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// Its `$schema` names no draft this crate can check against.
+    #[error("its `$schema` is not usable: {0}")]
+    UnusableDraft(String),
+    /// It breaks its meta-schema: each place and what is wrong there.
+    #[error("{}", describe_violations(.0))]
+    Invalid(Vec<Violation>),
+    /// It is valid but cannot be compiled (a `pattern` that is not a regular expression, a
+    /// `$ref` outside the schema).
+    #[error("it cannot be compiled: {0}")]
+    Uncompilable(String),
+}
+
+/// An input that broke its tool's schema. `Display` is what the model is told: every
+/// violation (at most [`MAX_VIOLATIONS`], each cut to [`MAX_LINE_CHARS`] characters) and to
+/// call the tool again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "input for `{tool}` does not match its schema: {}. Fix the input and call the tool again.",
+    describe_violations(.violations)
+)]
+pub struct InputRejected {
+    pub tool: String,
+    pub violations: Vec<Violation>,
 }
 
 /// A tool's input schema, compiled.
@@ -77,18 +106,18 @@ impl InputSchema {
     /// Check `schema` against its meta-schema and compile it. The error says what is wrong
     /// and where (e.g. `at /properties/amount/type: "integr" is not valid under any of the
     /// schemas listed in the 'anyOf' keyword`), without naming the tool.
-    pub fn compile(schema: &Value) -> Result<InputSchema, String> {
+    pub fn compile(schema: &Value) -> Result<InputSchema, SchemaError> {
         let meta = jsonschema::meta::validator_for(schema)
-            .map_err(|e| format!("its `$schema` is not usable: {e}"))?;
+            .map_err(|e| SchemaError::UnusableDraft(e.to_string()))?;
         let violations: Vec<Violation> = meta.iter_errors(schema).map(Violation::from).collect();
         if !violations.is_empty() {
-            return Err(describe_violations(&violations));
+            return Err(SchemaError::Invalid(violations));
         }
         let validator = jsonschema::options()
             .with_retriever(NoRetrieval)
             .should_validate_formats(true)
             .build(schema)
-            .map_err(|e| format!("it cannot be compiled: {e}"))?;
+            .map_err(|e| SchemaError::Uncompilable(e.to_string()))?;
         Ok(InputSchema { validator })
     }
 
@@ -100,24 +129,18 @@ impl InputSchema {
             .collect()
     }
 
-    /// `Ok` when `input` is valid; otherwise the message for the model (see
-    /// [`input_error`]).
-    pub fn check(&self, tool: &str, input: &Value) -> Result<(), String> {
+    /// `Ok` when `input` is valid; otherwise every violation, for the model.
+    pub fn check(&self, tool: &str, input: &Value) -> Result<(), InputRejected> {
         let violations = self.violations(input);
         if violations.is_empty() {
             Ok(())
         } else {
-            Err(input_error(tool, &violations))
+            Err(InputRejected {
+                tool: tool.to_string(),
+                violations,
+            })
         }
     }
-}
-
-/// What the model is told about an input that broke tool `tool`'s schema.
-pub(crate) fn input_error(tool: &str, violations: &[Violation]) -> String {
-    format!(
-        "input for `{tool}` does not match its schema: {}. Fix the input and call the tool again.",
-        describe_violations(violations)
-    )
 }
 
 /// `at /amount: "5" is not of type "integer"; at (root): ...`, at most [`MAX_VIOLATIONS`]
@@ -162,16 +185,17 @@ mod tests {
 
     #[test]
     fn a_report_names_each_violation_and_its_place() {
-        let text = input_error(
-            "pay",
-            &[
+        let text = InputRejected {
+            tool: "pay".into(),
+            violations: vec![
                 violation("/amount", "\"5\" is not of type \"integer\""),
                 violation(
                     "",
                     "Additional properties are not allowed ('memo' was unexpected)",
                 ),
             ],
-        );
+        }
+        .to_string();
         assert_eq!(
             text,
             "input for `pay` does not match its schema: at /amount: \"5\" is not of type \
@@ -215,7 +239,8 @@ mod tests {
         );
         let err = schema
             .check("pay", &json!({"amount": "5", "memo": "toolong", "x": 1}))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("input for `pay` does not match its schema: "),
             "{err}"
@@ -232,7 +257,7 @@ mod tests {
             err.contains("at (root): ") && err.contains("'x' was unexpected"),
             "{err}"
         );
-        let err = schema.check("pay", &json!([])).unwrap_err();
+        let err = schema.check("pay", &json!([])).unwrap_err().to_string();
         assert!(
             err.contains("at (root): [] is not of type \"object\""),
             "{err}"
@@ -247,7 +272,10 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(schema.check("t", &json!({"day": "2024-02-29"})), Ok(()));
-        let err = schema.check("t", &json!({"day": "yesterday"})).unwrap_err();
+        let err = schema
+            .check("t", &json!({"day": "yesterday"}))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("at /day: \"yesterday\" is not a \"date\""),
             "{err}"
@@ -260,7 +288,8 @@ mod tests {
             "type": "object",
             "properties": {"amount": {"type": "integr"}}
         }))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             err.starts_with("at /properties/amount/type: \"integr\" is not valid"),
             "{err}"
@@ -271,7 +300,8 @@ mod tests {
             "required": "amount",
             "properties": {"n": {"minimum": "one"}}
         }))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("at /required: ") && err.contains("at /properties/n/minimum: "),
             "{err}"
@@ -281,7 +311,8 @@ mod tests {
             "type": "object",
             "properties": {"s": {"type": "string", "pattern": "(unclosed"}}
         }))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("(unclosed"), "{err}");
     }
 
@@ -296,7 +327,8 @@ mod tests {
                 "type": "object",
                 "properties": {"x": {"$ref": target}}
             }))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
             assert!(
                 err.contains("is never fetched") && err.contains("$defs"),
                 "{target}: {err}"

@@ -58,23 +58,16 @@ impl SecretSpec {
     }
 
     /// Checks the name and the hosts; the error is a sentence naming the secret.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SecretSpecError> {
+        let name = || self.name.clone();
         if !valid_name(&self.name) {
-            return Err(format!(
-                "secret name `{}` is not usable in {{{{secret:NAME}}}}; use letters, digits, \
-                 `_`, `.` and `-` only",
-                self.name
-            ));
+            return Err(SecretSpecError::BadName { name: name() });
         }
         let Some(hosts) = &self.hosts else {
             return Ok(());
         };
         if hosts.is_empty() {
-            return Err(format!(
-                "secret `{}` has an empty `hosts` list, so it could never be sent; list the \
-                 hosts it may go to, or write just \"{}\" to allow every allow-listed host",
-                self.name, self.name
-            ));
+            return Err(SecretSpecError::NoHosts { name: name() });
         }
         for host in hosts {
             let h = host.trim();
@@ -83,16 +76,50 @@ impl SecretSpec {
                 || h.contains('/')
                 || h.contains(char::is_whitespace)
             {
-                return Err(format!(
-                    "secret `{}`: host `{host}` is not a host; write it like an \
-                     http_allowlist entry (`api.github.com`, `*.example.com`, `host:8443`), \
-                     without scheme or path",
-                    self.name
-                ));
+                return Err(SecretSpecError::NotAHost {
+                    name: name(),
+                    host: host.clone(),
+                });
             }
         }
         Ok(())
     }
+}
+
+/// Why a `runtime.secrets` entry is refused; `Display` is a sentence naming the secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretSpecError {
+    #[error(
+        "secret name `{name}` is not usable in {{{{secret:NAME}}}}; use letters, digits, `_`, \
+         `.` and `-` only"
+    )]
+    BadName { name: String },
+    #[error(
+        "secret `{name}` has an empty `hosts` list, so it could never be sent; list the hosts it \
+         may go to, or write just \"{name}\" to allow every allow-listed host"
+    )]
+    NoHosts { name: String },
+    #[error(
+        "secret `{name}`: host `{host}` is not a host; write it like an http_allowlist entry \
+         (`api.github.com`, `*.example.com`, `host:8443`), without scheme or path"
+    )]
+    NotAHost { name: String, host: String },
+}
+
+/// A request that would send secret `name` where it may not go; `Display` says where it may
+/// go, that nothing was sent, and what to do instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "secret `{name}` may only be sent to {}, not to `{target}`; the request was not sent. Send \
+     it to one of those hosts, or leave {{{{secret:{name}}}}} out of this request",
+    .allowed.join(", ")
+)]
+pub struct Misdirected {
+    pub name: String,
+    /// The hosts it may go to (the entries of its binding).
+    pub allowed: Vec<String>,
+    /// Where the request was going: `host`, or `host:port` off the scheme's default port.
+    pub target: String,
 }
 
 impl<'de> Deserialize<'de> for SecretSpec {
@@ -176,7 +203,7 @@ impl SecretBindings {
         host: &str,
         port: u16,
         default_port: u16,
-    ) -> Result<(), String> {
+    ) -> Result<(), Misdirected> {
         for text in texts {
             for name in Self::placeholders(text) {
                 let Some(allowed) = self.hosts(name) else {
@@ -190,12 +217,11 @@ impl SecretBindings {
                 } else {
                     format!("{host}:{port}")
                 };
-                return Err(format!(
-                    "secret `{name}` may only be sent to {}, not to `{target}`; the request was \
-                     not sent. Send it to one of those hosts, or leave {{{{secret:{name}}}}} out \
-                     of this request",
-                    allowed.entries().join(", ")
-                ));
+                return Err(Misdirected {
+                    name: name.to_string(),
+                    allowed: allowed.entries().to_vec(),
+                    target,
+                });
             }
         }
         Ok(())
@@ -228,7 +254,8 @@ mod tests {
         );
         let err = b
             .check(["x", "{{secret:GH}}"], "evil.example", 443, 443)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with(
                 "secret `GH` may only be sent to api.github.com, not to `evil.example`; the \
@@ -236,9 +263,16 @@ mod tests {
             ),
             "{err}"
         );
+        assert_eq!(
+            err,
+            "secret `GH` may only be sent to api.github.com, not to `evil.example`; the request \
+             was not sent. Send it to one of those hosts, or leave {{secret:GH}} out of this \
+             request"
+        );
         let err = b
             .check(["{{secret:GH}}"], "api.github.com", 8443, 443)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not to `api.github.com:8443`"), "{err}");
         assert_eq!(b.check(["{{secret:SVC}}"], "a.svc.test", 443, 443), Ok(()));
         assert!(b.check(["{{secret:SVC}}"], "svc.test", 443, 443).is_err());
@@ -332,8 +366,16 @@ mod tests {
                 "not a host",
             ),
         ] {
-            let err = spec.validate().unwrap_err();
+            let err = spec.validate().unwrap_err().to_string();
             assert!(err.contains(expected), "{spec:?}: {err}");
         }
+        assert_eq!(
+            SecretSpec::unbound("HAS SPACE")
+                .validate()
+                .unwrap_err()
+                .to_string(),
+            "secret name `HAS SPACE` is not usable in {{secret:NAME}}; use letters, digits, `_`, \
+             `.` and `-` only"
+        );
     }
 }

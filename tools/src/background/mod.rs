@@ -37,15 +37,14 @@ use nix::unistd::Pid;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+mod error;
 mod watcher;
 
 use crate::context::ToolContext;
 use crate::process::base_env;
 use watcher::{Pump, Watch};
 
-/// What a start during shutdown is told.
-const SHUTTING_DOWN: &str =
-    "the daemon is shutting down; start the command again once it has restarted";
+pub use error::{StartRefused, TaskError};
 
 /// Bytes of the newest output kept in memory for a task's ending.
 pub(crate) const TAIL_BYTES: usize = 4096;
@@ -232,15 +231,15 @@ impl TaskSupervisor {
         self.inner.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts `command` for the call in `ctx`; its task id, or a message for the model.
+    /// Starts `command` for the call in `ctx`; its task id, or why not (for the model).
     pub async fn start(
         &self,
         ctx: &ToolContext,
         command: &str,
         timeout: Duration,
-    ) -> Result<String, String> {
+    ) -> Result<String, StartRefused> {
         if self.inner.shutting_down.is_cancelled() {
-            return Err(SHUTTING_DOWN.into());
+            return Err(StartRefused::ShuttingDown);
         }
         let id = format!("task_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
         let record = StartedTask {
@@ -250,55 +249,41 @@ impl TaskSupervisor {
             command: ctx.secrets().redact(command),
             timeout,
         };
-        self.inner.ledger.started(&record).await?;
+        self.inner
+            .ledger
+            .started(&record)
+            .await
+            .map_err(StartRefused::NotRecorded)?;
         let log = self.log_path(&id);
         match self.spawn(ctx, &record, command, log) {
             Ok(()) => Ok(id),
-            Err(message) => {
+            Err(refused) => {
                 // Recorded but never ran: say so, so the run is not left waiting for it.
                 let ended = EndedTask {
                     id: id.clone(),
                     run_id: record.run_id.clone(),
                     ending: TaskEnding::Failed,
                     exit_code: None,
-                    detail: message.clone(),
+                    detail: refused.to_string(),
                     output_tail: String::new(),
                     output_bytes: 0,
                 };
                 record_ending(&self.inner, &ended).await;
-                Err(message)
+                Err(refused)
             }
         }
     }
 
+    /// Starts the task's process and the watch that pumps its output to `log` and reports
+    /// its ending.
     fn spawn(
         &self,
         ctx: &ToolContext,
         record: &StartedTask,
         command: &str,
         log: PathBuf,
-    ) -> Result<(), String> {
-        let spawn_err = |e: std::io::Error| format!("failed to start the background command: {e}");
-        std::fs::create_dir_all(&self.inner.dir).map_err(spawn_err)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(spawn_err)?;
-        let (reader, writer) = std::io::pipe().map_err(spawn_err)?;
-        let mut cmd = crate::process::command(ctx, "sh", &["-c".to_string(), command.to_string()])?;
-        cmd.current_dir(ctx.workspace())
-            .env_clear()
-            .envs(base_env(ctx))
-            .env("NIGHTSHIFT_RUN_ID", &record.run_id)
-            .env("NIGHTSHIFT_TASK_ID", &record.id)
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(writer.try_clone().map_err(spawn_err)?)
-            .stderr(writer);
-        let spawned = cmd.spawn();
-        drop(cmd);
-        let child = spawned.map_err(spawn_err)?;
+    ) -> Result<(), StartRefused> {
+        let (file, reader, child) = self.start_process(ctx, record, command, &log)?;
         let pgid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -308,7 +293,7 @@ impl TaskSupervisor {
             _ => None,
         };
         let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
-            .map_err(spawn_err)?;
+            .map_err(StartRefused::Spawn)?;
         let (done_tx, done_rx) = watch::channel(None);
         let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let live = Arc::new(Live {
@@ -354,8 +339,45 @@ impl TaskSupervisor {
         Ok(())
     }
 
+    /// `sh -c command` in the workspace (and sandbox), in a process group of its own, its
+    /// output going to a pipe; with the opened log file and the pipe's reading end.
+    fn start_process(
+        &self,
+        ctx: &ToolContext,
+        record: &StartedTask,
+        command: &str,
+        log: &Path,
+    ) -> Result<(std::fs::File, std::io::PipeReader, tokio::process::Child), StartRefused> {
+        std::fs::create_dir_all(&self.inner.dir).map_err(StartRefused::Spawn)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(StartRefused::Spawn)?;
+        let (reader, writer) = std::io::pipe().map_err(StartRefused::Spawn)?;
+        let mut cmd = crate::process::command(ctx, "sh", &["-c".to_string(), command.to_string()])?;
+        cmd.current_dir(ctx.workspace())
+            .env_clear()
+            .envs(base_env(ctx))
+            .env("NIGHTSHIFT_RUN_ID", &record.run_id)
+            .env("NIGHTSHIFT_TASK_ID", &record.id)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(writer.try_clone().map_err(StartRefused::Spawn)?)
+            .stderr(writer);
+        let spawned = cmd.spawn();
+        drop(cmd);
+        let child = spawned.map_err(StartRefused::Spawn)?;
+        Ok((file, reader, child))
+    }
+
     /// What task `id` of run `run_id` is doing, with at most `max_bytes` of its newest output.
-    pub async fn view(&self, run_id: &str, id: &str, max_bytes: usize) -> Result<TaskView, String> {
+    pub async fn view(
+        &self,
+        run_id: &str,
+        id: &str,
+        max_bytes: usize,
+    ) -> Result<TaskView, TaskError> {
         let live = self.live().get(id).cloned();
         if let Some(live) = live {
             if live.run_id != run_id {
@@ -412,7 +434,12 @@ impl TaskSupervisor {
     }
 
     /// Stops task `id` of run `run_id` and waits (about `kill_grace` + 1 s) for it to end.
-    pub async fn stop(&self, run_id: &str, id: &str, max_bytes: usize) -> Result<TaskView, String> {
+    pub async fn stop(
+        &self,
+        run_id: &str,
+        id: &str,
+        max_bytes: usize,
+    ) -> Result<TaskView, TaskError> {
         let live = self.live().get(id).cloned();
         match live {
             Some(live) if live.run_id == run_id => {
@@ -437,7 +464,10 @@ impl TaskSupervisor {
                             ..view
                         }),
                         Ok(false) => self.view(run_id, id, max_bytes).await,
-                        Err(e) => Err(format!("cannot stop {id}: {e}")),
+                        Err(reason) => Err(TaskError::CannotStop {
+                            id: id.to_string(),
+                            reason,
+                        }),
                     };
                 }
                 return Ok(view);
@@ -488,10 +518,8 @@ impl TaskSupervisor {
     }
 }
 
-fn no_such_task(id: &str) -> String {
-    format!(
-        "no background task `{id}` in this run; task ids look like task_0123456789ab and come from run_command with background: true"
-    )
+fn no_such_task(id: &str) -> TaskError {
+    TaskError::NoSuchTask(id.to_string())
 }
 
 /// The last `max` bytes of a file, at a character boundary, or a note why it cannot be read.

@@ -75,7 +75,7 @@ impl Tool for WriteFile {
 fn write_file(ctx: &ToolContext, input: WriteInput) -> ToolOutput {
     let opened = match Workspace::open(ctx.workspace()).and_then(|ws| ws.create_file(&input.path)) {
         Ok(o) => o,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return ToolOutput::error(e.to_string()),
     };
     let mut file = opened.file;
     match file.write_all(input.content.as_bytes()) {
@@ -160,7 +160,7 @@ fn edit_file(ctx: &ToolContext, input: EditInput) -> ToolOutput {
     let opened = match Workspace::open(ctx.workspace()).and_then(|ws| ws.open_for_edit(&input.path))
     {
         Ok(o) => o,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return ToolOutput::error(e.to_string()),
     };
     if opened.metadata.len() > MAX_EDIT_BYTES {
         return ToolOutput::error(too_large_to_edit(&input.path, opened.metadata.len()));

@@ -221,33 +221,7 @@ impl HttpRequest {
         }
         let method = Method::from_bytes(method_name.as_bytes()).map_err(|e| e.to_string())?;
         let url = self.url(ctx, &input.url)?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(format!(
-                "only http and https URLs are allowed, not `{}`",
-                url.scheme()
-            ));
-        }
-        let host = url.host_str().unwrap_or_default();
-        let default_port = default_port(url.scheme()).unwrap_or_default();
-        let port = url.port_or_known_default().unwrap_or(default_port);
-        if !ctx.http_allowlist().allows(&url) {
-            let allowed = ctx.http_allowlist().entries();
-            let target = if port == default_port {
-                format!("host `{host}`")
-            } else {
-                format!("`{host}:{port}`")
-            };
-            return Err(format!(
-                "{target} is not on this agent's HTTP allowlist (allowed: {}; an entry without \
-                 a port allows only port {default_port} for {}); the request was not sent",
-                if allowed.is_empty() {
-                    "none".to_string()
-                } else {
-                    allowed.join(", ")
-                },
-                url.scheme()
-            ));
-        }
+        let (host, port, default_port) = allowed_target(ctx, &url)?;
         if let Some(refusal) = input.headers.keys().find_map(|n| refused_header(n)) {
             return Err(refusal);
         }
@@ -258,35 +232,80 @@ impl HttpRequest {
             .chain(std::iter::once(&input.url))
             .map(String::as_str);
         ctx.secret_bindings()
-            .check(texts, host, port, default_port)?;
-        let secrets = ctx.secrets();
-        let mut headers = HeaderMap::new();
-        for (name, value) in &input.headers {
-            let header = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("invalid header name `{name}`"))?;
-            let filled = secrets.substitute(value).map_err(|e| e.to_string())?;
-            let mut value = HeaderValue::from_str(&filled)
-                .map_err(|_| format!("invalid value for header `{name}`"))?;
-            if SecretResolver::has_placeholder(&input.headers[name]) {
-                value.set_sensitive(true);
-            }
-            headers.insert(header, value);
-        }
-        if !is_read_only(&method_name) {
-            let key = HeaderValue::from_str(&ctx.idempotency_key())
-                .map_err(|_| "the idempotency key is not a valid header value".to_string())?;
-            headers.insert("idempotency-key", key);
-        }
+            .check(texts, host, port, default_port)
+            .map_err(|e| e.to_string())?;
+        let headers = request_headers(ctx, &input.headers, !is_read_only(&method_name))?;
         let mut request = self
             .client()?
             .request(method, url)
             .headers(headers)
             .timeout(ctx.limits().http_timeout);
         if let Some(body) = &input.body {
-            request = request.body(secrets.substitute(body).map_err(|e| e.to_string())?);
+            let filled = ctx.secrets().substitute(body).map_err(|e| e.to_string())?;
+            request = request.body(filled);
         }
         Ok(request)
     }
+}
+
+/// `url`'s host, port and its scheme's default port, when the agent's HTTP allowlist lets
+/// the request go there; otherwise why not.
+fn allowed_target<'u>(ctx: &ToolContext, url: &'u Url) -> Result<(&'u str, u16, u16), String> {
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "only http and https URLs are allowed, not `{}`",
+            url.scheme()
+        ));
+    }
+    let host = url.host_str().unwrap_or_default();
+    let default_port = default_port(url.scheme()).unwrap_or_default();
+    let port = url.port_or_known_default().unwrap_or(default_port);
+    if ctx.http_allowlist().allows(url) {
+        return Ok((host, port, default_port));
+    }
+    let allowed = ctx.http_allowlist().entries();
+    let target = if port == default_port {
+        format!("host `{host}`")
+    } else {
+        format!("`{host}:{port}`")
+    };
+    Err(format!(
+        "{target} is not on this agent's HTTP allowlist (allowed: {}; an entry without a port \
+         allows only port {default_port} for {}); the request was not sent",
+        if allowed.is_empty() {
+            "none".to_string()
+        } else {
+            allowed.join(", ")
+        },
+        url.scheme()
+    ))
+}
+
+/// The request's headers with their secrets filled in (and marked sensitive), plus the
+/// call's `Idempotency-Key` when the request is a `write`.
+fn request_headers(
+    ctx: &ToolContext,
+    given: &BTreeMap<String, String>,
+    write: bool,
+) -> Result<HeaderMap, String> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in given {
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("invalid header name `{name}`"))?;
+        let filled = ctx.secrets().substitute(value).map_err(|e| e.to_string())?;
+        let mut filled = HeaderValue::from_str(&filled)
+            .map_err(|_| format!("invalid value for header `{name}`"))?;
+        if SecretResolver::has_placeholder(value) {
+            filled.set_sensitive(true);
+        }
+        headers.insert(header, filled);
+    }
+    if write {
+        let key = HeaderValue::from_str(&ctx.idempotency_key())
+            .map_err(|_| "the idempotency key is not a valid header value".to_string())?;
+        headers.insert("idempotency-key", key);
+    }
+    Ok(headers)
 }
 
 /// How many times in all a request is sent when no answer comes.
@@ -315,9 +334,20 @@ fn after_no_answer(sent: u32, never_left: bool, read_only: bool) -> Unanswered {
 }
 
 /// Sends `request`; when no answer comes, sends it again as it is when that is safe
-/// ([`after_no_answer`]), up to [`SENDS`] times.
+/// ([`after_no_answer`]), up to [`SENDS`] times. The answer's status, main headers and body.
 async fn send(ctx: &ToolContext, request: reqwest::RequestBuilder) -> ToolOutput {
-    let secrets = ctx.secrets();
+    match until_answered(ctx, request).await {
+        Ok(response) => read_response(ctx, response).await,
+        Err(unanswered) => unanswered,
+    }
+}
+
+/// The response to `request`, sent again while that is safe; `Err` says what is known of a
+/// request that got no answer.
+async fn until_answered(
+    ctx: &ToolContext,
+    request: reqwest::RequestBuilder,
+) -> Result<reqwest::Response, ToolOutput> {
     let keyed = request
         .try_clone()
         .and_then(|r| r.build().ok())
@@ -328,38 +358,44 @@ async fn send(ctx: &ToolContext, request: reqwest::RequestBuilder) -> ToolOutput
         });
     let mut sent = 0;
     let mut next = Some(request);
-    let mut response = loop {
+    loop {
         let Some(request) = next.take() else {
-            return ToolOutput::error("internal error: the request could not be sent again");
+            return Err(ToolOutput::error(
+                "internal error: the request could not be sent again",
+            ));
         };
         let again = request.try_clone();
         sent += 1;
-        match request.send().await {
-            Ok(r) => break r,
-            Err(e) => {
-                let never_left = e.is_connect() || e.is_builder();
-                // Only writes carry a key.
-                let read_only = keyed.is_none();
-                let next_step = after_no_answer(sent, never_left, read_only);
-                if next_step == Unanswered::SendAgain && again.is_some() {
-                    tokio::time::sleep(RESEND_PAUSE.saturating_mul(1 << (sent - 1))).await;
-                    next = again;
-                    continue;
-                }
-                let text = match (&keyed, never_left) {
-                    (_, true) => format!("request failed (nothing was received): {e}"),
-                    (Some(key), false) => format!(
-                        "no answer ({e}); the request was sent with Idempotency-Key {key} and \
-                         may or may not have been received, so it was not sent again. Check \
-                         whether it took effect (a GET of what it would have changed) before \
-                         sending it again: a new call carries a new key"
-                    ),
-                    (None, false) => format!("request failed after {sent} tries: {e}"),
-                };
-                return ToolOutput::error(secrets.redact(&text));
-            }
+        let e = match request.send().await {
+            Ok(response) => return Ok(response),
+            Err(e) => e,
+        };
+        let never_left = e.is_connect() || e.is_builder();
+        // Only writes carry a key.
+        let read_only = keyed.is_none();
+        let next_step = after_no_answer(sent, never_left, read_only);
+        if next_step == Unanswered::SendAgain && again.is_some() {
+            tokio::time::sleep(RESEND_PAUSE.saturating_mul(1 << (sent - 1))).await;
+            next = again;
+            continue;
         }
-    };
+        let text = match (&keyed, never_left) {
+            (_, true) => format!("request failed (nothing was received): {e}"),
+            (Some(key), false) => format!(
+                "no answer ({e}); the request was sent with Idempotency-Key {key} and may or may \
+                 not have been received, so it was not sent again. Check whether it took effect \
+                 (a GET of what it would have changed) before sending it again: a new call \
+                 carries a new key"
+            ),
+            (None, false) => format!("request failed after {sent} tries: {e}"),
+        };
+        return Err(ToolOutput::error(ctx.secrets().redact(&text)));
+    }
+}
+
+/// What the model is told of `response`: its status line, the [`SHOWN_HEADERS`] and the
+/// body (redacted, read up to `max_artifact_bytes`); a status of 400 or more is an error.
+async fn read_response(ctx: &ToolContext, mut response: reqwest::Response) -> ToolOutput {
     let status = response.status();
     let mut head = format!(
         "HTTP {} {}\n",
@@ -409,7 +445,7 @@ async fn send(ctx: &ToolContext, request: reqwest::RequestBuilder) -> ToolOutput
         rendered.text
     };
     ToolOutput {
-        content: secrets.redact(&format!("{head}{body}{note}")),
+        content: ctx.secrets().redact(&format!("{head}{body}{note}")),
         is_error: status.as_u16() >= 400,
         artifact: rendered.artifact,
         unresolved: false,

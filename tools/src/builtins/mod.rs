@@ -146,7 +146,7 @@ mod tests {
             let schema =
                 crate::InputSchema::compile(&by_name(name).unwrap().definition().input_schema)
                     .unwrap();
-            let err = schema.check(name, &input).expect_err(name);
+            let err = schema.check(name, &input).expect_err(name).to_string();
             assert!(
                 err.starts_with(&format!("input for `{name}` does not match")),
                 "{err}"

@@ -15,6 +15,7 @@
 use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::fs::File;
 use std::io::Read;
 
 use super::lines::{BoundedLine, BoundedLines, head_text};
@@ -99,42 +100,13 @@ struct Seen {
 }
 
 fn read_file(ctx: &ToolContext, input: ReadInput) -> ToolOutput {
-    let opened = match Workspace::open(ctx.workspace()).and_then(|ws| ws.open_existing(&input.path))
-    {
-        Ok(o) => o,
-        Err(e) => return ToolOutput::error(e),
-    };
-    if opened.metadata.is_dir() {
-        return ToolOutput::error(format!(
-            "`{}` is a directory; use list_files to see what is in it",
-            input.path
-        ));
-    }
-    if !opened.metadata.is_file() {
-        return ToolOutput::error(format!(
-            "`{}` is not a regular file; read_file reads files only",
-            input.path
-        ));
-    }
     let offset = input.offset.unwrap_or(1).max(1);
     let limit = input.limit.unwrap_or(DEFAULT_LINES).max(1);
-    let size = opened.metadata.len();
+    let (file, probe, size) = match open_text(ctx, &input.path) {
+        Ok(opened) => opened,
+        Err(refused) => return refused,
+    };
     let scan = size.min(MAX_SCAN_BYTES);
-    let mut file = opened.file;
-    let mut probe = Vec::new();
-    if let Err(e) = file
-        .by_ref()
-        .take(SNIFF_BYTES.min(scan))
-        .read_to_end(&mut probe)
-    {
-        return ToolOutput::error(format!("cannot read `{}`: {e}", input.path));
-    }
-    if probe.contains(&0) {
-        return ToolOutput::error(format!(
-            "`{}` looks like a binary file (it contains NUL bytes); read_file shows text only",
-            input.path
-        ));
-    }
     let raw = probe.as_slice().chain(file).take(scan);
     let redacted = RedactedRead::new(raw, ctx.secrets().redactor().clone());
     let mut lines = BoundedLines::new(redacted, MAX_LINE_CHARS * 4);
@@ -184,6 +156,41 @@ fn read_file(ctx: &ToolContext, input: ReadInput) -> ToolOutput {
     text.push_str(&footer(&seen));
     let (content, artifact) = cap_text(ctx, "read_file", &text);
     ToolOutput::ok(content).with_artifact(artifact)
+}
+
+/// Opens `path` beneath the workspace as a regular file that looks like text: the file
+/// (read past its first bytes), those first bytes, and its size when opened. `Err` is what
+/// the model is told (a directory, a FIFO, a binary file, a path that is not allowed).
+fn open_text(ctx: &ToolContext, path: &str) -> Result<(File, Vec<u8>, u64), ToolOutput> {
+    let opened = Workspace::open(ctx.workspace())
+        .and_then(|ws| ws.open_existing(path))
+        .map_err(|e| ToolOutput::error(e.to_string()))?;
+    if opened.metadata.is_dir() {
+        return Err(ToolOutput::error(format!(
+            "`{path}` is a directory; use list_files to see what is in it"
+        )));
+    }
+    if !opened.metadata.is_file() {
+        return Err(ToolOutput::error(format!(
+            "`{path}` is not a regular file; read_file reads files only"
+        )));
+    }
+    let size = opened.metadata.len();
+    let mut file = opened.file;
+    let mut probe = Vec::new();
+    if let Err(e) = file
+        .by_ref()
+        .take(SNIFF_BYTES.min(size.min(MAX_SCAN_BYTES)))
+        .read_to_end(&mut probe)
+    {
+        return Err(ToolOutput::error(format!("cannot read `{path}`: {e}")));
+    }
+    if probe.contains(&0) {
+        return Err(ToolOutput::error(format!(
+            "`{path}` looks like a binary file (it contains NUL bytes); read_file shows text only"
+        )));
+    }
+    Ok((file, probe, size))
 }
 
 /// A line as shown: its first [`MAX_LINE_CHARS`] characters, and a note when it was cut.

@@ -145,7 +145,7 @@ async fn run(ctx: &ToolContext, input: Value) -> ToolOutput {
     };
     let result = match process::run(ctx, spec).await {
         Ok(r) => r,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return ToolOutput::error(e.to_string()),
     };
     let mut content = result.output.text;
     if content.is_empty() {
@@ -220,7 +220,7 @@ async fn start_background(ctx: &ToolContext, input: &RunInput) -> ToolOutput {
              task_output {{\"task_id\": \"{id}\"}} shows its progress and task_stop stops it.",
             timeout.as_secs_f64()
         )),
-        Err(e) => ToolOutput::error(e),
+        Err(e) => ToolOutput::error(e.to_string()),
     }
 }
 

@@ -32,7 +32,7 @@ use super::lines::BoundedLines;
 use super::{blocking, parse_input};
 use crate::context::ToolContext;
 use crate::output::{RedactedRead, cap_text};
-use crate::paths::{Opened, Workspace, shown};
+use crate::paths::{Opened, PathError, Workspace, shown};
 use crate::{Tool, ToolClass, ToolDefinition, ToolOutput};
 
 const MAX_ENTRIES: usize = 1000;
@@ -213,7 +213,7 @@ fn list_files(ctx: &ToolContext, input: ListInput) -> ToolOutput {
     let shown_path = input.path.as_deref().unwrap_or(".");
     let (ws, root) = match open_root(ctx, shown_path) {
         Ok(r) => r,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return ToolOutput::error(e.to_string()),
     };
     let matcher = match glob_matcher(input.pattern.as_deref()) {
         Ok(m) => m,
@@ -311,7 +311,7 @@ impl Tool for Grep {
 }
 
 /// The directory or file a search starts at, opened beneath the workspace.
-fn open_root(ctx: &ToolContext, shown_path: &str) -> Result<(Workspace, Opened), String> {
+fn open_root(ctx: &ToolContext, shown_path: &str) -> Result<(Workspace, Opened), PathError> {
     let ws = Workspace::open(ctx.workspace())?;
     let root = ws.open_existing(shown_path)?;
     Ok((ws, root))
@@ -420,7 +420,7 @@ fn grep(ctx: &ToolContext, input: GrepInput) -> ToolOutput {
     let shown_path = input.path.as_deref().unwrap_or(".");
     let (ws, root) = match open_root(ctx, shown_path) {
         Ok(r) => r,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return ToolOutput::error(e.to_string()),
     };
     let matcher = match glob_matcher(input.glob.as_deref()) {
         Ok(m) => m,

@@ -73,7 +73,7 @@ impl Tool for TaskOutput {
             let max = input.max_bytes.unwrap_or(cap).clamp(1, cap);
             match tasks.view(ctx.run_id(), input.task_id.trim(), max).await {
                 Ok(view) => ToolOutput::ok(render(&view)),
-                Err(e) => ToolOutput::error(e),
+                Err(e) => ToolOutput::error(e.to_string()),
             }
         })
     }
@@ -111,7 +111,7 @@ impl Tool for TaskStop {
             let cap = ctx.limits().output_cap_bytes;
             match tasks.stop(ctx.run_id(), input.task_id.trim(), cap).await {
                 Ok(view) => ToolOutput::ok(render(&view)),
-                Err(e) => ToolOutput::error(e),
+                Err(e) => ToolOutput::error(e.to_string()),
             }
         })
     }

@@ -39,19 +39,37 @@ struct TodoInput {
     todos: Vec<Todo>,
 }
 
-/// Validate a `todo_write` input and return its list. The error is a message for the model.
-pub fn parse_todos(input: &Value) -> Result<Vec<Todo>, String> {
-    let parsed: TodoInput = serde_json::from_value(input.clone())
-        .map_err(|e| format!("invalid input for todo_write: {e}"))?;
+/// Why a `todo_write` list is refused; `Display` is what the model is told (items are
+/// numbered from 1).
+#[derive(Debug, thiserror::Error)]
+pub enum TodoError {
+    /// The input is not a list of todos.
+    #[error("invalid input for todo_write: {0}")]
+    BadInput(serde_json::Error),
+    /// More than [`MAX_TODOS`] items.
+    #[error("too many todos ({0}); keep the list to at most {max} items", max = MAX_TODOS)]
+    TooMany(usize),
+    /// Item `n` has no content.
+    #[error("todo #{0} has empty content")]
+    EmptyContent(usize),
+    /// Several items are `in_progress` (their numbers).
+    #[error(
+        "{} todos are in_progress (#{}); at most one may be in_progress at a time",
+        .0.len(),
+        .0.iter().map(usize::to_string).collect::<Vec<_>>().join(", #")
+    )]
+    SeveralInProgress(Vec<usize>),
+}
+
+/// Validate a `todo_write` input and return its list, or why it is refused.
+pub fn parse_todos(input: &Value) -> Result<Vec<Todo>, TodoError> {
+    let parsed: TodoInput = serde_json::from_value(input.clone()).map_err(TodoError::BadInput)?;
     if parsed.todos.len() > MAX_TODOS {
-        return Err(format!(
-            "too many todos ({}); keep the list to at most {MAX_TODOS} items",
-            parsed.todos.len()
-        ));
+        return Err(TodoError::TooMany(parsed.todos.len()));
     }
     for (i, todo) in parsed.todos.iter().enumerate() {
         if todo.content.trim().is_empty() {
-            return Err(format!("todo #{} has empty content", i + 1));
+            return Err(TodoError::EmptyContent(i + 1));
         }
     }
     let in_progress: Vec<usize> = parsed
@@ -62,15 +80,7 @@ pub fn parse_todos(input: &Value) -> Result<Vec<Todo>, String> {
         .map(|(i, _)| i + 1)
         .collect();
     if in_progress.len() > 1 {
-        return Err(format!(
-            "{} todos are in_progress (#{}); at most one may be in_progress at a time",
-            in_progress.len(),
-            in_progress
-                .iter()
-                .map(usize::to_string)
-                .collect::<Vec<_>>()
-                .join(", #")
-        ));
+        return Err(TodoError::SeveralInProgress(in_progress));
     }
     Ok(parsed.todos)
 }
@@ -139,7 +149,7 @@ impl Tool for TodoWrite {
         Box::pin(async move {
             match parse_todos(&input) {
                 Ok(todos) => ToolOutput::ok(render_todos(&todos)),
-                Err(e) => ToolOutput::error(e),
+                Err(e) => ToolOutput::error(e.to_string()),
             }
         })
     }

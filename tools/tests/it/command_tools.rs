@@ -155,7 +155,7 @@ fn validation_names_the_problem() {
         ),
     ];
     for (cfg, expected) in cases {
-        let err = cfg.validate().expect_err(expected);
+        let err = cfg.validate().expect_err(expected).to_string();
         assert!(err.contains(expected), "{err}");
         assert!(
             err.contains(&format!("`{}`", cfg.name)),

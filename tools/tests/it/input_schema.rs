@@ -105,7 +105,7 @@ async fn inputs_that_break_the_schema_never_reach_the_program() {
         ),
     ];
     for (input, expected) in cases {
-        let checked = registry.check_input("pay", &input).unwrap_err();
+        let checked = registry.check_input("pay", &input).unwrap_err().to_string();
         let out = registry.call(&fx.ctx(), "pay", input.clone()).await;
         assert!(out.is_error, "{input}: {}", out.content);
         assert_eq!(out.content, checked, "call and check_input say the same");
@@ -168,7 +168,8 @@ fn builtins_are_checked_through_the_same_path() {
     .unwrap();
     let err = registry
         .check_input("read_file", &json!({"path": 3, "lines": 2}))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains(r#"at /path: 3 is not of type "string""#) && err.contains("'lines'"),
         "{err}"
@@ -178,7 +179,8 @@ fn builtins_are_checked_through_the_same_path() {
             "todo_write",
             &json!({"todos": [{"content": "a", "status": "done"}]}),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("at /todos/0/status: "), "{err}");
     assert_eq!(
         registry.check_input("read_file", &json!({"path": "a.txt", "offset": 2})),
@@ -196,7 +198,7 @@ fn a_command_tool_with_an_invalid_schema_is_refused_naming_the_key() {
         class: ToolClass::SideEffect,
         timeout_seconds: None,
     };
-    let err = config.validate().unwrap_err();
+    let err = config.validate().unwrap_err().to_string();
     assert!(
         err.starts_with(
             "command tool `pay`: input_schema is not a valid JSON Schema: at \
@@ -220,7 +222,7 @@ fn a_command_tool_with_an_invalid_schema_is_refused_naming_the_key() {
         "type": "object",
         "properties": {"x": {"$ref": "https://example.invalid/x.json"}}
     });
-    let err = config.validate().unwrap_err();
+    let err = config.validate().unwrap_err().to_string();
     assert!(
         err.contains("is never fetched") && err.contains("command_tools.pay.input_schema"),
         "{err}"

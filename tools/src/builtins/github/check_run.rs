@@ -190,6 +190,11 @@ async fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> 
         }
     })
     .await?;
+    reply(step, &name, input.conclusion.as_deref())
+}
+
+/// What the model is told of the check run `name` after `step`.
+fn reply(step: Step, name: &str, conclusion: Option<&str>) -> Result<ToolOutput, ToolOutput> {
     let updated = match step {
         Step::Updated(updated) => updated,
         Step::BeingMade => {
@@ -206,13 +211,13 @@ async fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> 
             )));
         }
     };
-    let state = match input.conclusion.as_deref() {
+    let state = match conclusion {
         Some(c) => format!("completed as {c}"),
         None => "updated (the daemon completes it when the run ends)".into(),
     };
     Ok(ToolOutput::ok(format!(
         "check run {:?} {state}: {}",
-        cut(&name, 100),
+        cut(name, 100),
         updated["html_url"]
             .as_str()
             .unwrap_or("(no URL in GitHub's answer)")

@@ -143,25 +143,7 @@ impl Tool for Review {
 
 async fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> {
     let input: ReviewInput = parse_input("github_review", input)?;
-    let (allowed, key) = match &ctx.github_agent().review_events {
-        Some(own) => (own.as_slice(), "the agent's github.review_events"),
-        None => (
-            access(ctx)?.review_events(),
-            "the daemon's github.review_events",
-        ),
-    };
-    if !allowed.iter().any(|e| e == &input.event) {
-        let allowed = if allowed.is_empty() {
-            "no".to_string()
-        } else {
-            allowed.join(" or ")
-        };
-        return Err(ToolOutput::error(format!(
-            "only {allowed} reviews are allowed ({key}), not {}; post your review as one of \
-             those, or report your findings another way",
-            input.event
-        )));
-    }
+    check_event(ctx, &input.event)?;
     let t = target(ctx)?;
     let mark = super::marker(
         access(ctx)?,
@@ -209,11 +191,40 @@ async fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> 
         }
     })
     .await?;
-    Ok(match posted {
-        Posted::New(r) => posted_output(&r, &t.head_sha, ""),
+    Ok(reply(posted, &t.head_sha))
+}
+
+/// Whether the agent (or else the daemon) allows reviews of kind `event`; `Err` says which
+/// are allowed and by what key.
+fn check_event(ctx: &ToolContext, event: &str) -> Result<(), ToolOutput> {
+    let (allowed, key) = match &ctx.github_agent().review_events {
+        Some(own) => (own.as_slice(), "the agent's github.review_events"),
+        None => (
+            access(ctx)?.review_events(),
+            "the daemon's github.review_events",
+        ),
+    };
+    if allowed.iter().any(|e| e == event) {
+        return Ok(());
+    }
+    let allowed = if allowed.is_empty() {
+        "no".to_string()
+    } else {
+        allowed.join(" or ")
+    };
+    Err(ToolOutput::error(format!(
+        "only {allowed} reviews are allowed ({key}), not {event}; post your review as one of \
+         those, or report your findings another way"
+    )))
+}
+
+/// What the model is told of the review of the head `head_sha`.
+fn reply(posted: Posted, head_sha: &str) -> ToolOutput {
+    match posted {
+        Posted::New(r) => posted_output(&r, head_sha, ""),
         Posted::Recovered(r) => posted_output(
             &r,
-            &t.head_sha,
+            head_sha,
             "; GitHub's answer was lost, the review was found by its marker",
         ),
         Posted::Already(r) => ToolOutput::ok(format!(
@@ -224,11 +235,10 @@ async fn run(ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolOutput> 
                 .unwrap_or("(no URL in GitHub's answer)")
         )),
         Posted::HeadMoved(head) => ToolOutput::error(format!(
-            "the review was not posted: the pull request's head is now {head}, not {} that this \
-             run reviewed; a newer run reviews the new head",
-            t.head_sha
+            "the review was not posted: the pull request's head is now {head}, not {head_sha} \
+             that this run reviewed; a newer run reviews the new head"
         )),
-    })
+    }
 }
 
 /// What the model is told about a review this call posted (`note` after its state).
