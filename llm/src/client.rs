@@ -188,9 +188,9 @@ impl ModelClient {
     }
 
     /// Sends `req` (to this client's model) with retries, pauses and the breaker: each
-    /// attempt waits out a shared pause, passes the breaker, calls the provider
-    /// ([`ModelClient::attempt`]), and a failure either ends the call or sets the wait before
-    /// the next one ([`ModelClient::after_failure`]).
+    /// attempt waits out a shared pause, passes the breaker and calls the provider
+    /// (`attempt`); a failure either ends the call or sets the wait before the next attempt
+    /// (`after_failure`).
     pub async fn send(
         &self,
         req: &ModelRequest,
