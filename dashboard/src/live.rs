@@ -186,7 +186,7 @@ pub mod lists {
         Query(form): Query<FilterForm>,
     ) -> Response {
         if let Err(why) = runs::parse_filter(&form) {
-            return (axum::http::StatusCode::BAD_REQUEST, why).into_response();
+            return (axum::http::StatusCode::BAD_REQUEST, why.to_string()).into_response();
         }
         stream_list(state, &session, List::Runs(form))
     }

@@ -7,7 +7,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use minijinja::{Value, context};
-use nightshift_store::{RunStatus, Trigger};
+use nightshift_store::{RunStatus, Trigger, UnknownName};
 use serde::{Deserialize, Serialize};
 
 use crate::actions::query_value;
@@ -41,18 +41,25 @@ fn some(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
+/// Why a filter form asks for no filter; `Display` is what the page says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadFilter {
+    /// A status or trigger that is none of the names.
+    #[error(transparent)]
+    Name(#[from] UnknownName),
+    /// A `since` or `until` that is not a time.
+    #[error(transparent)]
+    Time(#[from] format::NotATime),
+}
+
 /// The store filter the form asks for, or what is wrong with it (pure).
-pub fn parse_filter(f: &FilterForm) -> Result<RunFilter, String> {
+pub fn parse_filter(f: &FilterForm) -> Result<RunFilter, BadFilter> {
     Ok(RunFilter {
         status: some(&f.status)
             .map(|s| s.parse::<RunStatus>())
-            .transpose()
-            .map_err(|e| e.to_string())?,
+            .transpose()?,
         agent: some(&f.agent),
-        trigger: some(&f.trigger)
-            .map(|s| s.parse::<Trigger>())
-            .transpose()
-            .map_err(|e| e.to_string())?,
+        trigger: some(&f.trigger).map(|s| s.parse::<Trigger>()).transpose()?,
         concurrency_key: some(&f.key),
         since: format::parse_time(&f.since)?,
         until: format::parse_time(&f.until)?,
@@ -86,7 +93,7 @@ pub async fn list_ctx(state: &DashboardState, form: &FilterForm) -> Result<Value
             state,
             StatusCode::BAD_REQUEST,
             "That filter is not valid",
-            &why,
+            &why.to_string(),
         )
     })?;
     let cursor = some(&form.cursor);
@@ -157,7 +164,7 @@ pub async fn page(
             &state,
             StatusCode::BAD_REQUEST,
             "runs.html",
-            context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.intake.agents().to_vec(), rows => Vec::<()>::new(), error => why, signed_in => true, nav => "runs" },
+            context! { csrf, form => Value::from(minijinja::value::Serde(&form)), statuses, triggers, agents => state.intake.agents().to_vec(), rows => Vec::<()>::new(), error => why.to_string(), signed_in => true, nav => "runs" },
         );
     }
     let list = match list_ctx(&state, &form).await {
