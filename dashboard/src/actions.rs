@@ -8,8 +8,8 @@
 //! model's text ([`crate::approvals::confirm`]). A decision made from the approvals inbox
 //! (`return=approvals`) goes back there; only the known pages are allowed
 //! ([`decide_return`]), never a URL from the form. Every action that took effect is recorded
-//! in the audit trail as the session's signer ([`audit`]); a read-only session acts on
-//! nothing ([`crate::layout::check_post`]).
+//! in the audit trail as the session's signer, in the action's own transaction
+//! (`Store::as_operator`); a read-only session acts on nothing ([`crate::layout::check_post`]).
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -21,26 +21,6 @@ use nightshift_store::{CancelOutcome, Error as StoreError};
 use crate::DashboardState;
 use crate::auth::Session;
 
-/// Records an action taken from the dashboard in the audit trail (and the log; see
-/// `Store::record_audit`), as the session's signer (`dashboard:NAME`).
-pub(crate) async fn audit(
-    state: &DashboardState,
-    session: &Session,
-    action: &str,
-    run_id: Option<&str>,
-    target: &str,
-    detail: Option<&str>,
-) {
-    let actor = session.actor();
-    let entry = nightshift_store::NewAudit {
-        actor: &actor,
-        action,
-        run_id,
-        target,
-        detail,
-    };
-    state.store.record_audit(&entry).await;
-}
 use crate::layout::{self, CsrfForm, check_post};
 
 /// The flash message of a store error, as the API words it (pure).
@@ -150,11 +130,8 @@ pub async fn cancel(
             "",
         );
     }
-    let cancelled = state.store.cancel_run(&id).await;
-    if cancelled.is_ok() {
-        audit(&state, &session, "cancel", Some(&id), &id, None).await;
-    }
-    match cancelled {
+    let actor = session.actor();
+    match state.store.as_operator(&actor).cancel_run(&id).await {
         Ok(CancelOutcome::Cancelled) => back(&state, &session, &id, "Run cancelled."),
         Ok(CancelOutcome::Requested) => back(
             &state,
@@ -176,11 +153,8 @@ pub async fn wake(
     if let Err(refused) = check_post(&state, &session, &headers, &form.csrf) {
         return refused;
     }
-    let woken = state.store.wake_now(&id).await;
-    if woken.is_ok() {
-        audit(&state, &session, "wake", Some(&id), &id, None).await;
-    }
-    match woken {
+    let actor = session.actor();
+    match state.store.as_operator(&actor).wake_now(&id).await {
         Ok(()) => back(
             &state,
             &session,
@@ -254,9 +228,11 @@ pub async fn decide(
         )
         .await;
     }
+    let actor = session.actor();
     let flash = match state
         .store
-        .decide_approval_as(&id, &call, approve, reason, &session.actor())
+        .as_operator(&actor)
+        .decide_approval(&id, &call, approve, reason)
         .await
     {
         Ok(()) if approve => format!("Approved call {call} of run {id}: the run resumes."),

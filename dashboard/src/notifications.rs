@@ -148,9 +148,9 @@ pub async fn redeliver(
     if let Err(refused) = check_post(&state, &session, &headers, &form.csrf) {
         return refused;
     }
-    let flash = match state.store.redeliver(&id).await {
+    let actor = session.actor();
+    let flash = match state.store.as_operator(&actor).redeliver(&id).await {
         Ok(()) => {
-            crate::actions::audit(&state, &session, "redeliver", None, &id, None).await;
             format!("Delivery {id} is pending again: the notifier sends it with fresh attempts.")
         }
         Err(e) => store_message(&e),

@@ -152,20 +152,8 @@ pub async fn trigger(
     if let Err(refused) = check_post(&state, &session, &headers, &form.csrf) {
         return refused;
     }
-    let flash = match cron::trigger(&state.intake, &name).await {
-        Ok(outcome) => {
-            let (run_id, detail) = outcome.run();
-            crate::actions::audit(
-                &state,
-                &session,
-                "schedule_trigger",
-                Some(run_id),
-                &name,
-                Some(detail),
-            )
-            .await;
-            fire_message(&name, &outcome)
-        }
+    let flash = match cron::trigger(&state.intake, &name, &session.actor()).await {
+        Ok(outcome) => fire_message(&name, &outcome),
         Err(e) => schedule_message(&e),
     };
     back_to(&state, &session, "/ui/schedules", &flash)
@@ -186,18 +174,9 @@ async fn set_enabled(
         enabled: Some(enabled),
         ..SchedulePatch::default()
     };
-    let updated = cron::update(&state.store, &name, patch, &state.intake.agents()).await;
-    if updated.is_ok() {
-        crate::actions::audit(
-            &state,
-            &session,
-            "schedule_update",
-            None,
-            &name,
-            Some("enabled"),
-        )
-        .await;
-    }
+    let actor = session.actor();
+    let op = state.store.as_operator(&actor);
+    let updated = cron::update(op, &name, patch, &state.intake.agents()).await;
     let flash = match updated {
         Ok(r) if enabled => match r.next_fire_at {
             Some(t) => format!("Enabled {name}: next fire {}.", format::utc(t)),

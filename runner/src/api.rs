@@ -30,8 +30,9 @@
 //! value that does not fit (naming the key) or a bad value, 503 with `Retry-After` whenever
 //! the store is unavailable, 500 only for a bug.
 //!
-//! This module holds what the handlers share — [`ApiState`], the token check, the audit
-//! record, query parsing — and the routers; the handlers are in a module per resource:
+//! This module holds what the handlers share — [`ApiState`], the token check (whose caller
+//! each action passes to `Store::as_operator`, so its audit row commits with it), query
+//! parsing — and the routers; the handlers are in a module per resource:
 //! `enqueue` (`POST /v1/runs`), `runs` (listing, reading and cancelling runs), `wakeups`,
 //! `approvals` and `notifications`; batches, schedules, tasks, the queue, the audit trail,
 //! webhooks and metrics in their sibling modules (`crate::batch_api`, …).
@@ -56,8 +57,6 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-
-use crate::api_tokens::Caller;
 
 pub(crate) use crate::api_errors::{ApiError, ErrorBody, JsonBody};
 pub(crate) use enqueue::{CreateRun, run_request, traceparent};
@@ -195,27 +194,6 @@ pub(crate) async fn require_token(
     let mut req = req;
     req.extensions_mut().insert(caller);
     Ok(next.run(req).await)
-}
-
-/// Records an operator action of `caller` that took effect in the audit trail (and the log;
-/// see `Store::record_audit`).
-pub(crate) async fn audit(
-    state: &ApiState,
-    caller: &Caller,
-    action: &str,
-    run_id: Option<&str>,
-    target: &str,
-    detail: Option<&str>,
-) {
-    let actor = caller.actor();
-    let entry = nightshift_store::NewAudit {
-        actor: &actor,
-        action,
-        run_id,
-        target,
-        detail,
-    };
-    state.store.record_audit(&entry).await;
 }
 
 /// The run `id`, or the 404 that says it does not exist.

@@ -26,7 +26,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::{ApiError, ApiState, ErrorBody, JsonBody, audit};
+use crate::api::{ApiError, ApiState, ErrorBody, JsonBody};
 use crate::api_tokens::Caller;
 
 /// The schedule routes (merged into [`crate::openapi`]'s routes behind the token).
@@ -157,9 +157,9 @@ async fn create(
     Extension(caller): Extension<Caller>,
     JsonBody(spec): JsonBody<ScheduleSpec>,
 ) -> Result<Response, ApiError> {
-    let name = spec.name.clone();
-    let row = cron::create(&state.store, spec, &state.intake.agents()).await?;
-    audit(&state, &caller, "schedule_create", None, &name, None).await;
+    let actor = caller.actor();
+    let op = state.store.as_operator(&actor);
+    let row = cron::create(op, spec, &state.intake.agents()).await?;
     view(&state, row, StatusCode::CREATED).await
 }
 
@@ -202,10 +202,9 @@ async fn change(
     Path(name): Path<String>,
     JsonBody(patch): JsonBody<SchedulePatch>,
 ) -> Result<Response, ApiError> {
-    let changed = patch.changed_keys().join(", ");
-    let row = cron::update(&state.store, &name, patch, &state.intake.agents()).await?;
-    let detail = (!changed.is_empty()).then_some(changed.as_str());
-    audit(&state, &caller, "schedule_update", None, &name, detail).await;
+    let actor = caller.actor();
+    let op = state.store.as_operator(&actor);
+    let row = cron::update(op, &name, patch, &state.intake.agents()).await?;
     view(&state, row, StatusCode::OK).await
 }
 
@@ -225,12 +224,13 @@ async fn remove(
     Path(name): Path<String>,
 ) -> Result<Json<Deleted>, ApiError> {
     // Through the schedules' error: a store's "not found" or "conflict" names the schedule.
+    let actor = caller.actor();
     state
         .store
+        .as_operator(&actor)
         .delete_schedule(&name)
         .await
         .map_err(ScheduleError::from)?;
-    audit(&state, &caller, "schedule_delete", None, &name, None).await;
     Ok(Json(Deleted { deleted: name }))
 }
 
@@ -249,17 +249,7 @@ async fn trigger(
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let outcome = cron::trigger(&state.intake, &name).await?;
-    let (run_id, detail) = outcome.run();
-    audit(
-        &state,
-        &caller,
-        "schedule_trigger",
-        Some(run_id),
-        &name,
-        Some(detail),
-    )
-    .await;
+    let outcome = cron::trigger(&state.intake, &name, &caller.actor()).await?;
     let status = match outcome {
         FireOutcome::Enqueued { .. } => StatusCode::ACCEPTED,
         FireOutcome::Skipped { .. } => StatusCode::OK,

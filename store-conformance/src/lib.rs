@@ -15,7 +15,8 @@
 //!   enqueues, a webhook delivery claimed, enqueued and recorded in one commit),
 //!   [`concurrency`] (concurrency keys and their policies), [`run_ends`] (runs ended while no
 //!   job runs are told of once), [`outbox`] (the notification outbox and its deliveries),
-//!   [`check_runs`] (who makes a run's check run), [`tasks`] (background commands' rows),
+//!   [`check_runs`] (who makes a run's check run), [`audit`] (operator actions and their
+//!   audit rows commit together), [`tasks`] (background commands' rows),
 //!   [`nul_text`] (text with NUL bytes round-trips), [`runs_list`] (listing runs, the queue
 //!   overview), [`write_paths`] (the same writes down each path of the store's write seam,
 //!   forced, answer alike) and [`setup`] (migrations: concurrent starters, a newer schema).
@@ -58,6 +59,7 @@ pub mod pg;
 mod db;
 
 pub mod attempts;
+pub mod audit;
 pub mod batch;
 pub mod batch_enqueue;
 pub mod check_runs;
@@ -187,6 +189,12 @@ macro_rules! exercise {
                         dead_claimant;
                     a_run_records_the_check_runs_it_opens_once_each_in_order =>
                         check_runs_are_recorded;
+                }
+                audit {
+                    operator_actions_commit_with_their_audit_rows =>
+                        actions_commit_with_their_rows;
+                    an_action_whose_audit_row_cannot_be_stored_does_not_happen =>
+                        no_row_no_action;
                 }
                 check_runs {
                     a_check_run_claim_is_held_recorded_released_and_taken_over_when_stale =>

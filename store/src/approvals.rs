@@ -17,6 +17,7 @@
 
 use std::future::Future;
 
+use crate::audit::{AuditStatements, NewAudit, record_in};
 use crate::backend::Conn;
 use crate::clock::Millis;
 use crate::queue::QueueStatements;
@@ -240,7 +241,11 @@ fn approval_lock(run_id: &str) -> String {
 
 /// Decides a pending approval and makes the run's armed resume job due now, under the run's
 /// approval lock; whether this call decided it (nothing changes when it did not).
-async fn decide<B: ApprovalStatements>(b: &B, decision: Decision<'_>) -> Result<bool> {
+async fn decide<B: ApprovalStatements + AuditStatements>(
+    b: &B,
+    decision: Decision<'_>,
+    audit: Option<&NewAudit<'_>>,
+) -> Result<bool> {
     let mut tx = b.begin().await?;
     B::lock_key(&mut tx, &approval_lock(decision.run_id)).await?;
     if !B::decide_approval(&mut tx, decision).await? {
@@ -248,6 +253,7 @@ async fn decide<B: ApprovalStatements>(b: &B, decision: Decision<'_>) -> Result<
         return Ok(false);
     }
     B::resume_now(&mut tx, decision.run_id, decision.now).await?;
+    record_in::<B>(&mut tx, audit, decision.now).await?;
     B::commit(tx).await?;
     Ok(true)
 }
@@ -323,7 +329,7 @@ impl Store {
 
     /// Approves or denies a pending call; the run resumes on any worker. A call decided
     /// before, expired, or unknown is an error that changes nothing. Who decided is not
-    /// recorded: operators decide through [`Store::decide_approval_as`].
+    /// recorded: operators decide through [`Store::as_operator`].
     pub async fn decide_approval(
         &self,
         run_id: &str,
@@ -334,38 +340,17 @@ impl Store {
         self.decide(run_id, call_id, approve, reason, None).await
     }
 
-    /// [`Store::decide_approval`] by `by` (the audit trail's actor), recorded on the approval
-    /// and in the trail.
-    pub async fn decide_approval_as(
+    /// [`Store::decide_approval`] by `audit.actor`, recorded on the approval and, in the same
+    /// transaction, in the audit trail (`audit`, when given).
+    pub(crate) async fn decide(
         &self,
         run_id: &str,
         call_id: &str,
         approve: bool,
         reason: Option<&str>,
-        by: &str,
+        audit: Option<&NewAudit<'_>>,
     ) -> Result<()> {
-        self.decide(run_id, call_id, approve, reason, Some(by))
-            .await?;
-        let target = format!("{run_id}/{call_id}");
-        self.record_audit(&crate::NewAudit {
-            actor: by,
-            action: if approve { "approve" } else { "deny" },
-            run_id: Some(run_id),
-            target: &target,
-            detail: reason,
-        })
-        .await;
-        Ok(())
-    }
-
-    async fn decide(
-        &self,
-        run_id: &str,
-        call_id: &str,
-        approve: bool,
-        reason: Option<&str>,
-        by: Option<&str>,
-    ) -> Result<()> {
+        let by = audit.map(|a| a.actor);
         let decision = Decision {
             run_id,
             call_id,
@@ -374,7 +359,7 @@ impl Store {
             now: self.now(),
             by,
         };
-        if dispatch!(self, b => decide(b, decision))? {
+        if dispatch!(self, b => decide(b, decision, audit))? {
             self.wake();
             return Ok(());
         }

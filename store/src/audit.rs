@@ -3,11 +3,12 @@
 //! with who did it (a named API token, a dashboard session's token name, or the CLI's user)
 //! and when. Rows are only ever added.
 //!
-//! [`Store::record_audit`] also writes the action as one log line (`operator action`, with
-//! the actor, action, run and detail, and the target as `object`), so the trail is in the logs
-//! even where nobody reads the table. It is called after the action took effect (a refused
-//! action is not an action), and a failure to store the row is logged, never turned into a
-//! failure of the action.
+//! A row is written by the action itself, in the action's own transaction
+//! ([`Store::as_operator`], `operator.rs`): the action and its record commit together or not
+//! at all, so there is never an action without its row nor a row for an action that did not
+//! happen. A refused action changes nothing and records nothing. Each committed action is
+//! also one log line (`operator action`, with the actor, action, run and detail, and the
+//! target as `object`), so the trail is in the logs even where nobody reads the table.
 
 use std::future::Future;
 
@@ -105,10 +106,6 @@ macro_rules! audit_statements {
 }
 pub(crate) use audit_statements;
 
-async fn insert<B: AuditStatements>(b: &B, entry: &NewAudit<'_>, at: Millis) -> Result<()> {
-    B::insert_audit(&mut *b.writer().await?, entry, at).await
-}
-
 async fn list<B: AuditStatements>(
     b: &B,
     run_id: Option<&str>,
@@ -118,31 +115,32 @@ async fn list<B: AuditStatements>(
     B::list_audit(&mut *b.reader().await?, run_id, before, limit).await
 }
 
-impl Store {
-    /// Records an operator action that took effect, and logs it. Failing to store it does not
-    /// undo the action, so it is not an error of the action: it is logged, and the caller
-    /// answers as the action went.
-    pub async fn record_audit(&self, entry: &NewAudit<'_>) {
-        tracing::info!(
-            actor = entry.actor,
-            action = entry.action,
-            object = entry.target,
-            run_id = entry.run_id,
-            detail = entry.detail,
-            "operator action"
-        );
-        let at = self.now();
-        if let Err(e) = dispatch!(self, b => insert(b, entry, at)) {
-            tracing::error!(
-                error = %e,
-                actor = entry.actor,
-                action = entry.action,
-                object = entry.target,
-                "could not store an operator action in the audit trail"
-            );
-        }
+/// Stores `audit` (when there is one) in `tx`, at `at`: called by an action just before it
+/// commits, only when the action took effect, so that the two commit together.
+pub(crate) async fn record_in<B: AuditStatements>(
+    tx: &mut Conn<B>,
+    audit: Option<&NewAudit<'_>>,
+    at: Millis,
+) -> Result<()> {
+    match audit {
+        Some(entry) => B::insert_audit(tx, entry, at).await,
+        None => Ok(()),
     }
+}
 
+/// Writes the `operator action` log line of a committed action.
+pub(crate) fn log_action(entry: &NewAudit<'_>) {
+    tracing::info!(
+        actor = entry.actor,
+        action = entry.action,
+        object = entry.target,
+        run_id = entry.run_id,
+        detail = entry.detail,
+        "operator action"
+    );
+}
+
+impl Store {
     /// Recorded actions, newest first: of `run_id` when given, else all; with ids below
     /// `before` (a page's last id; `None` for the newest); at most `limit` (1-1000).
     pub async fn audit_log(

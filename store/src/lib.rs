@@ -43,6 +43,7 @@ pub mod listing;
 pub mod migrate;
 pub mod model;
 pub mod notifications;
+mod operator;
 mod postgres;
 mod queue;
 /// The run statuses as the SQL files see them (see `build.rs`).
@@ -78,6 +79,7 @@ pub use model::{
     RunProgress, StopRequest, WorkerRow,
 };
 pub use notifications::{AttemptOutcome, DeliveryStatus, NewDelivery, Notification, OutboxEntry};
+pub use operator::AsOperator;
 /// How PostgreSQL claims are planned (a session setting), for tests that read their plans.
 #[doc(hidden)]
 pub use postgres::CLAIM_PLANNER_SETTINGS as POSTGRES_CLAIM_PLANNER_SETTINGS;

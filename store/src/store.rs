@@ -359,6 +359,33 @@ impl Store {
         Ok(enqueued)
     }
 
+    /// [`Store::enqueue`] in a transaction of its own that also stores the operator's audit
+    /// row (see [`AsOperator::enqueue`](crate::AsOperator::enqueue)).
+    pub(crate) async fn enqueue_recorded(
+        &self,
+        new: &NewRun,
+        actor: &str,
+        action: &str,
+        target: &str,
+    ) -> Result<Enqueued> {
+        check_new_run(new)?;
+        let run_id = uuid::Uuid::now_v7().to_string();
+        let row = queue::RunRow {
+            id: &run_id,
+            new,
+            notify: self.notifies(&new.agent),
+            now: self.now(),
+        };
+        self.inner.writes.took(WritePath::RunTransaction);
+        let enqueued =
+            dispatch!(self, b => queue::enqueue_recorded(b, row, actor, action, target))?;
+        if !enqueued.duplicate && !enqueued.skipped {
+            self.wake();
+        }
+        self.tell_ended(&enqueued.superseded_idle).await;
+        Ok(enqueued)
+    }
+
     /// Enqueues many runs in one transaction (one statement when none has a concurrency key
     /// whose policy reads other runs), answering per run in the order given: each exactly as
     /// [`Store::enqueue`] would alone, in that order (a later run sees the earlier ones, so
@@ -454,8 +481,17 @@ impl Store {
     /// Cancels a run: queued jobs are cancelled at once; a running job is flagged, and its
     /// worker sees the request at its next heartbeat.
     pub async fn cancel_run(&self, run_id: &str) -> Result<CancelOutcome> {
+        self.cancel_run_recorded(run_id, None).await
+    }
+
+    /// [`Store::cancel_run`], writing `audit` in its transaction when it cancels.
+    pub(crate) async fn cancel_run_recorded(
+        &self,
+        run_id: &str,
+        audit: Option<&crate::NewAudit<'_>>,
+    ) -> Result<CancelOutcome> {
         let now = self.now();
-        let outcome = dispatch!(self, b => queue::cancel_run(b, run_id, now))?;
+        let outcome = dispatch!(self, b => queue::cancel_run(b, run_id, now, audit))?;
         if outcome == CancelOutcome::Cancelled {
             self.tell_ended(&[run_id.to_string()]).await;
         }

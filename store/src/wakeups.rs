@@ -4,6 +4,7 @@
 
 use std::future::Future;
 
+use crate::audit::{AuditStatements, NewAudit, record_in};
 use crate::backend::{Backend, Conn};
 use crate::clock::Millis;
 use crate::model::ResumeReason;
@@ -92,8 +93,19 @@ async fn pending<B: WakeupStatements>(b: &B, limit: i64) -> Result<Vec<PendingWa
     B::pending_wakeups(&mut *b.reader().await?, limit).await
 }
 
-async fn wake<B: WakeupStatements>(b: &B, run_id: &str, now: Millis) -> Result<Vec<i64>> {
-    B::wake_now(&mut *b.writer().await?, run_id, now).await
+async fn wake<B: WakeupStatements + AuditStatements>(
+    b: &B,
+    run_id: &str,
+    now: Millis,
+    audit: Option<&NewAudit<'_>>,
+) -> Result<Vec<i64>> {
+    let mut tx = b.begin().await?;
+    let woken = B::wake_now(&mut tx, run_id, now).await?;
+    if !woken.is_empty() {
+        record_in::<B>(&mut tx, audit, now).await?;
+    }
+    B::commit(tx).await?;
+    Ok(woken)
 }
 
 impl Store {
@@ -104,8 +116,17 @@ impl Store {
 
     /// Wakes a waiting run now instead of at its due time.
     pub async fn wake_now(&self, run_id: &str) -> Result<()> {
+        self.wake_now_recorded(run_id, None).await
+    }
+
+    /// [`Store::wake_now`], writing `audit` in its transaction when it wakes the run.
+    pub(crate) async fn wake_now_recorded(
+        &self,
+        run_id: &str,
+        audit: Option<&NewAudit<'_>>,
+    ) -> Result<()> {
         let now = self.now();
-        let woken = dispatch!(self, b => wake(b, run_id, now))?;
+        let woken = dispatch!(self, b => wake(b, run_id, now, audit))?;
         if !woken.is_empty() {
             self.wake();
             return Ok(());

@@ -93,10 +93,12 @@ pub(crate) async fn decide_approval(
     JsonBody(body): JsonBody<Decide>,
 ) -> Result<impl IntoResponse, ApiError> {
     let approve = matches!(body.decision, Decision::Approve);
-    // Recorded on the approval and in the audit trail by the store.
+    // Recorded on the approval and, in the same transaction, in the audit trail.
+    let actor = caller.actor();
     state
         .store
-        .decide_approval_as(&id, &call, approve, body.reason.as_deref(), &caller.actor())
+        .as_operator(&actor)
+        .decide_approval(&id, &call, approve, body.reason.as_deref())
         .await?;
     Ok((
         StatusCode::ACCEPTED,

@@ -15,7 +15,7 @@ use nightshift_store::DeliveryStatus;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{ApiError, ApiState, ErrorBody, audit, empty_as_none, status_query};
+use super::{ApiError, ApiState, ErrorBody, empty_as_none, status_query};
 use crate::api_tokens::Caller;
 
 /// The query of `GET /v1/notifications`.
@@ -119,8 +119,12 @@ pub(crate) async fn redeliver(
     Extension(caller): Extension<Caller>,
     Path(delivery_id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    state.store.redeliver(&delivery_id).await?;
-    audit(&state, &caller, "redeliver", None, &delivery_id, None).await;
+    let actor = caller.actor();
+    state
+        .store
+        .as_operator(&actor)
+        .redeliver(&delivery_id)
+        .await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(Redelivered {

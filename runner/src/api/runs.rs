@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
-use super::{ApiError, ApiState, ErrorBody, audit, empty_as_none, existing_run, query};
+use super::{ApiError, ApiState, ErrorBody, empty_as_none, existing_run, query};
 use crate::api_tokens::Caller;
 
 /// The query of `GET /v1/runs`.
@@ -267,11 +267,11 @@ pub(crate) async fn cancel_run(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (status, word) = match state.store.cancel_run(&id).await? {
+    let actor = caller.actor();
+    let (status, word) = match state.store.as_operator(&actor).cancel_run(&id).await? {
         CancelOutcome::Cancelled => (StatusCode::OK, "cancelled"),
         CancelOutcome::Requested => (StatusCode::ACCEPTED, "cancel_requested"),
     };
-    audit(&state, &caller, "cancel", Some(&id), &id, None).await;
     Ok((
         status,
         Json(CancelAnswer {

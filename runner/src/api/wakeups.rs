@@ -12,7 +12,7 @@ use axum::{Extension, Json};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::{ApiError, ApiState, ErrorBody, LimitQuery, audit, query};
+use super::{ApiError, ApiState, ErrorBody, LimitQuery, query};
 use crate::api_tokens::Caller;
 
 /// A woken run.
@@ -37,8 +37,8 @@ pub(crate) async fn wake_run(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, ApiError> {
-    state.store.wake_now(&id).await?;
-    audit(&state, &caller, "wake", Some(&id), &id, None).await;
+    let actor = caller.actor();
+    state.store.as_operator(&actor).wake_now(&id).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(WakeAnswer {

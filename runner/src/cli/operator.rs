@@ -42,27 +42,6 @@ fn cli_actor() -> String {
     format!("cli:{user}")
 }
 
-/// Records an action this CLI took on the database in the audit trail (and the log; see
-/// `Store::record_audit`).
-async fn cli_audit(
-    store: &nightshift_store::Store,
-    action: &str,
-    run_id: Option<&str>,
-    target: &str,
-    detail: Option<&str>,
-) {
-    let actor = cli_actor();
-    store
-        .record_audit(&nightshift_store::NewAudit {
-            actor: &actor,
-            action,
-            run_id,
-            target,
-            detail,
-        })
-        .await;
-}
-
 /// A value of a store type read as the CLI's row type (the same JSON the API sends).
 fn row<T: DeserializeOwned>(value: impl Serialize) -> anyhow::Result<T> {
     Ok(serde_json::from_value(serde_json::to_value(value)?)?)
@@ -235,9 +214,7 @@ impl Operator {
     pub async fn cancel(&self, id: &str) -> anyhow::Result<CancelOutcome> {
         match self {
             Operator::Local { store, .. } => {
-                let outcome = store.cancel_run(id).await?;
-                cli_audit(store, "cancel", Some(id), id, None).await;
-                Ok(outcome)
+                Ok(store.as_operator(&cli_actor()).cancel_run(id).await?)
             }
             Operator::Remote(api) => {
                 let said: Value = api
@@ -255,9 +232,7 @@ impl Operator {
     pub async fn wake(&self, id: &str) -> anyhow::Result<()> {
         match self {
             Operator::Local { store, .. } => {
-                store.wake_now(id).await?;
-                cli_audit(store, "wake", Some(id), id, None).await;
-                Ok(())
+                Ok(store.as_operator(&cli_actor()).wake_now(id).await?)
             }
             Operator::Remote(api) => {
                 let _: Value = api.post(&format!("/v1/runs/{id}/wake"), json!({})).await?;
@@ -322,7 +297,8 @@ impl Operator {
     ) -> anyhow::Result<()> {
         match self {
             Operator::Local { store, .. } => Ok(store
-                .decide_approval_as(run_id, call_id, approve, reason.as_deref(), &cli_actor())
+                .as_operator(&cli_actor())
+                .decide_approval(run_id, call_id, approve, reason.as_deref())
                 .await?),
             Operator::Remote(api) => {
                 let decision = if approve { "approve" } else { "deny" };
@@ -385,9 +361,8 @@ impl Operator {
     pub async fn redeliver(&self, delivery_id: &str) -> anyhow::Result<()> {
         match self {
             Operator::Local { store, .. } => {
-                store.redeliver(delivery_id).await?;
-                cli_audit(store, "redeliver", None, delivery_id, None).await;
-                Ok(())
+                let actor = cli_actor();
+                Ok(store.as_operator(&actor).redeliver(delivery_id).await?)
             }
             Operator::Remote(api) => {
                 let path = format!("/v1/notifications/{delivery_id}/redeliver");
@@ -459,9 +434,8 @@ impl Operator {
             Operator::Local { store, agents } => {
                 store.migrate().await?;
                 let intake = Intake::new(store.clone(), agents.iter().cloned());
-                let outcome = nightshift_scheduler::cron::trigger(&intake, name).await?;
-                let (run_id, what) = outcome.run();
-                cli_audit(store, "schedule_trigger", Some(run_id), name, Some(what)).await;
+                let outcome =
+                    nightshift_scheduler::cron::trigger(&intake, name, &cli_actor()).await?;
                 row(outcome)
             }
             Operator::Remote(api) => {

@@ -20,7 +20,9 @@
 //!   (keeping its armed next fire while its timing is unchanged) and config schedules no longer
 //!   in the file are deleted. The API can read and trigger them but not change them.
 
-use nightshift_store::{Millis, RunStatus, ScheduleRow, ScheduleSource, Store, Trigger};
+use nightshift_store::{
+    AsOperator, Millis, RunStatus, ScheduleRow, ScheduleSource, Store, Trigger,
+};
 use serde::{Deserialize, Serialize};
 
 use super::spec::{Overlap, Schedule, ScheduleSpec};
@@ -107,17 +109,18 @@ pub async fn apply_config(
 
 /// Creates a schedule through the API, armed for its first fire after now.
 pub async fn create(
-    store: &Store,
+    op: AsOperator<'_>,
     spec: ScheduleSpec,
     agents: &[String],
 ) -> Result<ScheduleRow, ScheduleError> {
+    let store = op.store();
     let s =
         Schedule::compile(spec, Some(agents)).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
     let def = s.to_def(
         ScheduleSource::Api,
         s.next_after(store.schedule_now().await?),
     );
-    Ok(store.create_schedule(&def).await?)
+    Ok(op.create_schedule(&def).await?)
 }
 
 /// A change to a schedule made through the API: the fields given replace the stored ones.
@@ -154,11 +157,13 @@ impl SchedulePatch {
 /// Changes a schedule made through the API. A new expression, zone, or enabling re-arms it
 /// from now (fires missed while it was disabled are not owed).
 pub async fn update(
-    store: &Store,
+    op: AsOperator<'_>,
     name: &str,
     patch: SchedulePatch,
     agents: &[String],
 ) -> Result<ScheduleRow, ScheduleError> {
+    let store = op.store();
+    let changed = patch.changed_keys().join(", ");
     let row = store
         .schedule(name)
         .await?
@@ -186,7 +191,8 @@ pub async fn update(
         ScheduleSource::Api,
         s.next_after(store.schedule_now().await?),
     );
-    Ok(store.update_schedule(&def, rearm).await?)
+    let detail = (!changed.is_empty()).then_some(changed.as_str());
+    Ok(op.update_schedule(&def, rearm, detail).await?)
 }
 
 /// What one fire did.
@@ -233,6 +239,19 @@ pub async fn fire(
     fire_at: Millis,
     manual: bool,
 ) -> Result<FireOutcome, ScheduleError> {
+    fire_by(intake, row, schedule, fire_at, manual, None).await
+}
+
+/// [`fire`], by operator `by` when given: the enqueue then writes the `schedule_trigger`
+/// audit row in its own transaction.
+async fn fire_by(
+    intake: &Intake,
+    row: &ScheduleRow,
+    schedule: &Schedule,
+    fire_at: Millis,
+    manual: bool,
+    by: Option<&str>,
+) -> Result<FireOutcome, ScheduleError> {
     let key = fire_key(&row.id, fire_at);
     // The overlap policy is the run's concurrency policy under the schedule's key; the
     // enqueue decides it once: the fire's own idempotency key first (this very fire,
@@ -248,7 +267,14 @@ pub async fn fire(
         concurrency_policy,
         ..RunRequest::new(&schedule.spec.agent, prompt, Trigger::Schedule)
     };
-    let enqueued = intake.submit(req).await?;
+    let enqueued = match by {
+        Some(by) => {
+            intake
+                .submit_as(req, by, "schedule_trigger", &row.name)
+                .await?
+        }
+        None => intake.submit(req).await?,
+    };
     if enqueued.skipped {
         return Ok(FireOutcome::Skipped {
             active_run: enqueued.run_id,
@@ -260,9 +286,10 @@ pub async fn fire(
     })
 }
 
-/// Fires schedule `name` now (the API's trigger), whether or not it is enabled; its armed
-/// next fire is unchanged.
-pub async fn trigger(intake: &Intake, name: &str) -> Result<FireOutcome, ScheduleError> {
+/// Fires schedule `name` now (the API's trigger) for operator `by`, whether or not it is
+/// enabled; its armed next fire is unchanged. The enqueue and its audit row
+/// (`schedule_trigger`) commit together.
+pub async fn trigger(intake: &Intake, name: &str, by: &str) -> Result<FireOutcome, ScheduleError> {
     let store = intake.store();
     let row = store
         .schedule(name)
@@ -270,7 +297,7 @@ pub async fn trigger(intake: &Intake, name: &str) -> Result<FireOutcome, Schedul
         .ok_or_else(|| ScheduleError::NotFound(format!("schedule '{name}' not found")))?;
     let schedule = Schedule::from_row(&row).map_err(|e| ScheduleError::Invalid(e.to_string()))?;
     let now = store.schedule_now().await?;
-    let outcome = fire(intake, &row, &schedule, now, true).await?;
+    let outcome = fire_by(intake, &row, &schedule, now, true, Some(by)).await?;
     nightshift_telemetry::schedule_fire(&row.name, "manual", outcome.metric_name());
     if let FireOutcome::Enqueued {
         run_id,

@@ -34,6 +34,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::audit::{AuditStatements, NewAudit, record_in};
 use crate::backend::{Backend, Conn};
 use crate::clock::{Millis, duration_millis};
 use crate::states::RunStatus;
@@ -330,12 +331,19 @@ async fn get<B: NotificationStatements>(b: &B, delivery_id: &str) -> Result<Opti
     B::get_notification(&mut *b.reader().await?, delivery_id).await
 }
 
-async fn redeliver<B: NotificationStatements>(
+async fn redeliver<B: NotificationStatements + AuditStatements>(
     b: &B,
     delivery_id: &str,
     now: Millis,
+    audit: Option<&NewAudit<'_>>,
 ) -> Result<bool> {
-    B::redeliver(&mut *b.writer().await?, delivery_id, now).await
+    let mut tx = b.begin().await?;
+    let sent_again = B::redeliver(&mut tx, delivery_id, now).await?;
+    if sent_again {
+        record_in::<B>(&mut tx, audit, now).await?;
+    }
+    B::commit(tx).await?;
+    Ok(sent_again)
 }
 
 async fn list<B: NotificationStatements>(
@@ -440,8 +448,17 @@ impl Store {
     /// Sends a `dead` delivery again: a fresh set of attempts, the first due now, under the
     /// same delivery id. Any other delivery is refused with a conflict that says why.
     pub async fn redeliver(&self, delivery_id: &str) -> Result<()> {
+        self.redeliver_recorded(delivery_id, None).await
+    }
+
+    /// [`Store::redeliver`], writing `audit` in its transaction when it sends again.
+    pub(crate) async fn redeliver_recorded(
+        &self,
+        delivery_id: &str,
+        audit: Option<&NewAudit<'_>>,
+    ) -> Result<()> {
         let now = self.now();
-        if dispatch!(self, b => redeliver(b, delivery_id, now))? {
+        if dispatch!(self, b => redeliver(b, delivery_id, now, audit))? {
             return Ok(());
         }
         match self.notification(delivery_id).await? {

@@ -15,6 +15,7 @@ mod statements;
 pub(crate) use binds::{bind_event_row, queue_statements};
 pub(crate) use statements::*;
 
+use crate::audit::{AuditStatements, NewAudit, record_in};
 use crate::clock::Millis;
 use crate::inbox::InboxStatements;
 use crate::model::{
@@ -78,6 +79,25 @@ pub(crate) async fn enqueue_run<B: QueuePaths>(b: &B, row: RunRow<'_>) -> Result
     }
     let mut tx = b.begin().await?;
     let enqueued = enqueue_in::<B>(&mut tx, row).await?;
+    B::commit(tx).await?;
+    Ok(enqueued)
+}
+
+/// Enqueues `row` in a transaction of its own, as an operator's action (a manual schedule
+/// trigger): the audit row `action` on `target` goes in the same transaction, naming the run
+/// enqueued (`enqueued`; a duplicate's existing run too) or the active run that held it back
+/// (`skipped`).
+pub(crate) async fn enqueue_recorded<B: QueuePaths + AuditStatements>(
+    b: &B,
+    row: RunRow<'_>,
+    actor: &str,
+    action: &str,
+    target: &str,
+) -> Result<Enqueued> {
+    let mut tx = b.begin().await?;
+    let enqueued = enqueue_in::<B>(&mut tx, row).await?;
+    let entry = crate::operator::enqueue_entry(actor, action, target, &enqueued);
+    record_in::<B>(&mut tx, Some(&entry), row.now).await?;
     B::commit(tx).await?;
     Ok(enqueued)
 }
@@ -340,10 +360,11 @@ pub(crate) async fn cancel_key_in<B: QueueStatements>(
 }
 
 /// Cancels a run: ends it at once when no job of it runs, else flags the running job.
-pub(crate) async fn cancel_run<B: QueueStatements>(
+pub(crate) async fn cancel_run<B: QueueStatements + AuditStatements>(
     b: &B,
     run_id: &str,
     now: Millis,
+    audit: Option<&NewAudit<'_>>,
 ) -> Result<CancelOutcome> {
     let mut tx = b.begin().await?;
     let status = parse_status(B::run_status(&mut tx, run_id).await?, run_id)?;
@@ -361,6 +382,7 @@ pub(crate) async fn cancel_run<B: QueueStatements>(
     } else {
         CancelOutcome::Requested
     };
+    record_in::<B>(&mut tx, audit, now).await?;
     B::commit(tx).await?;
     Ok(outcome)
 }

@@ -24,6 +24,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::audit::{AuditStatements, NewAudit, record_in};
 use crate::backend::{Backend, Conn};
 use crate::clock::{Millis, duration_millis};
 use crate::postgres::PgBackend;
@@ -274,11 +275,32 @@ fn refusal(name: &str, exists: bool) -> Error {
     }
 }
 
-async fn insert<B: ScheduleStatements>(
+async fn insert<B: ScheduleStatements + AuditStatements>(
     b: &B,
     row: ScheduleInsert<'_>,
+    audit: Option<Stamped<'_>>,
 ) -> Result<Option<ScheduleRow>> {
-    B::insert_schedule(&mut *b.writer().await?, row).await
+    let mut tx = b.begin().await?;
+    let created = B::insert_schedule(&mut tx, row).await?;
+    if created.is_some() {
+        record::<B>(&mut tx, audit).await?;
+    }
+    B::commit(tx).await?;
+    Ok(created)
+}
+
+/// An audit entry and when it happened (the store's clock, not the schedules').
+#[derive(Clone, Copy)]
+pub(crate) struct Stamped<'a> {
+    entry: &'a NewAudit<'a>,
+    at: Millis,
+}
+
+async fn record<B: AuditStatements>(c: &mut Conn<B>, audit: Option<Stamped<'_>>) -> Result<()> {
+    match audit {
+        Some(a) => record_in::<B>(c, Some(a.entry), a.at).await,
+        None => Ok(()),
+    }
 }
 
 async fn apply_config<B: ScheduleStatements>(
@@ -288,15 +310,33 @@ async fn apply_config<B: ScheduleStatements>(
     B::apply_config_schedule(&mut *b.writer().await?, row).await
 }
 
-async fn update<B: ScheduleStatements>(
+async fn update<B: ScheduleStatements + AuditStatements>(
     b: &B,
     update: ScheduleUpdate<'_>,
+    audit: Option<Stamped<'_>>,
 ) -> Result<Option<ScheduleRow>> {
-    B::update_schedule(&mut *b.writer().await?, update).await
+    let mut tx = b.begin().await?;
+    let updated = B::update_schedule(&mut tx, update).await?;
+    if updated.is_some() {
+        record::<B>(&mut tx, audit).await?;
+    }
+    B::commit(tx).await?;
+    Ok(updated)
 }
 
-async fn delete<B: ScheduleStatements>(b: &B, name: &str, source: ScheduleSource) -> Result<bool> {
-    B::delete_schedule(&mut *b.writer().await?, name, source).await
+async fn delete<B: ScheduleStatements + AuditStatements>(
+    b: &B,
+    name: &str,
+    source: ScheduleSource,
+    audit: Option<Stamped<'_>>,
+) -> Result<bool> {
+    let mut tx = b.begin().await?;
+    let deleted = B::delete_schedule(&mut tx, name, source).await?;
+    if deleted {
+        record::<B>(&mut tx, audit).await?;
+    }
+    B::commit(tx).await?;
+    Ok(deleted)
 }
 
 async fn get<B: ScheduleStatements>(b: &B, name: &str) -> Result<Option<ScheduleRow>> {
@@ -378,13 +418,23 @@ impl Store {
 
     /// Creates a schedule; `Conflict` when the name is taken.
     pub async fn create_schedule(&self, def: &ScheduleDef) -> Result<ScheduleRow> {
+        self.create_schedule_recorded(def, None).await
+    }
+
+    /// [`Store::create_schedule`], writing `audit` in its transaction when it creates.
+    pub(crate) async fn create_schedule_recorded(
+        &self,
+        def: &ScheduleDef,
+        audit: Option<&NewAudit<'_>>,
+    ) -> Result<ScheduleRow> {
+        let audit = self.stamp(audit);
         let id = uuid::Uuid::now_v7().to_string();
         let row = ScheduleInsert {
             id: &id,
             def,
             now: self.schedule_now().await?,
         };
-        let created = dispatch!(self, b => insert(b, row))?.ok_or_else(|| {
+        let created = dispatch!(self, b => insert(b, row, audit))?.ok_or_else(|| {
             Error::Conflict(format!(
                 "a schedule named '{}' already exists; pick another name or change that one",
                 def.name
@@ -419,12 +469,23 @@ impl Store {
     /// `def.next_fire_at`, else the armed one is kept. `NotFound`, or `Conflict` for a
     /// config-defined schedule.
     pub async fn update_schedule(&self, def: &ScheduleDef, rearm: bool) -> Result<ScheduleRow> {
+        self.update_schedule_recorded(def, rearm, None).await
+    }
+
+    /// [`Store::update_schedule`], writing `audit` in its transaction when it changes it.
+    pub(crate) async fn update_schedule_recorded(
+        &self,
+        def: &ScheduleDef,
+        rearm: bool,
+        audit: Option<&NewAudit<'_>>,
+    ) -> Result<ScheduleRow> {
+        let audit = self.stamp(audit);
         let change = ScheduleUpdate {
             def,
             rearm,
             now: self.schedule_now().await?,
         };
-        if let Some(row) = dispatch!(self, b => update(b, change))? {
+        if let Some(row) = dispatch!(self, b => update(b, change, audit))? {
             self.schedules_changed().await;
             return Ok(row);
         }
@@ -434,7 +495,17 @@ impl Store {
     /// Deletes a schedule made through the API (`NotFound`, or `Conflict` for one from the
     /// config file).
     pub async fn delete_schedule(&self, name: &str) -> Result<()> {
-        if dispatch!(self, b => delete(b, name, ScheduleSource::Api))? {
+        self.delete_schedule_recorded(name, None).await
+    }
+
+    /// [`Store::delete_schedule`], writing `audit` in its transaction when it deletes.
+    pub(crate) async fn delete_schedule_recorded(
+        &self,
+        name: &str,
+        audit: Option<&NewAudit<'_>>,
+    ) -> Result<()> {
+        let audit = self.stamp(audit);
+        if dispatch!(self, b => delete(b, name, ScheduleSource::Api, audit))? {
             self.schedules_changed().await;
             return Ok(());
         }
@@ -444,11 +515,18 @@ impl Store {
     /// Deletes a config-defined schedule (one no longer in the config file); false if there
     /// was none.
     pub async fn delete_config_schedule(&self, name: &str) -> Result<bool> {
-        let deleted = dispatch!(self, b => delete(b, name, ScheduleSource::Config))?;
+        let deleted = dispatch!(self, b => delete(b, name, ScheduleSource::Config, None))?;
         if deleted {
             self.schedules_changed().await;
         }
         Ok(deleted)
+    }
+
+    fn stamp<'a>(&self, audit: Option<&'a NewAudit<'a>>) -> Option<Stamped<'a>> {
+        audit.map(|entry| Stamped {
+            entry,
+            at: self.now(),
+        })
     }
 
     async fn not_changeable(&self, name: &str) -> Error {

@@ -310,7 +310,7 @@ async fn schedules_page(db: &TestDb) {
     let store = db.store().await;
     let agents = ["helper".to_string()];
     cron::create(
-        &store,
+        store.as_operator("cli:test"),
         spec("api-one", "<script>alert(1)</script> nightly"),
         &agents,
     )

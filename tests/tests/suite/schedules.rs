@@ -55,7 +55,9 @@ pub(crate) async fn manual_store(db: &TestDb, start: &str) -> (Store, ManualCloc
 }
 
 pub(crate) async fn create(store: &Store, s: ScheduleSpec) -> nightshift_store::ScheduleRow {
-    cron::create(store, s, &[AGENT.to_string()]).await.unwrap()
+    cron::create(store.as_operator("cli:test"), s, &[AGENT.to_string()])
+        .await
+        .unwrap()
 }
 
 /// The intake the schedule tests fire through: their one agent.
@@ -334,7 +336,9 @@ async fn overlap_policies(db: &TestDb) {
     );
     // A manual trigger respects the policy too.
     assert!(matches!(
-        cron::trigger(&intake(&store), "skip").await.unwrap(),
+        cron::trigger(&intake(&store), "skip", "cli:test")
+            .await
+            .unwrap(),
         FireOutcome::Skipped { .. }
     ));
     // Once the run is over, skip fires again.
@@ -402,7 +406,7 @@ async fn config_schedules(db: &TestDb) {
         enabled: Some(false),
         ..SchedulePatch::default()
     };
-    let err = cron::update(&store, "digest", patch, &agents)
+    let err = cron::update(store.as_operator("cli:test"), "digest", patch, &agents)
         .await
         .unwrap_err();
     assert!(
@@ -413,12 +417,13 @@ async fn config_schedules(db: &TestDb) {
         store.delete_schedule("digest").await,
         Err(nightshift_store::Error::Conflict(_))
     ));
-    let err = cron::create(&store, digest.clone(), &agents)
+    let err = cron::create(store.as_operator("cli:test"), digest.clone(), &agents)
         .await
         .unwrap_err();
     assert!(matches!(err, ScheduleError::Conflict(_)), "{err}");
-    let FireOutcome::Enqueued { run_id, .. } =
-        cron::trigger(&intake(&store), "digest").await.unwrap()
+    let FireOutcome::Enqueued { run_id, .. } = cron::trigger(&intake(&store), "digest", "cli:test")
+        .await
+        .unwrap()
     else {
         panic!("trigger enqueues");
     };
@@ -440,7 +445,7 @@ async fn config_schedules(db: &TestDb) {
         enabled: Some(false),
         ..SchedulePatch::default()
     };
-    let row = cron::update(&store, "api-made", patch, &agents)
+    let row = cron::update(store.as_operator("cli:test"), "api-made", patch, &agents)
         .await
         .unwrap();
     assert_eq!((row.enabled, row.next_fire_at), (false, None));
@@ -449,7 +454,7 @@ async fn config_schedules(db: &TestDb) {
         cron: Some("30 * * * *".into()),
         ..SchedulePatch::default()
     };
-    let row = cron::update(&store, "api-made", patch, &agents)
+    let row = cron::update(store.as_operator("cli:test"), "api-made", patch, &agents)
         .await
         .unwrap();
     assert_eq!(row.next_fire_at, Some(at("2026-06-05T12:30:00Z")));

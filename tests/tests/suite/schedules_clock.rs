@@ -242,7 +242,7 @@ async fn fires_after_downtime(db: &TestDb) {
     };
     let late_30s = armed_at(now - 30_000);
     let row_30s = cron::create(
-        &then,
+        then.as_operator("cli:test"),
         yearly_at("late-30s", late_30s, Missed::Skip),
         &agents,
     )
@@ -250,14 +250,14 @@ async fn fires_after_downtime(db: &TestDb) {
     .unwrap();
     let late_3m = armed_at(now - 180_000);
     let row_skip = cron::create(
-        &then,
+        then.as_operator("cli:test"),
         yearly_at("late-3m-skip", late_3m, Missed::Skip),
         &agents,
     )
     .await
     .unwrap();
     let row_once = cron::create(
-        &then,
+        then.as_operator("cli:test"),
         yearly_at("late-3m-once", late_3m, Missed::RunOnce),
         &agents,
     )
@@ -270,7 +270,9 @@ async fn fires_after_downtime(db: &TestDb) {
         cron: "*/10 * * * * *".into(),
         ..yearly_at("every-10s", now, Missed::Skip)
     };
-    let row_10s = cron::create(&then, every_10s, &agents).await.unwrap();
+    let row_10s = cron::create(then.as_operator("cli:test"), every_10s, &agents)
+        .await
+        .unwrap();
     assert_eq!(row_10s.next_fire_at, Some(first_10s));
     assert_eq!(row_30s.next_fire_at, Some(late_30s));
     assert_eq!(row_skip.next_fire_at, Some(late_3m));
