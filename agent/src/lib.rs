@@ -38,6 +38,7 @@ pub mod ports;
 pub mod pricing;
 pub mod runtime;
 pub mod state;
+pub mod task_keeper;
 pub mod tasks;
 pub mod wakeup;
 pub mod workspace;

@@ -60,6 +60,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use nightshift_agent::AgentRuntime;
+use nightshift_agent::task_keeper::{self, TaskKeeper};
+use nightshift_notify::Notifier;
 use nightshift_scheduler::Intake;
 use nightshift_scheduler::cron::{self as schedules, Schedule, Timer, TimerConfig};
 use nightshift_scheduler::hooks::HookSet;
@@ -71,10 +73,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::notify::Notifier;
 use crate::reload::{LiveRuntime, Reloader};
-use crate::tasks::TaskKeeper;
-use crate::{api, build_runtime, private, redaction};
+use crate::{api, build_notifier, build_runtime, private, redaction};
 
 /// How long the daemon waits, on its way out, for notices being sent.
 pub(crate) const NOTIFIER_GRACE: Duration = Duration::from_secs(5);
@@ -99,7 +99,7 @@ pub async fn start(
     nightshift_telemetry::install();
     nightshift_telemetry::build_info();
     let data_dir = config.resolve_path(&config.runtime.data_dir);
-    let supervisor = crate::tasks::supervisor(
+    let supervisor = task_keeper::supervisor(
         &store,
         &daemon_id,
         data_dir.join("tasks"),
@@ -276,7 +276,7 @@ impl Parts {
             tracing::info!(hook = %hook.name, path = %format!("/hooks/{}", hook.name),
                            signature = hook.scheme.name(), routes = ?hook.route_names(), "webhook ready");
         }
-        let notifier = Notifier::for_config(store.clone(), config, redactor)?;
+        let notifier = build_notifier(store.clone(), config, redactor)?;
         Ok(Parts {
             runtime,
             schedules,
@@ -296,7 +296,7 @@ pub fn check(config: &Config, store: &Store) -> anyhow::Result<()> {
     build_runtime(config, None, secrets)?;
     config.compiled_schedules()?;
     crate::hooks::build(config)?;
-    Notifier::for_config(store.clone(), config, redactor)?;
+    build_notifier(store.clone(), config, redactor)?;
     Ok(())
 }
 

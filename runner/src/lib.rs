@@ -12,7 +12,6 @@ pub(crate) mod api_errors;
 pub mod api_tokens;
 pub(crate) mod audit_api;
 pub(crate) mod batch_api;
-pub mod checks;
 pub mod config;
 pub mod daemon;
 pub mod demo;
@@ -23,7 +22,6 @@ pub mod hooks;
 pub(crate) mod http_server;
 pub mod logging;
 pub(crate) mod metrics;
-pub mod notify;
 pub mod openapi;
 pub mod private;
 pub(crate) mod programs;
@@ -33,7 +31,6 @@ pub mod reload;
 pub(crate) mod sandbox;
 pub(crate) mod sandbox_path;
 pub(crate) mod schedules_api;
-pub mod tasks;
 pub(crate) mod tasks_api;
 pub mod toolbox;
 pub mod transcript;
@@ -42,6 +39,7 @@ pub(crate) mod workspace;
 use std::sync::Arc;
 
 use nightshift_agent::AgentRuntime;
+use nightshift_notify::Notifier;
 use nightshift_store::{Store, SystemClock};
 
 use crate::config::Config;
@@ -74,6 +72,24 @@ pub(crate) fn build_runtime(
     Ok(AgentRuntime::new(defs, Arc::new(gateway), Arc::new(tools)).with_redactor(redactor))
 }
 
+/// The notifier `serve` runs for `config`: its agents' notify URLs (signing secrets from the
+/// environment), and their check runs completed through `[github]`; a failed attempt's error
+/// is redacted with `redactor` (every secret the daemon holds).
+pub fn build_notifier(
+    store: Store,
+    config: &Config,
+    redactor: nightshift_tools::Redactor,
+) -> anyhow::Result<Notifier> {
+    let notifier = Notifier::new(store, &config.agents)?.with_redactor(redactor);
+    Ok(notifier.with_github(crate::github::access(config)?))
+}
+
+/// `shown_url` where the HTTP API and the CLI name it (`notify::shown_url`): a notify URL
+/// without its path and query. The notifier itself is `nightshift_notify`.
+pub mod notify {
+    pub use nightshift_notify::shown_url;
+}
+
 /// Connects to the store `config` names and tells it which agents notify (those with
 /// `[[agents.notify]]` entries or a check run), so that a run this process enqueues leaves an outbox row
 /// when it ends exactly when its agent has somewhere to send the notice. Every command that
@@ -99,7 +115,8 @@ pub(crate) fn tell_run_ends(store: &Store, agents: &[nightshift_agent::AgentConf
 }
 
 /// The names of the agents whose runs' ends are written to the outbox: those with notify
-/// URLs, and those keeping a check run (completed from the outbox, see [`checks`]).
+/// URLs, and those keeping a check run (completed from the outbox, see
+/// `nightshift_notify::checks`).
 pub fn notifying_agents(agents: &[nightshift_agent::AgentConfig]) -> Vec<String> {
     agents
         .iter()

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use anyhow::Context;
 use nightshift_agent::AgentRuntime;
+use nightshift_notify::Notifier;
 use nightshift_scheduler::Intake;
 use nightshift_scheduler::cron::{self as schedules, Schedule};
 use nightshift_scheduler::hooks::HookSet;
@@ -33,8 +34,7 @@ use nightshift_tools::TaskSupervisor;
 use nightshift_worker::{Handler, JobContext, JobOutcome};
 
 use crate::config::{Config, Overrides};
-use crate::notify::Notifier;
-use crate::{build_runtime, redaction};
+use crate::{build_notifier, build_runtime, redaction};
 
 /// The agent runtime the worker pool runs jobs with, replaceable while it runs: each job
 /// takes the runtime current when it starts and keeps it to its end.
@@ -166,8 +166,7 @@ impl Reloader {
         let runtime = build_runtime(&config, Some(self.supervisor.clone()), secrets.clone())?;
         let schedules = config.compiled_schedules()?;
         let hooks = crate::hooks::build(&config)?;
-        let notifier =
-            Notifier::for_config(self.store.clone(), &config, secrets.redactor().clone())?;
+        let notifier = build_notifier(self.store.clone(), &config, secrets.redactor().clone())?;
         Ok(Prepared {
             config,
             runtime,

@@ -17,13 +17,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use nightshift_agent::{AgentDef, PrepareError, PreparedWorkspace, RunStart, ToolBox, ToolCall};
 use nightshift_llm::ToolSpec;
+use nightshift_notify::checks::{self, StoreClaims};
 use nightshift_tools::{
     HttpAllowlist, Limits, ProcessRegistry, Registry, RegistryConfig, SecretBindings,
     SecretResolver, TaskSupervisor, ToolClass, ToolContext, ToolOutput,
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::checks::StoreClaims;
 use crate::config::Config;
 use crate::sandbox::Confinement;
 
@@ -188,7 +188,7 @@ impl Tools {
 }
 
 impl ToolBox for Tools {
-    /// Starts the run's check run when its agent keeps one (see [`crate::checks`]); GitHub
+    /// Starts the run's check run when its agent keeps one (see [`checks`]); GitHub
     /// failing to make it is logged and the run goes on without it.
     fn prepare<'a>(
         &'a self,
@@ -210,7 +210,7 @@ impl ToolBox for Tools {
                 // stops waiting, and the start still records GitHub's id (or gives the claim
                 // up) instead of leaving a claim that holds every other maker off until it
                 // grows stale.
-                let started = tokio::spawn(crate::checks::start_then_complete_if_ended(
+                let started = tokio::spawn(checks::start_then_complete_if_ended(
                     gh.clone(),
                     run.store.clone(),
                     name.clone(),

@@ -30,7 +30,7 @@ pub struct RuntimeConfig {
     /// Default timeout of commands, in seconds. Default 120.
     pub command_timeout_seconds: u64,
     /// Background commands (`run_command` with `background: true`).
-    pub background: crate::tasks::BackgroundConfig,
+    pub background: nightshift_agent::task_keeper::BackgroundConfig,
 }
 
 impl Default for RuntimeConfig {
@@ -42,7 +42,7 @@ impl Default for RuntimeConfig {
             command_env: Vec::new(),
             output_cap_bytes: 32 * 1024,
             command_timeout_seconds: 120,
-            background: crate::tasks::BackgroundConfig::default(),
+            background: nightshift_agent::task_keeper::BackgroundConfig::default(),
         }
     }
 }

@@ -281,7 +281,7 @@ async fn renamed_while_open(db: &TestDb) {
         let run_id = intake.submit(req).await.unwrap().run_id;
         // What a job of the run does before it works.
         let context = started_for(&head);
-        nightshift_runner::checks::start(&gh, &store, CHECK, &run_id, Some(&context))
+        nightshift_notify::checks::start(&gh, &store, CHECK, &run_id, Some(&context))
             .await
             .unwrap();
         assert_eq!(
@@ -291,12 +291,8 @@ async fn renamed_while_open(db: &TestDb) {
         // The config changes; the run ends.
         let after = config_keeping(db, dir.path(), &github, now_keeps);
         store.cancel_run(&run_id).await.unwrap();
-        let notifier = nightshift_runner::notify::Notifier::for_config(
-            store.clone(),
-            &after,
-            Default::default(),
-        )
-        .unwrap();
+        let notifier =
+            nightshift_runner::build_notifier(store.clone(), &after, Default::default()).unwrap();
         let completed = async {
             loop {
                 notifier.tick().await.unwrap();

@@ -239,7 +239,7 @@ async fn racing_create(db: &TestDb) {
         let (gh, store, run_id, context) =
             (gh.clone(), store.clone(), run_id.clone(), context.clone());
         tokio::spawn(async move {
-            nightshift_runner::checks::start(&gh, &store, CHECK, &run_id, Some(&context)).await
+            nightshift_notify::checks::start(&gh, &store, CHECK, &run_id, Some(&context)).await
         })
     };
     let in_flight = async {
@@ -257,7 +257,7 @@ async fn racing_create(db: &TestDb) {
         .await
         .expect("the create is sent");
     // A second daemon's job starts the same run meanwhile: it leaves the check run be.
-    nightshift_runner::checks::start(&gh, &store, CHECK, &run_id, Some(&context))
+    nightshift_notify::checks::start(&gh, &store, CHECK, &run_id, Some(&context))
         .await
         .unwrap();
     // The model fills the check run in meanwhile: GitHub lists none yet, and the tool
@@ -276,7 +276,7 @@ async fn racing_create(db: &TestDb) {
         review_events: None,
     })
     .with_run_context(Some(context.clone()))
-    .with_check_run_claims(std::sync::Arc::new(nightshift_runner::checks::StoreClaims(
+    .with_check_run_claims(std::sync::Arc::new(nightshift_notify::checks::StoreClaims(
         store.clone(),
     )));
     let check_tool = nightshift_tools::Registry::builtin("github_check_run").unwrap();
@@ -291,11 +291,11 @@ async fn racing_create(db: &TestDb) {
     store.cancel_run(&run_id).await.unwrap();
     let ended = store.run(&run_id).await.unwrap().unwrap();
     assert_eq!(ended.status, RunStatus::Cancelled);
-    let waiting = nightshift_runner::checks::complete(&gh, &store, CHECK, &ended).await;
+    let waiting = nightshift_notify::checks::complete(&gh, &store, CHECK, &ended).await;
     assert!(
         matches!(
             waiting,
-            Err(nightshift_runner::checks::CompleteError::BeingMade { .. })
+            Err(nightshift_notify::checks::CompleteError::BeingMade { .. })
         ),
         "{waiting:?}"
     );
@@ -309,9 +309,9 @@ async fn racing_create(db: &TestDb) {
         filled.content
     );
     // The first job sees the run ended and completes it.
-    nightshift_runner::checks::complete_if_ended(&gh, CHECK, &store, &run_id).await;
+    nightshift_notify::checks::complete_if_ended(&gh, CHECK, &store, &run_id).await;
     // The notifier's next try finds it completed.
-    let again = nightshift_runner::checks::complete(&gh, &store, CHECK, &ended)
+    let again = nightshift_notify::checks::complete(&gh, &store, CHECK, &ended)
         .await
         .unwrap();
     assert!(

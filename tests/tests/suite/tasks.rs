@@ -9,10 +9,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nightshift_agent::task_keeper::{BackgroundConfig, TaskKeeper, supervisor};
 use nightshift_agent::{AgentRuntime, RunEvent};
 use nightshift_llm::{ContentBlock, StopReason};
 use nightshift_runner::config::Config;
-use nightshift_runner::tasks::{BackgroundConfig, TaskKeeper, supervisor};
 use nightshift_runner::toolbox::Tools;
 use nightshift_store::{JobKind, JobState, NewTask, ResumeReason, RunStatus, Store, TaskStatus};
 use nightshift_tests::{TestDb, eventually, on_both_backends};

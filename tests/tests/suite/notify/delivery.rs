@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nightshift_agent::AgentConfig;
+use nightshift_notify::{Notifier, SecretSource};
 use nightshift_runner::api::{ApiState, router};
-use nightshift_runner::notify::{Notifier, SecretSource};
 use nightshift_store::{
     DeliveryStatus, Error as StoreError, NewRun, Notification, RunProgress, Store,
 };

@@ -28,6 +28,8 @@ use nightshift_tools::{
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::ConfigError;
+
 /// How often the keeper refreshes, sweeps and wakes.
 const TICK: Duration = Duration::from_secs(1);
 /// How long shutdown waits for stopped tasks' endings to be recorded.
@@ -60,30 +62,36 @@ impl Default for BackgroundConfig {
 
 impl BackgroundConfig {
     /// Checks the values; the error names the key.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let key = "runtime.background";
         if self.timeout_seconds == 0 || self.max_timeout_seconds == 0 {
-            return Err(format!(
-                "{key}: timeout_seconds and max_timeout_seconds must be at least 1"
+            return Err(ConfigError::table(
+                key,
+                "timeout_seconds and max_timeout_seconds must be at least 1",
             ));
         }
         if self.timeout_seconds > self.max_timeout_seconds {
-            return Err(format!(
-                "{key}.timeout_seconds ({}) is above max_timeout_seconds ({})",
-                self.timeout_seconds, self.max_timeout_seconds
+            return Err(ConfigError::value(
+                format!("{key}.timeout_seconds"),
+                format!(
+                    "({}) is above max_timeout_seconds ({})",
+                    self.timeout_seconds, self.max_timeout_seconds
+                ),
             ));
         }
         if self.max_per_run == 0 {
-            return Err(format!(
-                "{key}.max_per_run must be at least 1; to forbid background commands, do not \
-                 enable run_command"
+            return Err(ConfigError::value(
+                format!("{key}.max_per_run"),
+                "must be at least 1; to forbid background commands, do not enable run_command",
             ));
         }
         if self.lost_after_seconds < 3 {
-            return Err(format!(
-                "{key}.lost_after_seconds is {}; it must be at least 3 (tasks are refreshed \
-                 every second)",
-                self.lost_after_seconds
+            return Err(ConfigError::value(
+                format!("{key}.lost_after_seconds"),
+                format!(
+                    "is {}; it must be at least 3 (tasks are refreshed every second)",
+                    self.lost_after_seconds
+                ),
             ));
         }
         Ok(())

@@ -3,7 +3,7 @@
 //! How a notice travels, and why none is lost:
 //! 1. The run's terminal transition writes an outbox row in the same transaction (a trigger
 //!    in the store; see `nightshift_store::notifications`) when the run notifies: its agent
-//!    had URLs when it was enqueued ([`crate::open_store`] tells the store which agents do).
+//!    had URLs when it was enqueued (`nightshift::open_store` tells the store which agents do).
 //!    A crash before that commit loses the transition too; after it, the row is durable.
 //! 2. [`Notifier::tick`] expands each new outbox row of an agent this daemon knows into one
 //!    delivery per `[[agents.notify]]` URL (once, even with several daemons on one
@@ -45,7 +45,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use futures::StreamExt;
 use hmac::{Hmac, KeyInit, Mac};
 use nightshift_agent::{AgentConfig, NotifyTarget};
@@ -102,6 +101,26 @@ fn check_runs_to_complete(configured: Option<&String>, opened: Vec<String>) -> V
     names
 }
 
+/// Why a notifier cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum NotifierError {
+    /// A notify entry names a signing secret that is not set: a notice is never sent
+    /// unsigned.
+    #[error(
+        "agents.{agent}.notify[{index}].secret_env names ${variable}, which is not set; set it \
+         to the secret the receiver at {url} verifies signatures with"
+    )]
+    SecretUnset {
+        agent: String,
+        index: usize,
+        variable: String,
+        /// The receiver's URL as logs show it (without path and query).
+        url: String,
+    },
+    #[error("cannot build the HTTP client for notifications")]
+    Client(#[source] reqwest::Error),
+}
+
 /// Delivers run notices; see the module docs.
 pub struct Notifier {
     store: Store,
@@ -129,7 +148,7 @@ impl Notifier {
     /// A notifier for `agents`, signing with secrets from the environment. Fails, naming the
     /// agent and the variable, when a notify entry's `secret_env` is not set: a notice is
     /// never sent unsigned.
-    pub(crate) fn new(store: Store, agents: &[AgentConfig]) -> anyhow::Result<Notifier> {
+    pub fn new(store: Store, agents: &[AgentConfig]) -> Result<Notifier, NotifierError> {
         Self::with_secrets(store, agents, env_secrets())
     }
 
@@ -138,17 +157,17 @@ impl Notifier {
         store: Store,
         agents: &[AgentConfig],
         secrets: SecretSource,
-    ) -> anyhow::Result<Notifier> {
+    ) -> Result<Notifier, NotifierError> {
         for a in agents {
-            for (i, t) in a.notify.iter().enumerate() {
-                anyhow::ensure!(
-                    secrets(&t.secret_env).is_some(),
-                    "agents.{}.notify[{i}].secret_env names ${}, which is not set; set it to \
-                     the secret the receiver at {} verifies signatures with",
-                    a.name,
-                    t.secret_env,
-                    shown_url(&t.url)
-                );
+            for (index, t) in a.notify.iter().enumerate() {
+                if secrets(&t.secret_env).is_none() {
+                    return Err(NotifierError::SecretUnset {
+                        agent: a.name.clone(),
+                        index,
+                        variable: t.secret_env.clone(),
+                        url: shown_url(&t.url),
+                    });
+                }
             }
         }
         nightshift_llm::http::install_crypto_provider();
@@ -157,7 +176,7 @@ impl Notifier {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("nightshift/", env!("CARGO_PKG_VERSION")))
             .build()
-            .context("cannot build the HTTP client for notifications")?;
+            .map_err(NotifierError::Client)?;
         let slowest = agents
             .iter()
             .flat_map(|a| &a.notify)
@@ -185,22 +204,16 @@ impl Notifier {
 
     /// This notifier, redacting every failed attempt's error with `redactor` before it is
     /// logged or stored.
-    pub(crate) fn with_redactor(mut self, redactor: Redactor) -> Notifier {
+    pub fn with_redactor(mut self, redactor: Redactor) -> Notifier {
         self.redactor = redactor;
         self
     }
 
-    /// The notifier `serve` runs for `config`: its agents' notify URLs, and their check runs
-    /// completed through `[github]`; errors redacted with `redactor` (every secret the daemon
-    /// holds).
-    pub fn for_config(
-        store: Store,
-        config: &crate::config::Config,
-        redactor: Redactor,
-    ) -> anyhow::Result<Notifier> {
-        let mut notifier = Notifier::new(store, &config.agents)?.with_redactor(redactor);
-        notifier.github = crate::github::access(config)?;
-        Ok(notifier)
+    /// This notifier, completing the agents' check runs through `github` (none: a check
+    /// run's completion fails, saying `[github]` is not configured, and is retried).
+    pub fn with_github(mut self, github: Option<Arc<nightshift_github::GithubAccess>>) -> Notifier {
+        self.github = github;
+        self
     }
 
     /// Delivers until `stop` is cancelled, then makes one last pass, so runs that ended
