@@ -1,9 +1,9 @@
 //! # The daemon
 //!
-//! `nightshift serve` as a library function: [`run`] composes every subsystem over one store
-//! and returns once all of them have stopped; [`start`] then [`Running::wait`] does the same
-//! in two steps, so a caller (the test suite) learns the bound address first — with
-//! `server.address` on port 0 that is the only way to reach the API.
+//! `nightshift serve` as library functions: [`start`] composes every subsystem over one store
+//! and returns the [`Running`] daemon, whose [`Running::wait`] returns once all of them have
+//! stopped. In two steps, so a caller (the binary, the test suite) learns the bound address
+//! first — with `server.address` on port 0 that is the only way to reach the API.
 //!
 //! ## Start order
 //!
@@ -78,13 +78,6 @@ use crate::{api, build_notifier, build_runtime, private, redaction};
 
 /// How long the daemon waits, on its way out, for notices being sent.
 pub(crate) const NOTIFIER_GRACE: Duration = Duration::from_secs(5);
-
-/// Runs the daemon on `store` until `shutdown` fires (or a subsystem fails), then stops it in
-/// the documented order. `Ok` when every subsystem stopped cleanly.
-pub async fn run(config: &Config, store: Store, shutdown: CancellationToken) -> anyhow::Result<()> {
-    start(config, store, shutdown).await?.wait().await?;
-    Ok(())
-}
 
 /// Starts the daemon (see the start order); the returned [`Running`] has the bound address
 /// and stops, in order, once `shutdown` fires. Nothing is left running on an error.
@@ -284,20 +277,6 @@ impl Parts {
             notifier,
         })
     }
-}
-
-/// Checks `config` the way [`start`] does before it touches anything — agents, models and
-/// tools, schedules, webhooks, notify targets — without starting or changing anything. `Ok`
-/// when a daemon could start on it.
-pub fn check(config: &Config, store: &Store) -> anyhow::Result<()> {
-    redaction::require_runtime_secrets(config)?;
-    let secrets = redaction::secrets(config);
-    let redactor = secrets.redactor().clone();
-    build_runtime(config, None, secrets)?;
-    config.compiled_schedules()?;
-    crate::hooks::build(config)?;
-    build_notifier(store.clone(), config, redactor)?;
-    Ok(())
 }
 
 /// This daemon's id: host, pid and a random suffix (two daemons never share one).
