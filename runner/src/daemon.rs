@@ -3,7 +3,9 @@
 //! `nightshift serve` as library functions: [`start`] composes every subsystem over one store
 //! and returns the [`Running`] daemon, whose [`Running::wait`] returns once all of them have
 //! stopped. In two steps, so a caller (the binary, the test suite) learns the bound address
-//! first — with `server.address` on port 0 that is the only way to reach the API.
+//! first — with `server.address` on port 0 that is the only way to reach the API. Each
+//! long-running subsystem is a [`Service`](crate::service::Service) (`run(self, stop)`);
+//! this module only decides their order.
 //!
 //! ## Start order
 //!
@@ -47,7 +49,8 @@
 //!    drain; a notice still in flight then is sent again by the next daemon;
 //! 4. **the HTTP server** and 5. **the timer** are joined (both stopped at the first moment).
 //!
-//! Every subsystem is joined before [`Running::wait`] returns; the first failure is its error.
+//! Every subsystem is joined before [`Running::wait`] returns; the first failure is its error
+//! (in the order keeper, HTTP server, metrics listener, timer, pool).
 //!
 //! Process-wide settings are the binary's, not this module's: signals, the umask and making
 //! the process non-dumpable. The globals this module sets are the log writer's redactor
@@ -69,15 +72,15 @@ use nightshift_store::Store;
 use nightshift_tools::{SecretResolver, TaskSupervisor};
 use nightshift_worker::{Pool, PoolReport};
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::reload::{LiveRuntime, Reloader};
+use crate::service::{ApiServer, MetricsServer, NotifierSlot, Spawned};
 use crate::{api, build_notifier, build_runtime, private, redaction};
 
 /// How long the daemon waits, on its way out, for notices being sent.
-pub(crate) const NOTIFIER_GRACE: Duration = Duration::from_secs(5);
+const NOTIFIER_GRACE: Duration = Duration::from_secs(5);
 
 /// Starts the daemon (see the start order); the returned [`Running`] has the bound address
 /// and stops, in order, once `shutdown` fires. Nothing is left running on an error.
@@ -115,7 +118,8 @@ pub async fn start(
     let stop = shutdown.child_token();
     let intake = Intake::new(store.clone(), parts.runtime.agent_names());
     intake.set_batch_limit(config.server.max_batch_runs);
-    let timer = spawn_timer(&intake, &daemon_id, &stop);
+    let timer = Timer::new(intake.clone(), &daemon_id, TimerConfig::default());
+    let timer = Spawned::spawn(timer, stop.clone());
     let state = api::ApiState {
         store: store.clone(),
         intake: intake.clone(),
@@ -124,8 +128,15 @@ pub async fn start(
     };
     tracing::info!(%address, token = %token_source, "HTTP API listening");
     let metrics = metrics_listener.map(|l| spawn_metrics(l, state.clone(), &stop));
-    let server = spawn_server(listener, state, data_dir.clone(), &stop);
-    let notifier = Arc::new(Mutex::new(Stoppable::spawn(|s| parts.notifier.run(s))));
+    let server = ApiServer {
+        listener,
+        state,
+        data_dir: data_dir.clone(),
+    };
+    // A server that stops on its own (an error) takes the daemon down with it.
+    let server = Spawned::linked(server, stop.clone());
+    let notifier = Spawned::spawn(parts.notifier, CancellationToken::new());
+    let notifier: NotifierSlot = Arc::new(Mutex::new(Some(notifier)));
     let keeper = spawn_keeper(config, &store, daemon_id, &supervisor);
     refuse_tasks_on_stop(&supervisor, &stop);
     let runtime = LiveRuntime::new(parts.runtime);
@@ -139,7 +150,8 @@ pub async fn start(
         config: Arc::new(Mutex::new(config.clone())),
         busy: Arc::default(),
     };
-    let pool = spawn_pool(config, &store, runtime, &stop);
+    let pool = Pool::new(store.clone(), runtime, config.worker.clone());
+    let pool = Spawned::spawn(pool, stop.clone());
     Ok(Running {
         reloader,
         address,
@@ -161,15 +173,17 @@ pub struct Running {
     /// Reloads the config into the running daemon (SIGHUP).
     reloader: Reloader,
     metrics_address: Option<SocketAddr>,
-    /// Stops every subsystem that stops at once (a child of the caller's `shutdown`).
+    /// Stops every subsystem that stops at once (a child of the caller's `shutdown`): the
+    /// pool, the HTTP server, the metrics listener and the timer run until it.
     stop: CancellationToken,
-    pool: JoinHandle<nightshift_store::Result<PoolReport>>,
-    keeper: Stoppable,
-    notifier: Arc<Mutex<Stoppable>>,
-    server: JoinHandle<std::io::Result<()>>,
+    pool: Spawned<PoolReport>,
+    /// The keeper and the notifier have tokens of their own: they stop later.
+    keeper: Spawned<()>,
+    notifier: NotifierSlot,
+    server: Spawned<()>,
     /// `GET /metrics` without the token on `telemetry.metrics_address`, when set.
-    metrics: Option<JoinHandle<std::io::Result<()>>>,
-    timer: JoinHandle<()>,
+    metrics: Option<Spawned<()>>,
+    timer: Spawned<()>,
 }
 
 /// How a daemon stopped.
@@ -201,19 +215,30 @@ impl Running {
     /// Waits for the shutdown, then stops the subsystems in the documented order. Every one
     /// is joined; the first that failed is the error.
     pub async fn wait(self) -> anyhow::Result<Stopped> {
-        let pooled = drain_pool(self.pool, &self.stop).await;
-        let kept = stop_keeper(self.keeper).await;
-        let notifier = {
-            let mut slot = self.notifier.lock().unwrap_or_else(|e| e.into_inner());
-            std::mem::replace(&mut *slot, Stoppable::spawn(|_| async {}))
+        // 1. The pool drains; then everything that stops at once stops (in case the pool
+        // returned on its own).
+        let pooled = self.pool.join().await;
+        self.stop.cancel();
+        // 2. The background tasks are stopped (recorded as lost).
+        let kept = self.keeper.stop().await;
+        // 3. The notifier running now (a reload may have replaced the first) gets its grace.
+        let notifier = self
+            .notifier
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let notices_cut_short = match notifier {
+            Some(notifier) => stop_notifier(notifier).await,
+            None => false,
         };
-        let notices_cut_short = stop_notifier(notifier).await;
-        let served = join_server(self.server).await;
+        // 4. The HTTP server (and the metrics listener) and 5. the timer, stopped since the
+        // first moment.
+        let served = self.server.join().await;
         let metrics_served = match self.metrics {
-            Some(metrics) => join_server(metrics).await,
+            Some(metrics) => metrics.join().await,
             None => Ok(()),
         };
-        let timed = self.timer.await.context("the schedule timer failed");
+        let timed = self.timer.join().await;
         kept?;
         served?;
         metrics_served?;
@@ -222,25 +247,6 @@ impl Running {
             pool: pooled?,
             notices_cut_short,
         })
-    }
-}
-
-/// A task stopped by a token of its own, later than the rest.
-#[derive(Debug)]
-pub(crate) struct Stoppable {
-    pub(crate) stop: CancellationToken,
-    handle: JoinHandle<()>,
-}
-
-impl Stoppable {
-    pub(crate) fn spawn<F, Fut>(task: F) -> Self
-    where
-        F: FnOnce(CancellationToken) -> Fut,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        let stop = CancellationToken::new();
-        let handle = tokio::spawn(task(stop.clone()));
-        Self { stop, handle }
     }
 }
 
@@ -320,16 +326,11 @@ fn spawn_metrics(
     listener: TcpListener,
     state: api::ApiState,
     stop: &CancellationToken,
-) -> JoinHandle<std::io::Result<()>> {
-    let stop = stop.clone();
+) -> Spawned<()> {
     if let Ok(address) = listener.local_addr() {
         tracing::info!(%address, "metrics listening (GET /metrics, no token)");
     }
-    tokio::spawn(async move {
-        let served = crate::metrics::serve(listener, state, stop.clone()).await;
-        stop.cancel();
-        served
-    })
+    Spawned::linked(MetricsServer { listener, state }, stop.clone())
 }
 
 /// Migrates, makes the data directory and database private, kills tool processes a crashed
@@ -366,36 +367,6 @@ async fn prepare_store(config: &Config, store: &Store, parts: &Parts) -> anyhow:
     Ok(())
 }
 
-/// The schedule timer, firing until `stop`.
-fn spawn_timer(intake: &Intake, daemon_id: &str, stop: &CancellationToken) -> JoinHandle<()> {
-    let timer = Timer::new(intake.clone(), daemon_id, TimerConfig::default());
-    tokio::spawn(timer.run(stop.clone()))
-}
-
-/// The HTTP API on `listener` until `stop` (answering requests in flight). A server that
-/// stops on its own (an error) takes the daemon down with it.
-fn spawn_server(
-    listener: TcpListener,
-    state: api::ApiState,
-    data_dir: std::path::PathBuf,
-    stop: &CancellationToken,
-) -> JoinHandle<std::io::Result<()>> {
-    let stop = stop.clone();
-    tokio::spawn(async move {
-        let graceful = stop.clone();
-        let router = api::router_with_data_dir(state, Some(data_dir));
-        let served = crate::http_server::serve(
-            listener,
-            router,
-            crate::http_server::HttpLimits::default(),
-            graceful,
-        )
-        .await;
-        stop.cancel();
-        served
-    })
-}
-
 /// The task keeper: it outlives the pool's drain (a run finishing in it may still hear of a
 /// task), then stops the remaining tasks and records them as lost.
 fn spawn_keeper(
@@ -403,14 +374,14 @@ fn spawn_keeper(
     store: &Store,
     daemon_id: String,
     supervisor: &TaskSupervisor,
-) -> Stoppable {
+) -> Spawned<()> {
     let keeper = TaskKeeper::new(
         store.clone(),
         daemon_id,
         supervisor.clone(),
         &config.runtime.background,
     );
-    Stoppable::spawn(|s| keeper.run(s))
+    Spawned::spawn(keeper, CancellationToken::new())
 }
 
 /// From the first moment of the stop, no task starts and a task killed by a signal (a
@@ -423,57 +394,13 @@ fn refuse_tasks_on_stop(supervisor: &TaskSupervisor, stop: &CancellationToken) {
     });
 }
 
-/// The worker pool, claiming until `stop`, then draining.
-fn spawn_pool(
-    config: &Config,
-    store: &Store,
-    runtime: LiveRuntime,
-    stop: &CancellationToken,
-) -> JoinHandle<nightshift_store::Result<PoolReport>> {
-    let pool = Pool::new(store.clone(), runtime, config.worker.clone());
-    tokio::spawn(pool.run(stop.clone()))
-}
-
-/// Step 1: waits for the pool to drain, then stops everything that stops at once (in case the
-/// pool returned on its own).
-async fn drain_pool(
-    pool: JoinHandle<nightshift_store::Result<PoolReport>>,
-    stop: &CancellationToken,
-) -> anyhow::Result<PoolReport> {
-    let pooled = pool.await;
-    stop.cancel();
-    Ok(pooled.context("the worker pool failed")??)
-}
-
-/// Step 2: stops the background tasks (recorded as lost) and waits for the keeper.
-async fn stop_keeper(keeper: Stoppable) -> anyhow::Result<()> {
-    keeper.stop.cancel();
-    keeper
-        .handle
-        .await
-        .context("the background task keeper failed")
-}
-
 /// Step 3: the notifier's last pass, for at most [`NOTIFIER_GRACE`]. Returns whether it was
 /// cut short.
-async fn stop_notifier(mut notifier: Stoppable) -> bool {
-    notifier.stop.cancel();
-    if tokio::time::timeout(NOTIFIER_GRACE, &mut notifier.handle)
-        .await
-        .is_ok()
-    {
+async fn stop_notifier(notifier: Spawned<()>) -> bool {
+    if notifier.stop_within(NOTIFIER_GRACE).await.is_some() {
         return false;
     }
     // A POST still in flight is sent again, by the next daemon, once its claim runs out.
     tracing::warn!("stopping with run notices in flight; they are sent again later");
-    notifier.handle.abort();
     true
-}
-
-/// Step 4: the HTTP server, stopped since the first moment.
-async fn join_server(server: JoinHandle<std::io::Result<()>>) -> anyhow::Result<()> {
-    server
-        .await
-        .context("the HTTP server failed")?
-        .context("the HTTP server failed")
 }

@@ -31,6 +31,7 @@ pub mod reload;
 pub(crate) mod sandbox;
 pub(crate) mod sandbox_path;
 pub(crate) mod schedules_api;
+pub(crate) mod service;
 pub(crate) mod tasks_api;
 pub mod toolbox;
 pub mod transcript;

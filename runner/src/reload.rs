@@ -34,6 +34,7 @@ use nightshift_tools::TaskSupervisor;
 use nightshift_worker::{Handler, JobContext, JobOutcome};
 
 use crate::config::{Config, Overrides};
+use crate::service::{NotifierSlot, Spawned};
 use crate::{build_notifier, build_runtime, redaction};
 
 /// The agent runtime the worker pool runs jobs with, replaceable while it runs: each job
@@ -144,8 +145,8 @@ pub struct Reloader {
     pub(crate) hooks: Arc<HookSet>,
     pub(crate) runtime: LiveRuntime,
     pub(crate) supervisor: TaskSupervisor,
-    /// The running notifier's stop token (a reload starts a new one, then stops it).
-    pub(crate) notifier: Arc<Mutex<crate::daemon::Stoppable>>,
+    /// The running notifier (a reload starts a new one, then stops the old one).
+    pub(crate) notifier: NotifierSlot,
     /// The config applied last.
     pub(crate) config: Arc<Mutex<Config>>,
     /// One reload at a time.
@@ -204,14 +205,17 @@ impl Reloader {
         self.intake.set_agents(agents.clone());
         self.runtime.set(runtime);
         self.hooks.replace(hooks);
-        let fresh = crate::daemon::Stoppable::spawn(|s| notifier.run(s));
-        let old = std::mem::replace(
-            &mut *self.notifier.lock().unwrap_or_else(|e| e.into_inner()),
-            fresh,
-        );
+        let fresh = Spawned::spawn(notifier, tokio_util::sync::CancellationToken::new());
+        let old = self
+            .notifier
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(fresh);
         // The old notifier makes its last pass and returns; deliveries are claimed in the
         // store, so the two never send one notice twice.
-        old.stop.cancel();
+        if let Some(old) = old {
+            old.cancel();
+        }
         let hooks = self.hooks.iter().map(|h| h.name.clone()).collect();
         *self.config.lock().unwrap_or_else(|e| e.into_inner()) = config;
         Ok(Reloaded {
