@@ -23,7 +23,7 @@ pub(crate) const GREET_SH: &str =
     "#!/bin/sh\n# Greets whoever is named on the command line.\necho \"Helo, ${1:-world}!\"\n";
 
 /// The demo's configuration, rooted in `dir`.
-pub fn config(dir: &Path) -> Config {
+pub(crate) fn config(dir: &Path) -> Config {
     let mut provider = ProviderConfig::new(ProviderKind::Scripted);
     provider.script = Some(dir.join("script.json"));
     let agent: AgentConfig = serde_json::from_value(serde_json::json!({

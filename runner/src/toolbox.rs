@@ -62,7 +62,7 @@ impl Tools {
     }
 
     /// [`Tools::build`] with `secrets` already built (the daemon builds the set once).
-    pub fn build_with(config: &Config, secrets: SecretResolver) -> anyhow::Result<Tools> {
+    pub(crate) fn build_with(config: &Config, secrets: SecretResolver) -> anyhow::Result<Tools> {
         let mut registries = HashMap::new();
         for agent in &config.agents {
             let command_tools = config
@@ -117,18 +117,18 @@ impl Tools {
 
     /// The secrets every call shares: `runtime.secrets` to substitute, and the redactor for
     /// every secret the daemon holds.
-    pub fn secrets(&self) -> &SecretResolver {
+    pub(crate) fn secrets(&self) -> &SecretResolver {
         &self.secrets
     }
 
     /// The workspace directory of a run.
-    pub fn workspace(&self, run_id: &str) -> PathBuf {
+    pub(crate) fn workspace(&self, run_id: &str) -> PathBuf {
         self.data_dir.join("workspaces").join(run_id)
     }
 
     /// Where a run's checkout is made before it is moved into its workspace: the daemon's,
     /// out of the sandbox's reach.
-    pub fn staging(&self, run_id: &str) -> PathBuf {
+    pub(crate) fn staging(&self, run_id: &str) -> PathBuf {
         self.data_dir.join("checkouts").join(run_id)
     }
 

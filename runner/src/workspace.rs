@@ -38,7 +38,10 @@ const PUBLIC_GIT: &str = "https://github.com/";
 
 /// The checkout a run asks for: the `workspace` its delivery rendered into its context, else
 /// the agent's templates rendered over the context now.
-pub fn spec_for(agent: &AgentDef, context: Option<&Value>) -> Result<Option<CheckoutSpec>, String> {
+pub(crate) fn spec_for(
+    agent: &AgentDef,
+    context: Option<&Value>,
+) -> Result<Option<CheckoutSpec>, String> {
     let Some(templates) = &agent.config.workspace.checkout else {
         return Ok(None);
     };
@@ -100,7 +103,7 @@ async fn token_for(
 }
 
 /// Prepares `run`'s workspace as its agent says; `None` when the agent checks nothing out.
-pub async fn prepare(
+pub(crate) async fn prepare(
     tools: &Tools,
     agent: &AgentDef,
     run: RunStart<'_>,

@@ -4,7 +4,7 @@
 use super::format;
 use super::operator::Operator;
 
-pub async fn list(op: &Operator) -> anyhow::Result<()> {
+pub(crate) async fn list(op: &Operator) -> anyhow::Result<()> {
     let now = op.now();
     let rows = op.approvals().await?;
     if rows.is_empty() {
@@ -37,7 +37,7 @@ pub async fn list(op: &Operator) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub async fn decide(
+pub(crate) async fn decide(
     op: &Operator,
     run_id: &str,
     call_id: &str,
@@ -51,7 +51,7 @@ pub async fn decide(
 }
 
 /// `nightshift audit`: operator actions, newest first.
-pub async fn audit(op: &Operator, run: Option<&str>, limit: i64) -> anyhow::Result<()> {
+pub(crate) async fn audit(op: &Operator, run: Option<&str>, limit: i64) -> anyhow::Result<()> {
     let now = op.now();
     let rows = op.audit(run, limit).await?;
     if rows.is_empty() {

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 /// `ms` milliseconds as a person reads them: `850ms`, `12s`, `3m 12s`, `2h 5m`, `3d 4h`.
 /// Negative spans count as zero.
-pub fn duration(ms: i64) -> String {
+pub(crate) fn duration(ms: i64) -> String {
     let ms = ms.max(0);
     if ms < 1000 {
         return format!("{ms}ms");
@@ -23,7 +23,7 @@ pub fn duration(ms: i64) -> String {
 
 /// When `then` is, seen from `now` (both epoch ms): `3m 12s ago`, `in 5m 0s`, or `just now`
 /// within a second either way.
-pub fn ago(now: i64, then: i64) -> String {
+pub(crate) fn ago(now: i64, then: i64) -> String {
     let delta = now - then;
     if delta.abs() < 1000 {
         "just now".to_string()
@@ -35,7 +35,7 @@ pub fn ago(now: i64, then: i64) -> String {
 }
 
 /// The first line of `text`, cut to at most `max` characters (the cut marked with `…`).
-pub fn first_line(text: &str, max: usize) -> String {
+pub(crate) fn first_line(text: &str, max: usize) -> String {
     let line = text.lines().next().unwrap_or("").trim_end();
     let more_lines = text.trim_end().lines().nth(1).is_some();
     if line.chars().count() > max {
@@ -50,7 +50,7 @@ pub fn first_line(text: &str, max: usize) -> String {
 
 /// Rows under a header, each column as wide as its widest cell, two spaces apart; the last
 /// column is not padded.
-pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -81,7 +81,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 
 /// A `--since` value as epoch ms: a span back from `now` (`90s`, `15m`, `2h`, `7d`), an
 /// RFC 3339 time, or epoch milliseconds; else the message saying what to write.
-pub fn since(value: &str, now: i64) -> Result<i64, String> {
+pub(crate) fn since(value: &str, now: i64) -> Result<i64, String> {
     let value = value.trim();
     if let Ok(ms) = value.parse::<i64>() {
         return Ok(ms);
@@ -106,7 +106,7 @@ pub fn since(value: &str, now: i64) -> Result<i64, String> {
 }
 
 /// An epoch-ms time as RFC 3339 in UTC, to the second.
-pub fn utc(ms: i64) -> String {
+pub(crate) fn utc(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         .unwrap_or_else(|| ms.to_string())
@@ -117,7 +117,7 @@ const SUMMARY_CHARS: usize = 100;
 
 /// One line saying what an event holds: a message's text and tool calls, a tool result's
 /// status and first line; other events their payload as compact JSON, cut short.
-pub fn event_summary(event_type: &str, payload: &Value) -> String {
+pub(crate) fn event_summary(event_type: &str, payload: &Value) -> String {
     match event_type {
         "user_message" | "assistant_message" => {
             let content = &payload["message"]["content"];

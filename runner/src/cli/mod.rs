@@ -14,9 +14,9 @@ mod runs;
 mod schedules;
 mod serve;
 
-pub use notifications::NotificationsCommand;
-pub use runs::{RunArgs, RunsCommand};
-pub use schedules::SchedulesCommand;
+pub(crate) use notifications::NotificationsCommand;
+pub(crate) use runs::{RunArgs, RunsCommand};
+pub(crate) use schedules::SchedulesCommand;
 
 use nightshift_runner::config::{Config, Overrides};
 use nightshift_runner::logging::{self, LogFormat};
@@ -27,7 +27,7 @@ use crate::Command;
 use operator::Operator;
 use remote::{ApiClient, TOKEN_ENV};
 
-pub async fn dispatch(cli: Cli) -> anyhow::Result<()> {
+pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     if let Command::Demo { keep } = cli.command {
         // The demo prints a transcript; progress lines would interleave with it.
         logging::init(LogFormat::Text, "warn");

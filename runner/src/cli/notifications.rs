@@ -11,7 +11,7 @@ const ERROR_CHARS: usize = 60;
 
 /// `nightshift notifications …`
 #[derive(Debug, Subcommand)]
-pub enum NotificationsCommand {
+pub(crate) enum NotificationsCommand {
     /// Run notice deliveries, newest first: delivery id, run, status, attempts, URL (without
     /// its path and query), last error.
     List {
@@ -35,7 +35,10 @@ pub enum NotificationsCommand {
     },
 }
 
-pub async fn notifications(op: &Operator, command: NotificationsCommand) -> anyhow::Result<()> {
+pub(crate) async fn notifications(
+    op: &Operator,
+    command: NotificationsCommand,
+) -> anyhow::Result<()> {
     match command {
         NotificationsCommand::List {
             run,

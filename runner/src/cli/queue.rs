@@ -4,7 +4,7 @@
 use super::format;
 use super::operator::Operator;
 
-pub async fn queue(op: &Operator) -> anyhow::Result<()> {
+pub(crate) async fn queue(op: &Operator) -> anyhow::Result<()> {
     let view = op.queue().await?;
     let now = view.now;
     if view.by_state_lane.is_empty() {

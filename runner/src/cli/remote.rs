@@ -11,10 +11,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// The environment variable the API token is read from.
-pub const TOKEN_ENV: &str = "NIGHTSHIFT_API_TOKEN";
+pub(crate) const TOKEN_ENV: &str = "NIGHTSHIFT_API_TOKEN";
 
 /// A client of one daemon's API.
-pub struct ApiClient {
+pub(crate) struct ApiClient {
     base: String,
     token: Option<String>,
     http: reqwest::Client,
@@ -31,7 +31,7 @@ impl std::fmt::Debug for ApiClient {
 
 impl ApiClient {
     /// A client of the API at `base` (`http://host:port`), authenticating with `token`.
-    pub fn new(base: &str, token: Option<String>) -> anyhow::Result<ApiClient> {
+    pub(crate) fn new(base: &str, token: Option<String>) -> anyhow::Result<ApiClient> {
         let base = base.trim().trim_end_matches('/').to_string();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             anyhow::bail!(
@@ -45,7 +45,7 @@ impl ApiClient {
     }
 
     /// `GET path?query` as `T`.
-    pub async fn get<T: DeserializeOwned>(
+    pub(crate) async fn get<T: DeserializeOwned>(
         &self,
         path: &str,
         query: &[(&str, String)],
@@ -54,7 +54,11 @@ impl ApiClient {
     }
 
     /// `POST path` with a JSON body, as `T`.
-    pub async fn post<T: DeserializeOwned>(&self, path: &str, body: Value) -> anyhow::Result<T> {
+    pub(crate) async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: Value,
+    ) -> anyhow::Result<T> {
         self.call(Method::POST, path, &[], Some(body)).await
     }
 

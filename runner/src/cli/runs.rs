@@ -15,7 +15,7 @@ use nightshift_runner::transcript;
 
 /// Arguments of `nightshift run`.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The agent to run (an `[[agents]]` name of the config).
     agent: String,
     /// What the agent should do.
@@ -46,7 +46,7 @@ pub struct RunArgs {
 
 /// `nightshift runs …`
 #[derive(Debug, Subcommand)]
-pub enum RunsCommand {
+pub(crate) enum RunsCommand {
     /// List runs, newest first: id, agent, status, trigger, age, duration, turns, cost and
     /// the first line of the error.
     List {
@@ -132,7 +132,7 @@ pub enum RunsCommand {
     },
 }
 
-pub async fn run(op: &Operator, args: RunArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(op: &Operator, args: RunArgs) -> anyhow::Result<()> {
     let (wait, json) = (args.wait, args.json);
     let submitted = op
         .submit(NewRunArgs {
@@ -238,7 +238,7 @@ fn waiting(status: RunStatus) -> Option<&'static str> {
 }
 
 /// The notice for a queued run that no live worker is consuming.
-pub fn no_worker_notice(run_id: &str) -> String {
+pub(crate) fn no_worker_notice(run_id: &str) -> String {
     format!(
         "note: run {run_id} is queued, but no daemon is consuming the queue (no worker has \
          sent a heartbeat lately); start one with `nightshift serve`. Ctrl-C stops following \
@@ -246,7 +246,7 @@ pub fn no_worker_notice(run_id: &str) -> String {
     )
 }
 
-pub async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<()> {
+pub(crate) async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<()> {
     match command {
         RunsCommand::List {
             status,

@@ -7,7 +7,7 @@ use super::print_listing;
 
 /// `nightshift schedules …`
 #[derive(Debug, Subcommand)]
-pub enum SchedulesCommand {
+pub(crate) enum SchedulesCommand {
     /// List the schedules: next fire in the schedule's zone and in UTC, last fire, last run.
     List {
         /// JSON lines, one schedule each, instead of the table.
@@ -21,7 +21,7 @@ pub enum SchedulesCommand {
     },
 }
 
-pub async fn schedules(op: &Operator, command: SchedulesCommand) -> anyhow::Result<()> {
+pub(crate) async fn schedules(op: &Operator, command: SchedulesCommand) -> anyhow::Result<()> {
     match command {
         SchedulesCommand::List { json } => {
             let rows = op.schedules().await?;
