@@ -33,10 +33,11 @@ use std::time::Duration;
 
 use crate::backend::Conn;
 use crate::clock::{Millis, duration_millis};
+use crate::leased::LeasedJob;
 use crate::model::{Job, RunEnd};
 use crate::queue::{ClaimRow, FastSettle, JobEnd, QueuePaths, QueueStatements, lease};
 use crate::states::JobState;
-use crate::store::{LeasedJob, RunUpdate, Store, dispatch, run_after_rescue};
+use crate::store::{RunUpdate, Store, dispatch, run_after_rescue};
 use crate::{Error, Result};
 
 /// How often (by the store's clock) a claim first returns expired leases to the queue (on

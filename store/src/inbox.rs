@@ -19,10 +19,11 @@ use std::future::Future;
 
 use crate::backend::{Backend, Conn};
 use crate::clock::Millis;
+use crate::leased::LeasedJob;
 use crate::model::ResumeReason;
 use crate::queue::{EventRow, parse_run_status};
 use crate::states::RunStatus;
-use crate::store::{LeasedJob, dispatch};
+use crate::store::dispatch;
 use crate::{Error, Result};
 
 /// A message accepted for a run and not yet taken: its resume job and its text.

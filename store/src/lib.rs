@@ -35,10 +35,12 @@ mod batch;
 pub mod check_runs;
 pub mod clock;
 pub mod config;
+mod enqueue;
 mod error;
 mod event_reads;
 mod group;
 pub mod inbox;
+mod leased;
 pub mod listing;
 pub mod migrate;
 pub mod model;
@@ -70,6 +72,7 @@ pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use config::{BackendKind, ConfigError, StoreConfig, Synchronous};
 pub use error::{Error, LeaseLostReason, Result};
 pub use inbox::QueuedMessage;
+pub use leased::LeasedJob;
 pub use listing::{
     BacklogGauges, JobGauges, LaneCount, LeaseRow, QueueOverview, RunFilter, RunPage, RunSummary,
 };
@@ -98,7 +101,7 @@ pub use schedules::{
     ScheduleSource,
 };
 pub use states::{JobKind, JobState, RunStatus, TaskStatus, Trigger, UnknownName};
-pub use store::{LeasedJob, RunEndedHook, Store, WorkSignal};
+pub use store::{RunEndedHook, Store, WorkSignal};
 pub use tasks::{NewTask, Task, TaskBeat, TaskEnd, TaskToWake};
 pub use wakeups::PendingWakeup;
 pub use webhooks::take::{DeliveryRun, DeliveryTaken, DeliveryWork, delivery_runs};

@@ -226,11 +226,11 @@ impl crate::Store {
         crate::webhooks::check_ids(hook, delivery_id)?;
         let notify = match &work {
             DeliveryWork::Start(new) => {
-                crate::store::check_new_run(new)?;
+                crate::enqueue::check_new_run(new)?;
                 self.notifies(&new.agent)
             }
             DeliveryWork::Resume(new) => {
-                crate::store::validate_job_options(&new.job)?;
+                crate::enqueue::validate_job_options(&new.job)?;
                 false
             }
             DeliveryWork::Cancel { key } => {
