@@ -24,7 +24,7 @@
 //! or another caller holds the warm connection; then it takes a transaction like SQLite's.
 //! Either way PostgreSQL plans claims with sorting disabled, so that a claim reads
 //! `jobs_claim` in order, a priority at a time, whatever the table's statistics (`CLAIM_PLANNER_SETTINGS` in
-//! `postgres.rs`). The logic is written once, below, over [`QueuePaths`]; each backend
+//! `postgres/paths.rs`). The logic is written once, below, over [`QueuePaths`]; each backend
 //! supplies its one-statement path and its batch of ends there.
 
 use std::sync::Arc;
