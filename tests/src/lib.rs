@@ -12,10 +12,14 @@
 //!
 //! [`http`] calls a daemon's HTTP API with its token (`GET`, a JSON `POST`) and gives the
 //! status and the JSON answer, so the suite's tests do not repeat the `reqwest` chain.
+//!
+//! [`process`] starts the real `nightshift` binary: `nightshift serve` on a config (one
+//! helper, with the environment and log receiver the suites need), killed when dropped.
 
 pub mod config_text;
 pub mod git_http;
 pub mod http;
+pub mod process;
 
 use std::time::Duration;
 

@@ -4,7 +4,6 @@
 //! stopping a running command.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nightshift_agent::runtime::INTERRUPTED_NOTICE;
@@ -14,7 +13,7 @@ use nightshift_store::{Event, Run, RunStatus, Store};
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use serde_json::{Value, json};
 
-use crate::process::{Proc, nightshift_bin};
+use crate::process::Proc;
 
 on_both_backends! {
     sigkill_mid_tool_call_recovers_each_durability_class => sigkill_mid_tool_call;
@@ -78,25 +77,8 @@ pub(crate) fn text_turn(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}], "stop_reason": "end_turn"})
 }
 
-pub(crate) fn nightshift(cfg: &Path) -> Command {
-    let mut cmd = Command::new(nightshift_bin());
-    cmd.arg("--config")
-        .arg(cfg)
-        .env_remove("NIGHTSHIFT_DATABASE_URL")
-        .env("RUST_LOG", "warn,sqlx=warn");
-    cmd
-}
-
-pub(crate) fn serve(cfg: &Path) -> Proc {
-    Proc {
-        child: nightshift(cfg)
-            .arg("serve")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn nightshift serve"),
-    }
-}
+/// `nightshift --config cfg …` and `nightshift serve`, from the tests' library.
+pub(crate) use nightshift_tests::process::{nightshift, serve};
 
 /// Runs a one-shot CLI command that must succeed; returns its stdout.
 pub(crate) fn cli(cfg: &Path, args: &[&str]) -> String {

@@ -30,6 +30,7 @@ use nightshift_agent::RunEvent;
 use nightshift_runner::config::{Config, Overrides};
 use nightshift_store::{JobKind, RunStatus, TaskStatus, Trigger};
 use nightshift_tests::config_text::q;
+use nightshift_tests::process::Serve;
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use serde_json::{Value, json};
 
@@ -37,7 +38,6 @@ use crate::crash::{call_result, events, nightshift, sigterm, wait_finished};
 use crate::fake_github::{REPO, TOKEN, fake_github};
 use crate::hostile::script::{Block, Step, Wire, call, error, render, reply, text};
 use crate::hostile::server::Recorded;
-use crate::process::Proc;
 
 on_both_backends! {
     the_nightly_digest_example_posts_the_days_merged_pull_requests_to_slack => nightly_digest;
@@ -132,17 +132,6 @@ fn with_env(mut cmd: Command, env: &[(&str, String)]) -> Command {
         cmd.env(name, value);
     }
     cmd
-}
-
-fn serve(cfg: &Path, env: &[(&str, String)]) -> Proc {
-    Proc {
-        child: with_env(nightshift(cfg), env)
-            .arg("serve")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .expect("spawn nightshift serve"),
-    }
 }
 
 fn cli(cfg: &Path, env: &[(&str, String)], args: &[&str]) -> String {
@@ -486,7 +475,7 @@ async fn nightly_digest(db: &TestDb) {
         ("SLACK_WEBHOOK_URL", format!("http://{slack}{HOOK_PATH}")),
     ];
     let store = db.store().await;
-    let daemon = serve(&cfg, &env);
+    let daemon = Serve::new(&cfg).envs(env.clone()).spawn();
     // The daemon writes the file's schedules at start; then fire it as a user would.
     eventually(
         Duration::from_secs(30),
@@ -684,7 +673,7 @@ async fn long_task(db: &TestDb) {
         ("ANTHROPIC_BASE_URL", model.base_url.clone()),
     ];
     let store = db.store().await;
-    let daemon = serve(&cfg, &env);
+    let daemon = Serve::new(&cfg).envs(env.clone()).spawn();
     let out = cli(
         &cfg,
         &env,

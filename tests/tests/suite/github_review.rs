@@ -11,17 +11,16 @@
 //!   reviews the new head.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use nightshift_agent::RunEvent;
 use nightshift_store::RunStatus;
+use nightshift_tests::process::Serve;
 use nightshift_tests::{TestDb, on_both_backends};
 use serde_json::{Value, json};
 
 use crate::crash::{
-    FAST_WORKER, agent, events, nightshift, q, sigterm, text_turn, tool_turn, wait_finished,
-    write_config,
+    FAST_WORKER, agent, events, q, sigterm, text_turn, tool_turn, wait_finished, write_config,
 };
 use crate::fake_github::{APP_ID, fake_github, fixtures, pull_request};
 use crate::hooks::harness::{fixture, github_signature};
@@ -77,16 +76,9 @@ fn config_thinking(
     cfg
 }
 
+/// `nightshift serve` with the hook's secret in its environment.
 fn serve(cfg: &Path) -> Proc {
-    Proc {
-        child: nightshift(cfg)
-            .arg("serve")
-            .env(HOOK_SECRET_ENV, HOOK_SECRET)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn nightshift serve"),
-    }
+    Serve::new(cfg).env(HOOK_SECRET_ENV, HOOK_SECRET).spawn()
 }
 
 /// Delivers the `pull_request.synchronize` fixture with head `sha` as delivery `id`; the run

@@ -1,11 +1,12 @@
 //! Real processes killed with real signals: the test worker (the real pool and signal
 //! handling) and the `nightshift` binary itself.
 
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nightshift_store::{JobState, NewRun, RunStatus, Store};
 use nightshift_tests::http::{post_json, try_get_json};
+use nightshift_tests::process::Serve;
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 
 on_both_backends! {
@@ -16,47 +17,8 @@ on_both_backends! {
     serve_keeps_the_database_and_data_directory_private => serve_keeps_what_it_writes_private;
 }
 
-/// A child process that is killed if the test ends without waiting for it.
-pub(crate) struct Proc {
-    pub(crate) child: Child,
-}
-
-impl Proc {
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub(crate) fn signal(&self, name: &str) {
-        let ok = Command::new("kill")
-            .args([format!("-{name}"), self.pid().to_string()])
-            .status()
-            .expect("run kill")
-            .success();
-        assert!(ok, "kill -{name} {}", self.pid());
-    }
-
-    pub(crate) async fn wait_exit(&mut self, within: Duration) -> ExitStatus {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "process {} did not exit within {within:?}",
-                self.pid()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// The process helpers the suites share, from the tests' library.
+pub(crate) use nightshift_tests::process::{Proc, free_port, nightshift_bin, wait_for_api};
 
 fn test_worker(db: &TestDb, lease_ms: u64, grace_ms: u64) -> Proc {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nightshift-test-worker"));
@@ -193,50 +155,6 @@ async fn sigterm_past_grace_releases(db: &TestDb) {
     assert_eq!(taken.len(), 1);
 }
 
-/// The `nightshift` binary, brought up to date once per test process. `cargo test` builds
-/// only this package's binaries, so this runs the same `cargo build --bins` as
-/// `scripts/test`, from the workspace root (a no-op there, and never a stale binary when a
-/// test is run on its own).
-pub fn nightshift_bin() -> std::path::PathBuf {
-    static BUILT: std::sync::Once = std::sync::Once::new();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root");
-    BUILT.call_once(|| {
-        let ok = Command::new(env!("CARGO"))
-            .current_dir(root)
-            .args(["build", "--quiet", "--bins"])
-            .status()
-            .expect("cargo build")
-            .success();
-        assert!(ok, "building the nightshift binary failed");
-    });
-    let exe = std::env::current_exe().expect("current exe");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let bin = dir.join("nightshift");
-    assert!(bin.exists(), "no nightshift binary at {}", bin.display());
-    bin
-}
-
-/// A free loopback port for a daemon's API (bound and released; the tiny race with other
-/// processes is acceptable in tests).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Waits (30 s at most) until the daemon at `api` answers `GET /healthz`.
-pub(crate) async fn wait_for_api(http: &reqwest::Client, api: &str) {
-    eventually(Duration::from_secs(30), "the API to answer", || async {
-        let r = http.get(format!("{api}/healthz")).send().await.ok()?;
-        r.status().is_success().then_some(())
-    })
-    .await;
-}
-
 /// The token test daemons run with (`NIGHTSHIFT_API_TOKEN`).
 pub const API_TOKEN: &str = "process-test-token";
 
@@ -265,21 +183,6 @@ pub(crate) fn config_file(db: &TestDb, dir: &std::path::Path) -> (std::path::Pat
     (path, format!("http://127.0.0.1:{port}"))
 }
 
-/// `nightshift serve` with the config at `cfg` and the test's API token.
-fn serve(cfg: &std::path::Path) -> Proc {
-    Proc {
-        child: Command::new(nightshift_bin())
-            .arg("--config")
-            .arg(cfg)
-            .arg("serve")
-            .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn nightshift serve"),
-    }
-}
-
 /// The group's and others' permission bits of `path`.
 fn shared_bits(path: &std::path::Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
@@ -301,7 +204,9 @@ async fn serve_keeps_what_it_writes_private(db: &TestDb) {
     ] {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
     }
-    let mut serve = serve(&cfg);
+    let mut serve = Serve::new(&cfg)
+        .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
+        .spawn();
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
     wait_for_api(&http, &api).await;
     for p in [&data, &data.join("artifacts"), &data.join("old-task.log")] {
@@ -327,7 +232,9 @@ async fn nightshift_serve_end_to_end(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let (cfg, api) = config_file(db, dir.path());
     let bin = nightshift_bin();
-    let mut serve = serve(&cfg);
+    let mut serve = Serve::new(&cfg)
+        .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
+        .spawn();
     let store = db.store().await;
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
     wait_for_api(&http, &api).await;

@@ -15,19 +15,18 @@
 //! any stored byte or any file under the data directory.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use nightshift_agent::RunEvent;
 use nightshift_store::RunStatus;
 use nightshift_tests::git_http::{GitHttp, make_repo};
+use nightshift_tests::process::Serve;
 use nightshift_tests::{TestDb, on_both_backends};
 use serde_json::{Value, json};
 
-use crate::crash::{call_result, events, nightshift, sigterm, text_turn, tool_turn, wait_finished};
+use crate::crash::{call_result, events, sigterm, text_turn, tool_turn, wait_finished};
 use crate::fake_github::{APP_ID, REPO, Seen, fake_github_with, fixtures};
 use crate::hooks::harness::{fixture, github_signature};
-use crate::process::Proc;
 
 on_both_backends! {
     the_review_bot_example_reviews_checks_and_answers_a_pull_request => reviews_a_pull_request;
@@ -128,19 +127,6 @@ fn script() -> Value {
     ])
 }
 
-fn serve(cfg: &Path) -> Proc {
-    Proc {
-        child: nightshift(cfg)
-            .arg("serve")
-            .env("GITHUB_WEBHOOK_SECRET", HOOK_SECRET)
-            .env("NIGHTSHIFT_API_TOKEN", "review-bot-example-api-token")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn nightshift serve"),
-    }
-}
-
 /// Posts `payload` as a signed GitHub delivery of `event`; GitHub's answer.
 async fn deliver(
     http: &reqwest::Client,
@@ -198,7 +184,10 @@ async fn reviews_a_pull_request(db: &TestDb) {
     let cfg = config(db, dir.path(), &github, port, &script());
     let api = format!("http://127.0.0.1:{port}");
     let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
-    let daemon = serve(&cfg);
+    let daemon = Serve::new(&cfg)
+        .env("GITHUB_WEBHOOK_SECRET", HOOK_SECRET)
+        .env("NIGHTSHIFT_API_TOKEN", "review-bot-example-api-token")
+        .spawn();
     crate::process::wait_for_api(&http, &api).await;
     let store = db.store().await;
 

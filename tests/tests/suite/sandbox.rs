@@ -6,19 +6,17 @@
 //! with the assume variables), and `[sandbox] mode = "off"` starts with a warning and runs
 //! commands unsandboxed (the control: there the same token read succeeds).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use nightshift_agent::RunEvent;
 use nightshift_store::RunStatus;
+use nightshift_tests::process::Serve;
 use nightshift_tests::{Backend, TestDb, eventually};
 use serde_json::{Value, json};
 
 use crate::crash::{
-    agent, command_tool, enqueue, events, nightshift, q, sigterm, text_turn, tool_turn,
-    wait_finished,
+    agent, command_tool, enqueue, events, q, sigterm, text_turn, tool_turn, wait_finished,
 };
 use crate::process::Proc;
 
@@ -50,26 +48,11 @@ async fn sqlite_db(name: &str) -> TestDb {
 
 /// `nightshift serve` with the secret in its environment, stderr collected by a thread.
 pub(crate) fn serve(cfg: &Path, env: &[(&str, &str)]) -> (Proc, std::sync::mpsc::Receiver<String>) {
-    let mut cmd = nightshift(cfg);
-    cmd.arg("serve")
+    Serve::new(cfg)
         .env("SANDBOX_TEST_SECRET", DAEMON_SECRET)
         .env_remove("NIGHTSHIFT_API_TOKEN")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn nightshift serve");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("serve: {line}");
-            // Keep draining after the receiver is gone, so serve never blocks on stderr.
-            let _ = tx.send(line);
-        }
-    });
-    (Proc { child }, rx)
+        .envs(env.iter().copied())
+        .spawn_logged()
 }
 
 /// Everything `serve` printed on stderr until it exited (it must exit within 30 s).

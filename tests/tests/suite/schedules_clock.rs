@@ -10,16 +10,16 @@
 //! the database, by its own clock — the database's, on this machine.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nightshift_scheduler::cron::{self, Missed, Overlap, ScheduleSpec};
 use nightshift_store::{Clock, ManualClock, Millis, Run, Store, SystemClock, Trigger};
+use nightshift_tests::process::Serve;
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use serde_json::json;
 
-use crate::process::{API_TOKEN, Proc, config_file, nightshift_bin, wait_for_api};
+use crate::process::{API_TOKEN, Proc, config_file, wait_for_api};
 
 on_both_backends! {
     a_reload_that_moves_the_next_fire_earlier_fires_on_time => reload_edit_fires_on_time;
@@ -69,20 +69,14 @@ async fn runs_by_fire(store: &Store, id: &str) -> BTreeMap<Millis, Run> {
 /// `nightshift serve` with `cfg`; with `offset`, its clock is faked that far off the real one
 /// (libfaketime; timers keep the real monotonic clock).
 fn serve(cfg: &std::path::Path, offset: Option<&str>) -> Proc {
-    let mut cmd = Command::new(nightshift_bin());
-    cmd.arg("--config")
-        .arg(cfg)
-        .arg("serve")
-        .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    if let Some(offset) = offset {
-        cmd.env("LD_PRELOAD", LIBFAKETIME)
+    let daemon = Serve::new(cfg).env("NIGHTSHIFT_API_TOKEN", API_TOKEN);
+    match offset {
+        Some(offset) => daemon
+            .env("LD_PRELOAD", LIBFAKETIME)
             .env("FAKETIME", offset)
-            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
-    }
-    Proc {
-        child: cmd.spawn().expect("spawn nightshift serve"),
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .spawn(),
+        None => daemon.spawn(),
     }
 }
 

@@ -2,12 +2,13 @@
 //! a `nightshift serve` process whose config schedule fires a run that completes with the
 //! scripted model.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use nightshift_runner::api::{ApiState, router};
 use nightshift_scheduler::cron::{self, Schedule, ScheduleSpec};
 use nightshift_store::{RunStatus, Store, Trigger};
+use nightshift_tests::process::Serve;
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -196,18 +197,11 @@ fn schedule_config(db: &TestDb, dir: &std::path::Path) -> std::path::PathBuf {
     cfg
 }
 
+/// `nightshift serve` with the test's API token.
 fn serve(cfg: &std::path::Path) -> Proc {
-    Proc {
-        child: Command::new(nightshift_bin())
-            .arg("--config")
-            .arg(cfg)
-            .arg("serve")
-            .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn nightshift serve"),
-    }
+    Serve::new(cfg)
+        .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
+        .spawn()
 }
 
 async fn serve_fires_a_schedule(db: &TestDb) {

@@ -5,17 +5,17 @@
 //! (queued or mid-tool-call) still gets its final notice.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use nightshift_store::{DeliveryStatus, Notification, RunStatus, Store};
+use nightshift_tests::process::Serve;
 use nightshift_tests::{TestDb, eventually, on_both_backends};
 use serde_json::json;
 
 use super::receiver::{Answer, Receiver};
 use crate::crash::{
-    FAST_WORKER, agent, cli, enqueue, events, kinds, nightshift, q, sigkill, sigterm, text_turn,
-    tool_turn, wait_finished, write_config,
+    FAST_WORKER, agent, cli, enqueue, events, kinds, q, sigkill, sigterm, text_turn, tool_turn,
+    wait_finished, write_config,
 };
 use crate::process::{Proc, free_port};
 
@@ -30,15 +30,7 @@ const SECRET: &str = "whsec_process_test";
 
 /// `nightshift serve` with the signing secret in its environment.
 fn serve(cfg: &Path) -> Proc {
-    Proc {
-        child: nightshift(cfg)
-            .arg("serve")
-            .env("NOTIFY_TEST_SECRET", SECRET)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn nightshift serve"),
-    }
+    Serve::new(cfg).env("NOTIFY_TEST_SECRET", SECRET).spawn()
 }
 
 /// A `[[agents.notify]]` entry for the agent just written, retrying fast.
