@@ -8,6 +8,7 @@
 //! checks every table in a fixed order and stops at the first problem.
 
 mod agents;
+mod invalid;
 mod runtime;
 mod server;
 mod telemetry;
@@ -27,6 +28,7 @@ use nightshift_tools::CommandToolConfig;
 use nightshift_worker::PoolConfig;
 use serde::Deserialize;
 
+pub(crate) use invalid::Invalid;
 pub use runtime::RuntimeConfig;
 pub use server::{NamedToken, ServerConfig, TokenRole};
 pub use telemetry::TelemetryConfig;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use nightshift_github::{Api, App, AppKey, GithubAccess, Secret};
 use serde::Deserialize;
 
-use crate::config::Config;
+use crate::config::{Config, Invalid};
 
 /// The `[github]` settings.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -91,39 +91,47 @@ impl GithubConfig {
     }
 
     /// The shape: names unique, one key source per App, a usable base URL.
-    pub(crate) fn validate(&self) -> Result<(), String> {
-        nightshift_github::check_base_url(&self.base_url).map_err(|e| format!("github.{e}"))?;
-        nightshift_agent::github::check_review_events("github.review_events", &self.review_events)
-            .map_err(|e| e.to_string())?;
+    pub(crate) fn validate(&self) -> Result<(), Invalid> {
+        nightshift_github::check_base_url(&self.base_url)?;
+        nightshift_agent::github::check_review_events("github.review_events", &self.review_events)?;
         if !(1..=600).contains(&self.timeout_seconds) {
-            return Err(format!(
-                "github.timeout_seconds = {} is out of range; give 1 to 600 (default 60)",
-                self.timeout_seconds
+            return Err(Invalid::value(
+                "github.timeout_seconds",
+                format!(
+                    "= {} is out of range; give 1 to 600 (default 60)",
+                    self.timeout_seconds
+                ),
             ));
         }
         let mut names = std::collections::BTreeSet::new();
         for app in &self.apps {
             let at = format!("github.apps[{}]", app.name);
             if app.name.trim().is_empty() {
-                return Err("github.apps: an App has an empty name; name each App".into());
+                return Err(Invalid::table(
+                    "github.apps",
+                    "an App has an empty name; name each App",
+                ));
             }
             if !names.insert(app.name.as_str()) {
-                return Err(format!(
-                    "{at}: the name is used twice; App names must be unique"
+                return Err(Invalid::table(
+                    at,
+                    "the name is used twice; App names must be unique",
                 ));
             }
             if app.app_id.to_string().trim().is_empty() {
-                return Err(format!(
-                    "{at}.app_id is empty; write the App's id from its settings page"
+                return Err(Invalid::value(
+                    format!("{at}.app_id"),
+                    "is empty; write the App's id from its settings page",
                 ));
             }
             match (&app.private_key_env, &app.private_key_file) {
                 (Some(_), None) | (None, Some(_)) => {}
                 _ => {
-                    return Err(format!(
-                        "{at}: give exactly one of private_key_env (a variable holding the PEM) \
-                         or private_key_file (a path to the .pem file); keys are never written \
-                         in the config itself"
+                    return Err(Invalid::table(
+                        at,
+                        "give exactly one of private_key_env (a variable holding the PEM) or \
+                         private_key_file (a path to the .pem file); keys are never written in \
+                         the config itself",
                     ));
                 }
             }

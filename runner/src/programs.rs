@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 
 use nightshift_tools::CommandToolConfig;
 
-use crate::config::Config;
+use crate::config::{Config, Invalid};
 use crate::sandbox::{SandboxMode, real};
 
 /// Every enabled command tool's program, checked; the first problem, naming its key.
-pub(crate) fn check(config: &Config) -> Result<(), String> {
+pub(crate) fn check(config: &Config) -> Result<(), Invalid> {
     let sandboxed = config.sandbox.mode == SandboxMode::Required;
     let readable: Vec<PathBuf> = nightshift_sandbox::policy::system_read()
         .into_iter()
@@ -51,7 +51,7 @@ fn check_tool(
     tool: &CommandToolConfig,
     readable: Option<&[PathBuf]>,
     search: &[PathBuf],
-) -> Result<(), String> {
+) -> Result<(), Invalid> {
     let Some(program) = tool.command.first() else {
         return Ok(()); // refused by the tool's own validation
     };
@@ -59,29 +59,37 @@ fn check_tool(
     if !program.contains('/') {
         return match search.iter().map(|d| d.join(program)).find(|p| runnable(p)) {
             Some(_) => Ok(()),
-            None => Err(format!(
-                "{key}: program `{program}` is not found in the PATH its commands get ({}); \
-                 install it in one of those directories, write its absolute path, or set \
-                 [sandbox] path",
-                search
-                    .iter()
-                    .map(|d| d.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(":")
+            None => Err(Invalid::table(
+                key,
+                format!(
+                    "program `{program}` is not found in the PATH its commands get ({}); \
+                     install it in one of those directories, write its absolute path, or set \
+                     [sandbox] path",
+                    search
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(":")
+                ),
             )),
         };
     }
     let path = config.resolve_path(Path::new(program));
     let shown = path.display();
     let meta = std::fs::metadata(&path).map_err(|e| {
-        format!("{key}: program `{shown}` cannot be used ({e}); fix the path or create it")
+        let problem = format!("program `{shown}` cannot be used ({e}); fix the path or create it");
+        Invalid::table(&key, problem)
     })?;
     if !meta.is_file() {
-        return Err(format!("{key}: program `{shown}` is not a file"));
+        return Err(Invalid::table(
+            key,
+            format!("program `{shown}` is not a file"),
+        ));
     }
     if meta.permissions().mode() & 0o111 == 0 {
-        return Err(format!(
-            "{key}: program `{shown}` is not executable; make it so (chmod +x {shown})"
+        return Err(Invalid::table(
+            key,
+            format!("program `{shown}` is not executable; make it so (chmod +x {shown})"),
         ));
     }
     if let Some(readable) = readable {
@@ -91,10 +99,13 @@ fn check_tool(
                 || real_path.display().to_string(),
                 |d| d.display().to_string(),
             );
-            return Err(format!(
-                "{key}: program `{shown}` is outside what sandboxed commands may read, so its \
-                 first call would fail with \"Permission denied\"; add \"{dir}\" to [sandbox] \
-                 read, or install the program under /usr/local/bin"
+            return Err(Invalid::table(
+                key,
+                format!(
+                    "program `{shown}` is outside what sandboxed commands may read, so its \
+                     first call would fail with \"Permission denied\"; add \"{dir}\" to \
+                     [sandbox] read, or install the program under /usr/local/bin"
+                ),
             ));
         }
     }
@@ -134,7 +145,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         script(&d.join("scripts/lint.sh"), 0o755);
-        let err = check(&config(d, "scripts/lint.sh", "")).unwrap_err();
+        let err = check(&config(d, "scripts/lint.sh", ""))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("command_tools.lint.command: program `")
                 && err.contains("outside what sandboxed commands may read")
@@ -151,20 +164,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let off = "[sandbox]\nmode = \"off\"\n";
-        let err = check(&config(d, "scripts/missing.sh", off)).unwrap_err();
+        let err = check(&config(d, "scripts/missing.sh", off))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("cannot be used") && err.contains("fix the path"),
             "{err}"
         );
         script(&d.join("scripts/plain.sh"), 0o644);
-        let err = check(&config(d, "scripts/plain.sh", off)).unwrap_err();
+        let err = check(&config(d, "scripts/plain.sh", off))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("is not executable; make it so (chmod +x"),
             "{err}"
         );
         // Bare names are looked up in the sandbox's PATH.
         check(&config(d, "sh", "")).unwrap();
-        let err = check(&config(d, "no-such-program-here", "")).unwrap_err();
+        let err = check(&config(d, "no-such-program-here", ""))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("`no-such-program-here` is not found in the PATH its commands get (")
                 && err.contains("/usr/bin"),

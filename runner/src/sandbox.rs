@@ -38,7 +38,7 @@ use nightshift_sandbox::probe::{Needs, decide, probe};
 use nightshift_sandbox::{Network, Policy, Sandbox};
 use serde::Deserialize;
 
-use crate::config::Config;
+use crate::config::{Config, Invalid};
 
 /// The `[sandbox]` settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -145,7 +145,7 @@ pub(crate) fn real(path: &Path) -> PathBuf {
 }
 
 /// The checks of `[sandbox]` and `[agents.sandbox]` that need the rest of the config.
-pub(crate) fn validate(config: &Config) -> Result<(), String> {
+pub(crate) fn validate(config: &Config) -> Result<(), Invalid> {
     let sandbox = &config.sandbox;
     if let Some(path) = &sandbox.path {
         crate::sandbox_path::check_form(path)?;
@@ -156,10 +156,10 @@ pub(crate) fn validate(config: &Config) -> Result<(), String> {
             .iter()
             .find(|a| a.sandbox.network == SandboxNetwork::Off)
         {
-            return Err(format!(
-                "agents.{}.sandbox.network = \"off\" needs the sandbox, and [sandbox] mode is \
-                 \"off\"; set mode = \"required\" or the agent's network to \"on\"",
-                agent.name
+            return Err(Invalid::value(
+                format!("agents.{}.sandbox.network", agent.name),
+                "= \"off\" needs the sandbox, and [sandbox] mode is \"off\"; set mode = \
+                 \"required\" or the agent's network to \"on\"",
             ));
         }
         return Ok(());
@@ -169,9 +169,12 @@ pub(crate) fn validate(config: &Config) -> Result<(), String> {
         .iter()
         .find(|g| nightshift_sandbox::egress::split_host_port(g).is_none())
     {
-        return Err(format!(
-            "sandbox.connect: `{bad}` is not host:port (e.g. \"127.0.0.1:5433\", \
-             \"db.internal:5432\", \"[::1]:8080\")"
+        return Err(Invalid::table(
+            "sandbox.connect",
+            format!(
+                "`{bad}` is not host:port (e.g. \"127.0.0.1:5433\", \"db.internal:5432\", \
+                 \"[::1]:8080\")"
+            ),
         ));
     }
     for (key, paths) in [
@@ -179,9 +182,12 @@ pub(crate) fn validate(config: &Config) -> Result<(), String> {
         ("sandbox.write", &sandbox.write),
     ] {
         if let Some(p) = paths.iter().find(|p| !p.is_absolute()) {
-            return Err(format!(
-                "{key}: `{}` is not an absolute path; grants are absolute",
-                p.display()
+            return Err(Invalid::table(
+                key,
+                format!(
+                    "`{}` is not an absolute path; grants are absolute",
+                    p.display()
+                ),
             ));
         }
     }
@@ -209,7 +215,7 @@ pub(crate) fn validate(config: &Config) -> Result<(), String> {
         .map(|p| ("the sandbox (system directories are readable)", p.as_path()))
         .chain(read.iter().map(|p| ("sandbox.read", p.as_path())))
         .chain(write.iter().map(|p| ("sandbox.write", p.as_path())));
-    check_exposure(grants, &protected).map_err(|e| e.to_string())
+    Ok(check_exposure(grants, &protected)?)
 }
 
 /// What every sandboxed command of this daemon shares: the launcher, the enforced ABI, the

@@ -12,6 +12,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use crate::config::Invalid;
+
 /// The PATH of sandboxed commands for the configured directories (`None`: the default).
 pub(crate) fn command_path(configured: Option<&[PathBuf]>) -> String {
     match configured {
@@ -25,31 +27,42 @@ pub(crate) fn command_path(configured: Option<&[PathBuf]>) -> String {
 }
 
 /// Each entry is an absolute directory path that PATH can hold; the list is not empty.
-pub(crate) fn check_form(dirs: &[PathBuf]) -> Result<(), String> {
+pub(crate) fn check_form(dirs: &[PathBuf]) -> Result<(), Invalid> {
+    let at = "sandbox.path";
     if dirs.is_empty() {
-        return Err(format!(
-            "sandbox.path is empty: commands would find no program by its name; remove the key \
-             for the default ({}) or list directories",
-            nightshift_tools::SANDBOXED_PATH
+        return Err(Invalid::value(
+            at,
+            format!(
+                "is empty: commands would find no program by its name; remove the key for the \
+                 default ({}) or list directories",
+                nightshift_tools::SANDBOXED_PATH
+            ),
         ));
     }
     for dir in dirs {
         let text = dir.to_string_lossy();
         if !dir.is_absolute() {
-            return Err(format!(
-                "sandbox.path: `{text}` is not an absolute directory; PATH entries are absolute \
-                 (e.g. \"/opt/tools/bin\")"
+            return Err(Invalid::table(
+                at,
+                format!(
+                    "`{text}` is not an absolute directory; PATH entries are absolute (e.g. \
+                     \"/opt/tools/bin\")"
+                ),
             ));
         }
         if dir.components().any(|c| c == Component::ParentDir) {
-            return Err(format!(
-                "sandbox.path: `{text}` contains `..`; write the directory without it"
+            return Err(Invalid::table(
+                at,
+                format!("`{text}` contains `..`; write the directory without it"),
             ));
         }
         if text.contains(':') || text.contains('\0') {
-            return Err(format!(
-                "sandbox.path: `{text}` contains `:` or a NUL byte, which PATH cannot hold; \
-                 list each directory as its own entry"
+            return Err(Invalid::table(
+                at,
+                format!(
+                    "`{text}` contains `:` or a NUL byte, which PATH cannot hold; list each \
+                     directory as its own entry"
+                ),
             ));
         }
     }
@@ -58,15 +71,18 @@ pub(crate) fn check_form(dirs: &[PathBuf]) -> Result<(), String> {
 
 /// Each entry (made real by the caller) lies beneath a directory the sandbox lets commands
 /// read (`readable`: the system directories and the `read` and `write` grants).
-pub(crate) fn check_readable(dirs: &[PathBuf], readable: &[&Path]) -> Result<(), String> {
+pub(crate) fn check_readable(dirs: &[PathBuf], readable: &[&Path]) -> Result<(), Invalid> {
     match dirs
         .iter()
         .find(|d| !readable.iter().any(|r| d.starts_with(r)))
     {
-        Some(dir) => Err(format!(
-            "sandbox.path: `{}` is not readable inside the sandbox, so commands could not run \
-             programs from it; add it (or a directory above it) to sandbox.read, or remove it",
-            dir.display()
+        Some(dir) => Err(Invalid::table(
+            "sandbox.path",
+            format!(
+                "`{}` is not readable inside the sandbox, so commands could not run programs \
+                 from it; add it (or a directory above it) to sandbox.read, or remove it",
+                dir.display()
+            ),
         )),
         None => Ok(()),
     }
@@ -104,13 +120,14 @@ mod tests {
                 "list each directory as its own entry",
             ),
         ] {
-            let err = check_form(&paths(&list)).unwrap_err();
+            let err = check_form(&paths(&list)).unwrap_err().to_string();
             assert!(err.contains(expect), "{list:?}: {err}");
         }
         let readable = [Path::new("/usr"), Path::new("/opt/tools")];
         check_readable(&paths(&["/usr/local/bin", "/opt/tools/bin"]), &readable).unwrap();
-        let err =
-            check_readable(&paths(&["/usr/bin", "/root/.pyenv/shims"]), &readable).unwrap_err();
+        let err = check_readable(&paths(&["/usr/bin", "/root/.pyenv/shims"]), &readable)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("`/root/.pyenv/shims` is not readable inside the sandbox")
                 && err.contains("add it (or a directory above it) to sandbox.read"),

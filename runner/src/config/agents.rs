@@ -10,7 +10,7 @@
 
 use nightshift_agent::AgentConfig;
 
-use super::{Config, invalid};
+use super::{Config, Invalid, invalid};
 
 impl Config {
     /// The providers, then each agent against them and the prices, then each agent's
@@ -49,7 +49,7 @@ impl Config {
     }
 
     /// The agent's provider and each fallback's (`provider/model`) are configured.
-    fn check_providers(&self, agent: &AgentConfig) -> Result<(), String> {
+    fn check_providers(&self, agent: &AgentConfig) -> Result<(), Invalid> {
         for model in std::iter::once(agent.provider.as_str()).chain(
             agent
                 .fallback
@@ -58,15 +58,17 @@ impl Config {
         ) {
             if !self.providers.contains_key(model) {
                 let known: Vec<&str> = self.providers.keys().map(String::as_str).collect();
-                return Err(format!(
-                    "agents.{}: provider '{model}' is not configured; add a \
-                     [providers.{model}] table (configured: {})",
-                    agent.name,
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
+                return Err(Invalid::table(
+                    format!("agents.{}", agent.name),
+                    format!(
+                        "provider '{model}' is not configured; add a [providers.{model}] table \
+                         (configured: {})",
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
                 ));
             }
         }
@@ -75,7 +77,7 @@ impl Config {
 
     /// `thinking = { type = "enabled" }` needs `budget_tokens` on an Anthropic model (the
     /// Messages API refuses it without one), the agent's own or a fallback's.
-    fn check_thinking(&self, agent: &AgentConfig) -> Result<(), String> {
+    fn check_thinking(&self, agent: &AgentConfig) -> Result<(), Invalid> {
         let Some(t) = agent.thinking else {
             return Ok(());
         };
@@ -91,11 +93,12 @@ impl Config {
             if self.providers.get(name).map(|p| p.kind)
                 == Some(nightshift_llm::ProviderKind::Anthropic)
             {
-                return Err(format!(
-                    "agents.{}.thinking: type = \"enabled\" needs budget_tokens on an Anthropic \
-                     model (provider '{name}'); add budget_tokens = 1024 or more, below \
-                     max_tokens",
-                    agent.name
+                return Err(Invalid::table(
+                    format!("agents.{}.thinking", agent.name),
+                    format!(
+                        "type = \"enabled\" needs budget_tokens on an Anthropic model \
+                         (provider '{name}'); add budget_tokens = 1024 or more, below max_tokens"
+                    ),
                 ));
             }
         }

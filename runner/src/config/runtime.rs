@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use nightshift_tools::SecretSpec;
 use serde::Deserialize;
 
+use super::Invalid;
+
 /// The `[runtime]` settings.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -54,15 +56,14 @@ impl RuntimeConfig {
     }
 
     /// Checks `secrets`: usable names, each once, and well-formed hosts.
-    pub(crate) fn validate_secrets(&self) -> Result<(), String> {
+    pub(crate) fn validate_secrets(&self) -> Result<(), Invalid> {
         let mut seen = std::collections::BTreeSet::new();
         for spec in &self.secrets {
-            spec.validate()
-                .map_err(|e| format!("runtime.secrets: {e}"))?;
+            spec.validate()?;
             if !seen.insert(spec.name.as_str()) {
-                return Err(format!(
-                    "runtime.secrets: `{}` is listed twice; list each secret once",
-                    spec.name
+                return Err(Invalid::table(
+                    "runtime.secrets",
+                    format!("`{}` is listed twice; list each secret once", spec.name),
                 ));
             }
         }

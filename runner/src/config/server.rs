@@ -7,6 +7,8 @@
 
 use serde::Deserialize;
 
+use super::Invalid;
+
 /// The `[server]` settings.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -48,11 +50,11 @@ pub struct NamedToken {
 
 impl ServerConfig {
     /// Checks the batch limit and the named tokens.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), Invalid> {
         if !(1..=10_000).contains(&self.max_batch_runs) {
-            return Err(format!(
-                "server.max_batch_runs is {}; use 1 to 10000",
-                self.max_batch_runs
+            return Err(Invalid::value(
+                "server.max_batch_runs",
+                format!("is {}; use 1 to 10000", self.max_batch_runs),
             ));
         }
         validate_tokens(&self.tokens)
@@ -61,7 +63,8 @@ impl ServerConfig {
 
 /// Token names are 1-64 letters, digits, `-`, `_` or `.`, unique, and never `admin` (the
 /// main token's name).
-fn validate_tokens(tokens: &[NamedToken]) -> Result<(), String> {
+fn validate_tokens(tokens: &[NamedToken]) -> Result<(), Invalid> {
+    let at = "server.tokens";
     let mut seen = std::collections::HashSet::new();
     for t in tokens {
         let fine = (1..=64).contains(&t.name.len())
@@ -69,22 +72,25 @@ fn validate_tokens(tokens: &[NamedToken]) -> Result<(), String> {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
         if !fine {
-            return Err(format!(
-                "server.tokens: name '{}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'",
-                t.name
+            return Err(Invalid::table(
+                at,
+                format!(
+                    "name '{}' is not allowed; use 1-64 letters, digits, '-', '_' or '.'",
+                    t.name
+                ),
             ));
         }
         if t.name == "admin" {
-            return Err(
-                "server.tokens: 'admin' is the name of the main token (server.token_env); \
-                 give this one another name"
-                    .into(),
-            );
+            return Err(Invalid::table(
+                at,
+                "'admin' is the name of the main token (server.token_env); give this one \
+                 another name",
+            ));
         }
         if !seen.insert(t.name.as_str()) {
-            return Err(format!(
-                "server.tokens: two tokens are named '{}'; names must be unique",
-                t.name
+            return Err(Invalid::table(
+                at,
+                format!("two tokens are named '{}'; names must be unique", t.name),
             ));
         }
     }

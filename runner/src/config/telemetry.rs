@@ -5,6 +5,8 @@
 
 use serde::Deserialize;
 
+use super::Invalid;
+
 /// The `[telemetry]` settings. `GET /metrics` (behind the API token) is always served.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -31,12 +33,15 @@ impl Default for TelemetryConfig {
 }
 
 impl TelemetryConfig {
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), Invalid> {
         if let Some(endpoint) = &self.otlp_endpoint {
-            nightshift_telemetry::traces::traces_url(endpoint).map_err(|e| e.to_string())?;
+            nightshift_telemetry::traces::traces_url(endpoint)?;
         }
         if self.service_name.trim().is_empty() {
-            return Err("telemetry.service_name is empty; leave it out for \"nightshift\"".into());
+            return Err(Invalid::value(
+                "telemetry.service_name",
+                "is empty; leave it out for \"nightshift\"",
+            ));
         }
         Ok(())
     }
