@@ -271,12 +271,17 @@ pub(crate) fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, (Statu
 
 /// Decodes one JSON value as `T`, or says what is wrong, naming the field
 /// (`priority: invalid type: …`), as [`decode_body`] does for a whole body.
-pub(crate) fn decode_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, String> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        refusal(&path, e.inner()).1
-    })
+pub(crate) fn decode_value<T: DeserializeOwned>(
+    value: serde_json::Value,
+) -> Result<T, Undecodable> {
+    serde_path_to_error::deserialize(value).map_err(Undecodable)
 }
+
+/// A JSON value that does not fit the type asked for; `Display` names the field and says
+/// what is wrong, in [`decode_body`]'s words.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", refusal(&.0.path().to_string(), .0.inner()).1)]
+pub(crate) struct Undecodable(serde_path_to_error::Error<serde_json::Error>);
 
 fn refusal(path: &str, e: &serde_json::Error) -> (StatusCode, String) {
     let message = without_position(e);

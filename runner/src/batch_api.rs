@@ -130,7 +130,8 @@ pub(crate) async fn create_runs(
         .runs
         .into_iter()
         .map(|item| {
-            let body: CreateRun = decode_value(item).map_err(IntakeError::Invalid)?;
+            let body: CreateRun =
+                decode_value(item).map_err(|e| IntakeError::Invalid(e.to_string()))?;
             run_request(body, trace_parent.clone()).map_err(IntakeError::Invalid)
         })
         .collect();

@@ -36,12 +36,23 @@ const CHECKOUT_TIMEOUT: Duration = Duration::from_secs(600);
 /// Where repositories come from without `[github]`.
 const PUBLIC_GIT: &str = "https://github.com/";
 
+/// Why a run's checkout cannot be known.
+#[derive(Debug, thiserror::Error)]
+enum SpecError {
+    /// The agent's checkout templates do not render over the run's context.
+    #[error("agents.{agent}.workspace.checkout: {error}")]
+    Template {
+        agent: String,
+        error: nightshift_scheduler::hooks::CheckoutTemplateError,
+    },
+    /// What was rendered lacks the repository or the ref.
+    #[error("the run's workspace checkout {rendered} names no repository and ref")]
+    Incomplete { rendered: Value },
+}
+
 /// The checkout a run asks for: the `workspace` its delivery rendered into its context, else
 /// the agent's templates rendered over the context now.
-pub(crate) fn spec_for(
-    agent: &AgentDef,
-    context: Option<&Value>,
-) -> Result<Option<CheckoutSpec>, String> {
+fn spec_for(agent: &AgentDef, context: Option<&Value>) -> Result<Option<CheckoutSpec>, SpecError> {
     let Some(templates) = &agent.config.workspace.checkout else {
         return Ok(None);
     };
@@ -49,7 +60,10 @@ pub(crate) fn spec_for(
         Some(w) => w.clone(),
         None => crate::hooks::templates_of(templates)
             .render_over(context.unwrap_or(&json!({})))
-            .map_err(|e| format!("agents.{}.workspace.checkout: {e}", agent.config.name))?,
+            .map_err(|error| SpecError::Template {
+                agent: agent.config.name.clone(),
+                error,
+            })?,
     };
     let field = |name: &str| rendered[name].as_str().map(str::to_string);
     match (field("repo"), field("ref")) {
@@ -60,9 +74,7 @@ pub(crate) fn spec_for(
                 .as_u64()
                 .and_then(|d| u32::try_from(d).ok()),
         })),
-        _ => Err(format!(
-            "the run's workspace checkout {rendered} names no repository and ref"
-        )),
+        _ => Err(SpecError::Incomplete { rendered }),
     }
 }
 
@@ -109,7 +121,8 @@ pub(crate) async fn prepare(
     run: RunStart<'_>,
     cancel: &CancellationToken,
 ) -> Result<Option<PreparedWorkspace>, PrepareError> {
-    let Some(spec) = spec_for(agent, run.context).map_err(PrepareError::Fatal)? else {
+    let spec = spec_for(agent, run.context).map_err(|e| PrepareError::Fatal(e.to_string()));
+    let Some(spec) = spec? else {
         return Ok(None);
     };
     let dest = tools.workspace(run.run_id);
@@ -267,7 +280,7 @@ mod tests {
             (spec.repo.as_str(), spec.git_ref.as_str()),
             ("o/ctx", "main")
         );
-        let e = spec_for(&a, None).unwrap_err();
+        let e = spec_for(&a, None).unwrap_err().to_string();
         assert!(e.contains("agents.a.workspace.checkout"), "{e}");
         assert!(spec_for(&agent(""), None).unwrap().is_none());
     }

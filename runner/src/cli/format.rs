@@ -79,9 +79,17 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// A `--since` value that is none of the forms it takes (the value, trimmed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--since '{0}' is not a span like 30m, 2h or 7d, an RFC 3339 time like \
+     2026-12-01T07:00:00Z, or epoch milliseconds"
+)]
+pub(crate) struct BadSince(String);
+
 /// A `--since` value as epoch ms: a span back from `now` (`90s`, `15m`, `2h`, `7d`), an
-/// RFC 3339 time, or epoch milliseconds; else the message saying what to write.
-pub(crate) fn since(value: &str, now: i64) -> Result<i64, String> {
+/// RFC 3339 time, or epoch milliseconds; else why not, saying what to write.
+pub(crate) fn since(value: &str, now: i64) -> Result<i64, BadSince> {
     let value = value.trim();
     if let Ok(ms) = value.parse::<i64>() {
         return Ok(ms);
@@ -98,10 +106,7 @@ pub(crate) fn since(value: &str, now: i64) -> Result<i64, String> {
     };
     match value[..value.len().saturating_sub(1)].parse::<i64>() {
         Ok(n) if unit_ms > 0 && n >= 0 => Ok(now - n * unit_ms),
-        _ => Err(format!(
-            "--since '{value}' is not a span like 30m, 2h or 7d, an RFC 3339 time like \
-             2026-12-01T07:00:00Z, or epoch milliseconds"
-        )),
+        _ => Err(BadSince(value.to_string())),
     }
 }
 
@@ -207,7 +212,7 @@ mod tests {
         assert_eq!(since("2d", now), Ok(now - 2 * 86_400_000));
         assert_eq!(since("1234", now), Ok(1234));
         assert_eq!(since("1970-01-01T00:00:01Z", now), Ok(1000));
-        let err = since("yesterday", now).unwrap_err();
+        let err = since("yesterday", now).unwrap_err().to_string();
         assert!(
             err.contains("--since 'yesterday'") && err.contains("30m"),
             "{err}"

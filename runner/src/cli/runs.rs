@@ -262,10 +262,7 @@ pub(crate) async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<
                 agent,
                 trigger: status_flag::<Trigger>("--trigger", trigger)?,
                 concurrency_key: key,
-                since: since
-                    .map(|s| format::since(&s, op.now()))
-                    .transpose()
-                    .map_err(anyhow::Error::msg)?,
+                since: since.map(|s| format::since(&s, op.now())).transpose()?,
                 ..RunFilter::default()
             };
             list_runs(op, &filter, limit, json).await?;
