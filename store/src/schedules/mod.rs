@@ -1,4 +1,5 @@
-//! Cron schedules and leader leases: the rows behind `nightshift serve`'s timer loop.
+//! Cron schedules and leader leases (`leadership.rs`): the rows behind `nightshift serve`'s
+//! timer loop.
 //!
 //! What it guarantees:
 //! - **A schedule's next fire is durable.** `next_fire_at` is the fire the daemons owe; it only
@@ -22,17 +23,19 @@
 //! here, over that trait.
 
 use std::future::Future;
-use std::time::Duration;
 
 use crate::audit::{AuditStatements, NewAudit, record_in};
 use crate::backend::{Backend, Conn};
-use crate::clock::{Millis, duration_millis};
+use crate::clock::Millis;
 use crate::postgres::PgBackend;
 use crate::store::{Store, dispatch};
 use crate::{Error, Result};
 
 mod binds;
+mod leadership;
+
 pub(crate) use binds::{bind_schedule_insert, schedule_statements};
+pub use leadership::{LeaderFence, LeaderLease};
 
 crate::states::string_enum! {
     /// Where a schedule was defined.
@@ -127,14 +130,6 @@ pub struct ScheduleDef {
     pub next_fire_at: Option<Millis>,
 }
 
-/// The leader writing an advance, checked in the same statement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaderFence {
-    pub lease: String,
-    pub holder: String,
-    pub epoch: i64,
-}
-
 /// Moving a schedule past its armed fire.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScheduleAdvance {
@@ -150,17 +145,6 @@ pub struct ScheduleAdvance {
     /// How many fires were missed (dropped by downtime).
     pub missed: i64,
     pub fence: Option<LeaderFence>,
-}
-
-/// A leader lease, as stored.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
-pub struct LeaderLease {
-    pub name: String,
-    pub holder: String,
-    /// Grows whenever the lease changes hands.
-    pub epoch: i64,
-    pub acquired_at: Millis,
-    pub expires_at: Millis,
 }
 
 /// A schedule row to write (`schedules/insert_schedule.sql`,
@@ -369,29 +353,6 @@ async fn record_fire<B: ScheduleStatements>(
     B::record_fire(&mut *b.writer().await?, id, fired_at, run_id, now).await
 }
 
-async fn acquire<B: ScheduleStatements>(
-    b: &B,
-    name: &str,
-    holder: &str,
-    ttl_ms: i64,
-    now: Millis,
-) -> Result<Option<LeaderLease>> {
-    B::acquire_leader(&mut *b.writer().await?, name, holder, ttl_ms, now).await
-}
-
-async fn leader<B: ScheduleStatements>(b: &B, name: &str) -> Result<Option<LeaderLease>> {
-    B::get_leader(&mut *b.writer().await?, name).await
-}
-
-async fn release<B: ScheduleStatements>(
-    b: &B,
-    name: &str,
-    holder: &str,
-    now: Millis,
-) -> Result<bool> {
-    B::release_leader(&mut *b.writer().await?, name, holder, now).await
-}
-
 /// The database's clock in milliseconds since the epoch (`schedules/now.sql`).
 async fn database_now(b: &PgBackend) -> Result<Millis> {
     Ok(
@@ -573,30 +534,6 @@ impl Store {
     ) -> Result<()> {
         let now = self.schedule_now().await?;
         dispatch!(self, b => record_fire(b, id, fired_at, run_id, now))
-    }
-
-    /// Takes or renews lease `name` for `holder` for `ttl` from now; `None` while another
-    /// holder's lease is live.
-    pub async fn acquire_leadership(
-        &self,
-        name: &str,
-        holder: &str,
-        ttl: Duration,
-    ) -> Result<Option<LeaderLease>> {
-        let now = self.schedule_now().await?;
-        let ttl = duration_millis(ttl).max(1);
-        dispatch!(self, b => acquire(b, name, holder, ttl, now))
-    }
-
-    /// Lease `name` as stored (it may have expired).
-    pub async fn leader(&self, name: &str) -> Result<Option<LeaderLease>> {
-        dispatch!(self, b => leader(b, name))
-    }
-
-    /// Gives up lease `name` if `holder` holds it, so a standby can take it at once.
-    pub async fn release_leadership(&self, name: &str, holder: &str) -> Result<bool> {
-        let now = self.schedule_now().await?;
-        dispatch!(self, b => release(b, name, holder, now))
     }
 }
 
