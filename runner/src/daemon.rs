@@ -118,8 +118,7 @@ pub async fn start(
     let stop = shutdown.child_token();
     let intake = Intake::new(store.clone(), parts.runtime.agent_names());
     intake.set_batch_limit(config.server.max_batch_runs);
-    let timer = Timer::new(intake.clone(), &daemon_id, TimerConfig::default());
-    let timer = Spawned::spawn(timer, stop.clone());
+    let timer = spawn_timer(&intake, &daemon_id, &stop);
     let state = api::ApiState {
         store: store.clone(),
         intake: intake.clone(),
@@ -128,13 +127,7 @@ pub async fn start(
     };
     tracing::info!(%address, token = %token_source, "HTTP API listening");
     let metrics = metrics_listener.map(|l| spawn_metrics(l, state.clone(), &stop));
-    let server = ApiServer {
-        listener,
-        state,
-        data_dir: data_dir.clone(),
-    };
-    // A server that stops on its own (an error) takes the daemon down with it.
-    let server = Spawned::linked(server, stop.clone());
+    let server = spawn_server(listener, state, data_dir.clone(), &stop);
     let notifier = Spawned::spawn(parts.notifier, CancellationToken::new());
     let notifier: NotifierSlot = Arc::new(Mutex::new(Some(notifier)));
     let keeper = spawn_keeper(config, &store, daemon_id, &supervisor);
@@ -331,6 +324,28 @@ fn spawn_metrics(
         tracing::info!(%address, "metrics listening (GET /metrics, no token)");
     }
     Spawned::linked(MetricsServer { listener, state }, stop.clone())
+}
+
+/// The schedule timer, firing until `stop`.
+fn spawn_timer(intake: &Intake, daemon_id: &str, stop: &CancellationToken) -> Spawned<()> {
+    let timer = Timer::new(intake.clone(), daemon_id, TimerConfig::default());
+    Spawned::spawn(timer, stop.clone())
+}
+
+/// The HTTP API on `listener` until `stop` (answering requests in flight). A server that
+/// stops on its own (an error) takes the daemon down with it.
+fn spawn_server(
+    listener: TcpListener,
+    state: api::ApiState,
+    data_dir: std::path::PathBuf,
+    stop: &CancellationToken,
+) -> Spawned<()> {
+    let server = ApiServer {
+        listener,
+        state,
+        data_dir,
+    };
+    Spawned::linked(server, stop.clone())
 }
 
 /// Migrates, makes the data directory and database private, kills tool processes a crashed

@@ -50,6 +50,23 @@ enum SpecError {
     Incomplete { rendered: Value },
 }
 
+/// A checkout the run cannot know fails the run: trying again would not change it.
+impl From<SpecError> for PrepareError {
+    fn from(e: SpecError) -> Self {
+        PrepareError::Fatal(e.to_string())
+    }
+}
+
+/// Makes the run's workspace directory (a failure, such as a full disk, may pass).
+fn make_dir(dest: &std::path::Path) -> Result<(), PrepareError> {
+    std::fs::create_dir_all(dest).map_err(|e| {
+        PrepareError::Transient(format!(
+            "cannot create the workspace {}: {e}",
+            dest.display()
+        ))
+    })
+}
+
 /// The checkout a run asks for: the `workspace` its delivery rendered into its context, else
 /// the agent's templates rendered over the context now.
 fn spec_for(agent: &AgentDef, context: Option<&Value>) -> Result<Option<CheckoutSpec>, SpecError> {
@@ -121,17 +138,11 @@ pub(crate) async fn prepare(
     run: RunStart<'_>,
     cancel: &CancellationToken,
 ) -> Result<Option<PreparedWorkspace>, PrepareError> {
-    let spec = spec_for(agent, run.context).map_err(|e| PrepareError::Fatal(e.to_string()));
-    let Some(spec) = spec? else {
+    let Some(spec) = spec_for(agent, run.context)? else {
         return Ok(None);
     };
     let dest = tools.workspace(run.run_id);
-    std::fs::create_dir_all(&dest).map_err(|e| {
-        PrepareError::Transient(format!(
-            "cannot create the workspace {}: {e}",
-            dest.display()
-        ))
-    })?;
+    make_dir(&dest)?;
     let installation = run
         .context
         .and_then(|c| c.pointer("/github/installation_id"))
