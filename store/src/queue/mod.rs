@@ -7,7 +7,7 @@
 //! [`QueuePaths`]) and takes its decisions in plain Rust ([`concurrency::plan_concurrency`]);
 //! what a backend supplies is only binding and fetching.
 
-mod binds;
+pub(crate) mod binds;
 pub(crate) mod concurrency;
 pub(crate) mod lease;
 mod statements;
