@@ -39,15 +39,25 @@
 //! Usage: `cargo run --release -p nightshift-bench --bin enqueue-bench [-- --quick]
 //! [--sqlite-only | --postgres-only]`. PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL`
 //! (default `postgres://postgres@127.0.0.1:5432/test`).
+//!
+//! The cases are in `ceilings`, `enqueue`, `pickup` and `load`; the plan, the table and the
+//! order of the rows are here.
+
+mod ceilings;
+mod enqueue;
+mod load;
+mod pickup;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Result, bail};
-use nightshift_bench::pool::{Worker, start_pool};
+use anyhow::Result;
 use nightshift_store::{BackendKind, NewRun, Store, StoreConfig, SystemClock};
-use tokio::sync::mpsc;
+
+use ceilings::{pg_runs_per_commit, sqlite_runs_per_commit};
+use enqueue::{batch_enqueue, concurrent_enqueue};
+use load::{depth_target, fixed_rate, time_ms};
+use pickup::{SLEEPING, arm_sleeping, pickup};
 
 /// The payload of every run: 256 bytes, as in the third-party queue benchmark's contract.
 fn payload(i: u64) -> String {
@@ -357,291 +367,8 @@ impl Bench {
     }
 }
 
-/// One run and its job per autocommit statement through the `enqueue_start` view (what the
-/// store's enqueue writes, minus the store), on one connection to `config`'s file.
-async fn sqlite_runs_per_commit(config: &StoreConfig, n: u64) -> Result<f64> {
-    use sqlx::Connection;
-    let mut conn = nightshift_bench::sqlite_connection(config).await?;
-    let sql = "INSERT INTO enqueue_start (run_id, agent, trigger_kind, input, now, lane, \
-               priority, run_at, max_attempts) VALUES (?, 'bench', 'api', ?, ?, 'default', 0, ?, 3)";
-    let start = Instant::now();
-    for i in 0..n {
-        let now = nightshift_store::Clock::now(&SystemClock);
-        sqlx::query(sql)
-            .bind(format!("ceiling-{i:09}"))
-            .bind(payload(i))
-            .bind(now)
-            .bind(now)
-            .execute(&mut conn)
-            .await?;
-    }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
-    conn.close().await?;
-    Ok(rate)
-}
-
-/// One run and its job per autocommit statement (`enqueue_plain.sql`'s two inserts, minus
-/// the store), `producers` connections at once, in `config`'s schema.
-async fn pg_runs_per_commit(config: &StoreConfig, producers: usize, n: u64) -> Result<f64> {
-    let sql = "WITH run AS (\
-         INSERT INTO runs (id, agent, status, trigger_kind, input, created_at, updated_at) \
-         VALUES ($1, 'bench', 'queued', 'api', $2, $3, $3) RETURNING id) \
-         INSERT INTO jobs (run_id, kind, lane, priority, payload, run_at, max_attempts, \
-         status, created_at, updated_at) \
-         SELECT run.id, 'start', 'default', 0, $2, $3, 3, 'queued', $3, $3 FROM run";
-    nightshift_bench::pg_statement_rate(config, producers, n, sql, |statement, i| {
-        statement
-            .bind(format!("ceiling-{i:09}"))
-            .bind(payload(i))
-            .bind(nightshift_store::Clock::now(&SystemClock))
-    })
-    .await
-}
-
-/// `producers` tasks enqueue `n` runs between them, one call each; runs per second.
-async fn concurrent_enqueue(store: &Store, producers: usize, n: u64) -> Result<f64> {
-    let next = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..producers {
-        let (store, next) = (store.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    return Ok::<_, anyhow::Error>(());
-                }
-                store.enqueue(&new_run(i)).await?;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    Ok(n as f64 / start.elapsed().as_secs_f64())
-}
-
-/// One producer enqueues `n` runs `per_call` at a time; runs per second.
-async fn batch_enqueue(store: &Store, per_call: u64, n: u64) -> Result<f64> {
-    let start = Instant::now();
-    let mut i = 0;
-    while i < n {
-        let runs: Vec<NewRun> = (i..(i + per_call).min(n)).map(new_run).collect();
-        i += runs.len() as u64;
-        enqueue_batch(store, &runs).await?;
-    }
-    Ok(n as f64 / start.elapsed().as_secs_f64())
-}
-
-/// Enqueues `runs` with one call (`Store::enqueue_many`: one transaction).
-async fn enqueue_batch(store: &Store, runs: &[NewRun]) -> Result<()> {
-    for one in store.enqueue_many(runs).await? {
-        one?;
-    }
-    Ok(())
-}
-
 /// The pool's slots in every case but the last two.
 const SLOTS: usize = 16;
 
 /// The pool's slots in the last two cases.
 const MANY_SLOTS: usize = 64;
-
-/// Runs armed to start an hour later in the pickup case with sleeping runs.
-const SLEEPING: u64 = 20_000;
-
-/// Enqueues `n` runs due an hour from now, in batches of 500.
-async fn arm_sleeping(store: &Store, n: u64) -> Result<()> {
-    let later = store.now() + 3_600_000;
-    let mut i = 0;
-    while i < n {
-        let runs: Vec<NewRun> = (i..(i + 500).min(n))
-            .map(|i| new_run(i).run_at(later))
-            .collect();
-        i += runs.len() as u64;
-        enqueue_batch(store, &runs).await?;
-    }
-    Ok(())
-}
-
-/// Pickup latency in ms (p50, p99): one run at a time into an idle pool.
-async fn pickup(store: &Store, samples: usize) -> Result<(f64, f64)> {
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let completed = Arc::new(AtomicU64::new(0));
-    let (stop, task) = start_pool(
-        store,
-        Worker {
-            work: Duration::ZERO,
-            completed: completed.clone(),
-            started: Some(tx),
-        },
-        SLOTS,
-    );
-    // Let the pool go idle first.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut ms = Vec::with_capacity(samples);
-    for i in 0..samples as u64 {
-        let sent = Instant::now();
-        store.enqueue(&new_run(i)).await?;
-        let Some(started) = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await? else {
-            bail!("the pool stopped");
-        };
-        ms.push((started - sent).as_secs_f64() * 1000.0);
-        // Wait for the job to end and the pool to go idle again, so every sample starts idle.
-        while completed.load(Ordering::Relaxed) <= i {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    stop.cancel();
-    task.await??;
-    ms.sort_by(f64::total_cmp);
-    Ok((
-        nightshift_bench::percentile(&ms, 0.50),
-        nightshift_bench::percentile(&ms, 0.99),
-    ))
-}
-
-struct FixedRate {
-    enqueued: u64,
-    completed: u64,
-    max_depth: u64,
-    seconds: f64,
-    completed_per_second: f64,
-}
-
-impl FixedRate {
-    fn verdict(&self, offered: f64) -> String {
-        let enq = self.enqueued as f64 / self.seconds;
-        let keeps_up = enq >= 0.95 * offered
-            && self.completed as f64 >= 0.95 * self.enqueued as f64
-            && (self.max_depth as f64) < offered;
-        format!(
-            "{}: enqueued {enq:.0}/s ({:.0}% of offered), completed {:.0}% of enqueued, max depth {}",
-            if keeps_up { "keeps up" } else { "FALLS BEHIND" },
-            100.0 * enq / offered,
-            100.0 * self.completed as f64 / self.enqueued.max(1) as f64,
-            self.max_depth
-        )
-    }
-}
-
-/// A producer offers `rate` single enqueues per second for `duration` to a pool of `slots`
-/// running 1 ms jobs. Open loop, as requests reach a service: each enqueue starts at its due
-/// time whether or not earlier ones have returned (at most 4,096 in flight; beyond that the
-/// offer is not made, which the verdict shows).
-async fn fixed_rate(
-    store: &Store,
-    rate: f64,
-    duration: Duration,
-    slots: usize,
-) -> Result<FixedRate> {
-    const IN_FLIGHT: usize = 4_096;
-    let completed = Arc::new(AtomicU64::new(0));
-    let enqueued = Arc::new(AtomicU64::new(0));
-    let (stop, task) = start_pool(store, Worker::one_ms(&completed), slots);
-    let room = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
-    let start = tokio::time::Instant::now();
-    let interval = Duration::from_secs_f64(1.0 / rate);
-    let mut ticker = tokio::time::interval(Duration::from_millis(1));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut offered = 0u64;
-    let mut failures = tokio::task::JoinSet::new();
-    let mut max_depth = 0;
-    while start.elapsed() < duration {
-        ticker.tick().await;
-        // Every enqueue due by now is started now.
-        let due = (start.elapsed().as_secs_f64() / interval.as_secs_f64()) as u64;
-        while offered < due {
-            let Ok(permit) = room.clone().try_acquire_owned() else {
-                break;
-            };
-            let (store, enqueued) = (store.clone(), enqueued.clone());
-            let i = offered;
-            failures.spawn(async move {
-                store.enqueue(&new_run(i)).await?;
-                enqueued.fetch_add(1, Ordering::Relaxed);
-                drop(permit);
-                Ok::<_, anyhow::Error>(())
-            });
-            offered += 1;
-        }
-        let depth = enqueued
-            .load(Ordering::Relaxed)
-            .saturating_sub(completed.load(Ordering::Relaxed));
-        max_depth = max_depth.max(depth);
-        while let Some(done) = failures.try_join_next() {
-            done??;
-        }
-    }
-    while let Some(done) = failures.join_next().await {
-        done??;
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    // Completions count up to one second after the offer ended (jobs still in flight).
-    let settle = Instant::now();
-    while completed.load(Ordering::Relaxed) < enqueued.load(Ordering::Relaxed)
-        && settle.elapsed() < Duration::from_secs(1)
-    {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let done = completed.load(Ordering::Relaxed);
-    stop.cancel();
-    task.await??;
-    Ok(FixedRate {
-        enqueued: enqueued.load(Ordering::Relaxed),
-        completed: done,
-        max_depth,
-        seconds,
-        completed_per_second: done as f64 / seconds,
-    })
-}
-
-/// The median of 21 calls of `f`, in ms.
-async fn time_ms<F, Fut>(f: F) -> Result<f64>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = nightshift_store::Result<()>>,
-{
-    let mut ms = Vec::new();
-    for _ in 0..21 {
-        let t = Instant::now();
-        f().await?;
-        ms.push(t.elapsed().as_secs_f64() * 1000.0);
-    }
-    ms.sort_by(f64::total_cmp);
-    Ok(ms[10])
-}
-
-/// Keeps `target` runs queued (batches of 128) for `duration` while a pool of `slots` runs
-/// 1 ms jobs; completions per second.
-async fn depth_target(store: &Store, target: u64, duration: Duration, slots: usize) -> Result<f64> {
-    let completed = Arc::new(AtomicU64::new(0));
-    let mut enqueued = 0u64;
-    let mut i = 0u64;
-    let fill = |i: &mut u64, n: u64| {
-        let runs: Vec<NewRun> = (*i..*i + n).map(new_run).collect();
-        *i += n;
-        runs
-    };
-    enqueue_batch(store, &fill(&mut i, target)).await?;
-    enqueued += target;
-    let (stop, task) = start_pool(store, Worker::one_ms(&completed), slots);
-    let start = Instant::now();
-    let at_start = completed.load(Ordering::Relaxed);
-    while start.elapsed() < duration {
-        let depth = enqueued.saturating_sub(completed.load(Ordering::Relaxed));
-        if depth < target {
-            let n = (target - depth).min(128);
-            enqueue_batch(store, &fill(&mut i, n)).await?;
-            enqueued += n;
-        } else {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    }
-    let rate =
-        (completed.load(Ordering::Relaxed) - at_start) as f64 / start.elapsed().as_secs_f64();
-    stop.cancel();
-    task.await??;
-    Ok(rate)
-}
