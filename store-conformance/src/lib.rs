@@ -172,6 +172,8 @@ macro_rules! exercise {
                     every_write_path_answers_alike => every_path_answers_alike;
                     concurrent_grouped_deliveries_answer_as_alone =>
                         concurrent_grouped_deliveries_answer_as_alone;
+                    each_batch_shape_takes_its_group_path_on_purpose =>
+                        batch_shapes_take_their_paths;
                 }
                 run_ends {
                     runs_ended_while_no_job_runs_are_told_of_once => told_once;

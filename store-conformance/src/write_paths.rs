@@ -201,3 +201,133 @@ pub async fn concurrent_grouped_deliveries_answer_as_alone(db: &TestDb) {
         ),
     }
 }
+
+/// Takes `deliveries` (hook `gh`, each id with its work) and enqueues `runs`, all at once,
+/// on a store forced to write them in batches of exactly that many (deliveries and runs have
+/// writers of their own, so a call gives one or the other).
+async fn one_batch(
+    store: &Store,
+    deliveries: Vec<(&str, DeliveryWork)>,
+    runs: &[&str],
+) -> (Vec<nightshift_store::Result<DeliveryTaken>>, Vec<Enqueued>) {
+    store.force_writes(ForcedWrites::Batches(deliveries.len().max(runs.len())));
+    let takes = deliveries
+        .into_iter()
+        .map(|(id, work)| store.take_webhook_delivery("gh", id, "push", work, "pushes"));
+    let enqueues = runs.iter().map(|p| {
+        let new = NewRun::new("a", *p);
+        async move { store.enqueue(&new).await }
+    });
+    let (taken, enqueued) = futures::future::join(
+        futures::future::join_all(takes),
+        futures::future::join_all(enqueues),
+    )
+    .await;
+    store.force_writes(ForcedWrites::Natural);
+    (taken, enqueued.into_iter().map(Result::unwrap).collect())
+}
+
+fn plain(id: &str) -> (&str, DeliveryWork) {
+    (
+        id,
+        DeliveryWork::Start(NewRun::new("a", format!("delivery {id}"))),
+    )
+}
+
+/// How many of `taken` started a run.
+fn started(taken: &[nightshift_store::Result<DeliveryTaken>]) -> usize {
+    taken
+        .iter()
+        .filter(|t| matches!(t, Ok(DeliveryTaken::Enqueued(_))))
+        .count()
+}
+
+/// Each path of the group writer that only a batch of a certain shape takes is taken on
+/// purpose, with a batch of exactly that shape (`ForcedWrites::Batches`), and answers as
+/// the writes would alone. On SQLite (whose deliveries have a writer of their own):
+/// distinct deliveries starting plain runs go together (three statements); a batch with a
+/// start whose concurrency policy decides, or two copies of one delivery, goes in one
+/// transaction, item by item (the copy is answered from the first's record); and a batch
+/// with an item its transaction refuses (a resume of no run) is given up and each item is
+/// written again alone, so the refusal is that item's alone. PostgreSQL's group takes runs
+/// only: a batch of them is one `group_runs` write.
+pub async fn batch_shapes_take_their_paths(db: &TestDb) {
+    let store = db.store().await;
+    let before = counts(&store);
+    let (_, runs) = one_batch(&store, Vec::new(), &["r1", "r2", "r3"]).await;
+    assert!(runs.iter().all(|e| !e.duplicate && !e.skipped));
+    assert_eq!(
+        taken_since(&store, &before),
+        BTreeMap::from([(WritePath::GroupRuns, 1)])
+    );
+    if db.backend == Backend::Postgres {
+        return;
+    }
+
+    let before = counts(&store);
+    let (taken, _) = one_batch(&store, vec![plain("d1"), plain("d2"), plain("d3")], &[]).await;
+    assert_eq!(started(&taken), 3, "three deliveries, three runs");
+    assert_eq!(
+        taken_since(&store, &before),
+        BTreeMap::from([(WritePath::GroupDeliveriesTogether, 1)])
+    );
+
+    let before = counts(&store);
+    let keyed = NewRun::new("a", "keyed").concurrency("key-d5", ConcurrencyPolicy::Skip);
+    let batch = vec![plain("d4"), ("d5", DeliveryWork::Start(keyed))];
+    let (taken, _) = one_batch(&store, batch, &[]).await;
+    assert_eq!(started(&taken), 2);
+    assert_eq!(
+        taken_since(&store, &before),
+        BTreeMap::from([(WritePath::GroupOneTransaction, 1)])
+    );
+
+    let before = counts(&store);
+    let (taken, _) = one_batch(&store, vec![plain("d6"), plain("d6")], &[]).await;
+    assert_eq!(started(&taken), 1, "one of the copies starts the run");
+    let run = taken.iter().find_map(|t| match t {
+        Ok(DeliveryTaken::Enqueued(e)) => Some(e.run_id.clone()),
+        _ => None,
+    });
+    let copy = taken.iter().find_map(|t| match t {
+        Ok(DeliveryTaken::Done(row)) => Some(row.recorded_runs().unwrap()),
+        _ => None,
+    });
+    assert_eq!(
+        copy.map(|runs| runs.into_iter().map(|r| r.run_id).collect::<Vec<_>>()),
+        run.map(|r| vec![r]),
+        "the copy is answered with the first's run"
+    );
+    assert_eq!(
+        taken_since(&store, &before),
+        BTreeMap::from([(WritePath::GroupOneTransaction, 1)])
+    );
+
+    let before = counts(&store);
+    let nobody = nightshift_store::NewResume {
+        run_id: "no-such-run".into(),
+        payload: "{}".into(),
+        dedupe_key: None,
+        job: Default::default(),
+    };
+    let batch = vec![plain("d7"), ("d8", DeliveryWork::Resume(nobody))];
+    let (taken, _) = one_batch(&store, batch, &[]).await;
+    assert!(
+        matches!(taken[0], Ok(DeliveryTaken::Enqueued(_))),
+        "{taken:?}"
+    );
+    assert!(
+        taken[1].is_err(),
+        "the resume of no run is refused: {taken:?}"
+    );
+    assert_eq!(
+        taken_since(&store, &before),
+        BTreeMap::from([
+            (WritePath::GroupOneTransaction, 1),
+            (WritePath::GroupRetriedAlone, 2),
+            (WritePath::GroupLoneDelivery, 2),
+        ])
+    );
+    // Ten runs in all, none lost, none doubled.
+    assert_eq!(store.list_runs(None, 1000).await.unwrap().len(), 10);
+}

@@ -270,7 +270,7 @@ impl Group {
         match self.seam.forced() {
             ForcedWrites::Natural => {}
             ForcedWrites::Alone => return Via::Caller(None),
-            ForcedWrites::Grouped => return Via::Group,
+            ForcedWrites::Grouped | ForcedWrites::Batches(_) => return Via::Group,
         }
         match self
             .busy
@@ -374,6 +374,14 @@ async fn write_batches<B: TakeTogether>(backend: B, turn: Turn) {
             let mut waiting = rx.lock().await;
             if waiting.recv_many(&mut batch, MAX_BATCH).await == 0 {
                 return;
+            }
+            // A forced batch size (tests only): wait until the batch holds that many.
+            let fill = seam.batch_fill().min(MAX_BATCH);
+            while batch.len() < fill {
+                match waiting.recv().await {
+                    Some(pending) => batch.push(pending),
+                    None => break,
+                }
             }
             for _ in 0..linger_turns {
                 if batch.len() >= MAX_BATCH {

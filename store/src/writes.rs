@@ -14,15 +14,16 @@
 //! | `group_runs` | the group writers, one transaction for the batch (`queue::enqueue_runs`) | single enqueues arriving while others are written (SQLite: every kind; PostgreSQL: runs that decide nothing) | one commit for many producers |
 //! | `group_lone_delivery` | the group writer, the delivery's own transaction | a batch that is one delivery (SQLite) | its own transaction undoes a refusal |
 //! | `group_deliveries_together` | the group writer, three statements for the batch (`webhooks/together.rs`, a [`BatchIntake`](crate::webhooks::together::BatchIntake) only SQLite has) | a batch of deliveries that all start runs deciding nothing, no two the same | three round trips instead of three per delivery |
-//! | `group_one_transaction` | the group writer, one transaction, item by item | any other batch (runs and deliveries mixed, resumes, deciding runs) | one commit, each item as it would be alone |
-//! | `group_retried_alone` | the group writer, each item in a transaction of its own | a batch whose transaction failed (one item's refusal, or a copy that finished first) | one item's failure is never another's |
+//! | `group_one_transaction` | the group writer, one transaction, item by item | a batch of deliveries that cannot go together (a resume or a cancel, a start whose policy decides, two copies of one delivery) | one commit, each item as it would be alone |
+//! | `group_retried_alone` | the group writer, each item in a transaction of its own | a batch whose transaction failed (one item refused, such as a resume of no run, or a copy that finished first elsewhere) | one item's failure is never another's |
 //!
 //! Which writer takes a write is decided by [`Group::writer`](crate::group::Group::writer)
 //! from whether the group takes that kind of write and whether anything else is being
 //! written; [`ForcedWrites`] overrides that choice so that tests take each path on purpose,
-//! not only under load.
+//! not only under load (`ForcedWrites::Batches` even gives the batch its shape). On SQLite,
+//! deliveries and runs have writers of their own, so a batch holds one kind.
 
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 /// A path a write takes to the database (see the module documentation's table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,12 +84,20 @@ pub enum ForcedWrites {
     Alone,
     /// Always the group's writers (batches of one when nothing else waits).
     Grouped,
+    /// Always the group's writers, and each batch waits until it holds this many writes
+    /// (at most the batch limit): a test hands over exactly the writes it wants in one batch
+    /// and so takes `group_deliveries_together`, `group_one_transaction` or
+    /// `group_retried_alone` on purpose. Never for a daemon: a batch short of its count
+    /// waits for more.
+    Batches(usize),
 }
 
 /// The seam's state: the forced choice and how often each path was taken.
 #[derive(Debug, Default)]
 pub(crate) struct WriteSeam {
     forced: AtomicU8,
+    /// With [`ForcedWrites::Batches`], the writes each batch waits for.
+    batch_of: AtomicUsize,
     taken: [AtomicU64; WritePath::ALL.len()],
 }
 
@@ -112,10 +121,20 @@ impl WriteSeam {
             .collect()
     }
 
+    /// How many writes a batch waits for before it is written: 1 (none) unless forced with
+    /// [`ForcedWrites::Batches`].
+    pub(crate) fn batch_fill(&self) -> usize {
+        match self.forced() {
+            ForcedWrites::Batches(n) => n,
+            _ => 1,
+        }
+    }
+
     pub(crate) fn forced(&self) -> ForcedWrites {
         match self.forced.load(Ordering::Relaxed) {
             1 => ForcedWrites::Alone,
             2 => ForcedWrites::Grouped,
+            3 => ForcedWrites::Batches(self.batch_of.load(Ordering::Relaxed)),
             _ => ForcedWrites::Natural,
         }
     }
@@ -125,6 +144,10 @@ impl WriteSeam {
             ForcedWrites::Natural => 0,
             ForcedWrites::Alone => 1,
             ForcedWrites::Grouped => 2,
+            ForcedWrites::Batches(n) => {
+                self.batch_of.store(n.max(1), Ordering::Relaxed);
+                3
+            }
         };
         self.forced.store(code, Ordering::Relaxed);
     }
