@@ -10,7 +10,7 @@
 //! reads the generic plan the statements get once prepared: with the default planner
 //! settings (without migration 9 the claim's plan here is a scan of `jobs_next_due` and a
 //! sort), and with the settings the store's claiming connections use (that they do use them
-//! is a unit test in `postgres.rs`).
+//! is a unit test in `store/src/postgres/planner.rs`).
 //!
 //! The listings are read on a long analyzed history: each shape of `Store::runs_page`, as
 //! planned with its values (the store sends them unprepared, since a generic plan fetched
