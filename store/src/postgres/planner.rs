@@ -100,8 +100,8 @@ pub(crate) const BEGIN_CLAIMING: &str = concat!(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::StoreConfig;
     use crate::backend::Backend;
+    use crate::config::StoreConfig;
     use crate::postgres::PgBackend;
 
     /// What `SHOW <setting>` says on `conn`.
