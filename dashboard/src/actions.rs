@@ -70,15 +70,20 @@ fn back(state: &DashboardState, session: &Session, id: &str, flash: &str) -> Res
 /// Where a decision on run `id`'s call goes back to: its run page (no `return`, or
 /// `return=run`) or the approvals inbox (`return=approvals`); anything else is refused with
 /// what is allowed (pure).
-pub fn decide_return(given: Option<&str>, id: &str) -> Result<String, String> {
+pub fn decide_return(given: Option<&str>, id: &str) -> Result<String, NotAReturnPage> {
     match given.map(str::trim).unwrap_or("") {
         "" | "run" => Ok(format!("/ui/runs/{id}")),
         "approvals" => Ok("/ui/approvals".to_string()),
-        other => Err(format!(
-            "return '{other}' is not a page this form can go back to; use run or approvals. Nothing was changed."
-        )),
+        other => Err(NotAReturnPage(other.to_string())),
     }
 }
+
+/// A decision form's `return` that names no page it may go back to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "return '{0}' is not a page this form can go back to; use run or approvals. Nothing was changed."
+)]
+pub struct NotAReturnPage(pub String);
 
 /// The confirm page of an irreversible action: `what` it does, a form re-posting to
 /// `action` with `confirmed=yes`, and "No, go back" linking to `back`.
@@ -193,7 +198,12 @@ pub async fn decide(
     let back_path = match decide_return(form.return_to.as_deref(), &id) {
         Ok(p) => p,
         Err(why) => {
-            return layout::message(&state, StatusCode::UNPROCESSABLE_ENTITY, "Refused", &why);
+            return layout::message(
+                &state,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Refused",
+                &why.to_string(),
+            );
         }
     };
     let approve = match form.decision.as_str() {
@@ -254,9 +264,13 @@ mod tests {
             decide_return(Some("approvals"), "r1").unwrap(),
             "/ui/approvals"
         );
-        let refused = decide_return(Some("https://evil.example/"), "r1").unwrap_err();
+        let refused = decide_return(Some("https://evil.example/"), "r1")
+            .unwrap_err()
+            .to_string();
         assert!(
-            refused.contains("evil.example") && refused.contains("run or approvals"),
+            refused
+                == "return 'https://evil.example/' is not a page this form can go back to; use \
+                    run or approvals. Nothing was changed.",
             "{refused}"
         );
         assert!(decide_return(Some("/ui/runs"), "r1").is_err());

@@ -85,12 +85,6 @@ pub fn build_notifier(
     Ok(notifier.with_github(crate::github::access(config)?))
 }
 
-/// `shown_url` where the HTTP API and the CLI name it (`notify::shown_url`): a notify URL
-/// without its path and query. The notifier itself is `nightshift_notify`.
-pub mod notify {
-    pub use nightshift_notify::shown_url;
-}
-
 /// Connects to the store `config` names and tells it which agents notify (those with
 /// `[[agents.notify]]` entries or a check run), so that a run this process enqueues leaves an outbox row
 /// when it ends exactly when its agent has somewhere to send the notice. Every command that

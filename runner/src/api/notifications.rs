@@ -2,7 +2,7 @@
 //! `POST /v1/notifications/{delivery_id}/redeliver`.
 //!
 //! What it guarantees: a receiver's URL is shown without credentials or query (see
-//! `crate::notify::shown_url`); `next_attempt_at` is given only while a delivery is
+//! `nightshift_notify::shown_url`); `next_attempt_at` is given only while a delivery is
 //! pending; only a dead delivery is sent again (409 otherwise), with fresh attempts and the
 //! same delivery id, and the redelivery is in the audit trail.
 
@@ -82,7 +82,7 @@ pub(crate) async fn list_notifications(
         .map(|n| NotificationView {
             delivery_id: n.delivery_id.clone(),
             run_id: n.run_id.clone(),
-            url: crate::notify::shown_url(&n.url),
+            url: nightshift_notify::shown_url(&n.url),
             status: n.status,
             attempts: n.attempts,
             max_attempts: n.max_attempts,

@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::remote::ApiClient;
-use nightshift_runner::notify::shown_url;
+use nightshift_notify::shown_url;
 
 mod rows;
 pub use rows::{
