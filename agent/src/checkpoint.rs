@@ -1,16 +1,14 @@
-//! Checkpoints: the projected [`RunState`] as gzipped, versioned JSON, so a resume reads one
-//! blob plus the events after it.
+//! Checkpoints: the projected [`RunState`] as a versioned JSON document, so a resume reads
+//! one document plus the events after it.
 //!
-//! The envelope is `{"format": "nightshift-checkpoint", "version": N, "state": {…}}`. The
-//! loader reads every version this binary has ever written (older ones are migrated forward;
-//! the fixtures in `agent/tests/fixtures/` hold it to that), refuses newer ones, and reports a
-//! corrupt or truncated blob as an error naming the run — never a crash.
+//! The envelope is `{"format": "nightshift-checkpoint", "version": N, "state": {…}}`. How it
+//! is stored is the store's concern: its long strings (the conversation's text, which the
+//! events hold already) are kept once, as the run's blobs, and the document comes back byte
+//! for byte (`nightshift_store`, `content/`). The loader reads every version this binary has
+//! ever written (older ones are migrated forward; the fixtures in `agent/tests/fixtures/`
+//! hold it to that), refuses newer ones, and reports a corrupt document as an error naming
+//! the run — never a crash.
 
-use std::io::{Read, Write};
-
-use flate2::Compression;
-use flate2::read::GzDecoder;
-use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 
 use crate::state::RunState;
@@ -18,8 +16,6 @@ use crate::state::RunState;
 /// The checkpoint format this binary writes.
 pub const FORMAT_VERSION: i64 = 1;
 const FORMAT_NAME: &str = "nightshift-checkpoint";
-/// Decompressed checkpoints larger than this are refused as corrupt (a gzip bomb guard).
-const MAX_DECODED_BYTES: u64 = 512 << 20;
 
 #[derive(Serialize)]
 struct EnvelopeOut<'a> {
@@ -47,42 +43,19 @@ pub enum CheckpointError {
     TooNew { found: i64 },
 }
 
-/// An encoded checkpoint and its sizes.
-#[derive(Debug, Clone)]
-pub struct Encoded {
-    pub body: Vec<u8>,
-    pub raw_size: usize,
-}
-
-/// Encodes `state` as a gzipped version-[`FORMAT_VERSION`] checkpoint.
-pub fn encode(state: &RunState) -> Encoded {
-    let json = serde_json::to_vec(&EnvelopeOut {
+/// `state` as a version-[`FORMAT_VERSION`] checkpoint document.
+pub fn encode(state: &RunState) -> String {
+    serde_json::to_string(&EnvelopeOut {
         format: FORMAT_NAME,
         version: FORMAT_VERSION,
         state,
     })
-    .expect("state serialises");
-    let mut gz = GzEncoder::new(Vec::with_capacity(json.len() / 4), Compression::default());
-    gz.write_all(&json).expect("writing to memory");
-    Encoded {
-        body: gz.finish().expect("writing to memory"),
-        raw_size: json.len(),
-    }
+    .expect("state serialises")
 }
 
-/// Decodes a checkpoint written by this or any earlier version.
-pub fn decode(body: &[u8]) -> Result<RunState, CheckpointError> {
-    let mut json = Vec::new();
-    GzDecoder::new(body)
-        .take(MAX_DECODED_BYTES + 1)
-        .read_to_end(&mut json)
-        .map_err(|e| CheckpointError::Corrupt(format!("gzip: {e}")))?;
-    if json.len() as u64 > MAX_DECODED_BYTES {
-        return Err(CheckpointError::Corrupt(format!(
-            "decompresses to more than {MAX_DECODED_BYTES} bytes"
-        )));
-    }
-    let envelope: EnvelopeIn = serde_json::from_slice(&json)
+/// Decodes a checkpoint document written by this or any earlier version.
+pub fn decode(document: &str) -> Result<RunState, CheckpointError> {
+    let envelope: EnvelopeIn = serde_json::from_str(document)
         .map_err(|e| CheckpointError::Corrupt(format!("envelope: {e}")))?;
     if envelope.format != FORMAT_NAME {
         return Err(CheckpointError::Corrupt(format!(
@@ -131,25 +104,19 @@ mod tests {
             .messages
             .push(Message::user_text("hello ".repeat(100)));
         state.through_seq = 7;
-        let enc = encode(&state);
-        assert!(enc.body.len() < enc.raw_size, "gzip shrinks it");
-        assert_eq!(decode(&enc.body).unwrap(), state);
-        let truncated = &enc.body[..enc.body.len() / 2];
+        let doc = encode(&state);
+        assert_eq!(decode(&doc).unwrap(), state);
+        let truncated = &doc[..doc.len() / 2];
         assert!(matches!(
             decode(truncated),
             Err(CheckpointError::Corrupt(_))
         ));
         assert!(matches!(
-            decode(b"not gzip"),
+            decode("not json"),
             Err(CheckpointError::Corrupt(_))
         ));
-        let newer = {
-            let json = br#"{"format":"nightshift-checkpoint","version":99,"state":{}}"#;
-            let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-            gz.write_all(json).unwrap();
-            gz.finish().unwrap()
-        };
-        assert_eq!(decode(&newer), Err(CheckpointError::TooNew { found: 99 }));
+        let newer = r#"{"format":"nightshift-checkpoint","version":99,"state":{}}"#;
+        assert_eq!(decode(newer), Err(CheckpointError::TooNew { found: 99 }));
     }
 
     /// Reasoning of both providers and a call whose arguments were not JSON survive the event
@@ -208,7 +175,7 @@ mod tests {
             Some("{\"amount\": 5,"),
             "the call is known to be unparsed after a resume too"
         );
-        let decoded = decode(&encode(&state).body).unwrap();
+        let decoded = decode(&encode(&state)).unwrap();
         assert_eq!(decoded, state);
         assert_eq!(decoded.messages[1], reply);
         // A message logged before any of this (no `unparsed`, no reasoning) reads as before.
@@ -235,7 +202,7 @@ mod tests {
         state.messages.push(Message::user_text("go"));
         with_call(&mut state, "toolu_a");
         assert!(state.call_ids.is_empty(), "as an older version wrote it");
-        let decoded = decode(&encode(&state).body).unwrap();
+        let decoded = decode(&encode(&state)).unwrap();
         assert_eq!(decoded.call_ids, ["toolu_a".to_string()].into());
     }
 
@@ -251,7 +218,7 @@ mod tests {
             unparsed: None,
         };
         state.pending = vec![call.clone(), call];
-        let err = decode(&encode(&state).body).unwrap_err();
+        let err = decode(&encode(&state)).unwrap_err();
         assert!(
             matches!(&err, CheckpointError::Corrupt(m) if m.contains("share the id dup")),
             "{err:?}"

@@ -10,8 +10,13 @@ use nightshift_llm::{ContentBlock, Role, StopReason};
 
 #[test]
 fn version_1_fixture_loads() {
-    let body = include_bytes!("fixtures/checkpoint-v1.json.gz");
-    let state = checkpoint::decode(body).expect("a v1 checkpoint loads");
+    // Stored by a version before v22 as this gzip; the store reads such a row back as the
+    // document (`encoding` 0), which is what the loader is given.
+    let body: &[u8] = include_bytes!("fixtures/checkpoint-v1.json.gz");
+    let mut document = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(body), &mut document)
+        .expect("the fixture is gzip");
+    let state = checkpoint::decode(&document).expect("a v1 checkpoint loads");
     assert_eq!(state.through_seq, 9);
     assert_eq!(state.agent_hash.as_deref(), Some("4f2c0d5e"));
     assert_eq!(state.messages.len(), 4);

@@ -8,6 +8,7 @@
 //! `--postgres-only` leaves SQLite out.
 
 pub mod dashboard_seed;
+pub mod long_run;
 pub mod pool;
 pub mod timeline_seed;
 

@@ -78,6 +78,53 @@ impl TestDb {
         (self.store_with(Arc::new(clock.clone())).await, clock)
     }
 
+    /// Runs one statement on this test's database beside the store, for a test that damages
+    /// or plants rows: `sql` is written with SQLite's `?1`, `?2`, … (turned into `$1`, … for
+    /// PostgreSQL) and `args` are bound in order. Returns the rows it changed.
+    pub async fn execute(&self, sql: &str, args: &[Arg]) -> u64 {
+        macro_rules! bound {
+            ($query:expr) => {{
+                let mut query = $query;
+                for arg in args {
+                    query = match arg {
+                        Arg::Int(n) => query.bind(*n),
+                        Arg::Text(t) => query.bind(t.clone()),
+                        Arg::Bytes(b) => query.bind(b.clone()),
+                    };
+                }
+                query
+            }};
+        }
+        match self.backend {
+            Backend::Sqlite => {
+                let mut conn =
+                    <sqlx::SqliteConnection as sqlx::Connection>::connect(&self.config.url)
+                        .await
+                        .unwrap();
+                bound!(sqlx::query(sqlx::AssertSqlSafe(sql.to_string())))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap()
+                    .rows_affected()
+            }
+            Backend::Postgres => {
+                let schema = self.config.schema.clone().unwrap();
+                let opts: sqlx::postgres::PgConnectOptions = self.config.url.parse().unwrap();
+                let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect_with(
+                    &opts.options([("search_path", schema.as_str())]),
+                )
+                .await
+                .unwrap();
+                let sql = sql.replace('?', "$");
+                bound!(sqlx::query(sqlx::AssertSqlSafe(sql)))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap()
+                    .rows_affected()
+            }
+        }
+    }
+
     /// Drops the PostgreSQL schema (best effort; SQLite files go with the temp dir).
     pub async fn cleanup(self) {
         if let (Backend::Postgres, Some(schema)) = (self.backend, &self.config.schema) {
@@ -90,6 +137,14 @@ impl TestDb {
             }
         }
     }
+}
+
+/// A value bound by [`TestDb::execute`].
+#[derive(Debug, Clone)]
+pub enum Arg {
+    Int(i64),
+    Text(String),
+    Bytes(Vec<u8>),
 }
 
 /// Runs the async test body `$body` (a fn taking `TestDb`) once per backend, as two tests

@@ -15,7 +15,8 @@
 //!   enqueues, a webhook delivery claimed, enqueued and recorded in one commit),
 //!   [`concurrency`] (concurrency keys and their policies), [`run_ends`] (runs ended while no
 //!   job runs are told of once), [`outbox`] (the notification outbox and its deliveries),
-//!   [`check_runs`] (who makes a run's check run), [`audit`] (operator actions and their
+//!   [`check_runs`] (who makes a run's check run), [`content`] (a run's content stored once:
+//!   read back exactly, linear in what it holds, old rows, damage, failed checkpoint writes), [`audit`] (operator actions and their
 //!   audit rows commit together), [`tasks`] (background commands' rows),
 //!   [`nul_text`] (text with NUL bytes round-trips), [`runs_list`] (listing runs, the queue
 //!   overview), [`write_paths`] (the same writes down each path of the store's write seam,
@@ -64,6 +65,7 @@ pub mod batch;
 pub mod batch_enqueue;
 pub mod check_runs;
 pub mod concurrency;
+pub mod content;
 pub mod nul_text;
 pub mod outbox;
 pub mod queue;
@@ -73,7 +75,7 @@ pub mod setup;
 pub mod tasks;
 pub mod write_paths;
 
-pub use db::{Backend, TestDb};
+pub use db::{Arg, Backend, TestDb};
 
 /// Runs every conformance case against the backend `Backend::$backend`, as one
 /// `#[tokio::test]` per case in a module `$module` (`exercise!(sqlite = Sqlite)` makes
@@ -120,6 +122,17 @@ macro_rules! exercise {
                         gauges_mean_their_names;
                     the_backlog_gauges_count_pending_approvals_and_undelivered_notices =>
                         backlog_gauges;
+                }
+                content {
+                    events_and_checkpoints_read_back_exactly =>
+                        events_and_checkpoints_read_back_exactly;
+                    a_long_run_stores_its_content_once => a_long_run_stores_its_content_once;
+                    rows_written_before_v22_read_as_written =>
+                        rows_written_before_v22_read_as_written;
+                    damaged_content_is_an_error_naming_the_run =>
+                        damaged_content_is_an_error_naming_the_run;
+                    a_checkpoint_write_failing_at_any_step_leaves_the_run_as_it_was =>
+                        a_checkpoint_write_failing_at_any_step_leaves_the_run_as_it_was;
                 }
                 attempts {
                     expiries_after_progress_never_count => expiries_after_progress_never_count;

@@ -179,6 +179,7 @@ impl Store {
                         store: self.clone(),
                         token: job.lease_token,
                         job,
+                        content: Default::default(),
                     })
                     .collect()
             })

@@ -11,7 +11,10 @@
 
 use crate::Result;
 use crate::backend::{Backend as _, sql};
+use crate::content;
 use crate::model::Event;
+use crate::postgres::PgBackend;
+use crate::sqlite::SqliteBackend;
 use crate::store::{AnyBackend, Store};
 use crate::text::Text;
 
@@ -30,26 +33,30 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<Event>> {
         let limit = limit.clamp(1, MOST_EVENTS);
-        Ok(match &self.inner.backend {
+        match &self.inner.backend {
             AnyBackend::Sqlite(b) => {
-                sqlx::query_as(sql!("sqlite", "events/newest_of_type"))
+                let mut c = b.reader().await?;
+                let records = sqlx::query_as(sql!("sqlite", "events/newest_of_type"))
                     .bind(run_id)
                     .bind(Text(event_type))
                     .bind(before_seq)
                     .bind(limit)
-                    .fetch_all(&mut *b.reader().await?)
-                    .await?
+                    .fetch_all(&mut *c)
+                    .await?;
+                content::events::<SqliteBackend>(&mut c, records).await
             }
             AnyBackend::Postgres(b) => {
-                sqlx::query_as(sql!("postgres", "events/newest_of_type"))
+                let mut c = b.reader().await?;
+                let records = sqlx::query_as(sql!("postgres", "events/newest_of_type"))
                     .bind(run_id)
                     .bind(Text(event_type))
                     .bind(before_seq)
                     .bind(limit)
-                    .fetch_all(&mut *b.reader().await?)
-                    .await?
+                    .fetch_all(&mut *c)
+                    .await?;
+                content::events::<PgBackend>(&mut c, records).await
             }
-        })
+        }
     }
 }
 

@@ -21,7 +21,8 @@ use crate::backend::{Backend, Conn};
 use crate::clock::Millis;
 use crate::leased::LeasedJob;
 use crate::model::ResumeReason;
-use crate::queue::{EventRow, parse_run_status};
+use crate::queue::lease::{NewEvent, stage_event};
+use crate::queue::parse_run_status;
 use crate::states::RunStatus;
 use crate::store::dispatch;
 use crate::{Error, Result};
@@ -288,18 +289,23 @@ async fn take<B: InboxStatements + crate::queue::QueueStatements>(
     b: &B,
     lease: &LeasedJob,
     message_job: i64,
-    event: EventRow<'_>,
+    event: NewEvent<'_>,
 ) -> Result<Option<i64>> {
+    let mut state = lease.content.lock().await;
+    let mut draft = state.draft();
     let mut tx = b.begin().await?;
     if !B::take_message_job(&mut tx, message_job, &lease.job.run_id, event.now).await? {
         B::rollback(tx).await?;
         return Ok(None);
     }
-    let Some(seq) = B::append_event(&mut tx, event).await? else {
+    let row = stage_event::<B>(&mut tx, lease, (&state, &mut draft), event).await?;
+    let Some(seq) = B::append_event(&mut tx, row).await? else {
         B::rollback(tx).await?;
+        drop(state);
         return Err(crate::queue::lease::lost(b, lease.job.id, lease.token).await);
     };
     B::commit(tx).await?;
+    state.keep(draft);
     Ok(Some(seq))
 }
 
@@ -364,7 +370,11 @@ impl LeasedJob {
     ) -> Result<Option<i64>> {
         let s = &self.store;
         let now = s.now();
-        let event = self.event(event_type, payload, now);
+        let event = NewEvent {
+            event_type,
+            payload,
+            now,
+        };
         dispatch!(s, b => take(b, self, message_job, event))
     }
 

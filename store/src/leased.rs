@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use crate::backoff::Backoff;
 use crate::clock::{Millis, duration_millis};
+use crate::content::ContentWriter;
 use crate::model::{Heartbeat, Job, JobOptions, RetryOutcome, RunEnd, RunProgress, StopRequest};
-use crate::queue::lease::{self, Parking};
-use crate::queue::{CheckpointRow, EventRow, RetryRow};
+use crate::queue::RetryRow;
+use crate::queue::lease::{self, NewCheckpoint, NewEvent, Parking};
 use crate::states::RunStatus;
 use crate::store::{Store, dispatch};
 use crate::{Error, Result};
@@ -22,6 +23,8 @@ pub struct LeasedJob {
     pub(crate) store: Store,
     pub(crate) token: i64,
     pub(crate) job: Job,
+    /// The chain and known blobs of the content this holder writes (`content/`).
+    pub(crate) content: ContentWriter,
 }
 
 impl LeasedJob {
@@ -57,7 +60,13 @@ impl LeasedJob {
     pub async fn append_event(&self, event_type: &str, payload: &str) -> Result<i64> {
         let s = &self.store;
         let now = s.now();
-        dispatch!(s, b => lease::append_event(b, self.event(event_type, payload, now)))
+        let event = NewEvent {
+            event_type,
+            payload,
+            now,
+        };
+        dispatch!(s, b => lease::append_event(b, self, event, false))?
+            .map_err(|_| Error::Invalid("an unfenced append is never refused by a stop".into()))
     }
 
     /// Appends an event like [`append_event`](Self::append_event), unless cancellation or
@@ -84,16 +93,23 @@ impl LeasedJob {
     ) -> Result<std::result::Result<i64, StopRequest>> {
         let s = &self.store;
         let now = s.now();
-        dispatch!(s, b => lease::append_event_live(b, self.event(event_type, payload, now)))
+        let event = NewEvent {
+            event_type,
+            payload,
+            now,
+        };
+        dispatch!(s, b => lease::append_event(b, self, event, true))
     }
 
-    /// Writes a checkpoint covering events up to `through_seq` (replacing one at the same
-    /// sequence number).
+    /// Writes a checkpoint covering events up to `through_seq`: `document` (JSON text) is
+    /// stored as a skeleton whose long strings are the run's blobs, which the events it covers
+    /// hold already, and the run's older checkpoints go in the same transaction (a resume
+    /// reads the newest only).
     pub async fn write_checkpoint(
         &self,
         through_seq: i64,
         format_version: i64,
-        body: &[u8],
+        document: &str,
     ) -> Result<()> {
         if through_seq < 0 || format_version < 1 {
             return Err(Error::Invalid(format!(
@@ -103,15 +119,13 @@ impl LeasedJob {
         }
         let s = &self.store;
         let now = s.now();
-        let checkpoint = CheckpointRow {
-            job_id: self.job.id,
-            token: self.token,
+        let checkpoint = NewCheckpoint {
             through_seq,
             format_version,
-            body,
+            document,
             now,
         };
-        dispatch!(s, b => lease::write_checkpoint(b, checkpoint))
+        dispatch!(s, b => lease::write_checkpoint(b, self, checkpoint))
     }
 
     /// Marks this attempt as having made progress (one fenced statement), without touching
@@ -242,21 +256,6 @@ impl LeasedJob {
             s.tell_ended(std::slice::from_ref(&self.job.run_id)).await;
         }
         Ok(parked)
-    }
-
-    pub(crate) fn event<'a>(
-        &self,
-        event_type: &'a str,
-        payload: &'a str,
-        now: Millis,
-    ) -> EventRow<'a> {
-        EventRow {
-            job_id: self.job.id,
-            token: self.token,
-            event_type,
-            payload,
-            now,
-        }
     }
 
     fn retry_row<'a>(

@@ -98,13 +98,16 @@ pub struct Event {
     pub created_at: Millis,
 }
 
-/// A stored checkpoint: a gzipped snapshot covering events up to `through_seq`.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+/// A stored checkpoint: a snapshot of the run's state covering events up to `through_seq`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Checkpoint {
     pub run_id: String,
     pub through_seq: i64,
     pub format_version: i64,
-    pub body: Vec<u8>,
+    /// The document as the writer gave it (stored as a skeleton whose long strings are the
+    /// run's blobs, see `content/`).
+    pub document: String,
+    /// Bytes the checkpoint's own row takes (its skeleton, gzipped).
     pub size_bytes: i64,
     pub job_id: i64,
     pub lease_token: i64,

@@ -273,6 +273,7 @@ crate::queue::queue_statements!(SqliteBackend, "sqlite");
 crate::wakeups::wakeup_statements!(SqliteBackend, "sqlite");
 crate::inbox::inbox_statements!(SqliteBackend, "sqlite");
 crate::check_runs::check_run_statements!(SqliteBackend, "sqlite");
+crate::content::content_statements!(SqliteBackend, "sqlite");
 crate::audit::audit_statements!(SqliteBackend, "sqlite");
 crate::approvals::approval_statements!(SqliteBackend, "sqlite");
 crate::tasks::task_statements!(SqliteBackend, "sqlite");

@@ -23,7 +23,7 @@ pub mod process;
 
 use std::time::Duration;
 
-pub use nightshift_store_conformance::{Backend, TestDb, on_both_backends, pg};
+pub use nightshift_store_conformance::{Arg, Backend, TestDb, on_both_backends, pg};
 
 /// Polls `check` every 20 ms until it returns `Some`, or panics after `timeout` naming `what`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T

@@ -70,13 +70,23 @@ fn resume_reminder(payload: &str, state: &RunState, now: i64) -> Option<String> 
 
 /// Loads the run: the newest checkpoint, then every event after it.
 pub(super) async fn load_state(store: &Store, run_id: &str) -> Result<RunState, Stop> {
-    let mut state = match store.latest_checkpoint(run_id).await? {
-        Some(cp) => {
-            checkpoint::decode(&cp.body).map_err(|e| Stop::Corrupt(format!("run {run_id}: {e}")))?
-        }
+    // Stored content that does not read back (a damaged blob or checkpoint) fails the run
+    // rather than retrying it in a crash loop; the store's message names the run.
+    let unreadable = |e: nightshift_store::Error| match e {
+        nightshift_store::Error::Corrupt(m) => Stop::Corrupt(m),
+        e => Stop::Store(e),
+    };
+    let newest = store.latest_checkpoint(run_id).await.map_err(unreadable)?;
+    let mut state = match newest {
+        Some(cp) => checkpoint::decode(&cp.document)
+            .map_err(|e| Stop::Corrupt(format!("run {run_id}: {e}")))?,
         None => RunState::default(),
     };
-    for stored in store.events(run_id, state.through_seq).await? {
+    let events = store
+        .events(run_id, state.through_seq)
+        .await
+        .map_err(unreadable)?;
+    for stored in events {
         let event = RunEvent::parse(&stored.event_type, &stored.payload)
             .map_err(|e| Stop::Corrupt(format!("run {run_id}, event {}: {e}", stored.seq)))?;
         state

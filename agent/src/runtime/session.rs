@@ -91,13 +91,13 @@ impl Session<'_> {
     }
 
     pub(super) async fn checkpoint(&self) -> Result<(), Stop> {
-        let encoded = checkpoint::encode(&self.state);
+        let document = checkpoint::encode(&self.state);
         self.ctx
             .lease
             .write_checkpoint(
                 self.state.through_seq,
                 checkpoint::FORMAT_VERSION,
-                &encoded.body,
+                &document,
             )
             .await?;
         Ok(())

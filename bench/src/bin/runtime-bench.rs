@@ -6,13 +6,17 @@
 //!    same loop folding the state in memory without the writes; µs per call, on SQLite
 //!    (WAL, `synchronous=FULL`) and PostgreSQL.
 //! 2. **Checkpoints** of 10, 100 and 1,000-message conversations (text and tool results of a
-//!    realistic mix of sizes): raw JSON size, gzip size and ratio, encode and decode time.
+//!    realistic mix of sizes): the document's size, encode and decode time.
 //! 3. **Resume latency**: claim → first model request, for a run whose newest checkpoint holds
 //!    10, 100 or 1,000 messages with a few events after it, through the real
 //!    [`AgentRuntime`] (load checkpoint, fold events, build the request).
+//! 4. **Storage of a long run** ([`nightshift_bench::long_run`]): a scripted run of 100, 300
+//!    and 1,000 turns with distinct ~4 KB tool outputs through the real runtime: what it
+//!    stores (events, blobs, checkpoints) against what its content gzips to, per turn, and
+//!    its resume latency after its worker died (claim → next model request).
 //!
 //! Usage: `cargo run --release -p nightshift-bench --bin runtime-bench [-- --sqlite-only |
-//! --postgres-only]`. PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL` (default
+//! --postgres-only] [--long-run-only]`. PostgreSQL comes from `NIGHTSHIFT_BENCH_PG_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`), each measurement in a fresh schema.
 
 use std::sync::{Arc, Mutex};
@@ -29,7 +33,7 @@ use nightshift_agent::{
 use nightshift_llm::{
     ContentBlock, Message, ModelRequest, ModelResponse, Role, StopReason, ToolSpec, Usage,
 };
-use nightshift_store::{NewRun, Store, StoreConfig, SystemClock};
+use nightshift_store::{ManualClock, NewRun, Store, StoreConfig, SystemClock};
 use nightshift_worker::{Handler, JobContext};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -41,12 +45,20 @@ async fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let backends = nightshift_bench::backends(dir.path(), "rt").await;
 
+    if !std::env::args().any(|a| a == "--long-run-only") {
+        durability_costs(&backends).await?;
+    }
+    long_runs(&backends).await
+}
+
+/// The WAL, checkpoint and resume tables (1–3).
+async fn durability_costs(backends: &[(&'static str, StoreConfig)]) -> Result<()> {
     println!("## WAL overhead per tool call (no-op tool, 500 calls)");
     println!(
         "{:<12} {:>16} {:>16} {:>16}",
         "backend", "with WAL µs/call", "no WAL µs/call", "WAL cost µs/call"
     );
-    for (name, config) in &backends {
+    for (name, config) in backends {
         let (with, without) = wal_overhead(config, 500).await?;
         println!(
             "{name:<12} {with:>16.1} {without:>16.2} {:>16.1}",
@@ -55,27 +67,25 @@ async fn main() -> Result<()> {
     }
 
     println!();
-    println!("## Checkpoints (gzip of versioned JSON)");
+    println!("## Checkpoints (the versioned JSON document; how it is stored: table 4)");
     println!(
-        "{:<10} {:>12} {:>12} {:>8} {:>12} {:>12}",
-        "messages", "raw bytes", "gzip bytes", "ratio", "encode µs", "decode µs"
+        "{:<10} {:>12} {:>12} {:>12}",
+        "messages", "bytes", "encode µs", "decode µs"
     );
     for n in [10, 100, 1000] {
         let state = conversation(n);
-        let (enc, encode_us) = time_avg(20, || checkpoint::encode(&state));
-        let (_, decode_us) = time_avg(20, || checkpoint::decode(&enc.body).expect("decodes"));
+        let (doc, encode_us) = time_avg(20, || checkpoint::encode(&state));
+        let (_, decode_us) = time_avg(20, || checkpoint::decode(&doc).expect("decodes"));
         println!(
-            "{n:<10} {:>12} {:>12} {:>7.1}x {encode_us:>12.0} {decode_us:>12.0}",
-            enc.raw_size,
-            enc.body.len(),
-            enc.raw_size as f64 / enc.body.len() as f64
+            "{n:<10} {:>12} {encode_us:>12.0} {decode_us:>12.0}",
+            doc.len()
         );
     }
 
     println!();
     println!("## Resume latency: claim → first model request (median of 5)");
     println!("{:<12} {:>10} {:>14}", "backend", "messages", "latency ms");
-    for (name, config) in &backends {
+    for (name, config) in backends {
         for n in [10, 100, 1000] {
             let ms = resume_latency(config, n).await?;
             println!("{name:<12} {n:>10} {ms:>14.2}");
@@ -84,14 +94,70 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
+/// Table 4: long scripted runs, their storage and their resume.
+async fn long_runs(backends: &[(&'static str, StoreConfig)]) -> Result<()> {
+    println!();
+    println!(
+        "## Storage of a long run: per turn ~300 B of prose and a distinct ~4 KB tool output; \
+         resume = claim → next model request after the worker died (median of 3)"
+    );
+    println!(
+        "| {:<10} | {:>5} | {:>6} | {:>6} | {:>12} | {:>9} | {:>13} | {:>14} | {:>11} | {:>9} | {:>13} |",
+        "backend",
+        "turns",
+        "events",
+        "blobs",
+        "stored bytes",
+        "per turn",
+        "content gzip",
+        "stored/content",
+        "checkpoints",
+        "resume ms",
+        "resume / 100"
+    );
+    println!("|{}|", ["-"; 11].map(|_| "---").join("|"));
+    for (name, config) in backends {
+        let mut base = None;
+        for turns in [100, 300, 1000] {
+            let clock = ManualClock::starting_now();
+            let store = fresh_store_with(config, Arc::new(clock.clone())).await?;
+            let run = nightshift_bench::long_run::measure(&store, &clock, turns, 3).await?;
+            store.close().await;
+            let mut resumes = run.resumes_ms.clone();
+            resumes.sort_by(|a, b| a.total_cmp(b));
+            let resume = resumes[resumes.len() / 2];
+            let base = *base.get_or_insert(resume);
+            let stored = run.storage.stored_bytes();
+            println!(
+                "| {name:<10} | {turns:>5} | {:>6} | {:>6} | {stored:>12} | {:>9} | {:>13} | {:>13.2}x | {:>11} | {resume:>9.2} | {:>12.2}x |",
+                run.storage.events,
+                run.storage.blobs,
+                stored / turns as i64,
+                run.content_gzip,
+                stored as f64 / run.content_gzip as f64,
+                run.storage.checkpoints,
+                resume / base,
+            );
+        }
+    }
+    Ok(())
+}
+
 async fn fresh_store(config: &StoreConfig) -> Result<Store> {
+    fresh_store_with(config, Arc::new(SystemClock)).await
+}
+
+async fn fresh_store_with(
+    config: &StoreConfig,
+    clock: Arc<dyn nightshift_store::Clock>,
+) -> Result<Store> {
     let mut config = config.clone();
     if let Some(schema) = &config.schema {
         config.schema = Some(format!("{schema}_{}", uuid_suffix()));
     } else {
         config.url = config.url.replace(".db", &format!("_{}.db", uuid_suffix()));
     }
-    let store = Store::connect(&config, Arc::new(SystemClock)).await?;
+    let store = Store::connect(&config, clock).await?;
     store.migrate().await?;
     Ok(store)
 }
@@ -337,11 +403,7 @@ async fn resume_latency(config: &StoreConfig, n: usize) -> Result<f64> {
         cp.agent_hash = Some(def.hash.clone());
         cp.through_seq = seq;
         lease
-            .write_checkpoint(
-                seq,
-                checkpoint::FORMAT_VERSION,
-                &checkpoint::encode(&cp).body,
-            )
+            .write_checkpoint(seq, checkpoint::FORMAT_VERSION, &checkpoint::encode(&cp))
             .await?;
         for i in 0..3 {
             let note = RunEvent::UserMessage {

@@ -35,8 +35,12 @@ pub async fn expired_lease_is_reclaimed(db: &TestDb) {
         other => panic!("expected LeaseLost, got {other:?}"),
     };
     lost(old.heartbeat(LEASE).await.map(|_| ()));
-    lost(old.append_event("tool_started", "{}").await.map(|_| ()));
-    lost(old.write_checkpoint(0, 1, b"gz").await);
+    lost(
+        old.append_event("tool_started", &long_document("stale event"))
+            .await
+            .map(|_| ()),
+    );
+    lost(old.write_checkpoint(0, 1, &long_document("stale")).await);
     lost(old.ack(Some("stale".into())).await);
     lost(old.retry_after(Duration::ZERO, "stale").await.map(|_| ()));
     lost(old.park_until(0, "{}").await.map(|_| ()));
@@ -59,6 +63,11 @@ pub async fn expired_lease_is_reclaimed(db: &TestDb) {
         "no event written"
     );
     assert!(store.latest_checkpoint(&e.run_id).await.unwrap().is_none());
+    assert_eq!(
+        store.run_storage(&e.run_id).await.unwrap(),
+        nightshift_store::RunStorage::default(),
+        "the refused writes stored no content either"
+    );
     let job = store.job(e.job_id).await.unwrap().unwrap();
     assert_eq!(
         (job.status, job.lease_owner.as_deref()),
@@ -78,11 +87,12 @@ pub async fn expired_lease_is_reclaimed(db: &TestDb) {
         new.append_event("tool_result", "{\"n\":2}").await.unwrap(),
         2
     );
-    new.write_checkpoint(2, 1, b"\x1f\x8b body").await.unwrap();
+    let document = long_document("new");
+    new.write_checkpoint(2, 1, &document).await.unwrap();
     let cp = store.latest_checkpoint(&e.run_id).await.unwrap().unwrap();
     assert_eq!(
-        (cp.through_seq, cp.lease_token, cp.body.as_slice()),
-        (2, new.token(), &b"\x1f\x8b body"[..])
+        (cp.through_seq, cp.lease_token, cp.document.as_str()),
+        (2, new.token(), document.as_str())
     );
     let events = store.events(&e.run_id, 0).await.unwrap();
     assert_eq!(
@@ -207,4 +217,9 @@ pub async fn claims_rescue_once_a_second(db: &TestDb) {
     let again = store.claim("new", None, 1, LEASE).await.unwrap().remove(0);
     assert_eq!(again.id(), expiring.job_id);
     assert!(again.token() > old.token());
+}
+
+/// A JSON document with a string long enough to be stored as a blob.
+fn long_document(what: &str) -> String {
+    serde_json::json!({"what": what, "text": format!("{what} ").repeat(100)}).to_string()
 }

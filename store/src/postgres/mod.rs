@@ -290,6 +290,7 @@ crate::queue::queue_statements!(PgBackend, "postgres");
 crate::wakeups::wakeup_statements!(PgBackend, "postgres");
 crate::inbox::inbox_statements!(PgBackend, "postgres");
 crate::check_runs::check_run_statements!(PgBackend, "postgres");
+crate::content::content_statements!(PgBackend, "postgres");
 crate::audit::audit_statements!(PgBackend, "postgres");
 crate::approvals::approval_statements!(PgBackend, "postgres");
 crate::tasks::task_statements!(PgBackend, "postgres");

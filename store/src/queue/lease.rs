@@ -3,7 +3,10 @@
 //! when its statement matches no row, the job row is read ([`lost`]) and the caller gets
 //! `LeaseLost` with the reason, and nothing changed.
 
+use crate::backend::Conn;
 use crate::clock::Millis;
+use crate::content::{self, Draft, WriterState};
+use crate::leased::LeasedJob;
 use crate::model::{Heartbeat, JobOptions, RetryOutcome, RunProgress, StopRequest};
 use crate::queue::{CheckpointRow, EventRow, JobRow, LeaseProbe, QueueStatements, RetryRow};
 use crate::states::{JobKind, JobState, RunStatus};
@@ -69,33 +72,110 @@ async fn fenced<B: QueueStatements>(b: &B, job_id: i64, token: i64, held: bool) 
     }
 }
 
-pub(crate) async fn append_event<B: QueueStatements>(b: &B, event: EventRow<'_>) -> Result<i64> {
-    let seq = B::append_event(&mut *b.writer().await?, event).await?;
-    match seq {
-        Some(seq) => Ok(seq),
-        None => Err(lost(b, event.job_id, event.token).await),
-    }
+/// An event as the lease holder gives it, before its content is stored.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewEvent<'a> {
+    pub event_type: &'a str,
+    pub payload: &'a str,
+    pub now: Millis,
 }
 
-/// As [`append_event`], but nothing appended once the run was cancelled or superseded: then
-/// which of the two.
-pub(crate) async fn append_event_live<B: QueueStatements>(
+/// Stores `event`'s content in `tx` (through the lease's content writer, whose memory is
+/// `state` and `draft`) and returns the row that appends it.
+pub(crate) async fn stage_event<'a, B: QueueStatements>(
+    c: &mut Conn<B>,
+    lease: &LeasedJob,
+    (state, draft): (&WriterState, &mut Draft),
+    event: NewEvent<'a>,
+) -> Result<EventRow<'a>> {
+    let run_id = &lease.job.run_id;
+    let blob_id =
+        content::put_event::<B>(c, run_id, (state, draft), event.payload, event.now).await?;
+    Ok(EventRow {
+        job_id: lease.job.id,
+        token: lease.token,
+        event_type: event.event_type,
+        blob_id,
+        now: event.now,
+    })
+}
+
+/// Appends the run's next event, its content with it, in one transaction fenced by the
+/// lease. `live`: also refused once the run was cancelled or superseded (then which of the
+/// two).
+pub(crate) async fn append_event<B: QueueStatements>(
     b: &B,
-    event: EventRow<'_>,
+    lease: &LeasedJob,
+    event: NewEvent<'_>,
+    live: bool,
 ) -> Result<std::result::Result<i64, StopRequest>> {
-    let seq = B::append_event_live(&mut *b.writer().await?, event).await?;
-    match seq {
-        Some(seq) => Ok(Ok(seq)),
-        None => Ok(Err(stop_requested(b, event.job_id, event.token).await?)),
-    }
+    let mut state = lease.content.lock().await;
+    let mut draft = state.draft();
+    let mut tx = b.begin().await?;
+    let row = stage_event::<B>(&mut tx, lease, (&state, &mut draft), event).await?;
+    let seq = if live {
+        B::append_event_live(&mut tx, row).await?
+    } else {
+        B::append_event(&mut tx, row).await?
+    };
+    let Some(seq) = seq else {
+        B::rollback(tx).await?;
+        drop(state);
+        return if live {
+            Ok(Err(stop_requested(b, lease.job.id, lease.token).await?))
+        } else {
+            Err(lost(b, lease.job.id, lease.token).await)
+        };
+    };
+    B::commit(tx).await?;
+    state.keep(draft);
+    Ok(Ok(seq))
 }
 
+/// Writes a checkpoint (its long strings as the run's blobs, its skeleton in the row) and
+/// drops the run's older ones, in one transaction fenced by the lease.
 pub(crate) async fn write_checkpoint<B: QueueStatements>(
     b: &B,
-    checkpoint: CheckpointRow<'_>,
+    lease: &LeasedJob,
+    checkpoint: NewCheckpoint<'_>,
 ) -> Result<()> {
-    let written = B::write_checkpoint(&mut *b.writer().await?, checkpoint).await?;
-    fenced(b, checkpoint.job_id, checkpoint.token, written).await
+    let mut state = lease.content.lock().await;
+    let mut draft = state.draft();
+    let mut tx = b.begin().await?;
+    let body = content::put_checkpoint::<B>(
+        &mut tx,
+        &lease.job.run_id,
+        (&state, &mut draft),
+        checkpoint.document,
+        checkpoint.now,
+    )
+    .await?;
+    let row = CheckpointRow {
+        job_id: lease.job.id,
+        token: lease.token,
+        through_seq: checkpoint.through_seq,
+        format_version: checkpoint.format_version,
+        body: &body,
+        now: checkpoint.now,
+    };
+    if !B::write_checkpoint(&mut tx, row).await? {
+        B::rollback(tx).await?;
+        drop(state);
+        return Err(lost(b, lease.job.id, lease.token).await);
+    }
+    B::prune_checkpoints(&mut tx, lease.job.id, checkpoint.through_seq).await?;
+    B::commit(tx).await?;
+    state.keep(draft);
+    Ok(())
+}
+
+/// A checkpoint as the lease holder gives it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewCheckpoint<'a> {
+    pub through_seq: i64,
+    pub format_version: i64,
+    pub document: &'a str,
+    pub now: Millis,
 }
 
 /// Marks the leased attempt as having made progress (see [`record_progress`]).

@@ -17,6 +17,7 @@ pub(crate) use statements::*;
 
 use crate::audit::{AuditStatements, NewAudit, record_in};
 use crate::clock::Millis;
+use crate::content;
 use crate::inbox::InboxStatements;
 use crate::model::{
     CancelOutcome, Checkpoint, Enqueued, Event, Job, JobCount, NewResume, NewRun, Run, WorkerRow,
@@ -419,14 +420,20 @@ pub(crate) async fn events_after<B: QueueStatements>(
     run_id: &str,
     after_seq: i64,
 ) -> Result<Vec<Event>> {
-    B::events_after(&mut *b.reader().await?, run_id, after_seq).await
+    let mut c = b.reader().await?;
+    let records = B::events_after(&mut c, run_id, after_seq).await?;
+    content::events::<B>(&mut c, records).await
 }
 
 pub(crate) async fn latest_checkpoint<B: QueueStatements>(
     b: &B,
     run_id: &str,
 ) -> Result<Option<Checkpoint>> {
-    B::latest_checkpoint(&mut *b.reader().await?, run_id).await
+    let mut c = b.reader().await?;
+    match B::latest_checkpoint(&mut c, run_id).await? {
+        Some(record) => Ok(Some(content::checkpoint::<B>(&mut c, record).await?)),
+        None => Ok(None),
+    }
 }
 
 pub(crate) async fn job_counts<B: QueueStatements>(b: &B) -> Result<Vec<JobCount>> {

@@ -11,7 +11,8 @@ use std::future::Future;
 use crate::Result;
 use crate::backend::{Backend, Conn};
 use crate::clock::Millis;
-use crate::model::{Checkpoint, Event, Job, JobCount, NewRun, Run, RunEnd, RunProgress, WorkerRow};
+use crate::content::{CheckpointRecord, EventRecord};
+use crate::model::{Job, JobCount, NewRun, Run, RunEnd, RunProgress, WorkerRow};
 use crate::states::{JobKind, JobState, RunStatus};
 use crate::store::RunUpdate;
 
@@ -44,7 +45,8 @@ pub(crate) struct EventRow<'a> {
     pub job_id: i64,
     pub token: i64,
     pub event_type: &'a str,
-    pub payload: &'a str,
+    /// The blob holding the payload's skeleton (`store/src/content/`).
+    pub blob_id: i64,
     pub now: Millis,
 }
 
@@ -168,7 +170,7 @@ pub(crate) fn parse_run_status(s: &str) -> Result<RunStatus> {
 }
 
 /// The queue's statements that both backends bind the same way.
-pub(crate) trait QueueStatements: Backend {
+pub(crate) trait QueueStatements: Backend + crate::content::ContentStatements {
     /// `set_run_status.sql`: moves a run that is not yet terminal.
     fn set_run_status(
         c: &mut Conn<Self>,
@@ -374,12 +376,12 @@ pub(crate) trait QueueStatements: Backend {
         c: &mut Conn<Self>,
         run_id: &str,
         after_seq: i64,
-    ) -> impl Future<Output = Result<Vec<Event>>> + Send;
+    ) -> impl Future<Output = Result<Vec<EventRecord>>> + Send;
     /// `latest_checkpoint.sql`.
     fn latest_checkpoint(
         c: &mut Conn<Self>,
         run_id: &str,
-    ) -> impl Future<Output = Result<Option<Checkpoint>>> + Send;
+    ) -> impl Future<Output = Result<Option<CheckpointRecord>>> + Send;
     /// `job_counts.sql`: jobs per state.
     fn job_counts(c: &mut Conn<Self>) -> impl Future<Output = Result<Vec<JobCount>>> + Send;
     /// `next_due.sql`: when the next queued job is due.

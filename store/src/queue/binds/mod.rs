@@ -11,7 +11,7 @@ macro_rules! bind_event_row {
             .bind($event.job_id)
             .bind($event.token)
             .bind($crate::text::Text($event.event_type))
-            .bind($crate::text::Text($event.payload))
+            .bind($event.blob_id)
             .bind($event.now)
     };
 }

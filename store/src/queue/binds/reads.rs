@@ -64,7 +64,7 @@ macro_rules! read_statements {
             c: &mut $crate::backend::Conn<Self>,
             run_id: &str,
             after_seq: i64,
-        ) -> $crate::Result<Vec<$crate::model::Event>> {
+        ) -> $crate::Result<Vec<$crate::content::EventRecord>> {
             Ok(sqlx::query_as($crate::backend::sql!($dir, "events_after"))
                 .bind(run_id)
                 .bind(after_seq)
@@ -75,7 +75,7 @@ macro_rules! read_statements {
         async fn latest_checkpoint(
             c: &mut $crate::backend::Conn<Self>,
             run_id: &str,
-        ) -> $crate::Result<Option<$crate::model::Checkpoint>> {
+        ) -> $crate::Result<Option<$crate::content::CheckpointRecord>> {
             Ok(
                 sqlx::query_as($crate::backend::sql!($dir, "latest_checkpoint"))
                     .bind(run_id)

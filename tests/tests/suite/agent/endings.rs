@@ -11,7 +11,7 @@ use nightshift_agent::runtime::CUT_OFF_NOTICE;
 use nightshift_agent::{AgentRuntime, RunEvent};
 use nightshift_llm::StopReason;
 use nightshift_store::{NewRun, RunStatus};
-use nightshift_tests::TestDb;
+use nightshift_tests::{Arg, TestDb};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -121,9 +121,24 @@ pub(super) async fn corrupt_checkpoint(db: &TestDb) {
         .await
         .unwrap();
     lease
-        .write_checkpoint(1, 1, b"\x1f\x8b\x08 definitely not a whole gzip stream")
+        .write_checkpoint(
+            1,
+            1,
+            r#"{"format":"nightshift-checkpoint","version":1,"state":{}}"#,
+        )
         .await
         .unwrap();
+    // The stored row damaged (a disk, a bad restore): its gzip cut short.
+    let damaged = db
+        .execute(
+            "UPDATE checkpoints SET body = ?1 WHERE run_id = ?2",
+            &[
+                Arg::Bytes(b"\x1f\x8b\x08 definitely not a whole gzip stream".to_vec()),
+                Arg::Text(run_id.clone()),
+            ],
+        )
+        .await;
+    assert_eq!(damaged, 1);
     h.clock.advance(LEASE + Duration::from_secs(1));
     h.run_once().await;
     let (status, _, error) = h.status(&run_id).await;

@@ -1,0 +1,25 @@
+-- Nightshift schema v22 (SQLite): a run's content stored once. Kept in lockstep with
+-- migrations/postgres/0022_content.sql.
+--
+-- `run_blobs` holds each distinct piece of a run's content once: the skeleton of an event's
+-- payload, and every long string of an event or a checkpoint (store/src/content/). `hash`
+-- (SHA-256 of the content) makes it content-addressed within the run; `body` is raw deflate
+-- against the content written before it in its chain (`chain`: the id of the chain's first
+-- blob), so the run's content compresses like one stream and a read decodes one chain at most.
+-- An event written from v22 on names its payload's blob (`blob_id`) and keeps `payload` empty;
+-- older events keep their payload as they were written. A checkpoint of `encoding` 1 is the
+-- gzip of a skeleton whose long strings are blobs; `encoding` 0 is a whole gzipped document.
+CREATE TABLE run_blobs (
+    id         INTEGER PRIMARY KEY,
+    run_id     TEXT    NOT NULL REFERENCES runs (id),
+    chain      INTEGER,
+    hash       BLOB    NOT NULL,
+    raw_size   INTEGER NOT NULL CHECK (raw_size >= 0),
+    body       BLOB    NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX run_blobs_hash ON run_blobs (run_id, hash);
+CREATE INDEX run_blobs_chain ON run_blobs (chain, id);
+ALTER TABLE run_events ADD COLUMN blob_id INTEGER;
+ALTER TABLE checkpoints ADD COLUMN encoding INTEGER NOT NULL DEFAULT 0
+    CHECK (encoding IN (0, 1));

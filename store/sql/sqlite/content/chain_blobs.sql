@@ -1,0 +1,5 @@
+-- Every blob of the chains asked for, in the order a reader decodes them. ?1 chain ids (a
+-- JSON array)
+SELECT id, chain, raw_size, body FROM run_blobs
+WHERE chain IN (SELECT value FROM json_each(?1))
+ORDER BY chain, id
