@@ -10,6 +10,7 @@
 mod compaction;
 mod endings;
 mod recovery;
+mod storage;
 
 use std::sync::Arc;
 
@@ -27,6 +28,9 @@ use endings::{
 use recovery::{
     crash_in_idempotent_tool, crash_in_read_only_tool, crash_in_side_effect_tool,
     resumed_request_is_byte_identical, round_cap_holds_across_a_crash, unresolved_outcome,
+};
+use storage::{
+    a_run_stored_before_v22_resumes_with_the_same_request, one_checkpoint_refers_to_the_logged_text,
 };
 
 on_both_backends! {
@@ -47,6 +51,10 @@ on_both_backends! {
     a_corrupt_checkpoint_fails_the_run_with_a_clear_error => corrupt_checkpoint;
     an_unknown_agent_fails_the_run => unknown_agent;
     cancel_stops_a_model_call_in_flight => cancel_stops_model_call;
+    a_run_keeps_one_checkpoint_that_refers_to_its_logged_text =>
+        one_checkpoint_refers_to_the_logged_text;
+    a_run_stored_before_v22_resumes_with_the_same_request =>
+        a_run_stored_before_v22_resumes_with_the_same_request;
 }
 
 async fn prompt_to_result(db: &TestDb) {
