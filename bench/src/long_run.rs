@@ -30,26 +30,7 @@ use tokio_util::sync::CancellationToken;
 /// The lease a bench job holds; once it is dropped, the store's clock is moved past it.
 const LEASE: Duration = Duration::from_secs(3600);
 
-/// About `bytes` of distinct text for `turn`: words of a fixed vocabulary in an order of
-/// their own (the same generator as the conformance case's).
-pub fn words(turn: u64, bytes: usize) -> String {
-    const VOCABULARY: &[&str] = &[
-        "token", "parser", "lexer", "error", "module", "function", "return", "value", "index",
-        "buffer", "stream", "config", "result", "option", "string", "vector", "match", "struct",
-        "trait", "impl", "async", "await", "future", "thread", "mutex", "channel", "socket",
-        "request", "response", "header", "status", "client", "server", "handler", "router",
-    ];
-    let mut state = turn.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = String::with_capacity(bytes + 16);
-    while out.len() < bytes {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.push_str(VOCABULARY[(state % VOCABULARY.len() as u64) as usize]);
-        out.push(if state.is_multiple_of(11) { '\n' } else { ' ' });
-    }
-    out
-}
+pub use nightshift_store_conformance::content::words;
 
 /// Replies with a tool call for `turns` turns, then never answers (until cancelled), noting
 /// when each call came.

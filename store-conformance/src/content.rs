@@ -20,8 +20,9 @@ async fn claim_one(store: &Store) -> LeasedJob {
 }
 
 /// About `bytes` of distinct text for turn `turn`: words of a fixed vocabulary in an order
-/// of their own, as real tool output repeats a language's words but not its sentences.
-fn words(turn: u64, bytes: usize) -> String {
+/// of their own, as real tool output repeats a language's words but not its sentences (also
+/// what `runtime-bench`'s long runs print).
+pub fn words(turn: u64, bytes: usize) -> String {
     const VOCABULARY: &[&str] = &[
         "token", "parser", "lexer", "error", "module", "function", "return", "value", "index",
         "buffer", "stream", "config", "result", "option", "string", "vector", "match", "struct",
