@@ -4,7 +4,10 @@
 //!
 //! The model is scripted in process: turn `k` replies with ~300 bytes of prose and one call
 //! of the read-only tool `produce`, whose output is ~4 KB of words in an order of their own
-//! (distinct per turn, but in the same language, as real tool output is). After N turns the
+//! (distinct per turn, but in the same language, as real tool output is). It reports as input
+//! tokens a quarter of the request's bytes, so with a context window the run compacts as a
+//! real one would (the summary it writes is ~1 KB); without one the whole conversation is
+//! every request. After N turns the
 //! model never answers: the bench drops the job there, as a crash would, waits for its lease
 //! to expire, and claims it again; resume latency is from that claim to the next model
 //! request, through the real load (newest checkpoint, events after it).
@@ -16,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use futures::future::BoxFuture;
+use nightshift_agent::runtime::SUMMARY_REQUEST;
 use nightshift_agent::{
     AgentConfig, AgentDef, AgentRuntime, ModelFailure, ModelGateway, ToolBox, ToolCall, ToolClass,
     ToolOutput,
@@ -36,6 +40,7 @@ pub use nightshift_store_conformance::content::words;
 /// when each call came.
 struct Script {
     turns: usize,
+    /// Model calls made for the run's turns (summaries not counted).
     calls: AtomicUsize,
     stalled: Notify,
     last_call: std::sync::Mutex<Option<Instant>>,
@@ -45,11 +50,30 @@ impl ModelGateway for Script {
     fn call<'a>(
         &'a self,
         _agent: &'a AgentDef,
-        _req: &'a ModelRequest,
+        req: &'a ModelRequest,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelFailure>> {
         Box::pin(async move {
             *self.last_call.lock().unwrap() = Some(Instant::now());
+            let input_tokens = serde_json::to_string(&req.messages).map_or(0, |s| s.len() / 4);
+            let usage = Usage {
+                input_tokens: input_tokens as u64,
+                output_tokens: 100,
+                ..Usage::default()
+            };
+            if asks_for_summary(req) {
+                return Ok(ModelResponse {
+                    id: "msg_summary".into(),
+                    model: "m".into(),
+                    content: vec![ContentBlock::Text {
+                        text: format!("Summary: {}", words(u64::MAX / 3, 1000)),
+                    }],
+                    stop_reason: StopReason::EndTurn,
+                    usage,
+                    rate_limits: Default::default(),
+                    retries: 0,
+                });
+            }
             let k = self.calls.fetch_add(1, Ordering::SeqCst);
             if k >= self.turns {
                 self.stalled.notify_one();
@@ -71,12 +95,19 @@ impl ModelGateway for Script {
                     },
                 ],
                 stop_reason: StopReason::ToolUse,
-                usage: Usage::default(),
+                usage,
                 rate_limits: Default::default(),
                 retries: 0,
             })
         })
     }
+}
+
+/// Whether `req` asks for the compaction's summary (its last user text is the request).
+fn asks_for_summary(req: &ModelRequest) -> bool {
+    req.messages
+        .last()
+        .is_some_and(|m| m.text().contains(SUMMARY_REQUEST))
 }
 
 /// One read-only tool whose output is ~4 KB of distinct words.
@@ -109,7 +140,8 @@ impl ToolBox for Produce {
 pub struct LongRun {
     pub turns: usize,
     pub storage: RunStorage,
-    /// The gzip size of the run's final state (every message once): its unique content.
+    /// The gzip size of every event's payload once, newline-joined: the run's log, which
+    /// holds each message, input, output and summary once — its unique content.
     pub content_gzip: usize,
     /// Resume latencies, claim → next model request, in ms.
     pub resumes_ms: Vec<f64>,
@@ -122,16 +154,19 @@ fn gzip_len(text: &str) -> usize {
 }
 
 /// Runs `turns` scripted turns on `store` (whose clock is `clock`), then drops and resumes
-/// the run `resumes` times.
+/// the run `resumes` times. `window`: the agent's context window in tokens (`None`: so large
+/// that the run never compacts).
 pub async fn measure(
     store: &Store,
     clock: &ManualClock,
     turns: usize,
     resumes: usize,
+    window: Option<u64>,
 ) -> Result<LongRun> {
     let agent: AgentConfig = serde_json::from_value(json!({
         "name": "bench", "provider": "p", "model": "m",
-        "budgets": {"max_turns": 1_000_000, "max_cost_usd": 1_000_000.0}
+        "budgets": {"max_turns": 1_000_000},
+        "context": {"window_tokens": window.unwrap_or(1_000_000_000)}
     }))?;
     let def = agent
         .resolve(std::path::Path::new("."))
@@ -168,15 +203,16 @@ pub async fn measure(
         clock.advance(LEASE + Duration::from_secs(1));
     }
     let storage = store.run_storage(&run_id).await?;
-    let document = store
-        .latest_checkpoint(&run_id)
+    let log: Vec<String> = store
+        .events(&run_id, 0)
         .await?
-        .map(|c| c.document)
-        .unwrap_or_default();
+        .into_iter()
+        .map(|e| e.payload)
+        .collect();
     Ok(LongRun {
         turns,
         storage,
-        content_gzip: gzip_len(&document),
+        content_gzip: gzip_len(&log.join("\n")),
         resumes_ms,
     })
 }

@@ -99,11 +99,14 @@ async fn long_runs(backends: &[(&'static str, StoreConfig)]) -> Result<()> {
     println!();
     println!(
         "## Storage of a long run: per turn ~300 B of prose and a distinct ~4 KB tool output; \
-         resume = claim → next model request after the worker died (median of 3)"
+         window = the agent's context window (none: it never compacts; 100k: it compacts at \
+         80% of it); content gzip = the gzip of every event's payload once (the run's log: \
+         each message, input, output and summary); resume = claim → next model request after \
+         the worker died (median of 3)"
     );
-    println!(
-        "| {:<10} | {:>5} | {:>6} | {:>6} | {:>12} | {:>9} | {:>13} | {:>14} | {:>11} | {:>9} | {:>13} |",
+    let header = [
         "backend",
+        "window",
         "turns",
         "events",
         "blobs",
@@ -113,32 +116,42 @@ async fn long_runs(backends: &[(&'static str, StoreConfig)]) -> Result<()> {
         "stored/content",
         "checkpoints",
         "resume ms",
-        "resume / 100"
-    );
-    println!("|{}|", ["-"; 11].map(|_| "---").join("|"));
+        "resume / 100",
+    ];
+    println!("| {} |", header.join(" | "));
+    println!("|{}|", header.map(|_| "---").join("|"));
     for (name, config) in backends {
-        let mut base = None;
-        for turns in [100, 300, 1000] {
-            let clock = ManualClock::starting_now();
-            let store = fresh_store_with(config, Arc::new(clock.clone())).await?;
-            let run = nightshift_bench::long_run::measure(&store, &clock, turns, 3).await?;
-            store.close().await;
-            let mut resumes = run.resumes_ms.clone();
-            resumes.sort_by(|a, b| a.total_cmp(b));
-            let resume = resumes[resumes.len() / 2];
-            let base = *base.get_or_insert(resume);
-            let stored = run.storage.stored_bytes();
-            println!(
-                "| {name:<10} | {turns:>5} | {:>6} | {:>6} | {stored:>12} | {:>9} | {:>13} | {:>13.2}x | {:>11} | {resume:>9.2} | {:>12.2}x |",
-                run.storage.events,
-                run.storage.blobs,
-                stored / turns as i64,
-                run.content_gzip,
-                stored as f64 / run.content_gzip as f64,
-                run.storage.checkpoints,
-                resume / base,
-            );
+        for window in [None, Some(100_000)] {
+            long_run_rows(name, config, window).await?;
         }
+    }
+    Ok(())
+}
+
+/// The rows of one backend and window: 100, 300 and 1,000 turns.
+async fn long_run_rows(name: &str, config: &StoreConfig, window: Option<u64>) -> Result<()> {
+    let shown = window.map_or("none".to_string(), |w| format!("{}k", w / 1000));
+    let mut base = None;
+    for turns in [100, 300, 1000] {
+        let clock = ManualClock::starting_now();
+        let store = fresh_store_with(config, Arc::new(clock.clone())).await?;
+        let run = nightshift_bench::long_run::measure(&store, &clock, turns, 3, window).await?;
+        store.close().await;
+        let mut resumes = run.resumes_ms.clone();
+        resumes.sort_by(|a, b| a.total_cmp(b));
+        let resume = resumes[resumes.len() / 2];
+        let base = *base.get_or_insert(resume);
+        let stored = run.storage.stored_bytes();
+        println!(
+            "| {name} | {shown} | {turns} | {} | {} | {stored} | {} | {} | {:.2}x | {} | {resume:.2} | {:.2}x |",
+            run.storage.events,
+            run.storage.blobs,
+            stored / turns as i64,
+            run.content_gzip,
+            stored as f64 / run.content_gzip as f64,
+            run.storage.checkpoints,
+            resume / base,
+        );
     }
     Ok(())
 }
