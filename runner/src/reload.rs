@@ -296,6 +296,8 @@ mod tests {
         let mut new = old.clone();
         new.runtime.output_cap_bytes = 1;
         new.runtime.secrets = vec![nightshift_tools::SecretSpec::unbound("T")];
+        new.retention.keep_days = 7;
+        new.retention.keep_workspace = true;
         assert!(restart_only(&old, &new).is_empty());
         new.worker.slots = 99;
         new.server.address = "127.0.0.1:1".into();

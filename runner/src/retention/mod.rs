@@ -13,7 +13,8 @@
 //! - [`files`]: a run's files and their idempotent removal;
 //! - [`operator`]: `nightshift runs purge` / `POST /v1/runs/purge`, parsed and answered.
 //!
-//! A reload (SIGHUP) replaces the [`LiveRetention`] every part reads at each round.
+//! A reload (SIGHUP) replaces the [`LiveRetention`] every part reads at each round, and starts
+//! a round at once.
 
 pub mod config;
 pub mod files;
@@ -21,34 +22,45 @@ pub mod operator;
 pub mod purger;
 pub(crate) mod sweep;
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use tokio::sync::watch;
 
 pub use config::RetentionConfig;
 
-/// The `[retention]` in force, replaced by a reload.
-#[derive(Debug, Clone, Default)]
+/// The `[retention]` in force, replaced by a reload. The purger and the sweep each hold a
+/// [`LiveRetention::subscribe`]d receiver: a replacement ends their wait for the next round,
+/// also when it came while a round was going on.
+#[derive(Debug, Clone)]
 pub struct LiveRetention {
-    current: Arc<RwLock<Arc<RetentionConfig>>>,
+    tx: Arc<watch::Sender<Arc<RetentionConfig>>>,
+}
+
+impl Default for LiveRetention {
+    fn default() -> Self {
+        Self::new(RetentionConfig::default())
+    }
 }
 
 impl LiveRetention {
     pub fn new(config: RetentionConfig) -> Self {
-        Self {
-            current: Arc::new(RwLock::new(Arc::new(config))),
-        }
+        let (tx, _) = watch::channel(Arc::new(config));
+        Self { tx: Arc::new(tx) }
     }
 
     /// The config in force now.
     pub fn get(&self) -> Arc<RetentionConfig> {
-        self.current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.tx.borrow().clone()
     }
 
-    /// Puts `config` in force from the next round on.
+    /// A receiver of every replacement from now on.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<RetentionConfig>> {
+        self.tx.subscribe()
+    }
+
+    /// Puts `config` in force from the next round on, and starts that round now.
     pub fn set(&self, config: RetentionConfig) {
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
+        self.tx.send_replace(Arc::new(config));
     }
 }
 

@@ -16,16 +16,18 @@
 //!   `nightshift_retention_*` metrics.
 //! - **Files follow.** After a batch commits, the purged runs' files and task logs in this
 //!   daemon's data directory are removed; other daemons' sweeps remove theirs.
-//! - **Reload.** Each round reads the current `[retention]`, so SIGHUP changes apply at the
-//!   next round.
+//! - **Reload.** Each round reads the current `[retention]`; a reload (SIGHUP) ends the wait
+//!   for the next round, so its changes apply at once.
 
 use std::time::{Duration, Instant};
 
 use nightshift_store::{PurgeRule, PurgedBatch, Store};
 use tokio_util::sync::CancellationToken;
 
-use super::LiveRetention;
+use tokio::sync::watch;
+
 use super::files::{Removal, RunFiles};
+use super::{LiveRetention, RetentionConfig};
 
 /// The name of the purger's leader lease (the schedule timer's is `schedules`).
 pub const PURGER_LEASE: &str = "retention";
@@ -43,7 +45,10 @@ pub fn rest_after(took: Duration, pause: Duration) -> Duration {
 pub(crate) struct Purger {
     store: Store,
     holder: String,
-    live: LiveRetention,
+    /// The config in force, each replacement seen once.
+    live: watch::Receiver<std::sync::Arc<RetentionConfig>>,
+    /// Holds the sender, so that waiting for a replacement never fails.
+    _source: LiveRetention,
     files: RunFiles,
     leading: bool,
 }
@@ -53,7 +58,8 @@ impl Purger {
         Self {
             store,
             holder,
-            live,
+            live: live.subscribe(),
+            _source: live,
             files,
             leading: false,
         }
@@ -81,8 +87,8 @@ impl Purger {
 
     /// One round: a batch of each rule, with a rest after each batch that removed runs.
     /// Whether any batch was full (more may be left).
-    async fn round(&self, stop: &CancellationToken) -> bool {
-        let config = self.live.get();
+    async fn round(&mut self, stop: &CancellationToken) -> bool {
+        let config = self.live.borrow_and_update().clone();
         let batch = i64::from(config.batch_size);
         let pause = Duration::from_millis(config.pause_ms);
         let mut more = false;
@@ -134,10 +140,11 @@ impl Purger {
             if more {
                 continue;
             }
-            let interval = Duration::from_secs(self.live.get().interval_seconds);
+            let interval = Duration::from_secs(self.live.borrow().interval_seconds);
             tokio::select! {
                 () = stop.cancelled() => break,
                 () = tokio::time::sleep(interval) => {}
+                _ = self.live.changed() => {}
             }
         }
         if self.leading {

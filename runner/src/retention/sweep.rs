@@ -18,8 +18,10 @@ use std::time::{Duration, SystemTime};
 use nightshift_store::Store;
 use tokio_util::sync::CancellationToken;
 
-use super::LiveRetention;
+use tokio::sync::watch;
+
 use super::files::{Removal, RunFiles};
+use super::{LiveRetention, RetentionConfig};
 
 /// Runs asked about per statement.
 const CHUNK: usize = 500;
@@ -38,18 +40,26 @@ pub struct Swept {
 /// The sweep of one daemon.
 pub(crate) struct Sweeper {
     store: Store,
-    live: LiveRetention,
+    /// The config in force, each replacement seen once.
+    live: watch::Receiver<std::sync::Arc<RetentionConfig>>,
+    /// Holds the sender, so that waiting for a replacement never fails.
+    _source: LiveRetention,
     files: RunFiles,
 }
 
 impl Sweeper {
     pub(crate) fn new(store: Store, live: LiveRetention, files: RunFiles) -> Self {
-        Self { store, live, files }
+        Self {
+            store,
+            live: live.subscribe(),
+            _source: live,
+            files,
+        }
     }
 
     /// One sweep (see the module documentation).
-    pub(crate) async fn sweep(&self) -> nightshift_store::Result<Swept> {
-        let config = self.live.get();
+    pub(crate) async fn sweep(&mut self) -> nightshift_store::Result<Swept> {
+        let config = self.live.borrow_and_update().clone();
         let mut swept = Swept::default();
         for chunk in self.files.runs().chunks(CHUNK) {
             let known = self.store.settled_runs(chunk).await?;
@@ -88,7 +98,7 @@ impl Sweeper {
     }
 
     /// Sweeps at start and every `retention.interval_seconds` until `stop`.
-    pub(crate) async fn run(self, stop: CancellationToken) {
+    pub(crate) async fn run(mut self, stop: CancellationToken) {
         while !stop.is_cancelled() {
             match self.sweep().await {
                 Ok(s) if s != Swept::default() => tracing::info!(
@@ -100,10 +110,11 @@ impl Sweeper {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "sweep of run files failed; retrying"),
             }
-            let interval = Duration::from_secs(self.live.get().interval_seconds);
+            let interval = Duration::from_secs(self.live.borrow().interval_seconds);
             tokio::select! {
                 () = stop.cancelled() => break,
                 () = tokio::time::sleep(interval) => {}
+                _ = self.live.changed() => {}
             }
         }
     }

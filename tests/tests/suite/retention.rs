@@ -2,7 +2,7 @@
 //! `[retention]` says — by end state, age and agent, with or without summaries — and nothing
 //! of a live run; one of them purges; each sweeps the files of its own data directory. And
 //! `nightshift runs purge`, locally and through `--server`: a dry run changes nothing, a bad
-//! `--before` is refused, a purge is audited.
+//! `--before` is refused, a purge is audited; a reload (SIGHUP) applies new rules at once.
 
 use std::path::Path;
 use std::process::Command;
@@ -16,7 +16,7 @@ use nightshift_tests::{TestDb, eventually, on_both_backends};
 on_both_backends! {
     two_daemons_purge_exactly_what_retention_says_and_one_of_them_purges =>
         two_daemons_purge_what_retention_says;
-    runs_purge_dry_runs_purges_and_refuses_bad_input_locally_and_remotely =>
+    runs_purge_by_hand_dry_runs_purges_refuses_bad_input_and_a_reload_applies_new_rules =>
         runs_purge_by_hand;
 }
 
@@ -364,6 +364,18 @@ async fn runs_purge_by_hand(db: &TestDb) {
         purges[0].starts_with("token:") && purges[1].starts_with("cli:"),
         "{purges:?}"
     );
+    // A reload turns the daemon's purging on, at once: the recent run goes by the new rule.
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("purge = false\n", "keep_days = 1\n");
+    std::fs::write(&cfg, text).unwrap();
+    serve.signal("HUP");
+    eventually(
+        Duration::from_secs(30),
+        "the reloaded rules to purge",
+        || async { store.run(&recent).await.unwrap()?.purged_at.map(|_| ()) },
+    )
+    .await;
     serve.signal("TERM");
     serve.wait_exit(Duration::from_secs(20)).await;
 }
