@@ -47,5 +47,6 @@ pub(crate) fn run(status: RunStatus) -> Run {
         finished_at: None,
         trace_parent: None,
         context: None,
+        purged_at: None,
     }
 }

@@ -72,6 +72,9 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// `[github]`: the GitHub App(s) and token the GitHub tools use.
     pub github: crate::github::GithubConfig,
+    /// `[retention]`: how long finished runs are kept, and what of them (see
+    /// [`crate::retention`]).
+    pub retention: crate::retention::RetentionConfig,
     /// The directory relative paths in the file are resolved against (the file's own).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -161,6 +164,8 @@ impl Config {
             tool.validate().map_err(invalid)?;
         }
         self.compiled_schedules()?;
+        let agents: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
+        self.retention.validate(&agents).map_err(invalid)?;
         self.validate_hooks()
     }
 

@@ -30,9 +30,10 @@
 //! [`crate::reload`]): the agent runtime the pool takes for each job, the intake's agents,
 //! the webhooks, the notifier and the schedules.
 //!
-//! Then the subsystems are spawned: the schedule timer, the metrics listener, the HTTP server,
-//! the notifier, the task keeper, and last the worker pool, so no run starts before the rest
-//! is up.
+//! Then the subsystems are spawned: the schedule timer, retention (the purger, which acts
+//! only while it holds its lease, and the sweep of this daemon's data directory), the
+//! metrics listener, the HTTP server, the notifier, the task keeper, and last the worker
+//! pool, so no run starts before the rest is up.
 //!
 //! ## Stop order
 //!
@@ -47,7 +48,8 @@
 //!    since a run finishing in the drain may still hear of its task;
 //! 3. **the notifier** gets `NOTIFIER_GRACE` to send the notices of runs that ended in the
 //!    drain; a notice still in flight then is sent again by the next daemon;
-//! 4. **the HTTP server** and 5. **the timer** are joined (both stopped at the first moment).
+//! 4. **the HTTP server** and 5. **the timer** and **retention** are joined (all stopped at
+//!    the first moment; the purger gives up its lease).
 //!
 //! Every subsystem is joined before [`Running::wait`] returns; the first failure is its error
 //! (in the order keeper, HTTP server, metrics listener, timer, pool).
@@ -119,6 +121,11 @@ pub async fn start(
     let intake = Intake::new(store.clone(), parts.runtime.agent_names());
     intake.set_batch_limit(config.server.max_batch_runs);
     let timer = spawn_timer(&intake, &daemon_id, &stop);
+    let live_retention = crate::retention::LiveRetention::new(config.retention.clone());
+    let retention = Spawned::spawn(
+        crate::retention::Retention::new(&store, &daemon_id, &live_retention, &data_dir),
+        stop.clone(),
+    );
     let state = api::ApiState {
         store: store.clone(),
         intake: intake.clone(),
@@ -140,6 +147,7 @@ pub async fn start(
         runtime: runtime.clone(),
         supervisor: supervisor.clone(),
         notifier: notifier.clone(),
+        retention: live_retention,
         config: Arc::new(Mutex::new(config.clone())),
         busy: Arc::default(),
     };
@@ -156,6 +164,7 @@ pub async fn start(
         server,
         metrics,
         timer,
+        retention,
     })
 }
 
@@ -177,6 +186,8 @@ pub struct Running {
     /// `GET /metrics` without the token on `telemetry.metrics_address`, when set.
     metrics: Option<Spawned<()>>,
     timer: Spawned<()>,
+    /// The purger and this daemon's sweep, stopped at once like the timer.
+    retention: Spawned<()>,
 }
 
 /// How a daemon stopped.
@@ -232,10 +243,12 @@ impl Running {
             None => Ok(()),
         };
         let timed = self.timer.join().await;
+        let retained = self.retention.join().await;
         kept?;
         served?;
         metrics_served?;
         timed?;
+        retained?;
         Ok(Stopped {
             pool: pooled?,
             notices_cut_short,

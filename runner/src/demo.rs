@@ -40,6 +40,8 @@ pub(crate) fn config(dir: &Path) -> Config {
     let mut config = Config::default();
     config.database.url = format!("sqlite://{}", dir.join("demo.db").display());
     config.runtime.data_dir = dir.join("data");
+    // The demo shows the file the agent fixed, after the run ended.
+    config.retention.keep_workspace = true;
     config.providers.insert("scripted".into(), provider);
     config.agents.push(agent);
     config.worker = PoolConfig {

@@ -28,6 +28,8 @@ pub(crate) mod programs;
 pub(crate) mod queue_api;
 pub mod redaction;
 pub mod reload;
+pub mod retention;
+pub(crate) mod retention_api;
 pub(crate) mod sandbox;
 pub(crate) mod sandbox_path;
 pub(crate) mod schedules_api;

@@ -69,6 +69,7 @@ fn token_routes() -> OpenApiRouter<ApiState> {
         .merge(crate::metrics::api_routes())
         .merge(crate::queue_api::routes())
         .merge(crate::audit_api::routes())
+        .merge(crate::retention_api::routes())
 }
 
 /// The routes without the token.

@@ -12,7 +12,8 @@
 //!   changed ones are used by the next job of each run — a job already running finishes on
 //!   the definition it started with), command tools and tool settings, webhooks (a hook kept
 //!   by name keeps its counts), schedules from the file (applied to the store as at start),
-//!   notify targets, `runtime.secrets` and the log redaction set, and model prices.
+//!   notify targets, `runtime.secrets` and the log redaction set, model prices, and
+//!   `[retention]` (the purger and the sweep read it at their next round).
 //! - **What needs a restart**, because it is what the daemon is built on: `[database]`,
 //!   `[worker]`, `[server]`, `[log]`, `runtime.data_dir` and `runtime.background`. A reload
 //!   that changes one of them applies the rest and logs, naming each, that it takes effect at
@@ -147,6 +148,8 @@ pub struct Reloader {
     pub(crate) supervisor: TaskSupervisor,
     /// The running notifier (a reload starts a new one, then stops the old one).
     pub(crate) notifier: NotifierSlot,
+    /// The `[retention]` the purger and the sweep read at each round.
+    pub(crate) retention: crate::retention::LiveRetention,
     /// The config applied last.
     pub(crate) config: Arc<Mutex<Config>>,
     /// One reload at a time.
@@ -205,6 +208,7 @@ impl Reloader {
         self.intake.set_agents(agents.clone());
         self.runtime.set(runtime);
         self.hooks.replace(hooks);
+        self.retention.set(config.retention.clone());
         let fresh = Spawned::spawn(notifier, tokio_util::sync::CancellationToken::new());
         let old = self
             .notifier
@@ -292,6 +296,8 @@ mod tests {
         let mut new = old.clone();
         new.runtime.output_cap_bytes = 1;
         new.runtime.secrets = vec![nightshift_tools::SecretSpec::unbound("T")];
+        new.retention.keep_days = 7;
+        new.retention.keep_workspace = true;
         assert!(restart_only(&old, &new).is_empty());
         new.worker.slots = 99;
         new.server.address = "127.0.0.1:1".into();

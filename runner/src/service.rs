@@ -1,6 +1,6 @@
 //! The one shape of the daemon's long-running services, so that [`crate::daemon`] only
 //! composes them: the worker pool, the background task keeper, the notifier, the HTTP API,
-//! the metrics listener and the schedule timer are each a [`Service`], `run(self, stop)`
+//! the metrics listener, the schedule timer and retention (the purger and the sweep) are each a [`Service`], `run(self, stop)`
 //! until `stop` is cancelled, then wound down, returning `Result<Output>`.
 //!
 //! [`Spawned`] is a service running on a task of its own, with the token that stops it.
@@ -160,6 +160,17 @@ impl Service for Timer {
     /// Fires schedules until `stop`, then gives up its lease.
     async fn run(self, stop: CancellationToken) -> anyhow::Result<()> {
         Timer::run(self, stop).await;
+        Ok(())
+    }
+}
+
+impl Service for crate::retention::Retention {
+    type Output = ();
+    const NAME: &'static str = "retention";
+
+    /// Purges (while leading) and sweeps until `stop`, then gives up the purger's lease.
+    async fn run(self, stop: CancellationToken) -> anyhow::Result<()> {
+        crate::retention::Retention::run(self, stop).await;
         Ok(())
     }
 }

@@ -95,6 +95,16 @@ fn probes() -> Vec<(&'static str, String)> {
         ("prices.\"MODEL\"", at("", "[prices.\"m\"]")),
         ("github", at("", "[github]")),
         ("github.apps", at("", "[[github.apps]]")),
+        ("retention", at("", "[retention]")),
+        (
+            "retention.keep_days_by_status",
+            at("", "[retention.keep_days_by_status]"),
+        ),
+        ("retention.agents.NAME", at("", "[retention.agents.a]")),
+        (
+            "retention.agents.NAME.keep_days_by_status",
+            at("", "[retention.agents.a.keep_days_by_status]"),
+        ),
     ]
 }
 

@@ -16,8 +16,10 @@
 //!   [`concurrency`] (concurrency keys and their policies), [`run_ends`] (runs ended while no
 //!   job runs are told of once), [`outbox`] (the notification outbox and its deliveries),
 //!   [`check_runs`] (who makes a run's check run), [`content`] (a run's content stored once:
-//!   read back exactly, linear in what it holds, old rows, damage, failed checkpoint writes), [`audit`] (operator actions and their
-//!   audit rows commit together), [`tasks`] (background commands' rows),
+//!   read back exactly, linear in what it holds, old rows, damage, failed checkpoint writes),
+//!   [`audit`] (operator actions and their audit rows commit together), [`tasks`]
+//!   (background commands' rows), [`retention`] (purges take exactly what their rules name,
+//!   never a live run),
 //!   [`nul_text`] (text with NUL bytes round-trips), [`runs_list`] (listing runs, the queue
 //!   overview), [`write_paths`] (the same writes down each path of the store's write seam,
 //!   forced, answer alike) and [`setup`] (migrations: concurrent starters, a newer schema).
@@ -69,6 +71,7 @@ pub mod content;
 pub mod nul_text;
 pub mod outbox;
 pub mod queue;
+pub mod retention;
 pub mod run_ends;
 pub mod runs_list;
 pub mod setup;
@@ -217,6 +220,20 @@ macro_rules! exercise {
                 }
                 tasks {
                     task_rows_end_once_go_stale_and_wake_sleeping_runs => task_rows;
+                }
+                retention {
+                    purge_takes_exactly_what_its_rule_names =>
+                        purge_takes_exactly_what_its_rule_names;
+                    without_a_summary_the_row_goes_and_the_audit_trail_stays =>
+                        without_a_summary_the_row_goes_and_the_audit_trail_stays;
+                    batches_are_bounded_and_a_second_purge_finds_nothing =>
+                        batches_are_bounded_and_a_second_purge_finds_nothing;
+                    a_live_state_is_refused_and_a_preview_changes_nothing =>
+                        a_live_state_is_refused_and_a_preview_changes_nothing;
+                    ended_runs_with_work_still_running_are_kept =>
+                        ended_runs_with_work_still_running_are_kept;
+                    concurrent_purgers_purge_each_run_once =>
+                        concurrent_purgers_purge_each_run_once;
                 }
                 nul_text {
                     a_prompt_with_nul_reads_back_identical => prompt_round_trips;

@@ -49,6 +49,7 @@ pub mod notifications;
 mod operator;
 mod postgres;
 mod queue;
+pub mod retention;
 /// The run statuses as the SQL files see them (see `build.rs`).
 #[cfg(test)]
 mod run_states;
@@ -98,6 +99,7 @@ pub use postgres::OVERVIEW_PLANNER_SETTINGS as POSTGRES_OVERVIEW_PLANNER_SETTING
 /// The settings of PostgreSQL's warm settle connection, for tests that read its plans.
 #[doc(hidden)]
 pub use postgres::WARM_SETTINGS as POSTGRES_WARM_SETTINGS;
+pub use retention::{OperatorPurge, PurgeCounts, PurgeRule, PurgedBatch, RunSettlement};
 pub use schedules::{
     LeaderFence, LeaderLease, Missed, Overlap, ScheduleAdvance, ScheduleDef, ScheduleRow,
     ScheduleSource,

@@ -49,6 +49,11 @@ pub struct Run {
     /// What is known about what started the run, as a JSON object written at enqueue from
     /// trusted data (a GitHub delivery's repository, number, head SHA and installation).
     pub context: Option<String>,
+    /// When retention purged the run's history (migration 0023): only this row is left, as
+    /// its summary. `None` while the run has its history.
+    #[sqlx(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub purged_at: Option<Millis>,
 }
 
 /// A job, as stored.

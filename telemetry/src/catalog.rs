@@ -140,6 +140,9 @@ pub const MODEL_ERROR_KINDS: &[&str] = &[
     "context_too_long",
     "other",
 ];
+/// What of a run's files a retention sweep or purge removed.
+pub const RETENTION_FILE_KINDS: &[&str] =
+    &["workspace", "artifacts", "task_log", "temp", "checkout"];
 /// This build's version, the one value of `nightshift_build_info`'s label.
 pub const VERSIONS: &[&str] = &[env!("CARGO_PKG_VERSION")];
 
@@ -156,6 +159,10 @@ pub const RUN_BUCKETS: &[f64] = &[
 /// Tool call durations in seconds, 5 ms to 10 minutes.
 pub const TOOL_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+/// Purge batch durations in seconds, 1 ms to a minute.
+pub const BATCH_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 /// Model call durations in seconds, 50 ms to 10 minutes.
 pub const MODEL_BUCKETS: &[f64] = &[
@@ -192,6 +199,12 @@ pub const APPROVAL_OLDEST: &str = "nightshift_approval_oldest_pending_age_second
 pub const NOTIFICATIONS_PENDING: &str = "nightshift_notifications_pending";
 pub const NOTIFICATION_OLDEST: &str = "nightshift_notification_oldest_pending_age_seconds";
 pub const BUILD_INFO: &str = "nightshift_build_info";
+pub const RETENTION_RUNS_PURGED: &str = "nightshift_retention_runs_purged_total";
+pub const RETENTION_ROWS_PURGED: &str = "nightshift_retention_rows_purged_total";
+pub const RETENTION_BYTES_PURGED: &str = "nightshift_retention_bytes_purged_total";
+pub const RETENTION_BATCH_DURATION: &str = "nightshift_retention_batch_duration_seconds";
+pub const RETENTION_LAST_PURGE: &str = "nightshift_retention_last_purge_timestamp_seconds";
+pub const RETENTION_FILES_REMOVED: &str = "nightshift_retention_files_removed_total";
 
 const fn metric(
     name: &'static str,
@@ -456,6 +469,46 @@ pub const METRICS: &[Metric] = &[
         Kind::Gauge,
         "Always 1; its label names the running version.",
         &[fixed("version", VERSIONS)],
+    ),
+    metric(
+        RETENTION_RUNS_PURGED,
+        Kind::Counter,
+        "Finished runs whose history this daemon's purger (or an operator's purge through it) \
+         removed, by end state.",
+        &[fixed("status", RUN_END_STATUSES)],
+    ),
+    metric(
+        RETENTION_ROWS_PURGED,
+        Kind::Counter,
+        "Store rows purged: events, checkpoints, jobs, approvals, tasks, outbox rows, \
+         notifications, check-run claims, and run rows when no summary is kept.",
+        &[],
+    ),
+    metric(
+        RETENTION_BYTES_PURGED,
+        Kind::Counter,
+        "Bytes of run events and checkpoints purged.",
+        &[],
+    ),
+    histogram(
+        RETENTION_BATCH_DURATION,
+        "Seconds one purge batch (one transaction) took.",
+        &[],
+        BATCH_BUCKETS,
+    ),
+    metric(
+        RETENTION_LAST_PURGE,
+        Kind::Gauge,
+        "Unix time of the last purge batch that removed runs on this daemon (absent until one \
+         did).",
+        &[],
+    ),
+    metric(
+        RETENTION_FILES_REMOVED,
+        Kind::Counter,
+        "Directories and files of runs removed from this daemon's data directory, by kind: \
+         workspace (at the run's end, or its purge), artifacts, task_log, temp, checkout.",
+        &[fixed("kind", RETENTION_FILE_KINDS)],
     ),
 ];
 

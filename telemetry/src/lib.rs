@@ -59,6 +59,12 @@
 //! | `nightshift_notifications_pending` | gauge | — | run notices not yet delivered, read from the store at each scrape |
 //! | `nightshift_notification_oldest_pending_age_seconds` | gauge | — | how long the oldest undelivered notice has waited (0: none) |
 //! | `nightshift_build_info` | gauge | `version` | always 1: the running version |
+//! | `nightshift_retention_runs_purged_total` | counter | `status` | finished runs whose history the purger removed, by end state |
+//! | `nightshift_retention_rows_purged_total` | counter | — | store rows purged (run rows too when no summary is kept) |
+//! | `nightshift_retention_bytes_purged_total` | counter | — | bytes of events and checkpoints purged |
+//! | `nightshift_retention_batch_duration_seconds` | histogram | — | one purge batch (one transaction) |
+//! | `nightshift_retention_last_purge_timestamp_seconds` | gauge | — | Unix time of the last batch that removed runs |
+//! | `nightshift_retention_files_removed_total` | counter | `kind` | run directories and files removed from the data directory: `workspace`, `artifacts`, `task_log`, `temp`, `checkout` |
 
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -301,3 +301,32 @@ pub fn sample_wakeups<'a>(agents: impl IntoIterator<Item = &'a str>) {
             .map(|agent| (vec![agent.to_string()], 1.0)),
     );
 }
+
+/// A purge batch removed `runs` runs that ended as `status` (one of
+/// [`c::RUN_END_STATUSES`]), `rows` rows and `bytes` bytes of history, in `took`; `at` is
+/// now, as Unix seconds.
+pub fn retention_batch(
+    status: &'static str,
+    runs: u64,
+    rows: u64,
+    bytes: u64,
+    took: Duration,
+    at: f64,
+) {
+    observe(c::RETENTION_BATCH_DURATION, &[], took.as_secs_f64());
+    if runs == 0 {
+        return;
+    }
+    count(c::RETENTION_RUNS_PURGED, &[status], runs);
+    count(c::RETENTION_ROWS_PURGED, &[], rows);
+    count(c::RETENTION_BYTES_PURGED, &[], bytes);
+    set(c::RETENTION_LAST_PURGE, &[], at);
+}
+
+/// `n` of a run's directories or files of `kind` (one of [`c::RETENTION_FILE_KINDS`]) were
+/// removed from the data directory.
+pub fn retention_files_removed(kind: &'static str, n: u64) {
+    if n > 0 {
+        count(c::RETENTION_FILES_REMOVED, &[kind], n);
+    }
+}

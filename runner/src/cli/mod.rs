@@ -8,6 +8,7 @@ mod approvals;
 mod format;
 mod notifications;
 mod operator;
+mod purge;
 mod queue;
 mod remote;
 mod runs;
@@ -72,6 +73,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             let op = Operator::Local {
                 store: store.clone(),
                 agents: config.agents.iter().map(|a| a.name.clone()).collect(),
+                data_dir: config.runtime.data_dir.clone(),
             };
             operate(&op, command)
                 .await

@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 
 use super::remote::ApiClient;
 use nightshift_notify::shown_url;
+use nightshift_runner::retention::files::RunFiles;
+use nightshift_runner::retention::operator::{PurgeReport, PurgeRequest, purge};
 
 mod rows;
 pub use rows::{
@@ -26,8 +28,13 @@ pub use rows::{
 /// Where the commands' data comes from.
 #[derive(Debug)]
 pub enum Operator {
-    /// The store the config names, and the configured agents' names.
-    Local { store: Store, agents: Vec<String> },
+    /// The store the config names, the configured agents' names, and the data directory
+    /// (whose files of purged runs `runs purge` removes).
+    Local {
+        store: Store,
+        agents: Vec<String>,
+        data_dir: std::path::PathBuf,
+    },
     /// A daemon's HTTP API.
     Remote(ApiClient),
 }
@@ -63,7 +70,7 @@ impl Operator {
 
     pub async fn submit(&self, args: NewRunArgs) -> anyhow::Result<Submitted> {
         match self {
-            Operator::Local { store, agents } => {
+            Operator::Local { store, agents, .. } => {
                 // A run can be enqueued before the daemon first started: bring the schema
                 // up first (idempotent, under the migration lock).
                 store.migrate().await?;
@@ -431,7 +438,7 @@ impl Operator {
 
     pub async fn trigger_schedule(&self, name: &str) -> anyhow::Result<Fired> {
         match self {
-            Operator::Local { store, agents } => {
+            Operator::Local { store, agents, .. } => {
                 store.migrate().await?;
                 let intake = Intake::new(store.clone(), agents.iter().cloned());
                 let outcome =
@@ -442,6 +449,22 @@ impl Operator {
                 api.post(&format!("/v1/schedules/{name}/trigger"), json!({}))
                     .await
             }
+        }
+    }
+}
+
+impl Operator {
+    /// Purges finished runs (or, for a dry run, says what would go): see
+    /// `nightshift_runner::retention::operator`.
+    pub async fn purge(&self, req: &PurgeRequest) -> anyhow::Result<PurgeReport> {
+        match self {
+            Operator::Local {
+                store, data_dir, ..
+            } => {
+                let files = RunFiles::new(data_dir);
+                Ok(purge(store, &cli_actor(), req, Some(&files)).await?)
+            }
+            Operator::Remote(api) => Ok(api.post("/v1/runs/purge", json!(req)).await?),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! `nightshift run` and `nightshift runs …`: enqueue, list, show, follow, read the events of,
-//! cancel and wake runs, locally or through a daemon's API (see [`Operator`]).
+//! cancel, wake and purge runs, locally or through a daemon's API (see [`Operator`]).
 //! `runs follow` and `run --wait` print a run's transcript from its start and as it happens,
 //! and exit zero only when it succeeded; Ctrl-C stops following and leaves the run alone.
 
@@ -130,6 +130,10 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Purge finished runs that ended before a time: their events, checkpoints, jobs,
+    /// approvals, tasks, notices and files go; each run's row stays as its summary unless
+    /// --no-summary. Runs not ended, or with work still running, are never touched.
+    Purge(super::purge::PurgeArgs),
 }
 
 pub(crate) async fn run(op: &Operator, args: RunArgs) -> anyhow::Result<()> {
@@ -267,6 +271,7 @@ pub(crate) async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<
             };
             list_runs(op, &filter, limit, json).await?;
         }
+        RunsCommand::Purge(args) => super::purge::purge(op, args).await?,
         RunsCommand::Show { id } => {
             println!("{}", serde_json::to_string_pretty(&op.show(&id).await?)?);
         }

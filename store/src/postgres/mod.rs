@@ -298,3 +298,4 @@ crate::schedules::schedule_statements!(PgBackend, "postgres");
 crate::webhooks::webhook_statements!(PgBackend, "postgres");
 crate::notifications::notification_statements!(PgBackend, "postgres");
 crate::listing::listing_statements!(PgBackend, "postgres");
+crate::retention::retention_statements!(PgBackend, "postgres");

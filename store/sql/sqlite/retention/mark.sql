@@ -1,0 +1,21 @@
+-- Marks a batch of ended runs as purged and returns their ids, oldest end first: runs of
+-- status ?2 (always an end state) that ended before ?3, hold history (not purged yet), have
+-- no job queued or running and no background task still running.
+-- ?1 now (purged_at), ?2 status, ?3 ended before (ms), ?4 only this agent (NULL: any),
+-- ?5 JSON array of agents left out, ?6 at most this many runs
+UPDATE runs SET purged_at = ?1
+WHERE id IN (
+    SELECT r.id FROM runs r
+    WHERE r.status = ?2
+      AND r.status IN ({terminal_run_states})
+      AND r.purged_at IS NULL
+      AND r.finished_at < ?3
+      AND (?4 IS NULL OR r.agent = ?4)
+      AND r.agent NOT IN (SELECT value FROM json_each(?5))
+      AND NOT EXISTS (SELECT 1 FROM jobs j
+                      WHERE j.run_id = r.id AND j.status IN ('queued', 'running'))
+      AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = r.id AND t.status = 'running')
+    ORDER BY r.finished_at
+    LIMIT ?6
+)
+RETURNING id

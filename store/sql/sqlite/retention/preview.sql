@@ -1,0 +1,27 @@
+-- What a purge by one rule would remove, changing nothing: (runs, events, event bytes (in the
+-- event rows and the runs' stored content, `run_blobs`),
+-- checkpoints, checkpoint bytes) of the runs `retention/mark.sql` would mark with no limit.
+-- ?1 status, ?2 ended before (ms), ?3 only this agent (NULL: any), ?4 JSON array of agents
+-- left out
+WITH due AS (
+    SELECT r.id FROM runs r
+    WHERE r.status = ?1
+      AND r.status IN ({terminal_run_states})
+      AND r.purged_at IS NULL
+      AND r.finished_at < ?2
+      AND (?3 IS NULL OR r.agent = ?3)
+      AND r.agent NOT IN (SELECT value FROM json_each(?4))
+      AND NOT EXISTS (SELECT 1 FROM jobs j
+                      WHERE j.run_id = r.id AND j.status IN ('queued', 'running'))
+      AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = r.id AND t.status = 'running')
+)
+SELECT
+    (SELECT count(*) FROM due),
+    (SELECT count(*) FROM run_events e WHERE e.run_id IN (SELECT id FROM due)),
+    (SELECT COALESCE(sum(length(CAST(e.payload AS BLOB))), 0) FROM run_events e
+     WHERE e.run_id IN (SELECT id FROM due))
+    + (SELECT COALESCE(sum(length(b.body)), 0) FROM run_blobs b
+       WHERE b.run_id IN (SELECT id FROM due)),
+    (SELECT count(*) FROM checkpoints c WHERE c.run_id IN (SELECT id FROM due)),
+    (SELECT COALESCE(sum(c.size_bytes), 0) FROM checkpoints c
+     WHERE c.run_id IN (SELECT id FROM due))
