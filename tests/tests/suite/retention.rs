@@ -179,7 +179,11 @@ async fn two_daemons_purge_what_retention_says(db: &TestDb) {
         );
         assert!(store.events(id, 0).await.unwrap().is_empty());
         assert!(store.latest_checkpoint(id).await.unwrap().is_none());
-        assert_eq!(store.run_storage(id).await.unwrap().blobs, 0, "its content went too");
+        assert_eq!(
+            store.run_storage(id).await.unwrap().blobs,
+            0,
+            "its content went too"
+        );
         assert!(store.jobs_of_run(id).await.unwrap().is_empty());
     }
     // Everything else untouched.
