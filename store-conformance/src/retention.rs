@@ -211,7 +211,9 @@ pub async fn without_a_summary_the_row_goes_and_the_audit_trail_stays(db: &TestD
         ..rule.clone()
     };
     let done = op
-        .purge_runs(&[cancelled_rule, rule], 1, "before=test")
+        .purge_runs(&[cancelled_rule, rule], 1, "before=test", |_| {
+            Duration::ZERO
+        })
         .await
         .unwrap();
     assert_eq!(

@@ -447,15 +447,17 @@ pub struct OperatorPurge {
 }
 
 impl crate::AsOperator<'_> {
-    /// Purges every run the rules take, batch after batch of `batch` runs, audited once as
-    /// `purge` of `runs` with `detail` (what was asked): the row is written in the first
-    /// batch's transaction, so it exists exactly when something of the purge committed, or
-    /// when nothing matched.
+    /// Purges every run the rules take, batch after batch of `batch` runs, sleeping
+    /// `rest(took)` after each batch that purged runs (so the queue's writes go between),
+    /// audited once as `purge` of `runs` with `detail` (what was asked): the row is written
+    /// in the first batch's transaction, so it exists exactly when something of the purge
+    /// committed, or when nothing matched.
     pub async fn purge_runs(
         &self,
         rules: &[PurgeRule],
         batch: i64,
         detail: &str,
+        rest: impl Fn(std::time::Duration) -> std::time::Duration,
     ) -> Result<OperatorPurge> {
         for rule in rules {
             check(rule)?;
@@ -471,10 +473,12 @@ impl crate::AsOperator<'_> {
         let mut done = OperatorPurge::default();
         for rule in rules {
             loop {
+                let started = std::time::Instant::now();
                 let purged = self
                     .store()
                     .purge_batch_recorded(rule, batch, audit)
                     .await?;
+                let took = started.elapsed();
                 audit = None;
                 if purged.runs.is_empty() {
                     break;
@@ -483,6 +487,7 @@ impl crate::AsOperator<'_> {
                 done.rows += purged.rows;
                 done.runs.extend(purged.runs);
                 done.tasks.extend(purged.tasks);
+                tokio::time::sleep(rest(took)).await;
             }
         }
         if audit.is_some() {

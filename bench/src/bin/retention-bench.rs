@@ -7,14 +7,15 @@
 //! How: 100,000 runs that ended 60 days ago are seeded by plain SQL, each with its start
 //! job, 3 events of ~200 bytes and a 1 KB checkpoint (the rows a purge removes). A feeder keeps
 //! a backlog of runs queued for a real worker [`Pool`](nightshift_worker::Pool) of 16 slots
-//! whose jobs sleep 1 ms. The pool runs `--seconds` alone (the baseline), then while the
-//! purge runs exactly as the daemon's purger does (`Store::purge_batch` of 500 runs, then the
-//! rest `nightshift_runner::retention::purger::rest_after` gives), until every seeded run is
-//! purged; then `--seconds` alone again. The ratio compares the pool's jobs/s during the
-//! purge with the mean of the two baselines.
+//! whose jobs sleep 1 ms. The purge runs exactly as the daemon's purger does
+//! (`Store::purge_batch` of 500 runs, then the rest
+//! `nightshift_runner::retention::purger::rest_after` gives), but behind a gate: windows of
+//! `--window-seconds` alternate, the purger paused then purging, until every seeded run is
+//! purged. Alternating cancels the drift of a shared machine (other builds, the tables
+//! growing); the ratio compares the medians of the two kinds of window.
 //!
 //! Usage: `cargo run --release -p nightshift-bench --bin retention-bench [-- --sqlite-only |
-//! --postgres-only] [--runs N] [--seconds S] [--batch B] [--pause-ms P]`. PostgreSQL comes
+//! --postgres-only] [--runs N] [--window-seconds S] [--batch B] [--pause-ms P]`. PostgreSQL comes
 //! from `NIGHTSHIFT_BENCH_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`), in a
 //! fresh schema.
 
@@ -42,9 +43,10 @@ fn arg(name: &str) -> Option<u64> {
 }
 
 struct Measured {
-    before: f64,
-    during: f64,
-    after: f64,
+    /// Jobs/s of each window with the purger paused, and with it purging.
+    alone: Vec<f64>,
+    purging: Vec<f64>,
+    /// Seconds the purger was purging, until every seeded run was gone.
     purge_seconds: f64,
     purged: u64,
     batches: u64,
@@ -54,37 +56,44 @@ struct Measured {
 #[tokio::main]
 async fn main() -> Result<()> {
     let runs = arg("--runs").unwrap_or(100_000);
-    let seconds = arg("--seconds").unwrap_or(10);
+    let window = Duration::from_secs(arg("--window-seconds").unwrap_or(3));
     let batch = arg("--batch").unwrap_or(500) as i64;
     let pause = Duration::from_millis(arg("--pause-ms").unwrap_or(50));
     let dir = tempfile::tempdir()?;
     let backends = nightshift_bench::backends(dir.path(), "retention").await;
     println!(
         "## Purge of {runs} finished runs beside a pool of {SLOTS} slots of 1 ms jobs \
-         (batch {batch}, pause {} ms)",
-        pause.as_millis()
+         (batch {batch}, pause {} ms, windows of {} s)",
+        pause.as_millis(),
+        window.as_secs()
     );
     println!(
-        "{:<12} {:>10} {:>10} {:>10} {:>7} {:>10} {:>12} {:>9} {:>10}",
+        "{:<12} {:>8} {:>10} {:>10} {:>7} {:>8} {:>10} {:>13} {:>8} {:>10}",
         "backend",
+        "windows",
         "alone/s",
         "purging/s",
-        "after/s",
         "ratio",
+        "worst",
         "purge (s)",
         "runs/s purged",
         "batches",
         "max batch"
     );
     for (name, config) in &backends {
-        let m = measure(config, runs, Duration::from_secs(seconds), batch, pause).await?;
-        let alone = (m.before + m.after) / 2.0;
+        let m = measure(config, runs, window, batch, pause).await?;
+        let (alone, purging) = (median(&m.alone), median(&m.purging));
+        // The worst pair: each purging window against the alone window before it.
+        let worst = m
+            .purging
+            .iter()
+            .zip(&m.alone)
+            .map(|(p, a)| p / a)
+            .fold(f64::INFINITY, f64::min);
         println!(
-            "{name:<12} {:>10.0} {:>10.0} {:>10.0} {:>7.2} {:>10.1} {:>12.0} {:>9} {:>8.0}ms",
-            m.before,
-            m.during,
-            m.after,
-            m.during / alone,
+            "{name:<12} {:>8} {alone:>10.0} {purging:>10.0} {:>7.2} {worst:>8.2} {:>10.1} {:>13.0} {:>8} {:>8.0}ms",
+            m.purging.len(),
+            purging / alone,
             m.purge_seconds,
             m.purged as f64 / m.purge_seconds,
             m.batches,
@@ -93,13 +102,20 @@ async fn main() -> Result<()> {
         nightshift_bench::drop_schema(config).await;
     }
     println!(
-        "\nratio = jobs/s while purging ÷ mean of jobs/s alone before and after; load average \
-         at the end: {}",
+        "\nwindows alternate: the purger paused, then purging, until every run is purged; \
+         alone/s and purging/s are the medians, ratio = purging ÷ alone, worst = the lowest \
+         purging window ÷ the alone window before it. Load average at the end: {}",
         std::fs::read_to_string("/proc/loadavg")
             .unwrap_or_default()
             .trim()
     );
     Ok(())
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    nightshift_bench::percentile(&sorted, 0.5)
 }
 
 async fn measure(
@@ -117,38 +133,37 @@ async fn measure(
     let feeding = CancellationToken::new();
     let feeder = tokio::spawn(feed(store.clone(), completed.clone(), feeding.clone()));
     let (stop, pool) = start_pool(&store, Worker::one_ms(&completed), SLOTS);
-    // Warm up, then the baseline.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = rate(&completed, window).await;
-    let (purged, batches, max_batch, purge_time, during) = {
-        let start = completed.load(Ordering::Relaxed);
-        let t = Instant::now();
-        let (purged, batches, max_batch) = purge_all(&store, batch, pause).await?;
-        let took = t.elapsed();
-        let done = completed.load(Ordering::Relaxed) - start;
-        (
-            purged,
-            batches,
-            max_batch,
-            took,
-            done as f64 / took.as_secs_f64(),
-        )
+    let (purging, gate) = tokio::sync::watch::channel(false);
+    let purger = tokio::spawn(purge_all(store.clone(), batch, pause, gate));
+    let mut m = Measured {
+        alone: Vec::new(),
+        purging: Vec::new(),
+        purge_seconds: 0.0,
+        purged: 0,
+        batches: 0,
+        max_batch_ms: 0.0,
     };
-    let after = rate(&completed, window).await;
+    while !purger.is_finished() {
+        purging.send_replace(false);
+        let alone = rate(&completed, window).await;
+        purging.send_replace(true);
+        let during = rate(&completed, window).await;
+        m.purge_seconds += window.as_secs_f64();
+        // A window the purge ended in is not a purging window.
+        if !purger.is_finished() {
+            m.alone.push(alone);
+            m.purging.push(during);
+        }
+    }
+    let (purged, batches, max_batch) = purger.await??;
+    (m.purged, m.batches, m.max_batch_ms) = (purged, batches, max_batch.as_secs_f64() * 1000.0);
     feeding.cancel();
     feeder.await??;
     stop.cancel();
     pool.await??;
     store.close().await;
-    Ok(Measured {
-        before,
-        during,
-        after,
-        purge_seconds: purge_time.as_secs_f64(),
-        purged,
-        batches,
-        max_batch_ms: max_batch.as_secs_f64() * 1000.0,
-    })
+    Ok(m)
 }
 
 /// Jobs finished per second over `window`.
@@ -159,8 +174,14 @@ async fn rate(completed: &AtomicU64, window: Duration) -> f64 {
     (completed.load(Ordering::Relaxed) - start) as f64 / t.elapsed().as_secs_f64()
 }
 
-/// The purger's loop over one rule: batches of `batch`, each followed by its rest.
-async fn purge_all(store: &Store, batch: i64, pause: Duration) -> Result<(u64, u64, Duration)> {
+/// The purger's loop over one rule: batches of `batch`, each followed by its rest, while
+/// `gate` says to purge.
+async fn purge_all(
+    store: Store,
+    batch: i64,
+    pause: Duration,
+    mut gate: tokio::sync::watch::Receiver<bool>,
+) -> Result<(u64, u64, Duration)> {
     let rule = PurgeRule {
         status: RunStatus::Succeeded,
         ended_before: store.now() - 30 * DAY_MS,
@@ -170,6 +191,7 @@ async fn purge_all(store: &Store, batch: i64, pause: Duration) -> Result<(u64, u
     };
     let (mut purged, mut batches, mut max) = (0, 0, Duration::ZERO);
     loop {
+        gate.wait_for(|on| *on).await?;
         let t = Instant::now();
         let done = store.purge_batch(&rule, batch).await?;
         let took = t.elapsed();

@@ -9,7 +9,7 @@
 //! - **A dry run changes nothing** and reports what a purge would remove now (runs, events,
 //!   checkpoints, bytes).
 //! - **A purge is audited once** (`purge` of `runs`, with the request as detail) and runs in
-//!   bounded batches like the purger's; the purged runs' files in the given data directory
+//!   bounded batches with the purger's rest after each, so the queue's writes go between; the purged runs' files in the given data directory
 //!   are removed after the commits (every daemon's sweep removes the rest).
 
 use std::time::Instant;
@@ -18,9 +18,13 @@ use nightshift_store::{Millis, PurgeCounts, PurgeRule, RunStatus, Store};
 use serde::{Deserialize, Serialize};
 
 use super::files::{Removal, RunFiles};
+use super::purger::rest_after;
 
 /// Runs per batch of an operator's purge.
 pub const OPERATOR_BATCH: i64 = 500;
+/// The least rest after a batch of an operator's purge (as `retention.pause_ms`'s default);
+/// the rest is also at least nine times the batch's time, as the purger's.
+pub const OPERATOR_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What to purge.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -181,7 +185,9 @@ pub async fn purge(
     let started = Instant::now();
     let done = store
         .as_operator(actor)
-        .purge_runs(&rules, OPERATOR_BATCH, &detail(req))
+        .purge_runs(&rules, OPERATOR_BATCH, &detail(req), |took| {
+            rest_after(took, OPERATOR_PAUSE)
+        })
         .await?;
     fill(&mut report, done.counts);
     report.rows = done.rows;

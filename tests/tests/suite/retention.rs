@@ -126,6 +126,30 @@ fn mkdirs(data: &Path, kind: &str, run: &str) -> std::path::PathBuf {
     dir
 }
 
+/// Runs purged on the daemon at `api`, by its metrics.
+async fn purged_on(http: &reqwest::Client, api: &str) -> f64 {
+    let text = http
+        .get(format!("{api}/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("nightshift_retention_runs_purged_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The purge batches a daemon logged so far.
+fn batches(logs: &std::sync::mpsc::Receiver<String>) -> usize {
+    logs.try_iter()
+        .filter(|l| l.contains("purged a batch of finished runs"))
+        .count()
+}
+
 async fn two_daemons_purge_what_retention_says(db: &TestDb) {
     let old_ok = ended(db, "echo", 40, RunStatus::Succeeded).await;
     let old_failed = ended(db, "echo", 40, RunStatus::Failed).await;
@@ -216,35 +240,15 @@ async fn two_daemons_purge_what_retention_says(db: &TestDb) {
         .await
         .unwrap()
         .expect("a purger lease");
-    let purged_on = |api: String| {
-        let http = http.clone();
-        async move {
-            let text = http
-                .get(format!("{api}/metrics"))
-                .bearer_auth(TOKEN)
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
-            text.lines()
-                .filter(|l| l.starts_with("nightshift_retention_runs_purged_total{"))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum::<f64>()
-        }
-    };
-    let counts = (purged_on(api_a).await, purged_on(api_b).await);
+    let counts = (
+        purged_on(&http, &api_a).await,
+        purged_on(&http, &api_b).await,
+    );
     assert!(
         counts == (3.0, 0.0) || counts == (0.0, 3.0),
         "one daemon purged the three runs: {counts:?} (lease held by {})",
         lease.holder
     );
-    let batches = |logs: &std::sync::mpsc::Receiver<String>| {
-        logs.try_iter()
-            .filter(|l| l.contains("purged a batch of finished runs"))
-            .count()
-    };
     let (batches_a, batches_b) = (batches(&logs_a), batches(&logs_b));
     assert!(
         (batches_a > 0) ^ (batches_b > 0),
