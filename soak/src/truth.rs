@@ -1,6 +1,8 @@
-//! Reading what really happened, after the daemons are stopped: the `runs`, `jobs` and
-//! `run_events` rows straight from the database with sqlx (not through the store under
-//! test), and the tools' ledger file.
+//! Reading what really happened, after the daemons are stopped: the `runs` and `jobs` rows
+//! straight from the database with sqlx (not through the store under test), each run's events
+//! through `Store::events` (their payloads are stored as the run's compressed blobs since
+//! schema v22, and reading them back byte for byte is the store's, held by the conformance
+//! suite's `content::*` cases), and the tools' ledger file.
 //!
 //! Guarantees: rows come back as plain structs ([`Truth`]) ordered by run and sequence; a
 //! ledger line that is not `run_id call_id idempotency_key class` is kept as
@@ -63,8 +65,6 @@ const RUNS: &str = "SELECT id, agent, status, result, error, CAST(turns AS BIGIN
                     FROM {p}runs ORDER BY id";
 const JOBS: &str = "SELECT run_id, status, CAST(attempts AS BIGINT) AS attempts \
                     FROM {p}jobs ORDER BY id";
-const EVENTS: &str = "SELECT run_id, CAST(seq AS BIGINT) AS seq, type, payload \
-                      FROM {p}run_events ORDER BY run_id, seq";
 
 fn sql(template: &str, prefix: &str) -> sqlx::AssertSqlSafe<String> {
     sqlx::AssertSqlSafe(template.replace("{p}", prefix))
@@ -101,24 +101,51 @@ impl Db {
         match self {
             Db::Sqlite(path) => {
                 let mut c = sqlite(path).await?;
+                let runs: Vec<RunRow> = sqlx::query_as(sql(RUNS, "")).fetch_all(&mut c).await?;
                 Ok(Truth {
-                    runs: sqlx::query_as(sql(RUNS, "")).fetch_all(&mut c).await?,
                     jobs: sqlx::query_as(sql(JOBS, "")).fetch_all(&mut c).await?,
-                    events: sqlx::query_as(sql(EVENTS, "")).fetch_all(&mut c).await?,
+                    events: self.events(&runs).await?,
+                    runs,
                     ..Truth::default()
                 })
             }
             Db::Postgres { url, schema } => {
                 let mut c = postgres(url).await?;
                 let p = format!("\"{schema}\".");
+                let runs: Vec<RunRow> = sqlx::query_as(sql(RUNS, &p)).fetch_all(&mut c).await?;
                 Ok(Truth {
-                    runs: sqlx::query_as(sql(RUNS, &p)).fetch_all(&mut c).await?,
                     jobs: sqlx::query_as(sql(JOBS, &p)).fetch_all(&mut c).await?,
-                    events: sqlx::query_as(sql(EVENTS, &p)).fetch_all(&mut c).await?,
+                    events: self.events(&runs).await?,
+                    runs,
                     ..Truth::default()
                 })
             }
         }
+    }
+
+    /// Every event of `runs`, in order, as the store reads them back.
+    async fn events(&self, runs: &[RunRow]) -> anyhow::Result<Vec<EventRow>> {
+        let mut config = nightshift_store::StoreConfig::for_url(self.url());
+        config.schema = self.schema().map(str::to_string);
+        let store = nightshift_store::Store::connect(
+            &config,
+            std::sync::Arc::new(nightshift_store::SystemClock),
+        )
+        .await
+        .context("connecting the store to read the runs' events")?;
+        let mut events = Vec::new();
+        for run in runs {
+            for e in store.events(&run.id, 0).await? {
+                events.push(EventRow {
+                    run_id: e.run_id,
+                    seq: e.seq,
+                    kind: e.event_type,
+                    payload: e.payload,
+                });
+            }
+        }
+        store.close().await;
+        Ok(events)
     }
 
     /// How many runs are in a terminal state now (0 before the schema exists).
