@@ -139,6 +139,22 @@ pub enum RunEvent {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         setup: Vec<String>,
     },
+    /// The run is a fork of `parent` (its first own event; the parent's events before it
+    /// are the fork's history, read through the parent's rows): it goes on from the parent's
+    /// state after `from_turn` model calls, with `tool_results` replacing the recorded
+    /// results of those calls, `model` (when set) answering from now on and `prompt` (when
+    /// set) appended as a user message. Usage and cost start again from zero: the parent
+    /// paid for what they share.
+    Forked {
+        parent: String,
+        from_turn: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        tool_results: std::collections::BTreeMap<String, String>,
+    },
     /// The run ended (its final state is also on the run row).
     Finished {
         status: EndStatus,
@@ -241,6 +257,7 @@ impl RunEvent {
             RunEvent::ApprovalDecided { .. } => "approval_decided",
             RunEvent::ModelUnavailable { .. } => "model_unavailable",
             RunEvent::WorkspacePrepared { .. } => "workspace_prepared",
+            RunEvent::Forked { .. } => "forked",
             RunEvent::Finished { .. } => "finished",
         }
     }

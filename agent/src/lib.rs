@@ -32,6 +32,7 @@ pub mod calls;
 pub mod checkpoint;
 pub mod config;
 pub mod events;
+pub mod fork;
 pub mod github;
 pub mod notify;
 pub mod ports;
@@ -47,6 +48,7 @@ pub use config::{
     AgentConfig, AgentDef, AgentSandbox, Budgets, ConfigError, ContextPolicy, SandboxNetwork,
 };
 pub use events::{EndStatus, EventError, RunEvent};
+pub use fork::{ForkError, ForkPlan, ForkRequest};
 pub use github::AgentGithub;
 pub use nightshift_tools::{ToolClass, ToolOutput};
 pub use notify::NotifyTarget;

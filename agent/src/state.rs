@@ -6,7 +6,7 @@
 //! The projection is deterministic: the same events give the same state and so the same
 //! request bytes, whether the run was interrupted or not.
 //!
-//! The fold itself is in `state/fold.rs`, the records of the newest reply's tool round in
+//! The fold itself is in `state/fold.rs` (a fork's own first event in `state/forked.rs`), the records of the newest reply's tool round in
 //! `state/pending.rs`, how a run ended in `state/ending.rs` and the errors in
 //! `state/error.rs`; this module holds the state and what is read from it.
 
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 mod ending;
 mod error;
 mod fold;
+mod forked;
 mod pending;
 
 pub use ending::Ending;
@@ -111,6 +112,10 @@ pub struct RunState {
     /// Whether the conversation was compacted since the newest reply.
     #[serde(default)]
     pub compacted_since_reply: bool,
+    /// The model a fork was told to answer with, instead of the agent's own (set by
+    /// `forked`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// The sequence number of the last event folded in.
     pub through_seq: i64,
 }

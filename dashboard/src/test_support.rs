@@ -48,5 +48,7 @@ pub(crate) fn run(status: RunStatus) -> Run {
         trace_parent: None,
         context: None,
         purged_at: None,
+        forked_from: None,
+        fork_seq: None,
     }
 }

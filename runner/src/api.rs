@@ -39,6 +39,7 @@
 
 mod approvals;
 mod enqueue;
+mod forks;
 mod notifications;
 mod runs;
 mod wakeups;
@@ -110,6 +111,8 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(runs::show_run))
         .routes(routes!(runs::run_events))
         .routes(routes!(runs::cancel_run))
+        .routes(routes!(forks::fork_run))
+        .routes(routes!(forks::rerun_runs))
         .routes(routes!(wakeups::wake_run))
         .routes(routes!(wakeups::list_wakeups))
         .routes(routes!(approvals::list_approvals))

@@ -1,6 +1,7 @@
 //! The runtime's [`ModelGateway`], made of the real providers: one shared [`ModelClient`]
 //! per (provider, model, key) from a [`ClientRegistry`], and per agent a chain of its main
-//! model followed by its fallbacks.
+//! model followed by its fallbacks. A request for another model of the agent's provider (a
+//! fork told to answer with it) goes to that model first, then the same fallbacks.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +27,10 @@ struct Link {
 /// Model chains by agent name.
 pub(crate) struct Gateway {
     chains: HashMap<String, Vec<Link>>,
+    /// Where the clients come from, for a model no chain holds.
+    registry: ClientRegistry,
+    /// Each agent's provider (name and resolved config), for a model no chain holds.
+    providers: HashMap<String, (String, nightshift_llm::ProviderConfig)>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -41,7 +46,13 @@ impl Gateway {
     pub(crate) fn build(config: &Config) -> anyhow::Result<Gateway> {
         let registry = ClientRegistry::new();
         let mut chains = HashMap::new();
+        let mut providers = HashMap::new();
         for agent in &config.agents {
+            let mut own = config.providers[agent.provider.as_str()].clone();
+            if let Some(script) = &own.script {
+                own.script = Some(config.resolve_path(script));
+            }
+            providers.insert(agent.name.clone(), (agent.provider.clone(), own));
             let mut chain = Vec::new();
             let links = std::iter::once(format!("{}/{}", agent.provider, agent.model)).chain(
                 agent.fallback.iter().map(|f| {
@@ -66,23 +77,62 @@ impl Gateway {
                         e.message
                     )
                 })?;
-                let (p, m) = (provider.to_string(), model.to_string());
-                client.on_failed_attempt(move |e| {
-                    if let Some(kind) = e.kind() {
-                        nightshift_telemetry::model_error(&p, &m, kind);
-                    }
-                });
-                let link = Link {
-                    client,
-                    provider: provider.to_string(),
-                    model: model.to_string(),
-                };
+                let link = Link::new(client, provider, model);
                 publish_breaker(&link);
                 chain.push(link);
             }
             chains.insert(agent.name.clone(), chain);
         }
-        Ok(Gateway { chains })
+        Ok(Gateway {
+            chains,
+            registry,
+            providers,
+        })
+    }
+
+    /// `chain` with `model` (of the agent's provider) in place of its main link.
+    fn chain_for_model(
+        &self,
+        agent: &AgentDef,
+        chain: &[Link],
+        model: &str,
+    ) -> Result<Vec<Link>, ModelFailure> {
+        let Some((provider, cfg)) = self.providers.get(&agent.config.name) else {
+            return Err(ModelFailure::Fatal(format!(
+                "no provider is configured for agent {}",
+                agent.config.name
+            )));
+        };
+        let client = self.registry.client(cfg, model).map_err(|e| {
+            ModelFailure::Fatal(format!(
+                "agents.{}: cannot set up {provider}/{model}: {}: {}",
+                agent.config.name, e.key, e.message
+            ))
+        })?;
+        let main = Link::new(client, provider, model);
+        let rest = chain.iter().skip(1).map(|l| Link {
+            client: l.client.clone(),
+            provider: l.provider.clone(),
+            model: l.model.clone(),
+        });
+        Ok(std::iter::once(main).chain(rest).collect())
+    }
+}
+
+impl Link {
+    /// A link of `client`, its failed attempts counted under `provider`/`model`.
+    fn new(client: Arc<ModelClient>, provider: &str, model: &str) -> Link {
+        let (p, m) = (provider.to_string(), model.to_string());
+        client.on_failed_attempt(move |e| {
+            if let Some(kind) = e.kind() {
+                nightshift_telemetry::model_error(&p, &m, kind);
+            }
+        });
+        Link {
+            client,
+            provider: provider.to_string(),
+            model: model.to_string(),
+        }
     }
 }
 
@@ -99,6 +149,14 @@ impl ModelGateway for Gateway {
                     "no model is configured for agent {}",
                     agent.config.name
                 )));
+            };
+            let overridden;
+            let chain = match chain.first() {
+                Some(main) if !req.model.is_empty() && req.model != main.model => {
+                    overridden = self.chain_for_model(agent, chain, &req.model)?;
+                    overridden.as_slice()
+                }
+                _ => chain.as_slice(),
             };
             let clients: Vec<Arc<ModelClient>> = chain.iter().map(|l| l.client.clone()).collect();
             let Some(main) = chain.first() else {

@@ -82,6 +82,32 @@ pub fn render_parts(run_id: &str, seq: i64, event_type: &str, payload: &str) -> 
             lines.extend(setup.iter().map(|c| format!("── setup: {c}")));
             lines
         }
+        RunEvent::Forked {
+            parent,
+            from_turn,
+            prompt,
+            model,
+            tool_results,
+        } => {
+            let mut lines = vec![format!(
+                "── forked from run {parent} at turn {from_turn}{}",
+                model
+                    .map(|m| format!(", answered by {m}"))
+                    .unwrap_or_default()
+            )];
+            lines.extend(
+                tool_results
+                    .keys()
+                    .map(|call| format!("── result of {call} replaced")),
+            );
+            lines.extend(
+                prompt
+                    .iter()
+                    .flat_map(|p| p.lines())
+                    .map(|l| format!("» {l}")),
+            );
+            lines
+        }
         RunEvent::Finished { status, .. } => vec![format!("── run {status}")],
     }
 }

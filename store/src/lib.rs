@@ -39,6 +39,7 @@ mod content;
 mod enqueue;
 mod error;
 mod event_reads;
+pub mod forks;
 mod group;
 pub mod inbox;
 mod leased;
@@ -74,6 +75,7 @@ pub use clock::{Clock, ManualClock, Millis, SystemClock};
 pub use config::{BackendKind, ConfigError, StoreConfig, Synchronous};
 pub use content::RunStorage;
 pub use error::{Error, LeaseLostReason, Result};
+pub use forks::{ForkRow, NewFork};
 pub use inbox::QueuedMessage;
 pub use leased::LeasedJob;
 pub use listing::{

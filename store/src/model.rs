@@ -54,6 +54,15 @@ pub struct Run {
     #[sqlx(default)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub purged_at: Option<Millis>,
+    /// The run this one was forked from (migration 0024): its log starts with the parent's
+    /// events up to [`Run::fork_seq`]. `None` for a run that is not a fork.
+    #[sqlx(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+    /// The last of the parent's events a fork shares; its own start after it.
+    #[sqlx(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fork_seq: Option<i64>,
 }
 
 /// A job, as stored.

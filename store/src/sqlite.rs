@@ -282,6 +282,7 @@ crate::webhooks::webhook_statements!(SqliteBackend, "sqlite");
 crate::notifications::notification_statements!(SqliteBackend, "sqlite");
 crate::listing::listing_statements!(SqliteBackend, "sqlite");
 crate::retention::retention_statements!(SqliteBackend, "sqlite");
+crate::forks::fork_statements!(SqliteBackend, "sqlite");
 
 /// SQLite takes a group batch of deliveries together, with its own batch statements.
 impl crate::webhooks::together::TakeTogether for SqliteBackend {

@@ -193,7 +193,12 @@ impl Session<'_> {
             None => conversation::normalize(messages),
         };
         ModelRequest {
-            model: self.agent.config.model.clone(),
+            // A fork may have been told to answer with another model.
+            model: self
+                .state
+                .model
+                .clone()
+                .unwrap_or_else(|| self.agent.config.model.clone()),
             system: self.agent.system.clone(),
             messages,
             tools,

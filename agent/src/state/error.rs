@@ -38,4 +38,10 @@ pub enum StateError {
         kept_from: usize,
         messages: usize,
     },
+    /// A fork replaces the result of a call its history does not show a result of (never
+    /// made, still open, or compacted away).
+    #[error(
+        "event {seq}: the fork replaces the result of tool call {call_id}, which the conversation does not hold"
+    )]
+    ForkedResultMissing { seq: i64, call_id: String },
 }

@@ -85,6 +85,12 @@ impl RunState {
             RunEvent::WorkspacePrepared { commit, .. } => {
                 self.workspace_commit = Some(commit.clone());
             }
+            RunEvent::Forked {
+                prompt,
+                model,
+                tool_results,
+                ..
+            } => self.take_fork(seq, prompt.as_deref(), model.as_deref(), tool_results)?,
             RunEvent::Finished { status, detail } => {
                 self.ending = Some(Ending {
                     status: status.clone(),

@@ -129,6 +129,20 @@ impl Builder<'_> {
                 commit,
                 setup,
             } => self.workspace_prepared(s, repo, git_ref, commit, &setup),
+            RunEvent::Forked {
+                parent,
+                from_turn,
+                prompt,
+                model,
+                tool_results,
+            } => self.forked(
+                s,
+                parent,
+                from_turn,
+                prompt,
+                model,
+                tool_results.into_keys(),
+            ),
             RunEvent::Finished { status, detail } => self.finished(s, status.as_str(), detail),
         }
     }

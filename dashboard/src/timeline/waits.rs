@@ -90,6 +90,34 @@ impl Builder<'_> {
         self.items.push(it);
     }
 
+    /// `forked`: where this run branched off its parent, and what it changed.
+    pub(super) fn forked(
+        &mut self,
+        s: Stamp,
+        parent: String,
+        from_turn: u64,
+        prompt: Option<String>,
+        model: Option<String>,
+        replaced: impl Iterator<Item = String>,
+    ) {
+        let mut it = s
+            .item(
+                "fork",
+                format!("forked from run {parent} at turn {from_turn}"),
+            )
+            .fact("parent", parent)
+            .fact("from turn", from_turn.to_string());
+        if let Some(model) = model {
+            it = it.fact("model", model);
+        }
+        let replaced: Vec<String> = replaced.collect();
+        if !replaced.is_empty() {
+            it = it.fact("results replaced", replaced.join(", "));
+        }
+        it.body = prompt;
+        self.items.push(it);
+    }
+
     pub(super) fn finished(&mut self, s: Stamp, status: &str, detail: Option<String>) {
         let kind = if status == "succeeded" {
             "result"

@@ -28,29 +28,29 @@ use crate::api_tokens::Caller;
 pub(crate) struct ListQuery {
     /// queued, running, waiting, succeeded, failed, cancelled, …
     #[serde(default, deserialize_with = "empty_as_none")]
-    status: Option<String>,
+    pub(super) status: Option<String>,
     #[serde(default, deserialize_with = "empty_as_none")]
-    agent: Option<String>,
+    pub(super) agent: Option<String>,
     /// api, schedule, webhook, cli, …
     #[serde(default, deserialize_with = "empty_as_none")]
-    trigger: Option<String>,
+    pub(super) trigger: Option<String>,
     /// The concurrency key.
     #[serde(default, deserialize_with = "empty_as_none")]
-    key: Option<String>,
+    pub(super) key: Option<String>,
     /// Created at or after: RFC 3339 or epoch milliseconds.
     #[serde(default, deserialize_with = "empty_as_none")]
-    since: Option<String>,
+    pub(super) since: Option<String>,
     /// Created before: RFC 3339 or epoch milliseconds.
     #[serde(default, deserialize_with = "empty_as_none")]
-    until: Option<String>,
+    pub(super) until: Option<String>,
     /// A run id or idempotency key (exact), else text of the prompt (case-insensitive).
     #[serde(default, deserialize_with = "empty_as_none")]
-    q: Option<String>,
+    pub(super) q: Option<String>,
     /// `next_cursor` of the previous page.
     #[serde(default, deserialize_with = "empty_as_none")]
-    cursor: Option<String>,
+    pub(super) cursor: Option<String>,
     /// 1-200, default 50.
-    limit: Option<i64>,
+    pub(super) limit: Option<i64>,
 }
 
 /// A page of run summaries, newest first.
@@ -81,7 +81,7 @@ fn parse_time(name: &str, value: &str) -> Result<i64, String> {
 }
 
 /// The store filter a listing query asks for, or the message naming the bad parameter.
-fn run_filter(q: &ListQuery) -> Result<nightshift_store::RunFilter, String> {
+pub(super) fn run_filter(q: &ListQuery) -> Result<nightshift_store::RunFilter, String> {
     let named = |name: &str, e: nightshift_store::UnknownName| format!("{name}: {e}");
     Ok(nightshift_store::RunFilter {
         status: q

@@ -5,6 +5,7 @@
 //! errors go to stderr with a non-zero exit status.
 
 mod approvals;
+mod fork;
 mod format;
 mod notifications;
 mod operator;

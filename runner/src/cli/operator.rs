@@ -41,7 +41,7 @@ pub enum Operator {
 
 /// How the audit trail names the user of this CLI working on the database directly:
 /// `cli:USER` (`$USER`, else `cli:unknown`). Through `--server` the API token names them.
-fn cli_actor() -> String {
+pub(crate) fn cli_actor() -> String {
     let user = std::env::var("USER")
         .ok()
         .filter(|u| !u.trim().is_empty())

@@ -100,6 +100,13 @@ pub(crate) enum RunsCommand {
         /// The run's id.
         id: String,
     },
+    /// Fork a run: a new run that goes on from its state after N model calls, reusing their
+    /// recorded tool results (no side effect at or before that point runs again), with a
+    /// prompt, model or replaced tool results of your choice.
+    Fork(super::fork::ForkArgs),
+    /// Rerun a run from its start with its input, or (with --status) every ended run a
+    /// filter matches, each once.
+    Rerun(super::fork::RerunArgs),
     /// Wake a sleeping run now instead of at its wakeup time.
     Wake {
         /// The run's id.
@@ -285,6 +292,8 @@ pub(crate) async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<
                 )
             }
         },
+        RunsCommand::Fork(args) => super::fork::fork(op, args).await?,
+        RunsCommand::Rerun(args) => super::fork::rerun(op, args).await?,
         RunsCommand::Wake { id } => {
             op.wake(&id).await?;
             println!("{id}\twoken; it resumes as soon as a worker is free");

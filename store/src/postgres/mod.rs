@@ -299,3 +299,4 @@ crate::webhooks::webhook_statements!(PgBackend, "postgres");
 crate::notifications::notification_statements!(PgBackend, "postgres");
 crate::listing::listing_statements!(PgBackend, "postgres");
 crate::retention::retention_statements!(PgBackend, "postgres");
+crate::forks::fork_statements!(PgBackend, "postgres");

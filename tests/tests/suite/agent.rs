@@ -9,6 +9,7 @@
 
 mod compaction;
 mod endings;
+mod forks;
 mod recovery;
 mod storage;
 
@@ -24,6 +25,11 @@ use compaction::{compaction, context_too_long, cut_off_summary};
 use endings::{
     cancel_stops_model_call, corrupt_checkpoint, cut_off_reply, pause_turn_resends,
     refusal_ends_the_run, token_budget, unknown_agent,
+};
+use forks::{
+    a_fork_applies_its_changes, a_fork_reuses_side_effects_and_sends_the_parents_request,
+    a_fork_that_cannot_be_is_refused_whole, a_rerun_sends_the_first_request_again,
+    retention_keeps_a_parent_while_its_fork_is_kept,
 };
 use recovery::{
     crash_in_idempotent_tool, crash_in_read_only_tool, crash_in_side_effect_tool,
@@ -55,6 +61,13 @@ on_both_backends! {
         one_checkpoint_refers_to_the_logged_text;
     a_run_stored_before_v22_resumes_with_the_same_request =>
         a_run_stored_before_v22_resumes_with_the_same_request;
+    a_fork_reuses_side_effects_and_sends_the_parents_request =>
+        a_fork_reuses_side_effects_and_sends_the_parents_request;
+    a_rerun_sends_the_first_request_again => a_rerun_sends_the_first_request_again;
+    a_fork_applies_its_changes => a_fork_applies_its_changes;
+    a_fork_that_cannot_be_is_refused_whole => a_fork_that_cannot_be_is_refused_whole;
+    retention_keeps_a_parent_while_its_fork_is_kept =>
+        retention_keeps_a_parent_while_its_fork_is_kept;
 }
 
 async fn prompt_to_result(db: &TestDb) {

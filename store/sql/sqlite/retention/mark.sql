@@ -1,6 +1,6 @@
 -- Marks a batch of ended runs as purged and returns their ids, oldest end first: runs of
 -- status ?2 (always an end state) that ended before ?3, hold history (not purged yet), have
--- no job queued or running and no background task still running.
+-- no job queued or running and no background task still running and no fork that is kept.
 -- ?1 now (purged_at), ?2 status, ?3 ended before (ms), ?4 only this agent (NULL: any),
 -- ?5 JSON array of agents left out, ?6 at most this many runs
 UPDATE runs SET purged_at = ?1
@@ -15,6 +15,8 @@ WHERE id IN (
       AND NOT EXISTS (SELECT 1 FROM jobs j
                       WHERE j.run_id = r.id AND j.status IN ('queued', 'running'))
       AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = r.id AND t.status = 'running')
+      AND NOT EXISTS (SELECT 1 FROM runs f
+                      WHERE f.forked_from = r.id AND f.purged_at IS NULL)
     ORDER BY r.finished_at
     LIMIT ?6
 )

@@ -14,6 +14,8 @@ WITH due AS (
       AND NOT EXISTS (SELECT 1 FROM jobs j
                       WHERE j.run_id = r.id AND j.status IN ('queued', 'running'))
       AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.run_id = r.id AND t.status = 'running')
+      AND NOT EXISTS (SELECT 1 FROM runs f
+                      WHERE f.forked_from = r.id AND f.purged_at IS NULL)
 )
 SELECT
     (SELECT count(*) FROM due),
