@@ -1,5 +1,5 @@
 //! The actions on a run, as POST forms with the session's CSRF token, each through the same
-//! store call as the API's handler (`cancel_run`, `wake_now`, `decide_approval`). After an
+//! store call as the API's handler (`cancel_run`, `wake_now`, `decide_approval`, `fork_run`). After an
 //! action: 303 back to the page it came from with a flash message ([`back_to`], which the
 //! other pages' actions use too); a store error is shown as the same readable message the
 //! API gives. Cancel and deny cannot be undone and approve runs a side effect: without
@@ -145,6 +145,45 @@ pub async fn cancel(
             "Cancel requested: the worker stops at its next heartbeat.",
         ),
         Err(e) => back(&state, &session, &id, &store_message(&e)),
+    }
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub struct ForkForm {
+    #[serde(default)]
+    csrf: String,
+    from_turn: u64,
+    #[serde(default)]
+    prompt: Option<String>,
+}
+
+/// A fork from a model turn (`from_turn`, with an optional prompt), or a rerun (`from_turn`
+/// 0): on success, 303 to the new run's page; a refusal back to this one with the reason.
+pub async fn fork(
+    State(state): State<DashboardState>,
+    Extension(session): Extension<Session>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<ForkForm>,
+) -> Response {
+    if let Err(refused) = check_post(&state, &session, &headers, &form.csrf) {
+        return refused;
+    }
+    let req = nightshift_agent::fork::ForkRequest {
+        from_turn: form.from_turn,
+        prompt: form.prompt.filter(|p| !p.trim().is_empty()),
+        ..Default::default()
+    };
+    let actor = session.actor();
+    let op = state.store.as_operator(&actor);
+    match nightshift_agent::fork::fork_run(&op, &id, &req, nightshift_store::Trigger::Api).await {
+        Ok(made) => back(
+            &state,
+            &session,
+            &made.run_id,
+            &format!("Forked from run {id} at turn {}.", req.from_turn),
+        ),
+        Err(e) => back(&state, &session, &id, &format!("Not forked: {e}")),
     }
 }
 

@@ -136,6 +136,7 @@ pub fn router(state: DashboardState) -> Router {
         .route("/ui/runs/{id}/live", get(live::stream))
         .route("/ui/runs/{id}/artifacts/{name}", get(files::artifact))
         .route("/ui/runs/{id}/cancel", post(actions::cancel))
+        .route("/ui/runs/{id}/fork", post(actions::fork))
         .route("/ui/runs/{id}/wake", post(actions::wake))
         .route("/ui/runs/{id}/approvals/{call}", post(actions::decide))
         .route("/ui/live/runs", get(live::lists::runs))

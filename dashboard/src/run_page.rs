@@ -75,6 +75,7 @@ pub fn item_ctx(item: &Item, run: &Run, csrf: &str) -> Value {
         result_head => result.map(|(head, _)| format!("{head}…")).unwrap_or_default(),
         result_tail => result.map(|(_, tail)| tail).unwrap_or_default(),
         can_decide => item.pending && run.status == RunStatus::AwaitingApproval,
+        can_fork => run.purged_at.is_none(),
     }
 }
 
@@ -87,6 +88,7 @@ pub fn header_ctx(run: &Run, csrf: &str, now: Millis) -> Value {
         status => status.as_str(),
         can_cancel => !status.is_terminal(),
         can_wake => status == RunStatus::Waiting,
+        can_rerun => run.purged_at.is_none(),
         created_utc => format::utc(run.created_at),
         age => format::age(now, run.created_at),
         tokens_in => format::tokens(run.input_tokens),
@@ -212,9 +214,14 @@ mod tests {
         }
         let done = header(&run(RunStatus::Succeeded));
         assert!(done.contains("data-status=\"succeeded\""), "{done}");
+        let actions: Vec<&str> = done.matches("data-action=\"").collect();
+        assert_eq!(actions.len(), 1, "an ended run can only be rerun: {done}");
+        assert!(done.contains("data-action=\"rerun\""), "{done}");
+        let mut purged = run(RunStatus::Succeeded);
+        purged.purged_at = Some(1);
         assert!(
-            !done.contains("data-action="),
-            "no action on an ended run: {done}"
+            !header(&purged).contains("data-action="),
+            "no action on a purged run"
         );
     }
 }

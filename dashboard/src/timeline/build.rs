@@ -22,6 +22,7 @@ pub fn build(run: &Run, jobs: &[Job], tasks: &[TaskView], events: &[Event]) -> V
         items: Vec::new(),
         task_items: tasks.iter().map(task_item).collect(),
         calls: HashMap::new(),
+        turns: 0,
     };
     for e in events {
         b.event(e);
@@ -42,6 +43,8 @@ pub(super) struct Builder<'a> {
     /// Each call the model made: its input (pretty JSON) and the text of the message that
     /// made it, for the approval it may wait for.
     pub(super) calls: HashMap<String, (String, String)>,
+    /// Model turns so far.
+    pub(super) turns: u64,
 }
 
 impl Builder<'_> {

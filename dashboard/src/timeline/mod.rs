@@ -59,6 +59,9 @@ pub struct Item {
     pub artifact: Option<String>,
     /// For an approval: the call, the prompt and the model's text (what is decided on).
     pub decision: Option<Decision>,
+    /// For a model turn: its number in the run's log, counted from 0 (what a fork from it
+    /// keeps before making it again).
+    pub turn: Option<u64>,
 }
 
 /// A background task of the run as the timeline shows it: its row, and while it runs the
@@ -85,6 +88,7 @@ impl Item {
             pending: false,
             artifact: None,
             decision: None,
+            turn: None,
         }
     }
 

@@ -68,6 +68,8 @@ impl Builder<'_> {
             }
         }
         it.body = (!text.is_empty()).then_some(text);
+        it.turn = Some(self.turns);
+        self.turns += 1;
         self.items.push(it);
     }
 
