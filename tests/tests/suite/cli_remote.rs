@@ -14,6 +14,7 @@ use crate::process::{API_TOKEN, Proc, free_port, nightshift_bin};
 on_both_backends! {
     runs_follow_prints_a_webhook_started_run_as_it_happens => follow_webhook_run;
     the_remote_cli_prints_what_the_local_cli_prints => remote_matches_local;
+    runs_fork_and_rerun_work_in_both_modes => fork_and_rerun;
 }
 
 const HOOK_SECRET: &str = "cli-test-hook-secret";
@@ -436,6 +437,116 @@ async fn remote_matches_local(db: &TestDb) {
         "{err}"
     );
 
+    serve.signal("TERM");
+    serve.wait_exit(Duration::from_secs(20)).await;
+}
+
+/// `runs fork` and `runs rerun`, locally and through `--server`: a fork from turn 1 reads the
+/// first turn's `read_file` result instead of calling it again and ends like its parent; a
+/// replaced result reaches the model; a turn past the run's calls is refused with the count;
+/// a bulk dry run names the runs and changes nothing; each fork is audited.
+async fn fork_and_rerun(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut serve, cfg, api) = daemon(db, dir.path()).await;
+    let done = remote(&api, API_TOKEN, &["run", "bot", "hello fork", "--wait"]);
+    assert!(done.status.success(), "{}", text(&done.stderr));
+    let parent = text(&done.stdout).lines().next().unwrap().to_string();
+
+    let forked = local(&cfg, &["runs", "fork", &parent, "--from-turn", "1"]);
+    assert!(forked.status.success(), "{}", text(&forked.stderr));
+    let out = text(&forked.stdout);
+    let fork_id = out.split('\t').next().unwrap().to_string();
+    assert!(
+        out.contains(&format!("forked from {parent} at turn 1")),
+        "{out}"
+    );
+    let followed = remote(&api, API_TOKEN, &["runs", "follow", &fork_id]);
+    assert!(followed.status.success(), "{}", text(&followed.stderr));
+    assert!(
+        text(&followed.stdout).contains("forked from run"),
+        "{}",
+        text(&followed.stdout)
+    );
+
+    let replaced = remote(
+        &api,
+        API_TOKEN,
+        &[
+            "runs",
+            "fork",
+            &parent,
+            "--from-turn",
+            "1",
+            "--tool-result",
+            "toolu_01look=a replaced result",
+        ],
+    );
+    assert!(replaced.status.success(), "{}", text(&replaced.stderr));
+    let replaced_id = text(&replaced.stdout)
+        .split('\t')
+        .next()
+        .unwrap()
+        .to_string();
+    let events = remote(&api, API_TOKEN, &["runs", "events", &replaced_id, "--json"]);
+    assert!(
+        text(&events.stdout).contains("a replaced result"),
+        "{}",
+        text(&events.stdout)
+    );
+
+    let before = remote(&api, API_TOKEN, &["runs", "list", "--json"]);
+    for args in [
+        &["runs", "fork", &parent, "--from-turn", "9"][..],
+        &[
+            "runs",
+            "fork",
+            &parent,
+            "--from-turn",
+            "1",
+            "--tool-result",
+            "nocall",
+        ][..],
+    ] {
+        let refused = remote(&api, API_TOKEN, args);
+        assert!(!refused.status.success(), "{args:?} was refused");
+        let err = text(&refused.stderr);
+        assert!(
+            err.contains("model call(s)") || err.contains("CALL=TEXT"),
+            "{err}"
+        );
+    }
+    let dry = both(
+        &cfg,
+        &api,
+        &[
+            "runs",
+            "rerun",
+            "--status",
+            "succeeded",
+            "--agent",
+            "bot",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(dry.0, dry.1);
+    assert!(
+        dry.1.contains(&format!("{parent}\twould rerun")),
+        "{}",
+        dry.1
+    );
+    let after = remote(&api, API_TOKEN, &["runs", "list", "--json"]);
+    assert_eq!(
+        text(&before.stdout),
+        text(&after.stdout),
+        "refusals and a dry run make nothing"
+    );
+
+    let audit = local(&cfg, &["audit", "--run", &fork_id]);
+    assert!(
+        text(&audit.stdout).contains("fork"),
+        "{}",
+        text(&audit.stdout)
+    );
     serve.signal("TERM");
     serve.wait_exit(Duration::from_secs(20)).await;
 }
