@@ -68,6 +68,7 @@ pub mod batch_enqueue;
 pub mod check_runs;
 pub mod concurrency;
 pub mod content;
+pub mod forks;
 pub mod nul_text;
 pub mod outbox;
 pub mod queue;
@@ -136,6 +137,12 @@ macro_rules! exercise {
                         damaged_content_is_an_error_naming_the_run;
                     a_checkpoint_write_failing_at_any_step_leaves_the_run_as_it_was =>
                         a_checkpoint_write_failing_at_any_step_leaves_the_run_as_it_was;
+                }
+                forks {
+                    a_forks_log_is_its_ancestors_up_to_each_fork_point =>
+                        a_forks_log_is_its_ancestors_up_to_each_fork_point;
+                    a_fork_that_cannot_be_makes_nothing_and_a_key_makes_one =>
+                        a_fork_that_cannot_be_makes_nothing_and_a_key_makes_one;
                 }
                 attempts {
                     expiries_after_progress_never_count => expiries_after_progress_never_count;
