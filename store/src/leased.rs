@@ -65,8 +65,7 @@ impl LeasedJob {
             payload,
             now,
         };
-        dispatch!(s, b => lease::append_event(b, self, event, false))?
-            .map_err(|_| Error::Invalid("an unfenced append is never refused by a stop".into()))
+        dispatch!(s, b => lease::append_event(b, self, event))
     }
 
     /// Appends an event like [`append_event`](Self::append_event), unless cancellation or
@@ -98,7 +97,7 @@ impl LeasedJob {
             payload,
             now,
         };
-        dispatch!(s, b => lease::append_event(b, self, event, true))
+        dispatch!(s, b => lease::append_event_live(b, self, event))
     }
 
     /// Writes a checkpoint covering events up to `through_seq`: `document` (JSON text) is

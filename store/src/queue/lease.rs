@@ -101,14 +101,40 @@ pub(crate) async fn stage_event<'a, B: QueueStatements>(
 }
 
 /// Appends the run's next event, its content with it, in one transaction fenced by the
-/// lease. `live`: also refused once the run was cancelled or superseded (then which of the
-/// two).
+/// lease; `LeaseLost` (and nothing written) once the lease is gone.
 pub(crate) async fn append_event<B: QueueStatements>(
     b: &B,
     lease: &LeasedJob,
     event: NewEvent<'_>,
-    live: bool,
+) -> Result<i64> {
+    match append_if::<B>(b, lease, event, false).await? {
+        Some(seq) => Ok(seq),
+        None => Err(lost(b, lease.job.id, lease.token).await),
+    }
+}
+
+/// [`append_event`], also refused once the run was cancelled or superseded: then which of the
+/// two, and nothing written.
+pub(crate) async fn append_event_live<B: QueueStatements>(
+    b: &B,
+    lease: &LeasedJob,
+    event: NewEvent<'_>,
 ) -> Result<std::result::Result<i64, StopRequest>> {
+    match append_if::<B>(b, lease, event, true).await? {
+        Some(seq) => Ok(Ok(seq)),
+        None => Ok(Err(stop_requested(b, lease.job.id, lease.token).await?)),
+    }
+}
+
+/// The append both share: the event's seq, or `None` when its statement (fenced by the
+/// lease, and with `live` by the run's stop requests too) matched no row and nothing was
+/// written.
+async fn append_if<B: QueueStatements>(
+    b: &B,
+    lease: &LeasedJob,
+    event: NewEvent<'_>,
+    live: bool,
+) -> Result<Option<i64>> {
     let mut state = lease.content.lock().await;
     let mut draft = state.draft();
     let mut tx = b.begin().await?;
@@ -118,18 +144,17 @@ pub(crate) async fn append_event<B: QueueStatements>(
     } else {
         B::append_event(&mut tx, row).await?
     };
-    let Some(seq) = seq else {
-        B::rollback(tx).await?;
-        drop(state);
-        return if live {
-            Ok(Err(stop_requested(b, lease.job.id, lease.token).await?))
-        } else {
-            Err(lost(b, lease.job.id, lease.token).await)
-        };
-    };
-    B::commit(tx).await?;
-    state.keep(draft);
-    Ok(Ok(seq))
+    match seq {
+        Some(seq) => {
+            B::commit(tx).await?;
+            state.keep(draft);
+            Ok(Some(seq))
+        }
+        None => {
+            B::rollback(tx).await?;
+            Ok(None)
+        }
+    }
 }
 
 /// Writes a checkpoint (its long strings as the run's blobs, its skeleton in the row) and
