@@ -234,6 +234,9 @@ pub async fn fork_run(
     run.trigger = trigger;
     run.idempotency_key = req.idempotency_key.clone();
     run.context = parent.context.clone();
+    // One at a time with the runs of its parent's key (a pull request's, say), whatever the
+    // parent's policy: a fork never supersedes or skips another run.
+    run.concurrency_key = parent.concurrency_key.clone();
     let fork = NewFork {
         parent: parent_id.to_string(),
         fork_seq: plan.fork_seq,
