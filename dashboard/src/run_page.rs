@@ -89,6 +89,7 @@ pub fn header_ctx(run: &Run, csrf: &str, now: Millis) -> Value {
         can_cancel => !status.is_terminal(),
         can_wake => status == RunStatus::Waiting,
         can_rerun => run.purged_at.is_none(),
+        purged_utc => run.purged_at.map(format::utc),
         created_utc => format::utc(run.created_at),
         age => format::age(now, run.created_at),
         tokens_in => format::tokens(run.input_tokens),
@@ -219,9 +220,12 @@ mod tests {
         assert!(done.contains("data-action=\"rerun\""), "{done}");
         let mut purged = run(RunStatus::Succeeded);
         purged.purged_at = Some(1);
+        let purged = header(&purged);
         assert!(
-            !header(&purged).contains("data-action="),
+            !purged.contains("data-action="),
             "no action on a purged run"
         );
+        assert!(purged.contains("History purged by retention"), "{purged}");
+        assert!(!done.contains("purged"), "{done}");
     }
 }
