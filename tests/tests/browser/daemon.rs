@@ -3,7 +3,8 @@
 //! tools, and a small API client for setting up runs the way an operator's tools would.
 //!
 //! The agents:
-//! - `reviewer`: lints (a `read_only` command), posts (a `side_effect` command), then answers.
+//! - `reviewer`: lints (a `read_only` command), posts (a `side_effect` command that also
+//!   appends a line to `out/posts`), then answers.
 //! - `deployer`: says why, then its `deploy` call needs an approval, then it answers.
 //! - `sleeper`: sleeps an hour with `schedule_wakeup`, then answers when woken.
 //! - `slow`: its `gate` command waits for the file `out/go`, then it answers.
@@ -76,7 +77,12 @@ fn config(db: &TestDb, dir: &Path) -> Config {
             "read_only",
             "echo 'lint: 2 warnings in src/main.rs'",
         ),
-        command_tool("post", "side_effect", "echo 'review posted'"),
+        // Each post is also a line in `out/posts`: the receiver that counts side effects.
+        command_tool(
+            "post",
+            "side_effect",
+            &format!("echo posted >> '{out}/posts'; echo 'review posted'"),
+        ),
         command_tool("deploy", "side_effect", "echo 'deployed v2'"),
         command_tool("gate", "side_effect", &gate),
         agent_with(

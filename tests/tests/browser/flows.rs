@@ -5,11 +5,12 @@
 //! list, watch a run, the runs list, the queue and the approvals inbox change without
 //! reloading, and have a cross-site form refused.
 //!
-//! The flows are in [`runs`], [`approvals`], [`actions`] and [`lists`]; the setup, sign-in and
+//! The flows are in [`runs`], [`approvals`], [`actions`], [`forks`] and [`lists`]; the setup, sign-in and
 //! page helpers they share (and `live_page` and `looks` use) are here.
 
 mod actions;
 mod approvals;
+mod forks;
 mod lists;
 mod runs;
 
