@@ -143,8 +143,8 @@ pub enum RunEvent {
     /// are the fork's history, read through the parent's rows): it goes on from the parent's
     /// state after `from_turn` model calls, with `tool_results` replacing the recorded
     /// results of those calls, `model` (when set) answering from now on and `prompt` (when
-    /// set) appended as a user message. Usage and cost start again from zero: the parent
-    /// paid for what they share.
+    /// set) appended as a user message, on the parent's workspace commit. Usage and cost
+    /// start again from zero: the parent paid for what they share.
     Forked {
         parent: String,
         from_turn: u64,
@@ -154,6 +154,10 @@ pub enum RunEvent {
         model: Option<String>,
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         tool_results: std::collections::BTreeMap<String, String>,
+        /// The commit the parent's workspace was checked out at, when the shared history
+        /// ends before it was (a fork from turn 0): the fork checks out the same one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workspace_commit: Option<String>,
     },
     /// The run ended (its final state is also on the run row).
     Finished {

@@ -88,7 +88,7 @@ pub struct ForkPlan {
     pub fork_seq: i64,
     /// The fork's first own event (`forked`).
     pub event: RunEvent,
-    /// The fork's input: its prompt when it has one, else the parent's.
+    /// The fork's input when it is not the parent's: the prompt of a fork from turn 0.
     pub prompt: Option<String>,
 }
 
@@ -103,6 +103,15 @@ pub fn plan(
         if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
             return Err(ForkError::Invalid(format!(
                 "the fork's {what} is empty: leave it out to keep the parent's"
+            )));
+        }
+    }
+    if let Some(model) = &req.model {
+        let odd = model.chars().any(|c| c.is_whitespace() || c == '/');
+        if odd || model.len() > 200 {
+            return Err(ForkError::Invalid(format!(
+                "the fork's model '{model}' is not a model name of the agent's provider (as the \
+                 agent's `model` key names one: no provider prefix, no spaces)"
             )));
         }
     }
@@ -122,12 +131,24 @@ pub fn plan(
             open.join(", ")
         )));
     }
+    // A fork works on its parent's commit, also when it shares less than the checkout.
+    let workspace_commit = match &state.workspace_commit {
+        Some(_) => None,
+        None => events.iter().find_map(|(_, e)| match e {
+            RunEvent::WorkspacePrepared { commit, .. } => Some(commit.clone()),
+            RunEvent::Forked {
+                workspace_commit, ..
+            } => workspace_commit.clone(),
+            _ => None,
+        }),
+    };
     let event = RunEvent::Forked {
         parent: parent.to_string(),
         from_turn: req.from_turn,
         prompt: req.prompt.clone(),
         model: req.model.clone(),
         tool_results: req.tool_results.clone(),
+        workspace_commit,
     };
     state.apply(fork_seq + 1, &event).map_err(|e| {
         ForkError::Invalid(format!(
@@ -138,19 +159,30 @@ pub fn plan(
     Ok(ForkPlan {
         fork_seq,
         event,
-        prompt: req.prompt.clone(),
+        prompt: req.prompt.clone().filter(|_| req.from_turn == 0),
     })
+}
+
+/// Whether `event` puts something in the conversation.
+fn adds_to_conversation(event: &RunEvent) -> bool {
+    match event {
+        RunEvent::Forked { prompt, .. } => prompt.is_some(),
+        RunEvent::UserMessage { .. }
+        | RunEvent::AssistantMessage { .. }
+        | RunEvent::MessageReceived { .. }
+        | RunEvent::Resumed { .. }
+        | RunEvent::TaskEnded { .. } => true,
+        _ => false,
+    }
 }
 
 /// The seq of the last event the fork shares.
 fn fork_point(events: &[(i64, RunEvent)], req: &ForkRequest) -> Result<i64, ForkError> {
     let before = |i: usize| if i == 0 { 0 } else { events[i - 1].0 };
     if req.from_turn == 0 && req.prompt.is_some() {
-        // Another input: the run's start, not its prompt.
-        return match events
-            .iter()
-            .position(|(_, e)| matches!(e, RunEvent::UserMessage { .. }))
-        {
+        // Another input: the run's start, before anything joined its conversation (its
+        // prompt, or a fork's prompt).
+        return match events.iter().position(|(_, e)| adds_to_conversation(e)) {
             Some(i) => Ok(before(i)),
             None => Err(ForkError::Invalid(
                 "the run has not begun (no prompt in its log): start a new run instead".into(),
@@ -303,29 +335,182 @@ pub async fn rerun_matching(
     matched.truncate(limit);
     let mut out = Vec::with_capacity(matched.len());
     for parent in matched {
-        if dry_run {
-            out.push(Rerun::WouldRerun { parent });
-            continue;
-        }
-        let req = ForkRequest {
-            idempotency_key: Some(format!("rerun:{parent}")),
-            ..ForkRequest::rerun()
-        };
-        out.push(match fork_run(op, &parent, &req, trigger).await {
-            Ok(e) if e.duplicate => Rerun::AlreadyRerun {
-                parent,
-                run_id: e.run_id,
-            },
-            Ok(e) => Rerun::Started {
-                parent,
-                run_id: e.run_id,
-            },
-            Err(ForkError::Store(e)) => return Err(ForkError::Store(e)),
-            Err(e) => Rerun::Refused {
-                parent,
-                error: e.to_string(),
-            },
-        });
+        out.push(rerun_one(op, parent, dry_run, trigger).await?);
     }
     Ok(out)
+}
+
+/// What a bulk rerun does with one run: the key is looked up first (a repeated pass reads no
+/// log), a run that cannot be rerun is reported in its place; only the store failing stops the
+/// whole rerun.
+async fn rerun_one(
+    op: &AsOperator<'_>,
+    parent: String,
+    dry_run: bool,
+    trigger: Trigger,
+) -> Result<Rerun, ForkError> {
+    let key = format!("rerun:{parent}");
+    if let Some(run_id) = op.store().run_with_key(&key).await? {
+        return Ok(Rerun::AlreadyRerun { parent, run_id });
+    }
+    if dry_run {
+        let purged = op
+            .store()
+            .run(&parent)
+            .await?
+            .is_none_or(|r| r.purged_at.is_some());
+        return Ok(if purged {
+            Rerun::Refused {
+                parent,
+                error: "its history was purged by retention: it cannot be rerun".into(),
+            }
+        } else {
+            Rerun::WouldRerun { parent }
+        });
+    }
+    let req = ForkRequest {
+        idempotency_key: Some(key),
+        ..ForkRequest::rerun()
+    };
+    Ok(match fork_run(op, &parent, &req, trigger).await {
+        Ok(e) if e.duplicate => Rerun::AlreadyRerun {
+            parent,
+            run_id: e.run_id,
+        },
+        Ok(e) => Rerun::Started {
+            parent,
+            run_id: e.run_id,
+        },
+        Err(ForkError::Store(e)) if !matches!(e, StoreError::Corrupt(_)) => {
+            return Err(ForkError::Store(e));
+        }
+        Err(e) => Rerun::Refused {
+            parent,
+            error: e.to_string(),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use nightshift_llm::{ContentBlock, Message, Role, StopReason, Usage};
+
+    use super::*;
+
+    fn reply(text: &str) -> RunEvent {
+        RunEvent::AssistantMessage {
+            message: Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::Text { text: text.into() }],
+            },
+            stop_reason: StopReason::EndTurn,
+            usage: Usage::default(),
+            model: "m".into(),
+            cost_usd: 0.0,
+            latency_ms: None,
+            retries: 0,
+        }
+    }
+
+    fn log(events: Vec<RunEvent>) -> Vec<(i64, RunEvent)> {
+        (1..).zip(events).collect()
+    }
+
+    fn started() -> RunEvent {
+        RunEvent::RunStarted {
+            agent: "a".into(),
+            agent_hash: "h".into(),
+        }
+    }
+
+    #[test]
+    fn a_new_input_at_turn_0_shares_the_start_and_keeps_the_parents_commit() {
+        let parent = log(vec![
+            started(),
+            RunEvent::UserMessage {
+                message: Message::user_text("first"),
+            },
+            RunEvent::WorkspacePrepared {
+                repo: "r".into(),
+                git_ref: "main".into(),
+                commit: "c0ffee".into(),
+                setup: Vec::new(),
+            },
+            reply("done"),
+        ]);
+        let req = ForkRequest {
+            prompt: Some("second".into()),
+            ..Default::default()
+        };
+        let p = plan("p", &parent, &req).unwrap();
+        assert_eq!(p.fork_seq, 1, "only the start is shared");
+        assert_eq!(p.prompt.as_deref(), Some("second"), "the fork's input");
+        let RunEvent::Forked {
+            workspace_commit, ..
+        } = &p.event
+        else {
+            panic!("{:?}", p.event)
+        };
+        assert_eq!(workspace_commit.as_deref(), Some("c0ffee"));
+        // From turn 1 the checkout is shared: nothing to carry, and the input stays.
+        let later = ForkRequest {
+            from_turn: 1,
+            prompt: Some("and then?".into()),
+            ..Default::default()
+        };
+        let p = plan("p", &parent, &later).unwrap();
+        assert!(matches!(
+            &p.event,
+            RunEvent::Forked {
+                workspace_commit: None,
+                ..
+            }
+        ));
+        assert_eq!(
+            p.prompt, None,
+            "a prompt added later is not the run's input"
+        );
+    }
+
+    #[test]
+    fn a_fork_whose_prompt_is_in_its_forked_event_can_be_given_a_new_input() {
+        // A rerun of a run that never called: the start, then the `forked` with the input.
+        let fork = log(vec![
+            started(),
+            RunEvent::Forked {
+                parent: "p".into(),
+                from_turn: 0,
+                prompt: Some("the input".into()),
+                model: None,
+                tool_results: BTreeMap::new(),
+                workspace_commit: None,
+            },
+        ]);
+        let req = ForkRequest {
+            prompt: Some("another input".into()),
+            ..Default::default()
+        };
+        assert_eq!(plan("f", &fork, &req).unwrap().fork_seq, 1);
+    }
+
+    #[test]
+    fn a_model_is_a_name_of_the_agents_provider() {
+        let parent = log(vec![
+            started(),
+            RunEvent::UserMessage {
+                message: Message::user_text("first"),
+            },
+            reply("done"),
+        ]);
+        for model in ["openai/gpt-4o", "two words", ""] {
+            let req = ForkRequest {
+                model: Some(model.into()),
+                ..Default::default()
+            };
+            assert!(
+                matches!(plan("p", &parent, &req), Err(ForkError::Invalid(_))),
+                "{model}"
+            );
+        }
+    }
 }

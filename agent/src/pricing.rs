@@ -267,6 +267,13 @@ impl ModelPrices {
         price.map_or(0.0, |p| p.cost(usage))
     }
 
+    /// Whether `model` has a price of its own (its id, or its id without a date suffix), not
+    /// only the main model's it would be charged at.
+    pub fn knows(&self, model: &str) -> bool {
+        self.by_model.contains_key(model)
+            || self.by_model.keys().any(|id| base_id(id) == base_id(model))
+    }
+
     /// Whether the main model has a price.
     pub fn main_is_priced(&self) -> bool {
         self.main.is_some()

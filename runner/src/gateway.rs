@@ -153,6 +153,16 @@ impl ModelGateway for Gateway {
             let overridden;
             let chain = match chain.first() {
                 Some(main) if !req.model.is_empty() && req.model != main.model => {
+                    if agent.config.budgets.max_cost_usd.is_some()
+                        && !agent.prices.knows(&req.model)
+                    {
+                        return Err(ModelFailure::Fatal(format!(
+                            "agent {} keeps a cost budget and has no price for model {}: a fork \
+                             can answer with the agent's model or its fallbacks, or add \
+                             [prices.\"{}\"] to the config",
+                            agent.config.name, req.model, req.model
+                        )));
+                    }
                     overridden = self.chain_for_model(agent, chain, &req.model)?;
                     overridden.as_slice()
                 }

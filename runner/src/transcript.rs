@@ -88,6 +88,7 @@ pub fn render_parts(run_id: &str, seq: i64, event_type: &str, payload: &str) -> 
             prompt,
             model,
             tool_results,
+            ..
         } => {
             let mut lines = vec![format!(
                 "── forked from run {parent} at turn {from_turn}{}",

@@ -13,7 +13,8 @@
 //! - **The shared history stays.** A fork is made only while its parent's history is kept
 //!   (not purged), and retention keeps a run while any fork of it is kept
 //!   (`retention/mark.sql`). On PostgreSQL the parent's row is locked for the fork's
-//!   transaction, so a purger running at the same time skips it.
+//!   transaction, so a purger running at the same time skips it, and a purge batch checks
+//!   again after marking (`retention/keep_forked.sql`) for a fork committed while it chose.
 //! - **Idempotent.** With an idempotency key already used, the existing run comes back with
 //!   `duplicate: true` and nothing is written.
 //!
@@ -71,6 +72,11 @@ pub(crate) trait ForkStatements: Backend {
         c: &mut Conn<Self>,
         event: ForkEvent<'_>,
     ) -> impl Future<Output = Result<()>> + Send;
+    /// `forks/run_with_key.sql`.
+    fn run_with_key(
+        c: &mut Conn<Self>,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<String>>> + Send;
     /// `forks/of_run.sql`.
     fn forks_of(
         c: &mut Conn<Self>,
@@ -136,6 +142,18 @@ macro_rules! fork_statements {
                 Ok(())
             }
 
+            async fn run_with_key(
+                c: &mut $crate::backend::Conn<Self>,
+                key: &str,
+            ) -> $crate::Result<Option<String>> {
+                Ok(
+                    sqlx::query_scalar($crate::backend::sql!($dir, "forks/run_with_key"))
+                        .bind($crate::text::Text(key))
+                        .fetch_optional(c)
+                        .await?,
+                )
+            }
+
             async fn forks_of(
                 c: &mut $crate::backend::Conn<Self>,
                 run_id: &str,
@@ -192,6 +210,15 @@ impl Store {
     pub async fn forks_of(&self, run_id: &str) -> Result<Vec<ForkRow>> {
         dispatch!(self, b => forks_of(b, run_id))
     }
+
+    /// The run holding idempotency key `key`, if any.
+    pub async fn run_with_key(&self, key: &str) -> Result<Option<String>> {
+        dispatch!(self, b => run_with_key(b, key))
+    }
+}
+
+async fn run_with_key<B: ForkStatements>(b: &B, key: &str) -> Result<Option<String>> {
+    B::run_with_key(&mut *b.reader().await?, key).await
 }
 
 async fn forks_of<B: ForkStatements>(b: &B, run_id: &str) -> Result<Vec<ForkRow>> {

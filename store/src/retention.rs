@@ -149,6 +149,11 @@ pub(crate) trait RetentionStatements: Backend {
         c: &mut Conn<Self>,
         runs: &str,
     ) -> impl Future<Output = Result<Vec<String>>> + Send;
+    /// `retention/keep_forked.sql`: unmarks the runs of a batch a kept fork holds; their ids.
+    fn keep_forked(
+        c: &mut Conn<Self>,
+        runs: &str,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
     /// `retention/delete_runs.sql`: removes the marked run rows; how many.
     fn delete_runs(c: &mut Conn<Self>, runs: &str) -> impl Future<Output = Result<u64>> + Send;
     /// `retention/settled.sql`.
@@ -252,6 +257,18 @@ macro_rules! retention_statements {
                 )
             }
 
+            async fn keep_forked(
+                c: &mut $crate::backend::Conn<Self>,
+                runs: &str,
+            ) -> $crate::Result<Vec<String>> {
+                Ok(
+                    sqlx::query_scalar($crate::backend::sql!($dir, "retention/keep_forked"))
+                        .bind(runs)
+                        .fetch_all(c)
+                        .await?,
+                )
+            }
+
             async fn delete_runs(
                 c: &mut $crate::backend::Conn<Self>,
                 runs: &str,
@@ -344,7 +361,12 @@ async fn purge<B: RetentionStatements + AuditStatements>(
 ) -> Result<PurgedBatch> {
     let except = json(&rule.except_agents);
     let mut tx = b.begin().await?;
-    let runs = B::mark_purged(&mut tx, rule, &except, now, limit).await?;
+    let mut runs = B::mark_purged(&mut tx, rule, &except, now, limit).await?;
+    if !runs.is_empty() {
+        // A fork committed while the batch was chosen keeps its parent (forks.rs).
+        let kept = B::keep_forked(&mut tx, &json(&runs)).await?;
+        runs.retain(|r| !kept.contains(r));
+    }
     if runs.is_empty() {
         if audit.is_some() {
             record_in::<B>(&mut tx, audit, now).await?;

@@ -89,8 +89,14 @@ impl RunState {
                 prompt,
                 model,
                 tool_results,
+                workspace_commit,
                 ..
-            } => self.take_fork(seq, prompt.as_deref(), model.as_deref(), tool_results)?,
+            } => {
+                self.take_fork(seq, prompt.as_deref(), model.as_deref(), tool_results)?;
+                if let Some(commit) = workspace_commit {
+                    self.workspace_commit = Some(commit.clone());
+                }
+            }
             RunEvent::Finished { status, detail } => {
                 self.ending = Some(Ending {
                     status: status.clone(),

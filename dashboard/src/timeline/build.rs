@@ -138,6 +138,7 @@ impl Builder<'_> {
                 prompt,
                 model,
                 tool_results,
+                ..
             } => self.forked(
                 s,
                 parent,

@@ -53,8 +53,9 @@ pub(crate) struct ForkBody {
 pub(super) struct Forked {
     run_id: String,
     job_id: i64,
-    /// The run forked from.
-    forked_from: String,
+    /// The run forked from (for a repeated key, the first fork's parent; `null` when the key
+    /// belongs to a run that is not a fork).
+    forked_from: Option<String>,
     /// The idempotency key was used before: these are the first fork's ids.
     duplicate: bool,
 }
@@ -99,17 +100,19 @@ pub(crate) async fn fork_run(
     let actor = caller.actor();
     let op = state.store.as_operator(&actor);
     let e = fork::fork_run(&op, &id, &req, Trigger::Api).await?;
-    let status = if e.duplicate {
-        StatusCode::OK
+    let (status, forked_from) = if e.duplicate {
+        // The key's run, whatever this request named.
+        let first = state.store.run(&e.run_id).await?;
+        (StatusCode::OK, first.and_then(|r| r.forked_from))
     } else {
-        StatusCode::ACCEPTED
+        (StatusCode::ACCEPTED, Some(id))
     };
     Ok((
         status,
         Json(Forked {
             run_id: e.run_id,
             job_id: e.job_id,
-            forked_from: id,
+            forked_from,
             duplicate: e.duplicate,
         }),
     ))
