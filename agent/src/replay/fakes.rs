@@ -3,6 +3,9 @@
 //! nothing is sent. Tool specs, durability classes and input checks are the live tool box's
 //! (the config's), so a changed tool shows in the replayed requests.
 //!
+//! A message the run took is sent to it again (on the scratch store) once the model answer
+//! it followed is given, so the loop takes it before its next model call, as it did.
+//!
 //! The first place the loop leaves the recording is kept in the [`Tape`]; from then on every
 //! model call fails (the run ends), so a divergence never hangs the replay.
 
@@ -10,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use nightshift_llm::{ModelRequest, ModelResponse, ToolSpec};
-use nightshift_store::ManualClock;
+use nightshift_store::{JobOptions, ManualClock, NewResume, ResumeReason, Store};
 use tokio_util::sync::CancellationToken;
 
 use super::compare::compare;
@@ -59,6 +62,9 @@ fn stopped() -> ModelFailure {
 pub(super) struct RecordedModel {
     pub tape: Arc<Mutex<Tape>>,
     pub clock: ManualClock,
+    /// The scratch store and the replayed run, to send it the recorded messages.
+    pub store: Store,
+    pub run_id: String,
 }
 
 impl ModelGateway for RecordedModel {
@@ -68,9 +74,56 @@ impl ModelGateway for RecordedModel {
         req: &'a ModelRequest,
         _cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelFailure>> {
+        let made = || self.tape.lock().expect("replay tape").made.len();
+        let before = made();
         let answer = self.answer(req);
-        Box::pin(async move { answer })
+        let answered = made();
+        Box::pin(async move {
+            // The messages the run took after this answer (before the next call) are sent
+            // now: the loop takes them where it takes messages, as it did.
+            if answered > before
+                && let Err(e) = send_messages(&self.store, &self.run_id, &self.tape, answered).await
+            {
+                self.tape
+                    .lock()
+                    .expect("replay tape")
+                    .diverge(DivergenceKind::JobRetried {
+                        error: format!("sending a recorded message to the run failed: {e}"),
+                    });
+                return Err(stopped());
+            }
+            answer
+        })
     }
+}
+
+/// Sends run `run_id` the recorded messages taken after `answers` model answers.
+pub(super) async fn send_messages(
+    store: &Store,
+    run_id: &str,
+    tape: &Mutex<Tape>,
+    answers: usize,
+) -> nightshift_store::Result<()> {
+    let texts: Vec<String> = tape
+        .lock()
+        .expect("replay tape")
+        .script
+        .messages
+        .iter()
+        .filter(|(after, _)| *after == answers)
+        .map(|(_, text)| text.clone())
+        .collect();
+    for text in texts {
+        store
+            .enqueue_resume(&NewResume {
+                run_id: run_id.to_string(),
+                payload: ResumeReason::Message { text }.to_payload(),
+                dedupe_key: None,
+                job: JobOptions::default(),
+            })
+            .await?;
+    }
+    Ok(())
 }
 
 impl RecordedModel {

@@ -9,8 +9,8 @@
 //! request with the recorded one and stops at the first that differs ([`compare`] says which
 //! part). Parks replay too: a wakeup resumes at the time its reminder was written, an
 //! approval gets the recorded decision (or times out), an outage waits until its recorded
-//! end. What replay does not reproduce (a message sent to the run, a background task's end)
-//! is reported as [`DivergenceKind::Unreplayable`] with its turn — never passed silently.
+//! end, and a message sent to the run is sent again once the model answer it followed is
+//! given. What replay does not reproduce (a background task's end) is reported as [`DivergenceKind::Unreplayable`] with its turn — never passed silently.
 //!
 //! How it fails: a divergence is a result, not an error (the loop is stopped at once: every
 //! later model call fails); [`ReplayError`] is only for the scratch store.
@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nightshift_store::config::StoreConfig;
-use nightshift_store::{Backoff, ManualClock, NewRun, Store};
+use nightshift_store::{Backoff, ConcurrencyPolicy, ManualClock, NewRun, Store};
 use nightshift_tools::Redactor;
 use nightshift_worker::{Handler, JobContext, JobOutcome, apply_outcome};
 
@@ -122,9 +122,18 @@ async fn drive_on(
         divergence: None,
     }));
     let name = agent.config.name.clone();
+    // Keyed, so that the recorded messages can be sent to it while a job of it runs.
+    let new = NewRun::new(name, input)
+        .max_attempts(1_000)
+        .concurrency("replay", ConcurrencyPolicy::Queue);
+    let run_id = store.enqueue(&new).await?.run_id;
+    // A message taken before the first model call is there before the first job.
+    fakes::send_messages(store, &run_id, &tape, 0).await?;
     let model = RecordedModel {
         tape: tape.clone(),
         clock: clock.clone(),
+        store: store.clone(),
+        run_id: run_id.clone(),
     };
     let tools = RecordedTools {
         tape: tape.clone(),
@@ -132,10 +141,6 @@ async fn drive_on(
     };
     let runtime =
         AgentRuntime::new([agent], Arc::new(model), Arc::new(tools)).with_redactor(redactor);
-    let run_id = store
-        .enqueue(&NewRun::new(name, input).max_attempts(1_000))
-        .await?
-        .run_id;
     drive(store, clock, &runtime, &tape, &run_id, jobs).await?;
     let tape = tape.lock().expect("replay tape");
     Ok(Replayed {

@@ -1,7 +1,7 @@
 //! What the recording says the world answered, read from a run's events alone — pure: the
 //! model's answers in order (a reply, a compaction's summary, an outage), each call's tool
-//! result by call id, how each park ended (a wakeup's time, an approval's decision), and the
-//! first event replay cannot reproduce.
+//! result by call id, how each park ended (a wakeup's time, an approval's decision), the
+//! messages sent to the run, and the first event replay cannot reproduce.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -61,6 +61,9 @@ pub(super) struct Script {
     pub answers: Vec<Answer>,
     pub tools: HashMap<String, ToolRecord>,
     pub resumes: VecDeque<Resume>,
+    /// The messages sent to the run, each with how many model answers came before it was
+    /// taken, as sent (without what the loop adds when one cuts a wakeup short).
+    pub messages: Vec<(usize, String)>,
     pub unreplayable: Option<Unreplayable>,
     /// How the run ended, when it did: its status and detail.
     pub ended: Option<(EndStatus, Option<String>)>,
@@ -165,9 +168,9 @@ impl Script {
                 reason: reason.clone(),
                 timed_out: by == "timeout",
             }),
-            RunEvent::MessageReceived { .. } => {
-                self.cannot(*turns, "a message sent to the run (message_received)")
-            }
+            RunEvent::MessageReceived { text, .. } => self
+                .messages
+                .push((self.answers.len(), sent_text(text).to_string())),
             RunEvent::TaskEnded { .. } => {
                 self.cannot(*turns, "a background task's end (task_ended)")
             }
@@ -190,6 +193,17 @@ impl Script {
             });
         }
     }
+}
+
+/// What the loop appends to a message that woke the run early from a wakeup
+/// (`runtime::opening::message_text`).
+const EARLY_MESSAGE_NOTE: &str = "\n\n[This message woke you early from a wakeup due at ";
+
+/// A message as it was sent: `text` without the note the loop appends when it woke the run
+/// early from a wakeup (the loop appends it again when it takes the message).
+fn sent_text(text: &str) -> &str {
+    text.rsplit_once(EARLY_MESSAGE_NOTE)
+        .map_or(text, |(sent, _)| sent)
 }
 
 fn response(
@@ -300,8 +314,9 @@ mod tests {
         assert_eq!(s.answers[0].purpose, CallPurpose::Summary);
         let text = s.answers[0].response.as_ref().unwrap().message().text();
         assert_eq!(text, "the gist");
-        let u = s.unreplayable.unwrap();
-        assert_eq!((u.after_answers, u.turn), (1, 1));
-        assert!(u.what.contains("message"), "{}", u.what);
+        assert_eq!(s.messages, vec![(1, "hi".to_string())]);
+        assert_eq!(s.unreplayable, None);
+        let woke = format!("look{}2026-01-01T00:00:00Z: nap]", EARLY_MESSAGE_NOTE);
+        assert_eq!(sent_text(&woke), "look");
     }
 }
