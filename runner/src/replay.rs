@@ -156,6 +156,9 @@ pub async fn replay(config: &Config, recording: &Recording) -> anyhow::Result<Re
     .context("replay failed")
 }
 
+/// Runs the replay machine on a thread of its own, with a runtime of its own and a no-op
+/// metrics recorder: a replayed run is not a run of the daemon's, so it counts in none of its
+/// metrics (runs started, tool calls). Its log lines carry the span `replay`.
 async fn run_loop(
     def: AgentDef,
     tools: Tools,
@@ -164,12 +167,27 @@ async fn run_loop(
     events: &[replay::RecordedEvent],
     mode: Mode,
 ) -> anyhow::Result<Replayed> {
-    // The loop's own lines (`run started`, `run ended`) are the replay's, not a real run's.
     use tracing::Instrument;
-    let replayed = replay::run_loop(def, Arc::new(tools), redactor.clone(), input, events, mode)
-        .instrument(tracing::info_span!("replay"))
-        .await?;
-    Ok(replayed)
+    let (redactor, input, events) = (redactor.clone(), input.to_string(), events.to_vec());
+    let span = tracing::info_span!("replay");
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("replay".into())
+        .spawn(move || {
+            let _quiet = metrics::set_default_local_recorder(&metrics::NoopRecorder);
+            let result = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(anyhow::Error::from)
+                .and_then(|rt| {
+                    let tools = Arc::new(tools);
+                    let replayed = replay::run_loop(def, tools, redactor, &input, &events, mode);
+                    Ok(rt.block_on(replayed.instrument(span))?)
+                });
+            let _ = tx.send(result);
+        })
+        .context("cannot start the replay's thread")?;
+    rx.await.context("the replay's thread stopped")?
 }
 
 /// The run's prompt: its first user message.
@@ -198,4 +216,61 @@ fn redacted(recording: Recording, redactor: &Redactor) -> Result<Recording, Stri
     let mut value = serde_json::to_value(&recording).map_err(|e| e.to_string())?;
     walk(&mut value, redactor);
     nightshift_llm::json::from_value(value).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nightshift_agent::replay::{CallPurpose, RecordedCall};
+    use nightshift_llm::{Message, ModelRequest};
+
+    #[test]
+    fn every_string_of_the_file_is_redacted_and_the_file_stays_a_recording() {
+        let secret = "s3cr3t-deploy-key-0123456789";
+        let request = ModelRequest {
+            model: "m".into(),
+            system: format!("Deploy with {secret}."),
+            messages: vec![Message::user_text(format!("the key is {secret}"))],
+            tools: Vec::new(),
+            max_tokens: 100,
+            stop_sequences: Vec::new(),
+            thinking: None,
+            effort: None,
+        };
+        let recording = Recording {
+            format: replay::FORMAT.into(),
+            version: replay::VERSION,
+            exported_by: "test".into(),
+            exported_at: 0,
+            run_id: "r".into(),
+            agent: "a".into(),
+            agent_hash: "h".into(),
+            run_agent_hash: None,
+            input: format!("use {secret}"),
+            events: vec![replay::RecordedEvent {
+                seq: 1,
+                at: 0,
+                event: RunEvent::UserMessage {
+                    message: Message::user_text(format!("use {secret}")),
+                },
+            }],
+            model_calls: vec![RecordedCall {
+                turn: 1,
+                purpose: CallPurpose::Turn,
+                request,
+            }],
+            tool_calls: 0,
+        };
+        let redactor = Redactor::new([("DEPLOY_KEY", secret)]);
+        let clean = redacted(recording, &redactor).unwrap();
+        let text = clean.to_text();
+        assert!(!text.contains(secret), "{text}");
+        assert!(
+            clean.model_calls[0]
+                .request
+                .system
+                .starts_with("Deploy with ")
+        );
+        assert_eq!(Recording::parse(&text).unwrap(), clean);
+    }
 }
