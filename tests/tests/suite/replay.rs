@@ -1,5 +1,5 @@
 //! Replay as a test: real runs of a daemon (a scripted model, real file tools, a wakeup
-//! woken early, an approval) exported with `nightshift runs export` — locally and through the
+//! woken early, an approval, a sleep cut short by a message) exported with `nightshift runs export` — locally and through the
 //! API with `--server` — and replayed offline with `nightshift replay`: no divergence with the
 //! config they ran with; a changed system prompt is reported at turn 1 (non-zero exit, naming
 //! the system prompt); a bad file, another version and an agent missing from the config are
@@ -20,6 +20,46 @@ on_both_backends! {
 }
 
 const SYSTEM: &str = "You keep notes. Be brief.";
+const HOOK_SECRET: &str = "replay-test-hook-secret";
+
+/// Starts a sleeper run keyed `nap-7` through the API: its id.
+async fn keyed_sleeper(http: &reqwest::Client, api: &str) -> String {
+    let answer: Value = http
+        .post(format!("{api}/v1/runs"))
+        .bearer_auth(API_TOKEN)
+        .json(
+            &serde_json::json!({"agent": "sleeper", "prompt": "Nap until told.",
+                                  "concurrency_key": "nap-7"}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    answer["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .to_string()
+}
+
+/// Comments on issue 7: a message to the run keyed `nap-7`.
+async fn comment(http: &reqwest::Client, api: &str, text: &str) {
+    let body = serde_json::json!({"issue": {"number": 7}, "comment": {"body": text}}).to_string();
+    let signature = crate::hooks::harness::github_signature(body.as_bytes(), HOOK_SECRET);
+    let status = http
+        .post(format!("{api}/hooks/gh"))
+        .header("X-GitHub-Event", "issue_comment")
+        .header("X-GitHub-Delivery", "comment-1")
+        .header("X-Hub-Signature-256", signature)
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(status.is_success(), "{status}");
+}
 
 /// The config of the test daemon on `db`, with `system` as the agents' system prompt.
 fn config_text(db: &TestDb, port: u16, system: &str) -> String {
@@ -36,7 +76,10 @@ fn config_text(db: &TestDb, port: u16, system: &str) -> String {
          system = \"{system}\"\ntools = [\"schedule_wakeup\"]\n\
          [[agents]]\nname = \"guarded\"\nprovider = \"notes\"\nmodel = \"scripted-1\"\n\
          system = \"{system}\"\ntools = [\"read_file\", \"write_file\"]\n\
-         [agents.tool_overrides.write_file]\napproval = \"required\"\n",
+         [agents.tool_overrides.write_file]\napproval = \"required\"\n\
+         [[hooks]]\nname = \"gh\"\nsignature = \"github\"\nsecret_env = \"REPLAY_TEST_HOOK_SECRET\"\n\
+         [[hooks.routes]]\nname = \"comment\"\nevent = \"issue_comment\"\nkind = \"resume\"\n\
+         run_key = \"nap-{{{{ issue.number }}}}\"\nprompt = \"{{{{ comment.body }}}}\"\n",
         db.config.url,
         db.config
             .schema
@@ -75,6 +118,7 @@ async fn daemon(db: &TestDb, dir: &Path) -> (Proc, std::path::PathBuf, String) {
             .arg(&cfg)
             .arg("serve")
             .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
+            .env("REPLAY_TEST_HOOK_SECRET", HOOK_SECRET)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -95,6 +139,7 @@ fn nightshift(dir: &Path, args: &[&str]) -> Output {
         .env_remove("NIGHTSHIFT_SERVER")
         .env_remove("NIGHTSHIFT_DATABASE_URL")
         .env("NIGHTSHIFT_API_TOKEN", API_TOKEN)
+        .env("REPLAY_TEST_HOOK_SECRET", HOOK_SECRET)
         .output()
         .expect("run nightshift")
 }
@@ -150,6 +195,13 @@ async fn export_then_replay(db: &TestDb) {
     wait_for(d, cfg_s, guarded, "awaiting_approval").await;
     ok(d, &["--config", cfg_s, "approve", guarded, "toolu_01write"]);
     wait_for(d, cfg_s, guarded, "succeeded").await;
+    // A run that sleeps and is woken by a message.
+    let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
+    let told = keyed_sleeper(&http, &api).await;
+    let told = told.as_str();
+    wait_for(d, cfg_s, told, "waiting").await;
+    comment(&http, &api, "Wake up, the build is green.").await;
+    wait_for(d, cfg_s, told, "succeeded").await;
 
     // An unended run is not exported.
     let queued = ok(
@@ -169,7 +221,12 @@ async fn export_then_replay(db: &TestDb) {
     // Exported locally (to a file) and through the API (to stdout).
     let elsewhere = tempfile::tempdir().unwrap();
     let e = elsewhere.path();
-    for (run, calls, tools) in [(notes, 3, 2), (sleeper, 2, 0), (guarded, 3, 2)] {
+    for (run, calls, tools) in [
+        (notes, 3, 2),
+        (sleeper, 2, 0),
+        (guarded, 3, 2),
+        (told, 2, 0),
+    ] {
         let local = d.join(format!("{run}.local.json"));
         let out = nightshift(
             d,
