@@ -43,6 +43,28 @@ async fn keyed_sleeper(http: &reqwest::Client, api: &str) -> String {
         .to_string()
 }
 
+/// The daemon's run and tool-call counters, as `/metrics` shows them.
+async fn counters(http: &reqwest::Client, api: &str) -> Vec<String> {
+    let text = http
+        .get(format!("{api}/metrics"))
+        .bearer_auth(API_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| {
+            l.starts_with("nightshift_runs_started_total")
+                || l.starts_with("nightshift_tool_calls_total")
+        })
+        .map(str::to_string)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
 /// Comments on issue 7: a message to the run keyed `nap-7`.
 async fn comment(http: &reqwest::Client, api: &str, text: &str) {
     let body = serde_json::json!({"issue": {"number": 7}, "comment": {"body": text}}).to_string();
@@ -219,6 +241,11 @@ async fn export_then_replay(db: &TestDb) {
     );
 
     // Exported locally (to a file) and through the API (to stdout).
+    let before = counters(&http, &api).await;
+    assert!(
+        before.iter().any(|l| l.contains("agent=\"notes\"")),
+        "{before:?}"
+    );
     let elsewhere = tempfile::tempdir().unwrap();
     let e = elsewhere.path();
     for (run, calls, tools) in [
@@ -272,6 +299,8 @@ async fn export_then_replay(db: &TestDb) {
             );
         }
     }
+    // The daemon's exports ran the loop, but counted no run and no tool call of its own.
+    assert_eq!(counters(&http, &api).await, before);
     serve.signal("TERM");
     serve.wait_exit(Duration::from_secs(30)).await;
 
