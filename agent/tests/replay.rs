@@ -220,3 +220,79 @@ async fn more_than_the_recording_has_is_a_divergence_with_its_turn_not_a_hang() 
         "{d}"
     );
 }
+
+#[tokio::test]
+async fn the_call_a_failed_run_ended_at_is_recorded_and_compared() {
+    let a = def("Be brief.", 10);
+    // The model failed the first call: no reply, the run ended failed.
+    let failed = recorded(vec![
+        RunEvent::RunStarted {
+            agent: "a".into(),
+            agent_hash: a.hash.clone(),
+        },
+        RunEvent::UserMessage {
+            message: Message::user_text("go"),
+        },
+        RunEvent::Finished {
+            status: EndStatus::Failed,
+            detail: Some("model call failed: 400 bad request".into()),
+        },
+    ]);
+    let record = run(a.clone(), &failed, Mode::Record).await;
+    assert_eq!(record.divergence, None, "{:?}", record.divergence);
+    assert_eq!(record.model_calls.len(), 1);
+    assert_eq!(
+        record.model_calls[0].purpose,
+        replay::CallPurpose::Unanswered
+    );
+    let again = run(a, &failed, Mode::Compare(record.model_calls.clone())).await;
+    assert_eq!(again.divergence, None, "{:?}", again.divergence);
+    let changed = run(
+        def("Be thorough.", 10),
+        &failed,
+        Mode::Compare(record.model_calls),
+    )
+    .await;
+    let d = changed.divergence.expect("a divergence");
+    assert_eq!(d.turn, 1);
+    assert!(d.to_string().contains("the system prompt"), "{d}");
+}
+
+#[tokio::test]
+async fn a_model_outage_waits_and_the_run_goes_on_as_recorded() {
+    let a = def("Be brief.", 10);
+    let at = 1_700_000_000_000;
+    let outage = recorded(vec![
+        RunEvent::RunStarted {
+            agent: "a".into(),
+            agent_hash: a.hash.clone(),
+        },
+        RunEvent::UserMessage {
+            message: Message::user_text("go"),
+        },
+        RunEvent::ModelUnavailable {
+            error: "529 overloaded".into(),
+            since: at + 2000,
+            until: at + 32_000,
+        },
+        reply(
+            vec![ContentBlock::Text {
+                text: "done".into(),
+            }],
+            StopReason::EndTurn,
+        ),
+        RunEvent::Finished {
+            status: EndStatus::Succeeded,
+            detail: None,
+        },
+    ]);
+    let record = run(a.clone(), &outage, Mode::Record).await;
+    assert_eq!(record.divergence, None, "{:?}", record.divergence);
+    let purposes: Vec<_> = record.model_calls.iter().map(|c| c.purpose).collect();
+    assert_eq!(
+        purposes,
+        [replay::CallPurpose::Unavailable, replay::CallPurpose::Turn]
+    );
+    let again = run(a, &outage, Mode::Compare(record.model_calls)).await;
+    assert_eq!(again.divergence, None, "{:?}", again.divergence);
+}
