@@ -31,6 +31,8 @@ pub enum ExportError {
     NotFound(String),
     #[error("run {run_id} is {status}; a run can be exported once it has ended")]
     NotEnded { run_id: String, status: String },
+    #[error("run {0} was purged by retention: its events are gone and there is nothing to replay")]
+    Purged(String),
     #[error("{0}")]
     Config(String),
     #[error(
@@ -76,6 +78,9 @@ pub async fn export(
         .run(run_id)
         .await?
         .ok_or_else(|| ExportError::NotFound(run_id.to_string()))?;
+    if run.purged_at.is_some() {
+        return Err(ExportError::Purged(run_id.to_string()));
+    }
     if !run.status.is_terminal() {
         return Err(ExportError::NotEnded {
             run_id: run_id.to_string(),

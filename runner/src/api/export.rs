@@ -4,7 +4,7 @@
 //! redacted with every secret the daemon's config names. Reading only: a read-only token may
 //! export; nothing is written to the store (the loop runs over a scratch store of its own).
 //!
-//! An unknown run is a 404; a run not ended, or whose agent is not configured, a 409; a
+//! An unknown run is a 404; a run not ended or purged, or whose agent is not configured, a 409; a
 //! server started without the export (a test's API alone) answers 503.
 
 use std::sync::{Arc, Mutex};
@@ -30,7 +30,7 @@ pub(crate) struct Exporter {
     responses(
         (status = 200, description = "the replay file: `{format, version, run_id, agent, agent_hash, input, events, model_calls, tool_calls, …}`", body = Object),
         (status = 404, description = "no such run", body = ErrorBody),
-        (status = 409, description = "the run has not ended, its agent is not configured, or this config cannot carry its loop through", body = ErrorBody),
+        (status = 409, description = "the run has not ended or was purged, its agent is not configured, or this config cannot carry its loop through", body = ErrorBody),
     )
 )]
 pub(crate) async fn export_run(
