@@ -48,8 +48,10 @@ pub enum DivergenceKind {
     Parked { replayed: String, recorded: String },
     /// The recording has something replay does not reproduce.
     Unreplayable { what: String },
-    /// The replayed job failed in a way that would be retried (it should not).
-    JobRetried { error: String },
+    /// The replay could not go on: the replayed job failed in a way that would be retried,
+    /// the run did not end within the jobs the recording allows, or a recorded message could
+    /// not be sent.
+    Stopped { error: String },
 }
 
 impl fmt::Display for Divergence {
@@ -107,11 +109,9 @@ impl fmt::Display for Divergence {
                  not reproduce; the {} model call(s) before it matched",
                 call.saturating_sub(1)
             ),
-            DivergenceKind::JobRetried { error } => write!(
-                f,
-                "divergence at turn {turn}: the replayed job failed and would be retried: \
-                 {error}"
-            ),
+            DivergenceKind::Stopped { error } => {
+                write!(f, "divergence at turn {turn}: the replay stopped: {error}")
+            }
         }
     }
 }

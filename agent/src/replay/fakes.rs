@@ -87,7 +87,7 @@ impl ModelGateway for RecordedModel {
                 self.tape
                     .lock()
                     .expect("replay tape")
-                    .diverge(DivergenceKind::JobRetried {
+                    .diverge(DivergenceKind::Stopped {
                         error: format!("sending a recorded message to the run failed: {e}"),
                     });
                 return Err(stopped());

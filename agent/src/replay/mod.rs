@@ -173,69 +173,112 @@ async fn drive(
         if tape.lock().expect("replay tape").divergence.is_some() {
             return Ok(());
         }
-        let next = || tape.lock().expect("replay tape").script.resumes.pop_front();
-        match outcome {
-            JobOutcome::Done(end) => {
+        let resume = || tape.lock().expect("replay tape").script.resumes.pop_front();
+        match next(outcome, resume) {
+            Next::Ended { status } => {
                 let mut t = tape.lock().expect("replay tape");
                 let (made, recorded) = (t.made.len(), t.script.answers.len());
                 if made < recorded || !t.script.resumes.is_empty() {
                     t.diverge(DivergenceKind::EndedEarly {
-                        status: end.run_status().as_str().to_string(),
+                        status,
                         made,
                         recorded,
                     });
                 }
                 return Ok(());
             }
-            JobOutcome::Park { until, .. } => match next() {
-                Some(Resume::Wakeup { now }) => {
-                    clock.set(now);
-                    if now < until {
-                        store.wake_now(run_id).await?;
-                    }
+            Next::Resume { at, wake } => {
+                clock.set(at);
+                if wake {
+                    store.wake_now(run_id).await?;
                 }
-                other => {
-                    diverge(DivergenceKind::Parked {
-                        replayed: "went to sleep until its wakeup".into(),
-                        recorded: recorded_park(other.as_ref()),
-                    });
-                    return Ok(());
-                }
-            },
-            JobOutcome::AwaitApproval { call_id, until, .. } => match next() {
-                Some(Resume::Approval {
-                    call_id: decided,
-                    approved,
-                    reason,
-                    timed_out,
-                }) if decided == call_id => {
-                    if timed_out {
-                        clock.set(until);
-                    } else {
-                        store
-                            .decide_approval(run_id, &call_id, approved, reason.as_deref())
-                            .await?;
-                    }
-                }
-                other => {
-                    diverge(DivergenceKind::Parked {
-                        replayed: format!("asked for approval of call {call_id}"),
-                        recorded: recorded_park(other.as_ref()),
-                    });
-                    return Ok(());
-                }
-            },
-            JobOutcome::Defer { until, .. } => clock.set(until),
-            JobOutcome::Retry { error, .. } => {
-                diverge(DivergenceKind::JobRetried { error });
+            }
+            Next::Decide {
+                call_id,
+                approved,
+                reason,
+            } => {
+                store
+                    .decide_approval(run_id, &call_id, approved, reason.as_deref())
+                    .await?
+            }
+            Next::Diverge(kind) => {
+                diverge(kind);
                 return Ok(());
             }
         }
     }
-    diverge(DivergenceKind::JobRetried {
+    diverge(DivergenceKind::Stopped {
         error: format!("the run did not end within {jobs} jobs"),
     });
     Ok(())
+}
+
+/// What the driver does after a job, decided from its outcome and, when the run parked, the
+/// recording's next resume (taken from `resume`).
+#[derive(Debug, Clone, PartialEq)]
+enum Next {
+    /// The run ended with `status`.
+    Ended { status: String },
+    /// Move the clock to `at` and claim again; `wake`: wake the sleeping run early first.
+    Resume { at: i64, wake: bool },
+    /// Decide the call's approval as recorded, then claim again.
+    Decide {
+        call_id: String,
+        approved: bool,
+        reason: Option<String>,
+    },
+    /// The loop left the recording.
+    Diverge(DivergenceKind),
+}
+
+fn next(outcome: JobOutcome, resume: impl FnOnce() -> Option<Resume>) -> Next {
+    match outcome {
+        JobOutcome::Done(end) => Next::Ended {
+            status: end.run_status().as_str().to_string(),
+        },
+        JobOutcome::Park { until, .. } => match resume() {
+            Some(Resume::Wakeup { now }) => Next::Resume {
+                at: now,
+                wake: now < until,
+            },
+            other => Next::Diverge(DivergenceKind::Parked {
+                replayed: "went to sleep until its wakeup".into(),
+                recorded: recorded_park(other.as_ref()),
+            }),
+        },
+        JobOutcome::AwaitApproval { call_id, until, .. } => match resume() {
+            Some(Resume::Approval {
+                call_id: decided,
+                timed_out: true,
+                ..
+            }) if decided == call_id => Next::Resume {
+                at: until,
+                wake: false,
+            },
+            Some(Resume::Approval {
+                call_id: decided,
+                approved,
+                reason,
+                ..
+            }) if decided == call_id => Next::Decide {
+                call_id,
+                approved,
+                reason,
+            },
+            other => Next::Diverge(DivergenceKind::Parked {
+                replayed: format!("asked for approval of call {call_id}"),
+                recorded: recorded_park(other.as_ref()),
+            }),
+        },
+        JobOutcome::Defer { until, .. } => Next::Resume {
+            at: until,
+            wake: false,
+        },
+        JobOutcome::Retry { error, .. } => Next::Diverge(DivergenceKind::Stopped {
+            error: format!("the replayed job failed and would be retried: {error}"),
+        }),
+    }
 }
 
 /// What the recording did where the loop parked.
@@ -246,5 +289,79 @@ fn recorded_park(resume: Option<&Resume>) -> String {
         Some(Resume::Approval { call_id, .. }) => {
             format!("waited for approval of call {call_id} there")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn approval(call_id: &str, approved: bool, timed_out: bool) -> Resume {
+        Resume::Approval {
+            call_id: call_id.into(),
+            approved,
+            reason: None,
+            timed_out,
+        }
+    }
+
+    fn asks(call_id: &str) -> JobOutcome {
+        JobOutcome::AwaitApproval {
+            call_id: call_id.into(),
+            until: 50,
+            payload: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_park_is_resumed_as_recorded_or_is_a_divergence() {
+        let sleep = || JobOutcome::Park {
+            until: 100,
+            payload: String::new(),
+        };
+        let early = next(sleep(), || Some(Resume::Wakeup { now: 40 }));
+        assert_eq!(early, Next::Resume { at: 40, wake: true });
+        let due = next(sleep(), || Some(Resume::Wakeup { now: 100 }));
+        assert_eq!(
+            due,
+            Next::Resume {
+                at: 100,
+                wake: false
+            }
+        );
+        let decided = next(asks("c1"), || Some(approval("c1", true, false)));
+        assert!(
+            matches!(decided, Next::Decide { approved: true, .. }),
+            "{decided:?}"
+        );
+        let timed_out = next(asks("c1"), || Some(approval("c1", false, true)));
+        assert_eq!(
+            timed_out,
+            Next::Resume {
+                at: 50,
+                wake: false
+            }
+        );
+        let other_call = next(asks("c2"), || Some(approval("c1", true, false)));
+        assert!(matches!(
+            other_call,
+            Next::Diverge(DivergenceKind::Parked { .. })
+        ));
+        let not_recorded = next(sleep(), || None);
+        match not_recorded {
+            Next::Diverge(DivergenceKind::Parked { recorded, .. }) => {
+                assert_eq!(recorded, "does not park there")
+            }
+            other => panic!("{other:?}"),
+        }
+        let ended = next(JobOutcome::succeeded("ok"), || {
+            panic!("an end takes no resume")
+        });
+        assert_eq!(
+            ended,
+            Next::Ended {
+                status: "succeeded".into()
+            }
+        );
     }
 }
