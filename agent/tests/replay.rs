@@ -296,3 +296,45 @@ async fn a_model_outage_waits_and_the_run_goes_on_as_recorded() {
     let again = run(a, &outage, Mode::Compare(record.model_calls)).await;
     assert_eq!(again.divergence, None, "{:?}", again.divergence);
 }
+
+#[tokio::test]
+async fn a_compaction_is_answered_with_its_recorded_summary() {
+    let config: AgentConfig = serde_json::from_value(json!({
+        "name": "a", "provider": "p", "model": "m", "system": "Be brief.",
+        "context": {"window_tokens": 1000, "compact_at": 0.5, "keep_last": 1}
+    }))
+    .unwrap();
+    let a = config.resolve(std::path::Path::new(".")).unwrap();
+    let mut events = events(&a.hash);
+    // The first reply's input filled half the window: the loop compacts before the next call.
+    if let RunEvent::AssistantMessage { usage, .. } = &mut events[2] {
+        usage.input_tokens = 900;
+    }
+    events.insert(
+        5,
+        RunEvent::Compacted {
+            summary: "[Summary of the earlier conversation]\nLooked; saw it.".into(),
+            kept_from: 3,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+        },
+    );
+    let events = recorded(events);
+    let record = run(a.clone(), &events, Mode::Record).await;
+    assert_eq!(record.divergence, None, "{:?}", record.divergence);
+    let purposes: Vec<_> = record.model_calls.iter().map(|c| c.purpose).collect();
+    use replay::CallPurpose::{Summary, Turn};
+    assert_eq!(purposes, [Turn, Summary, Turn]);
+    let last = &record.model_calls[2].request.messages;
+    let first = last[0].text();
+    assert!(first.contains("Looked; saw it."), "{last:?}");
+    assert_eq!(
+        first
+            .matches("[Summary of the earlier conversation]")
+            .count(),
+        1,
+        "the summary is the model's text, prefixed once by the loop: {first}"
+    );
+    let again = run(a, &events, Mode::Compare(record.model_calls)).await;
+    assert_eq!(again.divergence, None, "{:?}", again.divergence);
+}
