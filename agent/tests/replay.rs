@@ -338,3 +338,49 @@ async fn a_compaction_is_answered_with_its_recorded_summary() {
     let again = run(a, &events, Mode::Compare(record.model_calls)).await;
     assert_eq!(again.divergence, None, "{:?}", again.divergence);
 }
+
+#[tokio::test]
+async fn an_approval_gets_the_recorded_decision_or_times_out_as_it_did() {
+    let config: AgentConfig = serde_json::from_value(json!({
+        "name": "a", "provider": "p", "model": "m", "system": "Be brief.",
+        "approvals": {"timeout_seconds": 60, "rules": [{"tool": "look"}]}
+    }))
+    .unwrap();
+    let a = config.resolve(std::path::Path::new(".")).unwrap();
+    let asked = RunEvent::ApprovalRequested {
+        call_id: "toolu_1".into(),
+        name: "look".into(),
+        input_hash: "h".into(),
+        expires_at: 1_700_000_060_000,
+    };
+    let decided = |approved: bool, by: &str| RunEvent::ApprovalDecided {
+        call_id: "toolu_1".into(),
+        approved,
+        reason: None,
+        by: by.into(),
+    };
+    // Approved by an operator: the call's recorded result answers it.
+    let mut approved = events(&a.hash);
+    approved.insert(3, asked.clone());
+    approved.insert(4, decided(true, "token:ops"));
+    // Timed out: the loop denies the call itself, and no result is needed.
+    let mut timed_out = events(&a.hash);
+    timed_out.splice(3..5, [asked, decided(false, "timeout")]);
+    for (name, events) in [("approved", approved), ("timed out", timed_out)] {
+        let events = recorded(events);
+        let record = run(a.clone(), &events, Mode::Record).await;
+        assert_eq!(record.divergence, None, "{name}: {:?}", record.divergence);
+        assert_eq!(record.model_calls.len(), 2, "{name}");
+        let second = &record.model_calls[1].request.messages;
+        let result = serde_json::to_string(&second[2]).unwrap();
+        if name == "approved" {
+            assert_eq!(record.tool_calls, 1);
+            assert!(result.contains("seen"), "{result}");
+        } else {
+            assert_eq!(record.tool_calls, 0, "a denied call is not run");
+            assert!(!result.contains("seen"), "{result}");
+        }
+        let again = run(a.clone(), &events, Mode::Compare(record.model_calls)).await;
+        assert_eq!(again.divergence, None, "{name}: {:?}", again.divergence);
+    }
+}
