@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::compare::compare;
 use super::divergence::{Divergence, DivergenceKind};
 use super::file::{CallPurpose, RecordedCall};
-use super::script::Script;
+use super::script::{Answer, Script};
 use crate::config::AgentDef;
 use crate::events::EndStatus;
 use crate::ports::{ModelFailure, ModelGateway, ToolBox, ToolCall};
@@ -129,65 +129,9 @@ pub(super) async fn send_messages(
 impl RecordedModel {
     fn answer(&self, req: &ModelRequest) -> Result<ModelResponse, ModelFailure> {
         let mut tape = self.tape.lock().expect("replay tape");
-        if tape.divergence.is_some() {
+        let Some((purpose, answer)) = checked(&mut tape, req) else {
             return Err(stopped());
-        }
-        let i = tape.made.len();
-        let asked = if asks_for_summary(req) {
-            CallPurpose::Summary
-        } else {
-            CallPurpose::Turn
         };
-        if let Some(u) = tape.script.unreplayable.clone()
-            && i >= u.after_answers
-        {
-            tape.divergence = Some(Divergence {
-                call: i + 1,
-                turn: u.turn,
-                kind: DivergenceKind::Unreplayable { what: u.what },
-            });
-            return Err(stopped());
-        }
-        let answer = tape.script.answers.get(i).cloned();
-        let purpose = match &answer {
-            Some(a) => a.purpose,
-            None if tape
-                .script
-                .ended
-                .as_ref()
-                .is_some_and(|(s, _)| *s != EndStatus::Succeeded) =>
-            {
-                CallPurpose::Unanswered
-            }
-            None => {
-                let recorded = tape.script.answers.len();
-                tape.diverge(DivergenceKind::ExtraModelCall { recorded });
-                return Err(stopped());
-            }
-        };
-        let fits = matches!(purpose, CallPurpose::Unavailable | CallPurpose::Unanswered)
-            || purpose == asked;
-        if !fits {
-            tape.diverge(DivergenceKind::OtherCall {
-                asked,
-                recorded: purpose,
-            });
-            return Err(stopped());
-        }
-        let expected = tape.expected.as_ref().map(|e| e.get(i).cloned());
-        if let Some(expected) = expected {
-            let Some(expected) = expected else {
-                tape.diverge(DivergenceKind::ExtraModelCall { recorded: i });
-                return Err(stopped());
-            };
-            if let Some(difference) = compare(&expected.request, req) {
-                tape.diverge(DivergenceKind::Request {
-                    purpose: expected.purpose,
-                    difference,
-                });
-                return Err(stopped());
-            }
-        }
         let turn = tape.turns + 1;
         tape.made.push(RecordedCall {
             turn,
@@ -206,13 +150,10 @@ impl RecordedModel {
             tape.turns += 1;
         }
         let now = answer.clock_after;
+        self.clock.set(now);
         match (answer.response, answer.unavailable) {
-            (Some(response), _) => {
-                self.clock.set(now);
-                Ok(response)
-            }
+            (Some(response), _) => Ok(response),
             (None, Some((error, until))) => {
-                self.clock.set(now);
                 let retry_in = u64::try_from(until - now).unwrap_or(0);
                 Err(ModelFailure::Unavailable {
                     error,
@@ -222,6 +163,68 @@ impl RecordedModel {
             (None, None) => Err(stopped()),
         }
     }
+}
+
+/// The next model call, checked against the recording: what it is for and its recorded
+/// answer (`None` for the call a run that did not succeed ended at), or `None` once the
+/// replay has diverged (here, or before).
+fn checked(tape: &mut Tape, req: &ModelRequest) -> Option<(CallPurpose, Option<Answer>)> {
+    if tape.divergence.is_some() {
+        return None;
+    }
+    let i = tape.made.len();
+    if let Some(u) = tape.script.unreplayable.clone()
+        && i >= u.after_answers
+    {
+        tape.divergence = Some(Divergence {
+            call: i + 1,
+            turn: u.turn,
+            kind: DivergenceKind::Unreplayable { what: u.what },
+        });
+        return None;
+    }
+    let answer = tape.script.answers.get(i).cloned();
+    let failed = |t: &Tape| {
+        t.script
+            .ended
+            .as_ref()
+            .is_some_and(|(s, _)| *s != EndStatus::Succeeded)
+    };
+    let purpose = match &answer {
+        Some(a) => a.purpose,
+        None if failed(tape) => CallPurpose::Unanswered,
+        None => {
+            let recorded = tape.script.answers.len();
+            tape.diverge(DivergenceKind::ExtraModelCall { recorded });
+            return None;
+        }
+    };
+    let asked = if asks_for_summary(req) {
+        CallPurpose::Summary
+    } else {
+        CallPurpose::Turn
+    };
+    if !matches!(purpose, CallPurpose::Unavailable | CallPurpose::Unanswered) && purpose != asked {
+        tape.diverge(DivergenceKind::OtherCall {
+            asked,
+            recorded: purpose,
+        });
+        return None;
+    }
+    if let Some(expected) = tape.expected.as_ref().map(|e| e.get(i).cloned()) {
+        let Some(expected) = expected else {
+            tape.diverge(DivergenceKind::ExtraModelCall { recorded: i });
+            return None;
+        };
+        if let Some(difference) = compare(&expected.request, req) {
+            tape.diverge(DivergenceKind::Request {
+                purpose: expected.purpose,
+                difference,
+            });
+            return None;
+        }
+    }
+    Some((purpose, answer))
 }
 
 /// Whether `req` asks for a compaction's summary (its last message is the request).
