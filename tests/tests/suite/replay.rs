@@ -327,7 +327,22 @@ async fn export_then_replay(db: &TestDb) {
         "{err}"
     );
 
-    // Bad input: clear errors, nothing made.
+    bad_input(e, cfg_s, &file);
+    let mut left: Vec<String> = std::fs::read_dir(e)
+        .unwrap()
+        .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["bad.json", "changed.toml"],
+        "replay made no database or file"
+    );
+}
+
+/// `nightshift replay` in `e` on a broken file, a file of another version, a file whose
+/// agent the config lacks, and without a config: each refused with what to do.
+fn bad_input(e: &Path, cfg_s: &str, file: &Path) {
     let bad = e.join("bad.json");
     std::fs::write(&bad, "{not json").unwrap();
     let out = nightshift(e, &["--config", cfg_s, "replay", bad.to_str().unwrap()]);
@@ -337,7 +352,7 @@ async fn export_then_replay(db: &TestDb) {
         "{}",
         text(&out.stderr)
     );
-    let mut other: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let mut other: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
     other["version"] = 99.into();
     std::fs::write(&bad, other.to_string()).unwrap();
     let out = nightshift(e, &["--config", cfg_s, "replay", bad.to_str().unwrap()]);
@@ -348,7 +363,7 @@ async fn export_then_replay(db: &TestDb) {
         "{err}"
     );
     let mut stranger: Value =
-        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
     stranger["agent"] = "nobody".into();
     std::fs::write(&bad, stranger.to_string()).unwrap();
     let out = nightshift(e, &["--config", cfg_s, "replay", bad.to_str().unwrap()]);
@@ -361,15 +376,5 @@ async fn export_then_replay(db: &TestDb) {
         text(&out.stderr).contains("pass --config"),
         "{}",
         text(&out.stderr)
-    );
-    let mut left: Vec<String> = std::fs::read_dir(e)
-        .unwrap()
-        .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    left.sort();
-    assert_eq!(
-        left,
-        ["bad.json", "changed.toml"],
-        "replay made no database or file"
     );
 }
