@@ -144,12 +144,23 @@ pub async fn export(
     })
 }
 
+/// What a replay found, and whether the agent's definition is the one the file was recorded
+/// with.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub replayed: Replayed,
+    /// False when the config's definition of the agent hashes differently from the one the
+    /// requests were recorded with (a change that may or may not show in the requests).
+    pub same_definition: bool,
+}
+
 /// Replays `recording` with `config`'s agent and tools: the first divergence, if any.
-pub async fn replay(config: &Config, recording: &Recording) -> anyhow::Result<Replayed> {
+pub async fn replay(config: &Config, recording: &Recording) -> anyhow::Result<Report> {
     let def = agent_def(config, &recording.agent, "the recording's").map_err(anyhow::Error::msg)?;
+    let same_definition = def.hash == recording.agent_hash;
     let tools = Tools::offline(config)?;
     let calls = recording.model_calls.clone();
-    run_loop(
+    let replayed = run_loop(
         def,
         tools,
         &Redactor::default(),
@@ -158,7 +169,11 @@ pub async fn replay(config: &Config, recording: &Recording) -> anyhow::Result<Re
         Mode::Compare(calls),
     )
     .await
-    .context("replay failed")
+    .context("replay failed")?;
+    Ok(Report {
+        replayed,
+        same_definition,
+    })
 }
 
 /// Runs the replay machine on a thread of its own, with a runtime of its own and a no-op

@@ -25,6 +25,13 @@ pub(crate) async fn replay(config: Option<&Path>, file: &Path) -> anyhow::Result
     }
     let config = Config::load(config, &Overrides::default())?;
     let report = nightshift_runner::replay::replay(&config, &recording).await?;
+    if !report.same_definition {
+        eprintln!(
+            "note: the agent '{}' is defined differently from when the file was recorded",
+            recording.agent
+        );
+    }
+    let report = report.replayed;
     if let Some(divergence) = report.divergence {
         anyhow::bail!("replay of run {}: {divergence}", recording.run_id);
     }

@@ -326,6 +326,10 @@ async fn export_then_replay(db: &TestDb) {
         err.contains("Be brief.") && err.contains("Be thorough."),
         "{err}"
     );
+    assert!(
+        err.contains("note: the agent 'notes' is defined differently"),
+        "{err}"
+    );
 
     bad_input(e, cfg_s, &file);
     let mut left: Vec<String> = std::fs::read_dir(e)
