@@ -37,6 +37,7 @@ pub mod github;
 pub mod notify;
 pub mod ports;
 pub mod pricing;
+pub mod replay;
 pub mod runtime;
 pub mod state;
 pub mod task_keeper;

@@ -8,6 +8,7 @@
 //! | `GET` | `/v1/runs/{id}` | a run: status, usage, cost, result, error, and `last_error`: why its newest job was last retried or is waiting (a model outage's real cause) |
 //! | `GET` | `/v1/runs/{id}/events?after=N` | its event log |
 //! | `POST` | `/v1/runs/{id}/cancel` | cancel it |
+//! | `GET` | `/v1/runs/{id}/export` | an ended run as a replay file (see `crate::replay`), recorded with the daemon's config |
 //! | `POST` | `/v1/runs/{id}/wake` | wake a sleeping run now |
 //! | `GET` | `/v1/wakeups?limit=` | sleeping runs and when each wakes, soonest first |
 //! | `GET` | `/v1/approvals?limit=` | tool calls waiting for a decision, oldest first |
@@ -33,12 +34,13 @@
 //! This module holds what the handlers share — [`ApiState`], the token check (whose caller
 //! each action passes to `Store::as_operator`, so its audit row commits with it), query
 //! parsing — and the routers; the handlers are in a module per resource:
-//! `enqueue` (`POST /v1/runs`), `runs` (listing, reading and cancelling runs), `wakeups`,
+//! `enqueue` (`POST /v1/runs`), `runs` (listing, reading and cancelling runs), `export`, `wakeups`,
 //! `approvals` and `notifications`; batches, schedules, tasks, the queue, the audit trail,
 //! webhooks and metrics in their sibling modules (`crate::batch_api`, …).
 
 mod approvals;
 mod enqueue;
+mod export;
 mod forks;
 mod notifications;
 mod runs;
@@ -61,6 +63,7 @@ use utoipa_axum::routes;
 
 pub(crate) use crate::api_errors::{ApiError, ErrorBody, JsonBody};
 pub(crate) use enqueue::{CreateRun, run_request, traceparent};
+pub(crate) use export::Exporter;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -113,6 +116,7 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(runs::cancel_run))
         .routes(routes!(forks::fork_run))
         .routes(routes!(forks::rerun_runs))
+        .routes(routes!(export::export_run))
         .routes(routes!(wakeups::wake_run))
         .routes(routes!(wakeups::list_wakeups))
         .routes(routes!(approvals::list_approvals))

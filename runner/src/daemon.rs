@@ -134,7 +134,12 @@ pub async fn start(
     };
     tracing::info!(%address, token = %token_source, "HTTP API listening");
     let metrics = metrics_listener.map(|l| spawn_metrics(l, state.clone(), &stop));
-    let server = spawn_server(listener, state, data_dir.clone(), &stop);
+    // The config applied last: the reloader replaces it, the export reads it.
+    let live_config = Arc::new(Mutex::new(config.clone()));
+    let exporter = api::Exporter {
+        config: live_config.clone(),
+    };
+    let server = spawn_server(listener, state, data_dir.clone(), exporter, &stop);
     let notifier = Spawned::spawn(parts.notifier, CancellationToken::new());
     let notifier: NotifierSlot = Arc::new(Mutex::new(Some(notifier)));
     let keeper = spawn_keeper(config, &store, daemon_id, &supervisor);
@@ -148,7 +153,7 @@ pub async fn start(
         supervisor: supervisor.clone(),
         notifier: notifier.clone(),
         retention: live_retention,
-        config: Arc::new(Mutex::new(config.clone())),
+        config: live_config,
         busy: Arc::default(),
     };
     let pool = Pool::new(store.clone(), runtime, config.worker.clone());
@@ -351,12 +356,14 @@ fn spawn_server(
     listener: TcpListener,
     state: api::ApiState,
     data_dir: std::path::PathBuf,
+    exporter: api::Exporter,
     stop: &CancellationToken,
 ) -> Spawned<()> {
     let server = ApiServer {
         listener,
         state,
         data_dir,
+        exporter,
     };
     Spawned::linked(server, stop.clone())
 }

@@ -28,6 +28,7 @@ pub(crate) mod programs;
 pub(crate) mod queue_api;
 pub mod redaction;
 pub mod reload;
+pub mod replay;
 pub mod retention;
 pub(crate) mod retention_api;
 pub(crate) mod sandbox;

@@ -43,7 +43,7 @@ struct Cli {
     /// Work through this daemon's HTTP API (e.g. http://nightshift.internal:8080) instead of
     /// the database. The API token is read from the environment variable
     /// NIGHTSHIFT_API_TOKEN, never from a flag (flags show in `ps`). Ignored by serve,
-    /// migrate and demo.
+    /// migrate, replay and demo.
     #[arg(long, global = true, env = "NIGHTSHIFT_SERVER", value_name = "URL")]
     server: Option<String>,
     #[command(subcommand)]
@@ -111,6 +111,14 @@ enum Command {
     Notifications {
         #[command(subcommand)]
         command: cli::NotificationsCommand,
+    },
+    /// Replay a run from its file (`nightshift runs export`), offline: the agent loop runs
+    /// again with this config's agent and tools, model replies and tool results from the file
+    /// (no network, no database, nothing run), and the first model call whose request differs
+    /// from the recorded one is reported with its turn. Exits non-zero on a divergence.
+    Replay {
+        /// The replay file.
+        file: PathBuf,
     },
     /// Run a sample agent end to end on the embedded default: SQLite, a scripted model (no
     /// API key), real file and command tools. Prints the transcript and usage.

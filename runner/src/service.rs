@@ -180,6 +180,8 @@ pub(crate) struct ApiServer {
     pub(crate) listener: TcpListener,
     pub(crate) state: ApiState,
     pub(crate) data_dir: std::path::PathBuf,
+    /// What `GET /v1/runs/{id}/export` needs.
+    pub(crate) exporter: crate::api::Exporter,
 }
 
 impl Service for ApiServer {
@@ -188,7 +190,8 @@ impl Service for ApiServer {
 
     /// Serves until `stop`, answering the requests in flight.
     async fn run(self, stop: CancellationToken) -> anyhow::Result<()> {
-        let router = crate::api::router_with_data_dir(self.state, Some(self.data_dir));
+        let router = crate::api::router_with_data_dir(self.state, Some(self.data_dir))
+            .layer(axum::Extension(self.exporter));
         let limits = crate::http_server::HttpLimits::default();
         crate::http_server::serve(self.listener, router, limits, stop)
             .await

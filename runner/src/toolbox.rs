@@ -63,28 +63,7 @@ impl Tools {
 
     /// [`Tools::build`] with `secrets` already built (the daemon builds the set once).
     pub(crate) fn build_with(config: &Config, secrets: SecretResolver) -> anyhow::Result<Tools> {
-        let mut registries = HashMap::new();
-        for agent in &config.agents {
-            let command_tools = config
-                .command_tools
-                .iter()
-                .filter(|c| agent.tools.contains(&c.name))
-                .cloned()
-                .collect();
-            let registry = Registry::build(&RegistryConfig {
-                // Control tools (schedule_wakeup) are run by the loop, not the registry.
-                tools: agent
-                    .tools
-                    .iter()
-                    .filter(|t| !nightshift_agent::is_control_tool(t))
-                    .cloned()
-                    .collect(),
-                command_tools,
-                overrides: agent.tool_overrides.clone(),
-            })
-            .map_err(|e| anyhow::anyhow!("invalid config: agents.{}.tools: {e}", agent.name))?;
-            registries.insert(agent.name.clone(), registry);
-        }
+        let registries = registries(config)?;
         crate::programs::check(config).map_err(|e| anyhow::anyhow!("invalid config: {e}"))?;
         let rt = &config.runtime;
         let confinement = Confinement::start(config)?;
@@ -106,6 +85,28 @@ impl Tools {
             tasks: None,
             confinement,
             github: crate::github::access(config)?,
+        })
+    }
+
+    /// The tools of `config` as replay sees them: every agent's registry (its specs,
+    /// classes and input checks), and nothing that runs — no sandbox probe, no GitHub access,
+    /// no check of the command tools' programs. Only for replay, which answers every call
+    /// from a recording and asks this only for specs, classes and checks: never give it to a
+    /// runtime that calls tools (without the sandbox, a command would run unconfined).
+    pub(crate) fn offline(config: &Config) -> anyhow::Result<Tools> {
+        let rt = &config.runtime;
+        Ok(Tools {
+            registries: registries(config)?,
+            data_dir: config.resolve_path(&rt.data_dir),
+            secrets: SecretResolver::default(),
+            bindings: SecretBindings::default(),
+            allowlist: HttpAllowlist::default(),
+            limits: Limits::default(),
+            env_allow: Vec::new(),
+            processes: ProcessRegistry::new(config.resolve_path(&rt.data_dir).join("procs")),
+            tasks: None,
+            confinement: None,
+            github: None,
         })
     }
 
@@ -185,6 +186,33 @@ impl Tools {
             None => ctx,
         })
     }
+}
+
+/// Every agent's tool registry; an unknown tool name is an error naming the agent.
+fn registries(config: &Config) -> anyhow::Result<HashMap<String, Registry>> {
+    let mut registries = HashMap::new();
+    for agent in &config.agents {
+        let command_tools = config
+            .command_tools
+            .iter()
+            .filter(|c| agent.tools.contains(&c.name))
+            .cloned()
+            .collect();
+        let registry = Registry::build(&RegistryConfig {
+            // Control tools (schedule_wakeup) are run by the loop, not the registry.
+            tools: agent
+                .tools
+                .iter()
+                .filter(|t| !nightshift_agent::is_control_tool(t))
+                .cloned()
+                .collect(),
+            command_tools,
+            overrides: agent.tool_overrides.clone(),
+        })
+        .map_err(|e| anyhow::anyhow!("invalid config: agents.{}.tools: {e}", agent.name))?;
+        registries.insert(agent.name.clone(), registry);
+    }
+    Ok(registries)
 }
 
 impl ToolBox for Tools {

@@ -5,6 +5,7 @@
 //! errors go to stderr with a non-zero exit status.
 
 mod approvals;
+mod export;
 mod fork;
 mod format;
 mod notifications;
@@ -12,6 +13,7 @@ mod operator;
 mod purge;
 mod queue;
 mod remote;
+mod replay;
 mod runs;
 mod schedules;
 mod serve;
@@ -34,6 +36,11 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         // The demo prints a transcript; progress lines would interleave with it.
         logging::init(LogFormat::Text, "warn");
         return nightshift_runner::demo::run(keep).await;
+    }
+    if let Command::Replay { file } = &cli.command {
+        // Offline: the config's agents and tools, never its database, never a daemon.
+        logging::init(LogFormat::Text, "warn");
+        return replay::replay(cli.config.as_deref(), file).await;
     }
     let local_only = matches!(cli.command, Command::Migrate | Command::Serve { .. });
     if let Some(server) = cli.server.as_deref().filter(|_| !local_only) {
@@ -73,6 +80,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         command => {
             let op = Operator::Local {
                 store: store.clone(),
+                config: Box::new(config.clone()),
                 agents: config.agents.iter().map(|a| a.name.clone()).collect(),
                 data_dir: config.runtime.data_dir.clone(),
             };
@@ -148,7 +156,10 @@ async fn operate(op: &Operator, command: Command) -> anyhow::Result<()> {
         Command::Audit { run, limit } => approvals::audit(op, run.as_deref(), limit).await,
         Command::Schedules { command } => schedules::schedules(op, command).await,
         Command::Notifications { command } => notifications::notifications(op, command).await,
-        Command::Migrate | Command::Serve { .. } | Command::Demo { .. } => {
+        Command::Migrate
+        | Command::Serve { .. }
+        | Command::Demo { .. }
+        | Command::Replay { .. } => {
             unreachable!("handled by dispatch")
         }
     }

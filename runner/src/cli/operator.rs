@@ -29,9 +29,11 @@ pub use rows::{
 #[derive(Debug)]
 pub enum Operator {
     /// The store the config names, the configured agents' names, and the data directory
-    /// (whose files of purged runs `runs purge` removes).
+    /// (whose files of purged runs `runs purge` removes), and the config.
     Local {
         store: Store,
+        /// The config: the agents' definitions and tools, for `runs export`.
+        config: Box<nightshift_runner::config::Config>,
         agents: Vec<String>,
         data_dir: std::path::PathBuf,
     },
@@ -465,6 +467,28 @@ impl Operator {
                 Ok(purge(store, &cli_actor(), req, Some(&files)).await?)
             }
             Operator::Remote(api) => Ok(api.post("/v1/runs/purge", json!(req)).await?),
+        }
+    }
+}
+
+impl Operator {
+    /// Run `id` as a replay file: recorded here with the config's agent (every string
+    /// redacted with the secrets the config names), or by the daemon with its own.
+    pub async fn export(&self, id: &str) -> anyhow::Result<nightshift_agent::replay::Recording> {
+        match self {
+            Operator::Local { store, config, .. } => {
+                let secrets = nightshift_runner::redaction::secrets(config);
+                Ok(
+                    nightshift_runner::replay::export(store, config, secrets.redactor(), id)
+                        .await?,
+                )
+            }
+            Operator::Remote(api) => {
+                let file: Value = api.get(&format!("/v1/runs/{id}/export"), &[]).await?;
+                Ok(nightshift_agent::replay::Recording::parse(
+                    &file.to_string(),
+                )?)
+            }
         }
     }
 }

@@ -141,6 +141,10 @@ pub(crate) enum RunsCommand {
     /// approvals, tasks, notices and files go; each run's row stays as its summary unless
     /// --no-summary. Runs not ended, or with work still running, are never touched.
     Purge(super::purge::PurgeArgs),
+    /// Export an ended run as a replay file (its events, already redacted, and the request
+    /// of each model call as the loop builds it with this config — the daemon's with
+    /// --server), for `nightshift replay FILE`. JSON on stdout, or --output FILE.
+    Export(super::export::ExportArgs),
 }
 
 pub(crate) async fn run(op: &Operator, args: RunArgs) -> anyhow::Result<()> {
@@ -279,6 +283,7 @@ pub(crate) async fn runs(op: &Operator, command: RunsCommand) -> anyhow::Result<
             list_runs(op, &filter, limit, json).await?;
         }
         RunsCommand::Purge(args) => super::purge::purge(op, args).await?,
+        RunsCommand::Export(args) => super::export::export(op, args).await?,
         RunsCommand::Show { id } => {
             println!("{}", serde_json::to_string_pretty(&op.show(&id).await?)?);
         }

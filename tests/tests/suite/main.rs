@@ -129,6 +129,7 @@ mod openapi_conformance;
 mod pool;
 mod process;
 mod provider;
+mod replay;
 mod retention;
 mod review_bot;
 mod runs_list;
