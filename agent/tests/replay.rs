@@ -384,3 +384,35 @@ async fn an_approval_gets_the_recorded_decision_or_times_out_as_it_did() {
         assert_eq!(again.divergence, None, "{name}: {:?}", again.divergence);
     }
 }
+
+#[tokio::test]
+async fn a_fork_replays_up_to_its_fork_point_and_stops_there_saying_so() {
+    let a = def("Be brief.", 10);
+    // A fork from turn 1 of the run: the parent's first turn and its tool round, then the
+    // fork's own `forked` event, then its own answer.
+    let mut fork = events(&a.hash);
+    fork.insert(
+        5,
+        RunEvent::Forked {
+            parent: "parent-run".into(),
+            from_turn: 1,
+            prompt: None,
+            model: None,
+            tool_results: std::collections::BTreeMap::new(),
+            workspace_commit: None,
+        },
+    );
+    let r = run(a, &recorded(fork), Mode::Record).await;
+    let d = r.divergence.expect("a divergence");
+    assert!(
+        matches!(d.kind, DivergenceKind::Unreplayable { .. }),
+        "{d:?}"
+    );
+    assert_eq!(d.turn, 2, "turn 1 was the parent's and was replayed");
+    assert_eq!(r.model_calls.len(), 1);
+    let said = d.to_string();
+    assert!(
+        said.starts_with("cannot replay past turn 2") && said.contains("forked"),
+        "{said}"
+    );
+}
