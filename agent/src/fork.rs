@@ -23,6 +23,7 @@
 use std::collections::BTreeMap;
 
 use nightshift_store::{AsOperator, Enqueued, Error as StoreError, NewFork, NewRun, Trigger};
+use nightshift_tools::Redactor;
 
 use crate::events::RunEvent;
 use crate::state::RunState;
@@ -221,12 +222,14 @@ fn fork_point(events: &[(i64, RunEvent)], req: &ForkRequest) -> Result<i64, Fork
 }
 
 /// Forks run `parent_id` as `op` asks (`trigger`: how the request came), returning the new
-/// run (or, for a used idempotency key, the first).
+/// run (or, for a used idempotency key, the first). The fork's event (its prompt, replaced
+/// results) is stored redacted with `redactor`, as every event is.
 pub async fn fork_run(
     op: &AsOperator<'_>,
     parent_id: &str,
     req: &ForkRequest,
     trigger: Trigger,
+    redactor: &Redactor,
 ) -> Result<Enqueued, ForkError> {
     let store = op.store();
     let Some(parent) = store.run(parent_id).await? else {
@@ -259,10 +262,13 @@ pub async fn fork_run(
         req
     };
     let plan = plan(parent_id, &events, req)?;
-    let mut run = NewRun::new(
-        &parent.agent,
-        plan.prompt.as_deref().unwrap_or(&parent.input),
-    );
+    let event = crate::runtime::redact::event(redactor, plan.event)
+        .map_err(|e| ForkError::Invalid(format!("the fork's event cannot be redacted: {e}")))?;
+    let input = plan
+        .prompt
+        .map(|p| redactor.redact(&p))
+        .unwrap_or_else(|| parent.input.clone());
+    let mut run = NewRun::new(&parent.agent, &input);
     run.trigger = trigger;
     run.idempotency_key = req.idempotency_key.clone();
     run.context = parent.context.clone();
@@ -273,8 +279,8 @@ pub async fn fork_run(
         parent: parent_id.to_string(),
         fork_seq: plan.fork_seq,
         run,
-        event_type: plan.event.kind().to_string(),
-        event_payload: plan.event.payload(),
+        event_type: event.kind().to_string(),
+        event_payload: event.payload(),
     };
     Ok(op.fork_run(&fork).await?)
 }
@@ -306,6 +312,7 @@ pub async fn rerun_matching(
     limit: usize,
     dry_run: bool,
     trigger: Trigger,
+    redactor: &Redactor,
 ) -> Result<Vec<Rerun>, ForkError> {
     match filter.status {
         Some(s) if s.is_terminal() => {}
@@ -335,7 +342,7 @@ pub async fn rerun_matching(
     matched.truncate(limit);
     let mut out = Vec::with_capacity(matched.len());
     for parent in matched {
-        out.push(rerun_one(op, parent, dry_run, trigger).await?);
+        out.push(rerun_one(op, parent, dry_run, trigger, redactor).await?);
     }
     Ok(out)
 }
@@ -348,6 +355,7 @@ async fn rerun_one(
     parent: String,
     dry_run: bool,
     trigger: Trigger,
+    redactor: &Redactor,
 ) -> Result<Rerun, ForkError> {
     let key = format!("rerun:{parent}");
     if let Some(run_id) = op.store().run_with_key(&key).await? {
@@ -372,7 +380,7 @@ async fn rerun_one(
         idempotency_key: Some(key),
         ..ForkRequest::rerun()
     };
-    Ok(match fork_run(op, &parent, &req, trigger).await {
+    Ok(match fork_run(op, &parent, &req, trigger, redactor).await {
         Ok(e) if e.duplicate => Rerun::AlreadyRerun {
             parent,
             run_id: e.run_id,

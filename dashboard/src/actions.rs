@@ -176,7 +176,9 @@ pub async fn fork(
     };
     let actor = session.actor();
     let op = state.store.as_operator(&actor);
-    match nightshift_agent::fork::fork_run(&op, &id, &req, nightshift_store::Trigger::Api).await {
+    let redactor = (state.redactor)();
+    let trigger = nightshift_store::Trigger::Api;
+    match nightshift_agent::fork::fork_run(&op, &id, &req, trigger, &redactor).await {
         Ok(made) => back(
             &state,
             &session,

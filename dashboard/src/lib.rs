@@ -78,6 +78,9 @@ pub struct DashboardState {
     pub hooks: Arc<HookSet>,
     /// This daemon's run files (artifacts, task logs), when it has a data directory.
     pub files: Option<Arc<files::Files>>,
+    /// The daemon's redactor as of now (it changes on reload): what a fork made here is
+    /// stored through. By default one that redacts nothing.
+    pub redactor: Arc<dyn Fn() -> nightshift_tools::Redactor + Send + Sync>,
     pub(crate) keys: auth::Keys,
     pub(crate) templates: Arc<minijinja::Environment<'static>>,
 }
@@ -99,6 +102,7 @@ impl DashboardState {
             intake,
             hooks,
             files: None,
+            redactor: Arc::new(nightshift_tools::Redactor::default),
             templates: Arc::new(layout::templates()),
         }
     }
@@ -106,6 +110,15 @@ impl DashboardState {
     /// The state whose sign-in takes the tokens `sign_in` knows (the API's named tokens).
     pub fn with_sign_in(mut self, sign_in: auth::SignIn) -> DashboardState {
         self.sign_in = sign_in;
+        self
+    }
+
+    /// The state whose forks are stored through the redactor `redactor` gives.
+    pub fn with_redactor(
+        mut self,
+        redactor: Arc<dyn Fn() -> nightshift_tools::Redactor + Send + Sync>,
+    ) -> DashboardState {
+        self.redactor = redactor;
         self
     }
 

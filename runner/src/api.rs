@@ -144,7 +144,8 @@ fn dashboard_state(
         state.intake.clone(),
         state.hooks.clone(),
     )
-    .with_sign_in(sign_in);
+    .with_sign_in(sign_in)
+    .with_redactor(Arc::new(crate::redaction::installed));
     match data_dir {
         Some(dir) => dashboard.with_data_dir(dir),
         None => dashboard,

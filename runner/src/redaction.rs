@@ -123,6 +123,17 @@ pub(crate) fn require_runtime_secrets(config: &Config) -> anyhow::Result<()> {
 
 static LOG_REDACTOR: RwLock<Option<Redactor>> = RwLock::new(None);
 
+/// The redactor [`install_for_logs`] set last (the daemon's, as of its newest reload; the
+/// CLI's from its config), or one that redacts nothing before that: what an operator's
+/// fork is stored through.
+pub fn installed() -> Redactor {
+    LOG_REDACTOR
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+        .unwrap_or_default()
+}
+
 /// From now on, `LogWriter` redacts with `redactor` (the last one installed wins).
 pub fn install_for_logs(redactor: Redactor) {
     *LOG_REDACTOR.write().unwrap_or_else(|e| e.into_inner()) = Some(redactor);

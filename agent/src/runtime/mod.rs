@@ -30,7 +30,7 @@ mod inbox;
 mod metrics;
 mod opening;
 mod outage;
-mod redact;
+pub(crate) mod redact;
 mod session;
 mod step;
 mod tool_round;

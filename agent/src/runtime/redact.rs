@@ -11,7 +11,7 @@ use crate::events::RunEvent;
 
 /// An event that could not go through redaction (a bug: every event serialises and parses).
 #[derive(Debug, thiserror::Error)]
-pub(super) enum RedactError {
+pub(crate) enum RedactError {
     #[error("an event could not be redacted ({kind}): {source}")]
     Unredactable {
         kind: &'static str,
@@ -27,7 +27,7 @@ pub(super) enum RedactError {
 }
 
 /// `event` with every string in it redacted (text, tool inputs, results, errors).
-pub(super) fn event(redactor: &Redactor, event: RunEvent) -> Result<RunEvent, RedactError> {
+pub(crate) fn event(redactor: &Redactor, event: RunEvent) -> Result<RunEvent, RedactError> {
     if redactor.is_empty() {
         return Ok(event);
     }

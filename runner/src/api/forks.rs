@@ -99,7 +99,7 @@ pub(crate) async fn fork_run(
     };
     let actor = caller.actor();
     let op = state.store.as_operator(&actor);
-    let e = fork::fork_run(&op, &id, &req, Trigger::Api).await?;
+    let e = fork::fork_run(&op, &id, &req, Trigger::Api, &crate::redaction::installed()).await?;
     let (status, forked_from) = if e.duplicate {
         // The key's run, whatever this request named.
         let first = state.store.run(&e.run_id).await?;
@@ -189,6 +189,14 @@ pub(crate) async fn rerun_runs(
     let actor = caller.actor();
     let op = state.store.as_operator(&actor);
     let limit = body.limit.unwrap_or(100);
-    let runs = fork::rerun_matching(&op, &filter, limit, body.dry_run, Trigger::Api).await?;
+    let runs = fork::rerun_matching(
+        &op,
+        &filter,
+        limit,
+        body.dry_run,
+        Trigger::Api,
+        &crate::redaction::installed(),
+    )
+    .await?;
     Ok(Json(Reruns { runs }))
 }

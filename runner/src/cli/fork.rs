@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use clap::Args;
 use nightshift_agent::fork::{self, ForkRequest, Rerun};
+use nightshift_runner::redaction::installed;
 use nightshift_runner::retention::operator::{parse_before, rfc3339};
 use nightshift_store::{RunFilter, RunStatus, Trigger};
 use serde_json::{Value, json};
@@ -118,7 +119,15 @@ pub(crate) async fn rerun(op: &Operator, args: RerunArgs) -> anyhow::Result<()> 
             };
             let actor = cli_actor();
             let op = store.as_operator(&actor);
-            fork::rerun_matching(&op, &filter, args.limit, args.dry_run, Trigger::Cli).await?
+            fork::rerun_matching(
+                &op,
+                &filter,
+                args.limit,
+                args.dry_run,
+                Trigger::Cli,
+                &installed(),
+            )
+            .await?
         }
         Operator::Remote(api) => {
             let body = json!({
@@ -156,7 +165,14 @@ async fn fork_one(op: &Operator, id: &str, req: &ForkRequest) -> anyhow::Result<
     match op {
         Operator::Local { store, .. } => {
             let actor = cli_actor();
-            let e = fork::fork_run(&store.as_operator(&actor), id, req, Trigger::Cli).await?;
+            let e = fork::fork_run(
+                &store.as_operator(&actor),
+                id,
+                req,
+                Trigger::Cli,
+                &installed(),
+            )
+            .await?;
             Ok((e.run_id, e.duplicate))
         }
         Operator::Remote(api) => {

@@ -11,6 +11,7 @@ use nightshift_llm::{ContentBlock, StopReason};
 use nightshift_store::retention::PurgeRule;
 use nightshift_store::{RunStatus, Trigger};
 use nightshift_tests::TestDb;
+use nightshift_tools::Redactor;
 use serde_json::json;
 
 use super::super::fakes::*;
@@ -57,7 +58,7 @@ pub(super) async fn a_fork_reuses_side_effects_and_sends_the_parents_request(db:
         from_turn: 1,
         ..ForkRequest::default()
     };
-    let made = fork::fork_run(&op, &parent, &req, Trigger::Api)
+    let made = fork::fork_run(&op, &parent, &req, Trigger::Api, &Redactor::default())
         .await
         .unwrap();
     h.run_once().await;
@@ -103,10 +104,10 @@ pub(super) async fn a_fork_reuses_side_effects_and_sends_the_parents_request(db:
         idempotency_key: Some("k1".into()),
         ..req.clone()
     };
-    let first = fork::fork_run(&op, &parent, &keyed, Trigger::Api)
+    let first = fork::fork_run(&op, &parent, &keyed, Trigger::Api, &Redactor::default())
         .await
         .unwrap();
-    let again = fork::fork_run(&op, &parent, &keyed, Trigger::Api)
+    let again = fork::fork_run(&op, &parent, &keyed, Trigger::Api, &Redactor::default())
         .await
         .unwrap();
     assert!(again.duplicate && again.run_id == first.run_id);
@@ -115,9 +116,15 @@ pub(super) async fn a_fork_reuses_side_effects_and_sends_the_parents_request(db:
 pub(super) async fn a_rerun_sends_the_first_request_again(db: &TestDb) {
     let (h, model, tools, parent) = finished_parent(db).await;
     let op = h.store.as_operator("test:forks");
-    let made = fork::fork_run(&op, &parent, &ForkRequest::rerun(), Trigger::Cli)
-        .await
-        .unwrap();
+    let made = fork::fork_run(
+        &op,
+        &parent,
+        &ForkRequest::rerun(),
+        Trigger::Cli,
+        &Redactor::default(),
+    )
+    .await
+    .unwrap();
     h.run_once().await;
     assert_eq!(h.status(&made.run_id).await.0, RunStatus::Succeeded);
     let requests = model.requests();
@@ -135,7 +142,7 @@ pub(super) async fn a_rerun_sends_the_first_request_again(db: &TestDb) {
         status: Some(RunStatus::Succeeded),
         ..Default::default()
     };
-    let first = fork::rerun_matching(&op, &filter, 10, false, Trigger::Cli)
+    let first = fork::rerun_matching(&op, &filter, 10, false, Trigger::Cli, &Redactor::default())
         .await
         .unwrap();
     assert_eq!(first.len(), 2, "{first:?}");
@@ -144,7 +151,7 @@ pub(super) async fn a_rerun_sends_the_first_request_again(db: &TestDb) {
             .iter()
             .all(|r| matches!(r, fork::Rerun::Started { .. }))
     );
-    let again = fork::rerun_matching(&op, &filter, 10, false, Trigger::Cli)
+    let again = fork::rerun_matching(&op, &filter, 10, false, Trigger::Cli, &Redactor::default())
         .await
         .unwrap();
     assert!(
@@ -155,7 +162,7 @@ pub(super) async fn a_rerun_sends_the_first_request_again(db: &TestDb) {
     );
     let live = nightshift_store::RunFilter::default();
     assert!(matches!(
-        fork::rerun_matching(&op, &live, 10, false, Trigger::Cli).await,
+        fork::rerun_matching(&op, &live, 10, false, Trigger::Cli, &Redactor::default()).await,
         Err(ForkError::Invalid(_))
     ));
 }
@@ -165,7 +172,7 @@ pub(super) async fn a_fork_applies_its_changes(db: &TestDb) {
     let op = h.store.as_operator("test:forks");
     let req = ForkRequest {
         from_turn: 1,
-        prompt: Some("Check the reply twice.".into()),
+        prompt: Some("Check the reply twice. The key is sk-fork-secret-42.".into()),
         model: Some("another-model".into()),
         tool_results: BTreeMap::from([(
             "c1".to_string(),
@@ -173,7 +180,8 @@ pub(super) async fn a_fork_applies_its_changes(db: &TestDb) {
         )]),
         idempotency_key: None,
     };
-    let made = fork::fork_run(&op, &parent, &req, Trigger::Api)
+    let redactor = Redactor::new([("FORK_KEY", "sk-fork-secret-42")]);
+    let made = fork::fork_run(&op, &parent, &req, Trigger::Api, &redactor)
         .await
         .unwrap();
     h.run_once().await;
@@ -188,11 +196,24 @@ pub(super) async fn a_fork_applies_its_changes(db: &TestDb) {
         vec![("c1".into(), "sent, but to the wrong place".into(), false)]
     );
     assert!(
-        matches!(last.content.last(), Some(ContentBlock::Text { text }) if text == "Check the reply twice."),
+        matches!(last.content.last(), Some(ContentBlock::Text { text }) if text == "Check the reply twice. The key is [REDACTED:FORK_KEY]."),
         "the prompt follows the results: {last:?}"
     );
     let run = h.store.run(&made.run_id).await.unwrap().unwrap();
     assert_eq!(run.cost_usd, 0.0, "the fork pays only for its own calls");
+    let stored = h.store.events(&made.run_id, 0).await.unwrap();
+    assert!(
+        stored
+            .iter()
+            .all(|e| !e.payload.contains("sk-fork-secret-42")),
+        "the fork's prompt is stored redacted"
+    );
+    assert!(
+        !model
+            .requests()
+            .iter()
+            .any(|r| r.contains("sk-fork-secret-42"))
+    );
 }
 
 pub(super) async fn a_fork_that_cannot_be_is_refused_whole(db: &TestDb) {
@@ -220,13 +241,20 @@ pub(super) async fn a_fork_that_cannot_be_is_refused_whole(db: &TestDb) {
         },
     ];
     for req in &refused {
-        match fork::fork_run(&op, &parent, req, Trigger::Api).await {
+        match fork::fork_run(&op, &parent, req, Trigger::Api, &Redactor::default()).await {
             Err(ForkError::Invalid(why)) => assert!(!why.is_empty()),
             other => panic!("{req:?} was not refused: {other:?}"),
         }
     }
     assert!(matches!(
-        fork::fork_run(&op, "no-such-run", &ForkRequest::rerun(), Trigger::Api).await,
+        fork::fork_run(
+            &op,
+            "no-such-run",
+            &ForkRequest::rerun(),
+            Trigger::Api,
+            &Redactor::default()
+        )
+        .await,
         Err(ForkError::NotFound(_))
     ));
     assert_eq!(
@@ -240,7 +268,7 @@ pub(super) async fn a_fork_that_cannot_be_is_refused_whole(db: &TestDb) {
         prompt: Some("And now?".into()),
         ..Default::default()
     };
-    fork::fork_run(&op, &parent, &on, Trigger::Api)
+    fork::fork_run(&op, &parent, &on, Trigger::Api, &Redactor::default())
         .await
         .unwrap();
 }
@@ -248,9 +276,15 @@ pub(super) async fn a_fork_that_cannot_be_is_refused_whole(db: &TestDb) {
 pub(super) async fn retention_keeps_a_parent_while_its_fork_is_kept(db: &TestDb) {
     let (h, _model, _tools, parent) = finished_parent(db).await;
     let op = h.store.as_operator("test:forks");
-    let made = fork::fork_run(&op, &parent, &ForkRequest::rerun(), Trigger::Api)
-        .await
-        .unwrap();
+    let made = fork::fork_run(
+        &op,
+        &parent,
+        &ForkRequest::rerun(),
+        Trigger::Api,
+        &Redactor::default(),
+    )
+    .await
+    .unwrap();
     h.run_once().await;
     h.clock.advance(std::time::Duration::from_secs(3600));
     let rule = PurgeRule {
@@ -278,7 +312,14 @@ pub(super) async fn retention_keeps_a_parent_while_its_fork_is_kept(db: &TestDb)
     let batch = h.store.purge_batch(&rule, 10).await.unwrap();
     assert_eq!(batch.runs, vec![parent.clone()], "then the parent");
     assert!(matches!(
-        fork::fork_run(&op, &parent, &ForkRequest::rerun(), Trigger::Api).await,
+        fork::fork_run(
+            &op,
+            &parent,
+            &ForkRequest::rerun(),
+            Trigger::Api,
+            &Redactor::default()
+        )
+        .await,
         Err(ForkError::NotFound(_))
     ));
 }
