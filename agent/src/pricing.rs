@@ -200,13 +200,16 @@ pub fn base_id(model: &str) -> &str {
     model
 }
 
-/// The prices of one agent's models (main and fallbacks), resolved when the config loads.
+/// The prices of one agent's models (main and fallbacks), resolved when the config loads,
+/// and the table they came from (a fork may answer with another model the table prices).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelPrices {
     /// The main model's id and price, when it has one.
     main: Option<(String, Pricing)>,
     /// Every model of the agent that has a price, by id.
     by_model: BTreeMap<String, Pricing>,
+    /// Every price the config knows (built-in and `[prices]`).
+    table: PriceTable,
 }
 
 impl ModelPrices {
@@ -214,7 +217,10 @@ impl ModelPrices {
     /// `Err` when the agent has a cost budget and a model of its has no price: the error
     /// names `agents.NAME.budgets.max_cost_usd` and the model, and says how to add one.
     pub fn for_agent(agent: &crate::AgentConfig, table: &PriceTable) -> Result<Self, ConfigError> {
-        let mut prices = ModelPrices::default();
+        let mut prices = ModelPrices {
+            table: table.clone(),
+            ..ModelPrices::default()
+        };
         let mut unpriced = Vec::new();
         for (i, model) in agent.model_ids().into_iter().enumerate() {
             let price = match (&agent.pricing, i) {
@@ -251,11 +257,18 @@ impl ModelPrices {
         Ok(prices)
     }
 
-    /// What a call answered by `model` with `usage` cost: that model's price (the id as the
-    /// provider answered it, or without its date suffix), else the main model's, else 0.
+    /// What a call answered by `model` with `usage` cost: the agent's price for that model
+    /// (the id as the provider answered it, or without its date suffix), else the table's
+    /// (a fork told to answer with another model), else the main model's, else 0.
     pub fn cost(&self, model: &str, usage: &nightshift_llm::Usage) -> f64 {
-        let price = self
-            .by_model
+        let price = self.own(model).or_else(|| self.table.lookup(model));
+        let price = price.or(self.main.as_ref().map(|(_, p)| *p));
+        price.map_or(0.0, |p| p.cost(usage))
+    }
+
+    /// The agent's own price for `model` (its id, or its id without a date suffix).
+    fn own(&self, model: &str) -> Option<Pricing> {
+        self.by_model
             .get(model)
             .or_else(|| {
                 self.by_model
@@ -263,15 +276,13 @@ impl ModelPrices {
                     .find(|(id, _)| base_id(id) == base_id(model))
                     .map(|(_, p)| p)
             })
-            .or(self.main.as_ref().map(|(_, p)| p));
-        price.map_or(0.0, |p| p.cost(usage))
+            .copied()
     }
 
-    /// Whether `model` has a price of its own (its id, or its id without a date suffix), not
-    /// only the main model's it would be charged at.
+    /// Whether `model` has a price of its own (the agent's, or the table's: its id, or its
+    /// id without a date suffix), not only the main model's it would be charged at.
     pub fn knows(&self, model: &str) -> bool {
-        self.by_model.contains_key(model)
-            || self.by_model.keys().any(|id| base_id(id) == base_id(model))
+        self.own(model).is_some() || self.table.lookup(model).is_some()
     }
 
     /// Whether the main model has a price.
@@ -379,5 +390,19 @@ mod tests {
         assert!((prices.cost("claude-haiku-4-5-20251001", &u) - 1.0).abs() < 1e-9);
         // A reply naming some other model is priced as the main model.
         assert!((prices.cost("surprise", &u) - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_model_only_the_table_prices_is_known_and_charged_at_its_own_price() {
+        // A fork told to answer with claude-opus-4-1: not the agent's, but the table's.
+        let over = BTreeMap::from([("local-7b".to_string(), Pricing::of(0.5, 0.5, 0.0, 0.0))]);
+        let table = PriceTable::with_overrides(&over).unwrap();
+        let prices = ModelPrices::for_agent(&agent(serde_json::json!({})), &table).unwrap();
+        let u = usage(1_000_000, 0, 0, 0);
+        assert!(prices.knows("claude-opus-4-1") && prices.knows("claude-opus-4-1-20250805"));
+        assert!((prices.cost("claude-opus-4-1-20250805", &u) - 15.0).abs() < 1e-9);
+        assert!(prices.knows("local-7b"));
+        assert!((prices.cost("local-7b", &u) - 0.5).abs() < 1e-9);
+        assert!(!prices.knows("surprise"));
     }
 }

@@ -116,6 +116,9 @@ pub struct RunState {
     /// `forked`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The sequence number of a fork's own first event (`forked`), when the run is a fork.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_at: Option<i64>,
     /// The sequence number of the last event folded in.
     pub through_seq: i64,
 }

@@ -176,9 +176,16 @@ pub async fn fork(
     };
     let actor = session.actor();
     let op = state.store.as_operator(&actor);
-    let redactor = (state.redactor)();
+    let guard = match &state.fork_guard {
+        Some(source) => source(),
+        None => Err("this server does not fork runs (it runs without a config)".into()),
+    };
+    let guard = match guard {
+        Ok(guard) => guard,
+        Err(e) => return back(&state, &session, &id, &format!("Not forked: {e}")),
+    };
     let trigger = nightshift_store::Trigger::Api;
-    match nightshift_agent::fork::fork_run(&op, &id, &req, trigger, &redactor).await {
+    match nightshift_agent::fork::fork_run(&op, &id, &req, trigger, &guard).await {
         Ok(made) => back(
             &state,
             &session,

@@ -62,6 +62,11 @@ use nightshift_scheduler::Intake;
 use nightshift_scheduler::hooks::HookSet;
 use nightshift_store::Store;
 
+/// Where the dashboard gets the guard of each fork it makes: the daemon's config as of now,
+/// or why it cannot.
+pub type ForkGuardSource =
+    Arc<dyn Fn() -> Result<nightshift_agent::fork::ForkGuard, String> + Send + Sync>;
+
 /// What the dashboard's handlers share.
 #[derive(Clone)]
 pub struct DashboardState {
@@ -78,9 +83,10 @@ pub struct DashboardState {
     pub hooks: Arc<HookSet>,
     /// This daemon's run files (artifacts, task logs), when it has a data directory.
     pub files: Option<Arc<files::Files>>,
-    /// The daemon's redactor as of now (it changes on reload): what a fork made here is
-    /// stored through. By default one that redacts nothing.
-    pub redactor: Arc<dyn Fn() -> nightshift_tools::Redactor + Send + Sync>,
+    /// What a fork made here is checked against and stored through, from the daemon's
+    /// config as of now (it changes on reload). Without it (by default) the dashboard
+    /// refuses forks and reruns, saying so.
+    pub fork_guard: Option<ForkGuardSource>,
     pub(crate) keys: auth::Keys,
     pub(crate) templates: Arc<minijinja::Environment<'static>>,
 }
@@ -102,7 +108,7 @@ impl DashboardState {
             intake,
             hooks,
             files: None,
-            redactor: Arc::new(nightshift_tools::Redactor::default),
+            fork_guard: None,
             templates: Arc::new(layout::templates()),
         }
     }
@@ -113,12 +119,9 @@ impl DashboardState {
         self
     }
 
-    /// The state whose forks are stored through the redactor `redactor` gives.
-    pub fn with_redactor(
-        mut self,
-        redactor: Arc<dyn Fn() -> nightshift_tools::Redactor + Send + Sync>,
-    ) -> DashboardState {
-        self.redactor = redactor;
+    /// The state whose forks are checked and stored through the guard `guard` gives.
+    pub fn with_fork_guard(mut self, guard: ForkGuardSource) -> DashboardState {
+        self.fork_guard = Some(guard);
         self
     }
 

@@ -129,6 +129,7 @@ pub async fn page(
     let csrf = state.keys.csrf(&session);
     let now = state.store.now();
     let actions = operator_actions(&state, &id, now).await;
+    let forks = forks(&state, &id).await;
     let rendered: Vec<String> = items
         .iter()
         .map(|i| render_item(&state, i, &run, &csrf))
@@ -144,9 +145,40 @@ pub async fn page(
             nav => "runs",
             terminal => run.status.is_terminal(),
             actions,
+            forks,
             ..header
         },
     )
+}
+
+/// One fork of the run, as the page lists it.
+#[derive(Debug, serde::Serialize)]
+struct ForkItem {
+    id: String,
+    status: String,
+    /// The parent's event the fork shares last.
+    fork_seq: i64,
+}
+
+/// The run's forks (and reruns), oldest first; none when they cannot be read (the page
+/// still shows the run).
+async fn forks(state: &DashboardState, run_id: &str) -> Value {
+    let rows = match state.store.forks_of(run_id).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!(error = %e, run_id, "cannot read the run's forks");
+            Vec::new()
+        }
+    };
+    let rows: Vec<ForkItem> = rows
+        .into_iter()
+        .map(|f| ForkItem {
+            id: f.id,
+            status: f.status.as_str().to_string(),
+            fork_seq: f.fork_seq,
+        })
+        .collect();
+    Value::from(minijinja::value::Serde(&rows))
 }
 
 /// One row of the run's operator actions (the audit trail), as the page shows it.

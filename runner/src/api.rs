@@ -63,7 +63,26 @@ use utoipa_axum::routes;
 
 pub(crate) use crate::api_errors::{ApiError, ErrorBody, JsonBody};
 pub(crate) use enqueue::{CreateRun, run_request, traceparent};
-pub(crate) use export::Exporter;
+
+/// The config the daemon runs now (the one SIGHUP applied last): what an export records
+/// with and a fork is checked against. A server without it (a test's API alone) answers
+/// those requests 503.
+#[derive(Debug, Clone)]
+pub(crate) struct LiveConfig(pub(crate) Arc<std::sync::Mutex<crate::config::Config>>);
+
+impl LiveConfig {
+    /// The config as of now.
+    pub(crate) fn current(&self) -> crate::config::Config {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The fork guard of the config as of now (see [`crate::fork_guard`]).
+    pub(crate) fn fork_guard(&self) -> Result<nightshift_agent::fork::ForkGuard, ApiError> {
+        crate::fork_guard::of(&self.current()).map_err(|e| {
+            ApiError::Status(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        })
+    }
+}
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -86,24 +105,30 @@ impl std::fmt::Debug for ApiState {
     }
 }
 
-/// The API's routes (and the dashboard, without run files).
+/// The API's routes (and the dashboard, without run files; without a config, exports and
+/// forks are refused).
 pub fn router(state: ApiState) -> Router {
-    router_with_data_dir(state, None)
+    router_with_data_dir(state, None, None)
 }
 
 /// The API's routes and the dashboard, which shows the run files (artifacts, running
-/// tasks' output) under `data_dir`. The API's routes all come from [`crate::openapi::routes`],
-/// so each one served is in `GET /openapi.json`; only the dashboard (HTML) is added here.
+/// tasks' output) under `data_dir`, exporting and forking runs with the `live` config. The
+/// API's routes all come from [`crate::openapi::routes`], so each one served is in
+/// `GET /openapi.json`; only the dashboard (HTML) is added here.
 pub(crate) fn router_with_data_dir(
     state: ApiState,
     data_dir: Option<std::path::PathBuf>,
+    live: Option<LiveConfig>,
 ) -> Router {
-    crate::openapi::routes(&state)
+    let dashboard = dashboard_state(&state, data_dir, live.clone());
+    let router = crate::openapi::routes(&state)
         .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
         .with_state(state.clone())
-        .merge(nightshift_dashboard::router(dashboard_state(
-            &state, data_dir,
-        )))
+        .merge(nightshift_dashboard::router(dashboard));
+    match live {
+        Some(live) => router.layer(axum::Extension(live)),
+        None => router,
+    }
 }
 
 /// The routes of runs, wakeups, approvals and notifications, in the order the document
@@ -128,6 +153,7 @@ pub(crate) fn routes() -> OpenApiRouter<ApiState> {
 fn dashboard_state(
     state: &ApiState,
     data_dir: Option<std::path::PathBuf>,
+    live: Option<LiveConfig>,
 ) -> nightshift_dashboard::DashboardState {
     let tokens = state.tokens.clone();
     let sign_in: nightshift_dashboard::auth::SignIn = Arc::new(move |given: &str| {
@@ -144,8 +170,13 @@ fn dashboard_state(
         state.intake.clone(),
         state.hooks.clone(),
     )
-    .with_sign_in(sign_in)
-    .with_redactor(Arc::new(crate::redaction::installed));
+    .with_sign_in(sign_in);
+    let dashboard = match live {
+        Some(live) => dashboard.with_fork_guard(Arc::new(move || {
+            crate::fork_guard::of(&live.current()).map_err(|e| e.to_string())
+        })),
+        None => dashboard,
+    };
     match data_dir {
         Some(dir) => dashboard.with_data_dir(dir),
         None => dashboard,

@@ -107,7 +107,8 @@ pub async fn start(
     let tokens = crate::api_tokens::ApiTokens::from_config(token, &config.server.tokens)?;
     let secrets = secrets(config);
     redaction::require_runtime_secrets(config)?;
-    let parts = Parts::build(config, &store, &supervisor, secrets)?;
+    let (run_ends, ended) = crate::retention::RunEnds::channel();
+    let parts = Parts::build(config, &store, &supervisor, secrets, &run_ends)?;
     let listener = bind(&config.server.address).await?;
     let address = listener.local_addr()?;
     let metrics_listener = bind_metrics(config).await?;
@@ -123,7 +124,7 @@ pub async fn start(
     let timer = spawn_timer(&intake, &daemon_id, &stop);
     let live_retention = crate::retention::LiveRetention::new(config.retention.clone());
     let retention = Spawned::spawn(
-        crate::retention::Retention::new(&store, &daemon_id, &live_retention, &data_dir),
+        crate::retention::Retention::new(&store, &daemon_id, &live_retention, &data_dir, ended),
         stop.clone(),
     );
     let state = api::ApiState {
@@ -136,10 +137,8 @@ pub async fn start(
     let metrics = metrics_listener.map(|l| spawn_metrics(l, state.clone(), &stop));
     // The config applied last: the reloader replaces it, the export reads it.
     let live_config = Arc::new(Mutex::new(config.clone()));
-    let exporter = api::Exporter {
-        config: live_config.clone(),
-    };
-    let server = spawn_server(listener, state, data_dir.clone(), exporter, &stop);
+    let live = api::LiveConfig(live_config.clone());
+    let server = spawn_server(listener, state, data_dir.clone(), live, &stop);
     let notifier = Spawned::spawn(parts.notifier, CancellationToken::new());
     let notifier: NotifierSlot = Arc::new(Mutex::new(Some(notifier)));
     let keeper = spawn_keeper(config, &store, daemon_id, &supervisor);
@@ -151,6 +150,7 @@ pub async fn start(
         hooks: parts.hooks,
         runtime: runtime.clone(),
         supervisor: supervisor.clone(),
+        run_ends,
         notifier: notifier.clone(),
         retention: live_retention,
         config: live_config,
@@ -277,9 +277,15 @@ impl Parts {
         store: &Store,
         supervisor: &TaskSupervisor,
         secrets: SecretResolver,
+        run_ends: &crate::retention::RunEnds,
     ) -> anyhow::Result<Parts> {
         let redactor = secrets.redactor().clone();
-        let runtime = build_runtime(config, Some(supervisor.clone()), secrets)?;
+        let runtime = build_runtime(
+            config,
+            Some(supervisor.clone()),
+            secrets,
+            Some(run_ends.clone()),
+        )?;
         let schedules = config.compiled_schedules()?;
         let hooks = Arc::new(crate::hooks::build(config)?);
         for hook in hooks.iter() {
@@ -356,14 +362,14 @@ fn spawn_server(
     listener: TcpListener,
     state: api::ApiState,
     data_dir: std::path::PathBuf,
-    exporter: api::Exporter,
+    live: api::LiveConfig,
     stop: &CancellationToken,
 ) -> Spawned<()> {
     let server = ApiServer {
         listener,
         state,
         data_dir,
-        exporter,
+        live,
     };
     Spawned::linked(server, stop.clone())
 }

@@ -16,6 +16,7 @@ pub mod config;
 pub mod daemon;
 pub mod demo;
 pub(crate) mod env_check;
+pub mod fork_guard;
 pub(crate) mod gateway;
 pub mod github;
 pub mod hooks;
@@ -54,11 +55,14 @@ use crate::toolbox::Tools;
 /// taken), its model chain and its tools built. Any problem is an error naming the agent and
 /// the key. With `tasks`, `run_command` can start background commands under that supervisor;
 /// without, a background call is refused. `secrets` (see [`redaction::secrets`]) is what the
-/// tools substitute and what the runtime redacts with.
+/// tools substitute and what the runtime redacts with. With `run_ends`, each run that ends
+/// in the loop is told to the daemon's sweep, which removes its workspace once the end is
+/// written.
 pub(crate) fn build_runtime(
     config: &Config,
     tasks: Option<nightshift_tools::TaskSupervisor>,
     secrets: nightshift_tools::SecretResolver,
+    run_ends: Option<retention::RunEnds>,
 ) -> anyhow::Result<AgentRuntime> {
     let prices = config.price_table()?;
     let defs = config
@@ -71,6 +75,9 @@ pub(crate) fn build_runtime(
     let mut tools = Tools::build_with(config, secrets)?;
     if let Some(tasks) = tasks {
         tools = tools.with_tasks(tasks);
+    }
+    if let Some(ends) = run_ends {
+        tools = tools.with_run_ends(ends);
     }
     let redactor = tools.secrets().redactor().clone();
     Ok(AgentRuntime::new(defs, Arc::new(gateway), Arc::new(tools)).with_redactor(redactor))

@@ -146,6 +146,8 @@ pub struct Reloader {
     pub(crate) hooks: Arc<HookSet>,
     pub(crate) runtime: LiveRuntime,
     pub(crate) supervisor: TaskSupervisor,
+    /// Where each runtime tells the sweep of the runs that end.
+    pub(crate) run_ends: crate::retention::RunEnds,
     /// The running notifier (a reload starts a new one, then stops the old one).
     pub(crate) notifier: NotifierSlot,
     /// The `[retention]` the purger and the sweep read at each round.
@@ -167,7 +169,12 @@ impl Reloader {
     pub(crate) fn prepare(&self, config: Config) -> anyhow::Result<Prepared> {
         let secrets = redaction::secrets(&config);
         redaction::require_runtime_secrets(&config)?;
-        let runtime = build_runtime(&config, Some(self.supervisor.clone()), secrets.clone())?;
+        let runtime = build_runtime(
+            &config,
+            Some(self.supervisor.clone()),
+            secrets.clone(),
+            Some(self.run_ends.clone()),
+        )?;
         let schedules = config.compiled_schedules()?;
         let hooks = crate::hooks::build(&config)?;
         let notifier = build_notifier(self.store.clone(), &config, secrets.redactor().clone())?;

@@ -180,8 +180,9 @@ pub(crate) struct ApiServer {
     pub(crate) listener: TcpListener,
     pub(crate) state: ApiState,
     pub(crate) data_dir: std::path::PathBuf,
-    /// What `GET /v1/runs/{id}/export` needs.
-    pub(crate) exporter: crate::api::Exporter,
+    /// The config as reloads leave it: what exports record with and forks are checked
+    /// against.
+    pub(crate) live: crate::api::LiveConfig,
 }
 
 impl Service for ApiServer {
@@ -190,8 +191,8 @@ impl Service for ApiServer {
 
     /// Serves until `stop`, answering the requests in flight.
     async fn run(self, stop: CancellationToken) -> anyhow::Result<()> {
-        let router = crate::api::router_with_data_dir(self.state, Some(self.data_dir))
-            .layer(axum::Extension(self.exporter));
+        let router =
+            crate::api::router_with_data_dir(self.state, Some(self.data_dir), Some(self.live));
         let limits = crate::http_server::HttpLimits::default();
         crate::http_server::serve(self.listener, router, limits, stop)
             .await

@@ -38,6 +38,8 @@ pub struct Tools {
     env_allow: Vec<String>,
     processes: ProcessRegistry,
     tasks: Option<TaskSupervisor>,
+    /// Where a run's end is told to the daemon's sweep (see [`crate::retention::RunEnds`]).
+    run_ends: Option<crate::retention::RunEnds>,
     confinement: Option<Confinement>,
     pub(crate) github: Option<std::sync::Arc<nightshift_github::GithubAccess>>,
 }
@@ -83,6 +85,7 @@ impl Tools {
             env_allow: rt.command_env.clone(),
             processes: ProcessRegistry::new(config.resolve_path(&rt.data_dir).join("procs")),
             tasks: None,
+            run_ends: None,
             confinement,
             github: crate::github::access(config)?,
         })
@@ -105,6 +108,7 @@ impl Tools {
             env_allow: Vec::new(),
             processes: ProcessRegistry::new(config.resolve_path(&rt.data_dir).join("procs")),
             tasks: None,
+            run_ends: None,
             confinement: None,
             github: None,
         })
@@ -113,6 +117,12 @@ impl Tools {
     /// Lets `run_command` start background commands under `supervisor`.
     pub fn with_tasks(mut self, supervisor: TaskSupervisor) -> Self {
         self.tasks = Some(supervisor);
+        self
+    }
+
+    /// Tools that tell `ends` of each run that ends in the loop.
+    pub(crate) fn with_run_ends(mut self, ends: crate::retention::RunEnds) -> Self {
+        self.run_ends = Some(ends);
         self
     }
 
@@ -312,10 +322,14 @@ impl ToolBox for Tools {
         })
     }
 
-    /// Removes the run's private temp dir (its commands' HOME and TMPDIR). The workspace
-    /// stays, as before.
+    /// Removes the run's private temp dir (its commands' HOME and TMPDIR) and tells the
+    /// daemon's sweep, which removes the workspace once the end is written and nothing runs
+    /// in it (unless the agent keeps it).
     fn run_ended<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            if let Some(ends) = &self.run_ends {
+                ends.tell(run_id);
+            }
             let Some(confinement) = &self.confinement else {
                 return;
             };

@@ -35,7 +35,7 @@
 //! | `nightshift_job_outcomes_total` | counter | `agent`, `kind`, `outcome` | what the runtime made of each job: `done`, `retry`, `defer`, `park`, `await_approval` |
 //! | `nightshift_worker_slots` | gauge | — | the pool's slots |
 //! | `nightshift_worker_busy_slots` | gauge | — | the pool's slots running a job now |
-//! | `nightshift_runs_started_total` | counter | `agent` | runs started (first job began) |
+//! | `nightshift_runs_started_total` | counter | `agent` | runs started (first job began; forks too) |
 //! | `nightshift_runs_ended_total` | counter | `agent`, `status` | runs ended, by final status (by a job, or by a cancel, supersession or rescue while no job ran) |
 //! | `nightshift_run_duration_seconds` | histogram | `agent`, `status` | a run's start to its end, waits included |
 //! | `nightshift_model_calls_total` | counter | `provider`, `model`, `status` | model calls through an agent's fallback chain: `ok`, `unavailable`, `fatal`, `context_too_long`, `cancelled` |

@@ -101,6 +101,19 @@ impl Session<'_> {
     /// began takes the run's input). A run whose prompt is empty ends failed, saying so;
     /// that outcome is returned.
     pub(super) async fn begin(&mut self, run: &Run) -> Result<Option<JobOutcome>, Stop> {
+        if self
+            .state
+            .forked_at
+            .is_some_and(|at| at == self.state.through_seq)
+        {
+            // A fork's first job: its own history is its `forked` event alone.
+            tracing::info!(
+                job_kind = self.ctx.lease.job().kind.as_str(),
+                "fork started"
+            );
+            nightshift_telemetry::run_started(&self.agent.config.name);
+            return Ok(None);
+        }
         if self.state.through_seq > 0 {
             if self.state.agent_hash.as_deref() != Some(self.agent.hash.as_str()) {
                 tracing::warn!(

@@ -12,7 +12,8 @@ use super::{RunState, StateError};
 impl RunState {
     /// `forked`: replaces the results of `tool_results`' calls in the conversation, sets the
     /// model that answers from now on, appends `prompt` as a user message (after the open
-    /// calls' results, when calls are open), and starts usage and cost again from zero.
+    /// calls' results, when calls are open), starts usage and cost again from zero, and
+    /// notes where the fork's own history begins.
     pub(super) fn take_fork(
         &mut self,
         seq: i64,
@@ -42,6 +43,7 @@ impl RunState {
         self.usage = Usage::default();
         self.cost_usd = 0.0;
         self.outage = None;
+        self.forked_at = Some(seq);
         Ok(())
     }
 }

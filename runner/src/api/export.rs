@@ -7,22 +7,13 @@
 //! An unknown run is a 404; a run not ended or purged, or whose agent is not configured, a 409; a
 //! server started without the export (a test's API alone) answers 503.
 
-use std::sync::{Arc, Mutex};
-
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde_json::Value;
 
-use super::{ApiError, ApiState, ErrorBody};
-use crate::config::Config;
+use super::{ApiError, ApiState, ErrorBody, LiveConfig};
 use crate::replay::ExportError;
-
-/// What the export needs besides the store: the daemon's live config.
-#[derive(Debug, Clone)]
-pub(crate) struct Exporter {
-    pub(crate) config: Arc<Mutex<Config>>,
-}
 
 #[utoipa::path(
     get, path = "/v1/runs/{id}/export", tag = "runs",
@@ -35,20 +26,16 @@ pub(crate) struct Exporter {
 )]
 pub(crate) async fn export_run(
     State(state): State<ApiState>,
-    exporter: Option<Extension<Exporter>>,
+    live: Option<Extension<LiveConfig>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let Some(Extension(exporter)) = exporter else {
+    let Some(Extension(live)) = live else {
         return Err(ApiError::Status(
             StatusCode::SERVICE_UNAVAILABLE,
             "this server does not export runs".into(),
         ));
     };
-    let config = exporter
-        .config
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let config = live.current();
     let secrets = crate::redaction::secrets(&config);
     let recording = crate::replay::export(&state.store, &config, secrets.redactor(), &id)
         .await

@@ -4,7 +4,8 @@
 //!
 //! What it guarantees:
 //! - **A fork that cannot be is refused whole**: a turn past the parent's calls, a replaced
-//!   result the conversation does not hold, an empty prompt is a 422 saying what to ask
+//!   result the conversation does not hold, an empty prompt, a model the agent can neither
+//!   answer with nor price, an agent no longer configured is a 422 saying what to ask
 //!   instead; an unknown or purged parent a 404. Nothing is written.
 //! - **Every fork is in the audit trail**, with who asked, in the fork's own transaction.
 //! - **A bulk rerun never touches live runs** (its filter names an end state) and reruns each
@@ -22,7 +23,7 @@ use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 use super::runs::{ListQuery, run_filter};
-use super::{ApiError, ApiState, ErrorBody, JsonBody};
+use super::{ApiError, ApiState, ErrorBody, JsonBody, LiveConfig};
 use crate::api_tokens::Caller;
 
 /// The body of `POST /v1/runs/{id}/fork`.
@@ -81,12 +82,13 @@ impl From<ForkError> for ApiError {
         (status = 202, description = "the fork was made and is queued", body = Forked),
         (status = 200, description = "a repeated idempotency key: the first fork's ids; nothing made", body = Forked),
         (status = 404, description = "no such run, or its history was purged", body = ErrorBody),
-        (status = 422, description = "not a fork this run can have (a turn past its calls, a result the conversation does not hold, an empty prompt), saying what to ask instead", body = ErrorBody),
+        (status = 422, description = "not a fork this run can have (a turn past its calls, a result the conversation does not hold, an empty prompt, a model its agent cannot answer with and price, an agent no longer configured), saying what to ask instead", body = ErrorBody),
     )
 )]
 pub(crate) async fn fork_run(
     State(state): State<ApiState>,
     Extension(caller): Extension<Caller>,
+    live: Option<Extension<LiveConfig>>,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ForkBody>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -97,9 +99,10 @@ pub(crate) async fn fork_run(
         tool_results: body.tool_results,
         idempotency_key: body.idempotency_key,
     };
+    let guard = live_guard(live)?;
     let actor = caller.actor();
     let op = state.store.as_operator(&actor);
-    let e = fork::fork_run(&op, &id, &req, Trigger::Api, &crate::redaction::installed()).await?;
+    let e = fork::fork_run(&op, &id, &req, Trigger::Api, &guard).await?;
     let (status, forked_from) = if e.duplicate {
         // The key's run, whatever this request named.
         let first = state.store.run(&e.run_id).await?;
@@ -172,6 +175,7 @@ pub(super) struct Reruns {
 pub(crate) async fn rerun_runs(
     State(state): State<ApiState>,
     Extension(caller): Extension<Caller>,
+    live: Option<Extension<LiveConfig>>,
     JsonBody(body): JsonBody<RerunBody>,
 ) -> Result<Json<Reruns>, ApiError> {
     let query = ListQuery {
@@ -186,17 +190,23 @@ pub(crate) async fn rerun_runs(
         limit: None,
     };
     let filter = run_filter(&query).map_err(ApiError::Unprocessable)?;
+    let guard = live_guard(live)?;
     let actor = caller.actor();
     let op = state.store.as_operator(&actor);
     let limit = body.limit.unwrap_or(100);
-    let runs = fork::rerun_matching(
-        &op,
-        &filter,
-        limit,
-        body.dry_run,
-        Trigger::Api,
-        &crate::redaction::installed(),
-    )
-    .await?;
+    let runs =
+        fork::rerun_matching(&op, &filter, limit, body.dry_run, Trigger::Api, &guard).await?;
     Ok(Json(Reruns { runs }))
+}
+
+/// The guard of the daemon's config as of now; a server without one (a test's API alone)
+/// answers 503.
+fn live_guard(live: Option<Extension<LiveConfig>>) -> Result<fork::ForkGuard, ApiError> {
+    match live {
+        Some(Extension(live)) => live.fork_guard(),
+        None => Err(ApiError::Status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this server does not fork runs (it runs without a config)".into(),
+        )),
+    }
 }

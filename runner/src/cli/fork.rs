@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 
 use clap::Args;
 use nightshift_agent::fork::{self, ForkRequest, Rerun};
-use nightshift_runner::redaction::installed;
 use nightshift_runner::retention::operator::{parse_before, rfc3339};
 use nightshift_store::{RunFilter, RunStatus, Trigger};
 use serde_json::{Value, json};
@@ -106,7 +105,8 @@ pub(crate) async fn rerun(op: &Operator, args: RerunArgs) -> anyhow::Result<()> 
         .map(|s| parse_before(s, op.now()))
         .transpose()?;
     let reruns: Vec<Rerun> = match op {
-        Operator::Local { store, .. } => {
+        Operator::Local { store, config, .. } => {
+            let guard = nightshift_runner::fork_guard::of(config)?;
             let filter = RunFilter {
                 status: Some(
                     status
@@ -119,15 +119,8 @@ pub(crate) async fn rerun(op: &Operator, args: RerunArgs) -> anyhow::Result<()> 
             };
             let actor = cli_actor();
             let op = store.as_operator(&actor);
-            fork::rerun_matching(
-                &op,
-                &filter,
-                args.limit,
-                args.dry_run,
-                Trigger::Cli,
-                &installed(),
-            )
-            .await?
+            fork::rerun_matching(&op, &filter, args.limit, args.dry_run, Trigger::Cli, &guard)
+                .await?
         }
         Operator::Remote(api) => {
             let body = json!({
@@ -163,16 +156,11 @@ fn print_reruns(reruns: &[Rerun]) {
 /// Makes one fork; (its run id, whether the key had made it before).
 async fn fork_one(op: &Operator, id: &str, req: &ForkRequest) -> anyhow::Result<(String, bool)> {
     match op {
-        Operator::Local { store, .. } => {
+        Operator::Local { store, config, .. } => {
+            let guard = nightshift_runner::fork_guard::of(config)?;
             let actor = cli_actor();
-            let e = fork::fork_run(
-                &store.as_operator(&actor),
-                id,
-                req,
-                Trigger::Cli,
-                &installed(),
-            )
-            .await?;
+            let e =
+                fork::fork_run(&store.as_operator(&actor), id, req, Trigger::Cli, &guard).await?;
             Ok((e.run_id, e.duplicate))
         }
         Operator::Remote(api) => {

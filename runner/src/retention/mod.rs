@@ -27,6 +27,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 pub use config::RetentionConfig;
+pub use sweep::RunEnds;
 
 /// The `[retention]` in force, replaced by a reload. The purger and the sweep each hold a
 /// [`LiveRetention::subscribe`]d receiver: a replacement ends their wait for the next round,
@@ -72,12 +73,14 @@ pub(crate) struct Retention {
 }
 
 impl Retention {
-    /// The retention of daemon `holder` over `store`, its files under `data_dir`.
+    /// The retention of daemon `holder` over `store`, its files under `data_dir`; `ends` is
+    /// where its runtime tells of the runs that ended here ([`RunEnds::channel`]).
     pub(crate) fn new(
         store: &nightshift_store::Store,
         holder: &str,
         live: &LiveRetention,
         data_dir: &std::path::Path,
+        ends: tokio::sync::mpsc::UnboundedReceiver<String>,
     ) -> Self {
         let files = files::RunFiles::new(data_dir);
         Self {
@@ -87,7 +90,7 @@ impl Retention {
                 live.clone(),
                 files.clone(),
             ),
-            sweeper: sweep::Sweeper::new(store.clone(), live.clone(), files),
+            sweeper: sweep::Sweeper::new(store.clone(), live.clone(), files, Some(ends)),
         }
     }
 

@@ -9,22 +9,49 @@
 //! - everything of a run that was purged, or that no longer exists;
 //! - the log of a task whose row is gone, once unchanged for [`super::files::TASK_LOG_GRACE`].
 //!
-//! So a workspace goes within one interval of its run's end, on the daemon that holds it,
-//! and whatever a crash left between a purge's commit and its file removal goes at the next
-//! sweep. A store error skips the sweep (logged) and removes nothing.
+//! Between sweeps it also watches the runs this daemon's runtime saw end ([`RunEnds`]): each
+//! is asked about every [`WATCH_TICK`] until its end is written and nothing runs in it, and
+//! its workspace goes then — as the run ends, not an interval later. A run still busy after
+//! one interval (a background task running on) is left to the sweeps. So a workspace goes as
+//! its run ends, or within one interval on the daemon that holds it; whatever a crash left
+//! between a purge's commit and its file removal goes at the next sweep. A store error skips
+//! the sweep or the check (logged) and removes nothing.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use nightshift_store::Store;
+use nightshift_store::{RunSettlement, Store};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-use tokio::sync::watch;
 
 use super::files::{Removal, RunFiles};
 use super::{LiveRetention, RetentionConfig};
 
 /// Runs asked about per statement.
 const CHUNK: usize = 500;
+
+/// How often a run seen ending is asked about until its end is written.
+pub(crate) const WATCH_TICK: Duration = Duration::from_millis(250);
+
+/// Where the runtime tells this daemon's sweep that a run ended here (its loop returned the
+/// end; the pool writes it next), so that the run's workspace goes as soon as the end is
+/// written. Telling is never blocking and never fails: with the sweep gone, it is dropped.
+#[derive(Debug, Clone)]
+pub struct RunEnds(mpsc::UnboundedSender<String>);
+
+impl RunEnds {
+    /// A teller and the receiver the sweep takes ([`super::Retention::new`]).
+    pub fn channel() -> (RunEnds, mpsc::UnboundedReceiver<String>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (RunEnds(tx), rx)
+    }
+
+    /// Run `run_id` ended in this daemon's loop.
+    pub fn tell(&self, run_id: &str) {
+        let _ = self.0.send(run_id.to_string());
+    }
+}
 
 /// What one sweep removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,15 +72,26 @@ pub(crate) struct Sweeper {
     /// Holds the sender, so that waiting for a replacement never fails.
     _source: LiveRetention,
     files: RunFiles,
+    /// The runs the runtime saw end here, none when nobody tells (a test's sweep alone).
+    ends: Option<mpsc::UnboundedReceiver<String>>,
+    /// Runs seen ending whose end is not written yet, each until when it is watched.
+    watching: BTreeMap<String, Instant>,
 }
 
 impl Sweeper {
-    pub(crate) fn new(store: Store, live: LiveRetention, files: RunFiles) -> Self {
+    pub(crate) fn new(
+        store: Store,
+        live: LiveRetention,
+        files: RunFiles,
+        ends: Option<mpsc::UnboundedReceiver<String>>,
+    ) -> Self {
         Self {
             store,
             live: live.subscribe(),
             _source: live,
             files,
+            ends,
+            watching: BTreeMap::new(),
         }
     }
 
@@ -64,25 +102,8 @@ impl Sweeper {
         for chunk in self.files.runs().chunks(CHUNK) {
             let known = self.store.settled_runs(chunk).await?;
             for run in chunk {
-                let removal = match known.iter().find(|k| &k.run_id == run) {
-                    None => Some(Removal::Purged),
-                    Some(k) if k.purged => Some(Removal::Purged),
-                    Some(k) if k.settled && !config.keeps_workspace(&k.agent) => {
-                        Some(Removal::Ended)
-                    }
-                    Some(_) => None,
-                };
-                match removal {
-                    Some(Removal::Purged) => {
-                        self.files.remove_run(run, Removal::Purged);
-                        swept.purged += 1;
-                    }
-                    Some(Removal::Ended) => {
-                        let removed = self.files.remove_run(run, Removal::Ended);
-                        swept.ended += u64::from(removed > 0);
-                    }
-                    None => {}
-                }
+                let removal = removal(known.iter().find(|k| &k.run_id == run), &config);
+                self.remove(run, removal, &mut swept);
             }
         }
         for chunk in self.files.idle_task_logs(SystemTime::now()).chunks(CHUNK) {
@@ -97,25 +118,106 @@ impl Sweeper {
         Ok(swept)
     }
 
-    /// Sweeps at start and every `retention.interval_seconds` until `stop`.
+    /// Removes `run`'s files as `removal` says, counting it in `swept`.
+    fn remove(&self, run: &str, removal: Option<Removal>, swept: &mut Swept) {
+        match removal {
+            Some(Removal::Purged) => {
+                self.files.remove_run(run, Removal::Purged);
+                swept.purged += 1;
+            }
+            Some(Removal::Ended) => {
+                let removed = self.files.remove_run(run, Removal::Ended);
+                swept.ended += u64::from(removed > 0);
+            }
+            None => {}
+        }
+    }
+
+    /// Asks about the runs seen ending: removes the files of those whose end is written (as
+    /// a sweep would), stops watching them and those watched past their time.
+    pub(crate) async fn check_watched(&mut self) -> nightshift_store::Result<Swept> {
+        let config = self.live.borrow().clone();
+        let runs: Vec<String> = self.watching.keys().take(CHUNK).cloned().collect();
+        let known = self.store.settled_runs(&runs).await?;
+        let mut swept = Swept::default();
+        let now = Instant::now();
+        for run in runs {
+            let settlement = known.iter().find(|k| k.run_id == run);
+            let done = settlement.is_none_or(|k| k.settled || k.purged);
+            self.remove(&run, removal(settlement, &config), &mut swept);
+            if done || self.watching.get(&run).is_some_and(|until| *until <= now) {
+                self.watching.remove(&run);
+            }
+        }
+        Ok(swept)
+    }
+
+    /// Sweeps at start and every `retention.interval_seconds` until `stop`, and between
+    /// sweeps removes the workspaces of the runs seen ending as their ends are written.
     pub(crate) async fn run(mut self, stop: CancellationToken) {
         while !stop.is_cancelled() {
             match self.sweep().await {
-                Ok(s) if s != Swept::default() => tracing::info!(
-                    ended = s.ended,
-                    purged = s.purged,
-                    task_logs = s.task_logs,
-                    "swept the files of ended runs"
-                ),
-                Ok(_) => {}
+                Ok(s) => log(s, "swept the files of ended runs"),
                 Err(e) => tracing::warn!(error = %e, "sweep of run files failed; retrying"),
             }
             let interval = Duration::from_secs(self.live.borrow().interval_seconds);
-            tokio::select! {
-                () = stop.cancelled() => break,
-                () = tokio::time::sleep(interval) => {}
-                _ = self.live.changed() => {}
+            let next_sweep = Instant::now() + interval;
+            loop {
+                let wake = match self.watching.is_empty() {
+                    true => next_sweep,
+                    false => next_sweep.min(Instant::now() + WATCH_TICK),
+                };
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = self.live.changed() => break,
+                    () = tokio::time::sleep_until(wake) => {
+                        if Instant::now() >= next_sweep {
+                            break;
+                        }
+                        match self.check_watched().await {
+                            Ok(s) => log(s, "removed the files of runs as they ended"),
+                            Err(e) => tracing::warn!(error = %e,
+                                "cannot ask about the runs that ended; retrying"),
+                        }
+                    }
+                    ended = next_end(&mut self.ends) => match ended {
+                        Some(run) => {
+                            self.watching.insert(run, Instant::now() + interval);
+                        }
+                        None => self.ends = None,
+                    },
+                }
             }
         }
+    }
+}
+
+/// The next run the runtime saw end; never, when nobody tells.
+async fn next_end(ends: &mut Option<mpsc::UnboundedReceiver<String>>) -> Option<String> {
+    match ends {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What goes of a run's files, from what the store says of it (`None`: the run is gone).
+fn removal(known: Option<&RunSettlement>, config: &RetentionConfig) -> Option<Removal> {
+    match known {
+        None => Some(Removal::Purged),
+        Some(k) if k.purged => Some(Removal::Purged),
+        Some(k) if k.settled && !config.keeps_workspace(&k.agent) => Some(Removal::Ended),
+        Some(_) => None,
+    }
+}
+
+/// One INFO line when anything was removed.
+fn log(s: Swept, what: &str) {
+    if s != Swept::default() {
+        tracing::info!(
+            ended = s.ended,
+            purged = s.purged,
+            task_logs = s.task_logs,
+            "{what}"
+        );
     }
 }

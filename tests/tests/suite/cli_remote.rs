@@ -494,6 +494,9 @@ async fn fork_and_rerun(db: &TestDb) {
         text(&events.stdout)
     );
 
+    // Every run made so far has ended, so the list below changes only if something is made.
+    let ended = remote(&api, API_TOKEN, &["runs", "follow", &replaced_id]);
+    assert!(ended.status.success(), "{}", text(&ended.stderr));
     let before = remote(&api, API_TOKEN, &["runs", "list", "--json"]);
     for args in [
         &["runs", "fork", &parent, "--from-turn", "9"][..],
@@ -512,6 +515,29 @@ async fn fork_and_rerun(db: &TestDb) {
         let err = text(&refused.stderr);
         assert!(
             err.contains("model call(s)") || err.contains("CALL=TEXT"),
+            "{err}"
+        );
+    }
+    // A model the agent can neither answer with nor price is refused at once, locally and
+    // through the daemon, naming the models it may ask for.
+    let typo = [
+        "runs",
+        "fork",
+        &parent,
+        "--from-turn",
+        "1",
+        "--model",
+        "scripted-2",
+    ];
+    for refused in [local(&cfg, &typo), remote(&api, API_TOKEN, &typo)] {
+        assert!(
+            !refused.status.success(),
+            "a fork with an unknown model was made"
+        );
+        let err = text(&refused.stderr);
+        assert!(
+            err.contains("cannot answer a fork with model 'scripted-2'")
+                && err.contains("[prices.\"scripted-2\"]"),
             "{err}"
         );
     }

@@ -29,7 +29,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::crash::{text_turn, tool_turn};
-use run_ends::{end_counted_once_written, leftover_counts_nothing};
+use run_ends::{end_counted_once_written, fork_counted_as_started, leftover_counts_nothing};
 use schedule_timer::timer_fires_and_misses;
 use scrape::scrape_counts_everything;
 
@@ -39,6 +39,7 @@ on_both_backends! {
     a_run_end_is_counted_once_a_pool_wrote_it_not_when_a_handler_returned_it =>
         end_counted_once_written;
     a_job_that_finds_its_run_ended_counts_nothing => leftover_counts_nothing;
+    a_fork_is_counted_as_started_once => fork_counted_as_started;
 }
 
 /// Never set: the daemon keeps its own token.

@@ -3,6 +3,8 @@
 //! of a live run; one of them purges; each sweeps the files of its own data directory. And
 //! `nightshift runs purge`, locally and through `--server`: a dry run changes nothing, a bad
 //! `--before` is refused, a purge is audited; a reload (SIGHUP) applies new rules at once.
+//! A run's workspace goes as the run ends (with sweeps an hour apart), unless its agent
+//! keeps workspaces.
 
 use std::path::Path;
 use std::process::Command;
@@ -18,6 +20,7 @@ on_both_backends! {
         two_daemons_purge_what_retention_says;
     runs_purge_by_hand_dry_runs_purges_refuses_bad_input_and_a_reload_applies_new_rules =>
         runs_purge_by_hand;
+    a_runs_workspace_goes_as_the_run_ends_not_an_interval_later => workspace_goes_at_the_end;
 }
 
 const TOKEN: &str = "retention-test-token";
@@ -394,4 +397,46 @@ async fn runs_purge_by_hand(db: &TestDb) {
     .await;
     serve.signal("TERM");
     serve.wait_exit(Duration::from_secs(20)).await;
+}
+
+async fn workspace_goes_at_the_end(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    // Sweeps an hour apart: the one at start, then none while this test runs.
+    let retention = "interval_seconds = 3600\n[retention.agents.keeper]\nkeep_workspace = true\n";
+    let (cfg, api) = config(db, dir.path(), retention);
+    let (mut daemon, _logs) = spawn(&cfg);
+    let http = nightshift_llm::http::build_client(nightshift_llm::HttpTimeouts::default()).unwrap();
+    wait_for_api(&http, &api).await;
+    // Two runs due in two seconds, each with a workspace made before it starts.
+    let store = db.store().await;
+    let mut runs = Vec::new();
+    for agent in ["echo", "keeper"] {
+        let mut run = NewRun::new(agent, "p");
+        run.job.run_at = Some(now_ms() + 2_000);
+        let run_id = store.enqueue(&run).await.unwrap().run_id;
+        let workspace = mkdirs(&dir.path().join("data"), "workspaces", &run_id);
+        runs.push((run_id, workspace));
+    }
+    let [(echo, echo_workspace), (keeper, keeper_workspace)] = &runs[..] else {
+        unreachable!()
+    };
+    for run in [echo, keeper] {
+        eventually(Duration::from_secs(60), "the run to end", || async {
+            let run = store.run(run).await.unwrap().unwrap();
+            (run.status == RunStatus::Succeeded).then_some(())
+        })
+        .await;
+    }
+    eventually(
+        Duration::from_secs(30),
+        "the ended run's workspace to go",
+        || async { (!echo_workspace.exists()).then_some(()) },
+    )
+    .await;
+    assert!(
+        keeper_workspace.exists(),
+        "an agent that keeps workspaces keeps its run's ({keeper})"
+    );
+    daemon.signal("TERM");
+    assert!(daemon.wait_exit(Duration::from_secs(20)).await.success());
 }

@@ -1,6 +1,7 @@
 //! Forking from the page: **Fork from here** on a finished run's last model turn makes a
-//! fork that lands on its own page, links back to its parent, and ends like it without
-//! posting again (the `post` command's receiver, `out/posts`, still holds one line).
+//! fork that lands on its own page, links back to its parent (whose page lists it), and ends
+//! like it without posting again (the `post` command's receiver, `out/posts`, still holds one
+//! line).
 
 use std::time::Duration;
 
@@ -76,5 +77,16 @@ async fn a_fork_from_a_model_turn_reuses_the_side_effect_before_it() {
         1,
         "the fork read the post's result; nothing was posted again"
     );
+    // The parent's page lists the fork, linking to it.
+    open_run(&b, &serve, &parent).await;
+    let listed = b
+        .find(&format!(
+            "#forks li[data-fork='{fork}'] a[href='/ui/runs/{fork}']"
+        ))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(listed, fork);
     teardown(db, serve, b).await;
 }

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use nightshift_agent::fork::{self, ForkError, ForkRequest};
+use nightshift_agent::fork::{self, ForkError, ForkGuard, ForkRequest};
+use nightshift_agent::{PriceTable, Pricing};
 use nightshift_llm::{ContentBlock, StopReason};
 use nightshift_store::retention::PurgeRule;
 use nightshift_store::{RunStatus, Trigger};
@@ -46,6 +47,14 @@ fn long_prompt() -> String {
     format!("Send it, then look: {}", words.join(" "))
 }
 
+/// The guard of a config holding the harness's agent, whose price table knows
+/// `another-model` too, storing through `redactor`.
+fn guard(redactor: Redactor) -> ForkGuard {
+    let prices: Pricing = serde_json::from_value(json!({"input": 1.0, "output": 2.0})).unwrap();
+    let table = PriceTable::with_overrides(&BTreeMap::from([("another-model".into(), prices)]));
+    ForkGuard::new(redactor, &[agent(json!({})).config], &table.unwrap()).unwrap()
+}
+
 fn sends(tools: &FakeTools) -> usize {
     tools.calls().iter().filter(|(n, _)| n == "send").count()
 }
@@ -58,9 +67,15 @@ pub(super) async fn a_fork_reuses_side_effects_and_sends_the_parents_request(db:
         from_turn: 1,
         ..ForkRequest::default()
     };
-    let made = fork::fork_run(&op, &parent, &req, Trigger::Api, &Redactor::default())
-        .await
-        .unwrap();
+    let made = fork::fork_run(
+        &op,
+        &parent,
+        &req,
+        Trigger::Api,
+        &guard(Redactor::default()),
+    )
+    .await
+    .unwrap();
     h.run_once().await;
     assert_eq!(h.status(&made.run_id).await.0, RunStatus::Succeeded);
     assert_eq!(
@@ -104,12 +119,24 @@ pub(super) async fn a_fork_reuses_side_effects_and_sends_the_parents_request(db:
         idempotency_key: Some("k1".into()),
         ..req.clone()
     };
-    let first = fork::fork_run(&op, &parent, &keyed, Trigger::Api, &Redactor::default())
-        .await
-        .unwrap();
-    let again = fork::fork_run(&op, &parent, &keyed, Trigger::Api, &Redactor::default())
-        .await
-        .unwrap();
+    let first = fork::fork_run(
+        &op,
+        &parent,
+        &keyed,
+        Trigger::Api,
+        &guard(Redactor::default()),
+    )
+    .await
+    .unwrap();
+    let again = fork::fork_run(
+        &op,
+        &parent,
+        &keyed,
+        Trigger::Api,
+        &guard(Redactor::default()),
+    )
+    .await
+    .unwrap();
     assert!(again.duplicate && again.run_id == first.run_id);
 }
 
@@ -121,7 +148,7 @@ pub(super) async fn a_rerun_sends_the_first_request_again(db: &TestDb) {
         &parent,
         &ForkRequest::rerun(),
         Trigger::Cli,
-        &Redactor::default(),
+        &guard(Redactor::default()),
     )
     .await
     .unwrap();
@@ -142,18 +169,32 @@ pub(super) async fn a_rerun_sends_the_first_request_again(db: &TestDb) {
         status: Some(RunStatus::Succeeded),
         ..Default::default()
     };
-    let first = fork::rerun_matching(&op, &filter, 10, false, Trigger::Cli, &Redactor::default())
-        .await
-        .unwrap();
+    let first = fork::rerun_matching(
+        &op,
+        &filter,
+        10,
+        false,
+        Trigger::Cli,
+        &guard(Redactor::default()),
+    )
+    .await
+    .unwrap();
     assert_eq!(first.len(), 2, "{first:?}");
     assert!(
         first
             .iter()
             .all(|r| matches!(r, fork::Rerun::Started { .. }))
     );
-    let again = fork::rerun_matching(&op, &filter, 10, false, Trigger::Cli, &Redactor::default())
-        .await
-        .unwrap();
+    let again = fork::rerun_matching(
+        &op,
+        &filter,
+        10,
+        false,
+        Trigger::Cli,
+        &guard(Redactor::default()),
+    )
+    .await
+    .unwrap();
     assert!(
         again
             .iter()
@@ -162,7 +203,15 @@ pub(super) async fn a_rerun_sends_the_first_request_again(db: &TestDb) {
     );
     let live = nightshift_store::RunFilter::default();
     assert!(matches!(
-        fork::rerun_matching(&op, &live, 10, false, Trigger::Cli, &Redactor::default()).await,
+        fork::rerun_matching(
+            &op,
+            &live,
+            10,
+            false,
+            Trigger::Cli,
+            &guard(Redactor::default())
+        )
+        .await,
         Err(ForkError::Invalid(_))
     ));
 }
@@ -181,7 +230,7 @@ pub(super) async fn a_fork_applies_its_changes(db: &TestDb) {
         idempotency_key: None,
     };
     let redactor = Redactor::new([("FORK_KEY", "sk-fork-secret-42")]);
-    let made = fork::fork_run(&op, &parent, &req, Trigger::Api, &redactor)
+    let made = fork::fork_run(&op, &parent, &req, Trigger::Api, &guard(redactor))
         .await
         .unwrap();
     h.run_once().await;
@@ -239,9 +288,15 @@ pub(super) async fn a_fork_that_cannot_be_is_refused_whole(db: &TestDb) {
             prompt: Some("  ".into()),
             ..Default::default()
         },
+        // A model the agent neither has nor can price.
+        ForkRequest {
+            from_turn: 1,
+            model: Some("no-such-model".into()),
+            ..Default::default()
+        },
     ];
     for req in &refused {
-        match fork::fork_run(&op, &parent, req, Trigger::Api, &Redactor::default()).await {
+        match fork::fork_run(&op, &parent, req, Trigger::Api, &guard(Redactor::default())).await {
             Err(ForkError::Invalid(why)) => assert!(!why.is_empty()),
             other => panic!("{req:?} was not refused: {other:?}"),
         }
@@ -252,11 +307,42 @@ pub(super) async fn a_fork_that_cannot_be_is_refused_whole(db: &TestDb) {
             "no-such-run",
             &ForkRequest::rerun(),
             Trigger::Api,
-            &Redactor::default()
+            &guard(Redactor::default())
         )
         .await,
         Err(ForkError::NotFound(_))
     ));
+    // A run of an agent this config does not hold (removed since) is refused, alone and in
+    // a bulk rerun.
+    let elsewhere = ForkGuard::new(Redactor::default(), &[], &PriceTable::builtin()).unwrap();
+    match fork::fork_run(
+        &op,
+        &parent,
+        &ForkRequest::rerun(),
+        Trigger::Api,
+        &elsewhere,
+    )
+    .await
+    {
+        Err(ForkError::Invalid(why)) => {
+            assert!(why.contains("'helper' is not configured"), "{why}")
+        }
+        other => panic!("a fork of an unconfigured agent's run was made: {other:?}"),
+    }
+    let ended = nightshift_store::RunFilter {
+        status: Some(RunStatus::Succeeded),
+        ..Default::default()
+    };
+    for dry_run in [true, false] {
+        let said = fork::rerun_matching(&op, &ended, 10, dry_run, Trigger::Cli, &elsewhere)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&said[..], [fork::Rerun::Refused { parent: p, error }]
+                if *p == parent && error.contains("not configured")),
+            "{said:?}"
+        );
+    }
     assert_eq!(
         h.store.list_runs(None, 100).await.unwrap().len(),
         before,
@@ -268,7 +354,7 @@ pub(super) async fn a_fork_that_cannot_be_is_refused_whole(db: &TestDb) {
         prompt: Some("And now?".into()),
         ..Default::default()
     };
-    fork::fork_run(&op, &parent, &on, Trigger::Api, &Redactor::default())
+    fork::fork_run(&op, &parent, &on, Trigger::Api, &guard(Redactor::default()))
         .await
         .unwrap();
 }
@@ -281,7 +367,7 @@ pub(super) async fn retention_keeps_a_parent_while_its_fork_is_kept(db: &TestDb)
         &parent,
         &ForkRequest::rerun(),
         Trigger::Api,
-        &Redactor::default(),
+        &guard(Redactor::default()),
     )
     .await
     .unwrap();
@@ -317,7 +403,7 @@ pub(super) async fn retention_keeps_a_parent_while_its_fork_is_kept(db: &TestDb)
             &parent,
             &ForkRequest::rerun(),
             Trigger::Api,
-            &Redactor::default()
+            &guard(Redactor::default())
         )
         .await,
         Err(ForkError::NotFound(_))

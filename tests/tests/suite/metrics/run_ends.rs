@@ -160,3 +160,61 @@ pub(super) async fn leftover_counts_nothing(db: &TestDb) {
         Some(1.0)
     );
 }
+
+/// A fork is a run started: its first job counts it under its agent (its log opens with the
+/// parent's history, not a `run_started` of its own), once.
+pub(super) async fn fork_counted_as_started(db: &TestDb) {
+    use crate::fakes::{FakeTools, Harness, ScriptModel, agent, call, reply, text};
+    use nightshift_agent::fork::{self, ForkGuard, ForkRequest};
+    use nightshift_llm::StopReason;
+    use nightshift_store::Trigger;
+    use std::sync::Arc;
+
+    nightshift_telemetry::install();
+    let name = format!("forked-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let def = agent(json!({ "name": name }));
+    let script = vec![
+        reply(vec![call("c1", "read")], StopReason::ToolUse),
+        reply(vec![text("Done.")], StopReason::EndTurn),
+        // The fork, from turn 1: a tool round of its own, then its end.
+        reply(vec![call("c2", "read")], StopReason::ToolUse),
+        reply(vec![text("Done again.")], StopReason::EndTurn),
+    ];
+    let h = Harness::new(
+        db,
+        def.clone(),
+        ScriptModel::new(script),
+        Arc::new(FakeTools::default()),
+    )
+    .await;
+    let started = || {
+        value(
+            &parse(&nightshift_telemetry::render()),
+            "nightshift_runs_started_total",
+            &[("agent", name.as_str())],
+        )
+    };
+    let parent = h.enqueue(&name, "Look.").await;
+    h.run_once().await;
+    assert_eq!(h.status(&parent).await.0, RunStatus::Succeeded);
+    assert_eq!(started(), Some(1.0));
+
+    let guard = ForkGuard::new(
+        nightshift_tools::Redactor::default(),
+        std::slice::from_ref(&def.config),
+        &nightshift_agent::PriceTable::builtin(),
+    )
+    .unwrap();
+    let req = ForkRequest {
+        from_turn: 1,
+        ..ForkRequest::default()
+    };
+    let op = h.store.as_operator("test:metrics");
+    let made = fork::fork_run(&op, &parent, &req, Trigger::Api, &guard)
+        .await
+        .unwrap();
+    while h.status(&made.run_id).await.0 != RunStatus::Succeeded {
+        h.run_once().await;
+    }
+    assert_eq!(started(), Some(2.0), "the fork counted once, as it started");
+}

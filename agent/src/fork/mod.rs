@@ -22,11 +22,13 @@
 
 use std::collections::BTreeMap;
 
-use nightshift_store::{AsOperator, Enqueued, Error as StoreError, NewFork, NewRun, Trigger};
-use nightshift_tools::Redactor;
-
 use crate::events::RunEvent;
 use crate::state::RunState;
+use nightshift_store::{AsOperator, Enqueued, Error as StoreError, NewFork, NewRun, Trigger};
+
+mod guard;
+
+pub use guard::ForkGuard;
 
 /// What an operator asks a fork to be.
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, serde::Serialize)]
@@ -222,14 +224,15 @@ fn fork_point(events: &[(i64, RunEvent)], req: &ForkRequest) -> Result<i64, Fork
 }
 
 /// Forks run `parent_id` as `op` asks (`trigger`: how the request came), returning the new
-/// run (or, for a used idempotency key, the first). The fork's event (its prompt, replaced
-/// results) is stored redacted with `redactor`, as every event is.
+/// run (or, for a used idempotency key, the first). `guard` checks the run's agent and the
+/// fork's model against the config; the fork's event (its prompt, replaced results) is
+/// stored redacted with its redactor, as every event is.
 pub async fn fork_run(
     op: &AsOperator<'_>,
     parent_id: &str,
     req: &ForkRequest,
     trigger: Trigger,
-    redactor: &Redactor,
+    guard: &ForkGuard,
 ) -> Result<Enqueued, ForkError> {
     let store = op.store();
     let Some(parent) = store.run(parent_id).await? else {
@@ -240,6 +243,8 @@ pub async fn fork_run(
             "run {parent_id}'s history was purged by retention: it cannot be forked"
         )));
     }
+    guard.check(&parent.agent, req.model.as_deref())?;
+    let redactor = guard.redactor();
     let mut events = Vec::new();
     for stored in store.events(parent_id, 0).await? {
         let event = RunEvent::parse(&stored.event_type, &stored.payload).map_err(|e| {
@@ -312,7 +317,7 @@ pub async fn rerun_matching(
     limit: usize,
     dry_run: bool,
     trigger: Trigger,
-    redactor: &Redactor,
+    guard: &ForkGuard,
 ) -> Result<Vec<Rerun>, ForkError> {
     match filter.status {
         Some(s) if s.is_terminal() => {}
@@ -342,7 +347,7 @@ pub async fn rerun_matching(
     matched.truncate(limit);
     let mut out = Vec::with_capacity(matched.len());
     for parent in matched {
-        out.push(rerun_one(op, parent, dry_run, trigger, redactor).await?);
+        out.push(rerun_one(op, parent, dry_run, trigger, guard).await?);
     }
     Ok(out)
 }
@@ -355,32 +360,33 @@ async fn rerun_one(
     parent: String,
     dry_run: bool,
     trigger: Trigger,
-    redactor: &Redactor,
+    guard: &ForkGuard,
 ) -> Result<Rerun, ForkError> {
     let key = format!("rerun:{parent}");
     if let Some(run_id) = op.store().run_with_key(&key).await? {
         return Ok(Rerun::AlreadyRerun { parent, run_id });
     }
     if dry_run {
-        let purged = op
-            .store()
-            .run(&parent)
-            .await?
-            .is_none_or(|r| r.purged_at.is_some());
-        return Ok(if purged {
-            Rerun::Refused {
+        let run = op.store().run(&parent).await?;
+        let refused = match run {
+            Some(r) if r.purged_at.is_none() => guard.check(&r.agent, None).err(),
+            _ => Some(ForkError::NotFound(
+                "its history was purged by retention: it cannot be rerun".into(),
+            )),
+        };
+        return Ok(match refused {
+            Some(e) => Rerun::Refused {
                 parent,
-                error: "its history was purged by retention: it cannot be rerun".into(),
-            }
-        } else {
-            Rerun::WouldRerun { parent }
+                error: e.to_string(),
+            },
+            None => Rerun::WouldRerun { parent },
         });
     }
     let req = ForkRequest {
         idempotency_key: Some(key),
         ..ForkRequest::rerun()
     };
-    Ok(match fork_run(op, &parent, &req, trigger, redactor).await {
+    Ok(match fork_run(op, &parent, &req, trigger, guard).await {
         Ok(e) if e.duplicate => Rerun::AlreadyRerun {
             parent,
             run_id: e.run_id,
