@@ -51,6 +51,7 @@ mod registry;
 mod schema;
 mod secret_hosts;
 mod secrets;
+mod stdio_server;
 
 pub use background::{
     EndedTask, StartRefused, StartedTask, StopCause, TaskEnding, TaskError, TaskLedger,
@@ -75,6 +76,7 @@ pub use secrets::{
     GITHUB_TOKEN_SHAPES, Redactor, SecretError, SecretResolver, StreamRedactor, TokenShape,
     encodings as secret_encodings,
 };
+pub use stdio_server::StdioServer;
 
 use std::fmt;
 use std::path::PathBuf;
