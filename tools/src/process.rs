@@ -143,6 +143,23 @@ pub(crate) fn command(
     }
 }
 
+/// The process group `child` leads (it was started with `process_group(0)`), recorded in
+/// `ctx`'s process registry while the returned record lives (see `orphans`).
+pub(crate) fn group_of(
+    ctx: &ToolContext,
+    child: &Child,
+) -> (Option<Pid>, Option<crate::orphans::Registered>) {
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+    let registered = match (ctx.process_registry(), pgid) {
+        (Some(registry), Some(pgid)) => registry.register(pgid.as_raw()),
+        _ => None,
+    };
+    (pgid, registered)
+}
+
 /// Kills the group with SIGKILL when dropped while armed (e.g. the call's future is dropped).
 struct GroupGuard {
     pgid: Option<Pid>,
@@ -165,18 +182,9 @@ pub(crate) async fn run(ctx: &ToolContext, spec: ProcessSpec) -> Result<ProcessR
     };
     let (reader, writer) = std::io::pipe().map_err(spawn_err)?;
     let mut child = spawn(ctx, &spec, writer)?;
-    let mut guard = GroupGuard {
-        pgid: child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .map(Pid::from_raw),
-    };
-
     // Recorded for as long as the call runs (see `orphans`).
-    let _registered = match (ctx.process_registry(), guard.pgid) {
-        (Some(registry), Some(pgid)) => registry.register(pgid.as_raw()),
-        _ => None,
-    };
+    let (pgid, _registered) = group_of(ctx, &child);
+    let mut guard = GroupGuard { pgid };
     if let (Some(input), Some(mut stdin)) = (spec.stdin, child.stdin.take()) {
         tokio::spawn(async move {
             // A process that does not read its stdin is not an error.

@@ -21,7 +21,7 @@ use tokio::io::AsyncReadExt;
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use crate::context::ToolContext;
-use crate::process::{StartError, base_env, command};
+use crate::process::{StartError, base_env, command, group_of};
 
 /// The most of a server's stderr kept for its error messages.
 const STDERR_KEPT: usize = 4 * 1024;
@@ -71,14 +71,7 @@ impl StdioServer {
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         let mut child = cmd.spawn().map_err(spawn_err)?;
-        let pgid = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .map(Pid::from_raw);
-        let registered = match (ctx.process_registry(), pgid) {
-            (Some(registry), Some(pgid)) => registry.register(pgid.as_raw()),
-            _ => None,
-        };
+        let (pgid, registered) = group_of(ctx, &child);
         let stderr = Arc::new(Mutex::new(Vec::new()));
         if let Some(mut pipe) = child.stderr.take() {
             let (kept, redactor) = (stderr.clone(), ctx.secrets().redactor().clone());

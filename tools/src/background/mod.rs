@@ -33,7 +33,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use nix::unistd::Pid;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -284,14 +283,7 @@ impl TaskSupervisor {
         log: PathBuf,
     ) -> Result<(), StartRefused> {
         let (file, reader, child) = self.start_process(ctx, record, command, &log)?;
-        let pgid = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .map(Pid::from_raw);
-        let registered = match (ctx.process_registry(), pgid) {
-            (Some(registry), Some(pgid)) => registry.register(pgid.as_raw()),
-            _ => None,
-        };
+        let (pgid, registered) = crate::process::group_of(ctx, &child);
         let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
             .map_err(StartRefused::Spawn)?;
         let (done_tx, done_rx) = watch::channel(None);
