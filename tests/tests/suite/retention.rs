@@ -437,6 +437,22 @@ async fn workspace_goes_at_the_end(db: &TestDb) {
         keeper_workspace.exists(),
         "an agent that keeps workspaces keeps its run's ({keeper})"
     );
+    // Counted in the daemon's metrics as a workspace removed.
+    let metrics = http
+        .get(format!("{api}/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let removed: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("nightshift_retention_files_removed_total{kind=\"workspace\"}"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(removed, 1.0, "{metrics}");
     daemon.signal("TERM");
     assert!(daemon.wait_exit(Duration::from_secs(20)).await.success());
 }
