@@ -348,7 +348,7 @@ async fn pump(mut source: impl AsyncRead + Unpin, capture: Arc<Mutex<Capture>>) 
     }
 }
 
-async fn pump_tail(mut source: impl AsyncRead + Unpin, tail: Arc<Mutex<RedactedTail>>) {
+pub(crate) async fn pump_tail(mut source: impl AsyncRead + Unpin, tail: Arc<Mutex<RedactedTail>>) {
     let mut buf = vec![0u8; 8 * 1024];
     loop {
         match source.read(&mut buf).await {
@@ -362,14 +362,14 @@ async fn pump_tail(mut source: impl AsyncRead + Unpin, tail: Arc<Mutex<RedactedT
 }
 
 /// The last [`STDERR_TAIL`] bytes of a stream, redacted before they are cut.
-struct RedactedTail {
+pub(crate) struct RedactedTail {
     redactor: crate::secrets::Redactor,
     pending: Vec<u8>,
     kept: Vec<u8>,
 }
 
 impl RedactedTail {
-    fn new(redactor: crate::secrets::Redactor) -> Self {
+    pub(crate) fn new(redactor: crate::secrets::Redactor) -> Self {
         RedactedTail {
             redactor,
             pending: Vec::new(),
@@ -390,10 +390,17 @@ impl RedactedTail {
         self.kept.drain(..excess);
     }
 
-    fn finish(&mut self) -> String {
+    /// Ends the stream: what was held back (it might have begun a secret) is redacted and
+    /// kept; returns the tail.
+    pub(crate) fn finish(&mut self) -> String {
         let pending = std::mem::take(&mut self.pending);
         let (done, _) = self.redactor.redact_stream_prefix(&pending, true);
         self.keep(&done);
+        self.shown()
+    }
+
+    /// The tail so far, without the bytes held back because they might begin a secret.
+    pub(crate) fn shown(&self) -> String {
         String::from_utf8_lossy(&self.kept).into_owned()
     }
 }

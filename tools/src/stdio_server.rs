@@ -9,32 +9,38 @@
 //!   [`StdioServer`] (or [`StdioServer::kill`]) kills the whole group with SIGKILL, and while it
 //!   lives the group is recorded in the run's process registry, so a daemon that crashed kills
 //!   it at its next start like any orphaned tool process.
-//! - **Its stderr never blocks it.** It is drained as it comes; the last few KB, redacted, say
-//!   why a server that died did ([`StdioServer::stderr_tail`]).
+//! - **Its stderr never blocks it.** It is drained as it comes into the same redacted tail a
+//!   command's stderr goes to (a secret split across reads is still redacted: bytes that might
+//!   begin one are held back until the stream ends); the last few KB say why a server that
+//!   died did ([`StdioServer::stderr_tail`]).
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::AsyncReadExt;
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use crate::context::ToolContext;
-use crate::process::{StartError, base_env, command, group_of};
-
-/// The most of a server's stderr kept for its error messages.
-const STDERR_KEPT: usize = 4 * 1024;
+use crate::process::{RedactedTail, StartError, base_env, command, group_of, pump_tail};
 
 /// A started server: its pipes, until taken, and its process group.
-#[derive(Debug)]
 pub struct StdioServer {
     child: Child,
     pgid: Option<Pid>,
     stdin: Option<ChildStdin>,
     stdout: Option<ChildStdout>,
-    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr: Arc<Mutex<RedactedTail>>,
     _registered: Option<crate::orphans::Registered>,
+}
+
+impl std::fmt::Debug for StdioServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioServer")
+            .field("pid", &self.child.id())
+            .field("pgid", &self.pgid)
+            .finish()
+    }
 }
 
 impl StdioServer {
@@ -72,20 +78,14 @@ impl StdioServer {
             .kill_on_drop(true);
         let mut child = cmd.spawn().map_err(spawn_err)?;
         let (pgid, registered) = group_of(ctx, &child);
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        if let Some(mut pipe) = child.stderr.take() {
-            let (kept, redactor) = (stderr.clone(), ctx.secrets().redactor().clone());
+        let stderr = Arc::new(Mutex::new(RedactedTail::new(
+            ctx.secrets().redactor().clone(),
+        )));
+        if let Some(pipe) = child.stderr.take() {
+            let tail = stderr.clone();
             tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                while let Ok(n) = pipe.read(&mut buf).await {
-                    if n == 0 {
-                        break;
-                    }
-                    let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
-                    kept.extend_from_slice(&redactor.redact_bytes(&buf[..n]));
-                    let excess = kept.len().saturating_sub(STDERR_KEPT);
-                    kept.drain(..excess);
-                }
+                pump_tail(pipe, tail.clone()).await;
+                tail.lock().unwrap_or_else(|e| e.into_inner()).finish();
             });
         }
         Ok(StdioServer {
@@ -110,8 +110,8 @@ impl StdioServer {
 
     /// The last of what it wrote to stderr, redacted.
     pub fn stderr_tail(&self) -> String {
-        let kept = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
-        String::from_utf8_lossy(&kept).trim().to_string()
+        let tail = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        tail.shown().trim().to_string()
     }
 
     /// Kills its process group and reaps it.
@@ -165,7 +165,10 @@ mod tests {
         let line = lines.next_line().await.unwrap().unwrap();
         let workspace = dir.path().canonicalize().unwrap();
         assert_eq!(line, format!("got ping in {}", workspace.display()));
-        // Its stderr is kept, redacted.
+        assert!(!server.has_exited());
+        // Its stderr is kept, redacted (bytes that might begin a secret are held back until
+        // the stream ends: closing stdin ends this server).
+        drop(stdin);
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
         while !server.stderr_tail().contains("key=") {
             assert!(
@@ -176,7 +179,6 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         assert_eq!(server.stderr_tail(), "starting\nkey=[REDACTED:SERVER_KEY]");
-        assert!(!server.has_exited());
     }
 
     #[tokio::test]

@@ -78,12 +78,6 @@ async fn a_stdio_server_process_is_listed_called_and_started_again_after_it_dies
         "buy milk\n",
         "the server works in the run's workspace"
     );
-    let tail = server.stderr_tail();
-    assert!(
-        tail.contains("token [REDACTED:NOTES_TOKEN]") && !tail.contains("notes-s3cret-77"),
-        "{tail}"
-    );
-
     // The server dies in the middle of a call: the call is answered as closed, not hung.
     match session.call("exit_now", &json!({})).await {
         Err(McpError::Closed { server, .. }) => assert_eq!(server, "notes"),
@@ -97,6 +91,17 @@ async fn a_stdio_server_process_is_listed_called_and_started_again_after_it_dies
     )
     .await;
     assert!(server.has_exited());
+    // Its stderr, complete once it exited, is kept redacted.
+    eventually(Duration::from_secs(10), "its stderr to end", || async {
+        let tail = server.stderr_tail();
+        tail.contains("token [").then_some(())
+    })
+    .await;
+    let tail = server.stderr_tail();
+    assert!(
+        tail.contains("token [REDACTED:NOTES_TOKEN]") && !tail.contains("notes-s3cret-77"),
+        "{tail}"
+    );
     drop(session);
 
     // Started again, it goes on from what is on disk.
