@@ -77,10 +77,8 @@ impl LiveConfig {
     }
 
     /// The fork guard of the config as of now (see [`crate::fork_guard`]).
-    pub(crate) fn fork_guard(&self) -> Result<nightshift_agent::fork::ForkGuard, ApiError> {
-        crate::fork_guard::of(&self.current()).map_err(|e| {
-            ApiError::Status(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-        })
+    pub(crate) fn fork_guard(&self) -> anyhow::Result<nightshift_agent::fork::ForkGuard> {
+        crate::fork_guard::of(&self.current())
     }
 }
 
@@ -173,7 +171,7 @@ fn dashboard_state(
     .with_sign_in(sign_in);
     let dashboard = match live {
         Some(live) => dashboard.with_fork_guard(Arc::new(move || {
-            crate::fork_guard::of(&live.current()).map_err(|e| e.to_string())
+            live.fork_guard().map_err(|e| e.to_string())
         })),
         None => dashboard,
     };

@@ -203,7 +203,9 @@ pub(crate) async fn rerun_runs(
 /// answers 503.
 fn live_guard(live: Option<Extension<LiveConfig>>) -> Result<fork::ForkGuard, ApiError> {
     match live {
-        Some(Extension(live)) => live.fork_guard(),
+        Some(Extension(live)) => live
+            .fork_guard()
+            .map_err(|e| ApiError::Status(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
         None => Err(ApiError::Status(
             StatusCode::SERVICE_UNAVAILABLE,
             "this server does not fork runs (it runs without a config)".into(),
