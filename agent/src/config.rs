@@ -143,6 +143,10 @@ pub struct AgentConfig {
         skip_serializing_if = "crate::workspace::AgentWorkspace::is_default"
     )]
     pub workspace: crate::workspace::AgentWorkspace,
+    /// The MCP servers whose tools this agent may call (`[[agents.mcp]]`), offered as
+    /// `mcp__<server>__<tool>`. Left out of the definition's hash when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<nightshift_mcp::McpServerConfig>,
 }
 
 /// `[agents.sandbox]`: what this agent's commands (`run_command`, background tasks, command
@@ -238,6 +242,28 @@ impl Default for ContextPolicy {
 }
 
 impl AgentConfig {
+    /// Each `[[agents.mcp]]` entry can work ([`nightshift_mcp::McpServerConfig::check`]) and
+    /// names a server no other entry does.
+    fn check_mcp(&self) -> Result<(), ConfigError> {
+        let mut seen = std::collections::BTreeSet::new();
+        for server in &self.mcp {
+            server
+                .check(&self.name)
+                .map_err(|e| ConfigError::value(e.key, e.message))?;
+            if !seen.insert(server.name.as_str()) {
+                return Err(ConfigError::value(
+                    format!("agents.{}.mcp.name", self.name),
+                    format!(
+                        "'{}' names two servers; each [[agents.mcp]] entry needs a name of its \
+                         own (it prefixes its tools: mcp__{}__<tool>)",
+                        server.name, server.name
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks every value; the error names the agent and the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let name = &self.name;
@@ -270,6 +296,7 @@ impl AgentConfig {
         crate::notify::validate(name, &self.notify)?;
         self.github.validate(name)?;
         self.workspace.validate(name)?;
+        self.check_mcp()?;
         if self.outage_limit_seconds == 0 {
             return Err(ConfigError::value(
                 at("outage_limit_seconds"),

@@ -12,7 +12,7 @@ use std::fmt;
 
 use nightshift_llm::{Message, StopReason, Usage};
 use nightshift_store::RunStatus;
-use nightshift_tools::ToolClass;
+use nightshift_tools::{ToolClass, ToolDefinition};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A stored event [`RunEvent::parse`] cannot read.
@@ -159,11 +159,30 @@ pub enum RunEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         workspace_commit: Option<String>,
     },
+    /// What MCP server `server` offered the run, as listed (at the run's first model call,
+    /// and again when the server said its list changed): its tools as the model sees them,
+    /// sorted, each with its class, and those left out with why. Every later request, on any
+    /// daemon, offers these same tools byte for byte, and an interrupted call's class is read
+    /// from here without starting the server.
+    McpToolsListed {
+        server: String,
+        tools: Vec<ToolDefinition>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left_out: Vec<LeftOutTool>,
+    },
     /// The run ended (its final state is also on the run row).
     Finished {
         status: EndStatus,
         detail: Option<String>,
     },
+}
+
+/// A tool an MCP server listed that is not offered, and why (a name no provider takes, a
+/// schema that is not an object's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOutTool {
+    pub tool: String,
+    pub reason: String,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -262,6 +281,7 @@ impl RunEvent {
             RunEvent::ModelUnavailable { .. } => "model_unavailable",
             RunEvent::WorkspacePrepared { .. } => "workspace_prepared",
             RunEvent::Forked { .. } => "forked",
+            RunEvent::McpToolsListed { .. } => "mcp_tools_listed",
             RunEvent::Finished { .. } => "finished",
         }
     }

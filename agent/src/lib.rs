@@ -48,13 +48,14 @@ pub mod workspace;
 pub use config::{
     AgentConfig, AgentDef, AgentSandbox, Budgets, ConfigError, ContextPolicy, SandboxNetwork,
 };
-pub use events::{EndStatus, EventError, RunEvent};
+pub use events::{EndStatus, EventError, LeftOutTool, RunEvent};
 pub use fork::{ForkError, ForkPlan, ForkRequest};
 pub use github::AgentGithub;
 pub use nightshift_tools::{ToolClass, ToolOutput};
 pub use notify::NotifyTarget;
 pub use ports::{
-    ModelFailure, ModelGateway, PrepareError, PreparedWorkspace, RunStart, ToolBox, ToolCall,
+    McpListing, ModelFailure, ModelGateway, PrepareError, PreparedWorkspace, RunStart, ToolBox,
+    ToolCall,
 };
 pub use pricing::{ModelPrices, PriceTable, Pricing};
 pub use runtime::{AgentRuntime, Step, next_step, run_ended_by_store};

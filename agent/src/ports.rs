@@ -83,6 +83,16 @@ pub struct PreparedWorkspace {
     pub setup: Vec<String>,
 }
 
+/// What one MCP server offers a run, as [`crate::RunEvent::McpToolsListed`] logs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpListing {
+    pub server: String,
+    /// The tools as the model sees them (`mcp__<server>__<tool>`), sorted, with classes.
+    pub tools: Vec<nightshift_tools::ToolDefinition>,
+    /// The server's tools not offered, with why.
+    pub left_out: Vec<crate::events::LeftOutTool>,
+}
+
 /// Why a run could not be prepared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PrepareError {
@@ -107,6 +117,21 @@ pub trait ToolBox: Send + Sync {
     ) -> BoxFuture<'a, Result<Option<PreparedWorkspace>, PrepareError>> {
         let _ = (agent, run, cancel);
         Box::pin(async { Ok(None) })
+    }
+    /// The MCP servers of `agent` that need listing for run `run.run_id`: each server of
+    /// the agent's config not in `listed` (the servers the run's log already lists), and each
+    /// whose session said its tool list changed since; each listed now. Called before every
+    /// model call; a server that cannot be started or listed is an `Err` (a transient one has
+    /// the job tried again). Default: none.
+    fn mcp_listings<'a>(
+        &'a self,
+        agent: &'a AgentDef,
+        run: RunStart<'a>,
+        listed: Vec<String>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<Vec<McpListing>, PrepareError>> {
+        let _ = (agent, run, listed, cancel);
+        Box::pin(async { Ok(Vec::new()) })
     }
     /// The tools `agent` may call, sorted by name, with stable schemas.
     fn specs(&self, agent: &AgentDef) -> Vec<ToolSpec>;

@@ -119,6 +119,10 @@ pub struct RunState {
     /// The sequence number of a fork's own first event (`forked`), when the run is a fork.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_at: Option<i64>,
+    /// The tools each MCP server offered the run, by server, as last listed (set by
+    /// `mcp_tools_listed`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mcp_tools: std::collections::BTreeMap<String, Vec<nightshift_tools::ToolDefinition>>,
     /// The sequence number of the last event folded in.
     pub through_seq: i64,
 }
@@ -135,6 +139,12 @@ impl RunState {
                 .map(|t| t.id);
             self.call_ids = ids.map(str::to_string).collect();
         }
+    }
+
+    /// The MCP tool `name` as the run's log lists it, if any.
+    pub fn mcp_tool(&self, name: &str) -> Option<&nightshift_tools::ToolDefinition> {
+        let (server, _) = nightshift_mcp::split_name(name)?;
+        self.mcp_tools.get(server)?.iter().find(|t| t.name == name)
     }
 
     /// The text of the newest assistant message.

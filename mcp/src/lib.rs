@@ -18,4 +18,4 @@ pub mod session;
 pub use catalog::{Catalog, McpTool, catalog, split_name, tool_name};
 pub use config::{McpConfigError, McpServerConfig, Transport};
 pub use result::to_output;
-pub use session::{McpError, McpSession};
+pub use session::{McpError, McpSession, http_client};

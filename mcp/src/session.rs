@@ -14,14 +14,18 @@
 //!   headers with their secrets already substituted. Either way the session is the same.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use rmcp::ServiceExt;
+use rmcp::model::ClientConfig;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::service::NotificationContext;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -51,12 +55,49 @@ pub enum McpError {
     Refused { server: String, reason: String },
 }
 
+/// The client's side of the protocol: it notes a server's `notifications/tools/list_changed`
+/// (the loop lists that server again before its next model call).
+#[derive(Debug, Clone, Default)]
+struct Watcher {
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Watcher {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.tools_changed.store(true, Ordering::SeqCst);
+        std::future::ready(())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        info.client_info.name = "nightshift".into();
+        info.client_info.version = env!("CARGO_PKG_VERSION").into();
+        info
+    }
+}
+
+/// The client to reach HTTP servers with: no redirects (one could lead off the allowed
+/// host), no proxy from the environment, TLS by ring's provider.
+pub fn http_client() -> Result<reqwest::Client, String> {
+    // Another provider may already be installed by the process; either is fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
 /// A live connection to one server.
 pub struct McpSession {
     server: String,
     call_timeout: Duration,
     startup_timeout: Duration,
-    service: RunningService<RoleClient, ()>,
+    tools_changed: Arc<AtomicBool>,
+    service: RunningService<RoleClient, Watcher>,
 }
 
 impl std::fmt::Debug for McpSession {
@@ -81,7 +122,9 @@ impl McpSession {
     {
         let transport =
             AsyncRwTransport::new_client(read, write).with_max_line_length(MAX_MESSAGE_BYTES);
-        Self::start(config, ().serve(transport)).await
+        let watcher = Watcher::default();
+        let changed = watcher.tools_changed.clone();
+        Self::start(config, changed, watcher.serve(transport)).await
     }
 
     /// The session over streamable HTTP at the config's `url`, sending `headers` (their
@@ -109,12 +152,18 @@ impl McpSession {
             .custom_headers(custom)
             .max_sse_event_size(MAX_MESSAGE_BYTES);
         let transport = StreamableHttpClientTransport::with_client(client, transport_config);
-        Self::start(config, ().serve(transport)).await
+        let watcher = Watcher::default();
+        let changed = watcher.tools_changed.clone();
+        Self::start(config, changed, watcher.serve(transport)).await
     }
 
-    async fn start<F, E>(config: &McpServerConfig, serving: F) -> Result<McpSession, McpError>
+    async fn start<F, E>(
+        config: &McpServerConfig,
+        tools_changed: Arc<AtomicBool>,
+        serving: F,
+    ) -> Result<McpSession, McpError>
     where
-        F: std::future::Future<Output = Result<RunningService<RoleClient, ()>, E>>,
+        F: std::future::Future<Output = Result<RunningService<RoleClient, Watcher>, E>>,
         E: std::fmt::Display,
     {
         let startup_timeout = Duration::from_secs(config.startup_timeout_seconds);
@@ -138,6 +187,7 @@ impl McpSession {
             server: config.name.clone(),
             call_timeout: Duration::from_secs(config.timeout_seconds),
             startup_timeout,
+            tools_changed,
             service,
         })
     }
@@ -150,6 +200,12 @@ impl McpSession {
     /// Whether the connection is gone (start a new session).
     pub fn is_closed(&self) -> bool {
         self.service.is_closed() || self.service.peer().is_transport_closed()
+    }
+
+    /// Whether the server said its tool list changed since this was last asked (asking
+    /// clears it).
+    pub fn take_tools_changed(&self) -> bool {
+        self.tools_changed.swap(false, Ordering::SeqCst)
     }
 
     /// Every tool the server lists (all pages), as it lists them.

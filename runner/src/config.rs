@@ -240,6 +240,16 @@ impl Config {
                 *program = dir.join(program.as_str()).display().to_string();
             }
         }
+        let mcp_programs = self
+            .agents
+            .iter_mut()
+            .flat_map(|a| a.mcp.iter_mut())
+            .filter_map(|s| s.command.as_mut());
+        for program in mcp_programs {
+            if program.contains('/') && Path::new(program.as_str()).is_relative() {
+                *program = dir.join(program.as_str()).display().to_string();
+            }
+        }
         self.base_dir = dir;
         Ok(())
     }

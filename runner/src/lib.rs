@@ -22,6 +22,7 @@ pub mod github;
 pub mod hooks;
 pub(crate) mod http_server;
 pub mod logging;
+pub(crate) mod mcp_hub;
 pub(crate) mod metrics;
 pub mod openapi;
 pub mod private;

@@ -2,7 +2,8 @@
 //! reload), so that a tool that could never run is refused then, naming the key and the fix,
 //! instead of failing at its first call with "Permission denied".
 //!
-//! For each `[[command_tools]]` entry some agent enables, `command[0]` is checked:
+//! For each `[[command_tools]]` entry some agent enables, `command[0]` is checked, and so is
+//! each stdio MCP server's `command` (`[[agents.mcp]]`):
 //! - a path (it holds a `/`; a relative one is already anchored at the config's directory)
 //!   must exist, be a file and be executable, and — under the sandbox — lie beneath what
 //!   sandboxed commands may read: the system directories or a `[sandbox] read`/`write` grant;
@@ -43,6 +44,20 @@ pub(crate) fn check(config: &Config) -> Result<(), Invalid> {
     for tool in enabled {
         check_tool(config, tool, sandboxed.then_some(&readable[..]), &search)?;
     }
+    for agent in &config.agents {
+        for server in &agent.mcp {
+            if let Some(program) = &server.command {
+                let key = format!("agents.{}.mcp.{}.command", agent.name, server.name);
+                check_program(
+                    config,
+                    key,
+                    program,
+                    sandboxed.then_some(&readable[..]),
+                    &search,
+                )?;
+            }
+        }
+    }
     Ok(())
 }
 
@@ -56,6 +71,17 @@ fn check_tool(
         return Ok(()); // refused by the tool's own validation
     };
     let key = format!("command_tools.{}.command", tool.name);
+    check_program(config, key, program, readable, search)
+}
+
+/// `program`, the program at config key `key`: found and runnable where its commands run.
+fn check_program(
+    config: &Config,
+    key: String,
+    program: &str,
+    readable: Option<&[PathBuf]>,
+    search: &[PathBuf],
+) -> Result<(), Invalid> {
     if !program.contains('/') {
         return match search.iter().map(|d| d.join(program)).find(|p| runnable(p)) {
             Some(_) => Ok(()),

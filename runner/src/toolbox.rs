@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use nightshift_agent::{AgentDef, PrepareError, PreparedWorkspace, RunStart, ToolBox, ToolCall};
+use nightshift_agent::{
+    AgentDef, McpListing, PrepareError, PreparedWorkspace, RunStart, ToolBox, ToolCall,
+};
 use nightshift_llm::ToolSpec;
 use nightshift_notify::checks::{self, StoreClaims};
 use nightshift_tools::{
@@ -25,6 +27,7 @@ use nightshift_tools::{
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::mcp_hub::McpHub;
 use crate::sandbox::Confinement;
 
 /// Tool registries by agent name, and what every call shares.
@@ -42,6 +45,10 @@ pub struct Tools {
     run_ends: Option<crate::retention::RunEnds>,
     confinement: Option<Confinement>,
     pub(crate) github: Option<std::sync::Arc<nightshift_github::GithubAccess>>,
+    /// The runs' MCP sessions.
+    mcp: Arc<McpHub>,
+    /// The client HTTP MCP servers are reached with (no redirects, no proxy), built once.
+    mcp_http: std::sync::OnceLock<Result<reqwest::Client, String>>,
 }
 
 impl std::fmt::Debug for Tools {
@@ -88,6 +95,8 @@ impl Tools {
             run_ends: None,
             confinement,
             github: crate::github::access(config)?,
+            mcp: Arc::default(),
+            mcp_http: std::sync::OnceLock::new(),
         })
     }
 
@@ -111,6 +120,8 @@ impl Tools {
             run_ends: None,
             confinement: None,
             github: None,
+            mcp: Arc::default(),
+            mcp_http: std::sync::OnceLock::new(),
         })
     }
 
@@ -130,6 +141,14 @@ impl Tools {
     /// every secret the daemon holds.
     pub(crate) fn secrets(&self) -> &SecretResolver {
         &self.secrets
+    }
+
+    /// The client HTTP MCP servers are reached with: no redirects (a redirect could leave
+    /// the allowlisted host), no proxy from the environment.
+    pub(crate) fn mcp_http_client(&self) -> Result<reqwest::Client, String> {
+        self.mcp_http
+            .get_or_init(nightshift_mcp::http_client)
+            .clone()
     }
 
     /// The workspace directory of a run.
@@ -267,6 +286,16 @@ impl ToolBox for Tools {
         })
     }
 
+    fn mcp_listings<'a>(
+        &'a self,
+        agent: &'a AgentDef,
+        run: RunStart<'a>,
+        listed: Vec<String>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<Vec<McpListing>, PrepareError>> {
+        Box::pin(async move { self.mcp.listings(self, agent, run, &listed, cancel).await })
+    }
+
     fn specs(&self, agent: &AgentDef) -> Vec<ToolSpec> {
         self.registries
             .get(&agent.config.name)
@@ -309,6 +338,17 @@ impl ToolBox for Tools {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
+            if nightshift_mcp::split_name(call.name).is_some() {
+                let ctx = match self.context(agent, &call, cancel) {
+                    Ok(ctx) => ctx,
+                    Err(e) => {
+                        return ToolOutput::unresolved(format!(
+                            "the run's workspace is not usable: {e}; the call was not made"
+                        ));
+                    }
+                };
+                return self.mcp.call(self, agent, call, &ctx, cancel).await;
+            }
             let Some(registry) = self.registries.get(&agent.config.name) else {
                 return ToolOutput::error(format!("agent {} has no tools", agent.config.name));
             };
@@ -327,6 +367,7 @@ impl ToolBox for Tools {
     /// in it (unless the agent keeps it).
     fn run_ended<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            self.mcp.run_ended(run_id).await;
             if let Some(ends) = &self.run_ends {
                 ends.tell(run_id);
             }

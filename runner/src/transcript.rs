@@ -109,6 +109,22 @@ pub fn render_parts(run_id: &str, seq: i64, event_type: &str, payload: &str) -> 
             );
             lines
         }
+        RunEvent::McpToolsListed {
+            server,
+            tools,
+            left_out,
+        } => {
+            let mut lines = vec![format!(
+                "── MCP server {server}: {} tool(s) offered",
+                tools.len()
+            )];
+            lines.extend(
+                left_out
+                    .iter()
+                    .map(|t| format!("── {server} tool {} left out: {}", t.tool, t.reason)),
+            );
+            lines
+        }
         RunEvent::Finished { status, .. } => vec![format!("── run {status}")],
     }
 }

@@ -68,6 +68,7 @@ pub use builtins::todo::{Todo, TodoError, TodoStatus, TodoWrite, parse_todos, re
 pub use command_tool::{CommandTool, CommandToolConfig, CommandToolError};
 pub use context::{GithubAgent, HttpAllowlist, Limits, ToolContext};
 pub use orphans::ProcessRegistry;
+pub use output::shown as shown_output;
 pub use process::{SANDBOXED_PATH, StartError};
 pub use registry::{Approval, Registry, RegistryConfig, RegistryError, ToolOverride};
 pub use schema::{InputRejected, InputSchema, SchemaError, Violation};

@@ -18,9 +18,9 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::Artifact;
 use crate::context::ToolContext;
 use crate::secrets::Redactor;
+use crate::{Artifact, ToolOutput};
 
 /// Collects an output of unknown size.
 pub(crate) struct Capture {
@@ -221,6 +221,18 @@ pub(crate) fn cap_text(ctx: &ToolContext, label: &str, text: &str) -> (String, O
     capture.push(text.as_bytes());
     let rendered = capture.finish();
     (rendered.text, rendered.artifact)
+}
+
+/// `output`, made by a tool outside this crate (an MCP server's result), as the model is
+/// shown it: its text redacted and cut at the context's cap like any tool's output, the
+/// whole text kept as an artifact when it was cut.
+pub fn shown(ctx: &ToolContext, label: &str, output: ToolOutput) -> ToolOutput {
+    let (content, artifact) = cap_text(ctx, label, &output.content);
+    ToolOutput {
+        content,
+        artifact,
+        ..output
+    }
 }
 
 /// A reader of the redacted bytes of `inner`: whoever cuts what it reads (into lines, at a

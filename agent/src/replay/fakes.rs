@@ -241,6 +241,25 @@ pub(super) struct RecordedTools {
 }
 
 impl ToolBox for RecordedTools {
+    /// The MCP servers as the recording lists them: no server is started.
+    fn mcp_listings<'a>(
+        &'a self,
+        _agent: &'a AgentDef,
+        _run: crate::ports::RunStart<'a>,
+        listed: Vec<String>,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<Vec<crate::ports::McpListing>, crate::ports::PrepareError>> {
+        let tape = self.tape.lock().expect("replay tape");
+        let due = tape
+            .script
+            .mcp
+            .iter()
+            .filter(|l| !listed.contains(&l.server))
+            .cloned()
+            .collect();
+        Box::pin(async move { Ok(due) })
+    }
+
     fn specs(&self, agent: &AgentDef) -> Vec<ToolSpec> {
         self.live.specs(agent)
     }

@@ -69,6 +69,8 @@ pub(super) struct Script {
     pub ended: Option<(EndStatus, Option<String>)>,
     /// The time of the first event.
     pub start: i64,
+    /// What each MCP server offered the run, as first listed (the replay lists it so again).
+    pub mcp: Vec<crate::ports::McpListing>,
     /// When the newest wakeup was armed (its `scheduled_at`).
     slept_at: Option<i64>,
 }
@@ -181,6 +183,25 @@ impl Script {
                 "the point where this run was forked from its parent (forked): replay the \
                  parent for the turns before it",
             ),
+            RunEvent::McpToolsListed {
+                server,
+                tools,
+                left_out,
+            } => {
+                if self.mcp.iter().any(|l| &l.server == server) {
+                    self.cannot(
+                        *turns,
+                        "an MCP server's tools listed again after it said its list changed \
+                         (mcp_tools_listed)",
+                    );
+                } else {
+                    self.mcp.push(crate::ports::McpListing {
+                        server: server.clone(),
+                        tools: tools.clone(),
+                        left_out: left_out.clone(),
+                    });
+                }
+            }
             RunEvent::Finished { status, detail } => {
                 self.ended = Some((status.clone(), detail.clone()));
             }

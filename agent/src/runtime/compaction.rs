@@ -76,7 +76,7 @@ impl AgentRuntime {
         // conversation would not fit.
         let req = s.request_over(
             &s.state.messages[..kept_from],
-            self.specs(s.agent),
+            self.specs(s.agent, &s.state),
             Some(Message::user_text(SUMMARY_REQUEST)),
         );
         if let Err(violation) = conversation::check(&req) {

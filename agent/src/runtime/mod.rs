@@ -27,6 +27,7 @@ mod approvals;
 mod background;
 mod compaction;
 mod inbox;
+mod mcp;
 mod metrics;
 mod opening;
 mod outage;
@@ -434,6 +435,9 @@ impl AgentRuntime {
     /// when it must be, then the call.
     async fn model_step(&self, s: &mut Session<'_>) -> Result<Option<JobOutcome>, Stop> {
         s.take_messages().await?;
+        if let Some(outcome) = self.list_mcp(s).await? {
+            return Ok(Some(outcome));
+        }
         if tasks::may_start_tasks(&s.agent.config) {
             s.report_ended_tasks().await?;
         }
@@ -450,7 +454,7 @@ impl AgentRuntime {
 
     /// One model call. Returns an outcome when the run must stop or wait.
     async fn call_model(&self, s: &mut Session<'_>) -> Result<Option<JobOutcome>, Stop> {
-        let req = s.request(self.specs(s.agent), None);
+        let req = s.request(self.specs(s.agent, &s.state), None);
         if let Err(violation) = conversation::check(&req) {
             return s.finish(invalid_request(violation)).await.map(Some);
         }
@@ -505,14 +509,15 @@ fn no_progress_error(step: &Step, state: &RunState) -> String {
 }
 
 impl AgentRuntime {
-    /// The tools the agent may call: its tool box's and the control tools it enabled, sorted
-    /// by name (stable bytes for the prompt cache).
-    fn specs(&self, agent: &AgentDef) -> Vec<nightshift_llm::ToolSpec> {
+    /// The tools the agent may call: its tool box's, the control tools it enabled and the
+    /// MCP tools the run's log lists, sorted by name (stable bytes for the prompt cache).
+    fn specs(&self, agent: &AgentDef, state: &RunState) -> Vec<nightshift_llm::ToolSpec> {
         let mut specs = self.tools.specs(agent);
         if self.is_control(agent, wakeup::SCHEDULE_WAKEUP) {
             specs.push(wakeup::spec());
-            specs.sort_by(|a, b| a.name.cmp(&b.name));
         }
+        specs.extend(mcp::specs(agent, state));
+        specs.sort_by(|a, b| a.name.cmp(&b.name));
         specs
     }
 }

@@ -21,10 +21,11 @@ use crate::calls;
 use crate::config::AgentDef;
 use crate::events::RunEvent;
 use crate::ports::ToolCall;
-use crate::state::{Decision, PendingCall};
+use crate::state::{Decision, PendingCall, RunState};
 use crate::tasks;
 use crate::wakeup;
 
+use super::mcp;
 use super::metrics;
 use super::session::Session;
 use super::{AgentRuntime, INTERRUPTED_NOTICE, REFUSED_NOTICE, Stop, ToolsEnd};
@@ -144,7 +145,7 @@ impl AgentRuntime {
     pub(super) async fn run_tools(&self, s: &mut Session<'_>) -> Result<ToolsEnd, Stop> {
         let round = plan_round(
             &s.state.pending,
-            |call| self.facts(s.agent, call),
+            |call| self.facts(s.agent, &s.state, call),
             &s.state.decisions,
             |call| calls::idempotency_key(&s.run_id, s.state.turns, &call.call_id),
         );
@@ -166,7 +167,7 @@ impl AgentRuntime {
         planned: Planned,
     ) -> Result<Option<ToolsEnd>, Stop> {
         let call = &planned.call;
-        let class = self.durability(s.agent, &call.name, &call.input);
+        let class = self.durability(s.agent, &s.state, &call.name, &call.input);
         let span = traces::tool_call_span(
             metrics::tool_label(s.agent, &call.name),
             &call.call_id,
@@ -274,17 +275,19 @@ impl AgentRuntime {
     }
 
     /// What the agent's config and the tool box say about a call.
-    fn facts(&self, agent: &AgentDef, call: &PendingCall) -> CallFacts {
+    fn facts(&self, agent: &AgentDef, state: &RunState, call: &PendingCall) -> CallFacts {
         let control = self.is_control(agent, &call.name);
         CallFacts {
             control,
             input_error: if control {
                 None
+            } else if mcp::is_mcp(&call.name) {
+                mcp::check_input(state, &call.name, &call.input).err()
             } else {
                 self.tools.check_input(agent, &call.name, &call.input).err()
             },
             needs_approval: self.needs_approval(agent, &call.name, &call.input),
-            durability: self.durability(agent, &call.name, &call.input),
+            durability: self.durability(agent, state, &call.name, &call.input),
         }
     }
 
@@ -304,9 +307,17 @@ impl AgentRuntime {
         wakeup::is_control_tool(name) && agent.config.tools.iter().any(|t| t == name)
     }
 
-    fn durability(&self, agent: &AgentDef, name: &str, input: &serde_json::Value) -> ToolClass {
+    fn durability(
+        &self,
+        agent: &AgentDef,
+        state: &RunState,
+        name: &str,
+        input: &serde_json::Value,
+    ) -> ToolClass {
         if self.is_control(agent, name) {
             ToolClass::Idempotent
+        } else if mcp::is_mcp(name) {
+            mcp::class(state, name)
         } else {
             self.tools.durability(agent, name, input)
         }

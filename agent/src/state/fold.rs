@@ -97,6 +97,9 @@ impl RunState {
                     self.workspace_commit = Some(commit.clone());
                 }
             }
+            RunEvent::McpToolsListed { server, tools, .. } => {
+                self.mcp_tools.insert(server.clone(), tools.clone());
+            }
             RunEvent::Finished { status, detail } => {
                 self.ending = Some(Ending {
                     status: status.clone(),

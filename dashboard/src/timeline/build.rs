@@ -132,6 +132,11 @@ impl Builder<'_> {
                 commit,
                 setup,
             } => self.workspace_prepared(s, repo, git_ref, commit, &setup),
+            RunEvent::McpToolsListed {
+                server,
+                tools,
+                left_out,
+            } => self.mcp_tools_listed(s, server, &tools, &left_out),
             RunEvent::Forked {
                 parent,
                 from_turn,

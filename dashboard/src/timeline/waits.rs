@@ -90,6 +90,34 @@ impl Builder<'_> {
         self.items.push(it);
     }
 
+    /// `mcp_tools_listed`: what an MCP server offered the run (its tools and classes), and
+    /// what it listed that is not offered.
+    pub(super) fn mcp_tools_listed(
+        &mut self,
+        s: Stamp,
+        server: String,
+        tools: &[nightshift_tools::ToolDefinition],
+        left_out: &[nightshift_agent::LeftOutTool],
+    ) {
+        let mut it = s
+            .item("mcp", "MCP tools listed")
+            .fact("server", server)
+            .fact("offered", tools.len().to_string());
+        let mut lines: Vec<String> = tools
+            .iter()
+            .map(|t| format!("{} ({})", t.name, t.class))
+            .collect();
+        lines.extend(
+            left_out
+                .iter()
+                .map(|t| format!("left out: {} — {}", t.tool, t.reason)),
+        );
+        if !lines.is_empty() {
+            it.body = Some(lines.join("\n"));
+        }
+        self.items.push(it);
+    }
+
     /// `forked`: where this run branched off its parent, and what it changed.
     pub(super) fn forked(
         &mut self,

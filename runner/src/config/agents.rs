@@ -44,6 +44,61 @@ impl Config {
         }
         for agent in &self.agents {
             self.check_thinking(agent).map_err(invalid)?;
+            self.check_mcp(agent).map_err(invalid)?;
+        }
+        Ok(())
+    }
+
+    /// Each MCP server's secrets are in `runtime.secrets`, and an HTTP server's URL is on
+    /// `runtime.http_allowlist` with every header secret allowed to go to its host: what
+    /// would refuse every start is refused at load.
+    fn check_mcp(&self, agent: &AgentConfig) -> Result<(), Invalid> {
+        use nightshift_tools::{HttpAllowlist, SecretBindings};
+        let known = self.runtime.secret_names();
+        let allowlist = HttpAllowlist::new(self.runtime.http_allowlist.iter());
+        let bindings = SecretBindings::from_specs(&self.runtime.secrets);
+        for server in &agent.mcp {
+            let at = |key: &str| format!("agents.{}.mcp.{}.{key}", agent.name, server.name);
+            for (key, values) in [("env", &server.env), ("headers", &server.headers)] {
+                for (name, value) in values {
+                    for secret in SecretBindings::placeholders(value) {
+                        if !known.iter().any(|k| k == secret) {
+                            return Err(Invalid::table(
+                                at(key),
+                                format!(
+                                    "{name} uses {{{{secret:{secret}}}}}, which is not in \
+                                     runtime.secrets; add it there (the daemon reads it from \
+                                     its environment and redacts it everywhere)"
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+            let Some(text) = server.url.as_deref() else {
+                continue;
+            };
+            let url = url::Url::parse(text)
+                .map_err(|e| Invalid::table(at("url"), format!("'{text}' does not parse: {e}")))?;
+            if !allowlist.allows(&url) {
+                return Err(Invalid::table(
+                    at("url"),
+                    format!(
+                        "{url} is not on runtime.http_allowlist: the daemon reaches an HTTP MCP \
+                         server only where http_request may go; add its host (and port) there"
+                    ),
+                ));
+            }
+            let default_port = if url.scheme() == "https" { 443 } else { 80 };
+            let port = url.port_or_known_default().unwrap_or(default_port);
+            bindings
+                .check(
+                    server.headers.values().map(String::as_str),
+                    url.host_str().unwrap_or_default(),
+                    port,
+                    default_port,
+                )
+                .map_err(|e| Invalid::table(at("headers"), e.to_string()))?;
         }
         Ok(())
     }

@@ -121,6 +121,7 @@ mod http_limits;
 mod inbox;
 mod logs;
 mod loop_property;
+mod mcp_runs;
 mod mcp_stdio;
 mod metrics;
 mod notify;

@@ -60,6 +60,8 @@ async fn a_stdio_server_process_is_listed_called_and_started_again_after_it_dies
         classes,
         [
             ("mcp__notes__add_note", ToolClass::SideEffect),
+            ("mcp__notes__big", ToolClass::ReadOnly),
+            ("mcp__notes__crash_once", ToolClass::ReadOnly),
             ("mcp__notes__exit_now", ToolClass::ReadOnly),
             ("mcp__notes__read_notes", ToolClass::ReadOnly),
             ("mcp__notes__set_title", ToolClass::Idempotent),

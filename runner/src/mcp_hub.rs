@@ -1,0 +1,369 @@
+//! The runs' MCP sessions: one per run and server, started when the run first needs it
+//! (its listing, or a call after a restart), started again when it is found closed, and
+//! closed when the run ends or has not used it for [`IDLE`].
+//!
+//! What it guarantees:
+//! - **Confined like a command.** A stdio server is started through
+//!   [`nightshift_tools::StdioServer`] with the context a call of the run gets: in the run's
+//!   workspace, under its sandbox, its process group recorded (a crashed daemon's next start
+//!   kills it). An HTTP server is reached only when the daemon's `runtime.http_allowlist`
+//!   allows its URL, and a header's secret only when that secret may go to its host — the
+//!   rules `http_request` follows; nothing is sent otherwise.
+//! - **Never a hung run.** Every start, listing and call is bounded by the server's
+//!   timeouts (see [`nightshift_mcp::session`]).
+//! - **An outcome not known is never called a failure.** A connection lost during a call is
+//!   an unresolved output: the loop keeps a `read_only` or `idempotent` call open and tries
+//!   the job again (the server is started again), and tells the model of a `side_effect`
+//!   call that its outcome is not known. A server that did not start is unresolved too, and
+//!   says the call was not made. A call past its timeout is an error that says it may have
+//!   taken effect; the server is started again for the next call.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nightshift_agent::{AgentDef, LeftOutTool, McpListing, PrepareError, RunStart, ToolCall};
+use nightshift_mcp::{McpError, McpServerConfig, McpSession, Transport};
+use nightshift_tools::{StdioServer, ToolContext, ToolOutput};
+use tokio_util::sync::CancellationToken;
+
+use crate::toolbox::Tools;
+
+/// How long a run's session may go unused before it is closed (a parked run's servers do
+/// not wait for it; the next job starts them again).
+pub(crate) const IDLE: Duration = Duration::from_secs(300);
+
+/// A live session and, over stdio, the process behind it.
+struct Live {
+    session: McpSession,
+    process: Option<StdioServer>,
+    used: Instant,
+}
+
+impl Live {
+    /// Whether it can take a request (a stdio server that exited cannot).
+    fn usable(&mut self) -> bool {
+        !self.session.is_closed() && !self.process.as_mut().is_some_and(StdioServer::has_exited)
+    }
+
+    /// Why it went away, with what the server last wrote to stderr.
+    fn stderr_note(&self) -> String {
+        self.process
+            .as_ref()
+            .map(StdioServer::stderr_tail)
+            .filter(|t| !t.is_empty())
+            .map(|t| format!(" (its stderr ends: {t})"))
+            .unwrap_or_default()
+    }
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<Live>>>;
+
+/// Every run's sessions, by (run id, server name).
+#[derive(Default)]
+pub(crate) struct McpHub {
+    slots: Mutex<HashMap<(String, String), Slot>>,
+}
+
+impl std::fmt::Debug for McpHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        f.debug_struct("McpHub")
+            .field("sessions", &slots.len())
+            .finish()
+    }
+}
+
+impl McpHub {
+    fn slot(&self, run_id: &str, server: &str) -> Slot {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots
+            .entry((run_id.to_string(), server.to_string()))
+            .or_default()
+            .clone()
+    }
+
+    /// The listings due for `run` (see [`nightshift_agent::ToolBox::mcp_listings`]).
+    pub(crate) async fn listings(
+        &self,
+        tools: &Tools,
+        agent: &AgentDef,
+        run: RunStart<'_>,
+        listed: &[String],
+        cancel: &CancellationToken,
+    ) -> Result<Vec<McpListing>, PrepareError> {
+        self.close_idle().await;
+        let mut due = Vec::new();
+        for server in &agent.config.mcp {
+            let slot = self.slot(run.run_id, &server.name);
+            let mut guard = slot.lock().await;
+            let changed = guard
+                .as_ref()
+                .is_some_and(|live| live.session.take_tools_changed());
+            if listed.contains(&server.name) && !changed {
+                continue;
+            }
+            let call = ToolCall {
+                run_id: run.run_id,
+                call_id: "mcp-listing",
+                name: "",
+                input: &serde_json::Value::Null,
+                idempotency_key: "",
+                context: run.context,
+                store: run.store,
+            };
+            let live = ensure(&mut guard, tools, agent, server, &call, cancel)
+                .await
+                .map_err(|e| PrepareError::Transient(e.to_string()))?;
+            let listed_tools = match live.session.list_tools().await {
+                Ok(t) => t,
+                Err(e) => {
+                    let note = live.stderr_note();
+                    *guard = None;
+                    return Err(PrepareError::Transient(format!("{e}{note}")));
+                }
+            };
+            live.used = Instant::now();
+            let catalog = nightshift_mcp::catalog(server, &listed_tools);
+            due.push(McpListing {
+                server: server.name.clone(),
+                tools: catalog.tools.into_iter().map(|t| t.definition).collect(),
+                left_out: catalog
+                    .left_out
+                    .into_iter()
+                    .map(|(tool, reason)| LeftOutTool { tool, reason })
+                    .collect(),
+            });
+        }
+        Ok(due)
+    }
+
+    /// Runs MCP call `call` (`mcp__<server>__<tool>`) on its server.
+    pub(crate) async fn call(
+        &self,
+        tools: &Tools,
+        agent: &AgentDef,
+        call: ToolCall<'_>,
+        ctx: &ToolContext,
+        cancel: &CancellationToken,
+    ) -> ToolOutput {
+        let Some((server_name, tool)) = nightshift_mcp::split_name(call.name) else {
+            return ToolOutput::error(format!("{} is not an MCP tool's name", call.name));
+        };
+        let Some(server) = agent.config.mcp.iter().find(|s| s.name == server_name) else {
+            return ToolOutput::error(format!(
+                "{}: agent {} has no MCP server named {server_name} (any more); call one of \
+                 the tools you were given",
+                call.name, agent.config.name
+            ));
+        };
+        let slot = self.slot(call.run_id, server_name);
+        let mut guard = slot.lock().await;
+        let live = match ensure(&mut guard, tools, agent, server, &call, cancel).await {
+            Ok(live) => live,
+            Err(e) => {
+                return ToolOutput::unresolved(format!(
+                    "{e}; the call was not made (it is tried again later)"
+                ));
+            }
+        };
+        let answered = tokio::select! {
+            answered = live.session.call(tool, call.input) => answered,
+            () = cancel.cancelled() => Err(McpError::Closed {
+                server: server.name.clone(),
+                reason: "the job was cancelled during the call".into(),
+            }),
+        };
+        live.used = Instant::now();
+        match answered {
+            Ok(result) => nightshift_tools::shown_output(
+                ctx,
+                "mcp_result",
+                nightshift_mcp::to_output(&result),
+            ),
+            Err(e @ McpError::Refused { .. }) => ToolOutput::error(e.to_string()),
+            Err(e @ McpError::Timeout { .. }) => {
+                let note = live.stderr_note();
+                *guard = None; // a hung server is started again for the next call
+                ToolOutput::error(format!(
+                    "{e}{note}: the call was given up, and the server is started again for \
+                     the next call. It may or may not have taken effect: check before calling \
+                     it again"
+                ))
+            }
+            Err(e) => {
+                let note = live.stderr_note();
+                *guard = None;
+                ToolOutput::unresolved(format!(
+                    "{e}{note}: the call's outcome is not known (it may or may not have taken \
+                     effect)"
+                ))
+            }
+        }
+    }
+
+    /// Closes every session of run `run_id` (its servers' processes are killed).
+    pub(crate) async fn run_ended(&self, run_id: &str) {
+        let ended: Vec<Slot> = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            let keys: Vec<_> = slots.keys().filter(|(r, _)| r == run_id).cloned().collect();
+            keys.iter().filter_map(|k| slots.remove(k)).collect()
+        };
+        for slot in ended {
+            close(slot.lock().await.take()).await;
+        }
+    }
+
+    /// Closes the sessions no run has used for [`IDLE`].
+    async fn close_idle(&self) {
+        let slots: Vec<((String, String), Slot)> = {
+            let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        };
+        for (key, slot) in slots {
+            // A slot in use is not idle.
+            let Ok(mut guard) = slot.try_lock() else {
+                continue;
+            };
+            if guard.as_ref().is_some_and(|l| l.used.elapsed() >= IDLE) {
+                tracing::debug!(run_id = %key.0, server = %key.1, "closing an idle MCP session");
+                close(guard.take()).await;
+            }
+        }
+    }
+}
+
+/// Ends a session: the protocol's close, then the process's group killed.
+async fn close(live: Option<Live>) {
+    if let Some(live) = live {
+        live.session.close().await;
+        if let Some(process) = live.process {
+            process.kill().await;
+        }
+    }
+}
+
+/// The slot's live session, started when there is none or it went away.
+async fn ensure<'g>(
+    guard: &'g mut Option<Live>,
+    tools: &Tools,
+    agent: &AgentDef,
+    server: &McpServerConfig,
+    call: &ToolCall<'_>,
+    cancel: &CancellationToken,
+) -> Result<&'g mut Live, McpError> {
+    if guard.as_mut().is_some_and(|l| !l.usable()) {
+        let gone = guard.take();
+        tracing::info!(run_id = %call.run_id, server = %server.name,
+            "the MCP server's session went away; starting it again");
+        close(gone).await;
+    }
+    if guard.is_none() {
+        let started = tokio::select! {
+            started = start(tools, agent, server, call, cancel) => started?,
+            () = cancel.cancelled() => return Err(McpError::Start {
+                server: server.name.clone(),
+                reason: "the job was cancelled while it started".into(),
+            }),
+        };
+        *guard = Some(started);
+    }
+    Ok(guard.as_mut().expect("just set"))
+}
+
+/// Starts `server` for the run of `call`.
+async fn start(
+    tools: &Tools,
+    agent: &AgentDef,
+    server: &McpServerConfig,
+    call: &ToolCall<'_>,
+    cancel: &CancellationToken,
+) -> Result<Live, McpError> {
+    let fail = |reason: String| McpError::Start {
+        server: server.name.clone(),
+        reason,
+    };
+    let ctx = tools
+        .context_for(agent, call, call.context.cloned(), cancel)
+        .map_err(|e| fail(format!("the run's workspace is not usable: {e}")))?;
+    match server.transport {
+        Transport::Stdio => {
+            let env: Vec<(String, String)> = server
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let program = server.command.as_deref().unwrap_or_default();
+            let mut process = StdioServer::spawn(&ctx, program, &server.args, &env)
+                .map_err(|e| fail(e.to_string()))?;
+            let (read, write) = process
+                .take_pipes()
+                .ok_or_else(|| fail("its pipes were not open".into()))?;
+            match McpSession::over_stdio(server, read, write).await {
+                Ok(session) => Ok(Live {
+                    session,
+                    process: Some(process),
+                    used: Instant::now(),
+                }),
+                Err(e) => {
+                    let tail = process.stderr_tail();
+                    process.kill().await;
+                    Err(match e {
+                        McpError::Start { server, reason } if !tail.is_empty() => McpError::Start {
+                            server,
+                            reason: format!("{reason} (its stderr ends: {tail})"),
+                        },
+                        e => e,
+                    })
+                }
+            }
+        }
+        Transport::Http | Transport::Sse => {
+            let headers = http_headers(&ctx, server).map_err(fail)?;
+            let client = tools.mcp_http_client().map_err(fail)?;
+            let session = McpSession::over_http(server, &headers, client).await?;
+            Ok(Live {
+                session,
+                process: None,
+                used: Instant::now(),
+            })
+        }
+    }
+}
+
+/// The headers of an HTTP server with their secrets filled in — once its URL is allowed and
+/// each secret may go to its host (the rules `http_request` follows).
+fn http_headers(
+    ctx: &ToolContext,
+    server: &McpServerConfig,
+) -> Result<Vec<(String, String)>, String> {
+    let text = server.url.as_deref().unwrap_or_default();
+    let url = url::Url::parse(text).map_err(|e| format!("its url '{text}' does not parse: {e}"))?;
+    if !ctx.http_allowlist().allows(&url) {
+        return Err(format!(
+            "its url {url} is not on runtime.http_allowlist (allowed: {}); nothing was sent",
+            ctx.http_allowlist().entries().join(", ")
+        ));
+    }
+    let host = url.host_str().unwrap_or_default();
+    let default_port = if url.scheme() == "https" { 443 } else { 80 };
+    let port = url.port_or_known_default().unwrap_or(default_port);
+    ctx.secret_bindings()
+        .check(
+            server.headers.values().map(String::as_str),
+            host,
+            port,
+            default_port,
+        )
+        .map_err(|e| e.to_string())?;
+    server
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            ctx.secrets()
+                .substitute(value)
+                .map(|v| (name.clone(), v))
+                .map_err(|e| format!("header {name}: {e}"))
+        })
+        .collect()
+}
