@@ -10,6 +10,7 @@
 mod compaction;
 mod endings;
 mod forks;
+mod mcp;
 mod recovery;
 mod storage;
 
@@ -31,6 +32,7 @@ use forks::{
     a_fork_that_cannot_be_is_refused_whole, a_rerun_sends_the_first_request_again,
     retention_keeps_a_parent_while_its_fork_is_kept,
 };
+use mcp::{a_changed_list_is_logged_and_offered, listed_once_and_offered_the_same_across_a_crash};
 use recovery::{
     crash_in_idempotent_tool, crash_in_read_only_tool, crash_in_side_effect_tool,
     resumed_request_is_byte_identical, round_cap_holds_across_a_crash, unresolved_outcome,
@@ -68,6 +70,9 @@ on_both_backends! {
     a_fork_that_cannot_be_is_refused_whole => a_fork_that_cannot_be_is_refused_whole;
     retention_keeps_a_parent_while_its_fork_is_kept =>
         retention_keeps_a_parent_while_its_fork_is_kept;
+    mcp_tools_are_listed_once_and_offered_the_same_across_a_crash =>
+        listed_once_and_offered_the_same_across_a_crash;
+    a_changed_mcp_tool_list_is_logged_and_offered => a_changed_list_is_logged_and_offered;
 }
 
 async fn prompt_to_result(db: &TestDb) {

@@ -57,6 +57,16 @@ pub(crate) fn call(id: &str, name: &str) -> ContentBlock {
     }
 }
 
+/// A call of `name` with `input`.
+pub(crate) fn call_with(id: &str, name: &str, input: serde_json::Value) -> ContentBlock {
+    ContentBlock::ToolUse {
+        id: id.into(),
+        name: name.into(),
+        input,
+        unparsed: None,
+    }
+}
+
 /// Replies by the number of assistant messages in the request (so a resumed run gets the
 /// reply it would have got), records every request's bytes, and can stall one call.
 #[derive(Default)]
@@ -165,6 +175,12 @@ pub(crate) struct FakeTools {
     pub(crate) stalled: Notify,
     /// Tools whose next call answers "unresolved" (its outcome not known), once each.
     pub(crate) unresolved: Mutex<Vec<String>>,
+    /// What each MCP server lists now: listed for a run whose log lacks the server, or
+    /// (once) after its name is put in `mcp_changed`.
+    pub(crate) mcp: Mutex<Vec<nightshift_agent::McpListing>>,
+    pub(crate) mcp_changed: Mutex<Vec<String>>,
+    /// How many listings were handed to the loop.
+    pub(crate) mcp_listed: AtomicUsize,
 }
 
 impl FakeTools {
@@ -217,6 +233,27 @@ pub(crate) fn refuse_invalid(
 }
 
 impl ToolBox for FakeTools {
+    fn mcp_listings<'a>(
+        &'a self,
+        _agent: &'a AgentDef,
+        _run: nightshift_agent::RunStart<'a>,
+        listed: Vec<String>,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<Vec<nightshift_agent::McpListing>, nightshift_agent::PrepareError>>
+    {
+        let changed = std::mem::take(&mut *self.mcp_changed.lock().unwrap());
+        let due: Vec<_> = self
+            .mcp
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| !listed.contains(&l.server) || changed.contains(&l.server))
+            .cloned()
+            .collect();
+        self.mcp_listed.fetch_add(due.len(), Ordering::SeqCst);
+        Box::pin(async move { Ok(due) })
+    }
+
     fn specs(&self, _agent: &AgentDef) -> Vec<ToolSpec> {
         fake_specs()
     }
