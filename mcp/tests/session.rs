@@ -61,6 +61,12 @@ impl Shop {
         )]))
     }
 
+    #[tool(description = "Restocks, which changes the tool list")]
+    async fn restock(&self, context: rmcp::service::RequestContext<rmcp::RoleServer>) -> String {
+        let _ = context.peer.notify_tool_list_changed().await;
+        "restocked".into()
+    }
+
     #[tool(description = "Never answers", annotations(read_only_hint = true))]
     async fn hang(&self) -> String {
         std::future::pending::<()>().await;
@@ -103,7 +109,7 @@ async fn connect(
 
 #[tokio::test]
 async fn tools_are_listed_with_their_classes_and_called() {
-    let cfg = config(json!({"deny": ["hang"]}));
+    let cfg = config(json!({"deny": ["hang", "restock"]}));
     let (session, sent, _server) = connect(&cfg).await;
     let listed = session.list_tools().await.unwrap();
     let offered = catalog(&cfg, &listed);
@@ -192,11 +198,22 @@ async fn a_server_that_goes_away_is_closed() {
     until(|| session.is_closed()).await;
 }
 
+#[tokio::test]
+async fn a_server_saying_its_tool_list_changed_is_noted_once() {
+    let cfg = config(json!({}));
+    let (session, _sent, _server) = connect(&cfg).await;
+    assert!(!session.take_tools_changed());
+    let out = to_output(&session.call("restock", &json!({})).await.unwrap());
+    assert_eq!(out.content, "restocked");
+    until(|| session.take_tools_changed()).await;
+    assert!(!session.take_tools_changed(), "taking it clears it");
+}
+
 /// Waits (bounded) until `done`: the client notices the closed pipe on its own task.
 async fn until(done: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     while !done() {
-        assert!(tokio::time::Instant::now() < deadline, "not closed in time");
+        assert!(tokio::time::Instant::now() < deadline, "not done in time");
         tokio::task::yield_now().await;
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
@@ -270,7 +287,7 @@ async fn a_streamable_http_server_is_listed_and_called_with_its_headers() {
         .await
         .unwrap();
     let offered = catalog(&cfg, &session.list_tools().await.unwrap());
-    assert_eq!(offered.tools.len(), 5);
+    assert_eq!(offered.tools.len(), 6);
     let out = to_output(&session.call("lookup", &json!({"q": "desk"})).await.unwrap());
     assert_eq!(out.content, "found desk");
     let seen = seen.lock().unwrap().clone();
