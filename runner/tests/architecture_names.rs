@@ -23,6 +23,8 @@ const NOT_CODE: &[&str] = &[
     "Link",
     // An event's stored name (`RunEvent::ToolStarted`).
     "tool_started",
+    // An event's stored name (`RunEvent::McpToolsListed`).
+    "mcp_tools_listed",
 ];
 
 fn root() -> PathBuf {

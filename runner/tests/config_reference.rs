@@ -85,6 +85,10 @@ fn probes() -> Vec<(&'static str, String)> {
             "agents.workspace.checkout",
             at(AGENT, "[agents.workspace.checkout]"),
         ),
+        (
+            "agents.mcp",
+            format!("{AGENT}[[agents.mcp]]\nname = \"s\"\n{{BOGUS}}\n"),
+        ),
         ("command_tools", at("", "[[command_tools]]")),
         ("schedules", at("", "[[schedules]]")),
         ("hooks", format!("{HOOK}{{BOGUS}}\n")),

@@ -83,6 +83,13 @@ pub(super) fn run_ended_by_store(run: &Run, configured: bool) {
 /// The label of a tool the model called: its name when the agent was given it, else
 /// `unknown` (a name the model invented is not a bounded label).
 pub(super) fn tool_label<'a>(agent: &AgentDef, name: &'a str) -> &'a str {
+    // An MCP tool counts under its server (`mcp__<server>`): the tools a server lists are
+    // its own to choose, the servers are the config's.
+    if let Some((server, _)) = nightshift_mcp::split_name(name)
+        && agent.config.mcp.iter().any(|s| s.name == server)
+    {
+        return &name[..nightshift_mcp::catalog::PREFIX.len() + server.len()];
+    }
     labels::configured(name, agent.config.tools.iter().any(|t| t == name))
 }
 
@@ -119,5 +126,19 @@ mod tests {
             payload: String::new(),
         };
         assert_eq!((outcome_name(&park), run_end(&park)), ("park", None));
+    }
+
+    #[test]
+    fn an_mcp_tool_counts_under_its_configured_server() {
+        let config: crate::AgentConfig = serde_json::from_value(serde_json::json!({
+            "name": "a", "provider": "p", "model": "m", "tools": ["read_file"],
+            "mcp": [{"name": "notes", "command": "x"}]
+        }))
+        .unwrap();
+        let agent = config.resolve(std::path::Path::new(".")).unwrap();
+        assert_eq!(tool_label(&agent, "mcp__notes__add_note"), "mcp__notes");
+        assert_eq!(tool_label(&agent, "mcp__other__add_note"), labels::UNKNOWN);
+        assert_eq!(tool_label(&agent, "read_file"), "read_file");
+        assert_eq!(tool_label(&agent, "rm_rf"), labels::UNKNOWN);
     }
 }

@@ -481,3 +481,81 @@ fn a_cost_budget_over_a_model_without_a_price_is_refused_at_load() {
         .to_string();
     assert!(err.contains("prices.\"m\" has input = -0.2"), "{err}");
 }
+
+#[test]
+fn mcp_servers_that_could_never_work_are_refused_at_load_naming_the_key() {
+    let config = |runtime: &str, servers: &str| {
+        format!(
+            "[runtime]\n{runtime}\n[sandbox]\nmode = \"off\"\n\
+             [providers.p]\nkind = \"scripted\"\nscript = \"s.json\"\n\
+             [[agents]]\nname = \"a\"\nprovider = \"p\"\nmodel = \"m\"\n{servers}"
+        )
+    };
+    let http = |headers: &str| {
+        format!(
+            "[[agents.mcp]]\nname = \"remote\"\ntype = \"http\"\n\
+             url = \"https://mcp.example.com/mcp\"\nheaders = {{ {headers} }}\n"
+        )
+    };
+    let cases = [
+        (
+            config("", &http("")),
+            "agents.a.mcp.remote.url: https://mcp.example.com/mcp is not on runtime.http_allowlist",
+        ),
+        (
+            config(
+                "http_allowlist = [\"mcp.example.com\"]",
+                &http("Authorization = \"Bearer {{secret:TOKEN}}\""),
+            ),
+            "agents.a.mcp.remote.headers: Authorization uses {{secret:TOKEN}}, which is not in runtime.secrets",
+        ),
+        (
+            config(
+                "http_allowlist = [\"mcp.example.com\"]\n\
+                 secrets = [{ name = \"TOKEN\", hosts = [\"api.other.com\"] }]",
+                &http("Authorization = \"Bearer {{secret:TOKEN}}\""),
+            ),
+            "agents.a.mcp.remote.headers",
+        ),
+        (
+            config(
+                "",
+                "[[agents.mcp]]\nname = \"s\"\ncommand = \"/no/such/server\"\n",
+            ),
+            "agents.a.mcp.s.command: program `/no/such/server` cannot be used",
+        ),
+        (
+            config(
+                "",
+                "[[agents.mcp]]\nname = \"s\"\ncommand = \"sh\"\n\
+                 [[agents.mcp]]\nname = \"s\"\ncommand = \"sh\"\n",
+            ),
+            "'s' names two servers",
+        ),
+        (
+            config(
+                "",
+                "[[agents.mcp]]\nname = \"s\"\ncommand = \"sh\"\nenv = { K = \"{{secret:NOPE}}\" }\n",
+            ),
+            "agents.a.mcp.s.env: K uses {{secret:NOPE}}",
+        ),
+    ];
+    for (text, said) in cases {
+        let err = Config::parse(&text, "x.toml")
+            .and_then(|c| c.validate().map(|()| c))
+            .and_then(|c| crate::toolbox::Tools::build(&c).map(|_| ()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(said), "{said}\n got: {err}");
+    }
+    let fine = config(
+        "http_allowlist = [\"mcp.example.com\"]\nsecrets = [\"TOKEN\"]",
+        &format!(
+            "{}[[agents.mcp]]\nname = \"local\"\ncommand = \"sh\"\nargs = [\"-c\", \"cat\"]\n",
+            http("Authorization = \"Bearer {{secret:TOKEN}}\"")
+        ),
+    );
+    let parsed = Config::parse(&fine, "x.toml").unwrap();
+    parsed.validate().unwrap();
+    crate::toolbox::Tools::build(&parsed).unwrap();
+}
