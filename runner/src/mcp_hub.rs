@@ -63,6 +63,8 @@ type Slot = Arc<tokio::sync::Mutex<Option<Live>>>;
 #[derive(Default)]
 pub(crate) struct McpHub {
     slots: Mutex<HashMap<(String, String), Slot>>,
+    /// Whether the task that closes idle sessions runs (started with the first session).
+    reaping: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for McpHub {
@@ -75,6 +77,27 @@ impl std::fmt::Debug for McpHub {
 }
 
 impl McpHub {
+    /// Starts the task that closes sessions idle for [`IDLE`], once; it ends with the hub.
+    fn reap_idle(self: &Arc<Self>) {
+        if self
+            .reaping
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        let hub = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(IDLE / 5);
+            loop {
+                tick.tick().await;
+                let Some(hub) = hub.upgrade() else {
+                    return;
+                };
+                hub.close_idle().await;
+            }
+        });
+    }
+
     fn slot(&self, run_id: &str, server: &str) -> Slot {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         slots
@@ -85,14 +108,14 @@ impl McpHub {
 
     /// The listings due for `run` (see [`nightshift_agent::ToolBox::mcp_listings`]).
     pub(crate) async fn listings(
-        &self,
+        self: &Arc<Self>,
         tools: &Tools,
         agent: &AgentDef,
         run: RunStart<'_>,
         listed: &[String],
         cancel: &CancellationToken,
     ) -> Result<Vec<McpListing>, PrepareError> {
-        self.close_idle().await;
+        self.reap_idle();
         let mut due = Vec::new();
         for server in &agent.config.mcp {
             let slot = self.slot(run.run_id, &server.name);
@@ -140,7 +163,7 @@ impl McpHub {
 
     /// Runs MCP call `call` (`mcp__<server>__<tool>`) on its server.
     pub(crate) async fn call(
-        &self,
+        self: &Arc<Self>,
         tools: &Tools,
         agent: &AgentDef,
         call: ToolCall<'_>,
@@ -157,6 +180,7 @@ impl McpHub {
                 call.name, agent.config.name
             ));
         };
+        self.reap_idle();
         let slot = self.slot(call.run_id, server_name);
         let mut guard = slot.lock().await;
         let live = match ensure(&mut guard, tools, agent, server, &call, cancel).await {
@@ -230,6 +254,11 @@ impl McpHub {
                 close(guard.take()).await;
             }
         }
+        // Empty slots no one holds go (a run that parked here and ended on another daemon).
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.retain(|_, slot| {
+            Arc::strong_count(slot) > 1 || slot.try_lock().map_or(true, |live| live.is_some())
+        });
     }
 }
 
