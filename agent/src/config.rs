@@ -147,6 +147,10 @@ pub struct AgentConfig {
     /// `mcp__<server>__<tool>`. Left out of the definition's hash when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp: Vec<nightshift_mcp::McpServerConfig>,
+    /// Skill directories (each with a `SKILL.md`), relative to the config file: named in the
+    /// system prompt, read with `load_skill`. Left out of the definition's hash when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<PathBuf>,
 }
 
 /// `[agents.sandbox]`: what this agent's commands (`run_command`, background tasks, command
@@ -380,6 +384,14 @@ impl AgentConfig {
             }
             (None, None) => String::new(),
         };
+        let skills = self
+            .skills
+            .iter()
+            .enumerate()
+            .map(|(i, dir)| crate::skills::load(&self.name, i, base, dir))
+            .collect::<Result<Vec<_>, _>>()?;
+        crate::skills::check_unique(&self.name, &skills)?;
+        let system = system + &crate::skills::prompt_section(&skills);
         let hash = {
             let canonical = serde_json::json!({ "config": self, "system": system });
             let digest = Sha256::digest(canonical.to_string().as_bytes());
@@ -391,6 +403,7 @@ impl AgentConfig {
         Ok(AgentDef {
             config: self.clone(),
             system,
+            skills,
             hash,
             prices,
         })
@@ -433,7 +446,10 @@ fn check_thinking(
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentDef {
     pub config: AgentConfig,
+    /// The system prompt, with the skills' section when it has skills.
     pub system: String,
+    /// Its skills, read from their directories when the config was loaded.
+    pub skills: Vec<crate::skills::Skill>,
     pub hash: String,
     /// What its models' calls cost.
     pub prices: ModelPrices,

@@ -39,6 +39,7 @@ pub mod ports;
 pub mod pricing;
 pub mod replay;
 pub mod runtime;
+pub mod skills;
 pub mod state;
 pub mod task_keeper;
 pub mod tasks;

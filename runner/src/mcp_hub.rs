@@ -79,10 +79,7 @@ impl std::fmt::Debug for McpHub {
 impl McpHub {
     /// Starts the task that closes sessions idle for [`IDLE`], once; it ends with the hub.
     fn reap_idle(self: &Arc<Self>) {
-        if self
-            .reaping
-            .swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
+        if self.reaping.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return;
         }
         let hub = Arc::downgrade(self);

@@ -90,7 +90,11 @@ pub(super) fn tool_label<'a>(agent: &AgentDef, name: &'a str) -> &'a str {
     {
         return &name[..nightshift_mcp::catalog::PREFIX.len() + server.len()];
     }
-    labels::configured(name, agent.config.tools.iter().any(|t| t == name))
+    let skill_tool = name == crate::skills::LOAD_SKILL && !agent.skills.is_empty();
+    labels::configured(
+        name,
+        skill_tool || agent.config.tools.iter().any(|t| t == name),
+    )
 }
 
 /// Counts one tool call of `agent`.

@@ -516,6 +516,9 @@ impl AgentRuntime {
         if self.is_control(agent, wakeup::SCHEDULE_WAKEUP) {
             specs.push(wakeup::spec());
         }
+        if !agent.skills.is_empty() {
+            specs.push(crate::skills::spec(&agent.skills));
+        }
         specs.extend(mcp::specs(agent, state));
         specs.sort_by(|a, b| a.name.cmp(&b.name));
         specs

@@ -21,6 +21,7 @@ use crate::calls;
 use crate::config::AgentDef;
 use crate::events::RunEvent;
 use crate::ports::ToolCall;
+use crate::skills;
 use crate::state::{Decision, PendingCall, RunState};
 use crate::tasks;
 use crate::wakeup;
@@ -217,7 +218,7 @@ impl AgentRuntime {
         let began = std::time::Instant::now();
         let ran = if planned.control {
             let failed = span
-                .wrap(self.run_control_tool(s, &call.call_id, &call.input))
+                .wrap(self.run_control_tool(s, &call.call_id, &call.name, &call.input))
                 .await?;
             if failed { Ran::Error } else { Ran::Ok }
         } else {
@@ -304,7 +305,8 @@ impl AgentRuntime {
 
     /// True for a control tool the agent has enabled (the loop runs it itself).
     pub(super) fn is_control(&self, agent: &AgentDef, name: &str) -> bool {
-        wakeup::is_control_tool(name) && agent.config.tools.iter().any(|t| t == name)
+        (wakeup::is_control_tool(name) && agent.config.tools.iter().any(|t| t == name))
+            || (name == skills::LOAD_SKILL && !agent.skills.is_empty())
     }
 
     fn durability(
@@ -314,7 +316,9 @@ impl AgentRuntime {
         name: &str,
         input: &serde_json::Value,
     ) -> ToolClass {
-        if self.is_control(agent, name) {
+        if name == skills::LOAD_SKILL && self.is_control(agent, name) {
+            ToolClass::ReadOnly
+        } else if self.is_control(agent, name) {
             ToolClass::Idempotent
         } else if mcp::is_mcp(name) {
             mcp::class(state, name)
@@ -323,14 +327,45 @@ impl AgentRuntime {
         }
     }
 
-    /// `schedule_wakeup`: arms the wakeup (once per call, also when re-run after a crash).
-    /// True when its result is an error.
-    async fn run_control_tool(
+    /// `load_skill`: the skill's text, read here (nothing runs). True when its result is an
+    /// error.
+    async fn run_load_skill(
         &self,
         s: &mut Session<'_>,
         call_id: &str,
         input: &serde_json::Value,
     ) -> Result<bool, Stop> {
+        let skills = s.agent.skills.clone();
+        let input = input.clone();
+        let read = tokio::task::spawn_blocking(move || skills::read(&skills, &input))
+            .await
+            .unwrap_or_else(|e| Err(format!("reading the skill failed: {e}")));
+        let (content, is_error) = match read {
+            Ok(text) => (text, false),
+            Err(why) => (why, true),
+        };
+        s.log(RunEvent::ToolResult {
+            call_id: call_id.to_string(),
+            content,
+            is_error,
+            interrupted: false,
+        })
+        .await?;
+        Ok(is_error)
+    }
+
+    /// `schedule_wakeup`: arms the wakeup (once per call, also when re-run after a crash);
+    /// `load_skill` reads a skill. True when its result is an error.
+    async fn run_control_tool(
+        &self,
+        s: &mut Session<'_>,
+        call_id: &str,
+        name: &str,
+        input: &serde_json::Value,
+    ) -> Result<bool, Stop> {
+        if name == skills::LOAD_SKILL {
+            return self.run_load_skill(s, call_id, input).await;
+        }
         let armed = s.state.wakeup.clone().filter(|w| w.call_id == call_id);
         let planned = match armed {
             Some(w) => Ok(w),

@@ -12,6 +12,7 @@ mod endings;
 mod forks;
 mod mcp;
 mod recovery;
+mod skills;
 mod storage;
 
 use std::sync::Arc;
@@ -37,6 +38,7 @@ use recovery::{
     crash_in_idempotent_tool, crash_in_read_only_tool, crash_in_side_effect_tool,
     resumed_request_is_byte_identical, round_cap_holds_across_a_crash, unresolved_outcome,
 };
+use skills::skills_are_listed_loaded_and_stable_across_a_crash;
 use storage::{
     a_run_stored_before_v22_resumes_with_the_same_request, one_checkpoint_refers_to_the_logged_text,
 };
@@ -73,6 +75,8 @@ on_both_backends! {
     mcp_tools_are_listed_once_and_offered_the_same_across_a_crash =>
         listed_once_and_offered_the_same_across_a_crash;
     a_changed_mcp_tool_list_is_logged_and_offered => a_changed_list_is_logged_and_offered;
+    skills_are_listed_loaded_and_stable_across_a_crash =>
+        skills_are_listed_loaded_and_stable_across_a_crash;
 }
 
 async fn prompt_to_result(db: &TestDb) {
