@@ -108,7 +108,10 @@ pub async fn start(
     let secrets = secrets(config);
     redaction::require_runtime_secrets(config)?;
     let (run_ends, ended) = crate::retention::RunEnds::channel();
-    let parts = Parts::build(config, &store, &supervisor, secrets, &run_ends)?;
+    // One hub of MCP sessions for the daemon's life: a reload's runtime takes it over, so a
+    // run never has two of one server.
+    let mcp = Arc::new(crate::mcp_hub::McpHub::default());
+    let parts = Parts::build(config, &store, &supervisor, secrets, &run_ends, &mcp)?;
     let listener = bind(&config.server.address).await?;
     let address = listener.local_addr()?;
     let metrics_listener = bind_metrics(config).await?;
@@ -151,6 +154,7 @@ pub async fn start(
         runtime: runtime.clone(),
         supervisor: supervisor.clone(),
         run_ends,
+        mcp,
         notifier: notifier.clone(),
         retention: live_retention,
         config: live_config,
@@ -278,6 +282,7 @@ impl Parts {
         supervisor: &TaskSupervisor,
         secrets: SecretResolver,
         run_ends: &crate::retention::RunEnds,
+        mcp: &Arc<crate::mcp_hub::McpHub>,
     ) -> anyhow::Result<Parts> {
         let redactor = secrets.redactor().clone();
         let runtime = build_runtime(
@@ -285,6 +290,7 @@ impl Parts {
             Some(supervisor.clone()),
             secrets,
             Some(run_ends.clone()),
+            Some(mcp.clone()),
         )?;
         let schedules = config.compiled_schedules()?;
         let hooks = Arc::new(crate::hooks::build(config)?);

@@ -71,7 +71,13 @@ pub async fn run(dir: Option<PathBuf>) -> anyhow::Result<()> {
     std::fs::write(dir.join("script.json"), SCRIPT)?;
     let config = config(&dir);
     config.validate()?;
-    let runtime = crate::build_runtime(&config, None, crate::redaction::secrets(&config), None)?;
+    let runtime = crate::build_runtime(
+        &config,
+        None,
+        crate::redaction::secrets(&config),
+        None,
+        None,
+    )?;
     let store = crate::open_store(&config).await?;
     store.migrate().await?;
     println!(

@@ -64,6 +64,7 @@ pub(crate) fn build_runtime(
     tasks: Option<nightshift_tools::TaskSupervisor>,
     secrets: nightshift_tools::SecretResolver,
     run_ends: Option<retention::RunEnds>,
+    mcp: Option<Arc<mcp_hub::McpHub>>,
 ) -> anyhow::Result<AgentRuntime> {
     let prices = config.price_table()?;
     let defs = config
@@ -79,6 +80,9 @@ pub(crate) fn build_runtime(
     }
     if let Some(ends) = run_ends {
         tools = tools.with_run_ends(ends);
+    }
+    if let Some(hub) = mcp {
+        tools = tools.with_mcp_hub(hub);
     }
     let redactor = tools.secrets().redactor().clone();
     Ok(AgentRuntime::new(defs, Arc::new(gateway), Arc::new(tools)).with_redactor(redactor))

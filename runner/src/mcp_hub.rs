@@ -38,6 +38,8 @@ struct Live {
     session: McpSession,
     process: Option<StdioServer>,
     used: Instant,
+    /// The definition it was started from (a reload that changes it starts it again).
+    config: McpServerConfig,
 }
 
 impl Live {
@@ -57,7 +59,16 @@ impl Live {
     }
 }
 
-type Slot = Arc<tokio::sync::Mutex<Option<Live>>>;
+/// One run's session with one server, and whether its tools must be listed again: the
+/// server said its list changed, or a session was started again — the list may have
+/// changed while no session listened. Cleared only once a listing was handed over.
+#[derive(Default)]
+struct SlotState {
+    live: Option<Live>,
+    relist: bool,
+}
+
+type Slot = Arc<tokio::sync::Mutex<SlotState>>;
 
 /// Every run's sessions, by (run id, server name).
 #[derive(Default)]
@@ -116,11 +127,15 @@ impl McpHub {
         let mut due = Vec::new();
         for server in &agent.config.mcp {
             let slot = self.slot(run.run_id, &server.name);
-            let mut guard = slot.lock().await;
-            let changed = guard
+            let mut state = slot.lock().await;
+            if state
+                .live
                 .as_ref()
-                .is_some_and(|live| live.session.take_tools_changed());
-            if listed.contains(&server.name) && !changed {
+                .is_some_and(|live| live.session.take_tools_changed())
+            {
+                state.relist = true;
+            }
+            if listed.contains(&server.name) && !state.relist {
                 continue;
             }
             let call = ToolCall {
@@ -132,18 +147,19 @@ impl McpHub {
                 context: run.context,
                 store: run.store,
             };
-            let live = ensure(&mut guard, tools, agent, server, &call, cancel)
+            let live = ensure(&mut state, tools, agent, server, &call, cancel)
                 .await
                 .map_err(|e| PrepareError::Transient(e.to_string()))?;
             let listed_tools = match live.session.list_tools().await {
                 Ok(t) => t,
                 Err(e) => {
                     let note = live.stderr_note();
-                    *guard = None;
+                    state.live = None;
                     return Err(PrepareError::Transient(format!("{e}{note}")));
                 }
             };
             live.used = Instant::now();
+            state.relist = false;
             let catalog = nightshift_mcp::catalog(server, &listed_tools);
             due.push(McpListing {
                 server: server.name.clone(),
@@ -179,14 +195,10 @@ impl McpHub {
         };
         self.reap_idle();
         let slot = self.slot(call.run_id, server_name);
-        let mut guard = slot.lock().await;
-        let live = match ensure(&mut guard, tools, agent, server, &call, cancel).await {
+        let mut state = slot.lock().await;
+        let live = match ensure(&mut state, tools, agent, server, &call, cancel).await {
             Ok(live) => live,
-            Err(e) => {
-                return ToolOutput::unresolved(format!(
-                    "{e}; the call was not made (it is tried again later)"
-                ));
-            }
+            Err(e) => return ToolOutput::unresolved(format!("{e}; the call was not made")),
         };
         let answered = tokio::select! {
             answered = live.session.call(tool, call.input) => answered,
@@ -205,7 +217,7 @@ impl McpHub {
             Err(e @ McpError::Refused { .. }) => ToolOutput::error(e.to_string()),
             Err(e @ McpError::Timeout { .. }) => {
                 let note = live.stderr_note();
-                *guard = None; // a hung server is started again for the next call
+                state.live = None; // a hung server is started again for the next call
                 ToolOutput::error(format!(
                     "{e}{note}: the call was given up, and the server is started again for \
                      the next call. It may or may not have taken effect: check before calling \
@@ -214,7 +226,7 @@ impl McpHub {
             }
             Err(e) => {
                 let note = live.stderr_note();
-                *guard = None;
+                state.live = None;
                 ToolOutput::unresolved(format!(
                     "{e}{note}: the call's outcome is not known (it may or may not have taken \
                      effect)"
@@ -231,7 +243,7 @@ impl McpHub {
             keys.iter().filter_map(|k| slots.remove(k)).collect()
         };
         for slot in ended {
-            close(slot.lock().await.take()).await;
+            close(slot.lock().await.live.take()).await;
         }
     }
 
@@ -243,18 +255,25 @@ impl McpHub {
         };
         for (key, slot) in slots {
             // A slot in use is not idle.
-            let Ok(mut guard) = slot.try_lock() else {
+            let Ok(mut state) = slot.try_lock() else {
                 continue;
             };
-            if guard.as_ref().is_some_and(|l| l.used.elapsed() >= IDLE) {
+            if state
+                .live
+                .as_ref()
+                .is_some_and(|l| l.used.elapsed() >= IDLE)
+            {
                 tracing::debug!(run_id = %key.0, server = %key.1, "closing an idle MCP session");
-                close(guard.take()).await;
+                close(state.live.take()).await;
             }
         }
         // Empty slots no one holds go (a run that parked here and ended on another daemon).
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         slots.retain(|_, slot| {
-            Arc::strong_count(slot) > 1 || slot.try_lock().map_or(true, |live| live.is_some())
+            Arc::strong_count(slot) > 1
+                || slot
+                    .try_lock()
+                    .map_or(true, |s| s.live.is_some() || s.relist)
         });
     }
 }
@@ -269,22 +288,28 @@ async fn close(live: Option<Live>) {
     }
 }
 
-/// The slot's live session, started when there is none or it went away.
+/// The slot's live session, started when there is none, it went away, or the server's
+/// definition changed (a reload). A session started marks the server for listing again.
 async fn ensure<'g>(
-    guard: &'g mut Option<Live>,
+    state: &'g mut SlotState,
     tools: &Tools,
     agent: &AgentDef,
     server: &McpServerConfig,
     call: &ToolCall<'_>,
     cancel: &CancellationToken,
 ) -> Result<&'g mut Live, McpError> {
-    if guard.as_mut().is_some_and(|l| !l.usable()) {
+    let guard = &mut state.live;
+    if guard
+        .as_mut()
+        .is_some_and(|l| !l.usable() || l.config != *server)
+    {
         let gone = guard.take();
         tracing::info!(run_id = %call.run_id, server = %server.name,
-            "the MCP server's session went away; starting it again");
+            "the MCP server's session went away or its definition changed; starting it again");
         close(gone).await;
     }
     if guard.is_none() {
+        state.relist = true;
         let started = tokio::select! {
             started = start(tools, agent, server, call, cancel) => started?,
             () = cancel.cancelled() => return Err(McpError::Start {
@@ -330,6 +355,7 @@ async fn start(
                     session,
                     process: Some(process),
                     used: Instant::now(),
+                    config: server.clone(),
                 }),
                 Err(e) => {
                     let tail = process.stderr_tail();
@@ -352,6 +378,7 @@ async fn start(
                 session,
                 process: None,
                 used: Instant::now(),
+                config: server.clone(),
             })
         }
     }

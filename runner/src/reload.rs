@@ -148,6 +148,8 @@ pub struct Reloader {
     pub(crate) supervisor: TaskSupervisor,
     /// Where each runtime tells the sweep of the runs that end.
     pub(crate) run_ends: crate::retention::RunEnds,
+    /// The daemon's MCP sessions, kept across reloads.
+    pub(crate) mcp: Arc<crate::mcp_hub::McpHub>,
     /// The running notifier (a reload starts a new one, then stops the old one).
     pub(crate) notifier: NotifierSlot,
     /// The `[retention]` the purger and the sweep read at each round.
@@ -174,6 +176,7 @@ impl Reloader {
             Some(self.supervisor.clone()),
             secrets.clone(),
             Some(self.run_ends.clone()),
+            Some(self.mcp.clone()),
         )?;
         let schedules = config.compiled_schedules()?;
         let hooks = crate::hooks::build(&config)?;

@@ -131,6 +131,12 @@ impl Tools {
         self
     }
 
+    /// Tools whose MCP sessions are `hub`'s (the daemon's, kept across reloads).
+    pub(crate) fn with_mcp_hub(mut self, hub: Arc<McpHub>) -> Self {
+        self.mcp = hub;
+        self
+    }
+
     /// Tools that tell `ends` of each run that ends in the loop.
     pub(crate) fn with_run_ends(mut self, ends: crate::retention::RunEnds) -> Self {
         self.run_ends = Some(ends);

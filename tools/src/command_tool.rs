@@ -67,6 +67,17 @@ pub(crate) fn valid_tool_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// Why `name` cannot be a command tool's: the names the loop gives other tools.
+fn reserved(name: &str) -> Option<&'static str> {
+    if name.starts_with("mcp__") {
+        Some("`mcp__` begins the names of MCP servers' tools")
+    } else if name == "load_skill" {
+        Some("`load_skill` reads an agent's skills")
+    } else {
+        None
+    }
+}
+
 /// Why a command tool's config is refused. `Display` names the tool and says what to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CommandToolError {
@@ -74,6 +85,8 @@ pub enum CommandToolError {
         "command tool `{tool}`: the name must be 1-64 characters of letters, digits, `_` or `-`"
     )]
     BadName { tool: String },
+    #[error("command tool `{tool}`: the name is reserved ({why}); choose another name")]
+    ReservedName { tool: String, why: &'static str },
     #[error(
         "command tool `{tool}`: description is empty; say what the tool does and when to use it"
     )]
@@ -112,6 +125,9 @@ impl CommandToolConfig {
         let tool = self.name.clone();
         if !valid_tool_name(&tool) {
             return Err(CommandToolError::BadName { tool });
+        }
+        if let Some(why) = reserved(&tool) {
+            return Err(CommandToolError::ReservedName { tool, why });
         }
         if self.description.trim().is_empty() {
             return Err(CommandToolError::NoDescription { tool });

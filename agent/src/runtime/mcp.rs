@@ -10,12 +10,16 @@
 //! - **Recovery never asks the server.** An interrupted call's class, and a call's input
 //!   check, come from the logged listing; a tool the log does not list is a side effect and
 //!   an input error.
+//! - **The config still rules.** What the log lists is offered only as the agent's current
+//!   `allow` and `deny` let it, and the current `classes` override a listed class, so a
+//!   reload that denies a tool or corrects a class applies to runs already under way.
 //! - **A server that cannot be listed never hangs the run:** the tool box bounds the start,
 //!   and its failure has the job tried again (or fails the run, when it never will work).
 
 use nightshift_llm::ToolSpec;
+use nightshift_mcp::McpServerConfig;
 use nightshift_store::RunEnd;
-use nightshift_tools::{InputSchema, ToolClass};
+use nightshift_tools::{InputSchema, ToolClass, ToolDefinition};
 use nightshift_worker::JobOutcome;
 
 use super::{AgentRuntime, Session, Stop};
@@ -24,14 +28,45 @@ use crate::events::RunEvent;
 use crate::ports::{PrepareError, RunStart};
 use crate::state::RunState;
 
-/// The MCP tools the run's log lists for servers the agent still has, sorted by name.
+/// Whether the server's current `allow` and `deny` let its tool `remote` be offered.
+fn allowed(server: &McpServerConfig, remote: &str) -> bool {
+    (server.allow.is_empty() || server.allow.iter().any(|a| a == remote))
+        && !server.deny.iter().any(|d| d == remote)
+}
+
+/// MCP tool `name` as the run may call it now, with its class: listed in the run's log, its
+/// server still the agent's, allowed by the server's current `allow` and `deny`, and classed
+/// by the current `classes` over what was listed (a reload applies to runs under way).
+fn offered<'s>(
+    agent: &AgentDef,
+    state: &'s RunState,
+    name: &str,
+) -> Option<(&'s ToolDefinition, ToolClass)> {
+    let (server, remote) = nightshift_mcp::split_name(name)?;
+    let config = agent.config.mcp.iter().find(|s| s.name == server)?;
+    if !allowed(config, remote) {
+        return None;
+    }
+    let tool = state.mcp_tool(name)?;
+    Some((
+        tool,
+        config.classes.get(remote).copied().unwrap_or(tool.class),
+    ))
+}
+
+/// The MCP tools the run's log lists for servers the agent still has, as their current
+/// `allow` and `deny` let them be offered, sorted by name.
 pub(super) fn specs(agent: &AgentDef, state: &RunState) -> Vec<ToolSpec> {
     agent
         .config
         .mcp
         .iter()
-        .filter_map(|server| state.mcp_tools.get(&server.name))
-        .flatten()
+        .filter_map(|server| Some((server, state.mcp_tools.get(&server.name)?)))
+        .flat_map(|(server, tools)| {
+            tools.iter().filter(move |t| {
+                nightshift_mcp::split_name(&t.name).is_some_and(|(_, r)| allowed(server, r))
+            })
+        })
         .map(|t| ToolSpec {
             name: t.name.clone(),
             description: t.description.clone(),
@@ -45,21 +80,20 @@ pub(super) fn is_mcp(name: &str) -> bool {
     nightshift_mcp::split_name(name).is_some()
 }
 
-/// The class of MCP tool `name` as the log lists it; one it does not list is a side effect.
-pub(super) fn class(state: &RunState, name: &str) -> ToolClass {
-    state
-        .mcp_tool(name)
-        .map_or(ToolClass::SideEffect, |t| t.class)
+/// The class of MCP tool `name` (see [`offered`]); one not offered is a side effect.
+pub(super) fn class(agent: &AgentDef, state: &RunState, name: &str) -> ToolClass {
+    offered(agent, state, name).map_or(ToolClass::SideEffect, |(_, class)| class)
 }
 
 /// Checks `input` against the logged schema of MCP tool `name`; `Err` is what the model is
 /// told.
 pub(super) fn check_input(
+    agent: &AgentDef,
     state: &RunState,
     name: &str,
     input: &serde_json::Value,
 ) -> Result<(), String> {
-    let Some(tool) = state.mcp_tool(name) else {
+    let Some((tool, _)) = offered(agent, state, name) else {
         return Err(format!(
             "{name} is not a tool of this run: its MCP server does not offer it (now); call \
              one of the tools you were given"

@@ -283,7 +283,7 @@ impl AgentRuntime {
             input_error: if control {
                 None
             } else if mcp::is_mcp(&call.name) {
-                mcp::check_input(state, &call.name, &call.input).err()
+                mcp::check_input(agent, state, &call.name, &call.input).err()
             } else {
                 self.tools.check_input(agent, &call.name, &call.input).err()
             },
@@ -321,7 +321,7 @@ impl AgentRuntime {
         } else if self.is_control(agent, name) {
             ToolClass::Idempotent
         } else if mcp::is_mcp(name) {
-            mcp::class(state, name)
+            mcp::class(agent, state, name)
         } else {
             self.tools.durability(agent, name, input)
         }

@@ -72,6 +72,18 @@ impl Config {
                                 ),
                             ));
                         }
+                        if key == "env" && bindings.hosts(secret).is_some() {
+                            return Err(Invalid::table(
+                                at(key),
+                                format!(
+                                    "{name} uses {{{{secret:{secret}}}}}, which is bound to \
+                                     hosts: a process could send it anywhere, so a bound \
+                                     secret never goes into a stdio server's environment; \
+                                     use an unbound secret, or an HTTP server with the secret \
+                                     in its headers"
+                                ),
+                            ));
+                        }
                     }
                 }
             }

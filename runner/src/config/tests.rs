@@ -539,6 +539,13 @@ fn mcp_servers_that_could_never_work_are_refused_at_load_naming_the_key() {
             ),
             "agents.a.mcp.s.env: K uses {{secret:NOPE}}",
         ),
+        (
+            config(
+                "secrets = [{ name = \"GH\", hosts = [\"api.github.com\"] }]",
+                "[[agents.mcp]]\nname = \"s\"\ncommand = \"sh\"\nenv = { K = \"{{secret:GH}}\" }\n",
+            ),
+            "agents.a.mcp.s.env: K uses {{secret:GH}}, which is bound to hosts",
+        ),
     ];
     for (text, said) in cases {
         let err = Config::parse(&text, "x.toml")
@@ -558,4 +565,27 @@ fn mcp_servers_that_could_never_work_are_refused_at_load_naming_the_key() {
     let parsed = Config::parse(&fine, "x.toml").unwrap();
     parsed.validate().unwrap();
     crate::toolbox::Tools::build(&parsed).unwrap();
+}
+
+#[test]
+fn a_command_tool_may_not_take_a_name_the_loop_gives_other_tools() {
+    for (name, said) in [
+        (
+            "mcp__notes__add",
+            "`mcp__` begins the names of MCP servers' tools",
+        ),
+        ("load_skill", "`load_skill` reads an agent's skills"),
+    ] {
+        let text = format!(
+            "[[command_tools]]\nname = \"{name}\"\ndescription = \"d\"\ncommand = [\"sh\"]\n"
+        );
+        let err = Config::parse(&text, "x.toml")
+            .and_then(|c| c.validate())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the name is reserved") && err.contains(said),
+            "{err}"
+        );
+    }
 }

@@ -33,7 +33,10 @@ use forks::{
     a_fork_that_cannot_be_is_refused_whole, a_rerun_sends_the_first_request_again,
     retention_keeps_a_parent_while_its_fork_is_kept,
 };
-use mcp::{a_changed_list_is_logged_and_offered, listed_once_and_offered_the_same_across_a_crash};
+use mcp::{
+    a_changed_list_is_logged_and_offered, listed_once_and_offered_the_same_across_a_crash,
+    the_config_rules_over_the_logged_listing,
+};
 use recovery::{
     crash_in_idempotent_tool, crash_in_read_only_tool, crash_in_side_effect_tool,
     resumed_request_is_byte_identical, round_cap_holds_across_a_crash, unresolved_outcome,
@@ -75,6 +78,7 @@ on_both_backends! {
     mcp_tools_are_listed_once_and_offered_the_same_across_a_crash =>
         listed_once_and_offered_the_same_across_a_crash;
     a_changed_mcp_tool_list_is_logged_and_offered => a_changed_list_is_logged_and_offered;
+    the_agents_config_rules_over_a_logged_mcp_listing => the_config_rules_over_the_logged_listing;
     skills_are_listed_loaded_and_stable_across_a_crash =>
         skills_are_listed_loaded_and_stable_across_a_crash;
 }

@@ -199,3 +199,55 @@ pub(super) async fn a_changed_list_is_logged_and_offered(db: &TestDb) {
     assert_eq!(listings, 2, "an unchanged list is not logged again");
     assert_eq!(tools.mcp_listed.load(Ordering::SeqCst), 3);
 }
+
+/// The agent's current `deny` and `classes` rule over a listing already in the log (a reload
+/// applies to runs under way): a denied tool is neither offered nor called, a reclassed one
+/// starts with the config's class.
+pub(super) async fn the_config_rules_over_the_logged_listing(db: &TestDb) {
+    let model = ScriptModel::new(vec![
+        reply(
+            vec![
+                call_with("c1", "mcp__notes__write", json!({"text": "a"})),
+                call_with("c2", "mcp__notes__read", json!({"text": "b"})),
+            ],
+            StopReason::ToolUse,
+        ),
+        reply(vec![text("done")], StopReason::EndTurn),
+    ]);
+    let tools = Arc::new(FakeTools::default());
+    *tools.mcp.lock().unwrap() = vec![listing(vec![
+        tool("read", ToolClass::ReadOnly),
+        tool("write", ToolClass::SideEffect),
+    ])];
+    let a = agent(json!({"mcp": [{"name": "notes", "command": "notes-server",
+        "deny": ["write"], "classes": {"read": "side_effect"}}]}));
+    let h = Harness::new(db, a, model.clone(), tools.clone()).await;
+    let run_id = h.enqueue("helper", "take notes").await;
+    h.run_once().await;
+    assert_eq!(h.status(&run_id).await.0, RunStatus::Succeeded);
+    assert!(!offered(&model.request(0)).contains(&"mcp__notes__write".to_string()));
+    let events = h.events(&run_id).await;
+    let denied = events.iter().find_map(|e| match e {
+        RunEvent::ToolResult {
+            call_id, content, ..
+        } if call_id == "c1" => Some(content.clone()),
+        _ => None,
+    });
+    assert!(
+        denied
+            .as_deref()
+            .is_some_and(|c| c.contains("not a tool of this run")),
+        "{denied:?}"
+    );
+    let read_class = events.iter().find_map(|e| match e {
+        RunEvent::ToolStarted {
+            call_id,
+            durability,
+            ..
+        } if call_id == "c2" => Some(*durability),
+        _ => None,
+    });
+    assert_eq!(read_class, Some(ToolClass::SideEffect));
+    let called: Vec<String> = tools.calls().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(called, ["mcp__notes__read"]);
+}
