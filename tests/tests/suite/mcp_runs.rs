@@ -348,8 +348,32 @@ async fn server_dies_mid_call(db: &TestDb) {
         .filter(|l| *l == "start")
         .count();
     assert_eq!(starts, 2, "started again after it died");
-    let run_row = store.run(&run_id).await.unwrap().unwrap();
-    assert_eq!(run_row.status, RunStatus::Succeeded);
+
+    // Exported and replayed offline: the listing comes from the recording, no server starts.
+    let file = d.join("run.json");
+    cli(
+        &cfg,
+        &[
+            "runs",
+            "export",
+            &run_id,
+            "--output",
+            file.to_str().unwrap(),
+        ],
+    );
+    let replayed = cli(&cfg, &["replay", file.to_str().unwrap()]);
+    assert_eq!(
+        replayed.trim(),
+        "replayed 4 model calls and 3 tool calls: no divergence"
+    );
+    assert_eq!(
+        lines(&out(d).join("calls.log"))
+            .iter()
+            .filter(|l| *l == "start")
+            .count(),
+        2,
+        "replay started no server"
+    );
     sigterm(daemon).await;
 }
 
