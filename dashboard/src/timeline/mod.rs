@@ -37,7 +37,7 @@ pub struct Item {
     /// Stable id: `e<seq>` or `j<job id>`.
     pub key: String,
     /// `prompt`, `model_turn`, `tool_call`, `approval`, `wakeup`, `task`, `compaction`,
-    /// `model_wait`, `fork`, `attempt`, `result`, `error`.
+    /// `model_wait`, `fork`, `mcp`, `attempt`, `result`, `error`.
     pub kind: &'static str,
     pub title: String,
     /// Short facts, shown as `name: value`.

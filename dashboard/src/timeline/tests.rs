@@ -484,3 +484,28 @@ fn a_failed_run_shows_its_real_error_and_unreadable_events_are_kept() {
     assert!(items[1].title.contains("unreadable event 2"));
     assert_eq!(items[2].body.as_deref(), Some("model unavailable for 30m"));
 }
+
+#[test]
+fn an_mcp_listing_shows_its_tools_with_their_classes_and_what_was_left_out() {
+    let events = log(vec![RunEvent::McpToolsListed {
+        server: "notes".into(),
+        tools: vec![nightshift_tools::ToolDefinition {
+            name: "mcp__notes__add_note".into(),
+            description: "Adds a line".into(),
+            input_schema: serde_json::json!({"type": "object"}),
+            class: nightshift_tools::ToolClass::SideEffect,
+        }],
+        left_out: vec![nightshift_agent::LeftOutTool {
+            tool: "bad.name".into(),
+            reason: "its name has characters a model's tool name cannot hold".into(),
+        }],
+    }]);
+    let items = build(&run(RunStatus::Running), &[], &[], &events);
+    let mcp = items.iter().find(|i| i.kind == "mcp").expect("an mcp item");
+    assert_eq!(mcp.title, "MCP tools listed");
+    assert!(mcp.facts.contains(&("server".into(), "notes".into())));
+    assert!(mcp.facts.contains(&("offered".into(), "1".into())));
+    let body = mcp.body.as_deref().unwrap();
+    assert!(body.contains("mcp__notes__add_note (side_effect)"), "{body}");
+    assert!(body.contains("left out: bad.name"), "{body}");
+}
