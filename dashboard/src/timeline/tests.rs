@@ -506,6 +506,9 @@ fn an_mcp_listing_shows_its_tools_with_their_classes_and_what_was_left_out() {
     assert!(mcp.facts.contains(&("server".into(), "notes".into())));
     assert!(mcp.facts.contains(&("offered".into(), "1".into())));
     let body = mcp.body.as_deref().unwrap();
-    assert!(body.contains("mcp__notes__add_note (side_effect)"), "{body}");
+    assert!(
+        body.contains("mcp__notes__add_note (side_effect)"),
+        "{body}"
+    );
     assert!(body.contains("left out: bad.name"), "{body}");
 }
