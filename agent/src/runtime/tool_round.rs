@@ -344,13 +344,7 @@ impl AgentRuntime {
             Ok(text) => (text, false),
             Err(why) => (why, true),
         };
-        s.log(RunEvent::ToolResult {
-            call_id: call_id.to_string(),
-            content,
-            is_error,
-            interrupted: false,
-        })
-        .await?;
+        s.log_result(call_id, content, is_error).await?;
         Ok(is_error)
     }
 
