@@ -77,10 +77,7 @@ pub fn catalog(server: &McpServerConfig, listed: &[Tool]) -> Catalog {
     let mut out = Catalog::default();
     for tool in listed {
         let remote = tool.name.to_string();
-        if !server.allow.is_empty() && !server.allow.contains(&remote) {
-            continue;
-        }
-        if server.deny.contains(&remote) {
+        if !server.offers(&remote) {
             continue;
         }
         let name = tool_name(&server.name, &remote);

@@ -86,6 +86,12 @@ pub struct McpConfigError {
 }
 
 impl McpServerConfig {
+    /// Whether its `allow` and `deny` let its tool `tool` (the server's own name) be offered.
+    pub fn offers(&self, tool: &str) -> bool {
+        (self.allow.is_empty() || self.allow.iter().any(|a| a == tool))
+            && !self.deny.iter().any(|d| d == tool)
+    }
+
     /// Whether this definition can work, for agent `agent` (`Err` names
     /// `agents.<agent>.mcp.<name>.<key>`).
     pub fn check(&self, agent: &str) -> Result<(), McpConfigError> {

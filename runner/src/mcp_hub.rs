@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use nightshift_agent::{AgentDef, LeftOutTool, McpListing, PrepareError, RunStart, ToolCall};
 use nightshift_mcp::{McpError, McpServerConfig, McpSession, Transport};
-use nightshift_tools::{StdioServer, ToolContext, ToolOutput};
+use nightshift_tools::{HttpAllowlist, SecretBindings, StdioServer, ToolContext, ToolOutput};
 use tokio_util::sync::CancellationToken;
 
 use crate::toolbox::Tools;
@@ -147,7 +147,12 @@ impl McpHub {
                 context: run.context,
                 store: run.store,
             };
-            let live = ensure(&mut state, tools, agent, server, &call, cancel)
+            let ctx = tools
+                .context_for(agent, &call, run.context.cloned(), cancel)
+                .map_err(|e| {
+                    PrepareError::Transient(format!("the run's workspace is not usable: {e}"))
+                })?;
+            let live = ensure(&mut state, tools, server, &ctx, cancel)
                 .await
                 .map_err(|e| PrepareError::Transient(e.to_string()))?;
             let listed_tools = match live.session.list_tools().await {
@@ -196,7 +201,7 @@ impl McpHub {
         self.reap_idle();
         let slot = self.slot(call.run_id, server_name);
         let mut state = slot.lock().await;
-        let live = match ensure(&mut state, tools, agent, server, &call, cancel).await {
+        let live = match ensure(&mut state, tools, server, ctx, cancel).await {
             Ok(live) => live,
             Err(e) => return ToolOutput::unresolved(format!("{e}; the call was not made")),
         };
@@ -293,9 +298,8 @@ async fn close(live: Option<Live>) {
 async fn ensure<'g>(
     state: &'g mut SlotState,
     tools: &Tools,
-    agent: &AgentDef,
     server: &McpServerConfig,
-    call: &ToolCall<'_>,
+    ctx: &ToolContext,
     cancel: &CancellationToken,
 ) -> Result<&'g mut Live, McpError> {
     let guard = &mut state.live;
@@ -304,14 +308,14 @@ async fn ensure<'g>(
         .is_some_and(|l| !l.usable() || l.config != *server)
     {
         let gone = guard.take();
-        tracing::info!(run_id = %call.run_id, server = %server.name,
+        tracing::info!(run_id = %ctx.run_id(), server = %server.name,
             "the MCP server's session went away or its definition changed; starting it again");
         close(gone).await;
     }
     if guard.is_none() {
         state.relist = true;
         let started = tokio::select! {
-            started = start(tools, agent, server, call, cancel) => started?,
+            started = start(tools, server, ctx) => started?,
             () = cancel.cancelled() => return Err(McpError::Start {
                 server: server.name.clone(),
                 reason: "the job was cancelled while it started".into(),
@@ -322,21 +326,17 @@ async fn ensure<'g>(
     Ok(guard.as_mut().expect("just set"))
 }
 
-/// Starts `server` for the run of `call`.
+/// Starts `server` with `ctx`, the context a call of the run gets (its workspace, sandbox,
+/// secrets and allowlist).
 async fn start(
     tools: &Tools,
-    agent: &AgentDef,
     server: &McpServerConfig,
-    call: &ToolCall<'_>,
-    cancel: &CancellationToken,
+    ctx: &ToolContext,
 ) -> Result<Live, McpError> {
     let fail = |reason: String| McpError::Start {
         server: server.name.clone(),
         reason,
     };
-    let ctx = tools
-        .context_for(agent, call, call.context.cloned(), cancel)
-        .map_err(|e| fail(format!("the run's workspace is not usable: {e}")))?;
     match server.transport {
         Transport::Stdio => {
             let env: Vec<(String, String)> = server
@@ -345,7 +345,7 @@ async fn start(
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             let program = server.command.as_deref().unwrap_or_default();
-            let mut process = StdioServer::spawn(&ctx, program, &server.args, &env)
+            let mut process = StdioServer::spawn(ctx, program, &server.args, &env)
                 .map_err(|e| fail(e.to_string()))?;
             let (read, write) = process
                 .take_pipes()
@@ -371,7 +371,7 @@ async fn start(
             }
         }
         Transport::Http | Transport::Sse => {
-            let headers = http_headers(&ctx, server).map_err(fail)?;
+            let headers = http_headers(ctx, server).map_err(fail)?;
             let client = tools.mcp_http_client().map_err(fail)?;
             let session = McpSession::over_http(server, &headers, client).await?;
             Ok(Live {
@@ -384,31 +384,48 @@ async fn start(
     }
 }
 
-/// The headers of an HTTP server with their secrets filled in — once its URL is allowed and
-/// each secret may go to its host (the rules `http_request` follows).
+/// Whether the daemon may reach HTTP server `server` — the rules `http_request` follows: its
+/// `url` on `allowlist`, and each secret in its headers allowed to go to the URL's host by
+/// `bindings`. `Err` names the key (`url` or `headers`) and what is wrong. The load checks
+/// the config with it, and every start checks again.
+pub(crate) fn check_http_target(
+    server: &McpServerConfig,
+    allowlist: &HttpAllowlist,
+    bindings: &SecretBindings,
+) -> Result<(), (&'static str, String)> {
+    let text = server.url.as_deref().unwrap_or_default();
+    let url =
+        url::Url::parse(text).map_err(|e| ("url", format!("'{text}' does not parse: {e}")))?;
+    if !allowlist.allows(&url) {
+        return Err((
+            "url",
+            format!(
+                "{url} is not on runtime.http_allowlist (allowed: {}): the daemon reaches an \
+                 HTTP MCP server only where http_request may go; add its host (and port) there",
+                allowlist.entries().join(", ")
+            ),
+        ));
+    }
+    let default_port = if url.scheme() == "https" { 443 } else { 80 };
+    let port = url.port_or_known_default().unwrap_or(default_port);
+    bindings
+        .check(
+            server.headers.values().map(String::as_str),
+            url.host_str().unwrap_or_default(),
+            port,
+            default_port,
+        )
+        .map_err(|e| ("headers", e.to_string()))
+}
+
+/// The headers of an HTTP server with their secrets filled in, once
+/// [`check_http_target`] lets it be reached; nothing is sent otherwise.
 fn http_headers(
     ctx: &ToolContext,
     server: &McpServerConfig,
 ) -> Result<Vec<(String, String)>, String> {
-    let text = server.url.as_deref().unwrap_or_default();
-    let url = url::Url::parse(text).map_err(|e| format!("its url '{text}' does not parse: {e}"))?;
-    if !ctx.http_allowlist().allows(&url) {
-        return Err(format!(
-            "its url {url} is not on runtime.http_allowlist (allowed: {}); nothing was sent",
-            ctx.http_allowlist().entries().join(", ")
-        ));
-    }
-    let host = url.host_str().unwrap_or_default();
-    let default_port = if url.scheme() == "https" { 443 } else { 80 };
-    let port = url.port_or_known_default().unwrap_or(default_port);
-    ctx.secret_bindings()
-        .check(
-            server.headers.values().map(String::as_str),
-            host,
-            port,
-            default_port,
-        )
-        .map_err(|e| e.to_string())?;
+    check_http_target(server, ctx.http_allowlist(), ctx.secret_bindings())
+        .map_err(|(key, why)| format!("its {key}: {why}; nothing was sent"))?;
     server
         .headers
         .iter()

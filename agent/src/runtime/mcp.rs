@@ -17,7 +17,6 @@
 //!   and its failure has the job tried again (or fails the run, when it never will work).
 
 use nightshift_llm::ToolSpec;
-use nightshift_mcp::McpServerConfig;
 use nightshift_store::RunEnd;
 use nightshift_tools::{InputSchema, ToolClass, ToolDefinition};
 use nightshift_worker::JobOutcome;
@@ -27,12 +26,6 @@ use crate::config::AgentDef;
 use crate::events::RunEvent;
 use crate::ports::{PrepareError, RunStart};
 use crate::state::RunState;
-
-/// Whether the server's current `allow` and `deny` let its tool `remote` be offered.
-fn allowed(server: &McpServerConfig, remote: &str) -> bool {
-    (server.allow.is_empty() || server.allow.iter().any(|a| a == remote))
-        && !server.deny.iter().any(|d| d == remote)
-}
 
 /// MCP tool `name` as the run may call it now, with its class: listed in the run's log, its
 /// server still the agent's, allowed by the server's current `allow` and `deny`, and classed
@@ -44,7 +37,7 @@ fn offered<'s>(
 ) -> Option<(&'s ToolDefinition, ToolClass)> {
     let (server, remote) = nightshift_mcp::split_name(name)?;
     let config = agent.config.mcp.iter().find(|s| s.name == server)?;
-    if !allowed(config, remote) {
+    if !config.offers(remote) {
         return None;
     }
     let tool = state.mcp_tool(name)?;
@@ -64,7 +57,7 @@ pub(super) fn specs(agent: &AgentDef, state: &RunState) -> Vec<ToolSpec> {
         .filter_map(|server| Some((server, state.mcp_tools.get(&server.name)?)))
         .flat_map(|(server, tools)| {
             tools.iter().filter(move |t| {
-                nightshift_mcp::split_name(&t.name).is_some_and(|(_, r)| allowed(server, r))
+                nightshift_mcp::split_name(&t.name).is_some_and(|(_, r)| server.offers(r))
             })
         })
         .map(|t| ToolSpec {

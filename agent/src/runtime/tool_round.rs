@@ -316,10 +316,13 @@ impl AgentRuntime {
         name: &str,
         input: &serde_json::Value,
     ) -> ToolClass {
-        if name == skills::LOAD_SKILL && self.is_control(agent, name) {
-            ToolClass::ReadOnly
-        } else if self.is_control(agent, name) {
-            ToolClass::Idempotent
+        if self.is_control(agent, name) {
+            // `load_skill` only reads; `schedule_wakeup` arms its wakeup once per call.
+            if name == skills::LOAD_SKILL {
+                ToolClass::ReadOnly
+            } else {
+                ToolClass::Idempotent
+            }
         } else if mcp::is_mcp(name) {
             mcp::class(agent, state, name)
         } else {

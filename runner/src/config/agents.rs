@@ -87,30 +87,10 @@ impl Config {
                     }
                 }
             }
-            let Some(text) = server.url.as_deref() else {
-                continue;
-            };
-            let url = url::Url::parse(text)
-                .map_err(|e| Invalid::table(at("url"), format!("'{text}' does not parse: {e}")))?;
-            if !allowlist.allows(&url) {
-                return Err(Invalid::table(
-                    at("url"),
-                    format!(
-                        "{url} is not on runtime.http_allowlist: the daemon reaches an HTTP MCP \
-                         server only where http_request may go; add its host (and port) there"
-                    ),
-                ));
+            if server.url.is_some() {
+                crate::mcp_hub::check_http_target(server, &allowlist, &bindings)
+                    .map_err(|(key, why)| Invalid::table(at(key), why))?;
             }
-            let default_port = if url.scheme() == "https" { 443 } else { 80 };
-            let port = url.port_or_known_default().unwrap_or(default_port);
-            bindings
-                .check(
-                    server.headers.values().map(String::as_str),
-                    url.host_str().unwrap_or_default(),
-                    port,
-                    default_port,
-                )
-                .map_err(|e| Invalid::table(at("headers"), e.to_string()))?;
         }
         Ok(())
     }
